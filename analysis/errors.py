@@ -1,0 +1,99 @@
+"""The one exception hierarchy of tokendfa.
+
+Every error the library raises on purpose derives from :class:`TokenDFAError`,
+so a caller can catch the whole family at once, and the CLI can print a
+one-line message instead of a traceback. Subclasses that describe bad input
+are also ``ValueError``s, as the standard library would raise.
+
+This module sits in the lowest layer (``analysis/``) so that the analysis,
+build and serving code all raise from the same tree without ``analysis``
+importing ``index``.
+"""
+
+from __future__ import annotations
+
+
+class TokenDFAError(Exception):
+    """Base of every error tokendfa raises on purpose."""
+
+
+# --- the pattern ---------------------------------------------------------
+
+class RegexError(TokenDFAError, ValueError):
+    """The regular expression is not valid syntax."""
+
+
+class UnsupportedRegexError(RegexError):
+    """Valid syntax, but a construct a finite automaton cannot express
+    (lookarounds, backreferences, word boundaries, inner anchors, ...)."""
+
+
+class EmptyLanguageError(TokenDFAError, ValueError):
+    """The pattern matches no string at all, so no index can serve it."""
+
+
+class SchemaError(TokenDFAError, ValueError):
+    """A JSON Schema that is not valid JSON or not a valid schema."""
+
+
+class UnsupportedSchemaError(SchemaError):
+    """A schema keyword or value that cannot be compiled exactly."""
+
+
+# --- the vocabulary ------------------------------------------------------
+
+class VocabularyError(TokenDFAError, ValueError):
+    """A vocabulary source that cannot be read or makes no sense."""
+
+
+class VocabularyCoverageError(VocabularyError):
+    """The vocabulary cannot spell what the pattern requires.
+
+    ``state`` is the automaton state where generation would be stuck and
+    ``needed_bytes`` the bytes the pattern accepts there.
+    """
+
+    def __init__(self, message: str, *, state: int | None = None,
+                 needed_bytes: bytes = b"") -> None:
+        super().__init__(message)
+        self.state = state
+        self.needed_bytes = needed_bytes
+
+
+# --- building ------------------------------------------------------------
+
+class BuildLimitError(TokenDFAError):
+    """The build went past a configured bound (states, memory, time)."""
+
+    def __init__(self, message: str, *, reached: int | None = None) -> None:
+        super().__init__(message)
+        self.reached = reached
+
+
+# --- files ---------------------------------------------------------------
+
+class IndexFileError(TokenDFAError, ValueError):
+    """An index file that is truncated, corrupted or of an unknown format."""
+
+
+class IndexVersionError(IndexFileError):
+    """An index file written in a format version this library cannot read."""
+
+
+class VocabularyMismatchError(IndexFileError):
+    """An index file built for a different vocabulary than the one given."""
+
+
+# --- serving -------------------------------------------------------------
+
+class TokenNotAllowedError(TokenDFAError, ValueError):
+    """A token that the index does not allow in the current state."""
+
+    def __init__(self, message: str, *, state: int, token_id: int) -> None:
+        super().__init__(message)
+        self.state = state
+        self.token_id = token_id
+
+
+class InvalidStateError(TokenDFAError, ValueError):
+    """A state id, token id or rollback count outside the valid range."""

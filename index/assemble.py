@@ -1,0 +1,255 @@
+"""From raw token transitions to the canonical, compressed index arrays.
+
+Both builds (the brute-force reference and the fast signature walk) end the
+same way: a list of edges ``(dfa state, token group, dfa state)`` found from
+the states reachable from the initial one, where a *group* is a set of tokens
+the builder knows to behave alike (one token each for the reference, one
+byte-class signature each for the fast build). This module turns such edges
+into :class:`IndexArrays`, and does it canonically, so that any two builds of
+the same pattern and vocabulary give identical arrays:
+
+1. States from which no sequence of tokens reaches a final state are dropped
+   with every edge into them: the vocabulary could never finish a match from
+   there. If that leaves nothing, the vocabulary cannot express the pattern.
+2. Groups whose columns (their edges from every state) are equal are merged,
+   groups with no edge left are dropped (their tokens are never allowed), and
+   groups are numbered by their smallest token id.
+3. States are numbered breadth-first from the initial state (0), following
+   edges in group order.
+4. Each state's allowed tokens become a bitset; identical bitsets are stored
+   once.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis.bytedfa import ByteDFA
+from analysis.errors import VocabularyCoverageError
+from index.tokenindex import MASK_WORD, IndexArrays
+
+@dataclass(frozen=True, eq=False)
+class RawEdges:
+    """Token transitions as found by a builder, in the byte DFA's state ids."""
+
+    source: np.ndarray      # int32[E]
+    group: np.ndarray       # int32[E]
+    target: np.ndarray      # int32[E]
+    token_group: np.ndarray  # int32[V]: the builder's group of each token, -1 if none
+
+
+def assemble(dfa: ByteDFA, raw: RawEdges, eos_token_ids, vocab_size: int) -> IndexArrays:
+    """Canonical :class:`IndexArrays` from a builder's raw edges."""
+    source, group, target = raw.source, raw.group, raw.target
+    keep = _token_live(source, target, dfa.finals, dfa.initial)
+    if not keep[dfa.initial]:
+        raise _coverage_error(dfa, raw)
+    useful = keep[target] & keep[source]
+    source, group, target = source[useful], group[useful], target[useful]
+    source, group, target = _reachable(source, group, target, dfa.initial)
+
+    token_group, source, group, target = _canonical_groups(raw.token_group, source, group, target)
+    states, source, group, target = _breadth_first_numbering(source, group, target, dfa.initial)
+    order = np.lexsort((group, source))
+    source, group, target = source[order], group[order], target[order]
+    num_states = len(states)
+    offsets = np.searchsorted(source, np.arange(num_states + 1)).astype(np.int64)
+    finals = dfa.finals[states].copy()
+    eos = np.asarray(sorted(set(int(t) for t in eos_token_ids)), dtype=np.int32)
+    mask_id, masks = _unique_masks(offsets, group, finals, token_group, eos, vocab_size)
+    arrays = IndexArrays(token_group.astype(np.int32), offsets, group.astype(np.int32),
+                         target.astype(np.int32), finals, mask_id, masks, eos)
+    for array in arrays.as_dict().values():
+        array.flags.writeable = False
+    return arrays
+
+
+def _token_live(source, target, finals, initial) -> np.ndarray:
+    """States from which token edges reach a final state (reverse search)."""
+    num_states = len(finals)
+    order = np.argsort(target, kind="stable")
+    by_target, predecessors = target[order], source[order]
+    starts = np.searchsorted(by_target, np.arange(num_states + 1))
+    live = finals.copy()
+    queue = deque(np.flatnonzero(finals).tolist())
+    while queue:
+        state = queue.popleft()
+        for pred in np.unique(predecessors[starts[state]:starts[state + 1]]):
+            if not live[pred]:
+                live[pred] = True
+                queue.append(int(pred))
+    return live
+
+
+def _reachable(source, group, target, initial):
+    """Only the edges whose source can be reached from ``initial``."""
+    if len(source) == 0:
+        return source, group, target
+    num_states = int(max(source.max(), target.max(), initial)) + 1
+    order = np.argsort(source, kind="stable")
+    source, group, target = source[order], group[order], target[order]
+    starts = np.searchsorted(source, np.arange(num_states + 1))
+    seen = np.zeros(num_states, dtype=bool)
+    seen[initial] = True
+    queue = deque([initial])
+    while queue:
+        state = queue.popleft()
+        for nxt in np.unique(target[starts[state]:starts[state + 1]]):
+            if not seen[nxt]:
+                seen[nxt] = True
+                queue.append(int(nxt))
+    keep = seen[source]
+    return source[keep], group[keep], target[keep]
+
+
+def _mix64(values: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser: spreads pairs of small ints over 64 bits."""
+    z = values.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _canonical_groups(token_group, source, group, target):
+    """Merge groups with equal columns and number them by smallest token.
+
+    Returns the new token -> group array and the edges of the surviving
+    groups, relabelled.
+    """
+    with np.errstate(over="ignore"):
+        order = np.lexsort((source, group))
+        source, group, target = source[order], group[order], target[order]
+        num_old = int(max(token_group.max(initial=-1), group.max(initial=-1))) + 1
+        starts = np.searchsorted(group, np.arange(num_old + 1))
+        counts = np.diff(starts)
+        pair_hash = _mix64((source.astype(np.uint64) << np.uint64(32)) | target.astype(np.uint64))
+        column_hash = np.zeros(num_old, dtype=np.uint64)
+        np.add.at(column_hash, group, pair_hash)
+    has_edges = counts > 0
+    key = np.stack([column_hash.view(np.int64), counts], axis=1)
+    _, first, klass = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    klass = klass.ravel()
+    representative = first[klass]
+    # Hash equality is only a candidate: check column by column, aligned.
+    position = np.arange(len(group)) - starts[group]
+    partner = starts[representative[group]] + position
+    same = (source[partner] == source) & (target[partner] == target)
+    bad_groups = np.unique(group[~same])
+    if len(bad_groups):  # a hash collision: keep those groups apart
+        representative[bad_groups] = bad_groups
+    representative[~has_edges] = -1
+
+    # Number the surviving representatives by the smallest token they cover.
+    # Index -1 (no group) reads the appended -1.
+    token_rep = np.append(representative, -1)[token_group]
+    alive_tokens = np.flatnonzero(token_rep >= 0)
+    reps_in_token_order, first_token = np.unique(token_rep[alive_tokens], return_index=True)
+    rank_order = np.argsort(first_token, kind="stable")
+    new_id = np.full(num_old, -1, dtype=np.int64)
+    new_id[reps_in_token_order[rank_order]] = np.arange(len(rank_order))
+    new_token_group = np.append(new_id, -1)[token_rep]
+
+    keep = (representative[group] == group) & (new_id[group] >= 0)
+    return new_token_group.astype(np.int32), source[keep], new_id[group[keep]], target[keep]
+
+
+def _breadth_first_numbering(source, group, target, initial):
+    """Number states 0.. breadth-first from ``initial``; edges in group order."""
+    if len(source) == 0:
+        return np.array([initial]), source, group, target
+    num_states = int(max(source.max(), target.max(), initial)) + 1
+    order = np.lexsort((group, source))
+    source, group, target = source[order], group[order], target[order]
+    starts = np.searchsorted(source, np.arange(num_states + 1))
+    number = np.full(num_states, -1, dtype=np.int64)
+    number[initial] = 0
+    states = [initial]
+    for state in states:  # grows while we iterate
+        successors = target[starts[state]:starts[state + 1]]
+        _, first = np.unique(successors, return_index=True)
+        for nxt in successors[np.sort(first)]:
+            if number[nxt] < 0:
+                number[nxt] = len(states)
+                states.append(int(nxt))
+    return np.asarray(states), number[source], group, number[target]
+
+
+def _unique_masks(offsets, group, finals, token_group, eos, vocab_size):
+    """One bitset per distinct allowed set; ``mask_id`` maps states to rows."""
+    num_states = len(finals)
+    num_words = (vocab_size + 31) // 32
+    with np.errstate(over="ignore"):
+        state_of_edge = np.repeat(np.arange(num_states), np.diff(offsets))
+        edge_hash = _mix64(group.astype(np.uint64))
+        state_hash = np.zeros(num_states, dtype=np.uint64)
+        np.add.at(state_hash, state_of_edge, edge_hash)
+    key = np.stack([state_hash.view(np.int64), np.diff(offsets), finals.astype(np.int64)], axis=1)
+    _, first, mask_id = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    mask_id = mask_id.ravel()
+    rows = []
+    num_groups = int(token_group.max(initial=-1)) + 1
+    for state in first:
+        allowed_group = np.zeros(num_groups + 1, dtype=bool)  # slot 0 is "no group"
+        allowed_group[group[offsets[state]:offsets[state + 1]] + 1] = True
+        allowed = np.zeros(num_words * 32, dtype=bool)
+        allowed[:vocab_size] = allowed_group[token_group + 1]
+        if finals[state]:
+            allowed[eos] = True
+        rows.append(np.packbits(allowed, bitorder="little").view(MASK_WORD))
+    masks = np.vstack(rows) if rows else np.zeros((0, num_words), dtype=MASK_WORD)
+    # A hash collision would give two states one row: compare and split.
+    for state in range(num_states):
+        row = mask_id[state]
+        if first[row] != state and not np.array_equal(
+                group[offsets[state]:offsets[state + 1]],
+                group[offsets[first[row]]:offsets[first[row] + 1]]):
+            raise AssertionError("mask hash collision")  # pragma: no cover - 2**-64
+    return mask_id.astype(np.int32), np.ascontiguousarray(masks, dtype=MASK_WORD)
+
+
+def _coverage_error(dfa: ByteDFA, raw: RawEdges) -> VocabularyCoverageError:
+    """Name the first state where the vocabulary leaves generation stuck.
+
+    Called only when the initial state cannot reach a final one through
+    tokens, so every state reachable from it is just as hopeless; the most
+    useful one to name is the first (breadth-first) with no token at all.
+    """
+    source, target = raw.source, raw.target
+    reachable, seen = [dfa.initial], {dfa.initial}
+    for state in reachable:
+        for nxt in np.unique(target[source == state]).tolist():
+            if nxt not in seen:
+                seen.add(nxt)
+                reachable.append(nxt)
+    stuck = [state for state in reachable if not np.any(source == state)]
+    state = stuck[0] if stuck else dfa.initial
+    needed = bytes(np.flatnonzero(dfa.transitions[state] != 0).tolist())
+    return VocabularyCoverageError(
+        f"the vocabulary cannot express the pattern {dfa.pattern!r}: at byte-DFA state {state} "
+        f"(after {_shortest_bytes_to(dfa, state)!r}) it needs one of the bytes "
+        f"{_show_bytes(needed)}, and no token spelling them leads on to a match",
+        state=state, needed_bytes=needed)
+
+
+def _shortest_bytes_to(dfa: ByteDFA, goal: int) -> bytes:
+    """The shortest byte string leading from the initial state to ``goal``."""
+    path = {dfa.initial: b""}
+    queue = deque([dfa.initial])
+    while queue:
+        state = queue.popleft()
+        if state == goal:
+            return path[state]
+        for byte in range(256):
+            nxt = int(dfa.transitions[state, byte])
+            if nxt and nxt not in path:
+                path[nxt] = path[state] + bytes([byte])
+                queue.append(nxt)
+    return b""
+
+
+def _show_bytes(data: bytes, limit: int = 12) -> str:
+    shown = ", ".join(repr(bytes([b])) for b in data[:limit])
+    return shown + (f" and {len(data) - limit} more" if len(data) > limit else "")

@@ -1,0 +1,221 @@
+"""The ``tokendfa`` command: build, inspect, check, and a demo.
+
+Every error tokendfa raises on purpose becomes one line on stderr and a
+non-zero exit status; a traceback means a bug in tokendfa.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+from analysis.errors import TokenDFAError
+
+DEFAULT_VOCABULARY = "qwen2.5"
+
+# The demo's pattern: a small person record as compact JSON, bounded so
+# every random walk through it ends.
+DEMO_PATTERN = (
+    r'\{"name": "[A-Z][a-z]{1,12}", "age": (0|[1-9][0-9]?), '
+    r'"email": "[a-z]{1,10}@[a-z]{1,10}\.(com|org)", '
+    r'"tags": \[("[a-z]{1,8}"(, "[a-z]{1,8}"){0,3})?\]\}'
+)
+DEMO_TEXT = '{"name": "Ada", "age": 36, "email": "ada@lovelace.org", "tags": ["math", "engines"]}'
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except TokenDFAError as exc:
+        print(f"tokendfa: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tokendfa: interrupted", file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tokendfa",
+        description="Compile a regex and an LLM vocabulary into a token-level DFA index.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    build = commands.add_parser("build", help="build an index file")
+    source = build.add_mutually_exclusive_group(required=True)
+    source.add_argument("--regex", help="the pattern (Python re syntax, matched against the whole text)")
+    source.add_argument("--regex-file", help="a file holding the pattern")
+    build.add_argument("--vocab", default=DEFAULT_VOCABULARY,
+                       help="a built-in vocabulary name or a tokenizer path (default: %(default)s)")
+    build.add_argument("-o", "--output", required=True, help="where to write the index")
+    build.add_argument("--jobs", type=int, default=1, help="parallel workers (joblib n_jobs)")
+    build.add_argument("--method", choices=("fast", "reference"), default="fast")
+    build.add_argument("--max-states", type=int, default=None,
+                       help="fail early when the pattern's automaton has more states")
+    build.set_defaults(run=_build)
+
+    inspect = commands.add_parser("inspect", help="describe an index file")
+    inspect.add_argument("file")
+    inspect.set_defaults(run=_inspect)
+
+    check = commands.add_parser("check", help="tokenize TEXT and walk it through an index")
+    check.add_argument("file")
+    check.add_argument("text")
+    check.add_argument("--vocab", default=None,
+                       help="the vocabulary (default: the one recorded in the index)")
+    check.set_defaults(run=_check)
+
+    demo = commands.add_parser(
+        "demo", help=f"build and use an index for a sample JSON pattern with {DEFAULT_VOCABULARY}")
+    demo.add_argument("--vocab", default=DEFAULT_VOCABULARY)
+    demo.add_argument("--samples", type=int, default=3)
+    demo.set_defaults(run=_demo)
+    return parser
+
+
+def _load_vocabulary(spec: str):
+    from index.vocabulary import Vocabulary
+
+    return Vocabulary.from_spec(spec)
+
+
+def _read_pattern(args) -> str:
+    if args.regex is not None:
+        return args.regex
+    try:
+        with open(args.regex_file, encoding="utf-8") as handle:
+            return handle.read().rstrip("\n")
+    except OSError as exc:
+        raise _UsageError(f"cannot read regex file {args.regex_file}: {exc.strerror}") from None
+
+
+class _UsageError(TokenDFAError):
+    pass
+
+
+def _build(args) -> int:
+    from index.tokenindex import Index
+
+    pattern = _read_pattern(args)
+    vocabulary = _load_vocabulary(args.vocab)
+    started = time.perf_counter()
+    index = Index.from_regex(pattern, vocabulary, method=args.method, n_jobs=args.jobs,
+                             max_states=args.max_states)
+    built = time.perf_counter() - started
+    try:
+        index.save(args.output)
+    except OSError as exc:
+        raise _UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    print(f"built {args.output}: {index.num_states} states, "
+          f"{len(index.arrays.masks)} distinct masks, {os.path.getsize(args.output):,} bytes, "
+          f"in {built:.2f} s with {vocabulary.name} ({vocabulary.size:,} tokens)")
+    return 0
+
+
+def _inspect(args) -> int:
+    from index.tokenindex import Index
+
+    index = Index.load(args.file)
+    meta = index.metadata
+    vocab = meta.get("vocabulary", {})
+    arrays = index.arrays
+    rows = [
+        ("pattern", meta.get("pattern", "")),
+        ("vocabulary", f"{vocab.get('name')} ({vocab.get('size'):,} tokens, "
+                       f"fingerprint {str(vocab.get('fingerprint'))[:16]})"),
+        ("source", vocab.get("source") or "-"),
+        ("states", f"{index.num_states} ({len(index.final_states)} final)"),
+        ("transitions", f"{index.num_transitions:,} token transitions "
+                        f"({len(arrays.edge_group):,} stored as {int(arrays.token_group.max()) + 1:,} token groups)"),
+        ("masks", f"{len(arrays.masks):,} distinct of {index.num_states}"),
+        ("memory", f"{index.nbytes:,} bytes"),
+        ("file size", f"{os.path.getsize(args.file):,} bytes"),
+        ("build", ", ".join(f"{k}={v}" for k, v in meta.get("build", {}).items())),
+    ]
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+    return 0
+
+
+def _check(args) -> int:
+    from index.guide import Guide
+    from index.tokenindex import Index
+
+    spec = args.vocab or Index.load(args.file, verify=False).metadata["vocabulary"].get("source")
+    if not spec:
+        raise _UsageError("the index does not record where its vocabulary comes from: pass --vocab")
+    vocabulary = _load_vocabulary(spec)
+    index = Index.load(args.file, vocabulary)
+    token_ids = vocabulary.encode(args.text)
+    guide = Guide(index)
+    offset = 0
+    for position, token_id in enumerate(token_ids):
+        if not index.is_allowed(guide.state, token_id):
+            print(f"rejected at token {position} (id {token_id}, "
+                  f"{vocabulary.tokens[token_id]!r}) at byte {offset}: the text so far "
+                  f"{args.text.encode()[:offset]!r} cannot go on this way")
+            return 1
+        guide.advance(token_id)
+        offset += len(vocabulary.tokens[token_id] or b"")
+    if guide.can_end():
+        print(f"accepted: a complete match in {len(token_ids)} tokens")
+        return 0
+    print(f"prefix: valid so far ({len(token_ids)} tokens) but not a complete match")
+    return 1
+
+
+def _demo(args) -> int:
+    import re
+
+    import numpy as np
+
+    from index.guide import Guide
+    from index.tokenindex import Index
+
+    started = time.perf_counter()
+    vocabulary = _load_vocabulary(args.vocab)
+    print(f"vocabulary  {vocabulary.name}: {vocabulary.size:,} tokens "
+          f"(loaded in {time.perf_counter() - started:.2f} s)")
+    print(f"pattern     {DEMO_PATTERN}")
+    started = time.perf_counter()
+    index = Index.from_regex(DEMO_PATTERN, vocabulary)
+    print(f"built       {index.num_states} states, {len(index.arrays.masks)} distinct masks "
+          f"in {time.perf_counter() - started:.2f} s")
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "demo.tdfa")
+        index.save(path)
+        started = time.perf_counter()
+        index = Index.load(path, vocabulary)
+        print(f"file        {os.path.getsize(path):,} bytes, loaded in "
+              f"{(time.perf_counter() - started) * 1000:.1f} ms")
+
+        guide = Guide(index)
+        token_ids = vocabulary.encode(DEMO_TEXT)
+        for token_id in token_ids:
+            guide.advance(token_id)
+        print(f"check       {DEMO_TEXT}\n            {len(token_ids)} tokens, "
+              f"{'accepted' if guide.can_end() else 'NOT accepted'}")
+
+        rng = np.random.default_rng(0)
+        for sample in range(args.samples):
+            guide = Guide(index)
+            pieces = []
+            while not guide.is_finished():
+                allowed = guide.get_tokens()
+                token_id = int(rng.choice(allowed))
+                guide.advance(token_id)
+                if token_id not in index.eos_token_ids:
+                    pieces.append(vocabulary.tokens[token_id])
+            text = b"".join(pieces).decode("utf-8")
+            verdict = "matches" if re.fullmatch(DEMO_PATTERN, text) else "DOES NOT MATCH"
+            print(f"sample {sample + 1}    {text}  ({guide.num_tokens} tokens, {verdict})")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,251 @@
+"""Index files: a versioned msgpack header, then the raw arrays.
+
+Layout (all integers little-endian)::
+
+    magic        8 bytes   b"TOKENDFA"
+    header_size  uint32    length of the msgpack header
+    header_crc   uint32    CRC-32 of the header bytes
+    header       msgpack   format, version, metadata, array table, data checksum
+    padding      to a 64-byte boundary
+    data         the arrays back to back, each 64-byte aligned
+
+The arrays on disk are the arrays in memory: loading maps the file and wraps
+each array with ``np.frombuffer`` (constant time, read-only, shared between
+processes). Nothing in a file is ever executed: no pickle, only msgpack maps
+of plain values and raw numbers, and every field is validated before use.
+Writes go to a temporary file in the same folder that is renamed over the
+target only once complete, so a failed build never leaves a partial index or
+damages an existing one.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import tempfile
+import zlib
+from os import PathLike
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+import numpy as np
+
+from analysis.errors import IndexFileError, IndexVersionError, VocabularyMismatchError
+from index.tokenindex import MASK_WORD, Index, IndexArrays
+
+if TYPE_CHECKING:  # pragma: no cover
+    from index.vocabulary import Vocabulary
+
+MAGIC = b"TOKENDFA"
+FORMAT_NAME = "tokendfa-index"
+FORMAT_VERSION = 1
+ALIGNMENT = 64
+_PREAMBLE = struct.Struct("<8sII")
+
+# The arrays a version-1 file holds, with their exact dtypes and ranks.
+ARRAY_LAYOUT = {
+    "token_group": ("<i4", 1),
+    "state_offsets": ("<i8", 1),
+    "edge_group": ("<i4", 1),
+    "edge_next": ("<i4", 1),
+    "finals": ("|b1", 1),
+    "mask_id": ("<i4", 1),
+    "masks": (MASK_WORD.str, 2),
+    "eos_token_ids": ("<i4", 1),
+}
+
+
+def _aligned(size: int) -> int:
+    return -(-size // ALIGNMENT) * ALIGNMENT
+
+
+def encode_index(index: Index) -> bytes:
+    """The bytes of an index file (see the module docstring)."""
+    table, chunks, offset = [], [], 0
+    for name, (dtype, _) in ARRAY_LAYOUT.items():
+        array = np.ascontiguousarray(getattr(index.arrays, name), dtype=np.dtype(dtype))
+        raw = array.tobytes()
+        table.append({"name": name, "dtype": dtype, "shape": list(array.shape),
+                      "offset": offset, "nbytes": len(raw)})
+        padded = raw + b"\0" * (_aligned(len(raw)) - len(raw))
+        chunks.append(padded)
+        offset += len(padded)
+    data = b"".join(chunks)
+    header = msgpack.packb({
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "byte_order": "little",
+        "metadata": index.metadata,
+        "arrays": table,
+        "data_size": len(data),
+        "data_crc": zlib.crc32(data),
+    }, use_bin_type=True)
+    preamble = _PREAMBLE.pack(MAGIC, len(header), zlib.crc32(header))
+    head = preamble + header
+    return head + b"\0" * (_aligned(len(head)) - len(head)) + data
+
+
+def save_index(index: Index, path: str | PathLike) -> None:
+    """Write ``index`` to ``path`` atomically: all of it or nothing."""
+    payload = encode_index(index)
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    descriptor, temporary = tempfile.mkstemp(prefix=".tokendfa-", suffix=".partial", dir=folder)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
+def load_index(path: str | PathLike, vocabulary: "Vocabulary | None" = None, *,
+               verify: bool = True) -> Index:
+    """Map an index file. ``verify`` checks the data checksum and every id
+    range (a few milliseconds); the header is always checked."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size == 0:
+                raise IndexFileError(f"{path}: the file is empty, not a tokendfa index")
+            buffer = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as exc:
+        raise IndexFileError(f"cannot read index file {path}: {exc.strerror or exc}") from None
+    return decode_index(buffer, vocabulary, verify=verify, name=path)
+
+
+def decode_index(buffer, vocabulary: "Vocabulary | None" = None, *, verify: bool = True,
+                 name: str = "<bytes>") -> Index:
+    """An :class:`Index` over ``buffer`` (bytes or a read-only mmap)."""
+    header, data_start = _read_header(buffer, name)
+    arrays = _read_arrays(buffer, header, data_start, name, verify)
+    metadata = header["metadata"]
+    _check_vocabulary(metadata, arrays, vocabulary, name)
+    return Index(arrays, metadata, vocabulary)
+
+
+def _read_header(buffer, name: str) -> tuple[dict[str, Any], int]:
+    if len(buffer) < _PREAMBLE.size:
+        raise IndexFileError(f"{name}: truncated: {len(buffer)} bytes is too short for an index file")
+    magic, header_size, header_crc = _PREAMBLE.unpack_from(buffer, 0)
+    if magic != MAGIC:
+        raise IndexFileError(f"{name}: not a tokendfa index file (bad magic {magic!r})")
+    end = _PREAMBLE.size + header_size
+    if end > len(buffer):
+        raise IndexFileError(f"{name}: truncated inside the header")
+    raw = bytes(buffer[_PREAMBLE.size:end])
+    if zlib.crc32(raw) != header_crc:
+        raise IndexFileError(f"{name}: corrupted header (checksum mismatch)")
+    try:
+        header = msgpack.unpackb(raw, raw=False, strict_map_key=True)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise IndexFileError(f"{name}: unreadable header: {exc}") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
+        raise IndexFileError(f"{name}: not a tokendfa index header")
+    version = header.get("format_version")
+    if version != FORMAT_VERSION:
+        raise IndexVersionError(
+            f"{name}: index format version {version!r}; this tokendfa reads version "
+            f"{FORMAT_VERSION} (rebuild the index with this version)")
+    if header.get("byte_order") != "little":
+        raise IndexFileError(f"{name}: unsupported byte order {header.get('byte_order')!r}")
+    for key, kind in (("metadata", dict), ("arrays", list), ("data_size", int), ("data_crc", int)):
+        if not isinstance(header.get(key), kind):
+            raise IndexFileError(f"{name}: header field {key!r} is missing or malformed")
+    return header, _aligned(end)
+
+
+def _read_arrays(buffer, header, data_start: int, name: str, verify: bool) -> IndexArrays:
+    data_size = header["data_size"]
+    if data_start + data_size > len(buffer):
+        raise IndexFileError(
+            f"{name}: truncated: the header announces {data_start + data_size} bytes, "
+            f"the file has {len(buffer)}")
+    if verify and zlib.crc32(memoryview(buffer)[data_start:data_start + data_size]) != header["data_crc"]:
+        raise IndexFileError(f"{name}: corrupted data (checksum mismatch)")
+    found: dict[str, np.ndarray] = {}
+    for entry in header["arrays"]:
+        if not isinstance(entry, dict):
+            raise IndexFileError(f"{name}: malformed array table")
+        array_name = entry.get("name")
+        if array_name not in ARRAY_LAYOUT or array_name in found:
+            raise IndexFileError(f"{name}: unexpected array {array_name!r}")
+        dtype, rank = ARRAY_LAYOUT[array_name]
+        shape, offset, nbytes = entry.get("shape"), entry.get("offset"), entry.get("nbytes")
+        if (entry.get("dtype") != dtype or not isinstance(shape, list) or len(shape) != rank
+                or not all(isinstance(n, int) and n >= 0 for n in shape)
+                or not isinstance(offset, int) or not isinstance(nbytes, int)
+                or nbytes != int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+                or offset < 0 or offset + nbytes > data_size):
+            raise IndexFileError(f"{name}: array {array_name!r} has an invalid description")
+        count = nbytes // np.dtype(dtype).itemsize
+        array = np.frombuffer(buffer, dtype=np.dtype(dtype), count=count,
+                              offset=data_start + offset).reshape(shape)
+        found[array_name] = array
+    missing = set(ARRAY_LAYOUT) - set(found)
+    if missing:
+        raise IndexFileError(f"{name}: missing arrays {sorted(missing)}")
+    arrays = IndexArrays(**found)
+    _check_consistency(arrays, name, full=verify)
+    return arrays
+
+
+def _check_consistency(arrays: IndexArrays, name: str, *, full: bool) -> None:
+    """Shapes always; id ranges when ``full`` (so a corrupt file cannot make
+    serving read out of bounds)."""
+    vocab_size = len(arrays.token_group)
+    num_states = len(arrays.finals)
+    num_edges = len(arrays.edge_group)
+    problems = []
+    if num_states == 0:
+        problems.append("no states")
+    if len(arrays.state_offsets) != num_states + 1:
+        problems.append("state_offsets does not match the number of states")
+    if len(arrays.edge_next) != num_edges:
+        problems.append("edge_group and edge_next differ in length")
+    if len(arrays.mask_id) != num_states:
+        problems.append("mask_id does not match the number of states")
+    if arrays.masks.shape[1] != (vocab_size + 31) // 32:
+        problems.append("mask width does not match the vocabulary size")
+    if not problems and full:
+        offsets = arrays.state_offsets
+        num_groups = int(arrays.token_group.max(initial=-1)) + 1
+        if offsets[0] != 0 or offsets[-1] != num_edges or np.any(np.diff(offsets) < 0):
+            problems.append("state_offsets are not increasing from 0 to the number of edges")
+        if arrays.token_group.min(initial=-1) < -1:
+            problems.append("token_group holds ids below -1")
+        if num_edges and (arrays.edge_group.min() < 0 or arrays.edge_group.max() >= num_groups):
+            problems.append("edge_group holds unknown groups")
+        if num_edges and (arrays.edge_next.min() < 0 or arrays.edge_next.max() >= num_states):
+            problems.append("edge_next holds unknown states")
+        if arrays.mask_id.min() < 0 or arrays.mask_id.max() >= len(arrays.masks):
+            problems.append("mask_id holds unknown masks")
+        eos = arrays.eos_token_ids
+        if len(eos) and (eos.min() < 0 or eos.max() >= vocab_size):
+            problems.append("eos_token_ids are outside the vocabulary")
+    if problems:
+        raise IndexFileError(f"{name}: inconsistent index: {'; '.join(problems)}")
+
+
+def _check_vocabulary(metadata, arrays: IndexArrays, vocabulary, name: str) -> None:
+    stored = metadata.get("vocabulary")
+    if not isinstance(stored, dict):
+        raise IndexFileError(f"{name}: the header does not describe the vocabulary")
+    if stored.get("size") != len(arrays.token_group):
+        raise IndexFileError(f"{name}: the header's vocabulary size does not match the arrays")
+    if vocabulary is None:
+        return
+    if stored.get("fingerprint") != vocabulary.fingerprint:
+        raise VocabularyMismatchError(
+            f"{name} was built for vocabulary {stored.get('name')!r} "
+            f"({stored.get('size')} tokens, fingerprint {str(stored.get('fingerprint'))[:12]}), "
+            f"not for {vocabulary.name!r} ({vocabulary.size} tokens, fingerprint "
+            f"{vocabulary.fingerprint[:12]})")

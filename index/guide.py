@@ -1,0 +1,89 @@
+"""The guide: one generation's small mutable cursor over a shared index.
+
+An :class:`Index` is immutable and can serve any number of generations at
+once, from any number of threads; each generation keeps its own
+:class:`Guide`, which remembers the current state and the states before it
+(for :meth:`Guide.rollback`, as speculative decoding needs).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analysis.errors import InvalidStateError, TokenNotAllowedError
+from index.tokenindex import Index
+
+
+class Guide:
+    """Walks one generation through ``index``, token by token."""
+
+    __slots__ = ("index", "_states", "_ended")
+
+    def __init__(self, index: Index, state: int | None = None) -> None:
+        self.index = index
+        self._states = [index.initial_state if state is None else state]
+        # One flag per position: whether an EOS has been accepted there.
+        self._ended = [False]
+
+    @property
+    def state(self) -> int:
+        return self._states[-1]
+
+    def get_tokens(self) -> np.ndarray:
+        """Allowed token ids (sorted int32); nothing once EOS was accepted."""
+        if self._ended[-1]:
+            return np.zeros(0, dtype=np.int32)
+        return self.index.get_tokens(self.state)
+
+    def get_mask(self) -> np.ndarray:
+        """Allowed tokens as a read-only uint32 bitset (see :meth:`Index.get_mask`)."""
+        if self._ended[-1]:
+            return np.zeros_like(self.index.get_mask(self.state))
+        return self.index.get_mask(self.state)
+
+    def advance(self, token_id: int) -> int:
+        """Consume ``token_id`` and return the new state."""
+        if self._ended[-1]:
+            raise TokenNotAllowedError(
+                f"token {token_id} after EOS: this generation has already ended",
+                state=self.state, token_id=token_id)
+        state = self.index.advance(self.state, token_id)
+        self._states.append(state)
+        self._ended.append(token_id in self.index.eos_token_ids)
+        return state
+
+    def is_finished(self) -> bool:
+        """True once EOS was accepted, or when the text is complete and
+        nothing but EOS may follow."""
+        if self._ended[-1]:
+            return True
+        return self.index.is_final(self.state) and len(self.index.get_tokens(self.state)) == len(
+            self.index.eos_token_ids)
+
+    def can_end(self) -> bool:
+        """Whether the text so far is a complete match (EOS allowed now)."""
+        return not self._ended[-1] and self.index.is_final(self.state)
+
+    def rollback(self, count: int) -> None:
+        """Undo the last ``count`` tokens."""
+        if not 0 <= count < len(self._states):
+            raise InvalidStateError(
+                f"cannot roll back {count} tokens: only {len(self._states) - 1} were consumed")
+        if count:
+            del self._states[-count:]
+            del self._ended[-count:]
+
+    def reset(self) -> None:
+        del self._states[1:]
+        del self._ended[1:]
+
+    def copy(self) -> "Guide":
+        twin = Guide.__new__(Guide)
+        twin.index = self.index
+        twin._states = list(self._states)
+        twin._ended = list(self._ended)
+        return twin
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self._states) - 1

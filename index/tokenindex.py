@@ -1,0 +1,235 @@
+"""The index: an immutable token-level automaton served in constant time.
+
+An :class:`Index` answers two questions for every state of a generation:
+which tokens may come next (:meth:`Index.get_mask`, a ready bitset, or
+:meth:`Index.get_tokens`, sorted ids) and where a token leads
+(:meth:`Index.advance`). States are numbered ``0 .. num_states - 1``
+breadth-first, the initial state is 0, and every state can still reach the end
+of a match. EOS is allowed exactly in final states, where it keeps the state.
+
+Storage (see :class:`IndexArrays`) is a handful of flat numpy arrays:
+
+* tokens that behave alike from every state form a *group*; ``token_group``
+  maps each token to its group (-1: never allowed anywhere);
+* each state's transitions are a slice of ``edge_group`` (sorted) and
+  ``edge_next``, found through ``state_offsets``;
+* each state's allowed set is a row of ``masks``, shared by all states with
+  the same set through ``mask_id``.
+
+Serving needs only numpy; this module never imports the compiler, so a
+generator that loads an index file does not pay for interegular or joblib.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from os import PathLike
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from analysis.errors import InvalidStateError, TokenNotAllowedError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from index.vocabulary import Vocabulary
+
+MASK_WORD = np.dtype("<u4")  # 32 tokens a word: bit i % 32 of word i // 32
+INITIAL_STATE = 0
+
+
+@dataclass(frozen=True, eq=False)
+class IndexArrays:
+    """The whole index as flat arrays: exactly what an index file stores."""
+
+    token_group: np.ndarray    # int32[V]: group of each token, -1 if never allowed
+    state_offsets: np.ndarray  # int64[S + 1]: state s owns edges offsets[s]:offsets[s + 1]
+    edge_group: np.ndarray     # int32[E]: groups allowed from the state, sorted
+    edge_next: np.ndarray      # int32[E]: the state each group leads to
+    finals: np.ndarray         # bool[S]
+    mask_id: np.ndarray        # int32[S]: row of ``masks`` holding the state's allowed set
+    masks: np.ndarray          # uint32[U, ceil(V / 32)]: distinct allowed sets, EOS included
+    eos_token_ids: np.ndarray  # int32[k]
+
+    def as_dict(self) -> dict[str, np.ndarray]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    def equals(self, other: "IndexArrays") -> bool:
+        return all(np.array_equal(a, b) and a.dtype == b.dtype
+                   for a, b in zip(self.as_dict().values(), other.as_dict().values()))
+
+
+class Index:
+    """An immutable, precompiled token-level DFA for one pattern and vocabulary.
+
+    Build one with :meth:`from_regex`, store it with :meth:`save`, and get it
+    back with :meth:`load`. A generation walks it through a :class:`Guide`.
+    """
+
+    def __init__(self, arrays: IndexArrays, metadata: dict[str, Any],
+                 vocabulary: "Vocabulary | None" = None) -> None:
+        self._arrays = arrays
+        self._metadata = metadata
+        self._vocabulary = vocabulary
+        self._token_group = arrays.token_group
+        self._offsets = arrays.state_offsets
+        self._edge_group = arrays.edge_group
+        self._edge_next = arrays.edge_next
+        self._finals = arrays.finals
+        self._mask_id = arrays.mask_id
+        self._masks = arrays.masks
+        self._eos = frozenset(int(t) for t in arrays.eos_token_ids)
+        self._num_states = len(arrays.finals)
+        self._vocab_size = len(arrays.token_group)
+
+    # --- building and files ----------------------------------------------
+
+    @classmethod
+    def from_regex(cls, pattern: str, vocabulary: "Vocabulary", *, method: str = "fast",
+                   n_jobs: int = 1, backend: str | None = None,
+                   max_states: int | None = None) -> "Index":
+        """Compile ``pattern`` (Python ``re`` syntax, matched against the
+        whole text) for ``vocabulary``.
+
+        ``method="reference"`` runs the brute-force build that defines the
+        result; ``"fast"`` (default) gives the same index, faster.
+        """
+        from index.build import build_index
+
+        return build_index(pattern, vocabulary, method=method, n_jobs=n_jobs,
+                           backend=backend, max_states=max_states)
+
+    def save(self, path: str | PathLike) -> None:
+        """Write the index to ``path`` atomically (see :mod:`index.files`)."""
+        from index.files import save_index
+
+        save_index(self, path)
+
+    @classmethod
+    def load(cls, path: str | PathLike, vocabulary: "Vocabulary | None" = None, *,
+             verify: bool = True) -> "Index":
+        """Map an index file; with ``vocabulary``, check it is the one the
+        index was built for (:class:`~analysis.errors.VocabularyMismatchError`)."""
+        from index.files import load_index
+
+        return load_index(path, vocabulary, verify=verify)
+
+    # --- description -------------------------------------------------------
+
+    @property
+    def arrays(self) -> IndexArrays:
+        return self._arrays
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self._metadata
+
+    @property
+    def vocabulary(self) -> "Vocabulary | None":
+        return self._vocabulary
+
+    @property
+    def pattern(self) -> str:
+        return self._metadata.get("pattern", "")
+
+    @property
+    def initial_state(self) -> int:
+        return INITIAL_STATE
+
+    @property
+    def num_states(self) -> int:
+        return self._num_states
+
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab_size
+
+    @property
+    def eos_token_ids(self) -> tuple[int, ...]:
+        return tuple(int(t) for t in self._arrays.eos_token_ids)
+
+    @property
+    def final_states(self) -> np.ndarray:
+        return np.flatnonzero(self._finals)
+
+    @property
+    def num_transitions(self) -> int:
+        """Token transitions in all (EOS not counted), as if stored one by one."""
+        counts = np.array([int(np.unpackbits(row.view(np.uint8)).sum()) for row in self._masks])
+        eos_in = np.array([sum(self._mask_has(row, t) for t in self._eos) for row in self._masks])
+        return int(((counts - eos_in)[self._mask_id]).sum())
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the index arrays."""
+        return sum(a.nbytes for a in self._arrays.as_dict().values())
+
+    def __repr__(self) -> str:
+        vocab = self._metadata.get("vocabulary", {}).get("name", "?")
+        return (f"Index(pattern={self.pattern!r}, vocabulary={vocab!r}, "
+                f"states={self.num_states}, masks={len(self._masks)})")
+
+    # --- serving -------------------------------------------------------------
+
+    def is_final(self, state: int) -> bool:
+        """Whether the text so far is a complete match (EOS allowed)."""
+        self._check_state(state)
+        return bool(self._finals[state])
+
+    def get_mask(self, state: int) -> np.ndarray:
+        """Allowed tokens as a read-only ``uint32`` bitset view (no copy):
+        bit ``i % 32`` of word ``i // 32`` is set when token ``i`` is allowed."""
+        self._check_state(state)
+        return self._masks[self._mask_id[state]]
+
+    def get_tokens(self, state: int) -> np.ndarray:
+        """Allowed token ids, sorted, as ``int32`` (EOS included in final states)."""
+        bits = np.unpackbits(self.get_mask(state).view(np.uint8), bitorder="little")
+        return np.flatnonzero(bits[:self._vocab_size]).astype(np.int32)
+
+    def is_allowed(self, state: int, token_id: int) -> bool:
+        self._check_state(state)
+        self._check_token(token_id)
+        return self._mask_has(self._masks[self._mask_id[state]], token_id)
+
+    def advance(self, state: int, token_id: int) -> int:
+        """The state after ``token_id``; EOS keeps a final state.
+
+        Raises :class:`~analysis.errors.TokenNotAllowedError` for a token the
+        state does not allow.
+        """
+        self._check_state(state)
+        self._check_token(token_id)
+        group = self._token_group[token_id]
+        if group >= 0:
+            lo, hi = self._offsets[state], self._offsets[state + 1]
+            position = lo + int(np.searchsorted(self._edge_group[lo:hi], group))
+            if position < hi and self._edge_group[position] == group:
+                return int(self._edge_next[position])
+        elif token_id in self._eos and self._finals[state]:
+            return state
+        raise TokenNotAllowedError(self._refusal(state, token_id), state=state, token_id=token_id)
+
+    # --- helpers ----------------------------------------------------------------
+
+    @staticmethod
+    def _mask_has(row: np.ndarray, token_id: int) -> bool:
+        return bool((int(row[token_id >> 5]) >> (token_id & 31)) & 1)
+
+    def _check_state(self, state: int) -> None:
+        if not 0 <= state < self._num_states:
+            raise InvalidStateError(
+                f"state {state} is out of range: this index has states 0..{self._num_states - 1}")
+
+    def _check_token(self, token_id: int) -> None:
+        if not 0 <= token_id < self._vocab_size:
+            raise InvalidStateError(
+                f"token id {token_id} is out of range: the vocabulary has ids 0..{self._vocab_size - 1}")
+
+    def _refusal(self, state: int, token_id: int) -> str:
+        spelled = ""
+        if self._vocabulary is not None:
+            text = self._vocabulary.tokens[token_id]
+            spelled = f" ({text!r})" if text is not None else " (a special token)"
+        if token_id in self._eos:
+            return f"EOS token {token_id} is not allowed in state {state}: the match is not complete"
+        return f"token {token_id}{spelled} is not allowed in state {state}"

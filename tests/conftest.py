@@ -1,0 +1,61 @@
+"""Shared fixtures: a toy vocabulary small enough to check by hand, the real
+built-in vocabularies, and cached indexes.
+
+The toy vocabulary (ids on the left, bytes on the right)::
+
+     0 a      6 1      12 "      18 abc     24 \\xc3 (first byte of é)
+     1 b      7 2      13 {      19 1.      25 \\xa9 (second byte of é)
+     2 c      8 5      14 }      20 .5      26 é    (both bytes)
+     3 x      9 0      15 :      21 12      27 日
+     4 -     10 .      16 ,      22 ab      28 ab   (same bytes as 22)
+     5 ␠     11 <eos>  17 <pad>  23 "a      29 a.
+
+``<eos>`` (11) is the EOS token and ``<pad>`` (17) a special token: neither
+is ever text. Every test regex that the toy vocabulary cannot spell is
+expected to raise, not to give a silently smaller index.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from index import Index, Vocabulary
+
+TOY_TOKENS: list[bytes | None] = [
+    b"a", b"b", b"c", b"x", b"-", b" ", b"1", b"2", b"5", b"0",
+    b".", None, b'"', b"{", b"}", b":", b",", None, b"abc", b"1.",
+    b".5", b"12", b"ab", b'"a', b"\xc3", b"\xa9", "é".encode(), "日".encode(), b"ab", b"a.",
+]
+TOY_EOS = 11
+
+
+def toy_vocabulary() -> Vocabulary:
+    return Vocabulary(TOY_TOKENS, eos_token_ids=TOY_EOS, name="toy")
+
+
+@pytest.fixture(scope="session")
+def toy_vocab() -> Vocabulary:
+    return toy_vocabulary()
+
+
+@pytest.fixture(scope="session")
+def qwen_vocab() -> Vocabulary:
+    return Vocabulary.builtin("qwen2.5")
+
+
+@pytest.fixture(scope="session")
+def sp32k_vocab() -> Vocabulary:
+    return Vocabulary.builtin("mistral-sp32k")
+
+
+@functools.lru_cache(maxsize=None)
+def cached_vocabulary(name: str) -> Vocabulary:
+    return toy_vocabulary() if name == "toy" else Vocabulary.builtin(name)
+
+
+@functools.lru_cache(maxsize=256)
+def cached_index(pattern: str, vocab_name: str, method: str = "fast", n_jobs: int = 1) -> Index:
+    """Indexes are immutable, so tests share them across the session."""
+    return Index.from_regex(pattern, cached_vocabulary(vocab_name), method=method, n_jobs=n_jobs)

@@ -1,0 +1,135 @@
+"""Every build path against the plainest statement of the semantics.
+
+The shared case table runs through: the byte DFA against Python's ``re``;
+the pure-Python brute force against the reference build on the toy
+vocabulary; and the fast build (one and two jobs) against the reference,
+array for array, on the toy and on real vocabularies.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+import numpy as np
+import pytest
+
+from analysis.bytedfa import byte_dfa_from_regex
+from analysis.byteclasses import byte_classes
+from brute_force import assert_index_matches, brute_force_transitions
+from cases import CASES
+from conftest import TOY_EOS, TOY_TOKENS, cached_index, cached_vocabulary
+from index import Index, VocabularyCoverageError
+
+ids = [case.name for case in CASES]
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_byte_dfa_matches_python_re(case):
+    dfa = byte_dfa_from_regex(case.pattern)
+    compiled = re.compile(case.pattern, re.ASCII)  # interegular's \w, \d, \s are ASCII
+    for text in case.matches:
+        assert dfa.accepts(text.encode()), f"{case.pattern!r} should match {text!r}"
+        assert compiled.fullmatch(text)
+    for text in case.rejects:
+        assert not dfa.accepts(text.encode()), f"{case.pattern!r} should not match {text!r}"
+        assert not compiled.fullmatch(text)
+    # Random strings over the characters the case talks about, plus a few others.
+    alphabet = sorted(set("".join(case.matches + case.rejects)) | set("a1.-\"x é日\n"))
+    rng = random.Random(case.name)
+    for _ in range(400):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
+        assert dfa.accepts(text.encode()) == bool(compiled.fullmatch(text)), text
+        # Every prefix of a match is live, byte by byte (tokens split characters).
+    for text in case.matches:
+        data = text.encode()
+        assert all(dfa.is_live_prefix(data[:i]) for i in range(len(data) + 1))
+
+
+def test_byte_dfa_rejects_invalid_utf8():
+    dfa = byte_dfa_from_regex(r".+")
+    for bad in (b"\xc0\x80", b"\xed\xa0\x80", b"\xf5\x80\x80\x80", b"\x80", b"\xff"):
+        assert not dfa.accepts(bad)
+        assert not dfa.is_live_prefix(bad)
+    assert dfa.is_live_prefix(b"\xe6\x97")  # the first two bytes of 日
+
+
+def test_byte_dfa_is_deterministic_and_minimal():
+    first = byte_dfa_from_regex(r"(a|b)*abb")
+    second = byte_dfa_from_regex(r"(a|b)*abb")
+    assert np.array_equal(first.transitions, second.transitions)
+    assert first.num_states == 5  # the textbook minimal DFA has 4 states, plus dead
+    assert byte_dfa_from_regex(r"a|a").num_states == byte_dfa_from_regex(r"a").num_states
+
+
+def test_dead_bytes_and_classes():
+    classes = byte_classes(byte_dfa_from_regex(r"[0-9]{3}-[0-9]{4}"))
+    assert classes.num_classes == 3  # digits, '-', everything else (dead)
+    dead = classes.dead_bytes()
+    assert b"-" not in dead and b"5" not in dead and b"a" in dead and len(dead) == 256 - 11
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+@pytest.mark.parametrize("method", ["reference", "fast"])
+def test_toy_index_equals_brute_force(case, method):
+    dfa = byte_dfa_from_regex(case.pattern)
+    expected = brute_force_transitions(dfa, TOY_TOKENS)
+    if expected is None:
+        with pytest.raises(VocabularyCoverageError):
+            Index.from_regex(case.pattern, cached_vocabulary("toy"), method=method)
+        return
+    index = cached_index(case.pattern, "toy", method)
+    assert_index_matches(index, dfa, expected, [TOY_EOS])
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_toy_fast_build_equals_reference(case, n_jobs):
+    if brute_force_transitions(byte_dfa_from_regex(case.pattern), TOY_TOKENS) is None:
+        return  # covered by the coverage-error branch above
+    reference = cached_index(case.pattern, "toy", "reference")
+    fast = Index.from_regex(case.pattern, cached_vocabulary("toy"), n_jobs=n_jobs)
+    assert fast.arrays.equals(reference.arrays)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES, ids=ids)
+@pytest.mark.parametrize("vocab_name", ["qwen2.5", "mistral-sp32k"])
+def test_real_fast_build_equals_reference(case, vocab_name):
+    reference = cached_index(case.pattern, vocab_name, "reference")
+    assert reference.arrays.equals(cached_index(case.pattern, vocab_name, "fast").arrays)
+    assert reference.arrays.equals(cached_index(case.pattern, vocab_name, "fast", 2).arrays)
+    vocab = cached_vocabulary(vocab_name)
+    for text in case.matches:
+        state = 0
+        for token_id in vocab.encode(text):
+            state = reference.advance(state, token_id)
+        assert reference.is_final(state), f"{text!r} tokenized by {vocab_name} is not accepted"
+
+
+@pytest.mark.slow
+def test_real_vocabulary_brute_force_on_one_pattern(qwen_vocab):
+    """The pure-Python brute force once on 151k tokens, for the reference itself."""
+    pattern = r"-?[0-9]+(\.[0-9]+)?"
+    dfa = byte_dfa_from_regex(pattern)
+    expected = brute_force_transitions(dfa, qwen_vocab.tokens)
+    assert_index_matches(cached_index(pattern, "qwen2.5", "reference"), dfa, expected,
+                         qwen_vocab.eos_token_ids)
+
+
+def test_tokens_into_unfinishable_states_are_dropped(toy_vocab):
+    # The toy vocabulary spells 日 but not 本, so 日本 can never be finished:
+    # the token 日 must not be offered, while é still is.
+    index = cached_index(r"é|日本", "toy")
+    allowed = {TOY_TOKENS[t] for t in index.get_tokens(0)}
+    assert "日".encode() not in allowed
+    assert "é".encode() in allowed and b"\xc3" in allowed
+
+
+def test_vocabulary_that_cannot_express_the_pattern(toy_vocab):
+    with pytest.raises(VocabularyCoverageError) as caught:
+        Index.from_regex(r"ab(z|y)", toy_vocab)
+    message = str(caught.value)
+    assert "cannot express" in message and "b'y'" in message and "b'z'" in message
+    assert "after b'ab'" in message
+    assert caught.value.needed_bytes == b"yz"
