@@ -8,15 +8,18 @@ state. This build gives the identical index with far less work:
 2. *Signatures* (:mod:`analysis.signatures`): tokens with equal class
    sequences behave alike, so only distinct sequences are walked; tokens with
    a dead byte are dropped at once.
-3. *Prefix graphs*: the signatures form a trie, split into disjoint subtries
-   by their first class. A trie level is stored as arrays (each node's class
-   and the range of its children), so a whole level advances in one
-   vectorised step, and a prefix that dies takes its whole subtree with it.
-4. *Walk*: from every live DFA state at once, a frontier of (start state,
-   trie node, current state) triples moves down the trie; a triple at a node
-   that ends a signature is an edge ``start --signature--> current``.
-5. *Parallel*: the disjoint subtries are walked by joblib workers, with any
-   joblib backend (``loky`` here, Dask or Ray on a cluster).
+3. *Prefix graph*: the signatures' trie, walked from every live state at
+   once. Each node is identified by its *behaviour*, the vector of states it
+   leads to from every state; prefixes with equal behaviour have the same
+   future and merge into one node, so the graph stays at a few hundred nodes
+   where the trie would have hundreds of thousands. A whole level advances in
+   one vectorised step, and a prefix that dies from every state drops its
+   whole subtree at once.
+4. *Groups*: the tokens of one final behaviour form a group; its edges are
+   the behaviour vector's non-dead entries.
+5. *Parallel*: the trie splits into disjoint subtrees by first class; joblib
+   workers walk them (any joblib backend: ``loky`` here, Dask or Ray on a
+   cluster) and their behaviour tables are merged.
 
 Edges then go through the same canonical assembly as the reference build
 (:mod:`index.assemble`), which keeps only states reachable from the initial
@@ -85,99 +88,69 @@ def build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, *, method: str = "fast",
     return assemble(dfa, raw, vocabulary.eos_token_ids, vocabulary.size)
 
 
-# --- prefix graphs -------------------------------------------------------------
+# --- the prefix graph -------------------------------------------------------------
 
 @dataclass(frozen=True, eq=False)
-class PrefixGraph:
-    """A trie of signatures stored level by level.
+class Behaviours:
+    """What a set of signatures does to the automaton.
 
-    Level ``d`` has ``len(node_class[d])`` nodes; node ``i`` of level ``d``
-    spells class ``node_class[d][i]`` after its parent, and its children are
-    nodes ``child_start[d][i] : child_start[d][i + 1]`` of level ``d + 1``.
-    ``node_signature[d][i]`` is the signature that ends there, or -1.
+    A *behaviour* is a function from states to states, stored as a vector
+    ``vectors[b, state]`` (0 = dies there). ``signature_behaviour[k]`` is the
+    behaviour of signature ``k`` (-1: dies from every state).
     """
 
-    node_class: list[np.ndarray]
-    child_start: list[np.ndarray]
-    node_signature: list[np.ndarray]
-
-    @property
-    def num_nodes(self) -> int:
-        return sum(len(level) for level in self.node_class)
+    vectors: np.ndarray              # int32[B, num_states]
+    signature_behaviour: np.ndarray  # int64[K]
 
 
-def prefix_graph(signatures: Signatures, members: np.ndarray) -> PrefixGraph:
-    """The trie of the signatures ``members`` (ids into ``signatures``)."""
-    classes, lengths = signatures.classes[members], signatures.lengths[members]
-    num_classes = int(classes.max(initial=0)) + 1
-    parent = np.zeros(len(members), dtype=np.int64)  # node at the previous level
-    node_class, parents_of_level, node_signature = [], [], []
-    depth = 0
-    while True:
-        going = np.flatnonzero(lengths > depth)
+def signature_behaviours(table: np.ndarray, classes: np.ndarray, lengths: np.ndarray,
+                         members: np.ndarray) -> Behaviours:
+    """Behaviours of the signatures ``members``, walked as one prefix graph.
+
+    The graph is the trie of the signatures with every node keyed by its
+    behaviour rather than its spelling: two prefixes that take every state to
+    the same place have the same future, so they are one node. A level of the
+    graph advances in one vectorised step over all signatures still going; a
+    prefix that dies from every state drops its signatures at once. The number
+    of nodes is the number of distinct behaviours, typically a few hundred,
+    however many signatures there are.
+    """
+    num_states, num_classes = table.shape
+    order = members[np.argsort(-lengths[members], kind="stable")]
+    sorted_lengths = lengths[order]
+    identity = np.arange(num_states, dtype=np.int32)
+    vectors = [identity]
+    known = {identity.tobytes(): 0}
+    current = np.zeros(len(order), dtype=np.int64)
+    alive = np.ones(len(order), dtype=bool)
+    max_length = int(sorted_lengths[0]) if len(order) else 0
+    for depth in range(max_length):
+        count = int(np.count_nonzero(sorted_lengths > depth))
+        going = np.flatnonzero(alive[:count])
         if len(going) == 0:
             break
-        key = parent[going] * num_classes + classes[going, depth]
-        # np.unique sorts by parent first, so each node's children are contiguous.
-        nodes, node_of = np.unique(key, return_inverse=True)
-        parent[going] = node_of.ravel()
-        node_class.append((nodes % num_classes).astype(np.int32))
-        parents_of_level.append(nodes // num_classes)
-        ends = np.full(len(nodes), -1, dtype=np.int32)
-        finishing = going[lengths[going] == depth + 1]
-        ends[parent[finishing]] = members[finishing]
-        node_signature.append(ends)
-        depth += 1
-    child_start = []
-    for level in range(len(node_class)):
-        size = len(node_class[level])
-        if level + 1 < len(node_class):
-            child_start.append(np.searchsorted(parents_of_level[level + 1], np.arange(size + 1)))
-        else:
-            child_start.append(np.zeros(size + 1, dtype=np.int64))
-    return PrefixGraph(node_class, child_start, node_signature)
-
-
-def walk_prefix_graph(graph: PrefixGraph, table: np.ndarray, starts: np.ndarray):
-    """All edges (start, signature, end) of ``graph`` from the ``starts`` states.
-
-    ``table`` is the class table ``Tc[state, class]`` with dead state 0.
-    """
-    found_source, found_signature, found_target = [], [], []
-    if not graph.node_class:
-        return _edges([], [], [])
-    # Level 0: every start state against every root child.
-    roots = len(graph.node_class[0])
-    origin = np.repeat(starts.astype(np.int32), roots)
-    node = np.tile(np.arange(roots, dtype=np.int64), len(starts))
-    for depth in range(len(graph.node_class)):
-        if depth == 0:
-            current = table[origin, graph.node_class[0][node]]
-        else:
-            current = table[current, graph.node_class[depth][node]]
-        alive = current != DEAD
-        origin, node, current = origin[alive], node[alive], current[alive]
-        signature = graph.node_signature[depth][node]
-        ending = signature >= 0
-        found_source.append(origin[ending])
-        found_signature.append(signature[ending])
-        found_target.append(current[ending])
-        if depth + 1 == len(graph.node_class) or len(node) == 0:
-            break
-        first, after = graph.child_start[depth][node], graph.child_start[depth][node + 1]
-        fanout = after - first
-        origin = np.repeat(origin, fanout)
-        current = np.repeat(current, fanout)
-        # Child indices: first[i], first[i] + 1, ..., after[i] - 1 for each triple.
-        offsets = np.repeat(np.cumsum(fanout) - fanout, fanout)
-        node = np.repeat(first, fanout) + (np.arange(len(origin)) - offsets)
-    return _edges(found_source, found_signature, found_target)
-
-
-def _edges(sources, signatures, targets):
-    def join(parts):
-        return np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, dtype=np.int32)
-    return join(sources), join(signatures), join(targets)
+        key = current[going] * num_classes + classes[order[going], depth]
+        pairs, which = np.unique(key, return_inverse=True)
+        matrix = np.asarray(vectors)  # grows between levels only
+        stepped = table[matrix[pairs // num_classes], (pairs % num_classes)[:, None]]
+        ids = np.empty(len(pairs), dtype=np.int64)
+        for i, row in enumerate(stepped):
+            if not row.any():
+                ids[i] = -1
+                continue
+            raw = row.tobytes()
+            found = known.get(raw)
+            if found is None:
+                found = known[raw] = len(vectors)
+                vectors.append(row)
+            ids[i] = found
+        step = ids[which.ravel()]
+        current[going] = step
+        alive[going[step < 0]] = False
+    behaviour = np.where(alive, current, -1)
+    signature_behaviour = np.full(len(lengths), -1, dtype=np.int64)
+    signature_behaviour[order] = behaviour
+    return Behaviours(np.asarray(vectors, dtype=np.int32), signature_behaviour)
 
 
 def split_signatures(signatures: Signatures, parts: int) -> list[np.ndarray]:
@@ -197,33 +170,56 @@ def split_signatures(signatures: Signatures, parts: int) -> list[np.ndarray]:
     return members or [np.arange(0)]
 
 
-def _walk_part(signatures: Signatures, members: np.ndarray, table: np.ndarray, starts: np.ndarray):
-    return walk_prefix_graph(prefix_graph(signatures, members), table, starts)
+def _merge_behaviours(parts: list[Behaviours], num_signatures: int) -> Behaviours:
+    """One behaviour table from the parts' tables (equal vectors become one)."""
+    known: dict[bytes, int] = {}
+    vectors: list[np.ndarray] = []
+    signature_behaviour = np.full(num_signatures, -1, dtype=np.int64)
+    for part in parts:
+        remap = np.empty(len(part.vectors), dtype=np.int64)
+        for i, row in enumerate(part.vectors):
+            raw = row.tobytes()
+            if raw not in known:
+                known[raw] = len(vectors)
+                vectors.append(row)
+            remap[i] = known[raw]
+        mine = part.signature_behaviour >= 0
+        signature_behaviour[mine] = remap[part.signature_behaviour[mine]]
+    width = parts[0].vectors.shape[1] if parts else 0
+    matrix = np.asarray(vectors, dtype=np.int32) if vectors else np.zeros((0, width), np.int32)
+    return Behaviours(matrix, signature_behaviour)
 
 
 def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, *, n_jobs: int = 1,
                     backend: str | None = None) -> RawEdges:
-    """Edges of every live state, one group per signature."""
+    """Edges of every live state, one group per distinct behaviour."""
     classes = byte_classes(dfa)
-    matrix, lengths = vocabulary.byte_matrix()
-    signatures = token_signatures(matrix, lengths, classes.class_of, classes.dead_class)
+    signatures = token_signatures(vocabulary.byte_columns(), classes.class_of, classes.dead_class)
     table = class_table(dfa, classes)
-    starts = np.arange(1, dfa.num_states, dtype=np.int32)
-    if signatures.num_signatures == 0:
-        parts = []
-    elif n_jobs == 1 and backend is None:
-        parts = [_walk_part(signatures, np.arange(signatures.num_signatures), table, starts)]
+    everything = np.arange(signatures.num_signatures)
+    if n_jobs == 1 and backend is None:
+        behaviours = signature_behaviours(table, signatures.classes, signatures.lengths, everything)
     else:
         from joblib import Parallel, delayed, parallel_config
 
         workers = n_jobs if n_jobs > 0 else max(1, _cpu_count() + 1 + n_jobs)
-        pieces = split_signatures(signatures, workers * 2)
+        pieces = split_signatures(signatures, workers)
         with parallel_config(backend=backend) if backend else _null_context():
             parts = Parallel(n_jobs=n_jobs)(
-                delayed(_walk_part)(signatures, piece, table, starts) for piece in pieces)
-    source, signature, target = _edges([p[0] for p in parts], [p[1] for p in parts],
-                                       [p[2] for p in parts]) if parts else _edges([], [], [])
-    return RawEdges(source, signature, target, signatures.token_signature)
+                delayed(signature_behaviours)(table, signatures.classes, signatures.lengths, piece)
+                for piece in pieces)
+        behaviours = _merge_behaviours(parts, signatures.num_signatures)
+    # Behaviour 0 is the identity (the empty prefix); no signature is empty.
+    token_group = np.where(signatures.token_signature >= 0,
+                           np.append(behaviours.signature_behaviour, -1)[signatures.token_signature],
+                           -1).astype(np.int32)
+    vectors = behaviours.vectors
+    used = np.unique(token_group[token_group >= 0])
+    group_of_edge, source = np.nonzero(vectors[used][:, 1:])
+    source = (source + 1).astype(np.int32)
+    group = used[group_of_edge].astype(np.int32)
+    target = vectors[group, source].astype(np.int32)
+    return RawEdges(source, group, target, token_group)
 
 
 def _cpu_count() -> int:

@@ -1,0 +1,440 @@
+"""The vocabulary: what text each token id stands for.
+
+A language model emits token ids; a pattern constrains bytes. The bridge
+between the two is a table from every token id to the exact bytes that token
+contributes to the output, and this module holds that table and nothing else.
+
+Three facts shape it:
+
+* Some ids are never text: EOS, BOS, chat markers, control pieces, unused
+  padding ids. They are stored as ``None``, never as ``b""``. An empty token
+  would be a way to advance the model without advancing the text, and the
+  index must not offer one, so ``b""`` is normalised to ``None`` on the way in.
+* Token bytes need not be valid UTF-8 on their own (byte-level BPE splits
+  multi-byte characters, SentencePiece has ``<0xNN>`` byte pieces), so the
+  table is bytes, not str.
+* Several ids may spell the same bytes (SentencePiece's ``▁`` and ``<0x20>``
+  are both a space). Nothing here assumes bytes identify a token.
+
+Turning a tokenizer's own representation (``Ġ``, ``▁``, base64 ranks, added
+tokens) into this table is the job of :mod:`index.tokenizers`; this module
+imports only numpy and the standard library, so loading a prebuilt index
+never pulls in transformers, sentencepiece or tiktoken. The constructors that
+need them (``from_pretrained``, ``builtin``, ...) import the adapter module
+when they are called.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from analysis.errors import VocabularyError
+
+__all__ = ["Vocabulary"]
+
+# Bumping this changes every fingerprint, so do it only when the hashed
+# layout below changes.
+_FINGERPRINT_LABEL = b"tokendfa-vocabulary-v1\x00"
+# Length recorded for a token that is not text; no real token has it, which
+# keeps ``None`` distinct from ``b""`` in the hash even if the normalisation
+# of ``b""`` ever changed.
+_NO_TEXT_LENGTH = -1
+
+Encoder = Callable[[str], "list[int]"]
+
+
+class Vocabulary:
+    """Token id -> exact bytes, plus the EOS ids. Immutable.
+
+    ``tokens[i]`` is the bytes token ``i`` adds to the text, or ``None`` for
+    ids that are never text (special, control and unused ids). EOS ids are
+    always ``None``: ending the generation is not text.
+
+    # Example
+
+    >>> v = Vocabulary([b"a", b"b", b"ab", None], eos_token_ids=3)
+    >>> v.encode("abba")
+    [2, 1, 0]
+    >>> v.decode([2, 1, 0, 3])
+    b'abba'
+
+    # Errors
+
+    :class:`~analysis.errors.VocabularyError` if a token is not bytes or
+    ``None``, if there is no EOS id, or if an EOS id is out of range.
+    """
+
+    __slots__ = ("_tokens", "_eos_token_ids", "_name", "_source", "_encoder",
+                 "_fingerprint", "_byte_matrix", "_byte_columns", "_ids_by_bytes",
+                 "_token_lengths")
+
+    def __init__(self, tokens: Sequence[bytes | None], eos_token_ids: int | Iterable[int], *,
+                 name: str = "custom", source: str | None = None,
+                 encoder: Encoder | None = None) -> None:
+        eos = _normalise_eos(eos_token_ids, len(tokens))
+        table = [_normalise_token(i, t) for i, t in enumerate(tokens)]
+        for i in eos:
+            table[i] = None
+        self._tokens: tuple[bytes | None, ...] = tuple(table)
+        self._eos_token_ids: tuple[int, ...] = eos
+        self._name = str(name)
+        self._source = None if source is None else str(source)
+        self._encoder = encoder
+        self._fingerprint: str | None = None
+        self._byte_matrix: tuple[np.ndarray, np.ndarray] | None = None
+        self._byte_columns = None
+        self._ids_by_bytes: dict[bytes, tuple[int, ...]] | None = None
+        self._token_lengths: tuple[int, ...] | None = None
+
+    # --- what it is ------------------------------------------------------
+
+    @property
+    def tokens(self) -> tuple[bytes | None, ...]:
+        return self._tokens
+
+    @property
+    def size(self) -> int:
+        """Number of token ids, text or not (the model's output width)."""
+        return len(self._tokens)
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+    @property
+    def eos_token_ids(self) -> tuple[int, ...]:
+        """Every id that ends the generation, the preferred one first."""
+        return self._eos_token_ids
+
+    @property
+    def eos_token_id(self) -> int:
+        return self._eos_token_ids[0]
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def source(self) -> str | None:
+        """How to load this vocabulary again with :meth:`from_spec`:
+        ``"builtin:<name>"``, an absolute path, or ``None`` when it was built
+        in memory. A hint for humans and caches; :attr:`fingerprint` is the
+        identity."""
+        return self._source
+
+    @property
+    def fingerprint(self) -> str:
+        """Hex SHA-256 of the size, the EOS ids and every token's bytes.
+
+        Two vocabularies with the same fingerprint behave identically for
+        indexing, whatever their name or source. The hashed layout is a label,
+        then little-endian u64 size, u64 EOS count, the EOS ids as u64, one
+        i64 length per token (-1 for ``None``), then all token bytes in id
+        order. The length table in front of the bytes is what length-prefixing
+        each token would give, without a Python-level loop per token.
+        """
+        if self._fingerprint is None:
+            lengths = np.fromiter(
+                (_NO_TEXT_LENGTH if t is None else len(t) for t in self._tokens),
+                dtype="<i8", count=len(self._tokens))
+            h = hashlib.sha256(_FINGERPRINT_LABEL)
+            h.update(struct.pack("<QQ", len(self._tokens), len(self._eos_token_ids)))
+            h.update(np.asarray(self._eos_token_ids, dtype="<u8").tobytes())
+            h.update(lengths.tobytes())
+            h.update(b"".join(t for t in self._tokens if t is not None))
+            self._fingerprint = h.hexdigest()
+        return self._fingerprint
+
+    # --- array view ------------------------------------------------------
+
+    def byte_matrix(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(bytes, lengths)``: a ``uint8 [V, Lmax]`` matrix with token ``i``'s
+        bytes left-aligned in row ``i`` and zero padding, and ``int32 [V]``
+        lengths (0 for ``None`` tokens, so padding is never mistaken for a
+        ``\\x00`` byte). ``Lmax`` is at least 1.
+
+        Computed once and cached; both arrays are read-only because every
+        caller shares them.
+        """
+        if self._byte_matrix is None:
+            lengths = np.fromiter((0 if t is None else len(t) for t in self._tokens),
+                                  dtype=np.int32, count=len(self._tokens))
+            width = max(int(lengths.max(initial=0)), 1)
+            matrix = np.zeros((len(self._tokens), width), dtype=np.uint8)
+            flat = np.frombuffer(b"".join(t for t in self._tokens if t is not None),
+                                 dtype=np.uint8)
+            if flat.size:
+                # Scatter every byte to (its token's row, its offset in the token).
+                rows = np.repeat(np.arange(len(self._tokens)), lengths)
+                starts = np.cumsum(lengths) - lengths
+                cols = np.arange(flat.size) - np.repeat(starts, lengths)
+                matrix[rows, cols] = flat
+            matrix.setflags(write=False)
+            lengths.setflags(write=False)
+            self._byte_matrix = (matrix, lengths)
+        return self._byte_matrix
+
+    def byte_columns(self) -> "ByteColumns":
+        """The bytes in column layout, longest tokens first
+        (:class:`analysis.signatures.ByteColumns`); computed once and cached."""
+        if self._byte_columns is None:
+            from analysis.signatures import byte_columns
+
+            self._byte_columns = byte_columns(*self.byte_matrix())
+        return self._byte_columns
+
+    # --- lookups ---------------------------------------------------------
+
+    def ids_for_bytes(self, b: bytes) -> list[int]:
+        """All ids whose text is exactly ``b``, in increasing order.
+
+        More than one is common: SentencePiece has both ``▁`` and ``<0x20>``
+        for a space, and an added token may repeat a regular one.
+        """
+        return list(self._bytes_index().get(bytes(b), ()))
+
+    def decode(self, ids: Iterable[int]) -> bytes:
+        """The bytes the ids spell. Ids that are not text (EOS, special
+        tokens) contribute nothing, as a detokenizer skipping special tokens
+        would do."""
+        out = []
+        size = len(self._tokens)
+        for i in ids:
+            i = int(i)
+            if not 0 <= i < size:
+                raise VocabularyError(
+                    f"token id {i} is out of range for vocabulary {self._name!r} of size {size}")
+            t = self._tokens[i]
+            if t is not None:
+                out.append(t)
+        return b"".join(out)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids whose bytes concatenate to exactly ``text.encode("utf-8")``.
+
+        When the tokenizer adapter supplied an encoder, this is the
+        tokenizer's own encoding (what the model saw in training). Its result
+        is checked: if it does not reproduce the bytes exactly (a tokenizer
+        that normalises, adds a prefix space, or emits an unknown-token id),
+        or when there is no encoder, the ids come from a greedy longest match
+        over the byte strings instead. That match looks ahead, so it only
+        takes a long token if the rest of the text can still be spelled, and
+        it fails only when no sequence of tokens spells the text at all.
+
+        # Errors
+
+        :class:`~analysis.errors.VocabularyError` if no sequence of tokens
+        spells the text, naming the offset and the bytes that cannot be
+        produced (a Unigram vocabulary without byte fallback cannot spell
+        characters it never saw).
+        """
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise VocabularyError(f"text is not encodable as UTF-8: {e}") from None
+        if self._encoder is not None:
+            ids = self._encoder(text)
+            if self._spells(ids, data):
+                return list(ids)
+        return self._longest_match(data)
+
+    # --- constructors (adapters live in index.tokenizers) ----------------
+
+    @classmethod
+    def from_pretrained(cls, tokenizer_or_path: Any, *,
+                        eos_token_ids: int | Iterable[int] | None = None) -> Vocabulary:
+        """From a transformers tokenizer object, a ``tokenizers.Tokenizer``,
+        or a local directory holding one. Never downloads: a string that is
+        not an existing local path is an error, not a hub id.
+
+        Special added tokens become ``None``; non-special added tokens are
+        text (their content as UTF-8), because the tokenizer produces them
+        for that text and decodes them back to it. EOS comes from
+        ``eos_token_ids``, else the tokenizer's EOS followed by any extra EOS
+        ids in a ``generation_config.json`` next to it.
+        """
+        from index import tokenizers
+        return tokenizers.from_pretrained(tokenizer_or_path, eos_token_ids=eos_token_ids)
+
+    @classmethod
+    def from_tiktoken(cls, path: Any, *, special_tokens: dict[str, int] | None = None,
+                      eos_token_ids: int | Iterable[int] | None = None,
+                      pattern: str | None = None, name: str | None = None) -> Vocabulary:
+        """From a tiktoken ``.tiktoken`` file (``base64 rank`` per line).
+
+        ``special_tokens`` ids become ``None``; ids neither ranked nor special
+        are unused and ``None`` too. Without ``eos_token_ids`` the EOS is
+        ``<|endoftext|>`` if it is among the special tokens (or the only
+        special token). With ``pattern`` (the pre-tokenizer regex), ``encode``
+        is tiktoken's own encoding.
+        """
+        from index import tokenizers
+        return tokenizers.from_tiktoken(path, special_tokens=special_tokens,
+                                        eos_token_ids=eos_token_ids, pattern=pattern, name=name)
+
+    @classmethod
+    def from_sentencepiece(cls, path: Any, *, name: str | None = None,
+                           eos_token_ids: int | Iterable[int] | None = None) -> Vocabulary:
+        """From a SentencePiece ``.model`` file, BPE or Unigram.
+
+        ``▁`` is a space, ``<0xNN>`` byte pieces are that byte, control,
+        unknown and unused pieces are ``None``. A model without byte fallback
+        cannot spell characters it never saw, and ``encode`` says so.
+        """
+        from index import tokenizers
+        return tokenizers.from_sentencepiece(path, name=name, eos_token_ids=eos_token_ids)
+
+    @classmethod
+    def builtin(cls, name: str) -> Vocabulary:
+        """A vocabulary shipped inside an installed package (no download),
+        loaded once per process. See :meth:`builtin_names`."""
+        from index import tokenizers
+        return tokenizers.builtin(name)
+
+    @staticmethod
+    def builtin_names() -> list[str]:
+        from index import tokenizers
+        return tokenizers.builtin_names()
+
+    @classmethod
+    def from_spec(cls, spec: str) -> Vocabulary:
+        """From a one-string description, as a CLI or a config file gives it.
+
+        ``"qwen2.5"`` or ``"builtin:qwen2.5"`` is a built-in (a built-in name
+        wins over a file of the same name in the working directory; write
+        ``./qwen2.5`` for the file). An existing path is read according to
+        what it contains: a tiktoken file, a SentencePiece model, a Mistral
+        tekken ``.json``, or a Hugging Face tokenizer directory.
+        """
+        from index import tokenizers
+        return tokenizers.from_spec(spec)
+
+    # --- plumbing --------------------------------------------------------
+
+    def __repr__(self) -> str:
+        return (f"Vocabulary(name={self._name!r}, size={len(self._tokens)}, "
+                f"eos_token_ids={self._eos_token_ids!r}, source={self._source!r})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Vocabulary):
+            return NotImplemented
+        return self is other or self.fingerprint == other.fingerprint
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint)
+
+    def __reduce__(self) -> tuple:
+        # Caches are rebuilt on demand rather than shipped to worker processes.
+        return (_rebuild, (self._tokens, self._eos_token_ids, self._name,
+                           self._source, self._encoder))
+
+    def _bytes_index(self) -> dict[bytes, tuple[int, ...]]:
+        if self._ids_by_bytes is None:
+            grouped: dict[bytes, list[int]] = {}
+            for i, t in enumerate(self._tokens):
+                if t is not None:
+                    grouped.setdefault(t, []).append(i)
+            self._ids_by_bytes = {b: tuple(ids) for b, ids in grouped.items()}
+            self._token_lengths = tuple(sorted({len(b) for b in grouped}, reverse=True))
+        return self._ids_by_bytes
+
+    def _spells(self, ids: Sequence[int], data: bytes) -> bool:
+        size = len(self._tokens)
+        parts = []
+        for i in ids:
+            if not 0 <= i < size or self._tokens[i] is None:
+                return False
+            parts.append(self._tokens[i])
+        return b"".join(parts) == data
+
+    def _longest_match(self, data: bytes) -> list[int]:
+        index = self._bytes_index()
+        lengths = self._token_lengths or ()
+        n = len(data)
+        # finishes[i]: data[i:] can be spelled. Computed right to left so the
+        # left-to-right pass below never commits to a token that strands it.
+        finishes = bytearray(n + 1)
+        finishes[n] = 1
+        for i in range(n - 1, -1, -1):
+            for length in lengths:
+                if i + length <= n and finishes[i + length] and data[i:i + length] in index:
+                    finishes[i] = 1
+                    break
+        if not finishes[0]:
+            raise VocabularyError(self._unspellable_message(data))
+        ids = []
+        i = 0
+        while i < n:
+            # finishes[i] holds, so some token here leads to a spellable rest.
+            length = next(length for length in lengths
+                          if i + length <= n and finishes[i + length] and data[i:i + length] in index)
+            ids.append(index[data[i:i + length]][0])
+            i += length
+        return ids
+
+    def _unspellable_message(self, data: bytes) -> str:
+        index = self._bytes_index()
+        lengths = self._token_lengths or ()
+        n = len(data)
+        # The furthest offset any token sequence reaches from the start is
+        # where the text stops being spellable.
+        reached = bytearray(n + 1)
+        reached[0] = 1
+        furthest = 0
+        for i in range(n):
+            if not reached[i]:
+                continue
+            furthest = i
+            for length in lengths:
+                if i + length <= n and data[i:i + length] in index:
+                    reached[i + length] = 1
+        if reached[n]:  # pragma: no cover - only called when spelling failed
+            furthest = n
+        stuck = data[furthest:furthest + 8]
+        return (f"vocabulary {self._name!r} cannot spell the text: no sequence of its tokens "
+                f"gets past byte offset {furthest}, where the text continues {stuck!r}")
+
+
+def _rebuild(tokens: tuple[bytes | None, ...], eos_token_ids: tuple[int, ...], name: str,
+             source: str | None, encoder: Encoder | None) -> Vocabulary:
+    return Vocabulary(tokens, eos_token_ids, name=name, source=source, encoder=encoder)
+
+
+def _normalise_token(i: int, t: object) -> bytes | None:
+    if t is None:
+        return None
+    if type(t) is bytes:
+        return t or None
+    if isinstance(t, (bytes, bytearray, memoryview)):
+        return bytes(t) or None
+    raise VocabularyError(
+        f"token {i} is {type(t).__name__} {t!r}; a vocabulary holds bytes or None per id")
+
+
+def _normalise_eos(eos_token_ids: int | Iterable[int], size: int) -> tuple[int, ...]:
+    if isinstance(eos_token_ids, (int, np.integer)) and not isinstance(eos_token_ids, bool):
+        candidates = [eos_token_ids]
+    else:
+        try:
+            candidates = list(eos_token_ids)  # type: ignore[arg-type]
+        except TypeError:
+            raise VocabularyError(
+                f"eos_token_ids must be an int or an iterable of ints, not {eos_token_ids!r}"
+            ) from None
+    eos: list[int] = []
+    for c in candidates:
+        if isinstance(c, bool) or not isinstance(c, (int, np.integer)):
+            raise VocabularyError(f"EOS id {c!r} is not an int")
+        c = int(c)
+        if not 0 <= c < size:
+            raise VocabularyError(f"EOS id {c} is out of range for a vocabulary of size {size}")
+        if c not in eos:
+            eos.append(c)
+    if not eos:
+        raise VocabularyError("a vocabulary needs at least one EOS id: without one, "
+                              "no index can let the generation end")
+    return tuple(eos)
