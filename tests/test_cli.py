@@ -1,0 +1,85 @@
+"""The tokendfa command: build, inspect, check, demo, and one-line errors."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from index import Index
+from index.cli import DEMO_PATTERN, main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_build_inspect_check(tmp_path, capsys):
+    path = str(tmp_path / "phone.tdfa")
+    code, out, _ = run(capsys, "build", "--regex", "[0-9]{3}-[0-9]{4}", "--vocab", "qwen2.5",
+                       "-o", path)
+    assert code == 0 and "9 states" in out and os.path.exists(path)
+    assert Index.load(path).pattern == "[0-9]{3}-[0-9]{4}"
+
+    code, out, _ = run(capsys, "inspect", path)
+    assert code == 0
+    assert "[0-9]{3}-[0-9]{4}" in out and "qwen2.5 (151,665 tokens" in out
+    assert "states       9 (1 final)" in out and f"{os.path.getsize(path):,} bytes" in out
+
+    assert run(capsys, "check", path, "555-1234")[:2] == (0, "accepted: a complete match in 8 tokens\n")
+    code, out, _ = run(capsys, "check", path, "555-12")
+    assert code == 1 and out.startswith("prefix:")
+    code, out, _ = run(capsys, "check", path, "55a-1234")
+    assert code == 1 and out.startswith("rejected at token 2 (id 64, b'a') at byte 2")
+
+
+def test_build_from_a_regex_file(tmp_path, capsys):
+    pattern_file = tmp_path / "pattern.txt"
+    pattern_file.write_text("(ab)+\n")
+    path = str(tmp_path / "ab.tdfa")
+    code, out, _ = run(capsys, "build", "--regex-file", str(pattern_file), "--vocab", "sp32k",
+                       "-o", path)
+    assert code == 0
+    assert Index.load(path).pattern == "(ab)+"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["build", "--regex", "(?=a)b", "-o", "{out}"],
+     "unsupported regex construct: lookahead at position 0"),
+    (["build", "--regex", "(a)\\1", "-o", "{out}"], "backreference \\1 at position 3"),
+    (["build", "--regex", "[0-9", "-o", "{out}"], "invalid regex at position 0: unterminated character set"),
+    (["build", "--regex", "[^\\s\\S]", "-o", "{out}"], "matches no string at all"),
+    (["build", "--regex", "a", "--vocab", "nope", "-o", "{out}"], "'nope' is neither a built-in"),
+    (["build", "--regex-file", "{missing}", "-o", "{out}"], "cannot read regex file"),
+    (["inspect", "{missing}"], "cannot read index file"),
+    (["build", "--regex", "a$b", "-o", "{out}"], "anchor $ (only allowed at the very end) at position 1"),
+    (["build", "--regex", "a", "--vocab", "{junk}", "-o", "{out}"], "junk.tiktoken"),
+])
+def test_errors_are_one_line_and_write_nothing(tmp_path, capsys, argv, message):
+    junk = tmp_path / "junk.tiktoken"
+    junk.write_text("this is not base64 at all\n")
+    values = {"out": str(tmp_path / "out.tdfa"), "missing": str(tmp_path / "missing"),
+              "junk": str(junk)}
+    argv = [part.format(**values) for part in argv]
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert err.startswith("tokendfa: error: ") and err.count("\n") == 1, err
+    assert message in err
+    assert "Traceback" not in err
+    assert not os.path.exists(values["out"])
+
+
+@pytest.mark.slow
+def test_installed_entry_point_runs_the_demo(tmp_path):
+    command = shutil.which("tokendfa")
+    argv = [command, "demo", "--samples", "2"] if command else [
+        sys.executable, "-m", "index.cli", "demo", "--samples", "2"]
+    result = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "accepted" in result.stdout and DEMO_PATTERN in result.stdout
+    assert result.stdout.count("matches)") == 2 and "DOES NOT MATCH" not in result.stdout

@@ -1,0 +1,52 @@
+"""Bad patterns get precise errors from the library, with the construct and position."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import toy_vocabulary
+from index import (
+    EmptyLanguageError,
+    Index,
+    RegexError,
+    TokenDFAError,
+    UnsupportedRegexError,
+)
+
+
+@pytest.mark.parametrize("pattern, error, message", [
+    ("[0-9", RegexError, "invalid regex at position 0: unterminated character set"),
+    ("(ab", RegexError, "missing ), unterminated subpattern"),
+    ("a**", RegexError, "at position 2: multiple repeat"),
+    ("[z-a]", RegexError, "at position 1: bad character range z-a"),
+    ("(?=a)b", UnsupportedRegexError, "lookahead at position 0"),
+    ("a(?!b)", UnsupportedRegexError, "negative lookahead at position 1"),
+    ("(?<=a)b", UnsupportedRegexError, "lookbehind at position 0"),
+    ("(a)\\1", UnsupportedRegexError, "backreference \\1 at position 3"),
+    ("(?P<x>a)(?P=x)", UnsupportedRegexError, "named backreference at position 8"),
+    ("\\bword", UnsupportedRegexError, "word boundary \\b at position 0"),
+    ("a^b", UnsupportedRegexError, "anchor ^ (only allowed at the very start) at position 1"),
+    ("a$|b", UnsupportedRegexError, "anchor $ (only allowed at the very end) at position 1"),
+    ("[^\\s\\S]", EmptyLanguageError, "matches no string at all"),
+    ("a[^\x00-\U0010ffff]", EmptyLanguageError, "matches no string at all"),
+])
+def test_bad_patterns(pattern, error, message):
+    with pytest.raises(error) as caught:
+        Index.from_regex(pattern, toy_vocabulary())
+    assert message in str(caught.value)
+    assert isinstance(caught.value, TokenDFAError) and isinstance(caught.value, ValueError)
+
+
+@pytest.mark.parametrize("pattern, body", [
+    ("[a$^]+", "[a$^]+"), ("\\$\\^", "\\$\\^"), ("[\\b]", "[\\b]"), ("^ab$", "ab"),
+    ("[]^]", "[]^]"), ("[^]$]", "[^]$]"),
+])
+def test_anchor_characters_that_are_not_anchors(pattern, body):
+    from analysis.regex_syntax import normalize_pattern
+
+    assert normalize_pattern(pattern) == body
+
+
+def test_not_a_string():
+    with pytest.raises(RegexError, match="must be a str"):
+        Index.from_regex(b"abc", toy_vocabulary())
