@@ -445,6 +445,29 @@ def test_unigram_encode_is_exact_or_refuses(unigram_model):
         v.encode("ＫＡ")       # NFKC would have made this "KA"; the bytes are not in the vocabulary
 
 
+def test_unigram_holes_reach_the_index(unigram_model):
+    """A pattern that needs a byte the Unigram model cannot spell cannot be
+    built; one whose only unspellable branch is optional drops that branch."""
+    from index import Index, VocabularyCoverageError
+
+    v = Vocabulary.from_sentencepiece(unigram_model)
+    with pytest.raises(VocabularyCoverageError, match="cannot express the pattern") as caught:
+        Index.from_regex("ka中", v)
+    assert caught.value.needed_bytes == "中".encode()[:1]
+    index = Index.from_regex("ka(中|to)", v)
+    reachable_bytes = set()
+    states = [0]
+    for state in states:
+        for token_id in index.get_tokens(state).tolist():
+            if token_id in v.eos_token_ids:
+                continue
+            reachable_bytes.update(v.tokens[token_id])
+            nxt = index.advance(state, token_id)
+            if nxt not in states:
+                states.append(nxt)
+    assert "中".encode()[0] not in reachable_bytes and ord("t") in reachable_bytes
+
+
 def test_unigram_from_spec(unigram_model):
     assert Vocabulary.from_spec(str(unigram_model)) == Vocabulary.from_sentencepiece(unigram_model)
 
