@@ -28,6 +28,8 @@ one, so both builds give the same arrays.
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import time
 from dataclasses import dataclass
 
@@ -45,18 +47,63 @@ DEFAULT_MAX_STATES = 200_000
 METHODS = ("fast", "reference")
 
 
+class Progress:
+    """A one-line progress report on stderr, shown only once a build has
+    taken longer than a moment (so quick builds stay silent)."""
+
+    def __init__(self, enabled: bool | None = None, *, delay: float = 1.0, stream=None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        if enabled is None:
+            enabled = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.enabled = enabled
+        self.started = time.perf_counter()
+        self.delay = delay
+        self.shown = False
+
+    def update(self, stage: str, done: int | None = None, total: int | None = None) -> None:
+        if not self.enabled:
+            return
+        elapsed = time.perf_counter() - self.started
+        if elapsed < self.delay:
+            return
+        amount = f" {done}/{total}" if done is not None and total else ""
+        self.stream.write(f"\rtokendfa: {stage}{amount} ({elapsed:.1f} s)\033[K")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
 def build_index(pattern: str, vocabulary: Vocabulary, *, method: str = "fast",
                 n_jobs: int = 1, backend: str | None = None,
-                max_states: int | None = None) -> Index:
-    """Compile ``pattern`` for ``vocabulary`` into an :class:`Index`."""
+                max_states: int | None = None, progress: bool | None = None) -> Index:
+    """Compile ``pattern`` for ``vocabulary`` into an :class:`Index`.
+
+    ``progress`` shows a progress line on stderr for builds that take more
+    than a second (default: when stderr is a terminal).
+    """
     started = time.perf_counter()
+    reporter = Progress(progress)
+    try:
+        return _build_index(pattern, vocabulary, method, n_jobs, backend, max_states, reporter,
+                            started)
+    finally:
+        reporter.close()
+
+
+def _build_index(pattern, vocabulary, method, n_jobs, backend, max_states, reporter, started):
+    reporter.update("compiling the pattern")
     dfa = byte_dfa_from_regex(pattern)
     limit = DEFAULT_MAX_STATES if max_states is None else max_states
     if dfa.num_states - 1 > limit:
         raise BuildLimitError(
             f"the pattern's automaton has {dfa.num_states - 1} states, more than the limit "
             f"of {limit} (raise max_states to build it anyway)", reached=dfa.num_states - 1)
-    arrays = build_arrays(dfa, vocabulary, method=method, n_jobs=n_jobs, backend=backend)
+    arrays = build_arrays(dfa, vocabulary, method=method, n_jobs=n_jobs, backend=backend,
+                          progress=reporter)
     metadata = {
         "kind": "regex",
         "pattern": pattern,
@@ -76,15 +123,19 @@ def build_index(pattern: str, vocabulary: Vocabulary, *, method: str = "fast",
 
 
 def build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, *, method: str = "fast",
-                 n_jobs: int = 1, backend: str | None = None) -> IndexArrays:
+                 n_jobs: int = 1, backend: str | None = None,
+                 progress: Progress | None = None) -> IndexArrays:
+    progress = progress or Progress(False)
     if method == "reference":
         from index.reference import reference_edges
 
+        progress.update("walking every token from every state")
         raw = reference_edges(dfa, vocabulary)
     elif method == "fast":
-        raw = signature_edges(dfa, vocabulary, n_jobs=n_jobs, backend=backend)
+        raw = signature_edges(dfa, vocabulary, n_jobs=n_jobs, backend=backend, progress=progress)
     else:
         raise ValueError(f"unknown build method {method!r}: choose one of {', '.join(METHODS)}")
+    progress.update("assembling the index")
     return assemble(dfa, raw, vocabulary.eos_token_ids, vocabulary.size)
 
 
@@ -104,7 +155,7 @@ class Behaviours:
 
 
 def signature_behaviours(table: np.ndarray, classes: np.ndarray, lengths: np.ndarray,
-                         members: np.ndarray) -> Behaviours:
+                         members: np.ndarray, progress: Progress | None = None) -> Behaviours:
     """Behaviours of the signatures ``members``, walked as one prefix graph.
 
     The graph is the trie of the signatures with every node keyed by its
@@ -125,6 +176,8 @@ def signature_behaviours(table: np.ndarray, classes: np.ndarray, lengths: np.nda
     alive = np.ones(len(order), dtype=bool)
     max_length = int(sorted_lengths[0]) if len(order) else 0
     for depth in range(max_length):
+        if progress is not None:
+            progress.update("walking the prefix graph, level", depth + 1, max_length)
         count = int(np.count_nonzero(sorted_lengths > depth))
         going = np.flatnonzero(alive[:count])
         if len(going) == 0:
@@ -191,20 +244,25 @@ def _merge_behaviours(parts: list[Behaviours], num_signatures: int) -> Behaviour
 
 
 def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, *, n_jobs: int = 1,
-                    backend: str | None = None) -> RawEdges:
+                    backend: str | None = None, progress: Progress | None = None) -> RawEdges:
     """Edges of every live state, one group per distinct behaviour."""
+    if progress is not None:
+        progress.update("grouping tokens by signature")
     classes = byte_classes(dfa)
     signatures = token_signatures(vocabulary.byte_columns(), classes.class_of, classes.dead_class)
     table = class_table(dfa, classes)
     everything = np.arange(signatures.num_signatures)
     if n_jobs == 1 and backend is None:
-        behaviours = signature_behaviours(table, signatures.classes, signatures.lengths, everything)
+        behaviours = signature_behaviours(table, signatures.classes, signatures.lengths, everything,
+                                          progress)
     else:
         from joblib import Parallel, delayed, parallel_config
 
         workers = n_jobs if n_jobs > 0 else max(1, _cpu_count() + 1 + n_jobs)
         pieces = split_signatures(signatures, workers)
-        with parallel_config(backend=backend) if backend else _null_context():
+        if progress is not None:
+            progress.update(f"walking {len(pieces)} prefix graphs in parallel")
+        with parallel_config(backend=backend) if backend else contextlib.nullcontext():
             parts = Parallel(n_jobs=n_jobs)(
                 delayed(signature_behaviours)(table, signatures.classes, signatures.lengths, piece)
                 for piece in pieces)
@@ -226,11 +284,3 @@ def _cpu_count() -> int:
     import os
 
     return os.cpu_count() or 1
-
-
-class _null_context:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False

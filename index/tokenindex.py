@@ -86,17 +86,22 @@ class Index:
     @classmethod
     def from_regex(cls, pattern: str, vocabulary: "Vocabulary", *, method: str = "fast",
                    n_jobs: int = 1, backend: str | None = None,
-                   max_states: int | None = None) -> "Index":
+                   max_states: int | None = None, progress: bool | None = None) -> "Index":
         """Compile ``pattern`` (Python ``re`` syntax, matched against the
         whole text) for ``vocabulary``.
 
         ``method="reference"`` runs the brute-force build that defines the
-        result; ``"fast"`` (default) gives the same index, faster.
+        result; ``"fast"`` (default) gives the same index, faster. ``n_jobs``
+        and ``backend`` go to joblib (e.g. ``backend="dask"`` on a cluster);
+        ``max_states`` bounds the pattern's automaton
+        (:class:`~analysis.errors.BuildLimitError` past it); ``progress``
+        shows a progress line on stderr for long builds (default: on a
+        terminal).
         """
         from index.build import build_index
 
         return build_index(pattern, vocabulary, method=method, n_jobs=n_jobs,
-                           backend=backend, max_states=max_states)
+                           backend=backend, max_states=max_states, progress=progress)
 
     def save(self, path: str | PathLike) -> None:
         """Write the index to ``path`` atomically (see :mod:`index.files`)."""

@@ -133,3 +133,30 @@ def test_vocabulary_that_cannot_express_the_pattern(toy_vocab):
     assert "cannot express" in message and "b'y'" in message and "b'z'" in message
     assert "after b'ab'" in message
     assert caught.value.needed_bytes == b"yz"
+
+
+def test_state_bound_fails_early(toy_vocab):
+    from index import BuildLimitError
+
+    with pytest.raises(BuildLimitError, match="has 10 states, more than the limit of 5") as caught:
+        Index.from_regex(r"[0-9]{9}", toy_vocab, max_states=5)
+    assert caught.value.reached == 10
+    assert Index.from_regex(r"[0-9]{9}", toy_vocab, max_states=10).num_states == 10
+
+
+def test_progress_line_only_for_slow_builds():
+    import io
+
+    from index.build import Progress
+
+    quick = io.StringIO()
+    reporter = Progress(True, delay=60, stream=quick)
+    reporter.update("walking", 1, 2)
+    reporter.close()
+    assert quick.getvalue() == ""
+    slow = io.StringIO()
+    reporter = Progress(True, delay=0, stream=slow)
+    reporter.update("walking the prefix graph, level", 3, 10)
+    reporter.close()
+    assert slow.getvalue().startswith("\rtokendfa: walking the prefix graph, level 3/10 (")
+    assert slow.getvalue().endswith("\n")
