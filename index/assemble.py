@@ -29,7 +29,8 @@ import numpy as np
 
 from analysis.bytedfa import ByteDFA
 from analysis.errors import VocabularyCoverageError
-from index.tokenindex import MASK_WORD, IndexArrays
+from index.fastforward import forced_token_table
+from index.tokenindex import MASK_WORD, Index, IndexArrays
 
 @dataclass(frozen=True, eq=False)
 class RawEdges:
@@ -41,7 +42,7 @@ class RawEdges:
     token_group: np.ndarray  # int32[V]: the builder's group of each token, -1 if none
 
 
-def assemble(dfa: ByteDFA, raw: RawEdges, eos_token_ids, vocab_size: int) -> IndexArrays:
+def assemble(dfa: ByteDFA, raw: RawEdges, vocabulary) -> IndexArrays:
     """Canonical :class:`IndexArrays` from a builder's raw edges."""
     source, group, target = raw.source, raw.group, raw.target
     keep = _token_live(source, target, dfa.finals, dfa.initial)
@@ -58,10 +59,14 @@ def assemble(dfa: ByteDFA, raw: RawEdges, eos_token_ids, vocab_size: int) -> Ind
     num_states = len(states)
     offsets = np.searchsorted(source, np.arange(num_states + 1)).astype(np.int64)
     finals = dfa.finals[states].copy()
-    eos = np.asarray(sorted(set(int(t) for t in eos_token_ids)), dtype=np.int32)
-    mask_id, masks = _unique_masks(offsets, group, finals, token_group, eos, vocab_size)
+    eos = np.asarray(sorted(set(int(t) for t in vocabulary.eos_token_ids)), dtype=np.int32)
+    mask_id, masks = _unique_masks(offsets, group, finals, token_group, eos, vocabulary.size)
+    no_forced = (np.zeros(num_states + 1, dtype=np.int64), np.zeros(0, dtype=np.int32))
     arrays = IndexArrays(token_group.astype(np.int32), offsets, group.astype(np.int32),
-                         target.astype(np.int32), finals, mask_id, masks, eos)
+                         target.astype(np.int32), finals, mask_id, masks, eos, *no_forced)
+    # Fast-forward tokens are found by walking the index itself.
+    forced = forced_token_table(dfa, states, Index(arrays, {}, vocabulary), vocabulary)
+    arrays = IndexArrays(*list(arrays.as_dict().values())[:-2], *forced)
     for array in arrays.as_dict().values():
         array.flags.writeable = False
     return arrays

@@ -136,7 +136,7 @@ def build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, *, method: str = "fast",
     else:
         raise ValueError(f"unknown build method {method!r}: choose one of {', '.join(METHODS)}")
     progress.update("assembling the index")
-    return assemble(dfa, raw, vocabulary.eos_token_ids, vocabulary.size)
+    return assemble(dfa, raw, vocabulary)
 
 
 # --- the prefix graph -------------------------------------------------------------

@@ -53,6 +53,8 @@ ARRAY_LAYOUT = {
     "mask_id": ("<i4", 1),
     "masks": (MASK_WORD.str, 2),
     "eos_token_ids": ("<i4", 1),
+    "forced_offsets": ("<i8", 1),
+    "forced_tokens": ("<i4", 1),
 }
 
 
@@ -215,6 +217,8 @@ def _check_consistency(arrays: IndexArrays, name: str, *, full: bool) -> None:
         problems.append("mask_id does not match the number of states")
     if arrays.masks.shape[1] != (vocab_size + 31) // 32:
         problems.append("mask width does not match the vocabulary size")
+    if len(arrays.forced_offsets) != num_states + 1:
+        problems.append("forced_offsets does not match the number of states")
     if not problems and full:
         offsets = arrays.state_offsets
         num_groups = int(arrays.token_group.max(initial=-1)) + 1
@@ -231,6 +235,12 @@ def _check_consistency(arrays: IndexArrays, name: str, *, full: bool) -> None:
         eos = arrays.eos_token_ids
         if len(eos) and (eos.min() < 0 or eos.max() >= vocab_size):
             problems.append("eos_token_ids are outside the vocabulary")
+        forced_offsets, forced = arrays.forced_offsets, arrays.forced_tokens
+        if (forced_offsets[0] != 0 or forced_offsets[-1] != len(forced)
+                or np.any(np.diff(forced_offsets) < 0)):
+            problems.append("forced_offsets are not increasing from 0 to the number of forced tokens")
+        if len(forced) and (forced.min() < 0 or forced.max() >= vocab_size):
+            problems.append("forced_tokens are outside the vocabulary")
     if problems:
         raise IndexFileError(f"{name}: inconsistent index: {'; '.join(problems)}")
 

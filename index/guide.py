@@ -41,6 +41,13 @@ class Guide:
             return np.zeros_like(self.index.get_mask(self.state))
         return self.index.get_mask(self.state)
 
+    def forced_tokens(self) -> np.ndarray:
+        """Tokens the pattern forces from here (see :meth:`Index.forced_tokens`);
+        a generator may append them with :meth:`advance` without sampling."""
+        if self._ended[-1]:
+            return np.zeros(0, dtype=np.int32)
+        return self.index.forced_tokens(self.state)
+
     def advance(self, token_id: int) -> int:
         """Consume ``token_id`` and return the new state."""
         if self._ended[-1]:

@@ -49,4 +49,4 @@ def reference_edges(dfa: ByteDFA, vocab: Vocabulary) -> RawEdges:
 
 
 def build_reference(dfa: ByteDFA, vocab: Vocabulary) -> IndexArrays:
-    return assemble(dfa, reference_edges(dfa, vocab), vocab.eos_token_ids, vocab.size)
+    return assemble(dfa, reference_edges(dfa, vocab), vocab)

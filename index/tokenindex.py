@@ -49,6 +49,8 @@ class IndexArrays:
     mask_id: np.ndarray        # int32[S]: row of ``masks`` holding the state's allowed set
     masks: np.ndarray          # uint32[U, ceil(V / 32)]: distinct allowed sets, EOS included
     eos_token_ids: np.ndarray  # int32[k]
+    forced_offsets: np.ndarray  # int64[S + 1]: state s's fast-forward tokens are
+    forced_tokens: np.ndarray   # int32[F]: forced_tokens[forced_offsets[s]:forced_offsets[s + 1]]
 
     def as_dict(self) -> dict[str, np.ndarray]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -190,6 +192,14 @@ class Index:
         """Allowed token ids, sorted, as ``int32`` (EOS included in final states)."""
         bits = np.unpackbits(self.get_mask(state).view(np.uint8), bitorder="little")
         return np.flatnonzero(bits[:self._vocab_size]).astype(np.int32)
+
+    def forced_tokens(self, state: int) -> np.ndarray:
+        """Tokens the pattern forces from ``state``, in the tokenizer's own
+        segmentation, stopping early where the model could choose a longer
+        token (see :mod:`index.fastforward`). Empty when nothing is forced."""
+        self._check_state(state)
+        return self._arrays.forced_tokens[self._arrays.forced_offsets[state]:
+                                          self._arrays.forced_offsets[state + 1]]
 
     def is_allowed(self, state: int, token_id: int) -> bool:
         self._check_state(state)

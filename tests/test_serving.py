@@ -116,3 +116,63 @@ def test_outlines_core_blind_spots_are_served(qwen_vocab):
     state = index.advance(0, ids("1"))
     state = index.advance(state, ids("."))
     assert index.is_final(index.advance(state, ids("5")))
+
+
+# --- fast-forward ------------------------------------------------------------------
+
+def _walk(index, vocab, text):
+    state = 0
+    for token_id in vocab.encode(text):
+        state = index.advance(state, token_id)
+    return state
+
+
+@pytest.mark.slow
+def test_forced_tokens_stop_inside_a_shared_key_prefix(qwen_vocab):
+    # Keys orderId and orderName share "order": nothing inside it is forced,
+    # because the model may write "orderId" or "orderName" as one token.
+    index = cached_index(r'\{("orderId":[0-9]+)?(,?"orderName":"[a-z]*")?\}', "qwen2.5")
+    state = _walk(index, qwen_vocab, '{"')
+    assert index.forced_tokens(state).tolist() == []
+
+
+@pytest.mark.slow
+def test_forced_tokens_spell_a_required_key_and_stop_before_the_quote(qwen_vocab):
+    index = cached_index(r'\{"name_of_the_person":"[a-zA-Z ]*"\}', "qwen2.5")
+    guide = Guide(index)
+    for token_id in qwen_vocab.encode('{"'):
+        guide.advance(token_id)
+    forced = guide.forced_tokens().tolist()
+    assert b"".join(qwen_vocab.tokens[t] for t in forced) == b"name_of_the_person"
+    assert forced == qwen_vocab.encode("name_of_the_person")  # the tokenizer's own segmentation
+    for token_id in forced:
+        guide.advance(token_id)
+    assert guide.forced_tokens().tolist() == []  # '":"' could be one token: the model chooses
+
+
+@pytest.mark.parametrize("pattern", [r'\{"id": [0-9]+, "kind": "(a|b)"\}', r"(ab)+c", r"x(yz|yw)"])
+def test_forced_tokens_are_allowed_and_spell_forced_bytes(pattern):
+    from analysis.bytedfa import byte_dfa_from_regex
+    from analysis.literals import forced_run
+
+    index = cached_index(pattern, "qwen2.5")
+    vocab = index.vocabulary
+    dfa = byte_dfa_from_regex(pattern)
+    # Walk every state with the text that reaches it, and compare with the DFA.
+    texts, queue = {0: b""}, [0]
+    for state in queue:
+        for token_id in index.get_tokens(state).tolist():
+            if token_id in vocab.eos_token_ids:
+                continue
+            nxt = index.advance(state, token_id)
+            if nxt not in texts:
+                texts[nxt] = texts[state] + vocab.tokens[token_id]
+                queue.append(nxt)
+    for state, text in texts.items():
+        forced = index.forced_tokens(state).tolist()
+        run, _ = forced_run(dfa, dfa.walk(dfa.initial, text))
+        spelled = b"".join(vocab.tokens[t] for t in forced)
+        assert run.startswith(spelled)
+        current = state
+        for token_id in forced:
+            current = index.advance(current, token_id)

@@ -1,0 +1,69 @@
+"""Literals: runs of bytes the automaton forces.
+
+A state is *forced* when it is not final and exactly one byte keeps it alive:
+whatever the model writes next, that byte is the only way on. Runs of forced
+states spell *literals*: JSON keys and punctuation, fixed words, separators.
+They matter twice: at serving time the forced bytes can be emitted without
+asking the model (fast-forward), and at build time a literal's bytes, each
+distinguished from every other byte by just one state, are what splits the
+byte classes of everything else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis.bytedfa import DEAD, ByteDFA
+
+NOT_FORCED = -1
+
+
+def forced_bytes(dfa: ByteDFA) -> np.ndarray:
+    """``int16[num_states]``: the one live byte of each forced state, else -1."""
+    live = dfa.transitions != DEAD
+    single = live.sum(axis=1) == 1
+    forced = single & ~dfa.finals
+    result = np.full(dfa.num_states, NOT_FORCED, dtype=np.int16)
+    result[forced] = np.argmax(live[forced], axis=1)
+    return result
+
+
+def forced_run(dfa: ByteDFA, state: int, forced: np.ndarray | None = None,
+               limit: int = 4096) -> tuple[bytes, int]:
+    """The bytes forced from ``state`` on, and the state after them."""
+    forced = forced_bytes(dfa) if forced is None else forced
+    run = bytearray()
+    while forced[state] != NOT_FORCED and len(run) < limit:
+        byte = int(forced[state])
+        run.append(byte)
+        state = int(dfa.transitions[state, byte])
+    return bytes(run), state
+
+
+@dataclass(frozen=True)
+class Literal:
+    """A maximal run of forced bytes: from ``start``, ``data`` leads to ``end``."""
+
+    start: int
+    data: bytes
+    end: int
+
+
+def find_literals(dfa: ByteDFA, min_length: int = 2) -> list[Literal]:
+    """Every maximal literal of at least ``min_length`` bytes, by start state.
+
+    A literal starts at a forced state that no forced state leads into.
+    """
+    forced = forced_bytes(dfa)
+    is_forced = forced != NOT_FORCED
+    entered_by_forced = np.zeros(dfa.num_states, dtype=bool)
+    sources = np.flatnonzero(is_forced)
+    entered_by_forced[dfa.transitions[sources, forced[sources]]] = True
+    literals = []
+    for start in np.flatnonzero(is_forced & ~entered_by_forced).tolist():
+        data, end = forced_run(dfa, start, forced)
+        if len(data) >= min_length:
+            literals.append(Literal(start, data, end))
+    return literals

@@ -1,0 +1,98 @@
+"""Fast-forward tokens: what the grammar forces, in canonical tokenization.
+
+Where the pattern allows exactly one continuation (a JSON key, punctuation),
+a generator can append the forced text without asking the model. It must
+append the tokens the model itself would have produced, or the model sees a
+segmentation it was never trained on and its distribution bends. So the
+forced bytes are tokenized with the tokenizer's own encoder, and then the
+last tokens are given back while some allowed token could start where they
+start and run past the end of the forced bytes (as token healing does): the
+model may well prefer that longer token, and only the model can choose it.
+
+Example (Qwen2.5): after ``{"`` with the keys ``orderId`` and ``orderName``
+the forced bytes are ``order``, but tokens like ``orderId`` run past them, so
+nothing is forced; with one key ``name_of_the_person`` the forced bytes are
+``name_of_the_person":`` and the tokens stop before the quote, since ``":"``
+could be the model's next token.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+
+import numpy as np
+
+from analysis.bytedfa import ByteDFA
+from analysis.errors import VocabularyError
+from analysis.literals import forced_bytes, forced_run
+
+
+@functools.lru_cache(maxsize=4)
+def _sorted_token_bytes(vocabulary) -> tuple[list[bytes], list[int]]:
+    pairs = sorted((data, token_id) for token_id, data in enumerate(vocabulary.tokens)
+                   if data is not None)
+    return [data for data, _ in pairs], [token_id for _, token_id in pairs]
+
+
+def _tokens_running_past(vocabulary, tail: bytes) -> list[int]:
+    """Ids of the tokens that start with ``tail`` and are longer than it."""
+    spellings, ids = _sorted_token_bytes(vocabulary)
+    position = bisect.bisect_right(spellings, tail)  # skips a token equal to tail
+    found = []
+    while position < len(spellings) and spellings[position].startswith(tail):
+        found.append(ids[position])
+        position += 1
+    return found
+
+
+def _whole_characters(data: bytes) -> bytes:
+    """``data`` without a trailing incomplete UTF-8 character."""
+    for cut in range(len(data), max(len(data) - 4, -1), -1):
+        try:
+            data[:cut].decode("utf-8")
+            return data[:cut]
+        except UnicodeDecodeError:
+            continue
+    return b""
+
+
+def forced_tokens_for_state(index, state: int, forced: bytes, vocabulary) -> list[int]:
+    """Canonical tokens for ``forced`` bytes from ``state``, healed at the end."""
+    forced = _whole_characters(forced)
+    if not forced:
+        return []
+    try:
+        token_ids = vocabulary.encode(forced.decode("utf-8"))
+    except (VocabularyError, UnicodeDecodeError):
+        return []
+    states, starts, offset = [state], [], 0
+    for token_id in token_ids:
+        if not index.is_allowed(states[-1], token_id):
+            break
+        starts.append(offset)
+        offset += len(vocabulary.tokens[token_id])
+        states.append(index.advance(states[-1], token_id))
+    for position, start in enumerate(starts):
+        if any(index.is_allowed(states[position], other)
+               for other in _tokens_running_past(vocabulary, forced[start:])):
+            return token_ids[:position]
+    return token_ids[:len(starts)]
+
+
+def forced_token_table(dfa: ByteDFA, dfa_state_of: np.ndarray, index,
+                       vocabulary) -> tuple[np.ndarray, np.ndarray]:
+    """Forced tokens of every index state, as CSR arrays (offsets, tokens)."""
+    forced = forced_bytes(dfa)
+    lists = []
+    for state, dfa_state in enumerate(dfa_state_of.tolist()):
+        if forced[dfa_state] < 0:
+            lists.append([])
+            continue
+        run, _ = forced_run(dfa, dfa_state, forced)
+        lists.append(forced_tokens_for_state(index, state, run, vocabulary))
+    offsets = np.zeros(len(lists) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(tokens) for tokens in lists])
+    flat = np.fromiter((t for tokens in lists for t in tokens), dtype=np.int32,
+                       count=int(offsets[-1]))
+    return offsets, flat
