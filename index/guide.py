@@ -41,6 +41,13 @@ class Guide:
             return np.zeros_like(self.index.get_mask(self.state))
         return self.index.get_mask(self.state)
 
+    def write_mask_into(self, out, row: int | None = None) -> None:
+        """Fill a caller's int32/uint32 buffer (see :meth:`Index.write_mask_into`)."""
+        if self._ended[-1]:
+            (out if row is None else out[row])[...] = 0
+            return
+        self.index.write_mask_into(self.state, out, row)
+
     def forced_tokens(self) -> np.ndarray:
         """Tokens the pattern forces from here (see :meth:`Index.forced_tokens`);
         a generator may append them with :meth:`advance` without sampling."""

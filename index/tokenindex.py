@@ -188,6 +188,30 @@ class Index:
         self._check_state(state)
         return self._masks[self._mask_id[state]]
 
+    def write_mask_into(self, state: int, out, row: int | None = None) -> None:
+        """Copy the allowed-token bitset of ``state`` into a caller's buffer.
+
+        ``out`` is a numpy array or torch tensor of 32-bit words (int32 or
+        uint32), one row (``out[w]``) or a batch (``out[row, w]``). It may be
+        wider than the vocabulary's ``ceil(vocab_size / 32)`` words, as a
+        model's logits often are: the extra words are cleared, so ids past the
+        vocabulary are never allowed.
+        """
+        mask = self.get_mask(state)
+        target = out if row is None else out[row]
+        words = len(mask)
+        if target.shape[-1] < words:
+            raise InvalidStateError(
+                f"the buffer has {target.shape[-1]} words, the vocabulary needs {words}")
+        if type(target).__module__.startswith("torch"):
+            import torch  # only when the caller already uses torch
+
+            target[:words].copy_(torch.from_numpy(mask.view(np.int32)))
+            target[words:].zero_()
+        else:
+            target[:words] = mask.view(target.dtype)
+            target[words:] = 0
+
     def get_tokens(self, state: int) -> np.ndarray:
         """Allowed token ids, sorted, as ``int32`` (EOS included in final states)."""
         bits = np.unpackbits(self.get_mask(state).view(np.uint8), bitorder="little")

@@ -176,3 +176,22 @@ def test_forced_tokens_are_allowed_and_spell_forced_bytes(pattern):
         current = state
         for token_id in forced:
             current = index.advance(current, token_id)
+
+
+def test_write_mask_into_numpy_and_torch_rows():
+    index = cached_index(r"-?[0-9]+(\.[0-9]+)?", "qwen2.5")
+    words = (index.vocab_size + 31) // 32
+    batch = np.full((3, words + 9), -1, dtype=np.int32)  # wider, like a model's logits
+    index.write_mask_into(1, batch, row=2)
+    assert np.array_equal(batch[2, :words].view(np.uint32), index.get_mask(1))
+    assert not batch[2, words:].any() and (batch[:2] == -1).all()
+    single = np.zeros(words, dtype=np.uint32)
+    index.write_mask_into(0, single)
+    assert np.array_equal(single, index.get_mask(0))
+    with pytest.raises(InvalidStateError, match="the buffer has 3 words"):
+        index.write_mask_into(0, np.zeros(3, dtype=np.int32))
+    torch = pytest.importorskip("torch")
+    tensor = torch.full((2, words + 1), -1, dtype=torch.int32)
+    index.write_mask_into(1, tensor, row=1)
+    assert np.array_equal(tensor[1, :words].numpy().view(np.uint32), index.get_mask(1))
+    assert tensor[1, words] == 0 and (tensor[0] == -1).all()
