@@ -82,6 +82,7 @@ class Index:
         self._eos = frozenset(int(t) for t in arrays.eos_token_ids)
         self._num_states = len(arrays.finals)
         self._vocab_size = len(arrays.token_group)
+        self._torch_mask_table = None
 
     # --- building and files ----------------------------------------------
 
@@ -204,13 +205,24 @@ class Index:
             raise InvalidStateError(
                 f"the buffer has {target.shape[-1]} words, the vocabulary needs {words}")
         if type(target).__module__.startswith("torch"):
-            import torch  # only when the caller already uses torch
-
-            target[:words].copy_(torch.from_numpy(mask.view(np.int32)))
+            target[:words].copy_(self._torch_masks()[self._mask_id[state]])
             target[words:].zero_()
         else:
             target[:words] = mask.view(target.dtype)
             target[words:] = 0
+
+    def _torch_masks(self):
+        """The masks as one torch tensor sharing memory, made on first use."""
+        if self._torch_mask_table is None:
+            import warnings
+
+            import torch  # only when the caller already uses torch
+
+            with warnings.catch_warnings():
+                # The masks are read-only; torch warns because it cannot say so.
+                warnings.simplefilter("ignore", UserWarning)
+                self._torch_mask_table = torch.from_numpy(self._masks.view(np.int32))
+        return self._torch_mask_table
 
     def get_tokens(self, state: int) -> np.ndarray:
         """Allowed token ids, sorted, as ``int32`` (EOS included in final states)."""
