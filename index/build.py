@@ -29,6 +29,7 @@ one, so both builds give the same arrays.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -44,6 +45,17 @@ from index.tokenindex import Index, IndexArrays
 from index.vocabulary import Vocabulary
 
 DEFAULT_MAX_STATES = 200_000
+
+
+def memory_budget() -> int:
+    """Bytes the build's largest tables may take: half of the memory
+    available now (so a pathological pattern fails with a clear error
+    instead of driving the machine into swap or the OOM killer)."""
+    try:
+        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        available = 8 << 30
+    return max(available // 2, 256 << 20)
 METHODS = ("fast", "reference")
 
 
@@ -155,7 +167,8 @@ class Behaviours:
 
 
 def signature_behaviours(table: np.ndarray, classes: np.ndarray, lengths: np.ndarray,
-                         members: np.ndarray, progress: Progress | None = None) -> Behaviours:
+                         members: np.ndarray, progress: Progress | None = None,
+                         max_bytes: int | None = None) -> Behaviours:
     """Behaviours of the signatures ``members``, walked as one prefix graph.
 
     The graph is the trie of the signatures with every node keyed by its
@@ -164,8 +177,11 @@ def signature_behaviours(table: np.ndarray, classes: np.ndarray, lengths: np.nda
     graph advances in one vectorised step over all signatures still going; a
     prefix that dies from every state drops its signatures at once. The number
     of nodes is the number of distinct behaviours, typically a few hundred,
-    however many signatures there are.
+    however many signatures there are; past ``max_bytes`` of behaviour vectors
+    (default: :func:`memory_budget`) the build stops with
+    :class:`BuildLimitError`.
     """
+    budget = memory_budget() if max_bytes is None else max_bytes
     num_states, num_classes = table.shape
     order = members[np.argsort(-lengths[members], kind="stable")]
     sorted_lengths = lengths[order]
@@ -197,6 +213,11 @@ def signature_behaviours(table: np.ndarray, classes: np.ndarray, lengths: np.nda
                 found = known[raw] = len(vectors)
                 vectors.append(row)
             ids[i] = found
+        if len(vectors) * num_states * 4 > budget:
+            raise BuildLimitError(
+                f"the build needs more than {budget >> 20} MiB for {len(vectors)} token "
+                f"behaviours over {num_states} states; the pattern is too large for this "
+                "vocabulary and machine", reached=len(vectors))
         step = ids[which.ravel()]
         current[going] = step
         alive[going[step < 0]] = False

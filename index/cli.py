@@ -7,12 +7,14 @@ non-zero exit status; a traceback means a bug in tokendfa.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 import tempfile
 import time
 
-from analysis.errors import TokenDFAError
+from analysis.errors import BuildLimitError, TokenDFAError
 
 DEFAULT_VOCABULARY = "qwen2.5"
 
@@ -56,6 +58,8 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--method", choices=("fast", "reference"), default="fast")
     build.add_argument("--max-states", type=int, default=None,
                        help="fail early when the pattern's automaton has more states")
+    build.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                       help="give up (with an error, writing nothing) after this long")
     build.set_defaults(run=_build)
 
     inspect = commands.add_parser("inspect", help="describe an index file")
@@ -97,14 +101,34 @@ class _UsageError(TokenDFAError):
     pass
 
 
+@contextlib.contextmanager
+def _time_limit(seconds: float | None):
+    """Interrupt the build after ``seconds`` with a BuildLimitError."""
+    if not seconds or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum, frame):
+        raise BuildLimitError(f"the build took longer than the time limit of {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def _build(args) -> int:
     from index.tokenindex import Index
 
     pattern = _read_pattern(args)
     vocabulary = _load_vocabulary(args.vocab)
     started = time.perf_counter()
-    index = Index.from_regex(pattern, vocabulary, method=args.method, n_jobs=args.jobs,
-                             max_states=args.max_states)
+    with _time_limit(args.time_limit):
+        index = Index.from_regex(pattern, vocabulary, method=args.method, n_jobs=args.jobs,
+                                 max_states=args.max_states)
     built = time.perf_counter() - started
     try:
         index.save(args.output)

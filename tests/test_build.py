@@ -160,3 +160,19 @@ def test_progress_line_only_for_slow_builds():
     reporter.close()
     assert slow.getvalue().startswith("\rtokendfa: walking the prefix graph, level 3/10 (")
     assert slow.getvalue().endswith("\n")
+
+
+def test_memory_guard_names_the_budget():
+    from index import BuildLimitError
+    from index.build import signature_behaviours
+
+    dfa = byte_dfa_from_regex(r"[a-c]{0,6}")
+    from analysis.byteclasses import byte_classes, class_table
+    from analysis.signatures import token_signatures
+
+    vocab = cached_vocabulary("toy")
+    classes = byte_classes(dfa)
+    signatures = token_signatures(vocab.byte_columns(), classes.class_of, classes.dead_class)
+    with pytest.raises(BuildLimitError, match="needs more than 0 MiB"):
+        signature_behaviours(class_table(dfa, classes), signatures.classes, signatures.lengths,
+                             np.arange(signatures.num_signatures), max_bytes=16)

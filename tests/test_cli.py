@@ -83,3 +83,11 @@ def test_installed_entry_point_runs_the_demo(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "accepted" in result.stdout and DEMO_PATTERN in result.stdout
     assert result.stdout.count("matches)") == 2 and "DOES NOT MATCH" not in result.stdout
+
+
+def test_time_limit_stops_a_long_build(tmp_path, capsys):
+    out = tmp_path / "slow.tdfa"
+    code, _, err = run(capsys, "build", "--regex", "(a|b|c|d)*e[a-z]{40}", "--time-limit", "0.01",
+                       "-o", str(out))
+    assert code == 2 and "took longer than the time limit of 0.01 s" in err
+    assert not out.exists()
