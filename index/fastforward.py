@@ -19,7 +19,6 @@ could be the model's next token.
 from __future__ import annotations
 
 import bisect
-import functools
 
 import numpy as np
 
@@ -28,22 +27,24 @@ from analysis.errors import VocabularyError
 from analysis.literals import forced_bytes, forced_run
 
 
-@functools.lru_cache(maxsize=4)
-def _sorted_token_bytes(vocabulary) -> tuple[list[bytes], list[int]]:
-    pairs = sorted((data, token_id) for token_id, data in enumerate(vocabulary.tokens)
-                   if data is not None)
-    return [data for data, _ in pairs], [token_id for _, token_id in pairs]
-
-
-def _tokens_running_past(vocabulary, tail: bytes) -> list[int]:
+def _tokens_running_past(vocabulary, tail: bytes) -> np.ndarray:
     """Ids of the tokens that start with ``tail`` and are longer than it."""
-    spellings, ids = _sorted_token_bytes(vocabulary)
-    position = bisect.bisect_right(spellings, tail)  # skips a token equal to tail
-    found = []
-    while position < len(spellings) and spellings[position].startswith(tail):
-        found.append(ids[position])
-        position += 1
-    return found
+    spellings, ids = vocabulary.sorted_spellings()
+    first = bisect.bisect_right(spellings, tail)  # skips a token equal to tail
+    last = first
+    # Everything with the prefix sorts before ``tail`` with its last byte raised.
+    stripped = tail.rstrip(b"\xff")
+    if stripped:
+        last = bisect.bisect_left(spellings, stripped[:-1] + bytes([stripped[-1] + 1]))
+    else:
+        last = len(spellings)
+    return ids[first:last]
+
+
+def _any_allowed(mask: np.ndarray, token_ids: np.ndarray) -> bool:
+    if len(token_ids) == 0:
+        return False
+    return bool(np.any((mask[token_ids >> 5] >> (token_ids & 31).astype(np.uint32)) & 1))
 
 
 def _whole_characters(data: bytes) -> bytes:
@@ -74,8 +75,8 @@ def forced_tokens_for_state(index, state: int, forced: bytes, vocabulary) -> lis
         offset += len(vocabulary.tokens[token_id])
         states.append(index.advance(states[-1], token_id))
     for position, start in enumerate(starts):
-        if any(index.is_allowed(states[position], other)
-               for other in _tokens_running_past(vocabulary, forced[start:])):
+        if _any_allowed(index.get_mask(states[position]),
+                        _tokens_running_past(vocabulary, forced[start:])):
             return token_ids[:position]
     return token_ids[:len(starts)]
 

@@ -70,7 +70,7 @@ class Vocabulary:
     """
 
     __slots__ = ("_tokens", "_eos_token_ids", "_name", "_source", "_encoder",
-                 "_fingerprint", "_byte_matrix", "_byte_columns", "_ids_by_bytes",
+                 "_fingerprint", "_byte_matrix", "_byte_columns", "_sorted_spellings", "_ids_by_bytes",
                  "_token_lengths")
 
     def __init__(self, tokens: Sequence[bytes | None], eos_token_ids: int | Iterable[int], *,
@@ -88,6 +88,7 @@ class Vocabulary:
         self._fingerprint: str | None = None
         self._byte_matrix: tuple[np.ndarray, np.ndarray] | None = None
         self._byte_columns = None
+        self._sorted_spellings: tuple[list[bytes], np.ndarray] | None = None
         self._ids_by_bytes: dict[bytes, tuple[int, ...]] | None = None
         self._token_lengths: tuple[int, ...] | None = None
 
@@ -177,6 +178,27 @@ class Vocabulary:
             lengths.setflags(write=False)
             self._byte_matrix = (matrix, lengths)
         return self._byte_matrix
+
+    def sorted_spellings(self) -> tuple[list[bytes], np.ndarray]:
+        """Every spelled token's bytes in sorted order, with their ids
+        (``int64``) in the same order: prefix searches by bisection.
+        Computed once and cached."""
+        if self._sorted_spellings is None:
+            pairs = sorted((t, i) for i, t in enumerate(self._tokens) if t is not None)
+            ids = np.array([i for _, i in pairs], dtype=np.int64)
+            ids.setflags(write=False)
+            self._sorted_spellings = ([t for t, _ in pairs], ids)
+        return self._sorted_spellings
+
+    def prepare(self) -> "Vocabulary":
+        """Compute every per-vocabulary table a build uses (column layout,
+        sorted spellings, the tokenizer's encoder) now rather than during the
+        first build; a server does this once at start-up."""
+        self.byte_columns()
+        self.sorted_spellings()
+        if self._encoder is not None:
+            self._encoder("warm up")
+        return self
 
     def byte_columns(self) -> "ByteColumns":
         """The bytes in column layout, longest tokens first
