@@ -41,10 +41,15 @@ class ByteClasses:
         return bytes(np.flatnonzero(self.class_of == klass).tolist())
 
 
-def byte_classes(dfa: ByteDFA) -> ByteClasses:
-    """Partition the bytes by their columns in ``dfa.transitions``."""
-    _, first_byte, inverse = np.unique(dfa.transitions, axis=1,
-                                       return_index=True, return_inverse=True)
+def byte_classes(dfa: ByteDFA, states: np.ndarray | None = None) -> ByteClasses:
+    """Partition the bytes by their columns in ``dfa.transitions``.
+
+    With ``states`` (a boolean mask), only those rows count: bytes that only
+    the other states tell apart share a class. The build uses this to keep
+    literal states from splitting the classes of everything else.
+    """
+    rows = dfa.transitions if states is None else dfa.transitions[states]
+    _, first_byte, inverse = np.unique(rows, axis=1, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
     # np.unique orders columns by content; renumber classes by smallest byte
     # so the numbering is stable and readable.
@@ -53,7 +58,7 @@ def byte_classes(dfa: ByteDFA) -> ByteClasses:
     rank[order] = np.arange(len(order))
     class_of = rank[inverse].astype(np.int32)
     representatives = np.sort(first_byte).astype(np.int32)
-    dead = np.flatnonzero((dfa.transitions[:, representatives] == DEAD).all(axis=0))
+    dead = np.flatnonzero((rows[:, representatives] == DEAD).all(axis=0))
     class_of.flags.writeable = False
     representatives.flags.writeable = False
     return ByteClasses(class_of, representatives, int(dead[0]) if len(dead) else -1)

@@ -67,3 +67,17 @@ def find_literals(dfa: ByteDFA, min_length: int = 2) -> list[Literal]:
         if len(data) >= min_length:
             literals.append(Literal(start, data, end))
     return literals
+
+
+def narrow_states(dfa: ByteDFA, max_bytes: int) -> np.ndarray:
+    """Live states where at most ``max_bytes`` bytes go on (``bool[num_states]``).
+
+    Forced states are the narrowest; states choosing among a few keys or
+    enum values are narrow too. Each byte that only such states distinguish
+    would get a byte class of its own; the build walks narrow states byte by
+    byte against the vocabulary instead, and keeps the classes coarse.
+    """
+    live_bytes = (dfa.transitions != DEAD).sum(axis=1)
+    narrow = live_bytes <= max_bytes
+    narrow[DEAD] = False
+    return narrow

@@ -28,6 +28,7 @@ one, so both builds give the same arrays.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import sys
@@ -38,6 +39,7 @@ import numpy as np
 
 from analysis.bytedfa import DEAD, ByteDFA, byte_dfa_from_regex
 from analysis.byteclasses import byte_classes, class_table
+from analysis.literals import narrow_states
 from analysis.errors import BuildLimitError
 from analysis.signatures import Signatures, token_signatures
 from index.assemble import RawEdges, assemble
@@ -45,6 +47,8 @@ from index.tokenindex import Index, IndexArrays
 from index.vocabulary import Vocabulary
 
 DEFAULT_MAX_STATES = 200_000
+# States where at most this many bytes go on are walked byte by byte.
+NARROW_MAX_BYTES = 8
 
 
 def memory_budget() -> int:
@@ -168,7 +172,8 @@ class Behaviours:
 
 def signature_behaviours(table: np.ndarray, classes: np.ndarray, lengths: np.ndarray,
                          members: np.ndarray, progress: Progress | None = None,
-                         max_bytes: int | None = None) -> Behaviours:
+                         max_bytes: int | None = None,
+                         starts: np.ndarray | None = None) -> Behaviours:
     """Behaviours of the signatures ``members``, walked as one prefix graph.
 
     The graph is the trie of the signatures with every node keyed by its
@@ -186,6 +191,8 @@ def signature_behaviours(table: np.ndarray, classes: np.ndarray, lengths: np.nda
     order = members[np.argsort(-lengths[members], kind="stable")]
     sorted_lengths = lengths[order]
     identity = np.arange(num_states, dtype=np.int32)
+    if starts is not None:  # walk only from these states
+        identity = np.where(starts, identity, DEAD).astype(np.int32)
     vectors = [identity]
     known = {identity.tobytes(): 0}
     current = np.zeros(len(order), dtype=np.int64)
@@ -264,18 +271,110 @@ def _merge_behaviours(parts: list[Behaviours], num_signatures: int) -> Behaviour
     return Behaviours(matrix, signature_behaviour)
 
 
+def exact_walk(transitions: np.ndarray, matrix: np.ndarray, lengths: np.ndarray,
+               states: np.ndarray, tokens: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Walk the bytes of ``tokens[i]`` from position ``offsets[i]`` on, from
+    ``states[i]``, through the full byte table; returns each end state (0 if
+    the walk dies). Vectorised over the pairs; dead pairs drop out at once."""
+    current = states.astype(np.int32)
+    position = offsets.astype(np.int64)
+    ends = np.zeros(len(current), dtype=np.int32)
+    active = np.arange(len(current))
+    while len(active):
+        finished = position[active] >= lengths[tokens[active]]
+        done = active[finished]
+        ends[done] = current[done]
+        active = active[~finished]
+        if not len(active):
+            break
+        current[active] = transitions[current[active], matrix[tokens[active], position[active]]]
+        position[active] += 1
+        active = active[current[active] != DEAD]
+    return ends
+
+
+def narrow_edges(dfa: ByteDFA, narrow: np.ndarray, vocabulary: Vocabulary):
+    """Every (state, token, end) from the narrow states, found byte by byte.
+
+    From a narrow state only a few bytes go on, so the vocabulary's sorted
+    spellings are split by those bytes with two bisections each: a token
+    range whose prefix dies is never looked at again. Where the walk reaches
+    a wide state, the rest of the range is walked with :func:`exact_walk`.
+    """
+    spellings, ids = vocabulary.sorted_spellings()
+    table = dfa.transitions
+    matrix, lengths = vocabulary.byte_matrix()
+    found_source, found_token, found_target = [], [], []
+    pending = []  # (origin, state, lo, hi, depth): ranges to walk in bulk
+    live_bytes = {int(s): np.flatnonzero(table[s]).tolist() for s in np.flatnonzero(narrow)}
+    for origin in np.flatnonzero(narrow).tolist():
+        stack = [(0, len(spellings), 0, origin)]
+        while stack:
+            lo, hi, depth, state = stack.pop()
+            if depth:
+                # Tokens that are exactly the prefix sort first in the range.
+                while lo < hi and len(spellings[lo]) == depth:
+                    found_source.append(origin)
+                    found_token.append(int(ids[lo]))
+                    found_target.append(state)
+                    lo += 1
+                if lo >= hi:
+                    continue
+                if not narrow[state]:
+                    pending.append((origin, state, lo, hi, depth))
+                    continue
+            prefix = spellings[lo][:depth]
+            for byte in live_bytes[state]:
+                sub_lo = bisect.bisect_left(spellings, prefix + bytes([byte]), lo, hi)
+                sub_hi = (bisect.bisect_left(spellings, prefix + bytes([byte + 1]), sub_lo, hi)
+                          if byte < 255 else hi)
+                if sub_lo < sub_hi:
+                    stack.append((sub_lo, sub_hi, depth + 1, int(table[state, byte])))
+    sources = [np.asarray(found_source, dtype=np.int32)]
+    tokens = [np.asarray(found_token, dtype=np.int64)]
+    targets = [np.asarray(found_target, dtype=np.int32)]
+    if pending:
+        sizes = np.array([hi - lo for _, _, lo, hi, _ in pending])
+        origin = np.repeat([p[0] for p in pending], sizes)
+        state = np.repeat([p[1] for p in pending], sizes)
+        depth = np.repeat([p[4] for p in pending], sizes)
+        token = np.concatenate([ids[lo:hi] for _, _, lo, hi, _ in pending])
+        ends = exact_walk(table, matrix, lengths, state, token, depth)
+        alive = ends != DEAD
+        sources.append(origin[alive].astype(np.int32))
+        tokens.append(token[alive])
+        targets.append(ends[alive])
+    return np.concatenate(sources), np.concatenate(tokens), np.concatenate(targets)
+
+
 def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, *, n_jobs: int = 1,
-                    backend: str | None = None, progress: Progress | None = None) -> RawEdges:
-    """Edges of every live state, one group per distinct behaviour."""
+                    backend: str | None = None, progress: Progress | None = None,
+                    narrow_max_bytes: int = NARROW_MAX_BYTES) -> RawEdges:
+    """Edges of every live state.
+
+    Wide states go through the coarse signature walk (one group per
+    behaviour); narrow states (literals, key choices) and the walks that run
+    into them are done byte by byte, so they never split the byte classes.
+    """
     if progress is not None:
         progress.update("grouping tokens by signature")
-    classes = byte_classes(dfa)
-    signatures = token_signatures(vocabulary.byte_columns(), classes.class_of, classes.dead_class)
+    narrow = narrow_states(dfa, narrow_max_bytes)
+    wide = ~narrow
+    classes = byte_classes(dfa, wide)
+    # A byte dead in every wide state may still be live in a narrow one, so
+    # tokens holding it are only dropped when there is no narrow state.
+    dead_class = classes.dead_class if not narrow.any() else -1
+    signatures = token_signatures(vocabulary.byte_columns(), classes.class_of, dead_class)
+    escape = dfa.num_states  # a sink meaning "entered a narrow state: walk exactly"
     table = class_table(dfa, classes)
+    table[narrow] = escape
+    table = np.vstack([table, np.full((1, table.shape[1]), escape, dtype=table.dtype)])
+    starts = np.append(wide, False)
+    starts[DEAD] = False
     everything = np.arange(signatures.num_signatures)
     if n_jobs == 1 and backend is None:
         behaviours = signature_behaviours(table, signatures.classes, signatures.lengths, everything,
-                                          progress)
+                                          progress, starts=starts)
     else:
         from joblib import Parallel, delayed, parallel_config
 
@@ -285,20 +384,60 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, *, n_jobs: int = 1,
             progress.update(f"walking {len(pieces)} prefix graphs in parallel")
         with parallel_config(backend=backend) if backend else contextlib.nullcontext():
             parts = Parallel(n_jobs=n_jobs)(
-                delayed(signature_behaviours)(table, signatures.classes, signatures.lengths, piece)
+                delayed(signature_behaviours)(table, signatures.classes, signatures.lengths, piece,
+                                              starts=starts)
                 for piece in pieces)
         behaviours = _merge_behaviours(parts, signatures.num_signatures)
-    # Behaviour 0 is the identity (the empty prefix); no signature is empty.
-    token_group = np.where(signatures.token_signature >= 0,
-                           np.append(behaviours.signature_behaviour, -1)[signatures.token_signature],
-                           -1).astype(np.int32)
+    token_behaviour = np.where(signatures.token_signature >= 0,
+                               np.append(behaviours.signature_behaviour, -1)[signatures.token_signature],
+                               -1)
     vectors = behaviours.vectors
-    used = np.unique(token_group[token_group >= 0])
-    group_of_edge, source = np.nonzero(vectors[used][:, 1:])
-    source = (source + 1).astype(np.int32)
-    group = used[group_of_edge].astype(np.int32)
-    target = vectors[group, source].astype(np.int32)
-    return RawEdges(source, group, target, token_group)
+
+    # Exact edges: from narrow states, and from wide states whose walk escaped.
+    if progress is not None:
+        progress.update("walking narrow states byte by byte")
+    exact_source, exact_token, exact_target = narrow_edges(dfa, narrow, vocabulary)
+    escaped_behaviour, escaped_start = np.nonzero(vectors == escape)
+    if len(escaped_behaviour):
+        matrix, lengths = vocabulary.byte_matrix()
+        order = np.argsort(token_behaviour, kind="stable")
+        sorted_behaviour = token_behaviour[order]
+        lo = np.searchsorted(sorted_behaviour, escaped_behaviour, side="left")
+        hi = np.searchsorted(sorted_behaviour, escaped_behaviour, side="right")
+        sizes = hi - lo
+        start = np.repeat(escaped_start, sizes).astype(np.int32)
+        token = order[np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)])] if sizes.sum() \
+            else np.zeros(0, dtype=np.int64)
+        ends = exact_walk(dfa.transitions, matrix, lengths, start, token, np.zeros(len(token)))
+        alive = ends != DEAD
+        exact_source = np.concatenate([exact_source, start[alive]])
+        exact_token = np.concatenate([exact_token, token[alive]])
+        exact_target = np.concatenate([exact_target, ends[alive]])
+
+    # Tokens with exact edges get a group of their own, carrying their coarse
+    # edges too; assembly merges the groups that turn out alike.
+    num_behaviours = len(vectors)
+    exact_tokens = np.unique(exact_token)
+    token_group = token_behaviour.astype(np.int64)
+    token_group[exact_tokens] = num_behaviours + np.arange(len(exact_tokens))
+    coarse = np.where(vectors == escape, DEAD, vectors)
+    used = np.unique(token_behaviour[token_behaviour >= 0])
+    group_of_edge, source = np.nonzero(coarse[used])
+    group = used[group_of_edge]
+    target = coarse[group, source]
+    # The coarse edges of the exact tokens, under their own groups.
+    behaviour_of_exact = token_behaviour[exact_tokens]
+    has_coarse = behaviour_of_exact >= 0
+    rows = coarse[behaviour_of_exact[has_coarse]]
+    exact_of_row, row_source = np.nonzero(rows)
+    carried_group = num_behaviours + np.flatnonzero(has_coarse)[exact_of_row]
+    carried_target = rows[exact_of_row, row_source]
+    exact_group = num_behaviours + np.searchsorted(exact_tokens, exact_token)
+    return RawEdges(
+        np.concatenate([source, row_source, exact_source]).astype(np.int32),
+        np.concatenate([group, carried_group, exact_group]).astype(np.int32),
+        np.concatenate([target, carried_target, exact_target]).astype(np.int32),
+        np.where(token_group >= 0, token_group, -1).astype(np.int32))
 
 
 def _cpu_count() -> int:
