@@ -51,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     source = build.add_mutually_exclusive_group(required=True)
     source.add_argument("--regex", help="the pattern (Python re syntax, matched against the whole text)")
     source.add_argument("--regex-file", help="a file holding the pattern")
+    source.add_argument("--schema", help="a JSON Schema file (compiled to a regex, then built)")
+    build.add_argument("--whitespace", choices=("compact", "flexible"), default="compact",
+                       help="JSON whitespace a schema allows (default: %(default)s)")
+    build.add_argument("--lenient", action="store_true",
+                       help="widen schema constraints that cannot be compiled exactly, "
+                            "listing each, instead of failing")
     build.add_argument("--vocab", default=DEFAULT_VOCABULARY,
                        help="a built-in vocabulary name or a tokenizer path (default: %(default)s)")
     build.add_argument("-o", "--output", required=True, help="where to write the index")
@@ -87,14 +93,19 @@ def _load_vocabulary(spec: str):
     return Vocabulary.from_spec(spec)
 
 
+def _read_text(path: str, what: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise _UsageError(f"cannot read {what} {path}: {reason}") from None
+
+
 def _read_pattern(args) -> str:
     if args.regex is not None:
         return args.regex
-    try:
-        with open(args.regex_file, encoding="utf-8") as handle:
-            return handle.read().rstrip("\n")
-    except OSError as exc:
-        raise _UsageError(f"cannot read regex file {args.regex_file}: {exc.strerror}") from None
+    return _read_text(args.regex_file, "regex file").rstrip("\n")
 
 
 class _UsageError(TokenDFAError):
@@ -123,13 +134,20 @@ def _time_limit(seconds: float | None):
 def _build(args) -> int:
     from index.tokenindex import Index
 
-    pattern = _read_pattern(args)
+    schema = _read_text(args.schema, "schema file") if args.schema else None
+    pattern = None if schema is not None else _read_pattern(args)
     vocabulary = _load_vocabulary(args.vocab)
     started = time.perf_counter()
+    options = dict(method=args.method, n_jobs=args.jobs, max_states=args.max_states)
     with _time_limit(args.time_limit):
-        index = Index.from_regex(pattern, vocabulary, method=args.method, n_jobs=args.jobs,
-                                 max_states=args.max_states)
+        if schema is not None:
+            index = Index.from_schema(schema, vocabulary, whitespace=args.whitespace,
+                                      lenient=args.lenient, **options)
+        else:
+            index = Index.from_regex(pattern, vocabulary, **options)
     built = time.perf_counter() - started
+    for widening in index.metadata.get("widenings", []):
+        print(f"widened: {widening}", file=sys.stderr)
     try:
         index.save(args.output)
     except OSError as exc:
@@ -148,6 +166,7 @@ def _inspect(args) -> int:
     vocab = meta.get("vocabulary", {})
     arrays = index.arrays
     rows = [
+        ("kind", meta.get("kind", "regex")),
         ("pattern", meta.get("pattern", "")),
         ("vocabulary", f"{vocab.get('name')} ({vocab.get('size'):,} tokens, "
                        f"fingerprint {str(vocab.get('fingerprint'))[:16]})"),
@@ -160,6 +179,9 @@ def _inspect(args) -> int:
         ("file size", f"{os.path.getsize(args.file):,} bytes"),
         ("build", ", ".join(f"{k}={v}" for k, v in meta.get("build", {}).items())),
     ]
+    if meta.get("kind") == "schema":
+        rows.insert(2, ("whitespace", meta.get("whitespace", "compact")))
+        rows.insert(3, ("widenings", "; ".join(meta.get("widenings", [])) or "none"))
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")

@@ -106,6 +106,34 @@ class Index:
         return build_index(pattern, vocabulary, method=method, n_jobs=n_jobs,
                            backend=backend, max_states=max_states, progress=progress)
 
+    @classmethod
+    def from_schema(cls, schema, vocabulary: "Vocabulary", *, whitespace: str = "compact",
+                    lenient: bool = False, max_recursion_depth: int = 3,
+                    **build_options) -> "Index":
+        """Compile a JSON Schema (a dict, a bool, or JSON text) for ``vocabulary``.
+
+        The schema becomes a regex (:mod:`index.schema`) that goes through the
+        normal build. Keywords that cannot be compiled exactly raise
+        :class:`~analysis.errors.UnsupportedSchemaError` naming the keyword and
+        its JSON pointer, unless ``lenient=True``, which widens instead and
+        lists every widening in ``metadata["widenings"]``. ``whitespace`` is
+        ``"compact"`` (no whitespace between tokens) or ``"flexible"``
+        (bounded JSON whitespace). Other options go to :meth:`from_regex`.
+        """
+        import json
+
+        from index.build import build_index
+        from index.schema import regex_from_schema
+
+        compiled = regex_from_schema(schema, whitespace=whitespace, lenient=lenient,
+                                     max_recursion_depth=max_recursion_depth)
+        index = build_index(compiled.regex, vocabulary, **build_options)
+        metadata = dict(index.metadata)
+        metadata.update(kind="schema",
+                        schema=schema if isinstance(schema, str) else json.dumps(schema),
+                        whitespace=whitespace, widenings=list(compiled.widenings))
+        return cls(index.arrays, metadata, vocabulary)
+
     def save(self, path: str | PathLike) -> None:
         """Write the index to ``path`` atomically (see :mod:`index.files`)."""
         from index.files import save_index
