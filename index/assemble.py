@@ -72,21 +72,31 @@ def assemble(dfa: ByteDFA, raw: RawEdges, vocabulary) -> IndexArrays:
     return arrays
 
 
-def _token_live(source, target, finals, initial) -> np.ndarray:
-    """States from which token edges reach a final state (reverse search)."""
-    num_states = len(finals)
-    order = np.argsort(target, kind="stable")
-    by_target, predecessors = target[order], source[order]
-    starts = np.searchsorted(by_target, np.arange(num_states + 1))
-    live = finals.copy()
-    queue = deque(np.flatnonzero(finals).tolist())
+def _closure(origin: np.ndarray, destination: np.ndarray, seeds: np.ndarray,
+             num_states: int) -> np.ndarray:
+    """States reachable from ``seeds`` along the edges ``origin -> destination``.
+
+    The edges are first reduced to distinct state pairs, which are few even
+    when the token edges number millions.
+    """
+    pairs = np.unique(origin.astype(np.int64) * num_states + destination)
+    starts = np.searchsorted(pairs // num_states, np.arange(num_states + 1))
+    successors = pairs % num_states
+    seen = np.zeros(num_states, dtype=bool)
+    seen[seeds] = True
+    queue = deque(np.flatnonzero(seen).tolist())
     while queue:
         state = queue.popleft()
-        for pred in np.unique(predecessors[starts[state]:starts[state + 1]]):
-            if not live[pred]:
-                live[pred] = True
-                queue.append(int(pred))
-    return live
+        for nxt in successors[starts[state]:starts[state + 1]].tolist():
+            if not seen[nxt]:
+                seen[nxt] = True
+                queue.append(nxt)
+    return seen
+
+
+def _token_live(source, target, finals, initial) -> np.ndarray:
+    """States from which token edges reach a final state (a reverse search)."""
+    return _closure(target, source, finals, len(finals))
 
 
 def _reachable(source, group, target, initial):
@@ -94,19 +104,9 @@ def _reachable(source, group, target, initial):
     if len(source) == 0:
         return source, group, target
     num_states = int(max(source.max(), target.max(), initial)) + 1
-    order = np.argsort(source, kind="stable")
-    source, group, target = source[order], group[order], target[order]
-    starts = np.searchsorted(source, np.arange(num_states + 1))
-    seen = np.zeros(num_states, dtype=bool)
-    seen[initial] = True
-    queue = deque([initial])
-    while queue:
-        state = queue.popleft()
-        for nxt in np.unique(target[starts[state]:starts[state + 1]]):
-            if not seen[nxt]:
-                seen[nxt] = True
-                queue.append(int(nxt))
-    keep = seen[source]
+    seeds = np.zeros(num_states, dtype=bool)
+    seeds[initial] = True
+    keep = _closure(source, target, seeds, num_states)[source]
     return source[keep], group[keep], target[keep]
 
 
