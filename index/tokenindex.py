@@ -22,6 +22,7 @@ generator that loads an index file does not pay for interegular or joblib.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from os import PathLike
 from typing import TYPE_CHECKING, Any
@@ -82,7 +83,10 @@ class Index:
         self._eos = frozenset(int(t) for t in arrays.eos_token_ids)
         self._num_states = len(arrays.finals)
         self._vocab_size = len(arrays.token_group)
-        self._torch_mask_table = None
+        self._torch_mask_tables: dict[str, object] = {}
+        # Plain Python lists for advance(): list indexing and bisect cost a
+        # fraction of the numpy calls they replace. Made on first use.
+        self._lists: tuple[list[int], list[int], list[int], list[int]] | None = None
 
     # --- building and files ----------------------------------------------
 
@@ -227,30 +231,36 @@ class Index:
         vocabulary are never allowed.
         """
         mask = self.get_mask(state)
+        if not isinstance(out, np.ndarray):
+            if out.device.type != "cpu":  # torch on an accelerator: copy on the device
+                target = out if row is None else out[row]
+                self._check_width(target.shape[-1])
+                words = self._masks.shape[1]
+                target[:words].copy_(self._torch_masks(out.device)[self._mask_id[state]])
+                target[words:].zero_()
+                return
+            out = out.numpy()  # a CPU tensor: a numpy view of the same memory, no copy
         target = out if row is None else out[row]
         words = len(mask)
         if target.shape[-1] < words:
+            self._check_width(target.shape[-1])
+        target[:words] = mask.view(target.dtype)
+        target[words:] = 0
+
+    def _check_width(self, width: int) -> None:
+        if width < self._masks.shape[1]:
             raise InvalidStateError(
-                f"the buffer has {target.shape[-1]} words, the vocabulary needs {words}")
-        if type(target).__module__.startswith("torch"):
-            target[:words].copy_(self._torch_masks()[self._mask_id[state]])
-            target[words:].zero_()
-        else:
-            target[:words] = mask.view(target.dtype)
-            target[words:] = 0
+                f"the buffer has {width} words, the vocabulary needs {self._masks.shape[1]}")
 
-    def _torch_masks(self):
-        """The masks as one torch tensor sharing memory, made on first use."""
-        if self._torch_mask_table is None:
-            import warnings
-
+    def _torch_masks(self, device):
+        """The masks as a torch tensor on ``device``, made on first use there."""
+        table = self._torch_mask_tables.get(str(device))
+        if table is None:
             import torch  # only when the caller already uses torch
 
-            with warnings.catch_warnings():
-                # The masks are read-only; torch warns because it cannot say so.
-                warnings.simplefilter("ignore", UserWarning)
-                self._torch_mask_table = torch.from_numpy(self._masks.view(np.int32))
-        return self._torch_mask_table
+            table = torch.tensor(self._masks.view(np.int32), device=device)
+            self._torch_mask_tables[str(device)] = table
+        return table
 
     def get_tokens(self, state: int) -> np.ndarray:
         """Allowed token ids, sorted, as ``int32`` (EOS included in final states)."""
@@ -276,14 +286,20 @@ class Index:
         Raises :class:`~analysis.errors.TokenNotAllowedError` for a token the
         state does not allow.
         """
-        self._check_state(state)
-        self._check_token(token_id)
-        group = self._token_group[token_id]
+        if self._lists is None:
+            self._lists = (self._token_group.tolist(), self._offsets.tolist(),
+                           self._edge_group.tolist(), self._edge_next.tolist())
+        token_group, offsets, edge_group, edge_next = self._lists
+        if not 0 <= state < self._num_states:
+            self._check_state(state)
+        if not 0 <= token_id < self._vocab_size:
+            self._check_token(token_id)
+        group = token_group[token_id]
         if group >= 0:
-            lo, hi = self._offsets[state], self._offsets[state + 1]
-            position = lo + int(np.searchsorted(self._edge_group[lo:hi], group))
-            if position < hi and self._edge_group[position] == group:
-                return int(self._edge_next[position])
+            hi = offsets[state + 1]
+            position = bisect.bisect_left(edge_group, group, offsets[state], hi)
+            if position < hi and edge_group[position] == group:
+                return edge_next[position]
         elif token_id in self._eos and self._finals[state]:
             return state
         raise TokenNotAllowedError(self._refusal(state, token_id), state=state, token_id=token_id)
