@@ -29,6 +29,7 @@ from index import (
     ("a$|b", UnsupportedRegexError, "anchor $ (only allowed at the very end) at position 1"),
     ("[^\\s\\S]", EmptyLanguageError, "matches no string at all"),
     ("(a|b)[^\\d\\D]c", EmptyLanguageError, "matches no string at all"),
+    ("a[^\x00-\U0010ffff]", EmptyLanguageError, "matches no string at all"),
 ])
 def test_bad_patterns(pattern, error, message):
     with pytest.raises(error) as caught:
@@ -50,3 +51,14 @@ def test_anchor_characters_that_are_not_anchors(pattern, body):
 def test_not_a_string():
     with pytest.raises(RegexError, match="must be a str"):
         Index.from_regex(b"abc", toy_vocabulary())
+
+
+def test_pathological_repeat_fails_fast():
+    import time
+
+    from index import BuildLimitError
+
+    started = time.perf_counter()
+    with pytest.raises(BuildLimitError):
+        Index.from_regex("((a|b){1000}){1000}", toy_vocabulary())
+    assert time.perf_counter() - started < 60

@@ -1,0 +1,532 @@
+"""A regex straight to a byte automaton, with no character automaton between.
+
+The first version went regex -> interegular character FSM -> byte NFA -> byte
+DFA. interegular builds its FSM by products of FSMs over a shared alphabet,
+which is quadratic and worse on the alternation-heavy patterns that JSON
+schemas generate (33 s for one 15k-character regex). This module does the
+classic thing instead:
+
+1. **Parse** with Python's own parser (``re._parser``, ``sre_parse`` before
+   3.11), so the accepted syntax is exactly Python's, and with ``re.ASCII`` so
+   the tree has Python's ASCII semantics: ``\\d`` is ``[0-9]``, ``\\w`` is
+   ``[0-9A-Za-z_]``, ``\\s`` is ``[ \\t\\n\\r\\f\\v]``, and ``(?i)`` folds
+   the ASCII letters only (``é`` does not match ``É``). This is what
+   ``re.fullmatch(pattern, text, re.ASCII)`` does, which the tests check.
+2. **Thompson construction** of an NFA over *byte ranges* with epsilon moves.
+   Every character set (a literal, ``.``, a class) becomes code-point ranges,
+   and the ranges become UTF-8 byte-range sequences through
+   :mod:`analysis.utf8`, the one place where characters turn into bytes. Each
+   set is compiled once into a small template (its sequences chained through
+   intermediate states that are shared by suffix, so ``.`` needs ten states,
+   not thousands) and the template is stamped in wherever the set occurs. A
+   bounded repeat ``X{n,m}`` builds ``X`` once and copies its block of states.
+3. **Subset construction** to a complete ``int32[n, 256]`` table with the
+   dead state 0 and the initial state 1, the contract of
+   :func:`analysis.bytedfa.canonical_byte_dfa`, which then trims, minimises
+   and numbers it. Epsilon closures are computed once per NFA state and the
+   step from a DFA state is computed on the cuts between byte ranges, not on
+   256 bytes.
+
+Surrogates are never matched (:mod:`analysis.utf8` skips them), and invalid
+UTF-8 leads only to the dead state.
+
+Example::
+
+    >>> from analysis.bytedfa import canonical_byte_dfa
+    >>> dfa = canonical_byte_dfa(*byte_tables_from_regex(r"[a-c]+x?"))
+    >>> dfa.accepts(b"abcx"), dfa.accepts(b"x")
+    (True, False)
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import re
+import warnings
+
+import numpy as np
+
+from analysis.errors import BuildLimitError, RegexError, UnsupportedRegexError
+from analysis.utf8 import MAX_CODEPOINT, CodepointRange, complement_ranges, utf8_range_sequences
+
+try:  # Python 3.11+
+    from re import _constants as _sre
+    from re import _parser as _sre_parse
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants as _sre  # type: ignore[no-redef]
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
+
+__all__ = ["byte_tables_from_regex", "DEFAULT_MAX_NFA_STATES"]
+
+DEFAULT_MAX_NFA_STATES = 2_000_000
+STATE_DTYPE = np.int32
+
+# The opcodes of the parse tree that this compiler handles.
+_LITERAL, _NOT_LITERAL, _ANY, _IN = _sre.LITERAL, _sre.NOT_LITERAL, _sre.ANY, _sre.IN
+_BRANCH, _SUBPATTERN = _sre.BRANCH, _sre.SUBPATTERN
+_MAX_REPEAT, _MIN_REPEAT = _sre.MAX_REPEAT, _sre.MIN_REPEAT
+_MAXREPEAT = _sre.MAXREPEAT  # the "high" of an unbounded repeat
+
+# Names for the opcodes it rejects, by the opcode's name (the last two exist
+# from Python 3.11 on). normalize_pattern rejects most of them first; this is
+# the second line of defence. A possessive repeat is not a greedy one: it never
+# gives back, so "a*+a" matches nothing and "(a|ab)*+" does not match "ab".
+_UNSUPPORTED_OPCODES = {
+    "AT": "anchor or word boundary",
+    "ASSERT": "lookaround",
+    "ASSERT_NOT": "negative lookaround",
+    "GROUPREF": "backreference",
+    "GROUPREF_EXISTS": "conditional group",
+    "ATOMIC_GROUP": "atomic group (?>...)",
+    "POSSESSIVE_REPEAT": "possessive repeat (*+, ++, ?+, {n,m}+)",
+}
+
+# --- character sets as code-point ranges ----------------------------------
+
+_DIGIT: tuple[CodepointRange, ...] = ((0x30, 0x39),)
+_WORD: tuple[CodepointRange, ...] = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
+_SPACE: tuple[CodepointRange, ...] = ((0x09, 0x0D), (0x20, 0x20))
+_CATEGORIES = {
+    _sre.CATEGORY_DIGIT: _DIGIT,
+    _sre.CATEGORY_NOT_DIGIT: tuple(complement_ranges(list(_DIGIT))),
+    _sre.CATEGORY_WORD: _WORD,
+    _sre.CATEGORY_NOT_WORD: tuple(complement_ranges(list(_WORD))),
+    _sre.CATEGORY_SPACE: _SPACE,
+    _sre.CATEGORY_NOT_SPACE: tuple(complement_ranges(list(_SPACE))),
+}
+_EVERYTHING: tuple[CodepointRange, ...] = ((0, MAX_CODEPOINT),)
+_NOT_NEWLINE: tuple[CodepointRange, ...] = ((0, 0x09), (0x0B, MAX_CODEPOINT))
+
+
+def _merge(ranges) -> tuple[CodepointRange, ...]:
+    """Sort and merge overlapping or adjacent ranges."""
+    merged: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return tuple((lo, hi) for lo, hi in merged)
+
+
+def _ascii_case_closure(ranges: tuple[CodepointRange, ...]) -> tuple[CodepointRange, ...]:
+    """Add the other case of every ASCII letter in ``ranges``.
+
+    This is ``re.IGNORECASE`` under ``re.ASCII``: a character matches when
+    its ASCII lower case is the lower case of a member. No other character
+    has a case there (not ``é``/``É``, not the Kelvin sign).
+    """
+    extra = []
+    for lo, hi in ranges:
+        for first, last, shift in ((0x41, 0x5A, 0x20), (0x61, 0x7A, -0x20)):
+            low, high = max(lo, first), min(hi, last)
+            if low <= high:
+                extra.append((low + shift, high + shift))
+    return _merge(ranges + tuple(extra)) if extra else ranges
+
+
+def _set_ranges(op, av, flags: int) -> tuple[CodepointRange, ...]:
+    """Code-point ranges of a one-character item: LITERAL, NOT_LITERAL, ANY, IN."""
+    if op is _ANY:
+        return _EVERYTHING if flags & _sre.SRE_FLAG_DOTALL else _NOT_NEWLINE
+    negate = op is _NOT_LITERAL
+    if op is _IN:
+        ranges = []
+        for item_op, item in av:
+            if item_op is _sre.NEGATE:
+                negate = True
+            elif item_op is _LITERAL:
+                ranges.append((item, item))
+            elif item_op is _sre.RANGE:
+                ranges.append(tuple(item))
+            elif item_op is _sre.CATEGORY and item in _CATEGORIES:
+                ranges.extend(_CATEGORIES[item])
+            else:
+                raise UnsupportedRegexError(f"unsupported item in a character class: {item_op} {item}")
+        positive = _merge(ranges)
+    else:
+        positive = ((av, av),)
+    if flags & _sre.SRE_FLAG_IGNORECASE:
+        positive = _ascii_case_closure(positive)
+    return tuple(complement_ranges(list(positive))) if negate else positive
+
+
+@functools.lru_cache(maxsize=4096)
+def _set_template(ranges: tuple[CodepointRange, ...]):
+    """The byte-level chain for one character set, as a relocatable template.
+
+    Local node 0 is the source, node 1 the target, nodes 2.. are intermediate
+    states, each identified by (remaining byte ranges): two UTF-8 sequences
+    with the same tail share its states. Returns ``(num_nodes, edges)`` with
+    ``edges[node] = [(lo, hi, target_node), ...]``.
+    """
+    nodes: dict[tuple, int] = {(): 1}
+    edges: list[list[tuple[int, int, int]]] = [[], []]
+
+    def node_for(suffix: tuple) -> int:
+        node = nodes.get(suffix)
+        if node is None:
+            node = nodes[suffix] = len(edges)
+            edges.append([])
+            lo, hi = suffix[0]
+            edges[node].append((lo, hi, node_for(suffix[1:])))
+        return node
+
+    for lo, hi in ranges:
+        for sequence in utf8_range_sequences(lo, hi):
+            first_lo, first_hi = sequence[0]
+            edges[0].append((first_lo, first_hi, node_for(sequence[1:])))
+    return len(edges), tuple(tuple(node_edges) for node_edges in edges)
+
+
+def _counted_set(items, flags: int):
+    """``(ranges, low, high)`` when ``items`` is one character set repeated
+    ``low`` to ``high`` times (``high=None``: unbounded), perhaps inside groups
+    and nested repeats; ``None`` for anything else."""
+    if len(items) != 1:
+        return None
+    op, av = items[0]
+    if op is _LITERAL or op is _NOT_LITERAL or op is _ANY or op is _IN:
+        return _set_ranges(op, av, flags), 1, 1
+    if op is _SUBPATTERN:
+        _group, add_flags, del_flags, sub = av
+        if add_flags & _sre.SRE_FLAG_UNICODE:
+            return None  # the builder rejects it with a proper message
+        return _counted_set(sub, (flags | add_flags) & ~del_flags)
+    if op is _MAX_REPEAT or op is _MIN_REPEAT:
+        low, high, sub = av
+        inner = _counted_set(sub, flags)
+        if inner is None:
+            return None
+        counts = _nest_counts(low, None if high == _MAXREPEAT else high, inner[1], inner[2])
+        return None if counts is None else (inner[0],) + counts
+    return None
+
+
+def _nest_counts(outer_low: int, outer_high: int | None,
+                 inner_low: int, inner_high: int | None) -> tuple[int, int | None] | None:
+    """``(X{a,b}){c,d}`` as ``X{c*a, d*b}`` when X is one character, if the
+    counts it allows have no gap; ``None`` otherwise.
+
+    Nested counted repeats are the one shape where the NFA's positions blow up
+    the subset construction: ``(?:x{1,3}){1,50}`` has 150 positions, and
+    after k characters almost any of them may be current. As a single count
+    it is a chain whose subsets have two states. The counts allowed are the
+    union of the intervals ``[k*a, k*b]`` for ``k`` from ``c`` to ``d``; the
+    union is one interval when each next interval starts at most one past the
+    end of the previous one, and the first gap, if any, is between the
+    first two intervals, since they get closer as ``k`` grows.
+    """
+    if outer_high == 0 or inner_high == 0:
+        return 0, 0
+    if outer_high != outer_low and inner_high is not None:
+        if outer_low == 0:
+            contiguous = inner_low <= 1
+        else:
+            contiguous = (outer_low + 1) * inner_low <= outer_low * inner_high + 1
+        if not contiguous:
+            return None
+    low = outer_low * inner_low
+    high = None if outer_high is None or inner_high is None else outer_high * inner_high
+    if outer_low == 0 and high is None and inner_low > 1:
+        return None  # {0} then [a, inf): a gap when a > 1
+    return low, high
+
+
+# --- parsing ----------------------------------------------------------------
+
+def _parse(pattern: str):
+    """Python's parse tree of ``pattern`` under ``re.ASCII``, and its global flags."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # FutureWarnings about nested sets are not errors
+        try:
+            tree = _sre_parse.parse(pattern, int(re.ASCII))
+        except (re.error, ValueError) as exc:  # ValueError: (?u) clashes with re.ASCII
+            if not isinstance(exc, re.error):
+                raise UnsupportedRegexError(
+                    f"unsupported regex construct: the Unicode flag (?u) in {pattern!r} "
+                    r"(\d, \w, \s and (?i) are ASCII only here)") from None
+            position = f" at position {exc.pos}" if exc.pos is not None else ""
+            raise RegexError(f"invalid regex{position}: {exc.msg} in {pattern!r}") from None
+        except (RecursionError, OverflowError) as exc:
+            raise RegexError(f"regex {pattern!r} cannot be parsed: {exc}") from None
+    return tree, int(tree.state.flags)
+
+
+# --- Thompson construction ----------------------------------------------------
+
+class _ThompsonNFA:
+    """An NFA over byte ranges with epsilon moves, built from a parse tree.
+
+    ``eps[q]`` lists the epsilon successors of state ``q`` and ``edges[q]``
+    its ``(lo, hi, target)`` byte-range edges. ``build(items, source)`` adds
+    the states for ``items`` after ``source`` and returns the state where a
+    match of ``items`` ends. Two invariants make the construction composable
+    without extra epsilon moves:
+
+    * a fragment only adds *outgoing* edges to ``source``, never edges into
+      it, so branches of an alternation can all start at the same state;
+    * the returned end state has no outgoing edges yet, so what follows can
+      start from it.
+
+    Loops therefore always go back to a fresh state owned by the repeat.
+    """
+
+    def __init__(self, pattern: str, max_states: int) -> None:
+        self.pattern = pattern
+        self.max_states = max_states
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[int, int, int]]] = []
+
+    def new_state(self) -> int:
+        self.eps.append([])
+        self.edges.append([])
+        return len(self.eps) - 1
+
+    def _reserve(self, count: int) -> None:
+        reached = len(self.eps) + count
+        if reached > self.max_states:
+            raise BuildLimitError(
+                f"regex {self.pattern[:200]!r} needs more than {self.max_states:,} NFA states "
+                f"(at least {reached:,}); large bounded repeats such as {{1000}} are expanded",
+                reached=reached)
+
+    def build(self, items, source: int, flags: int) -> int:
+        for op, av in items:
+            source = self._build_item(op, av, source, flags)
+        return source
+
+    def _build_item(self, op, av, source: int, flags: int) -> int:
+        if op is _LITERAL or op is _NOT_LITERAL or op is _ANY or op is _IN:
+            return self._character_set(_set_ranges(op, av, flags), source)
+        if op is _SUBPATTERN:
+            _group, add_flags, del_flags, sub = av
+            if add_flags & _sre.SRE_FLAG_UNICODE:
+                raise UnsupportedRegexError(
+                    f"unsupported regex construct: the Unicode flag (?u:...) in {self.pattern!r} "
+                    r"(\d, \w, \s and (?i) are ASCII only here)")
+            return self.build(sub, source, (flags | add_flags) & ~del_flags)
+        if op is _BRANCH:
+            end = self.new_state()
+            for branch in av[1]:
+                self.eps[self.build(branch, source, flags)].append(end)
+            return end
+        if op is _MAX_REPEAT or op is _MIN_REPEAT:
+            # Lazy and greedy repeats accept the same whole strings.
+            counted = _counted_set([(op, av)], flags)
+            if counted is not None:
+                ranges, low, high = counted
+                return self._repeat(lambda entry: self._character_set(ranges, entry),
+                                    low, high, source)
+            low, high, sub = av
+            high = None if high == _MAXREPEAT else high
+            return self._repeat(lambda entry: self.build(sub, entry, flags), low, high, source)
+        name = _UNSUPPORTED_OPCODES.get(str(op), str(op))
+        raise UnsupportedRegexError(f"unsupported regex construct: {name} in {self.pattern!r}")
+
+    def _character_set(self, ranges: tuple[CodepointRange, ...], source: int) -> int:
+        num_nodes, template = _set_template(ranges)
+        self._reserve(num_nodes - 1)
+        base = len(self.eps) - 1  # local node i >= 1 becomes base + i
+        self.eps.extend([] for _ in range(num_nodes - 1))
+        self.edges.extend([(lo, hi, base + t) for lo, hi, t in node_edges]
+                          for node_edges in template[1:])
+        self.edges[source].extend((lo, hi, base + t) for lo, hi, t in template[0])
+        return base + 1
+
+    def _repeat(self, build_body, low: int, high: int | None, source: int) -> int:
+        """``body{low,high}`` (``high=None``: unbounded), expanded into copies.
+
+        ``build_body(entry)`` builds one copy after ``entry`` and returns its end.
+        """
+        if high == 0:
+            return source
+        # Build one copy in a block of its own, entered by a fresh state, then
+        # stamp out the other copies by shifting state numbers.
+        entry = self.new_state()
+        exit_ = build_body(entry)
+        size = len(self.eps) - entry
+        copies = low if high is None else high
+        copies = max(copies, 1)
+        self._reserve(size * (copies - 1))
+        blocks = [(entry, exit_)]
+        blocks += [self._copy_block(entry, exit_, size) for _ in range(copies - 1)]
+        current = source
+        if high is None:
+            # low - 1 plain copies, then one that loops (low >= 1: "X+"),
+            # or a single looping copy that may be skipped (low == 0: "X*").
+            for block_entry, block_exit in blocks[:-1]:
+                self.eps[current].append(block_entry)
+                current = block_exit
+            loop_entry, loop_exit = blocks[-1]
+            end = self.new_state()
+            self.eps[current].append(loop_entry)
+            self.eps[loop_exit].extend((loop_entry, end))
+            if low == 0:
+                self.eps[loop_entry].append(end)
+            return end
+        end = self.new_state() if low < high else None
+        for index, (block_entry, block_exit) in enumerate(blocks):
+            if index >= low:
+                self.eps[current].append(end)  # enough copies: may stop here
+            self.eps[current].append(block_entry)
+            current = block_exit
+        if end is None:
+            return current
+        self.eps[current].append(end)
+        return end
+
+    def _copy_block(self, first: int, exit_: int, size: int) -> tuple[int, int]:
+        """Copy states ``first .. first+size-1``, a block no edge leaves, and
+        return the copies of its entry ``first`` and of its end ``exit_``."""
+        offset = len(self.eps) - first
+        eps, edges = self.eps, self.edges
+        eps.extend([t + offset for t in eps[q]] for q in range(first, first + size))
+        edges.extend([(lo, hi, t + offset) for lo, hi, t in edges[q]]
+                     for q in range(first, first + size))
+        return first + offset, exit_ + offset
+
+
+# --- the public entry point -------------------------------------------------
+
+def byte_tables_from_regex(pattern: str, *, max_nfa_states: int = DEFAULT_MAX_NFA_STATES,
+                           max_dfa_states: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Compile ``pattern`` to a complete byte table, not yet minimised.
+
+    ``pattern`` is Python ``re`` syntax matched against the whole string, as
+    returned by :func:`analysis.regex_syntax.normalize_pattern`. Returns
+    ``(transitions, finals)``: ``int32[n, 256]`` and ``bool[n]``, with state 0
+    dead (its row all zeros) and state 1 initial, ready for
+    :func:`analysis.bytedfa.canonical_byte_dfa`.
+
+    # Errors
+
+    * :class:`UnsupportedRegexError` for valid syntax this compiler does not
+      handle (anchors, lookarounds, backreferences, possessive repeats, atomic
+      groups, the ``(?u)`` flag), naming the construct;
+    * :class:`RegexError` for invalid syntax or nesting too deep to parse;
+    * :class:`BuildLimitError` when the NFA would need more than
+      ``max_nfa_states`` states (bounded repeats are expanded, so
+      ``(?:(?:a|b){1000}){1000}`` would need millions), or the DFA more than
+      ``max_dfa_states`` (no bound by default); ``reached`` says how many.
+    """
+    # The build allocates hundreds of thousands of small lists and tuples, none
+    # of them in a reference cycle; the cyclic collector would rescan them all
+    # again and again, which doubles the time on big patterns.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        tree, flags = _parse(pattern)
+        nfa = _ThompsonNFA(pattern, max_nfa_states)
+        start = nfa.new_state()
+        try:
+            final = nfa.build(tree, start, flags)
+        except RecursionError:
+            raise RegexError(f"regex {pattern[:200]!r} is nested too deeply to compile") from None
+        return _determinise(nfa.eps, nfa.edges, start, final, max_dfa_states, pattern)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+# --- subset construction ----------------------------------------------------
+
+def _determinise(eps, edges, start: int, final: int, max_dfa_states: int | None, pattern: str):
+    """Subset construction over byte ranges; dead state 0, initial state 1.
+
+    A DFA state is the set of NFA states, closed under epsilon moves, that
+    have byte edges (or are the final state): the others cannot change what
+    happens next. From a DFA state, the edges are grouped by byte range and
+    the ranges cut where they overlap, so each piece of the byte line is
+    handled once; the step from a set of targets to a DFA state is cached.
+    """
+    closures: list[frozenset | None] = [None] * len(eps)
+
+    def closure(state: int) -> frozenset:
+        found = closures[state]
+        if found is None:
+            seen = {state}
+            stack = [state]
+            kernel = []
+            while stack:
+                current = stack.pop()
+                if edges[current] or current == final:
+                    kernel.append(current)
+                for successor in eps[current]:
+                    if successor not in seen:
+                        seen.add(successor)
+                        stack.append(successor)
+            found = closures[state] = frozenset(kernel)
+        return found
+
+    # kernels[i] is DFA state i; the empty set is the dead state 0. State 1
+    # gets its own entry even when its set is empty (a pattern matching
+    # nothing), so that the initial state is always 1.
+    kernels: list[frozenset] = [frozenset(), closure(start)]
+    ids: dict[frozenset, int] = {frozenset(): 0}
+    ids.setdefault(kernels[1], 1)
+    steps: dict[frozenset, int] = {}
+    segment_state: list[int] = []
+    segment_lo: list[int] = []
+    segment_hi: list[int] = []
+    segment_target: list[int] = []
+
+    state = 1
+    while state < len(kernels):  # grows while we iterate
+        by_range: dict[tuple[int, int], list[int]] = {}
+        for nfa_state in kernels[state]:
+            for lo, hi, target in edges[nfa_state]:
+                targets = by_range.get((lo, hi))
+                if targets is None:
+                    by_range[(lo, hi)] = [target]
+                else:
+                    targets.append(target)
+        for lo, hi, targets in _cut(by_range):
+            key = frozenset(targets)
+            target = steps.get(key)
+            if target is None:
+                if len(key) == 1:
+                    closed = closure(targets[0])
+                else:
+                    closed = frozenset().union(*map(closure, key))
+                target = ids.get(closed)
+                if target is None:
+                    target = ids[closed] = len(kernels)
+                    kernels.append(closed)
+                    if max_dfa_states is not None and len(kernels) > max_dfa_states:
+                        raise BuildLimitError(
+                            f"regex {pattern[:200]!r} needs more than {max_dfa_states:,} "
+                            "DFA states before minimisation", reached=len(kernels))
+                steps[key] = target
+            if target:
+                segment_state.append(state)
+                segment_lo.append(lo)
+                segment_hi.append(hi)
+                segment_target.append(target)
+        state += 1
+
+    transitions = np.zeros((len(kernels), 256), dtype=STATE_DTYPE)
+    if segment_state:
+        lo = np.array(segment_lo, dtype=np.int64)
+        lengths = np.array(segment_hi, dtype=np.int64) - lo + 1
+        starts = np.array(segment_state, dtype=np.int64) * 256 + lo
+        before = np.cumsum(lengths) - lengths
+        flat = np.repeat(starts - before, lengths) + np.arange(int(lengths.sum()))
+        transitions.ravel()[flat] = np.repeat(np.array(segment_target, dtype=STATE_DTYPE), lengths)
+    finals = np.array([final in kernel for kernel in kernels], dtype=bool)
+    return transitions, finals
+
+
+def _cut(by_range: dict[tuple[int, int], list[int]]):
+    """``(lo, hi, targets)`` pieces of the byte line from possibly overlapping ranges."""
+    keys = sorted(by_range)
+    if all(keys[i][0] > keys[i - 1][1] for i in range(1, len(keys))):
+        return [(lo, hi, by_range[lo, hi]) for lo, hi in keys]
+    cuts = sorted({lo for lo, _ in keys} | {hi + 1 for _, hi in keys})
+    position = {cut: i for i, cut in enumerate(cuts)}
+    pieces: list[list[int]] = [[] for _ in cuts]
+    for (lo, hi), targets in by_range.items():
+        for i in range(position[lo], position[hi + 1]):
+            pieces[i].extend(targets)
+    return [(cuts[i], cuts[i + 1] - 1, pieces[i]) for i in range(len(cuts) - 1) if pieces[i]]
