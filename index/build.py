@@ -359,8 +359,13 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, *, n_jobs: int = 1,
     if progress is not None:
         progress.update("grouping tokens by signature")
     narrow = narrow_states(dfa, narrow_max_bytes)
+    classes = byte_classes(dfa, ~narrow)
+    if narrow.any() and classes.num_classes * 4 > byte_classes(dfa).num_classes * 3:
+        # The narrow states hardly coarsen the classes here, and walking them
+        # byte by byte would cost more than it saves: walk everything coarsely.
+        narrow = np.zeros_like(narrow)
+        classes = byte_classes(dfa)
     wide = ~narrow
-    classes = byte_classes(dfa, wide)
     # A byte dead in every wide state may still be live in a narrow one, so
     # tokens holding it are only dropped when there is no narrow state.
     dead_class = classes.dead_class if not narrow.any() else -1
