@@ -1,0 +1,294 @@
+"""JSON Schema -> regex: the widest exact coverage we can write, and an honest error elsewhere.
+
+:func:`regex_from_schema` turns a JSON Schema (a dict, a bool, or JSON text)
+into a regex in our dialect (Python ``re`` syntax matched against the whole
+text) whose matches are JSON texts of values the schema accepts. Feed it to
+:meth:`index.Index.from_regex` to constrain generation.
+
+Code map, in reading order:
+
+* :mod:`index.schema`          this module: options, schema checking, ``$ref`` registry
+* :mod:`index.schema_compile`  flattening (``allOf``/``$ref``), choices (``anyOf``/``oneOf``/
+  ``if``), negation (``not``), and the per-type emitters (objects, arrays)
+* :mod:`index.schema_numbers`  integer ranges, decimal bounds, ``multipleOf``
+* :mod:`index.schema_strings`  JSON string characters, ECMA ``pattern``, ``format``
+
+**Exact** means: every text the regex accepts is the JSON text of a valid
+instance, and every valid instance has a text the regex accepts, *in the
+form we write*. The form is fixed in a few documented ways:
+
+* properties appear in declared order (``properties`` order, then names that
+  ``required`` adds, then additional properties), since models write them
+  that way; an instance with other key order has the same meaning but another text;
+* compact whitespace by default: exactly
+  ``json.dumps(value, separators=(",", ":"), ensure_ascii=False)`` between
+  tokens; ``whitespace="flexible"`` allows up to ``max_whitespace`` JSON
+  whitespace characters between any two tokens (bounded, so a model cannot
+  loop on spaces); ``whitespace="pretty"`` is ``json.dumps(value, indent=indent,
+  ensure_ascii=False)``;
+* strings under ``pattern``/``format``/``enum``/``const`` and additional
+  property names are spelled canonically (``\\u0061`` is not accepted for
+  ``a``); unconstrained strings accept every JSON spelling;
+* integers have no fraction part (``2``, not ``2.0``); numbers with bounds
+  have no exponent (``1e2`` is not accepted for ``maximum: 1000``), except
+  where the sign alone decides;
+* ``$ref`` recursion is unrolled ``max_recursion_depth`` times, and the
+  generic value of ``{}``/``true`` (also what an absent ``additionalProperties``
+  allows) nests arrays and objects ``any_depth`` levels deep;
+* ``format`` is asserted for the formats we know (``date-time``, ``date``,
+  ``time``, ``duration``, ``uuid``, ``email``, ``hostname``, ``ipv4``,
+  ``ipv6``, ``uri``, ``uri-reference``, ``json-pointer``,
+  ``relative-json-pointer``), sometimes narrowed (no quoted e-mail local
+  parts, leap seconds only at ``23:59:60Z``); other formats are annotations
+  and are listed in :attr:`SchemaRegex.notes`.
+
+These narrowings never let an invalid value through. A constraint that
+cannot be written at all (``uniqueItems``, ``contains``, two ``pattern`` on one
+string, a ``pattern`` with lookarounds, ...) raises
+:class:`~analysis.errors.UnsupportedSchemaError` naming the keyword and its
+JSON pointer; with ``lenient=True`` it is dropped instead (the regex is
+*wider* than the schema there) and listed in :attr:`SchemaRegex.widenings`.
+
+Example::
+
+    >>> from index.schema import regex_from_schema
+    >>> result = regex_from_schema({"type": "object", "properties": {
+    ...     "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+    ...     "required": ["age"], "additionalProperties": False})
+    >>> import re
+    >>> bool(re.fullmatch(result.regex, '{"age":42}')), bool(re.fullmatch(result.regex, '{"age":121}'))
+    (True, False)
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+from analysis.errors import EmptyLanguageError, SchemaError, UnsupportedSchemaError
+
+__all__ = ["regex_from_schema", "instance_text", "SchemaRegex", "WHITESPACE_MODES"]
+
+WHITESPACE_MODES = ("compact", "flexible", "pretty")
+DEFAULT_MAX_REGEX_LENGTH = 20_000_000
+
+_DRAFTS = {  # validator class name -> (draft number, meta-schema URI)
+    "Draft4Validator": (4, "http://json-schema.org/draft-04/schema#"),
+    "Draft6Validator": (6, "http://json-schema.org/draft-06/schema#"),
+    "Draft7Validator": (7, "http://json-schema.org/draft-07/schema#"),
+    "Draft201909Validator": (2019, "https://json-schema.org/draft/2019-09/schema"),
+    "Draft202012Validator": (2020, "https://json-schema.org/draft/2020-12/schema"),
+}
+
+
+@dataclass(frozen=True)
+class SchemaRegex:
+    """The result of :func:`regex_from_schema`.
+
+    ``regex`` is our dialect (whole-text match); ``widenings`` says, in
+    lenient mode, which keyword at which JSON pointer was dropped (empty in
+    strict mode); ``notes`` lists the documented narrowings that applied
+    (recursion cut, formats not checked); ``draft`` is the dialect the
+    schema was read as.
+    """
+
+    regex: str
+    widenings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    draft: str = ""
+
+
+def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
+                      lenient: bool = False, max_recursion_depth: int = 3,
+                      max_whitespace: int = 4, indent: int = 2, any_depth: int = 2,
+                      registry: Any = None, default_draft: str | None = None,
+                      max_regex_length: int = DEFAULT_MAX_REGEX_LENGTH) -> SchemaRegex:
+    """Compile a JSON Schema into a regex for the JSON texts of its valid instances.
+
+    ``schema`` is a dict, a bool, or JSON text. ``whitespace`` is
+    ``"compact"``, ``"flexible"`` (up to ``max_whitespace`` whitespace
+    characters between tokens) or ``"pretty"`` (``indent`` spaces per
+    level). ``lenient`` drops what cannot be expressed instead of raising
+    (see :attr:`SchemaRegex.widenings`). ``registry`` is a
+    ``referencing.Registry`` of other schemas that ``$ref`` may point to (no
+    schema is ever fetched from the network). ``default_draft`` (a
+    meta-schema URI) is the dialect of a schema without ``$schema``; by
+    default the newest of 2020-12, draft 7, draft 4 that accepts it.
+
+    # Errors
+
+    * :class:`~analysis.errors.SchemaError`: JSON text that does not parse
+      (naming line and column), a schema its meta-schema rejects (naming the
+      JSON pointer), a ``$ref`` that cannot be resolved;
+    * :class:`~analysis.errors.UnsupportedSchemaError` (a ``SchemaError``):
+      a keyword we cannot compile exactly, naming it and its JSON pointer
+      (never raised with ``lenient=True``, except for a regex over
+      ``max_regex_length`` characters);
+    * :class:`~analysis.errors.EmptyLanguageError`: no value satisfies the schema.
+    """
+    compiler, root = _setup(schema, whitespace=whitespace, lenient=lenient,
+                            max_recursion_depth=max_recursion_depth, max_whitespace=max_whitespace,
+                            indent=indent, any_depth=any_depth, registry=registry,
+                            default_draft=default_draft, max_regex_length=max_regex_length)
+    try:
+        regex = compiler.value([root], 0)
+    except RecursionError:
+        raise UnsupportedSchemaError("the schema nests too deeply to compile") from None
+    if regex is None:
+        raise EmptyLanguageError("no JSON value satisfies this schema"
+                                 + (f" ({compiler.notes[0]})" if compiler.notes else ""))
+    return SchemaRegex(regex, list(compiler.widenings), list(compiler.notes), compiler.meta_uri)
+
+
+def instance_text(schema: dict | bool | str, value: Any, *, whitespace: str = "compact",
+                  indent: int = 2, registry: Any = None, default_draft: str | None = None) -> str:
+    """The JSON text of ``value`` as the schema's regex writes it.
+
+    Keys are put in the order the regex expects (declared properties in
+    declared order, then names ``required`` adds, then the others in their
+    own order); ``whitespace`` is ``"compact"`` (also a valid text under
+    ``"flexible"``) or ``"pretty"``. Useful for few-shot examples and for
+    checking a regex against known-valid instances.
+
+    Example::
+
+        >>> instance_text({"properties": {"a": {}, "b": {}}}, {"b": 1, "a": 2})
+        '{"a":2,"b":1}'
+    """
+    compiler, root = _setup(schema, whitespace=whitespace, lenient=True, max_recursion_depth=3,
+                            max_whitespace=0, indent=indent, any_depth=0, registry=registry,
+                            default_draft=default_draft, max_regex_length=DEFAULT_MAX_REGEX_LENGTH)
+    arranged = compiler.arrange([root], value)
+    if whitespace == "pretty":
+        return json.dumps(arranged, indent=indent, ensure_ascii=False)
+    return json.dumps(arranged, separators=(",", ":"), ensure_ascii=False)
+
+
+def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, indent, any_depth,
+           registry, default_draft, max_regex_length):
+    """Check the options and the schema; return the compiler and the root subschema."""
+    if whitespace not in WHITESPACE_MODES:
+        raise ValueError(f"whitespace must be one of {WHITESPACE_MODES}, not {whitespace!r}")
+    for name, value in (("max_recursion_depth", max_recursion_depth),
+                        ("max_whitespace", max_whitespace), ("indent", indent),
+                        ("any_depth", any_depth)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{name} must be an integer >= 0, not {value!r}")
+    if isinstance(schema, (str, bytes)):
+        schema = _parse_json(schema)
+    if not isinstance(schema, (dict, bool)):
+        raise SchemaError(f"a JSON Schema is an object or a boolean, not {type(schema).__name__}")
+
+    from index import schema_compile as sc
+
+    validator_cls, draft, meta_uri = _dialect(schema, default_draft)
+    resolver, full_registry = _resolver(schema, meta_uri, registry)
+    compiler = sc.Compiler(
+        draft=draft, layout=sc.Layout(whitespace, max_whitespace, indent), lenient=lenient,
+        max_recursion_depth=max_recursion_depth, any_depth=any_depth,
+        validator_cls=validator_cls, registry=full_registry, format_checker=_format_checker(),
+        max_regex_length=max_regex_length)
+    compiler.meta_uri = meta_uri
+    return compiler, sc.Sub(schema, resolver, "")
+
+
+# --- reading and checking the schema --------------------------------------------
+
+def _parse_json(text: str | bytes) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except (UnicodeDecodeError, RecursionError) as exc:
+        raise SchemaError(f"invalid JSON: {exc}") from None
+
+
+def _dialect(schema: dict | bool, default_draft: str | None):
+    """The validator class for the schema (checked against its meta-schema)."""
+    from jsonschema import exceptions, validators
+
+    candidates = []
+    declared = schema.get("$schema") if isinstance(schema, dict) else None
+    if isinstance(declared, str):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cls = validators.validator_for(schema, default=None)
+        if cls is None:
+            raise UnsupportedSchemaError(f"unsupported keyword '$schema' at /: unknown dialect {declared!r}")
+        candidates = [cls]
+    elif default_draft is not None:
+        cls = validators.validator_for({"$schema": default_draft}, default=None)
+        if cls is None:
+            raise ValueError(f"unknown default_draft {default_draft!r}")
+        candidates = [cls]
+    else:
+        candidates = [validators.Draft202012Validator, validators.Draft7Validator,
+                      validators.Draft4Validator]
+    first_error = None
+    for cls in candidates:
+        if cls.__name__ not in _DRAFTS:
+            raise UnsupportedSchemaError(
+                f"unsupported keyword '$schema' at /: dialect {cls.__name__} is not supported "
+                "(draft 4 and newer are)")
+        # check_schema would also test each "pattern" with Python's re, which
+        # refuses valid ECMA syntax (\p{L}); the compiler reads patterns itself
+        error = exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(schema))
+        if error is not None:
+            if first_error is None:
+                first_error = error
+            continue
+        draft, uri = _DRAFTS[cls.__name__]
+        return cls, draft, uri
+    exc = first_error
+    where = "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in exc.path)
+    raise SchemaError(f"invalid schema at {where}: {exc.message}") from None
+
+
+def _resolver(schema, meta_uri: str, registry):
+    import referencing
+    import referencing.jsonschema as rj
+    from jsonschema_specifications import REGISTRY as SPECIFICATIONS
+
+    from index import schema_compile as sc
+
+    spec = rj.specification_with(meta_uri)
+    sc._DEFAULT_SPEC[0] = spec
+    resource = spec.create_resource(schema)
+    base = registry if registry is not None else referencing.Registry()
+    full = base.combine(SPECIFICATIONS) if base is not SPECIFICATIONS else base
+    uri = ""
+    if isinstance(schema, dict):
+        ident = schema.get("$id", schema.get("id") if meta_uri.startswith("http://json-schema.org/draft-04") else None)
+        if isinstance(ident, str):
+            uri = ident.rstrip("#")
+    full = full.with_resource(uri, resource)
+    return full.resolver(base_uri=uri), full
+
+
+_CHECKER = []
+
+
+def _format_checker():
+    """A FormatChecker that asserts the formats the compiler writes, with the same regexes."""
+    if _CHECKER:
+        return _CHECKER[0]
+    import re
+
+    from jsonschema import FormatChecker
+
+    from index import schema_strings as strs
+
+    checker = FormatChecker(formats=())
+    for name in strs.FORMATS:
+        compiled = re.compile(strs.format_regex(name))
+
+        def check(instance, compiled=compiled) -> bool:
+            if not isinstance(instance, str):
+                return True
+            return compiled.fullmatch(json.dumps(instance, ensure_ascii=False)) is not None
+
+        checker.checks(name)(check)
+    _CHECKER.append(checker)
+    return checker

@@ -1,0 +1,640 @@
+"""JSON strings as regexes: characters, ``pattern``, ``format``, lengths.
+
+A regex here describes the *JSON text* of a string, quotes included, so
+every character of the string value becomes the text that encodes it:
+
+* an unconstrained string (only ``minLength``/``maxLength``) accepts every
+  spelling JSON allows: any character but ``"``, ``\\`` and controls, a short
+  escape (``\\n``), or ``\\uXXXX``; a surrogate pair ``\\ud83d\\ude00`` is one
+  character, as in Python and in JSON Schema's count, and a lone surrogate
+  escape is refused (it is no character);
+* a string under ``pattern``, ``format``, ``enum`` or ``const`` accepts the
+  canonical spelling of each character, the one
+  ``json.dumps(value, ensure_ascii=False)`` writes (short escapes for ``"``
+  ``\\`` and ``\\b\\f\\n\\r\\t``, ``\\u00XX`` for other controls, everything
+  else as itself). Every valid value still has its text; we do not also
+  list the ``\\u0061`` spellings of ``a``.
+
+``pattern`` is ECMA-262 syntax. We parse it with Python's own parser (after
+rewriting the few spellings that differ: ``(?<name>``, ``\\u{...}``,
+``\\cX``, ``[^]``, ``[]``), give ``\\s`` and ``.`` their ECMA meaning, and
+emit each character set as the text of its canonical characters. JSON
+Schema's ``pattern`` is *not* anchored: ``"abc"`` means "contains abc", so
+each top-level alternative gets ``.*`` on the side where it has no ``^`` or
+``$``. Lookarounds, backreferences, word boundaries and inner anchors cannot
+be expressed and are reported.
+
+Length and pattern together need an intersection, which a regex cannot
+write in general. We fold the lengths into the pattern when it is a
+sequence with a single variable-width run of one character class
+(``^[a-z][a-z0-9_]*$`` with ``maxLength: 63`` becomes ``[a-z][a-z0-9_]{0,62}``)
+or when the pattern's own width already implies them, and report the rest.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+try:  # Python 3.11+
+    from re import _constants as _sre
+    from re import _parser as _sre_parse
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants as _sre  # type: ignore[no-redef]
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
+
+__all__ = [
+    "STRING", "CHAR", "string_regex", "json_string_literal", "keys_except",
+    "PatternUnsupported", "translate_pattern", "FORMATS", "format_regex", "pattern_matches",
+]
+
+MAX_CODEPOINT = 0x10FFFF
+_SURROGATES = (0xD800, 0xDFFF)
+
+_HEX = "[0-9a-fA-F]"
+# One character of a JSON string, any spelling.
+CHAR = (r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}'
+        r'|[dD][0-7][0-9a-fA-F]{2}|[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}))')
+STRING = f'"{CHAR}*"'
+
+_SHORT_ESCAPES = {0x22: '\\\\"', 0x5C: r"\\\\", 0x08: r"\\b", 0x0C: r"\\f",
+                  0x0A: r"\\n", 0x0D: r"\\r", 0x09: r"\\t"}
+
+
+class PatternUnsupported(ValueError):
+    """A pattern (or a pattern with lengths) with no exact regex here."""
+
+
+# --- characters ---------------------------------------------------------------
+
+def _regex_char(cp: int, in_class: bool) -> str:
+    """``cp`` as regex text matching exactly that character."""
+    ch = chr(cp)
+    if 0x21 <= cp <= 0x7E:
+        if ch.isalnum() or ch == "_":
+            return ch
+        if in_class and ch not in "\\]^-[":
+            return ch
+        return "\\" + ch
+    if cp == 0x20:
+        return " "
+    if cp <= 0xFF:
+        return f"\\x{cp:02x}"
+    if cp <= 0xFFFF:
+        return f"\\u{cp:04x}"
+    return f"\\U{cp:08x}"
+
+
+def _canonical_unit(cp: int) -> str:
+    """Regex for the canonical JSON spelling of one character (hex digits in either case)."""
+    if cp in _SHORT_ESCAPES:
+        return _SHORT_ESCAPES[cp]
+    if cp < 0x20:
+        low = cp & 15
+        digit = f"[{low:x}{low:X}]" if low > 9 else f"{low:x}"
+        return f"\\\\u00{cp >> 4:x}{digit}"
+    return _regex_char(cp, False)
+
+
+def _merge(ranges) -> list[tuple[int, int]]:
+    merged: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return [(lo, hi) for lo, hi in merged]
+
+
+def _complement(ranges) -> list[tuple[int, int]]:
+    out, start = [], 0
+    for lo, hi in _merge(ranges):
+        if lo > start:
+            out.append((start, lo - 1))
+        start = hi + 1
+    if start <= MAX_CODEPOINT:
+        out.append((start, MAX_CODEPOINT))
+    return out
+
+
+def _without_surrogates(ranges) -> list[tuple[int, int]]:
+    out = []
+    for lo, hi in ranges:
+        if hi < _SURROGATES[0] or lo > _SURROGATES[1]:
+            out.append((lo, hi))
+            continue
+        if lo < _SURROGATES[0]:
+            out.append((lo, _SURROGATES[0] - 1))
+        if hi > _SURROGATES[1]:
+            out.append((_SURROGATES[1] + 1, hi))
+    return out
+
+
+def char_set_regex(ranges) -> str | None:
+    """Regex for one character from the code-point ``ranges``, canonically spelled."""
+    ranges = _without_surrogates(_merge(ranges))
+    if not ranges:
+        return None
+    special = [cp for cp in list(range(0x20)) + [0x22, 0x5C]
+               if any(lo <= cp <= hi for lo, hi in ranges)]
+    plain = []
+    for lo, hi in ranges:
+        cuts = [(lo, hi)]
+        for cp in (0x22, 0x5C):
+            next_cuts = []
+            for a, b in cuts:
+                if a <= cp <= b:
+                    if a < cp:
+                        next_cuts.append((a, cp - 1))
+                    if cp < b:
+                        next_cuts.append((cp + 1, b))
+                else:
+                    next_cuts.append((a, b))
+            cuts = next_cuts
+        for a, b in cuts:
+            a = max(a, 0x20)
+            if a <= b:
+                plain.append((a, b))
+    parts = []
+    if plain:
+        if len(plain) == 1 and plain[0][0] == plain[0][1]:
+            parts.append(_regex_char(plain[0][0], False))
+        else:
+            body = "".join(_regex_char(a, True) if a == b else
+                           f"{_regex_char(a, True)}-{_regex_char(b, True)}" if b > a + 1 else
+                           _regex_char(a, True) + _regex_char(b, True)
+                           for a, b in plain)
+            parts.append(f"[{body}]")
+    controls = [cp for cp in special if cp < 0x20]
+    if len(controls) == 0x20:
+        parts.append(r"\\[bfnrt]|\\u00[01][0-9a-fA-F]")
+        special = [cp for cp in special if cp >= 0x20]
+    parts.extend(_canonical_unit(cp) for cp in special)
+    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+
+def json_string_literal(value: str) -> str:
+    """Regex for the canonical JSON text of ``value``, quotes included."""
+    return '"' + "".join(_canonical_unit(ord(ch)) for ch in value) + '"'
+
+
+def _literal_text(value: str) -> str:
+    return "".join(_canonical_unit(ord(ch)) for ch in value)
+
+
+def keys_except(names) -> str:
+    """Regex for a JSON string (canonical spelling) that is none of ``names``.
+
+    Built on the trie of the names: at each node the string may end (if
+    that prefix is not a name), or go on with a character no name takes
+    there (then anything), or follow a branch of the trie.
+    """
+    names = [n for n in dict.fromkeys(names)]
+    if not names:
+        return f'"{_CANONICAL_CHAR}*"'
+    trie: dict = {}
+    for name in names:
+        node = trie
+        for ch in name:
+            node = node.setdefault(ord(ch), {})
+        node[-1] = {}
+
+    def emit(node: dict) -> str:
+        children = [cp for cp in node if cp >= 0]
+        others = char_set_regex(_complement([(cp, cp) for cp in children]))
+        parts = []
+        if others is not None:
+            parts.append(others + _CANONICAL_CHAR + "*")
+        for cp in children:
+            parts.append(_canonical_unit(cp) + emit(node[cp]))
+        body = "(?:" + "|".join(parts) + ")"
+        return body if -1 in node else body + "?"
+
+    return '"' + emit(trie) + '"'
+
+
+_CANONICAL_CHAR = char_set_regex([(0, MAX_CODEPOINT)])
+
+
+def string_regex(min_length: int = 0, max_length: int | None = None) -> str | None:
+    """Any JSON string (every spelling) with a length between the bounds."""
+    if max_length is not None and max_length < min_length:
+        return None
+    return '"' + _counted(CHAR, min_length, max_length) + '"'
+
+
+def _counted(unit: str, lo: int, hi: int | None) -> str:
+    if hi is None:
+        if lo == 0:
+            return unit + "*"
+        if lo == 1:
+            return unit + "+"
+        return f"{unit}{{{lo},}}"
+    if lo == hi:
+        return "" if lo == 0 else unit if lo == 1 else f"{unit}{{{lo}}}"
+    if lo == 0 and hi == 1:
+        return unit + "?"
+    return f"{unit}{{{lo},{hi}}}"
+
+
+# --- ECMA-262 patterns ----------------------------------------------------------
+
+# ECMA \s: WhiteSpace and LineTerminator (Unicode Zs, plus a few).
+_ECMA_SPACE = [(0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
+               (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000),
+               (0xFEFF, 0xFEFF)]
+_DIGIT = [(0x30, 0x39)]
+_WORD = [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)]
+# ECMA '.': anything but a line terminator
+_DOT = _complement([(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)])
+_CATEGORIES = {
+    _sre.CATEGORY_DIGIT: _DIGIT,
+    _sre.CATEGORY_NOT_DIGIT: _complement(_DIGIT),
+    _sre.CATEGORY_WORD: _WORD,
+    _sre.CATEGORY_NOT_WORD: _complement(_WORD),
+    _sre.CATEGORY_SPACE: _ECMA_SPACE,
+    _sre.CATEGORY_NOT_SPACE: _complement(_ECMA_SPACE),
+}
+
+
+def _ecma_to_python(pattern: str) -> str:
+    """Rewrite the ECMA spellings Python's parser reads differently."""
+    out = []
+    i, in_class = 0, False
+    n = len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            nxt = pattern[i + 1]
+            if nxt == "u" and i + 2 < n and pattern[i + 2] == "{":
+                end = pattern.find("}", i + 3)
+                if end < 0:
+                    raise PatternUnsupported(f"bad escape \\u{{ in {pattern!r}")
+                out.append(f"\\U{int(pattern[i + 3:end], 16):08x}")
+                i = end + 1
+                continue
+            if nxt == "c" and i + 2 < n and pattern[i + 2].isalpha():
+                out.append(f"\\x{ord(pattern[i + 2]) % 32:02x}")
+                i += 3
+                continue
+            if nxt in "pP":
+                raise PatternUnsupported(f"Unicode property escape \\{nxt} in {pattern!r}")
+            if nxt == "k" and i + 2 < n and pattern[i + 2] == "<":
+                raise PatternUnsupported(f"backreference \\k in {pattern!r}")
+            if nxt.isalpha() and nxt not in "dDwWsSbBnrtfvxu":
+                # ECMA without the u flag reads \q as q (and \A, \Z as letters)
+                out.append(nxt)
+            else:
+                out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+            elif c == "[":
+                out.append("\\[")
+                i += 1
+                continue
+            out.append(c)
+            i += 1
+            continue
+        if c == "[":
+            if pattern.startswith("[^]", i):
+                out.append("[\\s\\S]")
+                i += 3
+                continue
+            if pattern.startswith("[]", i):
+                out.append("[^\\s\\S]")
+                i += 2
+                continue
+            in_class = True
+            out.append(c)
+            i += 1
+            if i < n and pattern[i] == "^":
+                out.append("^")
+                i += 1
+            continue
+        if c == "(" and pattern.startswith("(?<", i) and not pattern.startswith(("(?<=", "(?<!"), i):
+            out.append("(?P<")
+            i += 3
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _parse(pattern: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return _sre_parse.parse(_ecma_to_python(pattern), re.ASCII)
+        except (re.error, OverflowError, RecursionError, ValueError) as exc:
+            raise PatternUnsupported(f"pattern {pattern!r} cannot be read: {exc}") from None
+
+
+def _set_ranges(op, av) -> list[tuple[int, int]]:
+    if op is _sre.ANY:
+        return _DOT
+    if op is _sre.LITERAL:
+        return [(av, av)]
+    if op is _sre.NOT_LITERAL:
+        return _complement([(av, av)])
+    ranges, negate = [], False
+    for item_op, item in av:
+        if item_op is _sre.NEGATE:
+            negate = True
+        elif item_op is _sre.LITERAL:
+            ranges.append((item, item))
+        elif item_op is _sre.RANGE:
+            ranges.append(tuple(item))
+        elif item_op is _sre.CATEGORY and item in _CATEGORIES:
+            ranges.extend(_CATEGORIES[item])
+        else:
+            raise PatternUnsupported(f"class item {item_op}")
+    return _complement(ranges) if negate else _merge(ranges)
+
+
+_SETS = (_sre.LITERAL, _sre.NOT_LITERAL, _sre.ANY, _sre.IN)
+_ANCHOR_NAMES = {
+    _sre.AT_BEGINNING: "^", _sre.AT_END: "$", _sre.AT_BEGINNING_STRING: "\\A",
+    _sre.AT_END_STRING: "\\Z", _sre.AT_BOUNDARY: "\\b", _sre.AT_NON_BOUNDARY: "\\B",
+}
+
+
+def _emit(items, pattern: str) -> str | None:
+    """Our-dialect regex (JSON text) for a parsed ECMA sequence; None: matches nothing."""
+    out = []
+    for op, av in items:
+        if op in _SETS:
+            piece = char_set_regex(_set_ranges(op, av))
+        elif op is _sre.SUBPATTERN:
+            _group, add_flags, del_flags, sub = av
+            if add_flags & ~(_sre.SRE_FLAG_ASCII | _sre.SRE_FLAG_UNICODE) or del_flags:
+                raise PatternUnsupported(f"inline flags in {pattern!r}")
+            piece = _emit(sub, pattern)
+            if piece is not None:
+                piece = f"(?:{piece})"
+        elif op is _sre.BRANCH:
+            branches = [b for b in (_emit(branch, pattern) for branch in av[1]) if b is not None]
+            piece = None if not branches else "(?:" + "|".join(branches) + ")"
+        elif op is _sre.MAX_REPEAT or op is _sre.MIN_REPEAT:
+            lo, hi, sub = av
+            body = _emit(sub, pattern)
+            if body is None:
+                piece = "" if lo == 0 else None
+            else:
+                piece = _counted(f"(?:{body})", lo, None if hi == _sre.MAXREPEAT else hi)
+        elif op is _sre.AT:
+            raise PatternUnsupported(f"anchor or boundary {_ANCHOR_NAMES.get(av, av)} inside "
+                                     f"pattern {pattern!r}")
+        elif op in (_sre.ASSERT, _sre.ASSERT_NOT):
+            raise PatternUnsupported(f"lookaround in pattern {pattern!r}")
+        elif op in (_sre.GROUPREF, _sre.GROUPREF_EXISTS):
+            raise PatternUnsupported(f"backreference in pattern {pattern!r}")
+        else:
+            raise PatternUnsupported(f"construct {op} in pattern {pattern!r}")
+        if piece is None:
+            return None
+        out.append(piece)
+    return "".join(out)
+
+
+def _has_anchor(items) -> bool:
+    for op, av in items:
+        if op is _sre.AT and av in _STARTS + _ENDS:
+            return True
+        if op is _sre.SUBPATTERN and _has_anchor(av[3]):
+            return True
+        if op is _sre.BRANCH and any(_has_anchor(b) for b in av[1]):
+            return True
+    return False
+
+
+_STARTS = (_sre.AT_BEGINNING, _sre.AT_BEGINNING_STRING)
+_ENDS = (_sre.AT_END, _sre.AT_END_STRING)
+_MAX_ALTERNATIVES = 64
+
+
+def _anchored_alternatives(items, pattern: str = ""):
+    """Split a parsed pattern into ``(left_anchored, right_anchored, core items)``.
+
+    Groups and alternations that hold anchors are distributed over the
+    sequence (Python's parser factors ``(^a$|^b$)`` into ``^(?:a$|b$)``), so
+    every anchor ends up at an end of its alternative or is reported.
+    """
+    alternatives = [(False, False, [])]
+    for op, av in items:
+        if op is _sre.AT and av in _STARTS:
+            updated = []
+            for left, right, core in alternatives:
+                if core and _width(core)[1] != 0:
+                    continue  # ^ after a character: this alternative matches nothing
+                updated.append((True, right, core))
+            alternatives = updated
+            continue
+        if op is _sre.AT and av in _ENDS:
+            alternatives = [(left, True, core) for left, right, core in alternatives]
+            continue
+        if op is _sre.SUBPATTERN and not av[1] and not av[2] and _has_anchor(av[3]):
+            inner = _anchored_alternatives(av[3], pattern)
+        elif op is _sre.BRANCH and _has_anchor([(op, av)]):
+            inner = []
+            for branch in av[1]:
+                inner.extend(_anchored_alternatives(branch, pattern))
+        else:
+            inner = [(False, False, [(op, av)])]
+        updated = []
+        for left, right, core in alternatives:
+            for in_left, in_right, in_core in inner:
+                if right and in_core and _width(in_core)[0] > 0:
+                    continue  # something after $: matches nothing
+                if in_left and core and _width(core)[0] > 0:
+                    continue
+                updated.append((left or in_left, right or in_right, core + list(in_core)))
+        if len(updated) > _MAX_ALTERNATIVES:
+            raise PatternUnsupported(f"pattern {pattern!r} has too many anchored alternatives")
+        alternatives = updated
+    return alternatives
+
+
+def _width(items) -> tuple[int, int | None]:
+    if not items:
+        return 0, 0
+    try:
+        lo, hi = _sre_parse.SubPattern(_sre_parse.State(), list(items)).getwidth()
+    except (IndexError, TypeError, AttributeError):  # backreferences: widths unknown
+        return 0, None
+    return lo, (None if hi >= _sre.MAXREPEAT else hi)
+
+
+def translate_pattern(pattern: str, min_length: int = 0,
+                      max_length: int | None = None) -> str | None:
+    """Regex (JSON text, quotes included) for strings that contain a match of
+    the ECMA ``pattern`` and whose length is within the bounds.
+
+    Raises :class:`PatternUnsupported` for what cannot be written exactly.
+    """
+    tree = _parse(pattern)
+    alternatives = _anchored_alternatives(list(tree), pattern)
+    out = []
+    for left, right, core in alternatives:
+        piece = _alternative(core, left, right, min_length, max_length, pattern)
+        if piece is not None:
+            out.append(piece)
+    if not out:
+        return None
+    body = out[0] if len(out) == 1 else "(?:" + "|".join(out) + ")"
+    return f'"{body}"'
+
+
+def _alternative(core, left: bool, right: bool, min_length: int, max_length: int | None,
+                 pattern: str) -> str | None:
+    anything = _sre_parse.SubPattern(_sre_parse.State(), [(_sre.IN, [(_sre.RANGE, (0, MAX_CODEPOINT))])])
+    any_run = (_sre.MAX_REPEAT, (0, _sre.MAXREPEAT, anything))
+    items = ([] if left else [any_run]) + list(core) + ([] if right else [any_run])
+    items = [it for it in items]
+    if not items:
+        return "" if min_length == 0 else None
+    lo, hi = _width(items)
+    if max_length is not None and lo > max_length or hi is not None and hi < min_length:
+        return None
+    if lo >= min_length and (max_length is None or (hi is not None and hi <= max_length)):
+        return _emit(items, pattern)
+    # fold the lengths into the one variable-width run of a single character set
+    fixed, variable = 0, None
+    for position, (op, av) in enumerate(items):
+        w_lo, w_hi = _width([(op, av)])
+        if w_lo == w_hi:
+            fixed += w_lo
+            continue
+        if variable is not None:
+            variable = "many"
+            break
+        if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) and len(av[2]) == 1 and av[2][0][0] in _SETS:
+            variable = position
+        else:
+            variable = "many"
+            break
+    if variable is None or variable == "many":
+        raise PatternUnsupported(
+            f"minLength/maxLength together with pattern {pattern!r}: no exact regex for the "
+            "intersection (only a pattern with one variable-width run of one character class "
+            "can take the lengths)")
+    op, (r_lo, r_hi, sub) = items[variable]
+    r_hi = None if r_hi == _sre.MAXREPEAT else r_hi
+    new_lo = max(r_lo, min_length - fixed)
+    new_hi = r_hi if max_length is None else (max_length - fixed if r_hi is None
+                                               else min(r_hi, max_length - fixed))
+    if new_hi is not None and new_lo > new_hi:
+        return None
+    items[variable] = (op, (new_lo, _sre.MAXREPEAT if new_hi is None else new_hi, sub))
+    return _emit(items, pattern)
+
+
+def pattern_matches(pattern: str, value: str) -> bool:
+    """Whether ``value`` contains a match of the ECMA ``pattern`` (our reading of it)."""
+    regex = translate_pattern(pattern)
+    if regex is None:
+        return False
+    import json
+
+    text = json.dumps(value, ensure_ascii=False)
+    return re.fullmatch(regex, text) is not None
+
+
+# --- formats -------------------------------------------------------------------
+
+_D2 = "[0-9]{2}"
+_YEAR = "[0-9]{4}"
+_LEAP_YEAR = "(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)"
+_MONTH_DAY = ("(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
+              "|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
+              "|02-(?:0[1-9]|1[0-9]|2[0-8]))")
+_DATE = f"(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_YEAR}-02-29)"
+_OFFSET = "(?:[zZ]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+_FRACTION = r"(?:\.[0-9]+)?"
+# A leap second (:60) is valid only at 23:59:60 UTC; we accept it with a zero
+# offset only (other offsets would need clock arithmetic).
+_TIME = (f"(?:(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]{_FRACTION}{_OFFSET}"
+         f"|23:59:60{_FRACTION}(?:[zZ]|[+-]00:00))")
+_DURATION = ("P(?:[0-9]+W|(?:[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?|[0-9]+M(?:[0-9]+D)?|[0-9]+D)"
+             "(?:T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S))?"
+             "|T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S))")
+_UUID = f"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
+_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
+_H16 = f"{_HEX}{{1,4}}"
+_LS32 = f"(?:{_H16}:{_H16}|{_IPV4})"
+_IPV6 = ("(?:" + "|".join([
+    f"(?:{_H16}:){{6}}{_LS32}",
+    f"::(?:{_H16}:){{5}}{_LS32}",
+    f"(?:{_H16})?::(?:{_H16}:){{4}}{_LS32}",
+    f"(?:(?:{_H16}:){{0,1}}{_H16})?::(?:{_H16}:){{3}}{_LS32}",
+    f"(?:(?:{_H16}:){{0,2}}{_H16})?::(?:{_H16}:){{2}}{_LS32}",
+    f"(?:(?:{_H16}:){{0,3}}{_H16})?::{_H16}:{_LS32}",
+    f"(?:(?:{_H16}:){{0,4}}{_H16})?::{_LS32}",
+    f"(?:(?:{_H16}:){{0,5}}{_H16})?::{_H16}",
+    f"(?:(?:{_H16}:){{0,6}}{_H16})?::",
+]) + ")")
+# RFC 1123 host names: labels of 1-63 letters, digits and inner hyphens, at
+# most 253 characters in all. The total cannot be counted alongside the
+# labels, so we accept two sound families: up to 4 labels of up to 62
+# characters, or up to 8 labels of up to 30 (both stay within 253).
+_LABEL62 = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,60}[A-Za-z0-9])?"
+_LABEL30 = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,28}[A-Za-z0-9])?"
+_HOSTNAME = rf"(?:{_LABEL62}(?:\.{_LABEL62}){{0,3}}|{_LABEL30}(?:\.{_LABEL30}){{4,7}})"
+_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
+# The dot-atom form of RFC 5321 (no quoted local parts, no address literals).
+_EMAIL = rf"{_ATEXT}+(?:\.{_ATEXT}+)*@{_HOSTNAME}"
+# RFC 3986, without IP-literal hosts ([v6]).
+_PCT = f"%{_HEX}{{2}}"
+_UNRESERVED = "[A-Za-z0-9._~-]"
+_SUB_DELIMS = "[!$&'()*+,;=]"
+_PCHAR = f"(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS}|[:@])"
+_SEGMENT = f"{_PCHAR}*"
+_SEGMENT_NZ = f"{_PCHAR}+"
+_SEGMENT_NZ_NC = f"(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS}|@)+"
+_AUTHORITY = (f"(?:(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS}|:)*@)?"
+              f"(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS})*(?::[0-9]*)?")
+_PATH_ABEMPTY = f"(?:/{_SEGMENT})*"
+_PATH_ABSOLUTE = f"/(?:{_SEGMENT_NZ}(?:/{_SEGMENT})*)?"
+_QUERY = f"(?:{_PCHAR}|[/?])*"
+_HIER = f"(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|{_SEGMENT_NZ}(?:/{_SEGMENT})*|)"
+_URI = rf"[A-Za-z][A-Za-z0-9+.-]*:{_HIER}(?:\?{_QUERY})?(?:#{_QUERY})?"
+_RELATIVE = (rf"(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|{_SEGMENT_NZ_NC}(?:/{_SEGMENT})*|)"
+             rf"(?:\?{_QUERY})?(?:#{_QUERY})?")
+_URI_REFERENCE = f"(?:{_URI}|{_RELATIVE})"
+
+FORMATS: dict[str, str] = {
+    "date-time": f"{_DATE}[tT]{_TIME}",
+    "date": _DATE,
+    "time": _TIME,
+    "duration": _DURATION,
+    "uuid": _UUID,
+    "email": _EMAIL,
+    "hostname": _HOSTNAME,
+    "ipv4": _IPV4,
+    "ipv6": _IPV6,
+    "uri": _URI,
+    "uri-reference": _URI_REFERENCE,
+}
+
+
+def _init_pointer_formats() -> None:
+    # JSON pointers: any characters, ~ written ~0 and / written ~1 inside a token
+    char = char_set_regex(_complement([(ord("/"), ord("/")), (ord("~"), ord("~"))]))
+    pointer = f"(?:/(?:{char}|~[01])*)*"
+    FORMATS["json-pointer"] = pointer
+    FORMATS["relative-json-pointer"] = f"(?:0|[1-9][0-9]*)(?:#|{pointer})"
+
+
+_init_pointer_formats()
+
+
+def format_regex(name: str) -> str | None:
+    """Regex (JSON text, quotes included) for a string of a known format, else None."""
+    body = FORMATS.get(name)
+    return None if body is None else f'"{body}"'
+
+
+FORMAT_WIDTHS = {"date": (10, 10), "uuid": (36, 36)}

@@ -1,0 +1,485 @@
+"""JSON Schema -> regex, keyword by keyword.
+
+Every check compares the regex (``re.fullmatch`` under ``re.ASCII``: our
+dialect) with what the schema means: valid instances, serialized the way
+the regex writes them, must match; invalid ones must not. The integer range
+function is checked exhaustively against Python on small ranges.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from decimal import Decimal
+
+import pytest
+
+from analysis.errors import EmptyLanguageError, SchemaError, UnsupportedSchemaError
+from index.schema import instance_text, regex_from_schema
+from index.schema_numbers import integer_range_regex, number_regex
+from index.schema_strings import translate_pattern
+
+
+def compact(value) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def accepts(schema, text: str, **options) -> bool:
+    regex = regex_from_schema(schema, **options).regex
+    return re.fullmatch(regex, text, re.ASCII) is not None
+
+
+def check(schema, valid=(), invalid=(), **options):
+    """Valid values (Python objects, serialized compactly in declared order) match, invalid don't."""
+    regex = re.compile(regex_from_schema(schema, **options).regex, re.ASCII)
+    for value in valid:
+        text = instance_text(schema, value)
+        assert regex.fullmatch(text), f"{text} should match {schema}"
+    for value in invalid:
+        text = value if isinstance(value, RawText) else compact(value)
+        assert not regex.fullmatch(text), f"{text} should not match {schema}"
+
+
+class RawText(str):
+    """A JSON text given as is (not serialized from a value)."""
+
+
+# --- the integer range function, exhaustively --------------------------------------
+
+@pytest.mark.parametrize("lo", [None, -57, -10, -9, -1, 0, 1, 9, 10, 11, 99, 100, 101])
+def test_integer_range_exhaustive(lo):
+    texts = [str(v) for v in range(-260, 261)] + ["-0", "00", "01", "-01", "1.0", "", "-", "+1"]
+    for hi in [None, -100, -10, -1, 0, 1, 8, 9, 10, 19, 99, 100, 199, 200, 255]:
+        regex = integer_range_regex(lo, hi)
+        compiled = re.compile(regex) if regex is not None else None
+        for text in texts:
+            try:
+                value = int(text)
+                canonical = text == str(value) or text == "-0"
+            except ValueError:
+                canonical = False
+            expected = canonical and (lo is None or value >= lo) and (hi is None or value <= hi)
+            got = compiled is not None and compiled.fullmatch(text) is not None
+            assert got == expected, (lo, hi, text, regex)
+
+
+def test_integer_range_large_and_empty():
+    regex = re.compile(integer_range_regex(-123456789, 987654321))
+    for value in (-123456789, -123456790, 0, 987654321, 987654322, 5000, -99999999):
+        assert bool(regex.fullmatch(str(value))) == (-123456789 <= value <= 987654321)
+    assert integer_range_regex(5, 4) is None
+    assert integer_range_regex(None, None) == r"-?(?:0|[1-9][0-9]*)"
+
+
+def _decimal_texts():
+    texts = ["0", "-0", "0.0", "-0.0", "1", "1.5", "1.50", "1.4999", "2.25", "2.250", "10", "10.0",
+             "10.01", "9.99", "0.01", "0.001", "-0.5", "-0.49", "-0.51", "-2.25", "-2.2", "-3",
+             "3", "3.0", "100", "0.1", "0.25", "0.75", "2.5", "1e2", "1E-2", "-1e3", "5e0"]
+    return texts
+
+
+@pytest.mark.parametrize("lo", [None, Decimal("0"), Decimal("1.5"), Decimal("-0.5"), Decimal("-2.25")])
+@pytest.mark.parametrize("hi", [None, Decimal("0"), Decimal("2.25"), Decimal("10")])
+def test_number_bounds_are_sound_and_complete_on_plain_decimals(lo, hi):
+    for lo_incl in (True, False):
+        for hi_incl in (True, False):
+            for step in (None, Decimal("0.01"), Decimal("0.5"), Decimal("1")):
+                try:
+                    regex = number_regex(lo=lo, lo_incl=lo_incl, hi=hi, hi_incl=hi_incl,
+                                         multiple_of=step)
+                except ValueError:
+                    continue  # multipleOf 0.5 without both bounds: reported, not guessed
+                compiled = re.compile(regex) if regex else None
+                for text in _decimal_texts():
+                    value = Decimal(text)
+                    expected = ((lo is None or (value >= lo if lo_incl else value > lo))
+                                and (hi is None or (value <= hi if hi_incl else value < hi))
+                                and (step is None or value % step == 0))
+                    got = compiled is not None and compiled.fullmatch(text) is not None
+                    assert not (got and not expected), ("unsound", lo, hi, step, text, regex)
+                    if expected and "e" not in text.lower() and not text.startswith("-0"):
+                        assert got, ("incomplete", lo, hi, step, text, regex)
+
+
+# --- types, literals ----------------------------------------------------------------------
+
+def test_types_and_json_values():
+    check({"type": "integer"}, [0, -5, 123], [1.5, "1", None, RawText("01"), RawText("+1")])
+    check({"type": "number"}, [0, -5.5, 1e30, 0.001], ["x", True, RawText("1."), RawText(".5")])
+    check({"type": "string"}, ["", "a\"b\\c\n", "é😀"], [1, RawText('"a\nb"')])
+    check({"type": "boolean"}, [True, False], [0, "true"])
+    check({"type": "null"}, [None], [0, "null"])
+    check({"type": ["string", "null"]}, ["x", None], [1])
+    check({"type": "array"}, [[], [1, "a", [None]]], [{}])
+    check({"type": "object"}, [{}, {"a": {"b": [1]}}], [[]])
+
+
+def test_generic_value_for_empty_and_true_schemas():
+    for schema in ({}, True):
+        check(schema, [None, 1, "x", [1, [2]], {"a": {"b": 1}}], [RawText("{"), RawText("")])
+    with pytest.raises(EmptyLanguageError):
+        regex_from_schema(False)
+
+
+def test_enum_and_const():
+    check({"enum": ["red", "green", 1, None, [1, 2], {"a": 1}]},
+          ["red", "green", 1, None, [1, 2], {"a": 1}], ["blue", 2, [2, 1], {"a": 2}])
+    assert accepts({"const": 1}, "1.0") and accepts({"const": 2.5}, "2.50")
+    check({"const": "a\"\n"}, ["a\"\n"], ["a"])
+    # enum filtered by the sibling keywords
+    check({"type": "string", "enum": ["a", "bb", 3], "maxLength": 1}, ["a"], ["bb", 3])
+    check({"const": True}, [True], [1])
+
+
+# --- objects -------------------------------------------------------------------------------
+
+def test_properties_required_additional():
+    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
+              "required": ["b"], "additionalProperties": False}
+    check(schema, [{"b": 1}, {"a": "x", "b": 2}], [{}, {"a": "x"}, {"b": 1, "c": 2}])
+    # declared order: b before a is another text
+    assert not accepts(schema, '{"b":2,"a":"x"}')
+    open_schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    check(open_schema, [{"a": 1, "zz": [1]}, {"zz": {}}, {}], [{"a": "x"}, RawText('{"zz":1,"a":1}')])
+    # an extra key is never a declared one (no duplicates)
+    assert not accepts(open_schema, '{"a":1,"a":2}')
+    typed = {"type": "object", "properties": {"a": {}}, "additionalProperties": {"type": "integer"}}
+    check(typed, [{"a": "x", "b": 1}], [{"a": "x", "b": "y"}])
+
+
+def test_required_names_not_declared_come_after_declared():
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["z", "a"]}
+    check(schema, [{"a": 1, "z": None}], [{"a": 1}])
+    # closed: z can never appear, so no object is valid
+    with pytest.raises(EmptyLanguageError):
+        regex_from_schema(dict(schema, additionalProperties=False))
+    assert instance_text(schema, {"z": 1, "a": 1}) == '{"a":1,"z":1}'
+
+
+def test_optional_properties_do_not_blow_up():
+    names = [f"p{i}" for i in range(30)]
+    schema = {"type": "object", "properties": {n: {"type": "integer"} for n in names},
+              "additionalProperties": False}
+    result = regex_from_schema(schema)
+    member = len('"p00":-?(?:0|[1-9][0-9]*)') + 8
+    assert len(result.regex) < 3 * 30 * member + 200      # linear, not 2**30
+    regex = re.compile(result.regex)
+    assert regex.fullmatch("{}")
+    assert regex.fullmatch('{"p3":1,"p17":2,"p29":3}')
+    assert regex.fullmatch(compact({n: 1 for n in names}))
+    assert not regex.fullmatch('{"p17":2,"p3":1}')
+    assert not regex.fullmatch('{"p3":1,}')
+    assert not regex.fullmatch('{,"p3":1}')
+
+
+def test_min_max_properties():
+    schema = {"properties": {"a": {}, "b": {}, "c": {}}, "additionalProperties": False,
+              "minProperties": 1, "maxProperties": 2}
+    check(schema, [{"a": 1}, {"a": 1, "c": 2}, {"b": 1, "c": 2}], [{}, {"a": 1, "b": 2, "c": 3}])
+    open_schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "maxProperties": 2}
+    check(open_schema, [{"a": 1, "x": 1}, {"x": 1, "y": 2}], [{"a": 1, "x": 1, "y": 2}])
+
+
+def test_pattern_properties():
+    schema = {"type": "object", "patternProperties": {"^x-": {"type": "integer"}},
+              "additionalProperties": False}
+    check(schema, [{}, {"x-a": 1, "x-b": 2}], [{"y": 1}, {"x-a": "s"}])
+    with_declared = {"properties": {"name": {"type": "string"}},
+                     "patternProperties": {"^[0-9]+$": {"type": "boolean"}},
+                     "additionalProperties": False}
+    check(with_declared, [{"name": "n", "1": True}], [{"name": "n", "1": 1}, {"other": True}])
+
+
+def test_property_names():
+    check({"type": "object", "propertyNames": {"maxLength": 3}}, [{"abc": 1}], [{"abcd": 1}])
+    check({"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}}, [{"ab": 1}], [{"A": 1}])
+
+
+def test_dependent_required_and_schemas():
+    schema = {"properties": {"a": {}, "b": {}}, "dependentRequired": {"a": ["b"]}}
+    check(schema, [{}, {"b": 1}, {"a": 1, "b": 2}], [{"a": 1}])
+    ds = {"type": "object", "properties": {"a": {}, "b": {}},
+          "dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}}}}
+    check(ds, [{"a": 1, "b": 2}, {"b": "x"}], [{"a": 1, "b": "x"}])
+
+
+# --- arrays ----------------------------------------------------------------------------------
+
+def test_items_prefix_items_and_counts():
+    check({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3},
+          [[1], [1, 2, 3]], [[], [1, 2, 3, 4], ["a"]])
+    tuple_schema = {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}],
+                    "items": False}
+    check(tuple_schema, [[], ["a"], ["a", 1]], [["a", 1, 2], [1]])
+    rest = {"prefixItems": [{"const": "x"}], "items": {"type": "boolean"}, "minItems": 2}
+    check(rest, [["x", True], ["x", False, True]], [["x"], ["x", 1]])
+    # draft 7: items as a list, additionalItems for the rest
+    d7 = {"$schema": "http://json-schema.org/draft-07/schema#",
+          "items": [{"type": "integer"}], "additionalItems": {"type": "string"}}
+    check(d7, [[1], [1, "a", "b"]], [[1, 2]])
+
+
+# --- strings -----------------------------------------------------------------------------------
+
+def test_lengths_count_characters_not_bytes():
+    schema = {"type": "string", "minLength": 2, "maxLength": 3}
+    for text, ok in [('"ab"', True), ('"abcd"', False), ('"a"', False), ('"é😀"', True),
+                     ('"\\n\\u00e9"', True), ('"\\ud83d\\ude00x"', True), ('"\\u00e9\\n\\t\\""', False),
+                     ('"\\ud83d"', False)]:
+        assert accepts(schema, text) == ok, text
+
+
+def test_pattern_is_a_search_unless_anchored():
+    check({"type": "string", "pattern": "abc"}, ["abc", "xxabcxx"], ["ab", "axbc"])
+    check({"type": "string", "pattern": "^abc"}, ["abcx"], ["xabc"])
+    check({"type": "string", "pattern": "^[a-z]+$"}, ["abc"], ["abc1", ""])
+    check({"type": "string", "pattern": "^a|b$"}, ["ax", "xb"], ["xa"])
+    # ECMA meanings: \s includes U+00A0, . excludes line terminators, \d is ASCII
+    check({"type": "string", "pattern": "^\\s$"}, ["\u00a0", " ", "\n"], ["x"])
+    check({"type": "string", "pattern": "^.$"}, ["x", "é"], ["\n", "\u2028"])
+    check({"type": "string", "pattern": "^\\d$"}, ["5"], ["\u0665"])
+    check({"type": "string", "pattern": '^"\\\\$'}, ['"\\'], ["x"])
+
+
+def test_pattern_with_lengths_folded():
+    regex = translate_pattern("^[a-z][a-z0-9_]*$", 0, 63)
+    assert regex == '"[a-z](?:[0-9_a-z]){0,62}"'
+    check({"type": "string", "pattern": "^[0-9]+$", "minLength": 2, "maxLength": 3},
+          ["12", "123"], ["1", "1234"])
+    # the pattern's own width implies the lengths
+    check({"type": "string", "pattern": "^[0-9]{5}$", "maxLength": 5}, ["12345"], ["1234"])
+    with pytest.raises(UnsupportedSchemaError, match="pattern"):
+        regex_from_schema({"type": "string", "pattern": "^(ab)+c*$", "maxLength": 9})
+
+
+def test_unsupported_patterns_are_reported():
+    for pattern in ["(?=a)b", "(a)\\1", "\\bword", "\\p{L}+"]:
+        with pytest.raises(UnsupportedSchemaError, match="'pattern' at /"):
+            regex_from_schema({"type": "string", "pattern": pattern})
+
+
+@pytest.mark.parametrize("name, valid, invalid", [
+    ("date", ["2024-02-29", "2023-12-31"], ["2023-02-29", "2023-13-01", "2023-1-01"]),
+    ("time", ["12:30:00Z", "23:59:60Z", "08:00:00.5+05:30"], ["24:00:00Z", "12:30:00", "12:60:00Z"]),
+    ("date-time", ["2020-01-01T00:00:00Z", "2020-01-01t00:00:00.123-08:00"], ["2020-01-01 00:00:00Z"]),
+    ("duration", ["P1Y", "PT1H30M", "P3W", "P1DT2S"], ["P", "PT", "P1H", "P1Y2D3M"]),
+    ("uuid", ["123e4567-e89b-12d3-a456-426614174000"], ["123e4567e89b12d3a456426614174000"]),
+    ("email", ["joe.bloggs@example.com", "a+b@x.io"], ["joe@", "@x.com", "a b@x.com"]),
+    ("hostname", ["example.com", "a-b.c"], ["-a.com", "a..b", "a_b.com"]),
+    ("ipv4", ["192.168.0.1", "0.0.0.0"], ["256.1.1.1", "01.1.1.1", "1.2.3"]),
+    ("ipv6", ["::1", "2001:db8::8a2e:370:7334", "::ffff:1.2.3.4"], ["1:2:3", ":::", "12345::"]),
+    ("uri", ["http://example.com/a?b#c", "urn:isbn:123"], ["example.com", "http://a b"]),
+])
+def test_formats(name, valid, invalid):
+    check({"type": "string", "format": name}, valid, invalid)
+
+
+def test_unknown_format_is_an_annotation_and_noted():
+    result = regex_from_schema({"type": "string", "format": "int32"})
+    assert any("int32" in note for note in result.notes)
+
+
+# --- numbers -------------------------------------------------------------------------------------
+
+def test_integer_and_number_bounds():
+    check({"type": "integer", "minimum": -3, "exclusiveMaximum": 100}, [-3, 0, 99], [-4, 100, 1.5])
+    check({"type": "integer", "minimum": 1.5}, [2, 10], [1])
+    check({"type": "number", "minimum": 0}, [0, 1.5, 1e300, 0.0], [-1, -0.5, -1e-9])
+    assert accepts({"type": "number", "minimum": 0}, "-0")
+    check({"type": "number", "exclusiveMinimum": 0, "maximum": 1}, [1, 0.5], [0, 1.01])
+    # draft 4 boolean exclusiveMinimum
+    check({"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer",
+           "minimum": 5, "exclusiveMinimum": True}, [6], [5])
+
+
+def test_multiple_of():
+    check({"type": "integer", "multipleOf": 10}, [0, 10, -120], [5, 101])
+    check({"type": "number", "multipleOf": 0.01, "minimum": 0, "maximum": 1}, [0.25, 1, 0], [0.255, 2])
+    check({"type": "integer", "multipleOf": 3, "minimum": 0, "maximum": 20}, [0, 3, 18], [4, 21])
+    with pytest.raises(UnsupportedSchemaError, match="'multipleOf' at /"):
+        regex_from_schema({"type": "integer", "multipleOf": 7})
+
+
+# --- combinators ------------------------------------------------------------------------------------
+
+def test_any_of_and_one_of():
+    check({"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 5}]}, ["x", 5], [4, None])
+    # oneOf over disjoint types: plain alternation
+    check({"oneOf": [{"type": "string"}, {"type": "integer"}]}, ["x", 3], [None])
+    # overlapping branches: exactly one must hold
+    schema = {"type": "object", "properties": {"a": {}, "b": {}}, "additionalProperties": False,
+              "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}
+    check(schema, [{"a": 1}, {"b": 1}], [{}, {"a": 1, "b": 2}])
+    check({"oneOf": [{"type": "integer", "minimum": 3}, {"type": "integer", "maximum": 5}]},
+          [1, 7], [3, 4, 5])
+
+
+def test_all_of_merges_by_meaning():
+    schema = {"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                        {"properties": {"a": {"minimum": 3}, "b": {"type": "string"}}}]}
+    check(schema, [{"a": 3}, {"a": 4, "b": "x"}], [{"a": 2}, {"b": "x"}, {"a": 3, "b": 1}])
+    check({"allOf": [{"minimum": 2}, {"maximum": 5}, {"type": "integer"}]}, [2, 5], [1, 6])
+    closed = {"allOf": [{"properties": {"a": {}}, "additionalProperties": False},
+                        {"properties": {"b": {}}}], "type": "object"}
+    check(closed, [{"a": 1}], [{"b": 1}])
+
+
+def test_not():
+    check({"not": {"type": "string"}}, [1, None, [1]], ["x"])
+    check({"type": "string", "not": {"enum": ["a", "b"]}}, ["c", "ab", ""], ["a", "b"])
+    check({"type": "integer", "not": {"const": 3}}, [2, 4], [3])
+    check({"type": "object", "properties": {"a": {}, "b": {}}, "not": {"required": ["a"]}},
+          [{}, {"b": 1}], [{"a": 1}])
+    check({"type": "string", "not": {"minLength": 3}}, ["ab"], ["abc"])
+    with pytest.raises(EmptyLanguageError):
+        regex_from_schema({"not": {}})
+
+
+def test_if_then_else():
+    schema = {"type": "integer", "if": {"minimum": 10}, "then": {"multipleOf": 10},
+              "else": {"maximum": 5}}
+    check(schema, [10, 20, 5, -1], [11, 7])
+
+
+# --- references ---------------------------------------------------------------------------------------
+
+def test_refs_defs_definitions():
+    check({"$defs": {"pos": {"type": "integer", "minimum": 1}}, "type": "array",
+           "items": {"$ref": "#/$defs/pos"}}, [[1, 2]], [[0]])
+    check({"definitions": {"s": {"type": "string"}}, "properties": {"a": {"$ref": "#/definitions/s"}},
+           "additionalProperties": False}, [{"a": "x"}], [{"a": 1}])
+
+
+def test_recursion_is_unrolled():
+    schema = {"$defs": {"tree": {"type": "object", "properties": {
+        "children": {"type": "array", "items": {"$ref": "#/$defs/tree"}}},
+        "additionalProperties": False}}, "$ref": "#/$defs/tree"}
+    nest = lambda d: {} if d == 0 else {"children": [nest(d - 1)]}
+    for depth, options in ((3, {}), (1, {"max_recursion_depth": 1})):
+        result = regex_from_schema(schema, **options)
+        regex = re.compile(result.regex)
+        assert regex.fullmatch(compact(nest(depth)))
+        assert not regex.fullmatch(compact(nest(depth + 1)))
+        assert any("unrolled" in note for note in result.notes)
+
+
+def test_remote_refs_through_a_registry():
+    import referencing
+
+    registry = referencing.Registry().with_resource(
+        "http://example.com/int.json",
+        referencing.Resource.from_contents({"$schema": "https://json-schema.org/draft/2020-12/schema",
+                                            "type": "integer"}))
+    schema = {"items": {"$ref": "http://example.com/int.json"}, "type": "array"}
+    regex = regex_from_schema(schema, registry=registry).regex
+    assert re.fullmatch(regex, "[1,2]") and not re.fullmatch(regex, '["a"]')
+    with pytest.raises(SchemaError, match="cannot resolve"):
+        regex_from_schema(schema)
+
+
+# --- whitespace ----------------------------------------------------------------------------------------
+
+def test_whitespace_modes():
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}},
+                                               "b": {"type": "object"}},
+              "required": ["a"], "additionalProperties": False}
+    value = {"a": [1, 2], "b": {}}
+    assert accepts(schema, compact(value))
+    assert not accepts(schema, '{"a": [1, 2]}')
+    flexible = dict(whitespace="flexible", max_whitespace=2)
+    assert accepts(schema, '{ "a" : [ 1 ,2 ] ,\n"b":{ } }', **flexible)
+    assert accepts(schema, compact(value), **flexible)
+    assert not accepts(schema, '{   "a":[1]}', **flexible)       # 3 spaces > 2: bounded
+    pretty = dict(whitespace="pretty", indent=2)
+    assert accepts(schema, json.dumps(value, indent=2), **pretty)
+    assert accepts(schema, json.dumps({"a": []}, indent=2), **pretty)
+    assert not accepts(schema, json.dumps(value, indent=4), **pretty)
+    assert accepts({"enum": [{"k": [1]}]}, json.dumps({"k": [1]}, indent=2), **pretty)
+
+
+# --- errors and lenient mode ---------------------------------------------------------------------------
+
+def test_invalid_json_names_line_and_column():
+    with pytest.raises(SchemaError, match="line 2 column"):
+        regex_from_schema('{"type":\n "string",}')
+
+
+def test_invalid_schema_names_the_pointer():
+    with pytest.raises(SchemaError, match="/properties/a"):
+        regex_from_schema({"$schema": "https://json-schema.org/draft/2020-12/schema",
+                           "properties": {"a": {"type": "strin"}}})
+    with pytest.raises(SchemaError):
+        regex_from_schema(42)
+
+
+def test_unsupported_keyword_names_keyword_and_pointer():
+    schema = {"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True}}}
+    with pytest.raises(UnsupportedSchemaError,
+                       match=r"unsupported keyword 'uniqueItems' at /properties/tags"):
+        regex_from_schema(schema)
+
+
+def test_lenient_lists_every_widening():
+    schema = {"type": "object", "properties": {
+        "tags": {"type": "array", "uniqueItems": True},
+        "code": {"type": "string", "pattern": "(?=x)x"},
+        "n": {"type": "integer", "multipleOf": 7}}}
+    result = regex_from_schema(schema, lenient=True)
+    joined = "\n".join(result.widenings)
+    assert "'uniqueItems' at /properties/tags" in joined
+    assert "'pattern' at /properties/code" in joined
+    assert "'multipleOf' at /properties/n" in joined
+    assert re.fullmatch(result.regex, '{"tags":[1,1],"code":"y","n":3}')
+    assert regex_from_schema({"type": "integer"}, lenient=True).widenings == []
+
+
+def test_one_of_not_disjoint_widens_in_lenient_mode():
+    schema = {"oneOf": [{"type": "string", "pattern": "a"}, {"type": "string", "pattern": "b"}]}
+    with pytest.raises(UnsupportedSchemaError, match="'not'"):
+        regex_from_schema(schema)
+    result = regex_from_schema(schema, lenient=True)
+    assert result.widenings and re.fullmatch(result.regex, '"ab"')
+
+
+# --- end to end with the real vocabulary -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def qwen():
+    from index import Vocabulary
+
+    return Vocabulary.builtin("qwen2.5")
+
+
+def _walk(index, vocab, text: str) -> bool:
+    state = index.initial_state
+    for token in vocab.encode(text):
+        if not index.is_allowed(state, token):
+            return False
+        state = index.advance(state, token)
+    return index.is_final(state)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("schema, valid, invalid", [
+    ({"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
+                                       "age": {"type": "integer", "minimum": 0, "maximum": 150},
+                                       "email": {"type": "string", "format": "email"}},
+      "required": ["name", "age"], "additionalProperties": False},
+     [{"name": "Zoë \"Z\"", "age": 42}, {"name": "a", "age": 0, "email": "a@b.io"}],
+     [{"name": "a", "age": 151}, {"age": 1}, {"name": "a", "age": 1, "x": 1}]),
+    ({"type": "array", "items": {"enum": ["red", "green", "blue"]}, "minItems": 1, "maxItems": 3},
+     [["red"], ["blue", "green", "red"]], [[], ["pink"], ["red"] * 4]),
+    ({"$defs": {"node": {"type": "object", "properties": {
+        "value": {"type": "number"}, "next": {"$ref": "#/$defs/node"}},
+        "required": ["value"], "additionalProperties": False}}, "$ref": "#/$defs/node"},
+     [{"value": 1.5, "next": {"value": -2e3}}], [{"value": "x"}, {"next": {"value": 1}}]),
+])
+def test_end_to_end_with_qwen(qwen, schema, valid, invalid):
+    from index import Index
+
+    result = regex_from_schema(schema)
+    index = Index.from_regex(result.regex, qwen)
+    for value in valid:
+        assert _walk(index, qwen, instance_text(schema, value)), value
+    for value in invalid:
+        assert not _walk(index, qwen, compact(value)), value
