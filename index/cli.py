@@ -18,14 +18,21 @@ from analysis.errors import BuildLimitError, TokenDFAError
 
 DEFAULT_VOCABULARY = "qwen2.5"
 
-# The demo's pattern: a small person record as compact JSON, bounded so
-# every random walk through it ends.
-DEMO_PATTERN = (
-    r'\{"name": "[A-Z][a-z]{1,12}", "age": (0|[1-9][0-9]?), '
-    r'"email": "[a-z]{1,10}@[a-z]{1,10}\.(com|org)", '
-    r'"tags": \[("[a-z]{1,8}"(, "[a-z]{1,8}"){0,3})?\]\}'
-)
-DEMO_TEXT = '{"name": "Ada", "age": 36, "email": "ada@lovelace.org", "tags": ["math", "engines"]}'
+# The demo's schema: a small person record, bounded so that every random
+# walk through its index ends.
+DEMO_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "pattern": "^[A-Z][a-z]{1,12}$"},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "email": {"type": "string", "pattern": "^[a-z]{1,10}@[a-z]{1,10}\\.(com|org)$"},
+        "tags": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]{1,8}$"},
+                 "maxItems": 3},
+    },
+    "required": ["name", "age", "email"],
+    "additionalProperties": False,
+}
+DEMO_TEXT = '{"name":"Ada","age":36,"email":"ada@lovelace.org","tags":["math","engines"]}'
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     check.set_defaults(run=_check)
 
     demo = commands.add_parser(
-        "demo", help=f"build and use an index for a sample JSON pattern with {DEFAULT_VOCABULARY}")
+        "demo", help=f"build and use an index for a sample JSON Schema with {DEFAULT_VOCABULARY}")
     demo.add_argument("--vocab", default=DEFAULT_VOCABULARY)
     demo.add_argument("--samples", type=int, default=3)
     demo.set_defaults(run=_demo)
@@ -216,20 +223,21 @@ def _check(args) -> int:
 
 
 def _demo(args) -> int:
-    import re
+    import json
 
+    import jsonschema
     import numpy as np
 
     from index.guide import Guide
     from index.tokenindex import Index
 
     started = time.perf_counter()
-    vocabulary = _load_vocabulary(args.vocab)
+    vocabulary = _load_vocabulary(args.vocab).prepare()
     print(f"vocabulary  {vocabulary.name}: {vocabulary.size:,} tokens "
-          f"(loaded in {time.perf_counter() - started:.2f} s)")
-    print(f"pattern     {DEMO_PATTERN}")
+          f"(loaded and prepared in {time.perf_counter() - started:.2f} s)")
+    print(f"schema      {json.dumps(DEMO_SCHEMA)}")
     started = time.perf_counter()
-    index = Index.from_regex(DEMO_PATTERN, vocabulary)
+    index = Index.from_schema(DEMO_SCHEMA, vocabulary)
     print(f"built       {index.num_states} states, {len(index.arrays.masks)} distinct masks "
           f"in {time.perf_counter() - started:.2f} s")
     with tempfile.TemporaryDirectory() as folder:
@@ -258,7 +266,11 @@ def _demo(args) -> int:
                 if token_id not in index.eos_token_ids:
                     pieces.append(vocabulary.tokens[token_id])
             text = b"".join(pieces).decode("utf-8")
-            verdict = "matches" if re.fullmatch(DEMO_PATTERN, text) else "DOES NOT MATCH"
+            try:
+                jsonschema.validate(json.loads(text), DEMO_SCHEMA)
+                verdict = "valid"
+            except (ValueError, jsonschema.ValidationError):
+                verdict = "INVALID"
             print(f"sample {sample + 1}    {text}  ({guide.num_tokens} tokens, {verdict})")
     return 0
 

@@ -10,7 +10,9 @@ import sys
 import pytest
 
 from index import Index
-from index.cli import DEMO_PATTERN, main
+import json
+
+from index.cli import DEMO_SCHEMA, main
 
 
 def run(capsys, *argv):
@@ -81,8 +83,8 @@ def test_installed_entry_point_runs_the_demo(tmp_path):
         sys.executable, "-m", "index.cli", "demo", "--samples", "2"]
     result = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert "accepted" in result.stdout and DEMO_PATTERN in result.stdout
-    assert result.stdout.count("matches)") == 2 and "DOES NOT MATCH" not in result.stdout
+    assert "accepted" in result.stdout and json.dumps(DEMO_SCHEMA) in result.stdout
+    assert result.stdout.count("valid)") == 2 and "INVALID" not in result.stdout
 
 
 def test_time_limit_stops_a_long_build(tmp_path, capsys):

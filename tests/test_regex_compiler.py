@@ -214,7 +214,8 @@ def mutate(text: str, alphabet: str, rng: random.Random) -> str:
 
 
 def check_against_python(pattern: str, dfa: ByteDFA, *, extra_chars: str = "",
-                         random_strings: int = 300, walks: int = 60, max_length: int = 8) -> None:
+                         random_strings: int = 300, walks: int = 60, max_length: int = 8,
+                         walk_budget: int = 40) -> None:
     fullmatch = python_fullmatch(pattern)
     rng = random.Random(pattern)
     chars = set(pattern) | set(GENERIC_CHARS) | set(extra_chars)
@@ -224,7 +225,7 @@ def check_against_python(pattern: str, dfa: ByteDFA, *, extra_chars: str = "",
         assert dfa.accepts(text.encode()) == bool(fullmatch(text)), (pattern, text)
     dist = distances_to_final(dfa)
     for _ in range(walks):
-        text = random_walk(dfa, dist, rng)
+        text = random_walk(dfa, dist, rng, walk_budget)
         assert fullmatch(text), (pattern, text)
         edited = mutate(text, alphabet, rng)
         assert dfa.accepts(edited.encode()) == bool(fullmatch(edited)), (pattern, edited)
