@@ -185,9 +185,11 @@ def _literal_text(value: str) -> str:
 def keys_except(names) -> str:
     """Regex for a JSON string (canonical spelling) that is none of ``names``.
 
-    Built on the trie of the names: at each node the string may end (if
-    that prefix is not a name), or go on with a character no name takes
-    there (then anything), or follow a branch of the trie.
+    A string that is not a name either stops at a proper prefix of some
+    name (a trie node that is not a name itself), or leaves the trie: it
+    follows a branch, then takes a character no name takes there, then
+    anything. The "anything" is shared by every exit, so the regex is
+    ``"(EXITS ANY* | PREFIXES)"`` with both finite parts written as tries.
     """
     names = [n for n in dict.fromkeys(names)]
     if not names:
@@ -199,18 +201,44 @@ def keys_except(names) -> str:
             node = node.setdefault(ord(ch), {})
         node[-1] = {}
 
-    def emit(node: dict) -> str:
+    def exits(node: dict) -> str:
         children = [cp for cp in node if cp >= 0]
-        others = char_set_regex(_complement([(cp, cp) for cp in children]))
         parts = []
-        if others is not None:
-            parts.append(others + _CANONICAL_CHAR + "*")
-        for cp in children:
-            parts.append(_canonical_unit(cp) + emit(node[cp]))
-        body = "(?:" + "|".join(parts) + ")"
-        return body if -1 in node else body + "?"
+        other = _except_units(children)
+        if other is not None:
+            parts.append(other)
+        parts.extend(_canonical_unit(cp) + exits(node[cp]) for cp in children)
+        return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
 
-    return '"' + emit(trie) + '"'
+    def prefixes(node: dict) -> str | None:
+        """Proper prefixes below ``node`` that are not names (relative to it)."""
+        parts = []
+        for cp, child in node.items():
+            if cp < 0:
+                continue
+            below = prefixes(child)
+            here = _canonical_unit(cp)
+            if -1 in child:
+                if below is not None:
+                    parts.append(here + below)
+            else:
+                parts.append(here + (f"(?:{below})?" if below is not None else ""))
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+    body = exits(trie) + _CANONICAL_CHAR + "*"
+    short = prefixes(trie)
+    alternatives = [body] + ([] if -1 in trie else [""]) + ([short] if short is not None else [])
+    return '"(?:' + "|".join(alternatives) + ')"'
+
+
+def _except_units(children: list[int]) -> str | None:
+    """One canonical character that is none of ``children`` (short form for ASCII children)."""
+    if all(0x20 <= cp < 0x7F and cp not in (0x22, 0x5C) for cp in children):
+        listed = "".join(_regex_char(cp, True) for cp in sorted(children))
+        return f'(?:[^"\\\\\\x00-\\x1f{listed}]|\\\\["\\\\bfnrt]|\\\\u00[01][0-9a-fA-F])'
+    return char_set_regex(_complement([(cp, cp) for cp in children]))
 
 
 _CANONICAL_CHAR = char_set_regex([(0, MAX_CODEPOINT)])
