@@ -143,7 +143,8 @@ def _set_ranges(op, av, flags: int) -> tuple[CodepointRange, ...]:
             elif item_op is _sre.CATEGORY and item in _CATEGORIES:
                 ranges.extend(_CATEGORIES[item])
             else:
-                raise UnsupportedRegexError(f"unsupported item in a character class: {item_op} {item}")
+                raise UnsupportedRegexError(
+                    f"unsupported item in a character class: {item_op} {item}")
         positive = _merge(ranges)
     else:
         positive = ((av, av),)
