@@ -264,13 +264,29 @@ def _minimise(table: np.ndarray, finals: np.ndarray, live: np.ndarray) -> np.nda
     columns = table[:, np.sort(representatives)]
     block = np.where(live, 1 + finals.astype(np.int64), 0)
     num_blocks = len(np.unique(block))
+    weights = np.random.default_rng(0x5EED).integers(1, 2**63, size=columns.shape[1] + 1,
+                                                     dtype=np.uint64) | np.uint64(1)
     while True:
         signature = np.concatenate([block[:, None], block[columns]], axis=1)
-        _, first, block = np.unique(signature, axis=0, return_index=True, return_inverse=True)
-        block = block.ravel()
+        first, block = _unique_rows(signature, weights)
         if len(first) == num_blocks:
             return block
         num_blocks = len(first)
+
+
+def _unique_rows(rows: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(rows, axis=0)``'s first indices and inverse, by hashing
+    each row to one integer (sorting whole rows was the slow part of
+    minimising large automata). Every row is checked against its
+    representative, so a collision falls back to the exact way."""
+    with np.errstate(over="ignore"):
+        hashes = (rows.astype(np.uint64) * weights).sum(axis=1, dtype=np.uint64)
+    _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    if not np.array_equal(rows, rows[first[inverse]]):  # pragma: no cover - 2**-64
+        _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+        inverse = inverse.ravel()
+    return first, inverse
 
 
 def _renumber(table, finals, block, initial, pattern) -> ByteDFA:

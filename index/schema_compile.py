@@ -835,7 +835,10 @@ class Compiler:
                 continue
             if key is None:
                 continue
-            if any(self._pattern_matches(pattern, name, part) for name in excluded):
+            if regex_subset(strs.keys_except([]), key):
+                # the pattern takes every key (".*"): the extras are every undeclared key
+                key = strs.keys_except(excluded)
+            elif any(self._pattern_matches(pattern, name, part) for name in excluded):
                 self.unsupported("patternProperties", part.pointer,
                                  f"pattern {pattern!r} also matches a declared property name")
             if key_subs:
@@ -849,6 +852,9 @@ class Compiler:
                              "overlapping patterns with different schemas")
         additional = part.additional
         result = [(k, v) for k, v, _ in pieces if v is not None]
+        if (additional is None or additional.schema is not False) and any(
+                key == strs.keys_except(excluded) for key, _, _ in pieces):
+            return result           # a pattern such as ".*" matches every key
         if additional is None or additional.schema is not False:
             # keys that match no pattern: need the complement of the patterns
             value = self._element(([additional] if additional is not None else []) + others, depth + 1)
@@ -1176,6 +1182,29 @@ def _ranges_disjoint(a, b) -> bool:
         if b_hi < a_lo or b_hi == a_lo and not (b_hi_incl and a_lo_incl):
             return True
     return False
+
+
+def regex_subset(a: str, b: str) -> bool:
+    """Whether every text ``a`` matches, ``b`` matches too (byte DFA product; False if unsure)."""
+    from analysis.regex_compiler import byte_tables_from_regex
+
+    try:
+        ta, fa = byte_tables_from_regex(a)
+        tb, fb = byte_tables_from_regex(b)
+    except Exception:  # noqa: BLE001
+        return False
+    seen = {(1, 1)}
+    stack = [(1, 1)]
+    while stack:
+        x, y = stack.pop()
+        if fa[x] and not fb[y]:
+            return False
+        for byte in range(256):
+            nx, ny = int(ta[x, byte]), int(tb[y, byte])
+            if nx and (nx, ny) not in seen:
+                seen.add((nx, ny))
+                stack.append((nx, ny))
+    return True
 
 
 def regex_disjoint(a: str, b: str) -> bool:

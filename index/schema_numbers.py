@@ -280,6 +280,9 @@ def number_regex(*, lo=None, lo_incl: bool = True, hi=None, hi_incl: bool = True
         if step is not None and step <= 0:
             raise NumberUnsupported("multipleOf must be positive")
         spelled_integer = integer
+        if step is not None and integer:
+            # an integer n is a multiple of a/b (reduced) exactly when a divides n
+            step = Decimal(Fraction(step).numerator)
         if step is not None:
             step = step.normalize()
             sign, digits, exp = step.as_tuple()
@@ -288,6 +291,9 @@ def number_regex(*, lo=None, lo_incl: bool = True, hi=None, hi_incl: bool = True
                 integer = True           # a multiple of 10**k is an integer
             elif mantissa == 1:
                 pass                     # 10**-s: at most s fraction digits
+            elif lo is None and hi is None and exp >= 0 and _tail_modulus(int(step)) is not None:
+                whole = _multiples_by_last_digits(int(step))
+                return whole if spelled_integer else _group(whole) + r"(?:\.0+)?"
             else:
                 return _listed_multiples(lo, lo_incl, hi, hi_incl, step, integer)
         if integer and not spelled_integer:
@@ -396,6 +402,23 @@ def _floor(value: Decimal, inclusive: bool) -> int:
     if not inclusive and whole == value:
         whole -= 1
     return whole
+
+
+def _tail_modulus(k: int) -> int | None:
+    """The m (at most 3) with k dividing 10**m: the last m digits decide divisibility."""
+    for m in range(1, 4):
+        if (10 ** m) % k == 0:
+            return m
+    return None
+
+
+def _multiples_by_last_digits(k: int) -> str:
+    """Integers divisible by ``k`` (a divisor of 1000), unbounded: by their last digits."""
+    m = _tail_modulus(k)
+    tails = [f"{t:0{m}d}" for t in range(0, 10 ** m, k)]
+    small = [str(t) for t in range(0, 10 ** m, k) if t > 0]
+    positive = _alt([literal_alternation(small), "[1-9][0-9]*" + _group(literal_alternation(tails))])
+    return f"(?:-?0|-?{_group(positive)})"
 
 
 def _listed_multiples(lo, lo_incl, hi, hi_incl, step: Decimal, integer: bool) -> str | None:

@@ -55,7 +55,10 @@ _HEX = "[0-9a-fA-F]"
 # One character of a JSON string, any spelling.
 CHAR = (r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}'
         r'|[dD][0-7][0-9a-fA-F]{2}|[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}))')
-STRING = f'"{CHAR}*"'
+# Without a length to count, every escape may stand alone (a lone surrogate
+# escape is grammatical JSON), which keeps the regex short.
+CHAR_LOOSE = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
+STRING = f'"{CHAR_LOOSE}*"'
 
 _SHORT_ESCAPES = {0x22: '\\\\"', 0x5C: r"\\\\", 0x08: r"\\b", 0x0C: r"\\f",
                   0x0A: r"\\n", 0x0D: r"\\r", 0x09: r"\\t"}
@@ -248,6 +251,8 @@ def string_regex(min_length: int = 0, max_length: int | None = None) -> str | No
     """Any JSON string (every spelling) with a length between the bounds."""
     if max_length is not None and max_length < min_length:
         return None
+    if min_length == 0 and max_length is None:
+        return STRING
     return '"' + _counted(CHAR, min_length, max_length) + '"'
 
 
