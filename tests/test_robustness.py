@@ -10,7 +10,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import cached_index, toy_vocabulary
-from index import Guide, Index, IndexFileError, TokenDFAError, Vocabulary, VocabularyCoverageError
+from index import (
+    BuildLimitError,
+    Guide,
+    Index,
+    IndexFileError,
+    TokenDFAError,
+    Vocabulary,
+    VocabularyCoverageError,
+)
 from index.files import decode_index, encode_index
 
 # --- random regexes from a small grammar, random toy vocabularies --------------------
@@ -144,3 +152,35 @@ def test_build_on_a_local_dask_cluster():
 def test_every_error_is_a_tokendfa_error():
     with pytest.raises(TokenDFAError):
         Index.from_regex("(", toy_vocabulary())
+
+
+# --- random JSON values as schemas ---------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.sampled_from(
+        ["string", "integer", "object", "array", "number", "boolean", "null", "a", ""]),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(
+        st.sampled_from(["type", "properties", "items", "enum", "const", "minimum", "maximum",
+                         "required", "anyOf", "not", "maxLength", "pattern", "$ref", "x"]),
+        children, max_size=3),
+    max_leaves=8)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schema=json_values)
+def test_random_json_values_as_schemas(schema):
+    from index import EmptyLanguageError, SchemaError
+
+    try:
+        index = Index.from_schema(schema, cached_vocabulary_sp32k(), max_states=5000)
+    except (SchemaError, EmptyLanguageError, BuildLimitError) as error:
+        assert str(error)
+        return
+    assert index.num_states >= 1
+
+
+def cached_vocabulary_sp32k():
+    from conftest import cached_vocabulary
+
+    return cached_vocabulary("mistral-sp32k")
