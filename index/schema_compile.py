@@ -68,18 +68,10 @@ ANNOTATIONS = frozenset({
 # Assertion keywords this compiler reads; any other keyword is an annotation
 # (an unknown keyword asserts nothing), except those listed as unsupported.
 UNSUPPORTED = frozenset({
-    "uniqueItems", "contains", "minContains", "maxContains", "$dynamicRef", "$recursiveRef",
+    "uniqueItems", "minContains", "maxContains", "$dynamicRef", "$recursiveRef",
 })
 MAX_CHOICES = 256
 MAX_PROPERTY_COUNT_CHAIN = 64
-
-
-class _Cut(Exception):
-    """Internal: a constraint this compiler cannot write (keyword, pointer, detail)."""
-
-    def __init__(self, keyword: str, pointer: str, detail: str) -> None:
-        super().__init__(detail)
-        self.keyword, self.pointer, self.detail = keyword, pointer, detail
 
 
 @dataclass(frozen=True, eq=False)
@@ -203,6 +195,7 @@ class Flat:
     min_items: int = 0
     max_items: int | None = None
     arr_parts: list = field(default_factory=list)
+    contains: list = field(default_factory=list)       # Sub: some element must satisfy it
     # objects
     required: list = field(default_factory=list)
     min_props: int = 0
@@ -218,7 +211,7 @@ class Flat:
 
     def copy(self) -> "Flat":
         new = Flat(**{k: getattr(self, k) for k in self.__dataclass_fields__})
-        for name in ("not_values", "multiple_of", "patterns", "formats", "arr_parts", "required",
+        for name in ("not_values", "multiple_of", "patterns", "formats", "arr_parts", "contains", "required",
                      "obj_parts", "property_names", "choices", "nots", "sources", "negated",
                      "cut_refs"):
             setattr(new, name, list(getattr(self, name)))
@@ -434,10 +427,8 @@ class Compiler:
         if keyword == "uniqueItems":
             flat.choices.append(("uniqueItems", [[sub.derived({"x-unique": True})]], sub.pointer))
             return
-        if keyword in ("minContains",) and "contains" not in sub.schema:
-            return
-        if keyword == "maxContains" and "contains" not in sub.schema:
-            return
+        if keyword in ("minContains", "maxContains"):
+            return  # meaningless without contains, reported with it
         self.unsupported(keyword, sub.pointer, "not expressible as a regex here")
 
     # --- literals --------------------------------------------------------------------
@@ -718,6 +709,8 @@ class Compiler:
                 hi = i if hi is None else min(hi, i)
                 break
             positions.append(regex)
+        if flat.contains:
+            return self._array_contains(flat, positions, parts, lo, hi, depth)
         n = len(positions)
         rest = None
         if hi is None or hi > n:
@@ -741,6 +734,46 @@ class Compiler:
             body = segment if i < lo else _opt(segment)
         body = positions[0] + body
         return self._container("\\[", "\\]", body, lo == 0, depth)
+
+    def _array_contains(self, flat: Flat, positions, parts, lo: int, hi: int | None,
+                        depth: int) -> str | None:
+        """Arrays with ``contains``: some element (after a run of any) satisfies it too."""
+        pointer = flat.contains[0].pointer
+        if len(flat.contains) > 1 or any(p.prefix for p in parts) or positions:
+            self.unsupported("contains", pointer, "contains with prefixItems or several contains")
+            flat = flat.copy()
+            flat.contains = []
+            return self._array(flat, depth)
+        if hi is not None and hi > 8:
+            self.unsupported("contains", pointer, "contains with maxItems over 8")
+            flat = flat.copy()
+            flat.contains = []
+            return self._array(flat, depth)
+        items = [p.items for p in parts if p.items is not None]
+        element = self._element(items, depth + 1)
+        hit = self.value(items + flat.contains, depth + 1)
+        if hit is None:
+            return None
+        comma = self.layout.comma(depth)
+        bodies = []
+        lo = max(lo, 1)
+        if element is None:
+            if hi is None or hi >= 1:
+                bodies.append(hit) if lo <= 1 else None
+            return self._container("\\[", "\\]", _alt(bodies), False, depth)
+        if hi is None:
+            # a elements before the hit, then at least lo - 1 - a after
+            for before in range(lo):
+                bodies.append(_repeat(element + comma, before, before) + hit
+                              + _repeat(comma + element, lo - 1 - before, None))
+            bodies.append(_repeat(element + comma, lo, None) + hit + _repeat(comma + element, 0, None))
+        else:
+            for before in range(hi):
+                after_lo, after_hi = max(0, lo - 1 - before), hi - 1 - before
+                if after_lo <= after_hi:
+                    bodies.append(_repeat(element + comma, before, before) + hit
+                                  + _repeat(comma + element, after_lo, after_hi))
+        return self._container("\\[", "\\]", _alt(bodies), False, depth)
 
     def _element(self, subs: list[Sub], depth: int) -> str | None:
         if not subs:
@@ -1500,6 +1533,16 @@ def _k_unevaluated_items(c: Compiler, flat: Flat, sub: Sub, value) -> None:
                   "together with allOf/anyOf/oneOf/$ref/if in the same schema")
 
 
+def _k_contains(c: Compiler, flat: Flat, sub: Sub, value) -> None:
+    schema = sub.schema
+    if schema.get("minContains") == 0:
+        return      # satisfied by any array
+    if "maxContains" in schema or schema.get("minContains", 1) != 1:
+        c.unsupported("minContains" if "minContains" in schema else "maxContains", sub.pointer,
+                      "counting the elements that satisfy contains")
+    flat.contains.append(sub.child(value, "contains"))
+
+
 def _k_property_names(c, flat, sub, value):
     flat.property_names.append(sub.child(value, "propertyNames"))
 
@@ -1624,4 +1667,5 @@ _KEYWORDS = {
     "if": _k_if, "dependentRequired": _k_dependent_required, "dependencies": _k_dependencies,
     "dependentSchemas": _k_dependent_schemas, "x-unique": _k_unique,
     "unevaluatedProperties": _k_unevaluated_properties, "unevaluatedItems": _k_unevaluated_items,
+    "contains": _k_contains,
 }

@@ -296,6 +296,10 @@ def test_multiple_of():
     check({"type": "integer", "multipleOf": 10}, [0, 10, -120], [5, 101])
     check({"type": "number", "multipleOf": 0.01, "minimum": 0, "maximum": 1}, [0.25, 1, 0], [0.255, 2])
     check({"type": "integer", "multipleOf": 3, "minimum": 0, "maximum": 20}, [0, 3, 18], [4, 21])
+    # a divisor of 1000: the last digits decide, no bounds needed
+    check({"type": "integer", "multipleOf": 25}, [0, 25, -1050, 100075], [5, 1010])
+    check({"type": "number", "multipleOf": 2}, [4, 4.0, -10], [3, 4.5])
+    check({"type": "integer", "multipleOf": 0.5}, [3, -7], [])
     with pytest.raises(UnsupportedSchemaError, match="'multipleOf' at /"):
         regex_from_schema({"type": "integer", "multipleOf": 7})
 
