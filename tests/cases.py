@@ -51,5 +51,13 @@ CASES = [
     Case("case_insensitive", r"(?i)yes|no", ("yes", "YeS", "No"), ("y", "nope")),
     Case("anchored", r"^ab$", ("ab",), ("a", "abab")),
     Case("empty_pattern", r"", ("",), ("a",)),
+    Case("key_list", r'\{"id":[0-9]+,"created_at":"[0-9-]+","owner":"[a-z]+","status":(open|closed),'
+         r'"labels":\[("[a-z]+"(,"[a-z]+")*)?\],"parent_id":(null|[0-9]+)\}',
+         ('{"id":1,"created_at":"2024-01-02","owner":"ada","status":open,"labels":[],'
+          '"parent_id":null}',
+          '{"id":7,"created_at":"1-2","owner":"b","status":closed,"labels":["x","yz"],'
+          '"parent_id":42}'),
+         ('{"id":1}', '{"id":1,"created_at":"2024","owner":"Ada","status":open,"labels":[],'
+          '"parent_id":null}')),
     Case("whitespace_run", r"a[ \t\n]{0,4}b", ("ab", "a \t\nb", "a    b"), ("a     b", "a_b")),
 ]

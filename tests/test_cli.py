@@ -61,12 +61,20 @@ def test_build_from_a_regex_file(tmp_path, capsys):
     (["inspect", "{missing}"], "cannot read index file"),
     (["build", "--regex", "a$b", "-o", "{out}"], "anchor $ (only allowed at the very end) at position 1"),
     (["build", "--regex", "a", "--vocab", "{junk}", "-o", "{out}"], "junk.tiktoken"),
+    (["build", "--schema", "{bad_json}", "-o", "{out}"], "line 1 column"),
+    (["build", "--schema", "{unsupported}", "-o", "{out}"], "unsupported keyword 'multipleOf' at /properties/n"),
+    (["build", "--regex", "[0-9]{{9}}", "--max-states", "5", "-o", "{out}"],
+     "has 10 states, more than the limit of 5"),
 ])
 def test_errors_are_one_line_and_write_nothing(tmp_path, capsys, argv, message):
     junk = tmp_path / "junk.tiktoken"
     junk.write_text("this is not base64 at all\n")
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text('{"type": "object",')
+    unsupported = tmp_path / "unsupported.json"
+    unsupported.write_text('{"type": "object", "properties": {"n": {"type": "number", "multipleOf": 0.5}}}')
     values = {"out": str(tmp_path / "out.tdfa"), "missing": str(tmp_path / "missing"),
-              "junk": str(junk)}
+              "junk": str(junk), "bad_json": str(bad_json), "unsupported": str(unsupported)}
     argv = [part.format(**values) for part in argv]
     code, out, err = run(capsys, *argv)
     assert code == 2
