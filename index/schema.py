@@ -73,6 +73,7 @@ __all__ = ["regex_from_schema", "instance_text", "SchemaRegex", "WHITESPACE_MODE
 
 WHITESPACE_MODES = ("compact", "flexible", "pretty")
 DEFAULT_MAX_REGEX_LENGTH = 20_000_000
+DEFAULT_REGEX_BUDGET = 1_000_000
 
 _DRAFTS = {  # validator class name -> (draft number, meta-schema URI)
     "Draft4Validator": (4, "http://json-schema.org/draft-04/schema#"),
@@ -104,6 +105,7 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
                       lenient: bool = False, max_recursion_depth: int = 3,
                       max_whitespace: int = 4, indent: int = 2, any_depth: int = 2,
                       registry: Any = None, default_draft: str | None = None,
+                      regex_budget: int | None = DEFAULT_REGEX_BUDGET,
                       max_regex_length: int = DEFAULT_MAX_REGEX_LENGTH) -> SchemaRegex:
     """Compile a JSON Schema into a regex for the JSON texts of its valid instances.
 
@@ -117,6 +119,13 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
     meta-schema URI) is the dialect of a schema without ``$schema``; by
     default the newest of 2020-12, draft 7, draft 4 that accepts it.
 
+    Nested optional structures double the regex at every level (an array
+    writes its element twice: first, and after each comma), so a regex
+    longer than ``regex_budget`` characters is compiled again with shallower
+    generic values (``any_depth``), then fewer recursion unrollings, down to
+    1 each; each step is a narrowing and is listed in
+    :attr:`SchemaRegex.notes`. ``regex_budget=None`` keeps the depths asked for.
+
     # Errors
 
     * :class:`~analysis.errors.SchemaError`: JSON text that does not parse
@@ -128,18 +137,40 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
       ``max_regex_length`` characters);
     * :class:`~analysis.errors.EmptyLanguageError`: no value satisfies the schema.
     """
-    compiler, root = _setup(schema, whitespace=whitespace, lenient=lenient,
-                            max_recursion_depth=max_recursion_depth, max_whitespace=max_whitespace,
-                            indent=indent, any_depth=any_depth, registry=registry,
-                            default_draft=default_draft, max_regex_length=max_regex_length)
-    try:
-        regex = compiler.value([root], 0)
-    except RecursionError:
-        raise UnsupportedSchemaError("the schema nests too deeply to compile") from None
-    if regex is None:
-        raise EmptyLanguageError("no JSON value satisfies this schema"
-                                 + (f" ({compiler.notes[0]})" if compiler.notes else ""))
-    return SchemaRegex(regex, list(compiler.widenings), list(compiler.notes), compiler.meta_uri)
+    attempts = [(any_depth, max_recursion_depth)]
+    if regex_budget is not None:
+        depth_a, depth_r = any_depth, max_recursion_depth
+        while depth_a > 1:
+            depth_a -= 1
+            attempts.append((depth_a, depth_r))
+        while depth_r > 1:
+            depth_r -= 1
+            attempts.append((depth_a, depth_r))
+    notes: list[str] = []
+    for attempt, (depth_a, depth_r) in enumerate(attempts):
+        compiler, root = _setup(schema, whitespace=whitespace, lenient=lenient,
+                                max_recursion_depth=depth_r, max_whitespace=max_whitespace,
+                                indent=indent, any_depth=depth_a, registry=registry,
+                                default_draft=default_draft, max_regex_length=max_regex_length)
+        try:
+            regex = compiler.value([root], 0)
+        except RecursionError:
+            raise UnsupportedSchemaError("the schema nests too deeply to compile") from None
+        except UnsupportedSchemaError as exc:
+            if "exceeds" in str(exc) and attempt + 1 < len(attempts):
+                continue
+            raise
+        if regex is None:
+            raise EmptyLanguageError("no JSON value satisfies this schema"
+                                     + (f" ({compiler.notes[0]})" if compiler.notes else ""))
+        if regex_budget is None or len(regex) <= regex_budget or attempt + 1 == len(attempts):
+            if attempt:
+                notes.append(f"regex over the budget of {regex_budget:,} characters: generic values "
+                             f"nest {depth_a} level(s) (any_depth) and recursion is unrolled "
+                             f"{depth_r} time(s)")
+            return SchemaRegex(regex, list(compiler.widenings), notes + list(compiler.notes),
+                               compiler.meta_uri)
+    raise AssertionError("unreachable")
 
 
 def instance_text(schema: dict | bool | str, value: Any, *, whitespace: str = "compact",

@@ -58,15 +58,10 @@ _JSON_TYPES = {
     "number": {"integer", "fraction"}, "string": {"string"}, "array": {"array"},
     "object": {"object"},
 }
-# Keywords that only annotate, or that we read elsewhere: never an error.
-ANNOTATIONS = frozenset({
-    "title", "description", "examples", "example", "default", "$comment", "$schema", "$id", "id",
-    "deprecated", "readOnly", "writeOnly", "contentMediaType", "contentEncoding",
-    "contentSchema", "$anchor", "$defs", "definitions", "$vocabulary", "$dynamicAnchor",
-    "$recursiveAnchor",
-})
-# Assertion keywords this compiler reads; any other keyword is an annotation
-# (an unknown keyword asserts nothing), except those listed as unsupported.
+# The assertion keywords this compiler reads are the keys of _KEYWORDS (at the
+# end); any other keyword is an annotation (title, description, default,
+# examples, $comment, readOnly, contentMediaType, unknown keywords...) and
+# asserts nothing, except these, which we cannot write (or only in part):
 UNSUPPORTED = frozenset({
     "uniqueItems", "minContains", "maxContains", "$dynamicRef", "$recursiveRef",
 })
@@ -441,7 +436,8 @@ class Compiler:
                 continue
             if not all(self._valid(value, s) for s in flat.sources):
                 continue
-            if any(self._valid(value, s) for s in flat.negated):
+            # negations not yet split (flat.nots) count as much as those split already
+            if any(self._valid(value, s) for s in flat.negated + flat.nots):
                 continue
             parts.append(self.literal(value, depth))
         return _alt(parts)
@@ -499,7 +495,7 @@ class Compiler:
         if flat.enum is not None:
             # not (in E and R) = not in {e in E that satisfy R}
             kept = [v for v in flat.enum if all(self._valid(v, s) for s in flat.sources)
-                    and not any(self._valid(v, s) for s in flat.negated)]
+                    and not any(self._valid(v, s) for s in flat.negated + flat.nots)]
             return [[sub.derived({"x-not-values": kept})]]
         alternatives: list[list] = []
         if flat.choices:
@@ -543,6 +539,8 @@ class Compiler:
         for part in flat.arr_parts:
             if part.prefix or part.items is not None:
                 widened("items/prefixItems", {"array"})
+        if flat.contains:
+            widened("contains", {"array"})
         for name in flat.required:
             alternatives.append([d({"x-types": {"object"}, "properties": {name: False}})])
         if flat.min_props > 0:
@@ -568,7 +566,8 @@ class Compiler:
         return (flat.types == ALL_TYPES and flat.lo is None and flat.hi is None
                 and not flat.multiple_of and flat.min_length == 0 and flat.max_length is None
                 and not flat.patterns and not flat.formats and flat.min_items == 0
-                and flat.max_items is None and not flat.arr_parts and not flat.required
+                and flat.max_items is None and not flat.arr_parts and not flat.contains
+                and not flat.required
                 and flat.min_props == 0 and flat.max_props is None and not flat.obj_parts
                 and not flat.property_names and not flat.nots and not flat.not_values)
 
@@ -757,10 +756,8 @@ class Compiler:
         comma = self.layout.comma(depth)
         bodies = []
         lo = max(lo, 1)
-        if element is None:
-            if hi is None or hi >= 1:
-                bodies.append(hit) if lo <= 1 else None
-            return self._container("\\[", "\\]", _alt(bodies), False, depth)
+        if element is None:     # only the hit itself fits nowhere else: impossible
+            return None
         if hi is None:
             # a elements before the hit, then at least lo - 1 - a after
             for before in range(lo):
@@ -891,6 +888,11 @@ class Compiler:
         if additional is None or additional.schema is not False:
             # keys that match no pattern: need the complement of the patterns
             value = self._element(([additional] if additional is not None else []) + others, depth + 1)
+            if len(pieces) == 1 and not key_subs and all(
+                    self._pattern_matches(pieces[0][2], name, part) for name in excluded):
+                rest = strs.pattern_complement(pieces[0][2])
+                if rest is not None:
+                    return result + ([(rest, value)] if value is not None else [])
             anything = self.any_value(depth + 1)
             if len(result) == len(pieces) and all(v == anything for _, v in result) \
                     and value == anything:
@@ -1522,7 +1524,7 @@ def _k_unevaluated_items(c: Compiler, flat: Flat, sub: Sub, value) -> None:
     if value is True or "items" in schema and not isinstance(schema["items"], list) \
             or "additionalItems" in schema and isinstance(schema.get("items"), list):
         return
-    if _no_applicators(schema):
+    if _no_applicators(schema) and "contains" not in schema:
         prefix = schema.get("prefixItems", schema.get("items"))
         prefix = prefix if isinstance(prefix, list) else []
         key = "prefixItems" if "prefixItems" in schema else "items"
@@ -1535,9 +1537,12 @@ def _k_unevaluated_items(c: Compiler, flat: Flat, sub: Sub, value) -> None:
 
 def _k_contains(c: Compiler, flat: Flat, sub: Sub, value) -> None:
     schema = sub.schema
-    if schema.get("minContains") == 0:
+    if "maxContains" in schema and c.draft >= 2019:
+        c.unsupported("maxContains", sub.pointer, "counting the elements that satisfy contains")
+        return
+    if schema.get("minContains") == 0 and c.draft >= 2019:
         return      # satisfied by any array
-    if "maxContains" in schema or schema.get("minContains", 1) != 1:
+    if schema.get("minContains", 1) != 1 and c.draft >= 2019:
         c.unsupported("minContains" if "minContains" in schema else "maxContains", sub.pointer,
                       "counting the elements that satisfy contains")
     flat.contains.append(sub.child(value, "contains"))

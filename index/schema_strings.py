@@ -181,10 +181,6 @@ def json_string_literal(value: str) -> str:
     return '"' + "".join(_canonical_unit(ord(ch)) for ch in value) + '"'
 
 
-def _literal_text(value: str) -> str:
-    return "".join(_canonical_unit(ord(ch)) for ch in value)
-
-
 def keys_except(names) -> str:
     """Regex for a JSON string (canonical spelling) that is none of ``names``.
 
@@ -562,6 +558,53 @@ def _alternative(core, left: bool, right: bool, min_length: int, max_length: int
         return None
     items[variable] = (op, (new_lo, _sre.MAXREPEAT if new_hi is None else new_hi, sub))
     return _emit(items, pattern)
+
+
+def pattern_complement(pattern: str) -> str | None:
+    """Regex (JSON text) for the strings that do *not* contain a match of ``pattern``.
+
+    Only two common shapes are handled (else None): a whole-string run of one
+    character class (``^[a-z_]+$``: some other character, or a length out
+    of range) and a literal prefix (``^x-``: a proper prefix, or a string
+    that leaves the prefix at some character).
+    """
+    try:
+        alternatives = _anchored_alternatives(list(_parse(pattern)), pattern)
+    except PatternUnsupported:
+        return None
+    if len(alternatives) != 1:
+        return None
+    left, right, core = alternatives[0]
+    any_unit = _CANONICAL_CHAR
+    if left and right and len(core) == 1 and core[0][0] in (_sre.MAX_REPEAT, _sre.MIN_REPEAT):
+        lo, hi, sub = core[0][1]
+        if len(sub) != 1 or sub[0][0] not in _SETS:
+            return None
+        ranges = _set_ranges(*sub[0])
+        unit, other = char_set_regex(ranges), char_set_regex(_complement(ranges))
+        parts = []
+        if other is not None:
+            parts.append(f"{any_unit}*{other}{any_unit}*")
+        if unit is not None:
+            if lo > 0:
+                parts.append(_counted(unit, 0, lo - 1))
+            if hi != _sre.MAXREPEAT:
+                parts.append(_counted(unit, hi + 1, None))
+        elif lo > 0:
+            parts.append("")
+        return '"(?:' + "|".join(parts) + ')"' if parts else None
+    if left and not right and all(op is _sre.LITERAL for op, _ in core) and core:
+        prefix = [av for _, av in core]
+        exits, prefixes = [], [""]
+        for i, cp in enumerate(prefix):
+            other = char_set_regex(_complement([(cp, cp)]))
+            head = "".join(_canonical_unit(c) for c in prefix[:i])
+            if other is not None:
+                exits.append(head + other + any_unit + "*")
+            if i > 0:
+                prefixes.append(head)
+        return '"(?:' + "|".join(exits + prefixes) + ')"'
+    return None
 
 
 def pattern_matches(pattern: str, value: str) -> bool:

@@ -190,6 +190,18 @@ def test_pattern_properties():
     check(with_declared, [{"name": "n", "1": True}], [{"name": "n", "1": 1}, {"other": True}])
 
 
+def test_pattern_properties_beside_open_additional_properties():
+    # keys that match no pattern take any value: needs the pattern's complement
+    check({"type": "object", "patternProperties": {"^x-": {"type": "integer"}}},
+          [{"x-a": 1, "b": "s"}, {"y": None}], [{"x-a": "s"}])
+    check({"type": "object", "patternProperties": {"^[a-z_]+$": {"type": "string"}}},
+          [{"ab": "s", "A1": 2}], [{"ab": 2}])
+    # a pattern that takes every key
+    check({"type": "object", "properties": {"n": {"type": "integer"}},
+           "patternProperties": {".*": {"type": ["integer", "string"]}}},
+          [{"n": 1, "k": "v"}], [{"n": "x"}, {"k": None}])
+
+
 def test_property_names():
     check({"type": "object", "propertyNames": {"maxLength": 3}}, [{"abc": 1}], [{"abcd": 1}])
     check({"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}}, [{"ab": 1}], [{"A": 1}])
@@ -217,6 +229,15 @@ def test_items_prefix_items_and_counts():
     d7 = {"$schema": "http://json-schema.org/draft-07/schema#",
           "items": [{"type": "integer"}], "additionalItems": {"type": "string"}}
     check(d7, [[1], [1, "a", "b"]], [[1, 2]])
+
+
+def test_contains():
+    schema = {"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 5}}
+    check(schema, [[5], [1, 2, 7], [9, 1]], [[], [1, 2], ["x", 6]])
+    bounded = {"type": "array", "contains": {"const": "x"}, "minItems": 2, "maxItems": 3}
+    check(bounded, [["x", 1], [1, 2, "x"]], [["x"], [1, 2], [1, 2, 3, "x"]])
+    with pytest.raises(UnsupportedSchemaError, match="'maxContains'"):
+        regex_from_schema({"contains": {"type": "integer"}, "maxContains": 2})
 
 
 # --- strings -----------------------------------------------------------------------------------
@@ -337,6 +358,16 @@ def test_not():
     check({"type": "string", "not": {"minLength": 3}}, ["ab"], ["abc"])
     with pytest.raises(EmptyLanguageError):
         regex_from_schema({"not": {}})
+
+
+def test_if_then_on_a_discriminator_enum():
+    # the else side negates a const inside an enum-typed property
+    schema = {"type": "object", "properties": {"type": {"enum": ["a", "b"]}}, "required": ["type"],
+              "allOf": [{"if": {"properties": {"type": {"const": "a"}}},
+                         "then": {"properties": {"type": {"const": "a"}, "name": {"type": "string"}},
+                                  "required": ["name"], "additionalProperties": False}}]}
+    check(schema, [{"type": "a", "name": "x"}, {"type": "b", "name": 1}],
+          [{"type": "a", "name": 1}, {"type": "a"}, {"type": "a", "name": "x", "z": 1}])
 
 
 def test_if_then_else():
