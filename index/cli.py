@@ -73,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="fail early when the pattern's automaton has more states")
     build.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                        help="give up (with an error, writing nothing) after this long")
+    build.add_argument("--uncompressed", action="store_true",
+                       help="store the arrays raw: a larger file that loading maps without "
+                            "copying (for very large indexes shared by many processes)")
     build.set_defaults(run=_build)
 
     inspect = commands.add_parser("inspect", help="describe an index file")
@@ -156,7 +159,7 @@ def _build(args) -> int:
     for widening in index.metadata.get("widenings", []):
         print(f"widened: {widening}", file=sys.stderr)
     try:
-        index.save(args.output)
+        index.save(args.output, compress=not args.uncompressed)
     except OSError as exc:
         raise _UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     print(f"built {args.output}: {index.num_states} states, "
@@ -183,7 +186,7 @@ def _inspect(args) -> int:
                         f"({len(arrays.edge_group):,} stored as {int(arrays.token_group.max()) + 1:,} token groups)"),
         ("masks", f"{len(arrays.masks):,} distinct of {index.num_states}"),
         ("memory", f"{index.nbytes:,} bytes"),
-        ("file size", f"{os.path.getsize(args.file):,} bytes"),
+        ("file size", f"{os.path.getsize(args.file):,} bytes ({_file_encodings(args.file)})"),
         ("build", ", ".join(f"{k}={v}" for k, v in meta.get("build", {}).items())),
     ]
     if meta.get("kind") == "schema":
@@ -193,6 +196,16 @@ def _inspect(args) -> int:
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
     return 0
+
+
+def _file_encodings(path: str) -> str:
+    from index.files import array_encodings
+
+    encodings = array_encodings(path)
+    packed = [name for name, encoding in encodings.items() if encoding != "raw"]
+    if not packed:
+        return "every array raw, mapped at load"
+    return f"{', '.join(packed)} compressed; the rest raw"
 
 
 def _check(args) -> int:

@@ -138,11 +138,16 @@ class Index:
                         whitespace=whitespace, widenings=list(compiled.widenings))
         return cls(index.arrays, metadata, vocabulary)
 
-    def save(self, path: str | PathLike) -> None:
-        """Write the index to ``path`` atomically (see :mod:`index.files`)."""
+    def save(self, path: str | PathLike, *, compress: bool = True) -> None:
+        """Write the index to ``path`` atomically (see :mod:`index.files`).
+
+        Compressed (the default) files are small and inflate in about a
+        millisecond per megabyte at load; ``compress=False`` files are larger
+        but mapped without copying, which suits very large indexes that many
+        processes load at once."""
         from index.files import save_index
 
-        save_index(self, path)
+        save_index(self, path, compress=compress)
 
     @classmethod
     def load(cls, path: str | PathLike, vocabulary: "Vocabulary | None" = None, *,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import os
 import subprocess
 import sys
@@ -38,14 +39,49 @@ def test_round_trip_keeps_every_array(case, tmp_path):
         assert np.array_equal(loaded.get_mask(state), index.get_mask(state))
 
 
-def test_loaded_arrays_are_read_only_views_of_the_file(tmp_path):
+def test_uncompressed_arrays_are_read_only_views_of_the_mapped_file(tmp_path):
     path = tmp_path / "index.tdfa"
-    cached_index(PATTERN, "qwen2.5").save(path)
+    cached_index(PATTERN, "qwen2.5").save(path, compress=False)
+    assert set(index_files.array_encodings(path).values()) == {"raw"}
     loaded = Index.load(path)
     mask = loaded.get_mask(0)
     assert not mask.flags.writeable and not mask.flags.owndata
+    owner = loaded.arrays.masks
+    while isinstance(owner, np.ndarray):
+        owner = owner.base
+    assert isinstance(getattr(owner, "obj", owner), mmap.mmap)   # a memoryview of the map
     with pytest.raises(ValueError):
         mask[0] = 0
+
+
+def test_compressed_file_is_much_smaller_and_loads_the_same_read_only_arrays(tmp_path):
+    index = cached_index(r'\{"name":"[a-z]{1,20}","age":(0|[1-9][0-9]{0,2})\}', "qwen2.5")
+    small, large = tmp_path / "small.tdfa", tmp_path / "large.tdfa"
+    index.save(small)
+    index.save(large, compress=False)
+    assert index_files.array_encodings(small)["masks"] == "zlib"
+    assert index_files.array_encodings(small)["token_group"] == "zlib"
+    assert small.stat().st_size * 5 < large.stat().st_size
+    loaded = Index.load(small, cached_vocabulary("qwen2.5"))
+    assert loaded.arrays.equals(index.arrays)
+    for array in loaded.arrays.as_dict().values():
+        assert not array.flags.writeable
+    with pytest.raises(ValueError):
+        loaded.get_mask(0)[0] = 0
+
+
+def test_version_1_files_still_load(tmp_path):
+    path = tmp_path / "v1.tdfa"
+    index = cached_index(PATTERN, "toy")
+    index.save(path, compress=False)
+
+    def as_version_1(header):
+        header["format_version"] = 1
+        for entry in header["arrays"]:
+            del entry["encoding"], entry["stored_nbytes"]
+
+    _rewrite_header(path, as_version_1)
+    assert Index.load(path, toy_vocabulary()).arrays.equals(index.arrays)
 
 
 def test_same_pattern_gives_the_same_file(tmp_path):
@@ -134,6 +170,37 @@ def test_other_format_version(good_file):
     _rewrite_header(good_file, lambda h: h.update(format_version=99))
     with pytest.raises(IndexVersionError, match="version 99"):
         Index.load(good_file)
+
+
+def _set_array_entry(name, **changes):
+    def change(header):
+        entry = next(e for e in header["arrays"] if e["name"] == name)
+        entry.update(changes)
+    return change
+
+
+def test_compressed_array_that_inflates_to_another_size_is_refused(tmp_path):
+    path = tmp_path / "index.tdfa"
+    index = cached_index(PATTERN, "qwen2.5")
+    index.save(path)
+    words = index.arrays.masks.shape[1]
+    rows = len(index.arrays.masks) + 1
+    _rewrite_header(path, _set_array_entry("masks", shape=[rows, words], nbytes=rows * words * 4))
+    with pytest.raises(IndexFileError, match="'masks' does not inflate to its announced"):
+        Index.load(path)
+
+
+def test_unknown_encoding_and_garbled_compressed_bytes_are_refused(tmp_path):
+    path = tmp_path / "index.tdfa"
+    cached_index(PATTERN, "qwen2.5").save(path)
+    good = path.read_bytes()
+    _rewrite_header(path, _set_array_entry("masks", encoding="lzma"))
+    with pytest.raises(IndexFileError, match="'masks' has an invalid description"):
+        Index.load(path)
+    path.write_bytes(good)
+    _rewrite_header(path, _set_array_entry("masks", offset=0))   # token_group's bytes
+    with pytest.raises(IndexFileError, match="'masks' does not inflate"):
+        Index.load(path, verify=False)
 
 
 def test_out_of_range_ids_are_refused(good_file):
