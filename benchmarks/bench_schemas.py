@@ -5,7 +5,9 @@ For each schema of a deterministic sample per source (every k-th line of
 with a hard time limit (``--timeout``, 60 s by default: compile + build;
 instances are walked after that and get ``--walk-timeout`` more):
 
-* **ours**: ``regex_from_schema`` (strict by default, ``--lenient`` to widen),
+* **ours**: ``regex_from_schema`` in each mode of ``--modes`` (``strict``
+  by default; ``--modes strict,lenient`` measures both, side by side;
+  ``--lenient`` is ``--modes lenient``),
   ``Index.from_regex`` on the vocabulary, then every instance is walked
   token by token (``vocab.encode`` of its text; ``is_allowed``/``advance``;
   ``is_final`` at the end). A valid instance is written as our regex writes
@@ -24,7 +26,13 @@ accepted %, invalid rejected %, median build time) written to ``--out``
 together with the command that produced it, and, with ``--raw``, one JSON
 line per schema and engine (with the error of each failure).
 
-    python benchmarks/bench_schemas.py --limit-per-source 20 --jobs 2
+    python benchmarks/bench_schemas.py --limit-per-source 20 --jobs 2 \
+        --modes strict,lenient --outlines-check re
+
+Every table a build reads from the vocabulary (byte matrix, column layout,
+sorted spellings, the tokenizer) is computed *before* the children fork, so
+a child's build time is the build alone, as in a server that called
+``Vocabulary.prepare()`` at start-up.
 """
 
 from __future__ import annotations
@@ -156,11 +164,12 @@ def measure(source: str, record: dict, vocab, args) -> list[dict]:
     rows = []
     base = {"source": source, "name": record.get("name", "")}
     if "ours" in args.engines:
-        row = run_in_child(lambda: run_ours(record, vocab, args.lenient, args.timeout),
-                           timeout=args.timeout + args.walk_timeout)
-        if row["status"] == "ok" and row["build_s"] > args.timeout:
-            row = {"status": "timeout", "error": f"build took {row['build_s']:.1f} s"}
-        rows.append({**base, "engine": "ours", **row})
+        for mode in args.modes:
+            row = run_in_child(lambda: run_ours(record, vocab, mode == "lenient", args.timeout),
+                               timeout=args.timeout + args.walk_timeout)
+            if row["status"] == "ok" and row["build_s"] > args.timeout:
+                row = {"status": "timeout", "error": f"build took {row['build_s']:.1f} s"}
+            rows.append({**base, "engine": _ours(mode), "mode": mode, **row})
     if "outlines" in args.engines:
         converted = run_in_child(lambda: run_outlines_regex(record), timeout=args.timeout)
         row = {**base, "engine": "outlines-core", "regex_status": converted["status"]}
@@ -177,6 +186,11 @@ def measure(source: str, record: dict, vocab, args) -> list[dict]:
     return rows
 
 
+def _ours(mode: str) -> str:
+    """The engine name of our rows: ``ours`` in strict mode (as in older raw files)."""
+    return "ours" if mode == "strict" else f"ours-{mode}"
+
+
 def _pct(part: int, whole: int) -> str:
     return "–" if whole == 0 else f"{100.0 * part / whole:.1f}%"
 
@@ -185,7 +199,7 @@ def table(rows: list[dict], engine: str, check: str = "index") -> list[str]:
     mine = [r for r in rows if r["engine"] == engine]
     sources = sorted({r["source"] for r in mine})
     head = ("| source | schemas | regex % | compiled % | valid accepted | invalid rejected "
-            "| median build s |" if engine != "ours" else
+            "| median build s |" if not engine.startswith("ours") else
             "| source | schemas | compiled % | valid accepted | invalid rejected | median build s |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     totals = {"n": 0, "regex": 0, "ok": 0, "v": 0, "vo": 0, "i": 0, "io": 0, "times": []}
@@ -197,7 +211,7 @@ def table(rows: list[dict], engine: str, check: str = "index") -> list[str]:
         times = [r["build_s"] for r in ok]
         median = f"{statistics.median(times):.2f}" if times else "–"
         cells = [source, str(n)]
-        if engine != "ours":
+        if not engine.startswith("ours"):
             cells.append(_pct(sum(1 for r in group if r.get("regex_status") == "ok"), n))
         cells += [_pct(len(ok), n), f"{_pct(vo, v)} ({vo}/{v})", f"{_pct(io, i)} ({io}/{i})", median]
         lines.append("| " + " | ".join(cells) + " |")
@@ -231,19 +245,27 @@ def main(argv=None) -> int:
     parser.add_argument("--engines", default="ours,outlines", help="ours, outlines, or both")
     parser.add_argument("--outlines-check", choices=("index", "re"), default="index",
                         help="check outlines-core's regex with our index (default) or with re")
-    parser.add_argument("--lenient", action="store_true", help="compile our schemas in lenient mode")
+    parser.add_argument("--modes", default="strict",
+                        help="our compile modes, comma-separated: strict, lenient, or both")
+    parser.add_argument("--lenient", action="store_true", help="the same as --modes lenient")
     parser.add_argument("--vocab", default="qwen2.5")
     parser.add_argument("--out", default=str(HERE / "RESULTS.schemas.md"))
     parser.add_argument("--raw", default=None, help="also write one JSON line per measurement here")
     args = parser.parse_args(argv)
     args.engines = [e.strip() for e in args.engines.split(",")]
+    args.modes = ["lenient"] if args.lenient else [m.strip() for m in args.modes.split(",")]
+    if not set(args.modes) <= {"strict", "lenient"}:
+        parser.error(f"--modes: strict and/or lenient, not {args.modes}")
 
     from index import Vocabulary
 
     sources = sorted(p.name[:-len(".jsonl.gz")] for p in DATA.glob("*.jsonl.gz")) \
         if args.sources == "all" else [s.strip() for s in args.sources.split(",")]
     vocab = Vocabulary.builtin(args.vocab)
-    vocab.byte_matrix()  # warm caches before forking, so children share them
+    # every table a build reads, computed before forking so that children share
+    # it (copy-on-write) instead of each redoing it inside its timed build
+    vocab.byte_matrix()
+    vocab.prepare()
     # import the compilers before forking: every child runs the same code
     import index.build  # noqa: F401
     import index.schema  # noqa: F401
@@ -275,7 +297,7 @@ def main(argv=None) -> int:
         f"({platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}), "
         f"vocabulary `{args.vocab}`, per-schema limit {args.timeout:g} s for compile + build, "
         f"{len(work)} schemas ({'all' if args.limit_per_source is None else f'every k-th, {args.limit_per_source} per source'}), "
-        f"{'lenient' if args.lenient else 'strict'} mode for ours.",
+        f"{' and '.join(args.modes)} mode for ours.",
         "",
         "*compiled*: a regex and an index within the limit. *valid accepted*: valid instances of "
         "compiled schemas whose tokens (text: compact, keys in declared order) walk to a final "
@@ -284,9 +306,23 @@ def main(argv=None) -> int:
         "",
     ]
     if "ours" in args.engines:
-        out += ["## tokendfa (`regex_from_schema` + `Index.from_regex`)", ""] + table(rows, "ours")
-        out += ["", "Why schemas did not compile (top reasons):", ""] + failure_summary(rows, "ours")
-        out.append("")
+        for mode in args.modes:
+            out += [f"## tokendfa (`regex_from_schema`, {mode} mode, + `Index.from_regex`)", ""]
+            out += table(rows, _ours(mode))
+            out += ["", "Why schemas did not compile (top reasons):", ""]
+            out += failure_summary(rows, _ours(mode))
+            out.append("")
+        if len(args.modes) > 1:
+            out += ["Side by side (compiled %):", "", "| source | " + " | ".join(args.modes) + " |",
+                    "|---|" + "---|" * len(args.modes)]
+            for source in sorted({r["source"] for r in rows}) + ["**all**"]:
+                cells = []
+                for mode in args.modes:
+                    group = [r for r in rows if r["engine"] == _ours(mode)
+                             and (source == "**all**" or r["source"] == source)]
+                    cells.append(_pct(sum(1 for r in group if r.get("status") == "ok"), len(group)))
+                out.append(f"| {source} | " + " | ".join(cells) + " |")
+            out.append("")
     if "outlines" in args.engines:
         how = ("our index built from its regex" if args.outlines_check == "index"
                else "its regex checked with Python re.fullmatch (no index built)")
