@@ -97,3 +97,8 @@ class TokenNotAllowedError(TokenDFAError, ValueError):
 
 class InvalidStateError(TokenDFAError, ValueError):
     """A state id, token id or rollback count outside the valid range."""
+
+
+class MaskBufferError(TokenDFAError, ValueError):
+    """A caller's mask buffer that cannot hold a bitset: too few words, a
+    dtype other than 32-bit integers, or a row outside the batch."""

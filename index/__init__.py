@@ -22,6 +22,7 @@ from analysis.errors import (
     IndexFileError,
     IndexVersionError,
     InvalidStateError,
+    MaskBufferError,
     RegexError,
     SchemaError,
     TokenDFAError,
@@ -41,5 +42,5 @@ __all__ = [
     "TokenDFAError", "RegexError", "UnsupportedRegexError", "EmptyLanguageError",
     "SchemaError", "UnsupportedSchemaError", "VocabularyError", "VocabularyCoverageError",
     "BuildLimitError", "IndexFileError", "IndexVersionError", "VocabularyMismatchError",
-    "TokenNotAllowedError", "InvalidStateError",
+    "TokenNotAllowedError", "InvalidStateError", "MaskBufferError",
 ]

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from analysis.errors import InvalidStateError, TokenNotAllowedError
+from analysis.errors import InvalidStateError, MaskBufferError, TokenNotAllowedError
 
 if TYPE_CHECKING:  # pragma: no cover
     from index.vocabulary import Vocabulary
@@ -83,7 +83,13 @@ class Index:
         self._eos = frozenset(int(t) for t in arrays.eos_token_ids)
         self._num_states = len(arrays.finals)
         self._vocab_size = len(arrays.token_group)
+        self._words = arrays.masks.shape[1]
+        # The masks reinterpreted for each buffer dtype a caller may pass, so
+        # writing a mask is one copy with no per-call view.
+        self._masks_as = {np.dtype(np.uint32): arrays.masks,
+                          np.dtype(np.int32): arrays.masks.view(np.int32)}
         self._torch_mask_tables: dict[str, object] = {}
+        self._tensor_views: dict[int, tuple[Any, np.ndarray, int]] = {}
         # Plain Python lists for advance(): list indexing and bisect cost a
         # fraction of the numpy calls they replace. Made on first use.
         self._lists: tuple[list[int], list[int], list[int], list[int]] | None = None
@@ -235,27 +241,60 @@ class Index:
         model's logits often are: the extra words are cleared, so ids past the
         vocabulary are never allowed.
         """
-        mask = self.get_mask(state)
-        if not isinstance(out, np.ndarray):
-            if out.device.type != "cpu":  # torch on an accelerator: copy on the device
-                target = out if row is None else out[row]
-                self._check_width(target.shape[-1])
-                words = self._masks.shape[1]
-                target[:words].copy_(self._torch_masks(out.device)[self._mask_id[state]])
-                target[words:].zero_()
+        if not 0 <= state < self._num_states:
+            self._check_state(state)
+        if type(out) is not np.ndarray:
+            if not out.is_cpu:  # torch on an accelerator: copy on the device
+                self._write_on_device(state, out, row)
                 return
-            out = out.numpy()  # a CPU tensor: a numpy view of the same memory, no copy
-        target = out if row is None else out[row]
-        words = len(mask)
-        if target.shape[-1] < words:
-            self._check_width(target.shape[-1])
-        target[:words] = mask.view(target.dtype)
+            out = self._numpy_view_of(out)  # a CPU tensor: its memory, no copy
+        target = out if row is None else self._row_of(out, row)
+        masks = self._masks_as.get(target.dtype)
+        if masks is None or target.ndim != 1:
+            raise MaskBufferError(
+                f"the mask buffer must be int32 or uint32 words, one row or a batch of rows; "
+                f"got {target.dtype} with shape {out.shape}")
+        words = self._words
+        if len(target) == words:  # the common case: a buffer exactly as wide as the vocabulary
+            target[...] = masks[self._mask_id[state]]
+            return
+        self._check_width(len(target))
+        target[:words] = masks[self._mask_id[state]]
         target[words:] = 0
 
+    def _numpy_view_of(self, tensor) -> np.ndarray:
+        """A numpy view of a CPU tensor's memory, remembered for the few
+        tensors last seen: making one (``Tensor.numpy()``) costs more than
+        copying a 19 kB mask, and a generator passes the same bitmask tensor
+        at every step. An entry is used only while its tensor still owns the
+        same memory; holding it keeps at most a few caller buffers alive."""
+        entry = self._tensor_views.get(id(tensor))
+        if entry is not None and entry[0] is tensor and entry[2] == tensor.data_ptr():
+            return entry[1]
+        view = tensor.numpy()
+        if len(self._tensor_views) >= 8:
+            self._tensor_views.clear()  # one atomic step, safe with threads sharing the index
+        self._tensor_views[id(tensor)] = (tensor, view, tensor.data_ptr())
+        return view
+
+    @staticmethod
+    def _row_of(out, row: int):
+        try:
+            return out[row]
+        except IndexError:
+            raise MaskBufferError(f"row {row} is outside a batch of shape {tuple(out.shape)}") from None
+
+    def _write_on_device(self, state: int, out, row: int | None) -> None:
+        target = out if row is None else self._row_of(out, row)
+        self._check_width(target.shape[-1])
+        words = self._words
+        target[:words].copy_(self._torch_masks(out.device)[self._mask_id[state]])
+        target[words:].zero_()
+
     def _check_width(self, width: int) -> None:
-        if width < self._masks.shape[1]:
-            raise InvalidStateError(
-                f"the buffer has {width} words, the vocabulary needs {self._masks.shape[1]}")
+        if width < self._words:
+            raise MaskBufferError(
+                f"the buffer has {width} words, the vocabulary needs {self._words}")
 
     def _torch_masks(self, device):
         """The masks as a torch tensor on ``device``, made on first use there."""

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import TOY_EOS, TOY_TOKENS, cached_index
-from index import Guide, InvalidStateError, TokenNotAllowedError
+from index import Guide, InvalidStateError, MaskBufferError, TokenNotAllowedError
 
 TOKEN = {data: i for i, data in reversed(list(enumerate(TOY_TOKENS))) if data is not None}
 
@@ -188,10 +188,41 @@ def test_write_mask_into_numpy_and_torch_rows():
     single = np.zeros(words, dtype=np.uint32)
     index.write_mask_into(0, single)
     assert np.array_equal(single, index.get_mask(0))
-    with pytest.raises(InvalidStateError, match="the buffer has 3 words"):
+    with pytest.raises(MaskBufferError, match="the buffer has 3 words"):
         index.write_mask_into(0, np.zeros(3, dtype=np.int32))
+    with pytest.raises(MaskBufferError, match="int32 or uint32 words.*float32"):
+        index.write_mask_into(0, np.zeros(words, dtype=np.float32))
+    with pytest.raises(MaskBufferError, match="shape"):
+        index.write_mask_into(0, np.zeros((2, words), dtype=np.int32))   # a batch needs a row
+    with pytest.raises(MaskBufferError, match="row 5 is outside a batch of shape"):
+        index.write_mask_into(0, batch, row=5)
     torch = pytest.importorskip("torch")
     tensor = torch.full((2, words + 1), -1, dtype=torch.int32)
     index.write_mask_into(1, tensor, row=1)
     assert np.array_equal(tensor[1, :words].numpy().view(np.uint32), index.get_mask(1))
     assert tensor[1, words] == 0 and (tensor[0] == -1).all()
+    exact = torch.zeros(words, dtype=torch.int32)
+    index.write_mask_into(1, exact)
+    assert np.array_equal(exact.numpy().view(np.uint32), index.get_mask(1))
+    with pytest.raises(MaskBufferError, match="row 2 is outside"):
+        index.write_mask_into(1, tensor, row=2)
+
+
+def test_write_mask_into_a_tensor_that_changed_its_memory():
+    # The index remembers numpy views of recently seen tensors; a tensor
+    # given new memory in place must be written in its new memory.
+    torch = pytest.importorskip("torch")
+    index = cached_index(r"-?[0-9]+(\.[0-9]+)?", "qwen2.5")
+    words = (index.vocab_size + 31) // 32
+    tensor = torch.zeros((2, words), dtype=torch.int32)
+    index.write_mask_into(0, tensor, row=0)
+    old = tensor.clone()
+    tensor.set_(torch.full((3, words), -1, dtype=torch.int32))
+    index.write_mask_into(1, tensor, row=2)
+    assert np.array_equal(tensor[2].numpy().view(np.uint32), index.get_mask(1))
+    assert (tensor[:2] == -1).all()
+    for _ in range(20):   # many short-lived buffers: each written correctly
+        fresh = torch.zeros(words, dtype=torch.int32)
+        index.write_mask_into(1, fresh)
+        assert np.array_equal(fresh.numpy().view(np.uint32), index.get_mask(1))
+    assert np.array_equal(old[0].numpy().view(np.uint32), index.get_mask(0))
