@@ -158,6 +158,36 @@ class _ObjPart:
     patterns: dict[str, Sub]
     additional: Sub | None      # None: absent (anything goes)
     pointer: str
+    declares: bool = True       # False: constrains its names without moving them in the order
+
+
+@dataclass(frozen=True, eq=False)
+class _Witness:
+    """The negation of an object's member schemas: *some* member breaks them.
+
+    ``not {properties: P, patternProperties: PP, additionalProperties: A}``
+    holds when the object has a member whose value violates the schemas
+    that apply to its key. For a declared name that is a ``required``
+    property with a negated value; for the other keys it is this: a member
+    whose key is not in ``names`` and either matches ``pattern`` (when
+    ``pattern`` is set) or, with ``others`` set, matches none of ``others``
+    (the keys ``additionalProperties`` governs; ``others`` empty: any key),
+    and whose value satisfies ``value`` (None: any value).
+    """
+
+    names: frozenset
+    pattern: str | None
+    others: tuple | None
+    value: "Sub | None"
+    pointer: str
+
+    def covers(self, name: str, matches) -> bool:
+        """Whether a member named ``name`` can be this witness (``matches(pattern, name)``)."""
+        if name in self.names:
+            return False
+        if self.pattern is not None:
+            return matches(self.pattern, name)
+        return not any(matches(p, name) for p in self.others)
 
 
 @dataclass
@@ -197,6 +227,7 @@ class Flat:
     max_props: int | None = None
     obj_parts: list = field(default_factory=list)
     property_names: list = field(default_factory=list)
+    witnesses: list = field(default_factory=list)      # _Witness: some member must be one
     # combinators still to split, and negations to push down
     choices: list = field(default_factory=list)        # (kind, [alternatives], pointer)
     nots: list = field(default_factory=list)           # Sub
@@ -207,12 +238,16 @@ class Flat:
     def copy(self) -> "Flat":
         new = Flat(**{k: getattr(self, k) for k in self.__dataclass_fields__})
         for name in ("not_values", "multiple_of", "patterns", "formats", "arr_parts", "contains", "required",
-                     "obj_parts", "property_names", "choices", "nots", "sources", "negated",
+                     "obj_parts", "property_names", "witnesses", "choices", "nots", "sources", "negated",
                      "cut_refs"):
             setattr(new, name, list(getattr(self, name)))
         if self.enum is not None:
             new.enum = list(self.enum)
         return new
+
+
+class _Widened(Exception):
+    """Lenient mode dropped a constraint deep inside an emitter; its caller widens."""
 
 
 class Layout:
@@ -548,17 +583,39 @@ class Compiler:
         if flat.max_props is not None:
             alternatives.append([d({"x-types": {"object"}, "minProperties": flat.max_props + 1})])
         for part in flat.obj_parts:
-            if part.patterns or part.additional is not None and part.additional.schema is not True:
-                widened("patternProperties/additionalProperties", {"object"})
-                continue
-            for name, prop in part.properties.items():
-                # an object that has this property with a value the schema refuses
-                alternatives.append([d({"x-types": {"object"}, "required": [name],
-                                        "properties": {name: {"not": _Embedded(prop)}}})])
+            alternatives.extend(self._negate_members(part, d))
+        if flat.witnesses:
+            widened("not patternProperties/additionalProperties", {"object"})
         if flat.property_names:
             widened("propertyNames", {"object"})
         if flat.not_values:
             alternatives.append([d({"enum": flat.not_values})])
+        return alternatives
+
+    def _negate_members(self, part: _ObjPart, derived) -> list[list]:
+        """Objects with a member that breaks ``part`` (see :class:`_Witness`)."""
+        alternatives = []
+        names = frozenset(part.properties)
+        for name, prop in part.properties.items():
+            # a declared name: its value must satisfy its property and the patterns it matches
+            applies = [prop] + [s for p, s in part.patterns.items()
+                                if self._pattern_matches(p, name, part)]
+            target = applies[0] if len(applies) == 1 else derived({"x-all": applies})
+            alternatives.append([derived({"x-types": {"object"}, "required": [name],
+                                          "properties": {name: {"not": _Embedded(target)}}})])
+
+        def broken(schema_sub: Sub) -> Sub | None:
+            return None if schema_sub.schema is False else derived({"not": _Embedded(schema_sub)})
+
+        for pattern, schema_sub in part.patterns.items():
+            if schema_sub.schema is True or schema_sub.schema == {}:
+                continue    # a value cannot break it
+            witness = _Witness(names, pattern, None, broken(schema_sub), part.pointer)
+            alternatives.append([derived({"x-types": {"object"}, "x-some-member": witness})])
+        additional = part.additional
+        if additional is not None and additional.schema is not True and additional.schema != {}:
+            witness = _Witness(names, None, tuple(part.patterns), broken(additional), part.pointer)
+            alternatives.append([derived({"x-types": {"object"}, "x-some-member": witness})])
         return alternatives
 
     @staticmethod
@@ -569,7 +626,8 @@ class Compiler:
                 and flat.max_items is None and not flat.arr_parts and not flat.contains
                 and not flat.required
                 and flat.min_props == 0 and flat.max_props is None and not flat.obj_parts
-                and not flat.property_names and not flat.nots and not flat.not_values)
+                and not flat.property_names and not flat.witnesses and not flat.nots
+                and not flat.not_values)
 
     # --- emitting -------------------------------------------------------------------------
 
@@ -790,16 +848,68 @@ class Compiler:
     # --- objects ------------------------------------------------------------------------------
 
     def _object(self, flat: Flat, depth: int) -> str | None:
-        layout = self.layout
-        parts: list[_ObjPart] = flat.obj_parts
+        if flat.witnesses:
+            return self._object_with_witness(flat, depth)
+        return self._object_members(flat, depth, None)
+
+    @staticmethod
+    def _declared(flat: Flat) -> list[str]:
+        """Member names in the order the regex writes them (properties, then required)."""
         declared: list[str] = []
-        for part in parts:
-            for name in part.properties:
-                if name not in declared:
-                    declared.append(name)
+        for part in flat.obj_parts:
+            if part.declares:
+                for name in part.properties:
+                    if name not in declared:
+                        declared.append(name)
         for name in flat.required:
             if name not in declared:
                 declared.append(name)
+        return declared
+
+    def _object_with_witness(self, flat: Flat, depth: int) -> str | None:
+        """An object with a member that breaks a negated schema (:class:`_Witness`).
+
+        The member is either one of the declared names (then it is required
+        and its value satisfies the witness too) or one of the additional
+        members (written after the declared ones, at least one of them a witness).
+        """
+        witness = flat.witnesses[0]
+        base = flat.copy()
+        base.witnesses = []
+        if len(flat.witnesses) > 1:
+            self.unsupported("not", flat.witnesses[1].pointer,
+                             "several negated patternProperties/additionalProperties on one object")
+        if base.min_props > 0 or base.max_props is not None:
+            self.unsupported("not", witness.pointer, "negated patternProperties/additionalProperties "
+                             "together with minProperties/maxProperties")
+            return self._object_members(base, depth, None)
+
+        def matches(pattern: str, name: str) -> bool:
+            try:
+                return strs.pattern_matches(pattern, name)
+            except strs.PatternUnsupported as exc:
+                self.unsupported("not", witness.pointer, str(exc))
+                return True
+
+        alternatives = []
+        for name in self._declared(base):
+            if witness.covers(name, matches):
+                branch = base.copy()
+                if name not in branch.required:
+                    branch.required.append(name)
+                if witness.value is not None:
+                    branch.obj_parts.append(_ObjPart({name: witness.value}, {}, None, witness.pointer,
+                                                     declares=False))
+                alternatives.append(self._object_members(branch, depth, None))
+        try:
+            alternatives.append(self._object_members(base, depth, witness))
+        except _Widened:
+            return self._object_members(base, depth, None)   # lenient: the witness dropped
+        return _alt(alternatives)
+
+    def _object_members(self, flat: Flat, depth: int, witness: "_Witness | None") -> str | None:
+        parts: list[_ObjPart] = flat.obj_parts
+        declared = self._declared(flat)
         required = set(flat.required)
         names_subs = flat.property_names
         entries = []          # (key regex, value regex, required)
@@ -826,8 +936,60 @@ class Compiler:
                     return None
                 continue
             entries.append((strs.json_string_literal(name), value, name in required))
-        extra = self._extras(flat, parts, excluded, depth)
-        return self._members(entries, extra, flat.min_props, flat.max_props, depth)
+        kinds = self._extras(flat, parts, excluded, depth)
+        extra = [(key, self._element(subs, depth + 1)) for key, subs, _ in kinds]
+        extra = [(key, value) for key, value in extra if key is not None and value is not None]
+        if witness is None:
+            return self._members(entries, extra, flat.min_props, flat.max_props, depth)
+        witnessed = []
+        for key, subs, kind in kinds:
+            key = self._witness_key(key, kind, witness, excluded)
+            if key is not None:
+                value = self._element(subs + ([witness.value] if witness.value is not None else []),
+                                      depth + 1)
+                if value is not None:
+                    witnessed.append((key, value))
+        return self._members(entries, extra, flat.min_props, flat.max_props, depth, witnessed)
+
+    def _witness_key(self, key: str | None, kind: tuple, witness: "_Witness",
+                     excluded: list[str]) -> str | None:
+        """The keys of additional members (``key``, described by ``kind``) that can be the witness.
+
+        Raises :class:`_Widened` in lenient mode where the intersection has no exact regex.
+        """
+        import re as _re
+
+        if key is None:
+            return None
+        avoid = set(witness.names) | set(excluded)
+
+        def key_takes(name: str) -> bool:
+            return _re.fullmatch(key, json.dumps(name, ensure_ascii=False)) is not None
+
+        try:
+            if kind[0] == "except":
+                if witness.pattern is None and not witness.others:
+                    return strs.keys_except(list(kind[1]) + sorted(witness.names))
+                if witness.pattern is not None:
+                    if not any(strs.pattern_matches(witness.pattern, n) for n in avoid):
+                        return strs.translate_pattern(witness.pattern)
+                elif len(witness.others) == 1 and all(
+                        strs.pattern_matches(witness.others[0], n) for n in avoid):
+                    complement = strs.pattern_complement(witness.others[0])
+                    if complement is not None:
+                        return complement
+            elif kind[0] in ("pattern", "complement") and not any(key_takes(n) for n in witness.names):
+                if witness.pattern is None and not witness.others:
+                    return key
+                if kind[0] == "pattern" and witness.pattern == kind[1]:
+                    return key
+                if kind[0] == "complement" and witness.others == (kind[1],):
+                    return key
+        except strs.PatternUnsupported:
+            pass
+        self.unsupported("not", witness.pointer, "negated patternProperties/additionalProperties: "
+                         "no exact regex for the keys that break them")
+        raise _Widened()
 
     def _pattern_matches(self, pattern: str, name: str, part: _ObjPart) -> bool:
         try:
@@ -837,26 +999,31 @@ class Compiler:
             return False
 
     def _extras(self, flat: Flat, parts: list[_ObjPart], excluded: list[str], depth: int):
-        """``(key regex, value regex)`` alternatives for undeclared members, or []."""
+        """Undeclared members: ``(key regex, value subschemas, kind)`` alternatives, or [].
+
+        ``kind`` says which keys the regex takes, for :meth:`_witness_key`:
+        ``("except", names)`` every key but ``names``; ``("pattern", p)`` the
+        keys that match ``p``; ``("complement", p)`` those that do not;
+        ``("other",)`` anything else (``propertyNames``).
+        """
         with_patterns = [p for p in parts if p.patterns]
         closed = any(p.additional is not None and p.additional.schema is False and not p.patterns
                      for p in parts)
         if closed:
             return []
         key_subs = flat.property_names
+        every_key = ("other",) if key_subs else ("except", tuple(excluded))
         if not with_patterns:
             subs = [p.additional for p in parts if p.additional is not None]
-            value = self._element(subs, depth + 1)
-            if value is None:
+            if self._element(subs, depth + 1) is None:
                 return []
-            return [(self._key(key_subs, excluded, parts[0].pointer if parts else ""), value)]
+            return [(self._key(key_subs, excluded, parts[0].pointer if parts else ""), subs, every_key)]
         if len(with_patterns) > 1:
             self.unsupported("patternProperties", with_patterns[1].pointer,
                              "patternProperties in more than one subschema of an allOf")
         part = with_patterns[0]
         others = [p.additional for p in parts if p is not part and p.additional is not None]
         pieces = []
-        keys = []
         for pattern, sub in part.patterns.items():
             try:
                 key = strs.translate_pattern(pattern)
@@ -865,38 +1032,40 @@ class Compiler:
                 continue
             if key is None:
                 continue
+            kind = ("pattern", pattern)
             if regex_subset(strs.keys_except([]), key):
                 # the pattern takes every key (".*"): the extras are every undeclared key
-                key = strs.keys_except(excluded)
+                key, kind = strs.keys_except(excluded), ("except", tuple(excluded))
             elif any(self._pattern_matches(pattern, name, part) for name in excluded):
                 self.unsupported("patternProperties", part.pointer,
                                  f"pattern {pattern!r} also matches a declared property name")
             if key_subs:
                 self.unsupported("propertyNames", part.pointer, "propertyNames with patternProperties")
             value = self._element([sub] + others, depth + 1)
-            keys.append(key)
-            pieces.append((key, value, pattern))
-        if len(pieces) > 1 and len({v for _, v, _ in pieces}) > 1 \
-                and not self._disjoint_keys([k for k, _, _ in pieces]):
+            pieces.append((key, value, pattern, [sub] + others, kind))
+        if len(pieces) > 1 and len({v for _, v, _, _, _ in pieces}) > 1 \
+                and not self._disjoint_keys([k for k, _, _, _, _ in pieces]):
             self.unsupported("patternProperties", part.pointer,
                              "overlapping patterns with different schemas")
         additional = part.additional
-        result = [(k, v) for k, v, _ in pieces if v is not None]
+        result = [(k, subs, kind) for k, v, _, subs, kind in pieces if v is not None]
         if (additional is None or additional.schema is not False) and any(
-                key == strs.keys_except(excluded) for key, _, _ in pieces):
+                key == strs.keys_except(excluded) for key, _, _, _, _ in pieces):
             return result           # a pattern such as ".*" matches every key
         if additional is None or additional.schema is not False:
             # keys that match no pattern: need the complement of the patterns
-            value = self._element(([additional] if additional is not None else []) + others, depth + 1)
+            rest_subs = ([additional] if additional is not None else []) + others
+            value = self._element(rest_subs, depth + 1)
             if len(pieces) == 1 and not key_subs and all(
                     self._pattern_matches(pieces[0][2], name, part) for name in excluded):
                 rest = strs.pattern_complement(pieces[0][2])
                 if rest is not None:
-                    return result + ([(rest, value)] if value is not None else [])
+                    return result + ([(rest, rest_subs, ("complement", pieces[0][2]))]
+                                     if value is not None else [])
             anything = self.any_value(depth + 1)
-            if len(result) == len(pieces) and all(v == anything for _, v in result) \
+            if len(result) == len(pieces) and all(v == anything for _, v, _, _, _ in pieces) \
                     and value == anything:
-                return [(self._key(key_subs, excluded, part.pointer), anything)]
+                return [(self._key(key_subs, excluded, part.pointer), [], every_key)]
             if value is None and len(result) == len(pieces):
                 return result
             self.unsupported("additionalProperties" if additional is not None else "patternProperties",
@@ -904,7 +1073,7 @@ class Compiler:
                              "properties that match no pattern (or a pattern whose schema is false) "
                              "would need the complement of the patterns")
             if value is not None:
-                result.append((self._key(key_subs, excluded, part.pointer), value))
+                result.append((self._key(key_subs, excluded, part.pointer), rest_subs, ("other",)))
         return result
 
     def _key(self, key_subs: list[Sub], excluded: list[str], pointer: str) -> str:
@@ -1029,8 +1198,12 @@ class Compiler:
         return self._flats_disjoint(va, vb)
 
     def _members(self, entries, extras, min_props: int, max_props: int | None,
-                 depth: int) -> str | None:
-        """The object: declared members in order (O(k) regex), then extra members."""
+                 depth: int, witnessed: list | None = None) -> str | None:
+        """The object: declared members in order (O(k) regex), then extra members.
+
+        With ``witnessed`` (``(key, value)`` regexes, each within some extra
+        member), at least one of the extra members must be one of those.
+        """
         layout = self.layout
         comma = layout.comma(depth)
         colon = layout.colon()
@@ -1054,6 +1227,17 @@ class Compiler:
                     chain = step if seen_required else _alt([step, member])
                 seen_required = seen_required or req
             bodies = []
+            if witnessed is not None:
+                # some extra member is a witness: extras, the witness, extras
+                hit = _alt([k + colon + v for k, v in witnessed])
+                if hit is None or extra is None:
+                    return None
+                around = f"(?:{comma}{extra})*"
+                if chain is not None:
+                    bodies.append(chain + around + comma + hit + around)
+                if not seen_required:
+                    bodies.append(f"(?:{extra}{comma})*" + hit + around)
+                return self._container("\\{", "\\}", _alt(bodies), False, depth)
             if chain is not None:
                 bodies.append(chain + (f"(?:{comma}{extra})*" if extra else ""))
             if extra and not seen_required:
@@ -1596,6 +1780,10 @@ def _k_one_of(c: Compiler, flat: Flat, sub: Sub, value) -> None:
     flat.choices.append(("oneOf", options, sub.pointer + "/oneOf"))
 
 
+def _k_some_member(c: Compiler, flat: Flat, sub: Sub, value) -> None:
+    flat.witnesses.append(value)
+
+
 def _k_not(c: Compiler, flat: Flat, sub: Sub, value) -> None:
     if isinstance(value, _Embedded):
         flat.nots.append(value.sub)
@@ -1672,5 +1860,5 @@ _KEYWORDS = {
     "if": _k_if, "dependentRequired": _k_dependent_required, "dependencies": _k_dependencies,
     "dependentSchemas": _k_dependent_schemas, "x-unique": _k_unique,
     "unevaluatedProperties": _k_unevaluated_properties, "unevaluatedItems": _k_unevaluated_items,
-    "contains": _k_contains,
+    "contains": _k_contains, "x-some-member": _k_some_member,
 }

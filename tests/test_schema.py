@@ -447,6 +447,41 @@ def test_invalid_schema_names_the_pointer():
         regex_from_schema(42)
 
 
+def test_not_of_member_schemas_needs_a_member_that_breaks_them():
+    # not additionalProperties: some undeclared member (with a value it refuses)
+    check({"type": "object", "not": {"properties": {"a": {}}, "additionalProperties": False}},
+          [{"b": 1}, {"a": 1, "b": 2}], [{}, {"a": 1}])
+    check({"type": "object", "not": {"properties": {"a": {}}, "additionalProperties": {"type": "integer"}}},
+          [{"b": "x"}, {"a": 1, "b": 2, "c": "x"}], [{}, {"a": "x"}, {"b": 1}, {"a": 1, "b": 2}])
+    # not patternProperties: a member whose key matches and whose value the pattern's schema refuses
+    check({"not": {"patternProperties": {"f.*o": {"type": "integer"}}}},
+          [{"foo": "x"}, {"fo": 1, "foo": None}], [{}, {"foo": 1}, {"bar": "x"}, 1])
+    check({"type": "object", "properties": {"a": {}, "b": {}},
+           "not": {"patternProperties": {"^c": {"type": "integer"}}}},
+          [{"ca": "x"}, {"a": 1, "b": 2, "cb": "x"}, {"a": 1, "c": 1, "cb": "x", "d": 1}],
+          [{}, {"a": 1}, {"cb": 1}, {"b": "x"}])
+    check({"not": {"patternProperties": {"^x-": {}}, "additionalProperties": False}},
+          [{"a": 1}], [{}, {"x-a": 1}, 1])
+    # a declared name is a witness through its own value (and the patterns it matches)
+    check({"not": {"properties": {"a": {"type": "string"}}, "patternProperties": {"^b": {"maxLength": 2}}}},
+          [{"a": 1}, {"b": "abc"}], [{"a": "ab"}, {}, {"b": "ab"}])
+    # the oneOf branches that are not provably disjoint are negated
+    check({"oneOf": [{"type": "object", "properties": {"href": {"type": "string"}}, "required": ["href"],
+                      "additionalProperties": False},
+                     {"type": "object", "properties": {"href": {"type": "string"}, "x": {}}}]},
+          [{"href": "a", "x": 1}, {}, {"y": 1}], [{"href": "a"}])
+
+
+def test_not_of_member_schemas_without_an_exact_regex_is_reported():
+    # the keys that break the pattern are "^a" minus the declared "a": no exact regex here
+    schema = {"type": "object", "properties": {"a": {}},
+              "not": {"patternProperties": {"^a": {"type": "integer"}}}}
+    with pytest.raises(UnsupportedSchemaError, match=r"'not' at /not: negated patternProperties"):
+        regex_from_schema(schema)
+    result = regex_from_schema(schema, lenient=True)
+    assert result.widenings and accepts(schema, '{"ab":1}', lenient=True)
+
+
 def test_unsupported_keyword_names_keyword_and_pointer():
     schema = {"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True}}}
     with pytest.raises(UnsupportedSchemaError,
