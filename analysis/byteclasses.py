@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.bytedfa import DEAD, ByteDFA
+from analysis.bytedfa import DEAD, ByteDFA, unique_columns
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,15 +49,10 @@ def byte_classes(dfa: ByteDFA, states: np.ndarray | None = None) -> ByteClasses:
     literal states from splitting the classes of everything else.
     """
     rows = dfa.transitions if states is None else dfa.transitions[states]
-    _, first_byte, inverse = np.unique(rows, axis=1, return_index=True, return_inverse=True)
-    inverse = inverse.ravel()
-    # np.unique orders columns by content; renumber classes by smallest byte
-    # so the numbering is stable and readable.
-    order = np.argsort(first_byte, kind="stable")
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    class_of = rank[inverse].astype(np.int32)
-    representatives = np.sort(first_byte).astype(np.int32)
+    # Classes come numbered by smallest byte, so the numbering is stable and readable.
+    first_byte, inverse = unique_columns(rows)
+    class_of = inverse.astype(np.int32)
+    representatives = first_byte.astype(np.int32)
     dead = np.flatnonzero((rows[:, representatives] == DEAD).all(axis=0))
     class_of.flags.writeable = False
     representatives.flags.writeable = False
