@@ -62,7 +62,8 @@ def assemble(dfa: ByteDFA, raw: RawEdges, vocabulary) -> IndexArrays:
     eos = np.asarray(sorted(set(int(t) for t in vocabulary.eos_token_ids)), dtype=np.int32)
     mask_id, masks = _unique_masks(offsets, group, finals, token_group, eos, vocabulary.size)
     no_forced = (np.zeros(num_states + 1, dtype=np.int64), np.zeros(0, dtype=np.int32))
-    arrays = IndexArrays(token_group.astype(np.int32), offsets, group.astype(np.int32),
+    arrays = IndexArrays(token_group.astype(group_dtype(int(token_group.max(initial=-1)) + 1)),
+                         offsets, group.astype(np.int32),
                          target.astype(np.int32), finals, mask_id, masks, eos, *no_forced)
     # Fast-forward tokens are found by walking the index itself.
     forced = forced_token_table(dfa, states, Index(arrays, {}, vocabulary), vocabulary)
@@ -116,6 +117,16 @@ def _mix64(values: np.ndarray) -> np.ndarray:
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return z ^ (z >> np.uint64(31))
+
+
+def group_dtype(num_groups: int) -> np.dtype:
+    """The narrowest signed integer holding group ids and -1: the per-token
+    group table is the one array as long as the vocabulary, and most indexes
+    have a few hundred groups, so int16 halves it (int8 quarters it)."""
+    for dtype in (np.int8, np.int16):
+        if num_groups <= np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    return np.dtype(np.int32)
 
 
 def _canonical_groups(token_group, source, group, target):

@@ -42,7 +42,7 @@ INITIAL_STATE = 0
 class IndexArrays:
     """The whole index as flat arrays: exactly what an index file stores."""
 
-    token_group: np.ndarray    # int32[V]: group of each token, -1 if never allowed
+    token_group: np.ndarray    # int8/16/32[V] (the narrowest that fits): group of each token, -1 if never allowed
     state_offsets: np.ndarray  # int64[S + 1]: state s owns edges offsets[s]:offsets[s + 1]
     edge_group: np.ndarray     # int32[E]: groups allowed from the state, sorted
     edge_next: np.ndarray      # int32[E]: the state each group leads to
@@ -90,9 +90,11 @@ class Index:
                           np.dtype(np.int32): arrays.masks.view(np.int32)}
         self._torch_mask_tables: dict[str, object] = {}
         self._tensor_views: dict[int, tuple[Any, np.ndarray, int]] = {}
-        # Plain Python lists for advance(): list indexing and bisect cost a
-        # fraction of the numpy calls they replace. Made on first use.
-        self._lists: tuple[list[int], list[int], list[int], list[int]] | None = None
+        # Plain Python lists of the edges for advance(): list indexing and
+        # bisect cost a fraction of the numpy calls they replace. Made on first
+        # use; token_group stays in numpy (``.item``), since a list of a
+        # whole vocabulary would cost milliseconds and megabytes per load.
+        self._lists: tuple[list[int], list[int], list[int]] | None = None
 
     # --- building and files ----------------------------------------------
 
@@ -331,14 +333,13 @@ class Index:
         state does not allow.
         """
         if self._lists is None:
-            self._lists = (self._token_group.tolist(), self._offsets.tolist(),
-                           self._edge_group.tolist(), self._edge_next.tolist())
-        token_group, offsets, edge_group, edge_next = self._lists
+            self._lists = (self._offsets.tolist(), self._edge_group.tolist(), self._edge_next.tolist())
+        offsets, edge_group, edge_next = self._lists
         if not 0 <= state < self._num_states:
             self._check_state(state)
         if not 0 <= token_id < self._vocab_size:
             self._check_token(token_id)
-        group = token_group[token_id]
+        group = self._token_group.item(token_id)
         if group >= 0:
             hi = offsets[state + 1]
             position = bisect.bisect_left(edge_group, group, offsets[state], hi)

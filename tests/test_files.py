@@ -59,8 +59,8 @@ def test_compressed_file_is_much_smaller_and_loads_the_same_read_only_arrays(tmp
     small, large = tmp_path / "small.tdfa", tmp_path / "large.tdfa"
     index.save(small)
     index.save(large, compress=False)
-    assert index_files.array_encodings(small)["masks"] == "zlib"
-    assert index_files.array_encodings(small)["token_group"] == "zlib"
+    encodings = index_files.array_encodings(small)
+    assert encodings["masks"] == "runs" and encodings["token_group"] != "raw"
     assert small.stat().st_size * 5 < large.stat().st_size
     loaded = Index.load(small, cached_vocabulary("qwen2.5"))
     assert loaded.arrays.equals(index.arrays)
@@ -68,6 +68,42 @@ def test_compressed_file_is_much_smaller_and_loads_the_same_read_only_arrays(tmp
         assert not array.flags.writeable
     with pytest.raises(ValueError):
         loaded.get_mask(0)[0] = 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_runs_encoding_round_trips_any_32_bit_array(seed):
+    rng = np.random.default_rng(seed)
+    shape = (int(rng.integers(1, 6)), int(rng.integers(1, 300)))
+    array = rng.choice(np.array([0, 0xFFFFFFFF, 7, 1 << 31], dtype=np.uint32), size=shape,
+                       p=[0.6, 0.3, 0.05, 0.05])
+    array = np.repeat(array, rng.integers(1, 4), axis=1)    # longer runs
+    for dtype in ("<u4", "<i4"):
+        typed = array.view(dtype)
+        stored = zlib.compress(index_files._runs(typed))
+        back = index_files._from_runs(stored, np.dtype(dtype), typed.nbytes, "a", "f").reshape(shape[0], -1)
+        assert back.dtype == typed.dtype and np.array_equal(back, typed)
+        assert not back.flags.writeable
+
+
+def test_runs_that_do_not_add_up_are_refused():
+    values, lengths = np.array([5, 0], dtype="<u4"), np.array([3, 2], dtype="<u4")
+    stored = zlib.compress(values.tobytes() + lengths.tobytes())
+    assert index_files._from_runs(stored, np.dtype("<u4"), 20, "m", "f").tolist() == [5, 5, 5, 0, 0]
+    with pytest.raises(IndexFileError, match="do not add up to its announced 6 elements"):
+        index_files._from_runs(stored, np.dtype("<u4"), 24, "m", "f")
+    with pytest.raises(IndexFileError, match="malformed run table"):
+        index_files._from_runs(zlib.compress(b"\0" * 12), np.dtype("<u4"), 24, "m", "f")
+    zero_run = zlib.compress(np.array([5, 0, 5, 0], dtype="<u4").tobytes())
+    with pytest.raises(IndexFileError, match="do not add up"):
+        index_files._from_runs(zero_run, np.dtype("<u4"), 20, "m", "f")
+
+
+def test_narrow_group_table_is_kept_narrow(tmp_path):
+    index = cached_index(PATTERN, "qwen2.5")
+    assert index.arrays.token_group.dtype == np.int8      # a handful of groups
+    path = tmp_path / "index.tdfa"
+    index.save(path, compress=False)
+    assert Index.load(path).arrays.token_group.dtype == np.int8
 
 
 def test_version_1_files_still_load(tmp_path):
@@ -183,10 +219,16 @@ def test_compressed_array_that_inflates_to_another_size_is_refused(tmp_path):
     path = tmp_path / "index.tdfa"
     index = cached_index(PATTERN, "qwen2.5")
     index.save(path)
+    assert index_files.array_encodings(path)["token_group"] == "zlib"
+    longer = index.vocab_size + 1
+    _rewrite_header(path, _set_array_entry("token_group", shape=[longer], nbytes=longer))  # int8
+    with pytest.raises(IndexFileError, match="'token_group' does not inflate to its announced"):
+        Index.load(path)
     words = index.arrays.masks.shape[1]
     rows = len(index.arrays.masks) + 1
+    index.save(path)
     _rewrite_header(path, _set_array_entry("masks", shape=[rows, words], nbytes=rows * words * 4))
-    with pytest.raises(IndexFileError, match="'masks' does not inflate to its announced"):
+    with pytest.raises(IndexFileError, match="'masks': its runs do not add up"):
         Index.load(path)
 
 
@@ -199,7 +241,7 @@ def test_unknown_encoding_and_garbled_compressed_bytes_are_refused(tmp_path):
         Index.load(path)
     path.write_bytes(good)
     _rewrite_header(path, _set_array_entry("masks", offset=0))   # token_group's bytes
-    with pytest.raises(IndexFileError, match="'masks' does not inflate"):
+    with pytest.raises(IndexFileError, match="'masks'.* do not add up|'masks' does not inflate"):
         Index.load(path, verify=False)
 
 
