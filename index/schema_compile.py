@@ -50,6 +50,7 @@ from typing import Any
 
 from analysis.errors import UnsupportedSchemaError
 from index import schema_numbers as nums
+from index import schema_regex_algebra as algebra
 from index import schema_strings as strs
 
 ALL_TYPES = frozenset({"null", "boolean", "integer", "fraction", "string", "array", "object"})
@@ -922,12 +923,12 @@ class Compiler:
                 continue
             subs = []
             for part in parts:
-                if name in part.properties:
-                    subs.append(part.properties[name])
-                    continue
+                # patternProperties apply to declared properties too; additionalProperties does not
                 matched = [s for p, s in part.patterns.items() if self._pattern_matches(p, name, part)]
                 subs.extend(matched)
-                if not matched and part.additional is not None:
+                if name in part.properties:
+                    subs.append(part.properties[name])
+                elif not matched and part.additional is not None:
                     subs.append(part.additional)
             value = self._element(subs, depth + 1)
             excluded.append(name)
@@ -957,35 +958,23 @@ class Compiler:
 
         Raises :class:`_Widened` in lenient mode where the intersection has no exact regex.
         """
-        import re as _re
-
         if key is None:
             return None
-        avoid = set(witness.names) | set(excluded)
-
-        def key_takes(name: str) -> bool:
-            return _re.fullmatch(key, json.dumps(name, ensure_ascii=False)) is not None
-
         try:
-            if kind[0] == "except":
-                if witness.pattern is None and not witness.others:
-                    return strs.keys_except(list(kind[1]) + sorted(witness.names))
-                if witness.pattern is not None:
-                    if not any(strs.pattern_matches(witness.pattern, n) for n in avoid):
-                        return strs.translate_pattern(witness.pattern)
-                elif len(witness.others) == 1 and all(
-                        strs.pattern_matches(witness.others[0], n) for n in avoid):
-                    complement = strs.pattern_complement(witness.others[0])
-                    if complement is not None:
-                        return complement
-            elif kind[0] in ("pattern", "complement") and not any(key_takes(n) for n in witness.names):
-                if witness.pattern is None and not witness.others:
-                    return key
-                if kind[0] == "pattern" and witness.pattern == kind[1]:
-                    return key
-                if kind[0] == "complement" and witness.others == (kind[1],):
-                    return key
-        except strs.PatternUnsupported:
+            if witness.pattern is not None:
+                keys = strs.translate_pattern(witness.pattern)
+            elif witness.others:
+                keys = _keys_matching_none(list(witness.others))
+            else:
+                keys = strs.keys_except([])
+            if keys is not None and kind[0] != "except":
+                keys = algebra.intersect(key, keys)
+            # declared names (of this object and of the negated schema) are witnesses elsewhere
+            avoid = sorted(set(witness.names) | set(kind[1] if kind[0] == "except" else ()))
+            if keys is not None and avoid:
+                keys = algebra.difference(keys, _alt([strs.json_string_literal(n) for n in avoid]))
+            return keys
+        except (strs.PatternUnsupported, algebra.NoExactRegex):
             pass
         self.unsupported("not", witness.pointer, "negated patternProperties/additionalProperties: "
                          "no exact regex for the keys that break them")
@@ -1037,8 +1026,15 @@ class Compiler:
                 # the pattern takes every key (".*"): the extras are every undeclared key
                 key, kind = strs.keys_except(excluded), ("except", tuple(excluded))
             elif any(self._pattern_matches(pattern, name, part) for name in excluded):
-                self.unsupported("patternProperties", part.pointer,
-                                 f"pattern {pattern!r} also matches a declared property name")
+                # the declared names are written with the declared members, not again here
+                names = _alt([strs.json_string_literal(n) for n in excluded])
+                try:
+                    key = algebra.difference(key, names)
+                except algebra.NoExactRegex as exc:
+                    self.unsupported("patternProperties", part.pointer,
+                                     f"pattern {pattern!r} also matches a declared property name ({exc})")
+                if key is None:
+                    continue
             if key_subs:
                 self.unsupported("propertyNames", part.pointer, "propertyNames with patternProperties")
             value = self._element([sub] + others, depth + 1)
@@ -1068,6 +1064,16 @@ class Compiler:
                 return [(self._key(key_subs, excluded, part.pointer), [], every_key)]
             if value is None and len(result) == len(pieces):
                 return result
+            if not key_subs and value is not None:
+                try:
+                    rest = _keys_matching_none([pattern for _, _, pattern, _, _ in pieces])
+                    if rest is not None and excluded:
+                        rest = algebra.difference(rest, _alt([strs.json_string_literal(n)
+                                                              for n in excluded]))
+                    kind = ("complement", pieces[0][2]) if len(pieces) == 1 else ("other",)
+                    return result + ([(rest, rest_subs, kind)] if rest is not None else [])
+                except (algebra.NoExactRegex, strs.PatternUnsupported):
+                    pass
             self.unsupported("additionalProperties" if additional is not None else "patternProperties",
                              part.pointer,
                              "properties that match no pattern (or a pattern whose schema is false) "
@@ -1344,7 +1350,6 @@ class Compiler:
             for part in flat.obj_parts:
                 if name in part.properties:
                     member_subs.append(part.properties[name])
-                    continue
                 matched = []
                 for pattern, sub in part.patterns.items():
                     try:
@@ -1353,7 +1358,7 @@ class Compiler:
                     except strs.PatternUnsupported:
                         pass
                 member_subs.extend(matched)
-                if not matched and part.additional is not None:
+                if not matched and part.additional is not None and name not in part.properties:
                     member_subs.append(part.additional)
             result[name] = self.arrange(member_subs, value[name])
         return result
@@ -1447,6 +1452,14 @@ def regex_disjoint(a: str, b: str) -> bool:
                 seen.add((nx, ny))
                 stack.append((nx, ny))
     return True
+
+
+def _keys_matching_none(patterns: list[str]) -> str | None:
+    """Keys (JSON text) that match none of the ECMA ``patterns`` (raises NoExactRegex/PatternUnsupported)."""
+    matched = _alt([strs.translate_pattern(p) for p in patterns])
+    if matched is None:
+        return strs.keys_except([])
+    return algebra.difference(strs.keys_except([]), matched)
 
 
 def _repeat(piece: str, lo: int, hi: int | None) -> str:
