@@ -704,34 +704,47 @@ class Compiler:
         if len({f for f, _ in known}) > 1:
             self.unsupported("format", known[1][1], "several different formats")
             known = known[:1]
-        if known and patterns:
-            self.unsupported("pattern", patterns[0][1], f"pattern together with format {known[0][0]!r}")
-            patterns = []
-        if len(patterns) > 1:
-            for pattern, pointer in patterns[1:]:
-                self.unsupported("pattern", pointer, "several patterns on one string")
-            patterns = patterns[:1]
+        # what the string must match, each a regex of canonical JSON text: intersected below
+        musts: list[tuple[str | None, str, str]] = []      # (regex, keyword, pointer)
+        lengths = lo > 0 or hi is not None
+        length_keyword = "maxLength" if hi is not None else "minLength"
         if known:
             name, pointer = known[0]
-            regex = strs.format_regex(name)
             width = strs.FORMAT_WIDTHS.get(name)
-            if lo > 0 or hi is not None:
-                if width and lo <= width[0] and (hi is None or width[1] <= hi):
-                    pass
-                elif width and (hi is not None and hi < width[0] or lo > width[1]):
+            musts.append((strs.format_regex(name), "format", pointer))
+            if lengths and width:
+                if hi is not None and hi < width[0] or lo > width[1]:
                     return None
-                else:
-                    self.unsupported("maxLength" if hi is not None else "minLength", pointer,
-                                     f"length bounds together with format {name!r}")
-            base = regex
-        elif patterns:
-            pattern, pointer = patterns[0]
+                lengths = not (lo <= width[0] and (hi is None or width[1] <= hi))
+        for pattern, pointer in patterns:
             try:
-                base = strs.translate_pattern(pattern, lo, hi)
+                if not known and len(patterns) == 1 and lengths:
+                    try:
+                        # the lengths folded into the pattern's own repeat, when it has one
+                        musts.append((strs.translate_pattern(pattern, lo, hi), "pattern", pointer))
+                        lengths = False
+                        continue
+                    except strs.PatternUnsupported:
+                        length_keyword = "pattern"
+                musts.append((strs.translate_pattern(pattern), "pattern", pointer))
             except strs.PatternUnsupported as exc:
                 self.unsupported("pattern", pointer, str(exc))
-                base = strs.string_regex(lo, hi)
+        if musts and lengths:
+            musts.append((strs.canonical_string_regex(lo, hi), length_keyword, musts[0][2]))
+        if musts:
+            if any(regex is None for regex, _, _ in musts):
+                return None
+            base = musts[0][0]
+            for regex, keyword, pointer in musts[1:]:
+                try:
+                    base = algebra.intersect(base, regex)
+                except algebra.NoExactRegex as exc:
+                    self.unsupported(keyword, pointer, f"no exact regex for {musts[0][1]} together "
+                                     f"with {keyword}: {exc}")
+                if base is None:
+                    return None
         else:
+            base = None
             if strings:
                 if lo == 0 and hi is None:
                     return strs.keys_except(strings)
@@ -740,8 +753,12 @@ class Compiler:
         if strings and base is not None:
             import re as _re
 
-            if any(_re.fullmatch(base, json.dumps(s, ensure_ascii=False)) for s in strings):
-                self.unsupported("not", "", "excluding string values from a pattern or format")
+            taken = [v for v in strings if _re.fullmatch(base, json.dumps(v, ensure_ascii=False))]
+            if taken:
+                try:
+                    base = algebra.difference(base, _alt([strs.json_string_literal(v) for v in taken]))
+                except algebra.NoExactRegex as exc:
+                    self.unsupported("not", "", f"excluding string values from a pattern or format: {exc}")
         return base
 
     # --- arrays ----------------------------------------------------------------------------

@@ -126,6 +126,7 @@ def _code_point_edges(table: np.ndarray, live: np.ndarray) -> dict:
                 for target, ranges in tails(nxt, k - 1).items():
                     result.setdefault(target, []).extend(
                         (c * span + lo, c * span + hi) for lo, hi in ranges)
+            result = {target: _merged(ranges) for target, ranges in result.items()}
         memo[key] = result
         return result
 
@@ -149,16 +150,19 @@ def _code_point_edges(table: np.ndarray, live: np.ndarray) -> dict:
                 continue
             for target, ranges in found.items():
                 edges.setdefault((state, target), []).extend((base + lo, base + hi) for lo, hi in ranges)
-    for key, ranges in edges.items():
-        ranges.sort()
-        merged = [list(ranges[0])]
-        for lo, hi in ranges[1:]:
-            if lo <= merged[-1][1] + 1:
-                merged[-1][1] = max(merged[-1][1], hi)
-            else:
-                merged.append([lo, hi])
-        edges[key] = [tuple(r) for r in merged]
-    return edges
+    return {key: _merged(ranges) for key, ranges in edges.items()}
+
+
+def _merged(ranges: list) -> list:
+    """Sorted, disjoint, non-adjacent ranges covering the same code points."""
+    ranges = sorted(ranges)
+    merged = [list(ranges[0])]
+    for lo, hi in ranges[1:]:
+        if lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return [tuple(r) for r in merged]
 
 
 def _class(ranges: list) -> str:

@@ -252,6 +252,13 @@ def string_regex(min_length: int = 0, max_length: int | None = None) -> str | No
     return '"' + _counted(CHAR, min_length, max_length) + '"'
 
 
+def canonical_string_regex(min_length: int = 0, max_length: int | None = None) -> str | None:
+    """Any JSON string in its canonical spelling with a length between the bounds."""
+    if max_length is not None and max_length < min_length:
+        return None
+    return '"' + _counted(_CANONICAL_CHAR, min_length, max_length) + '"'
+
+
 def _counted(unit: str, lo: int, hi: int | None) -> str:
     if hi is None:
         if lo == 0:

@@ -269,8 +269,43 @@ def test_pattern_with_lengths_folded():
           ["12", "123"], ["1", "1234"])
     # the pattern's own width implies the lengths
     check({"type": "string", "pattern": "^[0-9]{5}$", "maxLength": 5}, ["12345"], ["1234"])
-    with pytest.raises(UnsupportedSchemaError, match="pattern"):
-        regex_from_schema({"type": "string", "pattern": "^(ab)+c*$", "maxLength": 9})
+    # otherwise an intersection of the pattern with the lengths
+    check({"type": "string", "pattern": "^(ab)+c*$", "maxLength": 5}, ["ab", "abcc", "ababc"],
+          ["ababcc", "a", "abab" + "c" * 2])
+
+
+def test_string_constraints_intersected():
+    check({"type": "string", "pattern": "^(\\d+\\.\\d+\\.\\d+.*)$", "maxLength": 8},
+          ["1.2.3", "1.2.3abc"], ["1.2.3abcd", "1.2"])
+    check({"type": "string", "allOf": [{"pattern": "a"}, {"pattern": "b"}]}, ["ab", "xbya"], ["aa", "b"])
+    check({"type": "string", "format": "email", "pattern": "@example\\.com$"},
+          ["x@example.com"], ["x@example.org", "example.com"])
+    check({"type": "string", "format": "ipv4", "maxLength": 9}, ["1.2.3.4", "10.20.3.4"], ["10.20.30.4"])
+    check({"type": "string", "pattern": "^[a-z]+$", "not": {"enum": ["abc"]}}, ["ab", "abcd"], ["abc"])
+    # too large to write back: reported, and widened in lenient mode
+    schema = {"type": "string", "format": "uri", "maxLength": 2000}
+    with pytest.raises(UnsupportedSchemaError, match="'maxLength' at /: no exact regex for format"):
+        regex_from_schema(schema)
+    assert regex_from_schema(schema, lenient=True).widenings
+
+
+def test_regex_algebra_against_python_re():
+    import itertools
+
+    from index.schema_regex_algebra import difference, intersect
+
+    alphabet = "ab-\u00e9\u4e2d\U0001F600"
+    texts = [""] + ["".join(p) for n in range(1, 4) for p in itertools.product(alphabet, repeat=n)]
+    regexes = ["a*", "(?:ab)*", "[a-b]+\u00e9?", ".*a.*", "[^a]*", "(?:a|\u4e2d)*b",
+               "\U0001F600?[ab]{1,3}", "[\u00e0-\U0001F600]+"]
+    for a in regexes:
+        for b in regexes:
+            for both, combine in ((True, intersect), (False, difference)):
+                regex = combine(a, b)
+                for text in texts:
+                    in_a, in_b = re.fullmatch(a, text) is not None, re.fullmatch(b, text) is not None
+                    expected = in_a and (in_b if both else not in_b)
+                    assert (regex is not None and re.fullmatch(regex, text) is not None) == expected
 
 
 def test_unsupported_patterns_are_reported():
