@@ -217,6 +217,7 @@ class Flat:
     max_length: int | None = None
     patterns: list = field(default_factory=list)       # (pattern, pointer)
     formats: list = field(default_factory=list)        # (format, pointer)
+    string_regexes: list = field(default_factory=list)  # (JSON-text regex, pointer): negated patterns
     # arrays
     min_items: int = 0
     max_items: int | None = None
@@ -238,7 +239,7 @@ class Flat:
 
     def copy(self) -> "Flat":
         new = Flat(**{k: getattr(self, k) for k in self.__dataclass_fields__})
-        for name in ("not_values", "multiple_of", "patterns", "formats", "arr_parts", "contains", "required",
+        for name in ("not_values", "multiple_of", "patterns", "formats", "string_regexes", "arr_parts", "contains", "required",
                      "obj_parts", "property_names", "witnesses", "choices", "nots", "sources", "negated",
                      "cut_refs"):
             setattr(new, name, list(getattr(self, name)))
@@ -567,7 +568,21 @@ class Compiler:
         if flat.max_length is not None:
             alternatives.append([d({"x-types": {"string"}, "minLength": flat.max_length + 1})])
         if flat.patterns or flat.formats:
-            widened("pattern" if flat.patterns else "format", {"string"})
+            # a string that fails one pattern or known format (canonical spelling, as under pattern)
+            try:
+                for pattern, _ in flat.patterns:
+                    failing = algebra.difference(strs.canonical_string_regex(), strs.translate_pattern(pattern))
+                    if failing is not None:
+                        alternatives.append([d({"x-types": {"string"}, "x-string-regex": failing})])
+                for name, _ in dict.fromkeys(flat.formats):
+                    if name in strs.FORMATS:
+                        failing = algebra.difference(strs.canonical_string_regex(), strs.format_regex(name))
+                        if failing is not None:
+                            alternatives.append([d({"x-types": {"string"}, "x-string-regex": failing})])
+            except (strs.PatternUnsupported, algebra.NoExactRegex):
+                widened("pattern" if flat.patterns else "format", {"string"})
+        if flat.string_regexes:
+            widened("not pattern", {"string"})
         if flat.min_items > 0:
             alternatives.append([d({"x-types": {"array"}, "maxItems": flat.min_items - 1})])
         if flat.max_items is not None:
@@ -623,7 +638,8 @@ class Compiler:
     def _only_choices(flat: Flat) -> bool:
         return (flat.types == ALL_TYPES and flat.lo is None and flat.hi is None
                 and not flat.multiple_of and flat.min_length == 0 and flat.max_length is None
-                and not flat.patterns and not flat.formats and flat.min_items == 0
+                and not flat.patterns and not flat.formats and not flat.string_regexes
+                and flat.min_items == 0
                 and flat.max_items is None and not flat.arr_parts and not flat.contains
                 and not flat.required
                 and flat.min_props == 0 and flat.max_props is None and not flat.obj_parts
@@ -705,7 +721,8 @@ class Compiler:
             self.unsupported("format", known[1][1], "several different formats")
             known = known[:1]
         # what the string must match, each a regex of canonical JSON text: intersected below
-        musts: list[tuple[str | None, str, str]] = []      # (regex, keyword, pointer)
+        musts: list[tuple[str | None, str, str]] = [   # (regex, keyword, pointer)
+            (regex, "not", pointer) for regex, pointer in flat.string_regexes]
         lengths = lo > 0 or hi is not None
         length_keyword = "maxLength" if hi is not None else "minLength"
         if known:
@@ -1810,6 +1827,10 @@ def _k_one_of(c: Compiler, flat: Flat, sub: Sub, value) -> None:
     flat.choices.append(("oneOf", options, sub.pointer + "/oneOf"))
 
 
+def _k_string_regex(c: Compiler, flat: Flat, sub: Sub, value) -> None:
+    flat.string_regexes.append((value, sub.pointer))
+
+
 def _k_some_member(c: Compiler, flat: Flat, sub: Sub, value) -> None:
     flat.witnesses.append(value)
 
@@ -1891,4 +1912,5 @@ _KEYWORDS = {
     "dependentSchemas": _k_dependent_schemas, "x-unique": _k_unique,
     "unevaluatedProperties": _k_unevaluated_properties, "unevaluatedItems": _k_unevaluated_items,
     "contains": _k_contains, "x-some-member": _k_some_member,
+    "x-string-regex": _k_string_regex,
 }

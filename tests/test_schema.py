@@ -289,6 +289,13 @@ def test_string_constraints_intersected():
     assert regex_from_schema(schema, lenient=True).widenings
 
 
+def test_not_pattern_and_not_format():
+    check({"type": "string", "not": {"pattern": "^a"}}, ["b", "", "ba"], ["a", "ab"])
+    check({"not": {"pattern": "^a"}}, ["b"], ["a", 1])      # pattern holds for non-strings
+    check({"type": "string", "not": {"format": "ipv4"}}, ["b", "1.2.3"], ["1.2.3.4"])
+    check({"type": "string", "minLength": 2, "not": {"pattern": "x"}}, ["ab"], ["a", "axb"])
+
+
 def test_regex_algebra_against_python_re():
     import itertools
 
@@ -553,8 +560,11 @@ def test_lenient_lists_every_widening():
 
 
 def test_one_of_not_disjoint_widens_in_lenient_mode():
-    schema = {"oneOf": [{"type": "string", "pattern": "a"}, {"type": "string", "pattern": "b"}]}
-    with pytest.raises(UnsupportedSchemaError, match="'not'"):
+    # two patterns: exact (each branch is "this pattern and not the other")
+    check({"oneOf": [{"type": "string", "pattern": "a"}, {"type": "string", "pattern": "b"}]},
+          ["a", "xb"], ["ab", "x"])
+    schema = {"oneOf": [{"type": "string", "pattern": "a"}, {"type": "string", "pattern": "(?=b)b"}]}
+    with pytest.raises(UnsupportedSchemaError, match="'(not|pattern)'"):
         regex_from_schema(schema)
     result = regex_from_schema(schema, lenient=True)
     assert result.widenings and re.fullmatch(result.regex, '"ab"')
