@@ -12,6 +12,8 @@ Code map, in reading order:
   ``if``), negation (``not``), and the per-type emitters (objects, arrays)
 * :mod:`index.schema_numbers`  integer ranges, decimal bounds, ``multipleOf``
 * :mod:`index.schema_strings`  JSON string characters, ECMA ``pattern``, ``format``
+* :mod:`index.schema_regex_algebra`  intersection and difference of two regexes, as a regex
+  (several ``pattern``, ``pattern`` with ``format`` or lengths, ``not {pattern}``, member keys)
 
 **Exact** means: every text the regex accepts is the JSON text of a valid
 instance, and every valid instance has a text the regex accepts, *in the
@@ -43,8 +45,8 @@ form we write*. The form is fixed in a few documented ways:
   and are listed in :attr:`SchemaRegex.notes`.
 
 These narrowings never let an invalid value through. A constraint that
-cannot be written at all (``uniqueItems``, ``contains``, two ``pattern`` on one
-string, a ``pattern`` with lookarounds, ...) raises
+cannot be written at all (``uniqueItems``, ``maxContains``, a ``pattern`` with
+lookarounds, an intersection of string constraints too large to write back, ...) raises
 :class:`~analysis.errors.UnsupportedSchemaError` naming the keyword and its
 JSON pointer; with ``lenient=True`` it is dropped instead (the regex is
 *wider* than the schema there) and listed in :attr:`SchemaRegex.widenings`.

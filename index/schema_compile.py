@@ -17,8 +17,13 @@ absorbed into a copy of the flat.
 ``oneOf``) is pushed down keyword by keyword: ``not {minLength: 3}`` is a
 string of at most 2 characters, ``not {required: [a]}`` an object without
 ``a``, ``not {type: integer}`` anything but an integer, and ``not`` of a
-conjunction is a choice between the negated keywords. What has no such
-negation (``not {pattern}``, ``not {format}``) is reported.
+conjunction is a choice between the negated keywords. ``not {pattern}`` is a
+string in the difference of all strings and the pattern
+(:mod:`index.schema_regex_algebra`); ``not {properties, patternProperties,
+additionalProperties}`` is an object with a member that breaks them (a
+declared one with a negated value, or an additional one: :class:`_Witness`).
+What has no such negation (``not {items}``, ``not {propertyNames}``,
+``not {multipleOf}``) is reported.
 
 **Literals** (``enum``/``const``) settle everything at once: the values are
 checked against every subschema of the conjunction with the ``jsonschema``

@@ -24,11 +24,12 @@ each top-level alternative gets ``.*`` on the side where it has no ``^`` or
 ``$``. Lookarounds, backreferences, word boundaries and inner anchors cannot
 be expressed and are reported.
 
-Length and pattern together need an intersection, which a regex cannot
-write in general. We fold the lengths into the pattern when it is a
-sequence with a single variable-width run of one character class
-(``^[a-z][a-z0-9_]*$`` with ``maxLength: 63`` becomes ``[a-z][a-z0-9_]{0,62}``)
-or when the pattern's own width already implies them, and report the rest.
+Length and pattern together need an intersection. We fold the lengths into
+the pattern when it is a sequence with a single variable-width run of one
+character class (``^[a-z][a-z0-9_]*$`` with ``maxLength: 63`` becomes
+``[a-z][a-z0-9_]{0,62}``) or when the pattern's own width already implies
+them; otherwise the schema compiler intersects the two regexes
+(:mod:`index.schema_regex_algebra`), which is reported when too large.
 """
 
 from __future__ import annotations
