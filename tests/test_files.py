@@ -60,7 +60,7 @@ def test_compressed_file_is_much_smaller_and_loads_the_same_read_only_arrays(tmp
     index.save(small)
     index.save(large, compress=False)
     encodings = index_files.array_encodings(small)
-    assert encodings["masks"] == "runs" and encodings["token_group"] != "raw"
+    assert encodings["masks"] in ("runs", "row-delta-runs") and encodings["token_group"] != "raw"
     assert small.stat().st_size * 5 < large.stat().st_size
     loaded = Index.load(small, cached_vocabulary("qwen2.5"))
     assert loaded.arrays.equals(index.arrays)
