@@ -85,6 +85,28 @@ def test_runs_encoding_round_trips_any_32_bit_array(seed):
         assert not back.flags.writeable
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_row_delta_runs_round_trip_similar_rows(seed):
+    rng = np.random.default_rng(seed)
+    base = rng.integers(0, 2**32, size=300, dtype=np.uint32)
+    rows = np.tile(base, (12, 1))
+    for row in rows[1:]:                      # each row a few words away from the first
+        row[rng.integers(0, 300, size=3)] = rng.integers(0, 2**32, size=3, dtype=np.uint32)
+    payload = index_files._row_delta_runs(rows)
+    bases = np.frombuffer(payload[:48], dtype="<i4")
+    assert (bases[1:] >= 0).all()                        # every later row is stored as a delta
+    assert len(zlib.compress(payload)) * 4 < rows.nbytes
+    back = index_files._from_row_delta_runs(zlib.compress(payload), np.dtype("<u4"), [12, 300], "m", "f")
+    assert np.array_equal(back, rows) and not back.flags.writeable
+
+
+def test_row_delta_base_that_is_not_earlier_is_refused():
+    rows = np.zeros((2, 4), dtype=np.uint32)
+    payload = np.array([1, -1], dtype="<i4").tobytes() + index_files._runs(rows)
+    with pytest.raises(IndexFileError, match="a row's base is not an earlier row"):
+        index_files._from_row_delta_runs(zlib.compress(payload), np.dtype("<u4"), [2, 4], "m", "f")
+
+
 def test_runs_that_do_not_add_up_are_refused():
     values, lengths = np.array([5, 0], dtype="<u4"), np.array([3, 2], dtype="<u4")
     stored = zlib.compress(values.tobytes() + lengths.tobytes())
