@@ -193,7 +193,13 @@ def signature_behaviours(table: np.ndarray, classes: np.ndarray, lengths: np.nda
     identity = np.arange(num_states, dtype=np.int32)
     if starts is not None:  # walk only from these states
         identity = np.where(starts, identity, DEAD).astype(np.int32)
-    vectors = [identity]
+    # The behaviour vectors live in one growing matrix (capacity doubled when
+    # full) so that a level reads them without copying: stacking the list of
+    # vectors anew at every level cost more than the walk itself on 40k states.
+    store = np.empty((64, num_states), dtype=np.int32)
+    store[0] = identity
+    by_class = np.ascontiguousarray(table.T)
+    num_vectors = 1
     known = {identity.tobytes(): 0}
     current = np.zeros(len(order), dtype=np.int64)
     alive = np.ones(len(order), dtype=bool)
@@ -207,31 +213,38 @@ def signature_behaviours(table: np.ndarray, classes: np.ndarray, lengths: np.nda
             break
         key = current[going] * num_classes + classes[order[going], depth]
         pairs, which = np.unique(key, return_inverse=True)
-        matrix = np.asarray(vectors)  # grows between levels only
-        stepped = table[matrix[pairs // num_classes], (pairs % num_classes)[:, None]]
-        ids = np.empty(len(pairs), dtype=np.int64)
-        for i, row in enumerate(stepped):
-            if not row.any():
-                ids[i] = -1
-                continue
+        stepped = np.empty((len(pairs), num_states), dtype=np.int32)
+        pair_class = pairs % num_classes
+        for klass in np.unique(pair_class).tolist():
+            # One column of the table at a time: a plain take from a
+            # contiguous column is several times faster than a 2-D fancy index.
+            rows = np.flatnonzero(pair_class == klass)
+            stepped[rows] = np.take(by_class[klass], store[pairs[rows] // num_classes])
+        lives = stepped.any(axis=1)
+        ids = np.full(len(pairs), -1, dtype=np.int64)
+        for i in np.flatnonzero(lives).tolist():
+            row = stepped[i]
             raw = row.tobytes()
             found = known.get(raw)
             if found is None:
-                found = known[raw] = len(vectors)
-                vectors.append(row)
+                if num_vectors == len(store):
+                    store = np.concatenate([store, np.empty_like(store)])
+                found = known[raw] = num_vectors
+                store[num_vectors] = row
+                num_vectors += 1
             ids[i] = found
-        if len(vectors) * num_states * 4 > budget:
+        if num_vectors * num_states * 4 > budget:
             raise BuildLimitError(
-                f"the build needs more than {budget >> 20} MiB for {len(vectors)} token "
+                f"the build needs more than {budget >> 20} MiB for {num_vectors} token "
                 f"behaviours over {num_states} states; the pattern is too large for this "
-                "vocabulary and machine", reached=len(vectors))
+                "vocabulary and machine", reached=num_vectors)
         step = ids[which.ravel()]
         current[going] = step
         alive[going[step < 0]] = False
     behaviour = np.where(alive, current, -1)
     signature_behaviour = np.full(len(lengths), -1, dtype=np.int64)
     signature_behaviour[order] = behaviour
-    return Behaviours(np.asarray(vectors, dtype=np.int32), signature_behaviour)
+    return Behaviours(store[:num_vectors].copy(), signature_behaviour)
 
 
 def split_signatures(signatures: Signatures, parts: int) -> list[np.ndarray]:
