@@ -195,7 +195,21 @@ def _pct(part: int, whole: int) -> str:
     return "–" if whole == 0 else f"{100.0 * part / whole:.1f}%"
 
 
-def table(rows: list[dict], engine: str, check: str = "index") -> list[str]:
+def weighted_compiled(rows: list[dict], engine: str, sizes: dict[str, int]) -> str:
+    """The compiled share each source's sample shows, weighted by the
+    source's full size: an estimate for the whole set, where the plain total
+    over a per-source sample over-weights the small sources."""
+    mine = [r for r in rows if r["engine"] == engine]
+    total = weighted = 0.0
+    for source in {r["source"] for r in mine}:
+        group = [r for r in mine if r["source"] == source]
+        rate = sum(1 for r in group if r.get("status") == "ok") / len(group)
+        weighted += rate * sizes[source]
+        total += sizes[source]
+    return "–" if not total else f"{100.0 * weighted / total:.1f}%"
+
+
+def table(rows: list[dict], engine: str, sizes: dict[str, int] | None = None) -> list[str]:
     mine = [r for r in rows if r["engine"] == engine]
     sources = sorted({r["source"] for r in mine})
     head = ("| source | schemas | regex % | compiled % | valid accepted | invalid rejected "
@@ -214,6 +228,14 @@ def table(rows: list[dict], engine: str, check: str = "index") -> list[str]:
         if not engine.startswith("ours"):
             cells.append(_pct(sum(1 for r in group if r.get("regex_status") == "ok"), n))
         cells += [_pct(len(ok), n), f"{_pct(vo, v)} ({vo}/{v})", f"{_pct(io, i)} ({io}/{i})", median]
+        lines.append("| " + " | ".join(cells) + " |")
+    sampled = [r["source"] for r in mine]
+    if sizes and any(sampled.count(source) < sizes[source] for source in set(sampled)):
+        full = sum(sizes[source] for source in set(sampled))
+        cells = [f"**whole set, estimated** (each source's rate × its {full:,} schemas)", "–"]
+        if not engine.startswith("ours"):
+            cells.append("–")
+        cells += [weighted_compiled(rows, engine, sizes), "–", "–", "–"]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -272,6 +294,7 @@ def main(argv=None) -> int:
     import index.schema_compile  # noqa: F401
     if "outlines" in args.engines:
         import outlines_core.json_schema  # noqa: F401
+    sizes = {source: sum(1 for _ in _records(source)) for source in sources}
     work = [(source, record) for source in sources for record in sample(source, args.limit_per_source)]
     print(f"{len(work)} schemas from {len(sources)} sources, {args.jobs} at a time", flush=True)
     rows: list[dict] = []
@@ -308,7 +331,7 @@ def main(argv=None) -> int:
     if "ours" in args.engines:
         for mode in args.modes:
             out += [f"## tokendfa (`regex_from_schema`, {mode} mode, + `Index.from_regex`)", ""]
-            out += table(rows, _ours(mode))
+            out += table(rows, _ours(mode), sizes)
             out += ["", "Why schemas did not compile (top reasons):", ""]
             out += failure_summary(rows, _ours(mode))
             out.append("")
@@ -327,7 +350,7 @@ def main(argv=None) -> int:
         how = ("our index built from its regex" if args.outlines_check == "index"
                else "its regex checked with Python re.fullmatch (no index built)")
         out += [f"## outlines-core 0.2.14 `build_regex_from_schema` ({how})", ""]
-        out += table(rows, "outlines-core")
+        out += table(rows, "outlines-core", sizes)
         out += ["", "Why schemas did not compile (top reasons):", ""] + failure_summary(rows, "outlines-core")
         out.append("")
     Path(args.out).write_text("\n".join(out) + "\n")
