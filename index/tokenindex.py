@@ -90,11 +90,13 @@ class Index:
                           np.dtype(np.int32): arrays.masks.view(np.int32)}
         self._torch_mask_tables: dict[str, object] = {}
         self._tensor_views: dict[int, tuple[Any, np.ndarray, int]] = {}
-        # Plain Python lists of the edges for advance(): list indexing and
-        # bisect cost a fraction of the numpy calls they replace. Made on first
-        # use; token_group stays in numpy (``.item``), since a list of a
-        # whole vocabulary would cost milliseconds and megabytes per load.
-        self._lists: tuple[list[int], list[int], list[int]] | None = None
+        # advance() reads the edges through memoryviews: indexing one and
+        # bisecting it cost what a Python list does, with no copy and no
+        # first-use conversion (a list of ten million edges would take a
+        # second and hundreds of megabytes).
+        self._edge_views = (memoryview(np.ascontiguousarray(arrays.state_offsets)),
+                            memoryview(np.ascontiguousarray(arrays.edge_group)),
+                            memoryview(np.ascontiguousarray(arrays.edge_next)))
 
     # --- building and files ----------------------------------------------
 
@@ -332,9 +334,7 @@ class Index:
         Raises :class:`~analysis.errors.TokenNotAllowedError` for a token the
         state does not allow.
         """
-        if self._lists is None:
-            self._lists = (self._offsets.tolist(), self._edge_group.tolist(), self._edge_next.tolist())
-        offsets, edge_group, edge_next = self._lists
+        offsets, edge_group, edge_next = self._edge_views
         if not 0 <= state < self._num_states:
             self._check_state(state)
         if not 0 <= token_id < self._vocab_size:
