@@ -21,9 +21,14 @@ conjunction is a choice between the negated keywords. ``not {pattern}`` is a
 string in the difference of all strings and the pattern
 (:mod:`index.schema_regex_algebra`); ``not {properties, patternProperties,
 additionalProperties}`` is an object with a member that breaks them (a
-declared one with a negated value, or an additional one: :class:`_Witness`).
-What has no such negation (``not {items}``, ``not {propertyNames}``,
-``not {multipleOf}``) is reported.
+declared one with a negated value, or an additional one: :class:`_Witness`);
+``not {items: S}`` an array that contains ``not S``, ``not {prefixItems}``
+one with a failing element at some prefix position, ``not {contains: C}``
+one whose items are all ``not C``. A choice inside the negated schema
+(``anyOf``, ``oneOf``, ``if``, dependencies) is negated as the conjunction
+of its negated options, beside the other keywords' negations.
+What has no such negation (``not {propertyNames}``, ``not {multipleOf}``,
+``not`` of ``items`` after a prefix) is reported.
 
 **Literals** (``enum``/``const``) settle everything at once: the values are
 checked against every subschema of the conjunction with the ``jsonschema``
@@ -72,6 +77,7 @@ UNSUPPORTED = frozenset({
     "uniqueItems", "minContains", "maxContains", "$dynamicRef", "$recursiveRef",
 })
 MAX_CHOICES = 256
+MAX_SEVERAL_CONTAINS = 3   # several contains: 13 orderings of hits for 3, 75 for 4
 MAX_PROPERTY_COUNT_CHAIN = 64
 
 
@@ -540,15 +546,10 @@ class Compiler:
                     and not any(self._valid(v, s) for s in flat.negated + flat.nots)]
             return [[sub.derived({"x-not-values": kept})]]
         alternatives: list[list] = []
-        if flat.choices:
-            kinds = {kind for kind, _, _ in flat.choices}
-            if kinds <= {"anyOf"} and len(flat.choices) == 1 and self._only_choices(flat):
-                # not (A or B) = not A and not B
-                _, options, _ = flat.choices[0]
-                return [[("not", _conj_sub(sub, option)) for option in options]]
-            self.unsupported("not", sub.pointer,
-                             "negation of anyOf/oneOf/if combined with other keywords")
-            return [[]]  # lenient: the negation widened to everything
+        for _, options, _ in flat.choices:
+            # not (R and (A or B)) = not R or (not A and not B); each option of a choice
+            # (anyOf, oneOf with its exclusions, if/then/else, dependencies) is a conjunction
+            alternatives.append([("not", _conj_sub(sub, option)) for option in options])
         for nested in flat.nots:
             alternatives.append([nested])      # not not X = X
         pointer = sub.pointer
@@ -593,10 +594,10 @@ class Compiler:
         if flat.max_items is not None:
             alternatives.append([d({"x-types": {"array"}, "minItems": flat.max_items + 1})])
         for part in flat.arr_parts:
-            if part.prefix or part.items is not None:
-                widened("items/prefixItems", {"array"})
-        if flat.contains:
-            widened("contains", {"array"})
+            alternatives.extend(self._negate_elements(part, d, widened))
+        for contained in flat.contains:
+            # not contains C: every element fails C
+            alternatives.append([d({"x-types": {"array"}, "items": {"not": _Embedded(contained)}})])
         for name in flat.required:
             alternatives.append([d({"x-types": {"object"}, "properties": {name: False}})])
         if flat.min_props > 0:
@@ -611,6 +612,25 @@ class Compiler:
             widened("propertyNames", {"object"})
         if flat.not_values:
             alternatives.append([d({"enum": flat.not_values})])
+        return alternatives
+
+    def _negate_elements(self, part: "_ArrPart", derived, widened) -> list[list]:
+        """Arrays with an element that breaks ``part``: at a prefix position, or after it."""
+        alternatives = []
+        for i, position in enumerate(part.prefix):
+            if position.schema is True or position.schema == {}:
+                continue    # no value breaks it
+            prefix = [True] * i + [{"not": _Embedded(position)}]
+            alternatives.append([derived({"x-types": {"array"}, "minItems": i + 1,
+                                          "prefixItems": prefix})])
+        rest = part.items
+        if rest is not None and rest.schema is not True and rest.schema != {}:
+            if part.prefix:
+                # contains after a prefix is not written (see _array_contains)
+                widened("items after prefixItems", {"array"})
+            else:
+                alternatives.append([derived({"x-types": {"array"},
+                                              "contains": {"not": _Embedded(rest)}})])
         return alternatives
 
     def _negate_members(self, part: _ObjPart, derived) -> list[list]:
@@ -836,6 +856,8 @@ class Compiler:
                         depth: int) -> str | None:
         """Arrays with ``contains``: some element (after a run of any) satisfies it too."""
         pointer = flat.contains[0].pointer
+        if len(flat.contains) > 1 and not (any(p.prefix for p in parts) or positions):
+            return self._array_contains_several(flat, parts, lo, hi, depth)
         if len(flat.contains) > 1 or any(p.prefix for p in parts) or positions:
             self.unsupported("contains", pointer, "contains with prefixItems or several contains")
             flat = flat.copy()
@@ -868,6 +890,55 @@ class Compiler:
                 if after_lo <= after_hi:
                     bodies.append(_repeat(element + comma, before, before) + hit
                                   + _repeat(comma + element, after_lo, after_hi))
+        return self._container("\\[", "\\]", _alt(bodies), False, depth)
+
+    def _array_contains_several(self, flat: Flat, parts, lo: int, hi: int | None,
+                                depth: int) -> str | None:
+        """Arrays with several ``contains`` (no prefix, no maxItems, minItems <= 1).
+
+        Every ``contains`` needs a hit; one element may be the hit of several.
+        The hits, in array order, are an ordered partition of the ``contains``
+        (3 for two of them, 13 for three), and any elements fill the gaps:
+        ``(E,)* H_1 (,E)* ,H_2 (,E)* ...``.
+        """
+        pointer = flat.contains[0].pointer
+        if len(flat.contains) > MAX_SEVERAL_CONTAINS or hi is not None or lo > 1:
+            self.unsupported("contains", pointer, f"several contains with maxItems, minItems > 1 "
+                             f"or more than {MAX_SEVERAL_CONTAINS} of them")
+            flat = flat.copy()
+            flat.contains = flat.contains[:1]
+            return self._array(flat, depth)
+        items = [p.items for p in parts if p.items is not None]
+        element = self._element(items, depth + 1)
+        if element is None:
+            return None
+        comma = self.layout.comma(depth)
+        hits: dict[frozenset, str | None] = {}
+
+        def hit(group: frozenset) -> str | None:
+            if group not in hits:
+                hits[group] = self.value(items + [flat.contains[i] for i in sorted(group)], depth + 1)
+            return hits[group]
+
+        def orderings(left: frozenset):
+            # ordered partitions of ``left`` into non-empty groups
+            if not left:
+                yield []
+                return
+            members = sorted(left)
+            for mask in range(1, 1 << len(members)):
+                group = frozenset(m for b, m in enumerate(members) if mask >> b & 1)
+                for rest in orderings(left - group):
+                    yield [group] + rest
+
+        gap = _repeat(comma + element, 0, None)
+        bodies = []
+        for groups in orderings(frozenset(range(len(flat.contains)))):
+            regexes = [hit(g) for g in groups]
+            if any(r is None for r in regexes):
+                continue
+            bodies.append(_repeat(element + comma, 0, None) + regexes[0]
+                          + "".join(gap + comma + r for r in regexes[1:]) + gap)
         return self._container("\\[", "\\]", _alt(bodies), False, depth)
 
     def _element(self, subs: list[Sub], depth: int) -> str | None:

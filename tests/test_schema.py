@@ -240,6 +240,17 @@ def test_contains():
         regex_from_schema({"contains": {"type": "integer"}, "maxContains": 2})
 
 
+def test_several_contains_each_need_a_hit():
+    both = {"type": "array", "allOf": [{"contains": {"type": "integer"}}, {"contains": {"type": "string"}}]}
+    check(both, [[1, "a"], ["a", 1], [None, "a", None, 2, None]], [[], [1], ["a", None], [1, 2]])
+    one_element_hits_both = {"type": "array", "items": {"type": "integer"},
+                             "allOf": [{"contains": {"minimum": 5}}, {"contains": {"maximum": 7}}]}
+    check(one_element_hits_both, [[6], [1, 9], [9, 1], [0, 2, 8, 3]], [[], [8], [1, 2], [9, 8]])
+    with pytest.raises(UnsupportedSchemaError, match="'contains'"):
+        regex_from_schema({"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}],
+                          "maxItems": 3})
+
+
 # --- strings -----------------------------------------------------------------------------------
 
 def test_lengths_count_characters_not_bytes():
@@ -400,6 +411,34 @@ def test_not():
     check({"type": "string", "not": {"minLength": 3}}, ["ab"], ["abc"])
     with pytest.raises(EmptyLanguageError):
         regex_from_schema({"not": {}})
+
+
+def test_not_of_choices_beside_other_keywords():
+    # not (string and (length >= 2 or empty)) = not a string, or a string of length 1
+    check({"not": {"type": "string", "anyOf": [{"minLength": 2}, {"maxLength": 0}]}},
+          [1, None, "a", []], ["ab", "", "abc"])
+    # not oneOf: in both branches or in neither
+    check({"type": "integer", "not": {"oneOf": [{"maximum": 3}, {"minimum": 2}]}}, [2, 3], [1, 0, 4])
+    check({"type": "integer",
+           "not": {"minimum": 0, "if": {"minimum": 5}, "then": {"maximum": 7}, "else": {"maximum": 2}}},
+          [-1, -5, 3, 4, 8, 9], [0, 1, 2, 5, 6, 7])
+
+
+def test_not_of_items_prefix_items_and_contains():
+    check({"type": "array", "not": {"items": {"type": "integer"}}},
+          [["a"], [1, "a"], [1, 2, None]], [[], [1], [1, 2]])
+    check({"type": "array", "maxItems": 3,
+           "not": {"prefixItems": [{"type": "integer"}, {"type": "string"}]}},
+          [["a"], [1, 2], ["a", "b", 3]], [[], [1], [1, "a"], [1, "a", None]])
+    check({"type": "array", "not": {"contains": {"type": "integer"}}},
+          [[], ["a"], [None, "b"]], [[1], ["a", 2]])
+    # oneOf of items: the branches are negated with not {items}
+    check({"type": "array", "items": {"type": "integer"},
+           "oneOf": [{"items": {"maximum": 20}}, {"items": {"maximum": 60}}]},
+          [[30], [21, 60]], [[], [1], [61], [5, 30, 70]])
+    with pytest.raises(UnsupportedSchemaError, match="negation of items after prefixItems"):
+        regex_from_schema({"type": "array",
+                           "not": {"items": [{"const": 1}], "additionalItems": {"const": 2}}})
 
 
 def test_if_then_on_a_discriminator_enum():
