@@ -27,8 +27,10 @@ one with a failing element at some prefix position, ``not {contains: C}``
 one whose items are all ``not C``. A choice inside the negated schema
 (``anyOf``, ``oneOf``, ``if``, dependencies) is negated as the conjunction
 of its negated options, beside the other keywords' negations.
-What has no such negation (``not {propertyNames}``, ``not {multipleOf}``,
-``not`` of ``items`` after a prefix) is reported.
+``not {multipleOf: k}`` (``k`` an integer) is a non-integer, or an integer
+``k`` does not divide. What has no such negation (``not {propertyNames}``,
+``not {multipleOf}`` of a fraction, ``not`` of ``items`` after a prefix) is
+reported.
 
 **Literals** (``enum``/``const``) settle everything at once: the values are
 checked against every subschema of the conjunction with the ``jsonschema``
@@ -223,6 +225,7 @@ class Flat:
     hi: Decimal | None = None
     hi_incl: bool = True
     multiple_of: list = field(default_factory=list)    # (value, pointer)
+    not_multiple_of: list = field(default_factory=list)  # integers that must not divide
     # strings
     min_length: int = 0
     max_length: int | None = None
@@ -250,8 +253,8 @@ class Flat:
 
     def copy(self) -> "Flat":
         new = Flat(**{k: getattr(self, k) for k in self.__dataclass_fields__})
-        for name in ("not_values", "multiple_of", "patterns", "formats", "string_regexes", "arr_parts", "contains", "required",
-                     "obj_parts", "property_names", "witnesses", "choices", "nots", "sources", "negated",
+        for name in ("not_values", "multiple_of", "not_multiple_of", "patterns", "formats",
+                     "string_regexes", "arr_parts", "contains", "required", "obj_parts", "property_names", "witnesses", "choices", "nots", "sources", "negated",
                      "cut_refs"):
             setattr(new, name, list(getattr(self, name)))
         if self.enum is not None:
@@ -567,8 +570,15 @@ class Compiler:
             self.unsupported("not", pointer, f"negation of {what}")
             alternatives.append([d({"x-types": types})])
 
-        if flat.multiple_of:
-            widened("multipleOf", {"integer", "fraction"})
+        for step, _ in flat.multiple_of:
+            if step == step.to_integral_value():
+                # not a multiple of an integer k: a non-integer, or an integer k does not divide
+                alternatives.append([d({"x-types": {"fraction"}})])
+                alternatives.append([d({"x-types": {"integer"}, "x-not-multiple-of": int(step)})])
+            else:
+                widened("multipleOf", {"integer", "fraction"})
+        for k, _ in flat.not_multiple_of:
+            alternatives.append([d({"x-types": {"integer"}, "multipleOf": k})])
         if flat.min_length > 0:
             alternatives.append([d({"x-types": {"string"}, "maxLength": flat.min_length - 1})])
         if flat.max_length is not None:
@@ -662,7 +672,8 @@ class Compiler:
     @staticmethod
     def _only_choices(flat: Flat) -> bool:
         return (flat.types == ALL_TYPES and flat.lo is None and flat.hi is None
-                and not flat.multiple_of and flat.min_length == 0 and flat.max_length is None
+                and not flat.multiple_of and not flat.not_multiple_of
+                and flat.min_length == 0 and flat.max_length is None
                 and not flat.patterns and not flat.formats and not flat.string_regexes
                 and flat.min_items == 0
                 and flat.max_items is None and not flat.arr_parts and not flat.contains
@@ -694,6 +705,23 @@ class Compiler:
         return _alt(parts)
 
     def _number(self, flat: Flat) -> str | None:
+        regex = self._number_range(flat)
+        if regex is None or not flat.not_multiple_of:
+            return regex
+        pointer = flat.not_multiple_of[0][1]
+        if "fraction" in flat.types:
+            self.unsupported("not", pointer, "negation of multipleOf on non-integers")
+            return regex
+        try:
+            for k, pointer in flat.not_multiple_of:
+                regex = algebra.intersect(regex, nums.integer_multiples_regex(k, complement=True))
+                if regex is None:
+                    return None
+        except (nums.NumberUnsupported, algebra.NoExactRegex) as exc:
+            self.unsupported("not", pointer, f"negation of multipleOf: {exc}")
+        return regex
+
+    def _number_range(self, flat: Flat) -> str | None:
         types = flat.types
         integer = "fraction" not in types
         nonint = "integer" not in types
@@ -702,6 +730,8 @@ class Compiler:
         if flat.multiple_of:
             values = {v for v, _ in flat.multiple_of}
             step = max(values)
+            if all(v == v.to_integral_value() for v in values):
+                step = Decimal(math.lcm(*(int(v) for v in values)))    # divisible by all: by the lcm
             if any(Fraction(step) / Fraction(v) != int(Fraction(step) / Fraction(v)) for v in values):
                 self.unsupported("multipleOf", pointer, "several multipleOf that do not divide each other")
         lo, hi = flat.lo, flat.hi
@@ -724,6 +754,18 @@ class Compiler:
                         cursor = v + 1
                 pieces.append(nums.integer_range_regex(cursor, high))
                 return _alt(pieces)
+            if excluded and integer:
+                # integers have one spelling each (and -0): take them out of the regex
+                regex = nums.number_regex(lo=lo, lo_incl=flat.lo_incl, hi=hi, hi_incl=flat.hi_incl,
+                                          integer=integer, multiple_of=step)
+                spellings = [str(int(v)) for v in excluded if v.denominator == 1]
+                spellings += ["-0"] if "0" in spellings else []
+                if regex is None or not spellings:
+                    return regex
+                try:
+                    return algebra.difference(regex, nums.literal_alternation(spellings))
+                except algebra.NoExactRegex as exc:
+                    raise nums.NumberUnsupported(f"excluding number values: {exc}") from None
             if excluded:
                 self.unsupported("not", pointer or "", "excluding number values from a non-integer range")
             return nums.number_regex(lo=lo, lo_incl=flat.lo_incl, hi=hi, hi_incl=flat.hi_incl,
@@ -1708,6 +1750,10 @@ def _k_multiple_of(c, flat, sub, value):
         flat.multiple_of.append((_decimal(value), sub.pointer))
 
 
+def _k_not_multiple_of(c, flat, sub, value):
+    flat.not_multiple_of.append((value, sub.pointer))
+
+
 def _k_min_length(c, flat, sub, value):
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         flat.min_length = max(flat.min_length, math.ceil(value))
@@ -1976,6 +2022,7 @@ _KEYWORDS = {
     "x-not-values": _k_not_values,
     "minimum": _k_minimum, "maximum": _k_maximum, "exclusiveMinimum": _k_exclusive_minimum,
     "exclusiveMaximum": _k_exclusive_maximum, "multipleOf": _k_multiple_of,
+    "x-not-multiple-of": _k_not_multiple_of,
     "minLength": _k_min_length, "maxLength": _k_max_length, "pattern": _k_pattern,
     "format": _k_format,
     "minItems": _k_min_items, "maxItems": _k_max_items, "items": _k_items,

@@ -19,9 +19,15 @@ every text accepted has a value in range.
 
 ``multipleOf`` is exact when the divisor is a power of ten times 1 (``0.01``,
 ``1``, ``100``: a limit on fraction digits or trailing zeros, combinable with
-bounds), or when the range holds few enough multiples to list them. Anything
-else raises :class:`~analysis.errors.UnsupportedSchemaError` through the
-caller, which knows the JSON pointer.
+bounds), when the range holds few enough multiples to list them, or when the
+divisor is an integer ``k``: divisibility is then read digit by digit (the
+remainder so far, ``k`` states) and written back by state elimination,
+intersected with the range (:func:`integer_multiples_regex`; the regex grows
+fast with ``k``, 30,000 characters for 7, past the limit for 11 unbounded).
+Its complement gives ``not {multipleOf: k}`` on integers. Non-integers with
+bounds are the bounded numbers intersected with "has a non-zero fraction
+digit". Anything else raises :class:`~analysis.errors.UnsupportedSchemaError`
+through the caller, which knows the JSON pointer.
 """
 
 from __future__ import annotations
@@ -295,7 +301,17 @@ def number_regex(*, lo=None, lo_incl: bool = True, hi=None, hi_incl: bool = True
                 whole = _multiples_by_last_digits(int(step))
                 return whole if spelled_integer else _group(whole) + r"(?:\.0+)?"
             else:
-                return _listed_multiples(lo, lo_incl, hi, hi_incl, step, integer)
+                try:
+                    return _listed_multiples(lo, lo_incl, hi, hi_incl, step, integer)
+                except NumberUnsupported:
+                    if exp < 0:
+                        raise
+                whole = integer_multiples_regex(
+                    int(step), lo=None if lo is None else _ceil(lo, lo_incl),
+                    hi=None if hi is None else _floor(hi, hi_incl))
+                if whole is None or integer:
+                    return whole
+                return _group(whole) + r"(?:\.0+)?"
         if integer and not spelled_integer:
             # a number that must be a whole multiple may still be written 2.0
             whole = number_regex(lo=lo, lo_incl=lo_incl, hi=hi, hi_incl=hi_incl, integer=True,
@@ -333,9 +349,17 @@ def number_regex(*, lo=None, lo_incl: bool = True, hi=None, hi_incl: bool = True
         if lo is None and hi is None and limit is None and not nonzero_fraction:
             return NUMBER
         if nonzero_fraction:
-            if limit is not None or lo is not None or hi is not None:
-                raise NumberUnsupported("a non-integer number with bounds or multipleOf")
-            return r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"
+            fraction = r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"
+            if limit is None and lo is None and hi is None:
+                return fraction
+            # the bounded numbers that are not integers (plain decimals, no exponent)
+            from index import schema_regex_algebra as algebra
+
+            bounded = number_regex(lo=lo, lo_incl=lo_incl, hi=hi, hi_incl=hi_incl, multiple_of=step)
+            try:
+                return None if bounded is None else algebra.intersect(bounded, fraction)
+            except algebra.NoExactRegex as exc:
+                raise NumberUnsupported(f"a non-integer number with bounds or multipleOf: {exc}") from None
         parts: list[str | None] = []
         # non-negative side
         if hi is None or hi > 0 or (hi == 0 and hi_incl):
@@ -388,6 +412,80 @@ def _balanced_outer(regex: str) -> bool:
                 return False
         i += 1
     return True
+
+
+def integer_multiples_regex(k: int, *, lo: int | None = None, hi: int | None = None,
+                            complement: bool = False) -> str | None:
+    """Integers in ``[lo, hi]`` divisible by ``k`` (``complement``: not divisible).
+
+    Divisibility by ``k`` is read digit by digit (the remainder so far, ``k``
+    states), so the language is regular whatever ``k``; the automaton is
+    written back as a regex by state elimination and intersected with the
+    range (:mod:`index.schema_regex_algebra`). Raises :class:`NumberUnsupported`
+    past that module's size limits.
+    """
+    import numpy as np
+
+    from index import schema_regex_algebra as algebra
+
+    if k <= 0:
+        raise NumberUnsupported("multipleOf must be positive")
+    if k > algebra.MAX_STATES:
+        raise NumberUnsupported(f"multipleOf {k}: more than {algebra.MAX_STATES:,} remainders")
+    # states: 0 dead, 1 start, 2 after '-', 3 the zero, 4 + r: remainder r after [1-9][0-9]*
+    table = np.zeros((4 + k, 256), dtype=np.int64)
+    digits = [ord(c) for c in "0123456789"]
+    table[1, ord("-")] = 2
+    for s in (1, 2):
+        table[s, digits[0]] = 3
+        for d in range(1, 10):
+            table[s, digits[d]] = 4 + d % k
+    for r in range(k):
+        for d in range(10):
+            table[4 + r, digits[d]] = 4 + (10 * r + d) % k
+    finals = np.zeros(4 + k, dtype=bool)
+    finals[3] = not complement
+    finals[4] = not complement
+    finals[5:] = complement
+    table, finals = _minimized(table, finals)   # 10: two states (last digit 0 or not), not ten
+    try:
+        regex = algebra._regex_of(table, finals, algebra.MAX_LENGTH)
+        if regex is None or (lo is None and hi is None):
+            return regex
+        bounded = integer_range_regex(lo, hi)
+        return None if bounded is None else algebra.intersect(regex, bounded)
+    except algebra.NoExactRegex as exc:
+        raise NumberUnsupported(f"{'not ' if complement else ''}multipleOf {k}: {exc}") from None
+
+
+def _minimized(table, finals):
+    """The minimal DFA (Moore's partition refinement); state 0 stays dead, 1 initial."""
+    import numpy as np
+
+    n = table.shape[0]
+    block = finals.astype(np.int64) + 1
+    block[0] = 0
+    while True:
+        keys = {}
+        new = np.zeros(n, dtype=np.int64)
+        for s in range(n):
+            key = (int(block[s]),) + tuple(block[table[s]].tolist())
+            new[s] = keys.setdefault(key, len(keys))
+        if len(keys) == len(set(block.tolist())):
+            break
+        block = new
+    # renumber: dead first, initial second, then in order of first appearance
+    order = [int(block[0]), int(block[1])]
+    for b in block.tolist():
+        if b not in order:
+            order.append(b)
+    rename = {b: i for i, b in enumerate(order)}
+    out = np.zeros((len(order), table.shape[1]), dtype=np.int64)
+    out_finals = np.zeros(len(order), dtype=bool)
+    for s in range(n):
+        out[rename[int(block[s])]] = [rename[int(block[t])] for t in table[s]]
+        out_finals[rename[int(block[s])]] = finals[s]
+    return out, out_finals
 
 
 def _ceil(value: Decimal, inclusive: bool) -> int:

@@ -374,8 +374,33 @@ def test_multiple_of():
     check({"type": "integer", "multipleOf": 25}, [0, 25, -1050, 100075], [5, 1010])
     check({"type": "number", "multipleOf": 2}, [4, 4.0, -10], [3, 4.5])
     check({"type": "integer", "multipleOf": 0.5}, [3, -7], [])
+    # any integer divisor: the remainder read digit by digit, with or without bounds
+    check({"type": "integer", "multipleOf": 7}, [0, 7, -14, 700007], [1, 8, 69, -700008])
+    check({"type": "integer", "multipleOf": 3, "minimum": 10}, [12, 300], [9, -3, 10, 13])
+    check({"type": "number", "multipleOf": 3}, [0, 3, -3, 300, 3.0], [1, -1, 10, 1.5])
+    # several integer divisors: their least common multiple
+    check({"type": "integer", "allOf": [{"multipleOf": 2}, {"multipleOf": 3}]}, [6, 12, 0], [2, 3, 4, 9])
     with pytest.raises(UnsupportedSchemaError, match="'multipleOf' at /"):
-        regex_from_schema({"type": "integer", "multipleOf": 7})
+        regex_from_schema({"type": "number", "multipleOf": 0.3})
+    with pytest.raises(UnsupportedSchemaError, match="'multipleOf' at /"):
+        regex_from_schema({"type": "integer", "multipleOf": 101})   # too large a regex
+
+
+def test_excluded_integers_beside_multiple_of():
+    check({"type": "integer", "multipleOf": 5, "not": {"enum": [10, 0, 25]}},
+          [5, -5, 15, 20, 30], [0, 10, 25, 1, RawText("-0")])
+
+
+def test_not_multiple_of():
+    check({"type": "integer", "not": {"multipleOf": 10}}, [1, 11, -9], [0, 10, -100])
+    check({"type": "integer", "not": {"multipleOf": 3}}, [1, -1, 10, 1000], [0, 3, -3, 300, 999999])
+    check({"type": "number", "not": {"multipleOf": 3}}, [1, -1, 10, 1.5, 0.1], [0, 3, -3, 300])
+    # a bounded non-integer is written too (as plain decimals)
+    check({"type": "number", "minimum": 1, "not": {"multipleOf": 5}},
+          [1, 4, 6, 1.5, 100.5], [0, 0.5, 5, 10, -1])
+    check({"type": "integer", "not": {"not": {"multipleOf": 3}}}, [0, 3], [1, 2])
+    with pytest.raises(UnsupportedSchemaError, match="'not' at /not"):
+        regex_from_schema({"type": "number", "not": {"multipleOf": 0.5}})
 
 
 # --- combinators ------------------------------------------------------------------------------------
@@ -588,13 +613,13 @@ def test_lenient_lists_every_widening():
     schema = {"type": "object", "properties": {
         "tags": {"type": "array", "uniqueItems": True},
         "code": {"type": "string", "pattern": "(?=x)x"},
-        "n": {"type": "integer", "multipleOf": 7}}}
+        "n": {"type": "number", "multipleOf": 0.3}}}
     result = regex_from_schema(schema, lenient=True)
     joined = "\n".join(result.widenings)
     assert "'uniqueItems' at /properties/tags" in joined
     assert "'pattern' at /properties/code" in joined
     assert "'multipleOf' at /properties/n" in joined
-    assert re.fullmatch(result.regex, '{"tags":[1,1],"code":"y","n":3}')
+    assert re.fullmatch(result.regex, '{"tags":[1,1],"code":"y","n":1}')
     assert regex_from_schema({"type": "integer"}, lenient=True).widenings == []
 
 
