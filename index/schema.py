@@ -34,7 +34,8 @@ form we write*. The form is fixed in a few documented ways:
 * integers have no fraction part (``2``, not ``2.0``); numbers with bounds
   have no exponent (``1e2`` is not accepted for ``maximum: 1000``), except
   where the sign alone decides;
-* ``$ref`` recursion is unrolled ``max_recursion_depth`` times, and the
+* ``$ref`` recursion is unrolled ``max_recursion_depth`` times (deeper, up
+  to 6, when that cut alone leaves no value at all), and the
   generic value of ``{}``/``true`` (also what an absent ``additionalProperties``
   allows) nests arrays and objects ``any_depth`` levels deep;
 * ``format`` is asserted for the formats we know (``date-time``, ``date``,
@@ -76,6 +77,9 @@ __all__ = ["regex_from_schema", "instance_text", "SchemaRegex", "WHITESPACE_MODE
 WHITESPACE_MODES = ("compact", "flexible", "pretty")
 DEFAULT_MAX_REGEX_LENGTH = 20_000_000
 DEFAULT_REGEX_BUDGET = 1_000_000
+# When no value fits within max_recursion_depth unrollings only because the
+# recursion was cut, unrolling is retried one level deeper at a time up to this.
+AUTO_RECURSION_DEPTH = 6
 
 _DRAFTS = {  # validator class name -> (draft number, meta-schema URI)
     "Draft4Validator": (4, "http://json-schema.org/draft-04/schema#"),
@@ -128,6 +132,12 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
     1 each; each step is a narrowing and is listed in
     :attr:`SchemaRegex.notes`. ``regex_budget=None`` keeps the depths asked for.
 
+    ``max_recursion_depth`` is how many times a recursive ``$ref`` is
+    unrolled; values nested deeper are not accepted. If that leaves no value
+    at all while a recursion was cut, the schema is compiled again with one
+    more unrolling at a time, up to ``AUTO_RECURSION_DEPTH`` (6), and the
+    first depth with a value is used (listed in :attr:`SchemaRegex.notes`).
+
     # Errors
 
     * :class:`~analysis.errors.SchemaError`: JSON text that does not parse
@@ -163,8 +173,32 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
                 continue
             raise
         if regex is None:
-            raise EmptyLanguageError("no JSON value satisfies this schema"
-                                     + (f" ({compiler.notes[0]})" if compiler.notes else ""))
+            empty = EmptyLanguageError("no JSON value satisfies this schema"
+                                       + (f" ({compiler.notes[0]})" if compiler.notes else ""))
+            if not any(n.startswith("recursive $ref") for n in compiler.notes):
+                raise empty
+            # empty only because recursion was cut? unroll deeper, up to a bound
+            for deeper in range(depth_r + 1, max(depth_r, AUTO_RECURSION_DEPTH) + 1):
+                compiler, root = _setup(schema, whitespace=whitespace, lenient=lenient,
+                                        max_recursion_depth=deeper, max_whitespace=max_whitespace,
+                                        indent=indent, any_depth=depth_a, registry=registry,
+                                        default_draft=default_draft, max_regex_length=max_regex_length)
+                try:
+                    regex = compiler.value([root], 0)
+                except RecursionError:
+                    raise UnsupportedSchemaError("the schema nests too deeply to compile") from None
+                except UnsupportedSchemaError as exc:
+                    if "exceeds" in str(exc):
+                        raise empty from None
+                    raise
+                if regex is not None:
+                    notes.append(f"no value within {depth_r} recursion unrolling(s): "
+                                 f"unrolled {deeper} times instead")
+                    return SchemaRegex(regex, list(compiler.widenings), notes + list(compiler.notes),
+                                       compiler.meta_uri)
+            if AUTO_RECURSION_DEPTH > depth_r:
+                raise EmptyLanguageError(f"{empty}; none within {AUTO_RECURSION_DEPTH} unrollings either")
+            raise empty
         if regex_budget is None or len(regex) <= regex_budget or attempt + 1 == len(attempts):
             if attempt:
                 notes.append(f"regex over the budget of {regex_budget:,} characters: generic values "

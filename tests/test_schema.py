@@ -504,6 +504,25 @@ def test_recursion_is_unrolled():
         assert any("unrolled" in note for note in result.notes)
 
 
+def test_recursion_unrolled_deeper_when_the_cut_leaves_no_value():
+    def nested(n):
+        schema: dict = {}
+        for _ in range(n):
+            schema = {"required": ["a"], "properties": {"a": schema}}
+        return schema
+
+    word = {"type": "object", "properties": {"a": {"$ref": "#/definitions/w"}},
+            "additionalProperties": False}
+    five = {"definitions": {"w": word}, "allOf": [{"$ref": "#/definitions/w"}, nested(5)]}
+    result = regex_from_schema(five)
+    assert any("unrolled 5 times instead" in note for note in result.notes)
+    assert re.fullmatch(result.regex, '{"a":' * 5 + "{}" + "}" * 5)
+    assert not re.fullmatch(result.regex, '{"a":' * 4 + "{}" + "}" * 4)
+    seven = {"definitions": {"w": word}, "allOf": [{"$ref": "#/definitions/w"}, nested(7)]}
+    with pytest.raises(EmptyLanguageError, match="none within 6 unrollings"):
+        regex_from_schema(seven)
+
+
 def test_remote_refs_through_a_registry():
     import referencing
 
