@@ -447,9 +447,14 @@ class Compiler:
                 return
 
     def _follow(self, sub: Sub, ref: str) -> Sub | None:
+        from referencing import exceptions as refexc
+
         try:
             resolved = sub.resolver.lookup(ref)
-        except Exception as exc:  # referencing raises its own Unresolvable family
+        except (refexc.Unresolvable, refexc.Unretrievable, refexc.NoSuchResource,
+                refexc.CannotDetermineSpecification, LookupError, ValueError, TypeError) as exc:
+            # only what a lookup raises for a bad reference: anything else (an interrupt,
+            # a caller's timeout raised from a signal handler) must pass through unchanged
             from analysis.errors import SchemaError
 
             raise SchemaError(f"cannot resolve $ref {ref!r} at {sub.pointer or '/'}: {exc}") from None

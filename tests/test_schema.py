@@ -523,6 +523,23 @@ def test_recursion_unrolled_deeper_when_the_cut_leaves_no_value():
         regex_from_schema(seven)
 
 
+def test_only_bad_references_are_reported_as_unresolvable(monkeypatch):
+    with pytest.raises(SchemaError, match="cannot resolve"):
+        regex_from_schema({"$ref": "#/definitions/nope", "definitions": {}})
+
+    class Interrupted(Exception):
+        """Like a caller's timeout raised from a signal handler during a lookup."""
+
+    def interrupted(self, ref):
+        raise Interrupted()
+
+    from referencing._core import Resolver
+
+    monkeypatch.setattr(Resolver, "lookup", interrupted)
+    with pytest.raises(Interrupted):
+        regex_from_schema({"$ref": "#/definitions/a", "definitions": {"a": {}}})
+
+
 def test_remote_refs_through_a_registry():
     import referencing
 
