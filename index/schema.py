@@ -46,7 +46,7 @@ form we write*. The form is fixed in a few documented ways:
   and are listed in :attr:`SchemaRegex.notes`.
 
 These narrowings never let an invalid value through. A constraint that
-cannot be written at all (``uniqueItems``, ``maxContains``, a ``pattern`` with
+cannot be written at all (``uniqueItems`` beyond a few literal item values, ``maxContains``, a ``pattern`` with
 lookarounds, an intersection of string constraints too large to write back, ...) raises
 :class:`~analysis.errors.UnsupportedSchemaError` naming the keyword and its
 JSON pointer; with ``lenient=True`` it is dropped instead (the regex is

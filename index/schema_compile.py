@@ -79,6 +79,7 @@ UNSUPPORTED = frozenset({
     "uniqueItems", "minContains", "maxContains", "$dynamicRef", "$recursiveRef",
 })
 MAX_CHOICES = 256
+MAX_UNIQUE_VALUES = 6       # uniqueItems over literals: 1,957 orderings of 6 values
 MAX_SEVERAL_CONTAINS = 3   # several contains: 13 orderings of hits for 3, 75 for 4
 MAX_PROPERTY_COUNT_CHAIN = 64
 
@@ -250,6 +251,7 @@ class Flat:
     sources: list = field(default_factory=list)        # Sub, for the literal check
     negated: list = field(default_factory=list)        # Sub, for the literal check
     cut_refs: list = field(default_factory=list)
+    unique: str | None = None                          # uniqueItems: its pointer
 
     def copy(self) -> "Flat":
         new = Flat(**{k: getattr(self, k) for k in self.__dataclass_fields__})
@@ -610,6 +612,8 @@ class Compiler:
             alternatives.append([d({"x-types": {"array"}, "minItems": flat.max_items + 1})])
         for part in flat.arr_parts:
             alternatives.extend(self._negate_elements(part, d, widened))
+        if flat.unique is not None:
+            self.unsupported("not", pointer, "negation of uniqueItems")
         for contained in flat.contains:
             # not contains C: every element fails C
             alternatives.append([d({"x-types": {"array"}, "items": {"not": _Embedded(contained)}})])
@@ -685,6 +689,7 @@ class Compiler:
                 and not flat.required
                 and flat.min_props == 0 and flat.max_props is None and not flat.obj_parts
                 and not flat.property_names and not flat.witnesses and not flat.nots
+                and flat.unique is None
                 and not flat.not_values)
 
     # --- emitting -------------------------------------------------------------------------
@@ -856,6 +861,8 @@ class Compiler:
         lo, hi = flat.min_items, flat.max_items
         if hi is not None and hi < lo:
             return None
+        if flat.unique is not None and (hi is None or hi > 1):
+            return self._array_unique(flat, depth)
         parts = flat.arr_parts
         prefix_len = max((len(p.prefix) for p in parts), default=0)
         if hi is not None:
@@ -898,6 +905,80 @@ class Compiler:
             body = segment if i < lo else _opt(segment)
         body = positions[0] + body
         return self._container("\\[", "\\]", body, lo == 0, depth)
+
+    def _array_unique(self, flat: Flat, depth: int) -> str | None:
+        """``uniqueItems`` where the items are a few literals (an ``enum``, ``const``).
+
+        Arrays of distinct values from a finite set: each value once at most,
+        in any order, so the regex lists the orderings as a tree (``a(,b(,c)?|,c(,b)?)?|...``).
+        It grows like the number of orderings: up to MAX_UNIQUE_VALUES values.
+        Items that allow infinitely many values have no such regex (equal strings
+        would have to be compared) and are reported.
+        """
+        pointer = flat.unique
+        parts = flat.arr_parts
+        values = None
+        if not flat.contains and not any(p.prefix for p in parts):
+            values = self._finite_values([p.items for p in parts if p.items is not None])
+        if values is None or len(values) > MAX_UNIQUE_VALUES:
+            self.unsupported("uniqueItems", pointer, "not expressible as a regex (items must differ; "
+                             f"only items with at most {MAX_UNIQUE_VALUES} literal values are written)")
+            flat = flat.copy()
+            flat.unique = None
+            return self._array(flat, depth)
+        lo, hi = flat.min_items, flat.max_items
+        hi = len(values) if hi is None else min(hi, len(values))
+        if lo > hi:
+            return None
+        texts = [self.literal(v, depth + 1) for v in values]
+        comma = self.layout.comma(depth)
+        memo: dict = {}
+
+        def rest(left: frozenset, count: int) -> str | None:
+            """After ``count`` elements, with the values ``left`` still unused."""
+            key = (left, count)
+            if key not in memo:
+                options = []
+                if count < hi:
+                    for i in sorted(left):
+                        tail = rest(left - {i}, count + 1)
+                        head = (comma if count else "") + texts[i]
+                        options.append(head if tail is None else
+                                       head + (f"(?:{tail})?" if count + 1 >= lo else f"(?:{tail})"))
+                memo[key] = _alt(options)
+                if memo[key] is not None and len(memo[key]) > algebra.MAX_LENGTH:
+                    self.unsupported("uniqueItems", pointer, "the orderings of the distinct values "
+                                     f"would exceed {algebra.MAX_LENGTH:,} characters")
+            return memo[key]
+
+        body = rest(frozenset(range(len(values))), 0)
+        return self._container("\\[", "\\]", body, lo == 0, depth)
+
+    def _finite_values(self, subs: list[Sub]) -> list | None:
+        """The values ``subs`` all accept, if they are a listed few (``enum``, ``const``), else None."""
+        flat = Flat()
+        for sub in subs:
+            self.absorb(flat, sub)
+        if flat.false:
+            return []
+        candidates = flat.enum
+        if candidates is None and flat.types <= {"boolean", "null"}:
+            candidates = [True, False, None]
+        if candidates is None:
+            return None
+        excluded = {_json_key(v) for v in flat.not_values}
+        values, seen = [], set()
+        for value in candidates:
+            key = _json_key(value)
+            if key in excluded or key in seen or _type_of(value) not in flat.types:
+                continue
+            if not all(self._valid(value, s) for s in flat.sources):
+                continue
+            if any(self._valid(value, s) for s in flat.negated + flat.nots):
+                continue
+            seen.add(key)
+            values.append(value)
+        return values
 
     def _array_contains(self, flat: Flat, positions, parts, lo: int, hi: int | None,
                         depth: int) -> str | None:
@@ -2019,7 +2100,7 @@ def _k_unique(c: Compiler, flat: Flat, sub: Sub, value) -> None:
         return
     if "array" not in flat.types:
         return
-    c.unsupported("uniqueItems", sub.pointer, "not expressible as a regex (items must differ)")
+    flat.unique = sub.pointer    # written by _array_unique when the items are a few literals
 
 
 _KEYWORDS = {

@@ -240,6 +240,28 @@ def test_contains():
         regex_from_schema({"contains": {"type": "integer"}, "maxContains": 2})
 
 
+def test_unique_items_over_a_few_literals():
+    import itertools
+
+    values = ["a", "b", "c", "d"]
+    distinct = [list(p) for k in range(5) for p in itertools.permutations(values, k)]
+    check({"type": "array", "uniqueItems": True, "items": {"enum": values}},
+          distinct, [["a", "a"], ["a", "b", "a"], ["e"]])
+    check({"type": "array", "uniqueItems": True, "minItems": 2, "maxItems": 3, "items": {"enum": values}},
+          [p for p in distinct if 2 <= len(p) <= 3], [p for p in distinct if not 2 <= len(p) <= 3])
+    check({"type": "array", "uniqueItems": True, "items": {"type": "boolean"}},
+          [[], [True], [False, True], [True, False]], [[True, True], [False, False, True], [None]])
+    # 1 and 1.0 are one value
+    check({"type": "array", "uniqueItems": True, "items": {"enum": [1, 1.0, 2]}},
+          [[1], [2, 1]], [[1, 1], RawText("[1,1.0]"), RawText("[1.0,1]")])
+    for schema in ({"type": "array", "uniqueItems": True, "items": {"type": "string"}},
+                   {"type": "array", "uniqueItems": True, "items": {"enum": list("abcdefg")}}):
+        with pytest.raises(UnsupportedSchemaError, match="'uniqueItems' at /"):
+            regex_from_schema(schema)
+    with pytest.raises(UnsupportedSchemaError, match="negation of uniqueItems"):
+        regex_from_schema({"not": {"uniqueItems": True}})
+
+
 def test_several_contains_each_need_a_hit():
     both = {"type": "array", "allOf": [{"contains": {"type": "integer"}}, {"contains": {"type": "string"}}]}
     check(both, [[1, "a"], ["a", 1], [None, "a", None, 2, None]], [[], [1], ["a", None], [1, 2]])
