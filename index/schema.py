@@ -159,15 +159,20 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
             depth_r -= 1
             attempts.append((depth_a, depth_r))
     notes: list[str] = []
-    for attempt, (depth_a, depth_r) in enumerate(attempts):
+
+    def compile_at(depth_a: int, depth_r: int):
         compiler, root = _setup(schema, whitespace=whitespace, lenient=lenient,
                                 max_recursion_depth=depth_r, max_whitespace=max_whitespace,
                                 indent=indent, any_depth=depth_a, registry=registry,
                                 default_draft=default_draft, max_regex_length=max_regex_length)
         try:
-            regex = compiler.value([root], 0)
+            return compiler, compiler.value([root], 0)
         except RecursionError:
             raise UnsupportedSchemaError("the schema nests too deeply to compile") from None
+
+    for attempt, (depth_a, depth_r) in enumerate(attempts):
+        try:
+            compiler, regex = compile_at(depth_a, depth_r)
         except UnsupportedSchemaError as exc:
             if "exceeds" in str(exc) and attempt + 1 < len(attempts):
                 continue
@@ -179,14 +184,8 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
                 raise empty
             # empty only because recursion was cut? unroll deeper, up to a bound
             for deeper in range(depth_r + 1, max(depth_r, AUTO_RECURSION_DEPTH) + 1):
-                compiler, root = _setup(schema, whitespace=whitespace, lenient=lenient,
-                                        max_recursion_depth=deeper, max_whitespace=max_whitespace,
-                                        indent=indent, any_depth=depth_a, registry=registry,
-                                        default_draft=default_draft, max_regex_length=max_regex_length)
                 try:
-                    regex = compiler.value([root], 0)
-                except RecursionError:
-                    raise UnsupportedSchemaError("the schema nests too deeply to compile") from None
+                    compiler, regex = compile_at(depth_a, deeper)
                 except UnsupportedSchemaError as exc:
                     if "exceeds" in str(exc):
                         raise empty from None
