@@ -193,8 +193,7 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
                 if regex is not None:
                     notes.append(f"no value within {depth_r} recursion unrolling(s): "
                                  f"unrolled {deeper} times instead")
-                    return SchemaRegex(regex, list(compiler.widenings), notes + list(compiler.notes),
-                                       compiler.meta_uri)
+                    return _result(regex, compiler, notes)
             if AUTO_RECURSION_DEPTH > depth_r:
                 raise EmptyLanguageError(f"{empty}; none within {AUTO_RECURSION_DEPTH} unrollings either")
             raise empty
@@ -203,9 +202,18 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
                 notes.append(f"regex over the budget of {regex_budget:,} characters: generic values "
                              f"nest {depth_a} level(s) (any_depth) and recursion is unrolled "
                              f"{depth_r} time(s)")
-            return SchemaRegex(regex, list(compiler.widenings), notes + list(compiler.notes),
-                               compiler.meta_uri)
+            return _result(regex, compiler, notes)
     raise AssertionError("unreachable")
+
+
+def _result(regex: str, compiler, notes: list[str]) -> SchemaRegex:
+    notes = notes + list(compiler.notes)
+    if compiler.generic_values_used:
+        # A narrowing like the recursion cut: say so for this schema, not only in the docs.
+        notes.append(f"values the schema leaves free (an empty schema, additional properties) "
+                     f"nest arrays and objects at most {compiler.any_depth} level(s) deep; "
+                     f"deeper ones are not accepted")
+    return SchemaRegex(regex, list(compiler.widenings), notes, compiler.meta_uri)
 
 
 def instance_text(schema: dict | bool | str, value: Any, *, whitespace: str = "compact",

@@ -344,6 +344,7 @@ class Compiler:
         self.widenings: list[str] = []
         self.notes: list[str] = []
         self._any_cache: dict = {}
+        self.generic_values_used = False  # a bounded-depth "any value" went into the regex
         self._validators: dict = {}
 
     # --- reporting -------------------------------------------------------------
@@ -1606,6 +1607,7 @@ class Compiler:
     def any_value(self, depth: int, levels: int | None = None) -> str:
         """Any JSON value, arrays and objects nested ``any_depth`` levels at most."""
         levels = self.any_depth if levels is None else levels
+        self.generic_values_used = True
         key = (depth if self.layout.mode == "pretty" else 0, levels)
         cached = self._any_cache.get(key)
         if cached is not None:

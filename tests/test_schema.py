@@ -734,3 +734,12 @@ def test_end_to_end_with_qwen(qwen, schema, valid, invalid):
         assert _walk(index, qwen, instance_text(schema, value)), value
     for value in invalid:
         assert not _walk(index, qwen, compact(value)), value
+
+
+def test_bounded_generic_values_are_listed_as_a_narrowing():
+    free = regex_from_schema({"type": "object"})
+    assert any("nest arrays and objects at most 2 level(s)" in note for note in free.notes)
+    assert re.fullmatch(free.regex, '{"a":[[1]]}') and not re.fullmatch(free.regex, '{"a":[[[1]]]}')
+    closed = regex_from_schema({"type": "object", "properties": {"a": {"type": "integer"}},
+                                "additionalProperties": False})
+    assert not any("level(s) deep" in note for note in closed.notes)
