@@ -70,6 +70,13 @@ class BuildLimitError(TokenDFAError):
         self.reached = reached
 
 
+class TimeLimitError(BuildLimitError):
+    """The build ran past the time it was given (``tokendfa build --time-limit``).
+
+    Code that treats other failures as "unknown" must let this one through:
+    swallowing it would let the build run on with no limit at all."""
+
+
 # --- files ---------------------------------------------------------------
 
 class IndexFileError(TokenDFAError, ValueError):

@@ -18,6 +18,7 @@ msgpack; the compiler's dependencies load when a build is asked for.
 
 from analysis.errors import (
     BuildLimitError,
+    TimeLimitError,
     EmptyLanguageError,
     IndexFileError,
     IndexVersionError,
@@ -41,6 +42,6 @@ __all__ = [
     "Index", "Guide", "Vocabulary",
     "TokenDFAError", "RegexError", "UnsupportedRegexError", "EmptyLanguageError",
     "SchemaError", "UnsupportedSchemaError", "VocabularyError", "VocabularyCoverageError",
-    "BuildLimitError", "IndexFileError", "IndexVersionError", "VocabularyMismatchError",
+    "BuildLimitError", "TimeLimitError", "IndexFileError", "IndexVersionError", "VocabularyMismatchError",
     "TokenNotAllowedError", "InvalidStateError", "MaskBufferError",
 ]

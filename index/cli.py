@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 
-from analysis.errors import BuildLimitError, TokenDFAError
+from analysis.errors import TimeLimitError, TokenDFAError
 
 DEFAULT_VOCABULARY = "qwen2.5"
 
@@ -124,13 +124,13 @@ class _UsageError(TokenDFAError):
 
 @contextlib.contextmanager
 def _time_limit(seconds: float | None):
-    """Interrupt the build after ``seconds`` with a BuildLimitError."""
+    """Interrupt the build after ``seconds`` with a TimeLimitError."""
     if not seconds or not hasattr(signal, "setitimer"):
         yield
         return
 
     def expire(signum, frame):
-        raise BuildLimitError(f"the build took longer than the time limit of {seconds:g} s")
+        raise TimeLimitError(f"the build took longer than the time limit of {seconds:g} s")
 
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)

@@ -60,7 +60,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from analysis.errors import UnsupportedSchemaError
+from analysis.errors import TimeLimitError, UnsupportedSchemaError
 from index import schema_numbers as nums
 from index import schema_regex_algebra as algebra
 from index import schema_strings as strs
@@ -122,6 +122,8 @@ def _enter(resolver, schema: dict):
             spec = specification_with(schema.get("$schema", "https://json-schema.org/draft/2020-12/schema"),
                                       default=_DEFAULT_SPEC[0])
             return resolver.in_subresource(spec.create_resource(schema))
+        except TimeLimitError:
+            raise
         except Exception:  # noqa: BLE001 - a malformed id keeps the old base
             return resolver
     return resolver
@@ -512,6 +514,8 @@ class Compiler:
             validator = validator[0]
         try:
             return validator.is_valid(value)
+        except TimeLimitError:
+            raise
         except Exception as exc:  # noqa: BLE001 - a validator crash is the schema's problem
             raise UnsupportedSchemaError(
                 f"cannot check enum/const value {value!r} at {sub.pointer or '/'}: {exc}") from None
@@ -1655,7 +1659,9 @@ def regex_subset(a: str, b: str) -> bool:
     try:
         ta, fa = byte_tables_from_regex(a)
         tb, fb = byte_tables_from_regex(b)
-    except Exception:  # noqa: BLE001
+    except TimeLimitError:
+        raise
+    except Exception:  # noqa: BLE001 - unknown means "not known to imply"
         return False
     seen = {(1, 1)}
     stack = [(1, 1)]
@@ -1678,6 +1684,8 @@ def regex_disjoint(a: str, b: str) -> bool:
     try:
         ta, fa = byte_tables_from_regex(a)
         tb, fb = byte_tables_from_regex(b)
+    except TimeLimitError:
+        raise
     except Exception:  # noqa: BLE001 - unknown means "maybe not disjoint"
         return False
     seen = {(1, 1)}

@@ -743,3 +743,23 @@ def test_bounded_generic_values_are_listed_as_a_narrowing():
     closed = regex_from_schema({"type": "object", "properties": {"a": {"type": "integer"}},
                                 "additionalProperties": False})
     assert not any("level(s) deep" in note for note in closed.notes)
+
+
+@pytest.mark.parametrize("check", ["regex_subset", "regex_disjoint"])
+def test_a_time_limit_is_never_taken_for_an_unknown_answer(check, monkeypatch):
+    # These checks answer "not known" when a regex cannot be compiled, but a
+    # build's time limit running out inside them must stop the build.
+    import analysis.regex_compiler
+    from index import BuildLimitError, TimeLimitError, schema_compile
+
+    def too_big(pattern):
+        raise BuildLimitError("too many states", reached=1)
+
+    def out_of_time(pattern):
+        raise TimeLimitError("the build took longer than the time limit of 1 s")
+
+    monkeypatch.setattr(analysis.regex_compiler, "byte_tables_from_regex", too_big)
+    assert getattr(schema_compile, check)("a", "b") is False
+    monkeypatch.setattr(analysis.regex_compiler, "byte_tables_from_regex", out_of_time)
+    with pytest.raises(TimeLimitError):
+        getattr(schema_compile, check)("a", "b")
