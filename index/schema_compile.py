@@ -1654,31 +1654,19 @@ def _ranges_disjoint(a, b) -> bool:
 
 def regex_subset(a: str, b: str) -> bool:
     """Whether every text ``a`` matches, ``b`` matches too (byte DFA product; False if unsure)."""
-    from analysis.regex_compiler import byte_tables_from_regex
-
-    try:
-        ta, fa = byte_tables_from_regex(a)
-        tb, fb = byte_tables_from_regex(b)
-    except TimeLimitError:
-        raise
-    except Exception:  # noqa: BLE001 - unknown means "not known to imply"
-        return False
-    seen = {(1, 1)}
-    stack = [(1, 1)]
-    while stack:
-        x, y = stack.pop()
-        if fa[x] and not fb[y]:
-            return False
-        for byte in range(256):
-            nx, ny = int(ta[x, byte]), int(tb[y, byte])
-            if nx and (nx, ny) not in seen:
-                seen.add((nx, ny))
-                stack.append((nx, ny))
-    return True
+    # b's dead state is followed too: a text a still matches after b died is a counterexample.
+    return _product_reaches(a, b, lambda in_a, in_b: in_a and not in_b, b_may_die=True) is False
 
 
 def regex_disjoint(a: str, b: str) -> bool:
     """Whether two regexes (our dialect) match no common text: a product of their byte DFAs."""
+    return _product_reaches(a, b, lambda in_a, in_b: in_a and in_b, b_may_die=False) is False
+
+
+def _product_reaches(a: str, b: str, wanted, *, b_may_die: bool) -> bool | None:
+    """Whether some pair of states reachable in the product of the byte DFAs
+    of ``a`` and ``b`` has ``wanted(a final, b final)``; None when either
+    regex cannot be compiled (the callers then answer "not known")."""
     from analysis.regex_compiler import byte_tables_from_regex
 
     try:
@@ -1686,20 +1674,20 @@ def regex_disjoint(a: str, b: str) -> bool:
         tb, fb = byte_tables_from_regex(b)
     except TimeLimitError:
         raise
-    except Exception:  # noqa: BLE001 - unknown means "maybe not disjoint"
-        return False
+    except Exception:  # noqa: BLE001 - unknown, not an error of the schema
+        return None
     seen = {(1, 1)}
     stack = [(1, 1)]
     while stack:
         x, y = stack.pop()
-        if fa[x] and fb[y]:
-            return False
+        if wanted(bool(fa[x]), bool(fb[y])):
+            return True
         for byte in range(256):
             nx, ny = int(ta[x, byte]), int(tb[y, byte])
-            if nx and ny and (nx, ny) not in seen:
+            if nx and (ny or b_may_die) and (nx, ny) not in seen:
                 seen.add((nx, ny))
                 stack.append((nx, ny))
-    return True
+    return False
 
 
 def _keys_matching_none(patterns: list[str]) -> str | None:

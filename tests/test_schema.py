@@ -763,3 +763,12 @@ def test_a_time_limit_is_never_taken_for_an_unknown_answer(check, monkeypatch):
     monkeypatch.setattr(analysis.regex_compiler, "byte_tables_from_regex", out_of_time)
     with pytest.raises(TimeLimitError):
         getattr(schema_compile, check)("a", "b")
+
+
+def test_regex_subset_and_disjoint_on_real_regexes():
+    from index.schema_compile import regex_disjoint, regex_subset
+
+    assert regex_subset("a", "a|b") and regex_subset("ab*", "a[bc]*")
+    assert not regex_subset("a|c", "a|b") and not regex_subset("ab", "a")   # b dies before a ends
+    assert regex_disjoint("a", "b") and regex_disjoint("[0-9]+", "[a-z]+")
+    assert not regex_disjoint("a+", "aa") and not regex_disjoint("x[0-9]", "x5|y")
