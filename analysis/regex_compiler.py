@@ -48,7 +48,8 @@ import warnings
 import numpy as np
 
 from analysis.errors import BuildLimitError, RegexError, UnsupportedRegexError
-from analysis.utf8 import MAX_CODEPOINT, CodepointRange, complement_ranges, utf8_range_sequences
+from analysis.utf8 import (MAX_CODEPOINT, CodepointRange, complement_ranges, merge_ranges,
+                           utf8_range_sequences)
 
 try:  # Python 3.11+
     from re import _constants as _sre
@@ -100,14 +101,7 @@ _NOT_NEWLINE: tuple[CodepointRange, ...] = ((0, 0x09), (0x0B, MAX_CODEPOINT))
 
 
 def _merge(ranges) -> tuple[CodepointRange, ...]:
-    """Sort and merge overlapping or adjacent ranges."""
-    merged: list[list[int]] = []
-    for lo, hi in sorted(ranges):
-        if merged and lo <= merged[-1][1] + 1:
-            merged[-1][1] = max(merged[-1][1], hi)
-        else:
-            merged.append([lo, hi])
-    return tuple((lo, hi) for lo, hi in merged)
+    return tuple(merge_ranges(ranges))
 
 
 def _ascii_case_closure(ranges: tuple[CodepointRange, ...]) -> tuple[CodepointRange, ...]:

@@ -74,6 +74,17 @@ def _split_point(lo: int, hi: int) -> int | None:
     return None
 
 
+def merge_ranges(ranges) -> list[CodepointRange]:
+    """Sorted, disjoint, non-adjacent ranges covering the same code points."""
+    merged: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return [(lo, hi) for lo, hi in merged]
+
+
 def complement_ranges(ranges: list[CodepointRange]) -> list[CodepointRange]:
     """All code points not in ``ranges`` (sorted, non-overlapping input)."""
     result: list[CodepointRange] = []

@@ -64,6 +64,7 @@ from analysis.errors import TimeLimitError, UnsupportedSchemaError
 from index import schema_numbers as nums
 from index import schema_regex_algebra as algebra
 from index import schema_strings as strs
+from index.schema_numbers import alternation
 
 ALL_TYPES = frozenset({"null", "boolean", "integer", "fraction", "string", "array", "object"})
 _JSON_TYPES = {
@@ -307,15 +308,6 @@ class Layout:
         return self.ws + ":" + self.ws
 
 
-def _alt(parts) -> str | None:
-    parts = list(dict.fromkeys(p for p in parts if p is not None))
-    if not parts:
-        return None
-    if len(parts) == 1:
-        return parts[0]
-    return "(?:" + "|".join(parts) + ")"
-
-
 def _opt(regex: str) -> str:
     return f"(?:{regex})?"
 
@@ -417,7 +409,7 @@ class Compiler:
                         break
                 if not branch.false:
                     parts.append(self._split(branch, depth, fanout + len(alternatives)))
-            return _alt(parts)
+            return alternation(parts)
         return self.emit(flat, depth)
 
     # --- flattening ----------------------------------------------------------------
@@ -501,7 +493,7 @@ class Compiler:
             if any(self._valid(value, s) for s in flat.negated + flat.nots):
                 continue
             parts.append(self.literal(value, depth))
-        return _alt(parts)
+        return alternation(parts)
 
     def _valid(self, value, sub: Sub) -> bool:
         key = id(sub)
@@ -717,7 +709,7 @@ class Compiler:
             parts.append(self._array(flat, depth))
         if "object" in types:
             parts.append(self._object(flat, depth))
-        return _alt(parts)
+        return alternation(parts)
 
     def _number(self, flat: Flat) -> str | None:
         regex = self._number_range(flat)
@@ -768,7 +760,7 @@ class Compiler:
                         pieces.append(nums.integer_range_regex(cursor, v - 1))
                         cursor = v + 1
                 pieces.append(nums.integer_range_regex(cursor, high))
-                return _alt(pieces)
+                return alternation(pieces)
             if excluded and integer:
                 # integers have one spelling each (and -0): take them out of the regex
                 regex = nums.number_regex(lo=lo, lo_incl=flat.lo_incl, hi=hi, hi_incl=flat.hi_incl,
@@ -855,7 +847,7 @@ class Compiler:
             taken = [v for v in strings if _re.fullmatch(base, json.dumps(v, ensure_ascii=False))]
             if taken:
                 try:
-                    base = algebra.difference(base, _alt([strs.json_string_literal(v) for v in taken]))
+                    base = algebra.difference(base, alternation([strs.json_string_literal(v) for v in taken]))
                 except algebra.NoExactRegex as exc:
                     self.unsupported("not", "", f"excluding string values from a pattern or format: {exc}")
         return base
@@ -950,7 +942,7 @@ class Compiler:
                         head = (comma if count else "") + texts[i]
                         options.append(head if tail is None else
                                        head + (f"(?:{tail})?" if count + 1 >= lo else f"(?:{tail})"))
-                memo[key] = _alt(options)
+                memo[key] = alternation(options)
                 if memo[key] is not None and len(memo[key]) > algebra.MAX_LENGTH:
                     self.unsupported("uniqueItems", pointer, "the orderings of the distinct values "
                                      f"would exceed {algebra.MAX_LENGTH:,} characters")
@@ -1023,7 +1015,7 @@ class Compiler:
                 if after_lo <= after_hi:
                     bodies.append(_repeat(element + comma, before, before) + hit
                                   + _repeat(comma + element, after_lo, after_hi))
-        return self._container("\\[", "\\]", _alt(bodies), False, depth)
+        return self._container("\\[", "\\]", alternation(bodies), False, depth)
 
     def _array_contains_several(self, flat: Flat, parts, lo: int, hi: int | None,
                                 depth: int) -> str | None:
@@ -1072,7 +1064,7 @@ class Compiler:
                 continue
             bodies.append(_repeat(element + comma, 0, None) + regexes[0]
                           + "".join(gap + comma + r for r in regexes[1:]) + gap)
-        return self._container("\\[", "\\]", _alt(bodies), False, depth)
+        return self._container("\\[", "\\]", alternation(bodies), False, depth)
 
     def _element(self, subs: list[Sub], depth: int) -> str | None:
         if not subs:
@@ -1087,7 +1079,7 @@ class Compiler:
             parts.append(layout.open(open_b, depth) + body + layout.close(close_b, depth))
         if can_be_empty:
             parts.append(layout.empty(open_b, close_b))
-        return _alt(parts)
+        return alternation(parts)
 
     # --- objects ------------------------------------------------------------------------------
 
@@ -1149,7 +1141,7 @@ class Compiler:
             alternatives.append(self._object_members(base, depth, witness))
         except _Widened:
             return self._object_members(base, depth, None)   # lenient: the witness dropped
-        return _alt(alternatives)
+        return alternation(alternatives)
 
     def _object_members(self, flat: Flat, depth: int, witness: "_Witness | None") -> str | None:
         parts: list[_ObjPart] = flat.obj_parts
@@ -1215,7 +1207,7 @@ class Compiler:
             # declared names (of this object and of the negated schema) are witnesses elsewhere
             avoid = sorted(set(witness.names) | set(kind[1] if kind[0] == "except" else ()))
             if keys is not None and avoid:
-                keys = algebra.difference(keys, _alt([strs.json_string_literal(n) for n in avoid]))
+                keys = algebra.difference(keys, alternation([strs.json_string_literal(n) for n in avoid]))
             return keys
         except (strs.PatternUnsupported, algebra.NoExactRegex):
             pass
@@ -1270,7 +1262,7 @@ class Compiler:
                 key, kind = strs.keys_except(excluded), ("except", tuple(excluded))
             elif any(self._pattern_matches(pattern, name, part) for name in excluded):
                 # the declared names are written with the declared members, not again here
-                names = _alt([strs.json_string_literal(n) for n in excluded])
+                names = alternation([strs.json_string_literal(n) for n in excluded])
                 try:
                     key = algebra.difference(key, names)
                 except algebra.NoExactRegex as exc:
@@ -1311,7 +1303,7 @@ class Compiler:
                 try:
                     rest = _keys_matching_none([pattern for _, _, pattern, _, _ in pieces])
                     if rest is not None and excluded:
-                        rest = algebra.difference(rest, _alt([strs.json_string_literal(n)
+                        rest = algebra.difference(rest, alternation([strs.json_string_literal(n)
                                                               for n in excluded]))
                     kind = ("complement", pieces[0][2]) if len(pieces) == 1 else ("other",)
                     return result + ([(rest, rest_subs, kind)] if rest is not None else [])
@@ -1337,7 +1329,7 @@ class Compiler:
             if flat.enum is not None and not flat.choices and not flat.nots:
                 names = [v for v in flat.enum if isinstance(v, str) and v not in excluded
                          and all(self._valid(v, s) for s in key_subs)]
-                return _alt([strs.json_string_literal(v) for v in names])
+                return alternation([strs.json_string_literal(v) for v in names])
             self.unsupported("propertyNames", pointer, "propertyNames with combinators")
             return strs.keys_except(excluded)
         flat.types = frozenset({"string"})
@@ -1462,7 +1454,7 @@ class Compiler:
         if max_props is not None and n_required > max_props:
             return None
         members = [(k + colon + v, r) for k, v, r in entries]
-        extra = _alt([k + colon + v for k, v in extras if k is not None]) if extras else None
+        extra = alternation([k + colon + v for k, v in extras if k is not None]) if extras else None
         counting = min_props > 0 or max_props is not None
         if not counting:
             chain: str | None = None     # at least one member written, after the members so far
@@ -1473,12 +1465,12 @@ class Compiler:
                 else:
                     step = chain + (comma + member if req else _opt(comma + member))
                     # unless a required member came before, this one may be the first written
-                    chain = step if seen_required else _alt([step, member])
+                    chain = step if seen_required else alternation([step, member])
                 seen_required = seen_required or req
             bodies = []
             if witnessed is not None:
                 # some extra member is a witness: extras, the witness, extras
-                hit = _alt([k + colon + v for k, v in witnessed])
+                hit = alternation([k + colon + v for k, v in witnessed])
                 if hit is None or extra is None:
                     return None
                 around = f"(?:{comma}{extra})*"
@@ -1486,12 +1478,12 @@ class Compiler:
                     bodies.append(chain + around + comma + hit + around)
                 if not seen_required:
                     bodies.append(f"(?:{extra}{comma})*" + hit + around)
-                return self._container("\\{", "\\}", _alt(bodies), False, depth)
+                return self._container("\\{", "\\}", alternation(bodies), False, depth)
             if chain is not None:
                 bodies.append(chain + (f"(?:{comma}{extra})*" if extra else ""))
             if extra and not seen_required:
                 bodies.append(f"{extra}(?:{comma}{extra})*")
-            return self._container("\\{", "\\}", _alt(bodies), not seen_required, depth)
+            return self._container("\\{", "\\}", alternation(bodies), not seen_required, depth)
         # with a count: chains[c] = written exactly c members (c capped at cap)
         cap = len(members)
         if cap > MAX_PROPERTY_COUNT_CHAIN:
@@ -1515,7 +1507,7 @@ class Compiler:
                     continue
                 # without a maximum, every count past the minimum behaves alike
                 merged.setdefault(c if max_props is not None else min(c, max(min_props, 1)), []).extend(rs)
-            chains = {c: _alt(rs) for c, rs in merged.items()}
+            chains = {c: alternation(rs) for c, rs in merged.items()}
         bodies = []
         for c, regex in chains.items():
             a = max(0, min_props - c)
@@ -1531,7 +1523,7 @@ class Compiler:
             if b is None or b >= 1:
                 bodies.append(extra + _repeat(f"{comma}{extra}", a - 1, None if b is None else b - 1))
         can_be_empty = not seen_required and min_props == 0
-        return self._container("\\{", "\\}", _alt(bodies), can_be_empty, depth)
+        return self._container("\\{", "\\}", alternation(bodies), can_be_empty, depth)
 
     # --- instances in the order the regex writes them ----------------------------------------
 
@@ -1629,7 +1621,7 @@ class Compiler:
         else:
             scalars.append(self._container("\\[", "\\]", None, True, depth))
             scalars.append(self._container("\\{", "\\}", None, True, depth))
-        regex = _alt(scalars)
+        regex = alternation(scalars)
         self._any_cache[key] = regex
         return regex
 
@@ -1692,7 +1684,7 @@ def _product_reaches(a: str, b: str, wanted, *, b_may_die: bool) -> bool | None:
 
 def _keys_matching_none(patterns: list[str]) -> str | None:
     """Keys (JSON text) that match none of the ECMA ``patterns`` (raises NoExactRegex/PatternUnsupported)."""
-    matched = _alt([strs.translate_pattern(p) for p in patterns])
+    matched = alternation([strs.translate_pattern(p) for p in patterns])
     if matched is None:
         return strs.keys_except([])
     return algebra.difference(strs.keys_except([]), matched)

@@ -54,7 +54,8 @@ class NumberUnsupported(ValueError):
 
 # --- small regex helpers ------------------------------------------------------
 
-def _alt(parts: list[str]) -> str | None:
+def alternation(parts) -> str | None:
+    """``(?:a|b|...)`` of the distinct parts that are not None; None when none is left."""
     parts = list(dict.fromkeys(p for p in parts if p is not None))
     if not parts:
         return None
@@ -89,20 +90,20 @@ def _same_length(lo: str, hi: str) -> list[str]:
         return [lo]
     n = len(lo)
     if lo[0] == hi[0]:
-        return [lo[0] + rest for rest in [_alt(_same_length(lo[1:], hi[1:]))]]
+        return [lo[0] + rest for rest in [alternation(_same_length(lo[1:], hi[1:]))]]
     rest = n - 1
     first_lo, first_hi = int(lo[0]), int(hi[0])
     out: list[str] = []
     # lo[0] followed by lo[1:]..99..9, unless lo[1:] is all zeros (then it joins the middle)
     if rest and lo[1:] != "0" * rest:
-        out.append(lo[0] + _alt(_same_length(lo[1:], "9" * rest)))
+        out.append(lo[0] + alternation(_same_length(lo[1:], "9" * rest)))
         first_lo += 1
     top_full = not rest or hi[1:] == "9" * rest
     middle_hi = first_hi if top_full else first_hi - 1
     if first_lo <= middle_hi:
         out.append(_digit_class(first_lo, middle_hi) + _repeat("[0-9]", rest))
     if not top_full:
-        out.append(hi[0] + _alt(_same_length("0" * rest, hi[1:])))
+        out.append(hi[0] + alternation(_same_length("0" * rest, hi[1:])))
     return out
 
 
@@ -122,7 +123,7 @@ def _magnitude_range(lo: int, hi: int | None) -> str | None:
             parts.extend(_same_length(str(a), str(b)))
     if hi is None:
         parts.append(f"[1-9][0-9]{{{lo_len},}}")
-    return _alt(parts)
+    return alternation(parts)
 
 
 def integer_range_regex(lo: int | None, hi: int | None) -> str | None:
@@ -151,7 +152,7 @@ def integer_range_regex(lo: int | None, hi: int | None) -> str | None:
             parts.append("-" + _group(magnitudes))
     if hi is None or hi >= 0:
         parts.append(_magnitude_range(max(lo, 0) if lo is not None else 0, hi))
-    return _alt(parts)
+    return alternation(parts)
 
 
 # --- decimal fractions ------------------------------------------------------------
@@ -210,7 +211,7 @@ def _fraction(lo: str | None, lo_incl: bool, hi: str | None, hi_incl: bool,
     if free_from is not None:
         tail = "[0-9]*" if next_limit is None else f"[0-9]{{0,{next_limit}}}0*"
         parts.insert(0, _digit_class(free_from, free_to) + tail)
-    return _alt(parts), zero_ok
+    return alternation(parts), zero_ok
 
 
 def _fraction_part(lo, lo_incl, hi, hi_incl, limit) -> str | None:
@@ -241,7 +242,7 @@ def _magnitudes(lo: Decimal, lo_incl: bool, hi: Decimal | None, hi_incl: bool,
         head = _fraction_part(lf, lo_incl, None, True, limit)
         if head is not None:
             parts.append(str(li) + head + (_EXPONENT if exponent else ""))
-        return _alt(parts)
+        return alternation(parts)
     hi_i, hf = _split(hi)
     if li == hi_i:
         frac = _fraction_part(lf, lo_incl, hf, hi_incl, limit)
@@ -255,7 +256,7 @@ def _magnitudes(lo: Decimal, lo_incl: bool, hi: Decimal | None, hi_incl: bool,
     high = _fraction_part(None, True, hf, hi_incl, limit)
     if high is not None:
         parts.append(str(hi_i) + high)
-    return _alt(parts)
+    return alternation(parts)
 
 
 def _decimal(value) -> Decimal:
@@ -341,7 +342,7 @@ def number_regex(*, lo=None, lo_incl: bool = True, hi=None, hi_incl: bool = True
                     if mlo is None or mlo <= -1 else None
                 if negative is not None:
                     parts.append("-" + negative + "0" * zeros)
-                return _alt(parts)
+                return alternation(parts)
             return integer_range_regex(ilo, ihi)
         limit = None
         if step is not None:
@@ -385,7 +386,7 @@ def number_regex(*, lo=None, lo_incl: bool = True, hi=None, hi_incl: bool = True
         # -0 and its decimal spellings are the value 0
         if (lo is None or lo < 0 or (lo == 0 and lo_incl)) and (hi is None or hi > 0 or (hi == 0 and hi_incl)):
             parts.append("-0(?:\\.0+)?")
-        return _alt(parts)
+        return alternation(parts)
 
 
 def _group(regex: str) -> str:
@@ -515,7 +516,7 @@ def _multiples_by_last_digits(k: int) -> str:
     m = _tail_modulus(k)
     tails = [f"{t:0{m}d}" for t in range(0, 10 ** m, k)]
     small = [str(t) for t in range(0, 10 ** m, k) if t > 0]
-    positive = _alt([literal_alternation(small), "[1-9][0-9]*" + _group(literal_alternation(tails))])
+    positive = alternation([literal_alternation(small), "[1-9][0-9]*" + _group(literal_alternation(tails))])
     return f"(?:-?0|-?{_group(positive)})"
 
 
@@ -546,7 +547,7 @@ def _listed_multiples(lo, lo_incl, hi, hi_incl, step: Decimal, integer: bool) ->
         parts.append(literal_alternation(whole) + ("" if integer else r"(?:\.0+)?"))
     if fractional:
         parts.append(_group(literal_alternation(fractional)) + "0*")
-    return _alt(parts)
+    return alternation(parts)
 
 
 def _canonical(value: Fraction, integer: bool) -> str:

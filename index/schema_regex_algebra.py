@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from analysis.utf8 import merge_ranges
 from index.schema_strings import _regex_char
 
 __all__ = ["intersect", "difference", "NoExactRegex"]
@@ -126,7 +127,7 @@ def _code_point_edges(table: np.ndarray, live: np.ndarray) -> dict:
                 for target, ranges in tails(nxt, k - 1).items():
                     result.setdefault(target, []).extend(
                         (c * span + lo, c * span + hi) for lo, hi in ranges)
-            result = {target: _merged(ranges) for target, ranges in result.items()}
+            result = {target: merge_ranges(ranges) for target, ranges in result.items()}
         memo[key] = result
         return result
 
@@ -150,19 +151,7 @@ def _code_point_edges(table: np.ndarray, live: np.ndarray) -> dict:
                 continue
             for target, ranges in found.items():
                 edges.setdefault((state, target), []).extend((base + lo, base + hi) for lo, hi in ranges)
-    return {key: _merged(ranges) for key, ranges in edges.items()}
-
-
-def _merged(ranges: list) -> list:
-    """Sorted, disjoint, non-adjacent ranges covering the same code points."""
-    ranges = sorted(ranges)
-    merged = [list(ranges[0])]
-    for lo, hi in ranges[1:]:
-        if lo <= merged[-1][1] + 1:
-            merged[-1][1] = max(merged[-1][1], hi)
-        else:
-            merged.append([lo, hi])
-    return [tuple(r) for r in merged]
+    return {key: merge_ranges(ranges) for key, ranges in edges.items()}
 
 
 def _class(ranges: list) -> str:

@@ -44,6 +44,8 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as _sre  # type: ignore[no-redef]
     import sre_parse as _sre_parse  # type: ignore[no-redef]
 
+from analysis.utf8 import merge_ranges
+
 __all__ = [
     "STRING", "CHAR", "string_regex", "json_string_literal", "keys_except",
     "PatternUnsupported", "translate_pattern", "FORMATS", "format_regex", "pattern_matches",
@@ -100,19 +102,9 @@ def _canonical_unit(cp: int) -> str:
     return _regex_char(cp, False)
 
 
-def _merge(ranges) -> list[tuple[int, int]]:
-    merged: list[list[int]] = []
-    for lo, hi in sorted(ranges):
-        if merged and lo <= merged[-1][1] + 1:
-            merged[-1][1] = max(merged[-1][1], hi)
-        else:
-            merged.append([lo, hi])
-    return [(lo, hi) for lo, hi in merged]
-
-
 def _complement(ranges) -> list[tuple[int, int]]:
     out, start = [], 0
-    for lo, hi in _merge(ranges):
+    for lo, hi in merge_ranges(ranges):
         if lo > start:
             out.append((start, lo - 1))
         start = hi + 1
@@ -136,7 +128,7 @@ def _without_surrogates(ranges) -> list[tuple[int, int]]:
 
 def char_set_regex(ranges) -> str | None:
     """Regex for one character from the code-point ``ranges``, canonically spelled."""
-    ranges = _without_surrogates(_merge(ranges))
+    ranges = _without_surrogates(merge_ranges(ranges))
     if not ranges:
         return None
     special = [cp for cp in list(range(0x20)) + [0x22, 0x5C]
@@ -388,7 +380,7 @@ def _set_ranges(op, av) -> list[tuple[int, int]]:
             ranges.extend(_CATEGORIES[item])
         else:
             raise PatternUnsupported(f"class item {item_op}")
-    return _complement(ranges) if negate else _merge(ranges)
+    return _complement(ranges) if negate else merge_ranges(ranges)
 
 
 _SETS = (_sre.LITERAL, _sre.NOT_LITERAL, _sre.ANY, _sre.IN)
