@@ -327,17 +327,17 @@ def _inflate(stored, limit: int, expected: int | None, array_name: str, name: st
     return raw
 
 
-def _from_runs(stored, dtype: np.dtype, nbytes: int, array_name: str, name: str,
-               *, prefix: int = 0) -> np.ndarray:
-    """Decode ``runs`` (after ``prefix`` leading bytes, returned separately
-    by :func:`_from_row_delta_runs`); the result is read-only."""
-    array, _ = _decode_runs(stored, dtype, nbytes, array_name, name, prefix=prefix)
+def _from_runs(stored, dtype: np.dtype, nbytes: int, array_name: str, name: str) -> np.ndarray:
+    """Decode ``runs``; the result is read-only."""
+    array, _ = _decode_runs(stored, dtype, nbytes, array_name, name)
     array.flags.writeable = False
     return array
 
 
 def _decode_runs(stored, dtype: np.dtype, nbytes: int, array_name: str, name: str,
                  *, prefix: int = 0) -> tuple[np.ndarray, bytes]:
+    """The run-coded elements after ``prefix`` leading bytes (the row bases
+    of ``row-delta-runs``), and those leading bytes."""
     if dtype.itemsize != 4:
         raise IndexFileError(f"{name}: array {array_name!r}: runs need 32-bit elements, not {dtype}")
     count = nbytes // dtype.itemsize
