@@ -1821,6 +1821,21 @@ def _k_exclusive_maximum(c, flat, sub, value):
     _bound(flat, value, False, False)
 
 
+def _raised_lower_bound(current: int, value) -> int:
+    """A count's lower bound after a ``min*`` keyword (non-numbers are ignored)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return max(current, math.ceil(value))
+    return current
+
+
+def _lowered_upper_bound(current: int | None, value) -> int | None:
+    """A count's upper bound (None: unbounded) after a ``max*`` keyword."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        bound = math.floor(value)
+        return bound if current is None else min(current, bound)
+    return current
+
+
 def _k_multiple_of(c, flat, sub, value):
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
         flat.multiple_of.append((_decimal(value), sub.pointer))
@@ -1831,14 +1846,11 @@ def _k_not_multiple_of(c, flat, sub, value):
 
 
 def _k_min_length(c, flat, sub, value):
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        flat.min_length = max(flat.min_length, math.ceil(value))
+    flat.min_length = _raised_lower_bound(flat.min_length, value)
 
 
 def _k_max_length(c, flat, sub, value):
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        v = math.floor(value)
-        flat.max_length = v if flat.max_length is None else min(flat.max_length, v)
+    flat.max_length = _lowered_upper_bound(flat.max_length, value)
 
 
 def _k_pattern(c, flat, sub, value):
@@ -1853,14 +1865,11 @@ def _k_format(c, flat, sub, value):
 
 
 def _k_min_items(c, flat, sub, value):
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        flat.min_items = max(flat.min_items, math.ceil(value))
+    flat.min_items = _raised_lower_bound(flat.min_items, value)
 
 
 def _k_max_items(c, flat, sub, value):
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        v = math.floor(value)
-        flat.max_items = v if flat.max_items is None else min(flat.max_items, v)
+    flat.max_items = _lowered_upper_bound(flat.max_items, value)
 
 
 def _k_items(c: Compiler, flat: Flat, sub: Sub, value) -> None:
@@ -1894,14 +1903,11 @@ def _k_required(c, flat, sub, value):
 
 
 def _k_min_props(c, flat, sub, value):
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        flat.min_props = max(flat.min_props, math.ceil(value))
+    flat.min_props = _raised_lower_bound(flat.min_props, value)
 
 
 def _k_max_props(c, flat, sub, value):
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        v = math.floor(value)
-        flat.max_props = v if flat.max_props is None else min(flat.max_props, v)
+    flat.max_props = _lowered_upper_bound(flat.max_props, value)
 
 
 def _k_properties(c: Compiler, flat: Flat, sub: Sub, value) -> None:
