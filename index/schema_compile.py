@@ -80,6 +80,7 @@ UNSUPPORTED = frozenset({
     "uniqueItems", "minContains", "maxContains", "$dynamicRef", "$recursiveRef",
 })
 MAX_CHOICES = 256
+MAX_KEY_REGIONS = 64       # disjoint key regions cut from overlapping patternProperties
 MAX_UNIQUE_VALUES = 6       # uniqueItems over literals: 1,957 orderings of 6 values
 MAX_SEVERAL_CONTAINS = 3   # several contains: 13 orderings of hits for 3, 75 for 4
 MAX_PROPERTY_COUNT_CHAIN = 64
@@ -1274,10 +1275,10 @@ class Compiler:
                 self.unsupported("propertyNames", part.pointer, "propertyNames with patternProperties")
             value = self._element([sub] + others, depth + 1)
             pieces.append((key, value, pattern, [sub] + others, kind))
+        patterns = [pattern for _, _, pattern, _, _ in pieces]
         if len(pieces) > 1 and len({v for _, v, _, _, _ in pieces}) > 1 \
                 and not self._disjoint_keys([k for k, _, _, _, _ in pieces]):
-            self.unsupported("patternProperties", part.pointer,
-                             "overlapping patterns with different schemas")
+            pieces = self._key_regions(pieces, others, part.pointer, depth)
         additional = part.additional
         result = [(k, subs, kind) for k, v, _, subs, kind in pieces if v is not None]
         if (additional is None or additional.schema is not False) and any(
@@ -1287,11 +1288,11 @@ class Compiler:
             # keys that match no pattern: need the complement of the patterns
             rest_subs = ([additional] if additional is not None else []) + others
             value = self._element(rest_subs, depth + 1)
-            if len(pieces) == 1 and not key_subs and all(
-                    self._pattern_matches(pieces[0][2], name, part) for name in excluded):
-                rest = strs.pattern_complement(pieces[0][2])
+            if len(patterns) == 1 and not key_subs and all(
+                    self._pattern_matches(patterns[0], name, part) for name in excluded):
+                rest = strs.pattern_complement(patterns[0])
                 if rest is not None:
-                    return result + ([(rest, rest_subs, ("complement", pieces[0][2]))]
+                    return result + ([(rest, rest_subs, ("complement", patterns[0]))]
                                      if value is not None else [])
             anything = self.any_value(depth + 1)
             if len(result) == len(pieces) and all(v == anything for _, v, _, _, _ in pieces) \
@@ -1301,11 +1302,11 @@ class Compiler:
                 return result
             if not key_subs and value is not None:
                 try:
-                    rest = _keys_matching_none([pattern for _, _, pattern, _, _ in pieces])
+                    rest = _keys_matching_none(patterns)
                     if rest is not None and excluded:
                         rest = algebra.difference(rest, alternation([strs.json_string_literal(n)
                                                               for n in excluded]))
-                    kind = ("complement", pieces[0][2]) if len(pieces) == 1 else ("other",)
+                    kind = ("complement", patterns[0]) if len(patterns) == 1 else ("other",)
                     return result + ([(rest, rest_subs, kind)] if rest is not None else [])
                 except (algebra.NoExactRegex, strs.PatternUnsupported):
                     pass
@@ -1316,6 +1317,46 @@ class Compiler:
             if value is not None:
                 result.append((self._key(key_subs, excluded, part.pointer), rest_subs, ("other",)))
         return result
+
+    def _key_regions(self, pieces: list, others: list[Sub], pointer: str, depth: int) -> list:
+        """Overlapping patterns cut into disjoint key regions, each with every schema that applies.
+
+        A key that matches several patterns must satisfy all their schemas, so
+        the keys are split by which patterns they match (intersections and
+        differences of the key regexes); one member alternative per non-empty
+        region, its value held to the union of the schemas.
+        """
+        regions: list[tuple[str, list[int]]] = []
+        try:
+            for i, (key, *_rest) in enumerate(pieces):
+                refined, alone = [], key
+                for region, members in regions:
+                    both = algebra.intersect(region, key)
+                    if both is None:
+                        refined.append((region, members))
+                        continue
+                    refined.append((both, members + [i]))
+                    left = algebra.difference(region, key)
+                    if left is not None:
+                        refined.append((left, members))
+                    if alone is not None:
+                        alone = algebra.difference(alone, region)
+                if alone is not None:
+                    refined.append((alone, [i]))
+                regions = refined
+                if len(regions) > MAX_KEY_REGIONS:
+                    raise algebra.NoExactRegex(f"more than {MAX_KEY_REGIONS} key regions")
+        except algebra.NoExactRegex as exc:
+            self.unsupported("patternProperties", pointer,
+                             f"overlapping patterns with different schemas ({exc})")
+            return pieces
+        split = []
+        for region, members in regions:
+            subs = [pieces[i][3][0] for i in members] + others
+            same = len(members) == 1 and region == pieces[members[0]][0]
+            kind = pieces[members[0]][4] if same else ("other",)
+            split.append((region, self._element(subs, depth + 1), None, subs, kind))
+        return split
 
     def _key(self, key_subs: list[Sub], excluded: list[str], pointer: str) -> str:
         if not key_subs:

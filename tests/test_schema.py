@@ -12,6 +12,7 @@ import json
 import re
 from decimal import Decimal
 
+import jsonschema
 import pytest
 
 from analysis.errors import EmptyLanguageError, SchemaError, UnsupportedSchemaError
@@ -200,6 +201,24 @@ def test_pattern_properties_beside_open_additional_properties():
     check({"type": "object", "properties": {"n": {"type": "integer"}},
            "patternProperties": {".*": {"type": ["integer", "string"]}}},
           [{"n": 1, "k": "v"}], [{"n": "x"}, {"k": None}])
+
+
+def test_overlapping_pattern_properties_hold_every_matching_schema():
+    # a key matching several patterns must satisfy all their schemas (here: the broad
+    # pattern's string, and the specific key's digest shape); the regions are disjoint
+    schema = {"type": "object", "patternProperties": {
+        "^[a-zA-Z0-9_-]+$": {"type": "string"},
+        "^MD5$": {"pattern": "^[a-f0-9]{4}$"},
+        "^SHA": {"maxLength": 2}},
+        "additionalProperties": {"type": "integer"}}
+    valid = [{"MD5": "abcd"}, {"x": "s", "SHA1": "ab"}, {"SHA 1": 5}, {"SHA 1": "ab"},
+             {"a b": 3}, {"SHA_1": "", "MD5": "0000"}]
+    invalid = [{"MD5": "abc"}, {"MD5": 1234}, {"SHA1": "abc"}, {"SHA1": 1}, {"x": 1},
+               {"a b": "s"}, {"SHA 1": "abc"}]
+    validator = jsonschema.Draft202012Validator(schema)
+    assert all(validator.is_valid(v) for v in valid)
+    assert not any(validator.is_valid(v) for v in invalid)
+    check(schema, valid, invalid)
 
 
 def test_property_names():
