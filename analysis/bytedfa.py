@@ -84,9 +84,13 @@ class ByteDFA:
         return self.walk(INITIAL, data) != DEAD
 
 
-def byte_dfa_from_regex(pattern: str, *, max_nfa_states: int | None = None) -> ByteDFA:
+def byte_dfa_from_regex(pattern: str, *, max_nfa_states: int | None = None,
+                        definitions: "dict[str, str] | None" = None) -> ByteDFA:
     """Compile ``pattern`` (Python ``re`` syntax with ``re.ASCII`` classes,
     whole-string match) to a canonical byte DFA.
+
+    ``definitions`` are shared pieces the pattern refers to by placeholder
+    (see :mod:`analysis.regex_compiler`).
 
     Raises :class:`RegexError`, :class:`UnsupportedRegexError`,
     :class:`EmptyLanguageError` or (past ``max_nfa_states``)
@@ -96,7 +100,7 @@ def byte_dfa_from_regex(pattern: str, *, max_nfa_states: int | None = None) -> B
 
     body = normalize_pattern(pattern)
     limit = DEFAULT_MAX_NFA_STATES if max_nfa_states is None else max_nfa_states
-    transitions, finals = byte_tables_from_regex(body, max_nfa_states=limit)
+    transitions, finals = byte_tables_from_regex(body, max_nfa_states=limit, definitions=definitions)
     dfa = canonical_byte_dfa(transitions, finals, pattern=pattern)
     if dfa.num_states <= INITIAL:
         raise EmptyLanguageError(f"regex {pattern!r} matches no string at all")

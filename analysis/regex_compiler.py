@@ -30,6 +30,17 @@ classic thing instead:
 Surrogates are never matched (:mod:`analysis.utf8` skips them), and invalid
 UTF-8 leads only to the dead state.
 
+**Shared definitions.** A generated regex can repeat one large piece many
+times (a JSON Schema ``$ref`` used in twenty places, values nested inside
+values). ``definitions`` maps a placeholder character, a lone surrogate
+(which no text can contain), to the regex it stands for; each definition is
+compiled once to its minimal DFA, and every occurrence of the placeholder
+stamps in a copy of that DFA's states instead of the Thompson states of its
+text. The language is the one of the pattern with every placeholder replaced
+by its definition in a group; the NFA is proportional to the minimal DFAs,
+not to the expanded text. A definition is compiled on its own: flags around
+a placeholder, such as ``(?i)``, do not reach into it.
+
 Example::
 
     >>> from analysis.bytedfa import canonical_byte_dfa
@@ -44,6 +55,7 @@ import functools
 import gc
 import re
 import warnings
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -182,6 +194,9 @@ def _counted_set(items, flags: int):
     if len(items) != 1:
         return None
     op, av = items[0]
+    if (op is _LITERAL and 0xD800 <= av <= 0xDFFF) or (
+            op is _IN and any(o is _LITERAL and 0xD800 <= a <= 0xDFFF for o, a in av)):
+        return None  # perhaps a placeholder of a shared definition: the general path stamps it
     if op is _LITERAL or op is _NOT_LITERAL or op is _ANY or op is _IN:
         return _set_ranges(op, av, flags), 1, 1
     if op is _SUBPATTERN:
@@ -268,9 +283,10 @@ class _ThompsonNFA:
     Loops therefore always go back to a fresh state owned by the repeat.
     """
 
-    def __init__(self, pattern: str, max_states: int) -> None:
+    def __init__(self, pattern: str, max_states: int, shared: "_SharedDefinitions | None" = None) -> None:
         self.pattern = pattern
         self.max_states = max_states
+        self.shared = shared
         self.eps: list[list[int]] = []
         self.edges: list[list[tuple[int, int, int]]] = []
 
@@ -293,6 +309,11 @@ class _ThompsonNFA:
         return source
 
     def _build_item(self, op, av, source: int, flags: int) -> int:
+        if self.shared is not None:
+            if op is _LITERAL and chr(av) in self.shared:
+                return self._stamp(self.shared.template(chr(av)), source)
+            if op is _IN and any(o is _LITERAL and chr(a) in self.shared for o, a in av):
+                return self._set_with_placeholders(av, source, flags)
         if op is _LITERAL or op is _NOT_LITERAL or op is _ANY or op is _IN:
             return self._character_set(_set_ranges(op, av, flags), source)
         if op is _SUBPATTERN:
@@ -329,6 +350,42 @@ class _ThompsonNFA:
                           for node_edges in template[1:])
         self.edges[source].extend((lo, hi, base + t) for lo, hi, t in template[0])
         return base + 1
+
+    def _set_with_placeholders(self, items, source: int, flags: int) -> int:
+        """``[...]`` holding placeholders, which the parser made of ``(?:P|Q|a)``."""
+        if items and items[0][0] is _sre.NEGATE:
+            raise RegexError(f"a shared definition's placeholder in a negated class in {self.pattern!r}")
+        end = self.new_state()
+        rest = []
+        for op, av in items:
+            if op is _LITERAL and chr(av) in self.shared:
+                self.eps[self._stamp(self.shared.template(chr(av)), source)].append(end)
+            else:
+                rest.append((op, av))
+        if rest:
+            self.eps[self._character_set(_set_ranges(_IN, rest, flags), source)].append(end)
+        return end
+
+    def _stamp(self, template, source: int) -> int:
+        """A copy of a definition's minimal DFA after ``source``; returns its end.
+
+        ``template`` is ``(edges, finals)`` over local states 0.. (0 initial).
+        The DFA's initial state may be re-entered by its own edges, so it gets
+        a state of its own rather than ``source`` (which must not gain
+        incoming edges); the end is a fresh state every final one reaches.
+        """
+        edges, finals = template
+        if not finals:
+            return self.new_state()  # the definition matches nothing: a dead end
+        self._reserve(len(edges) + 1)
+        base = len(self.eps)
+        self.eps.extend([] for _ in range(len(edges)))
+        self.edges.extend([(lo, hi, base + t) for lo, hi, t in state_edges] for state_edges in edges)
+        end = self.new_state()
+        for state in finals:
+            self.eps[base + state].append(end)
+        self.eps[source].append(base)
+        return end
 
     def _repeat(self, build_body, low: int, high: int | None, source: int) -> int:
         """``body{low,high}`` (``high=None``: unbounded), expanded into copies.
@@ -386,7 +443,9 @@ class _ThompsonNFA:
 # --- the public entry point -------------------------------------------------
 
 def byte_tables_from_regex(pattern: str, *, max_nfa_states: int = DEFAULT_MAX_NFA_STATES,
-                           max_dfa_states: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+                           max_dfa_states: int | None = None,
+                           definitions: "Mapping[str, str] | _SharedDefinitions | None" = None,
+                           ) -> tuple[np.ndarray, np.ndarray]:
     """Compile ``pattern`` to a complete byte table, not yet minimised.
 
     ``pattern`` is Python ``re`` syntax matched against the whole string, as
@@ -405,6 +464,10 @@ def byte_tables_from_regex(pattern: str, *, max_nfa_states: int = DEFAULT_MAX_NF
       ``max_nfa_states`` states (bounded repeats are expanded, so
       ``(?:(?:a|b){1000}){1000}`` would need millions), or the DFA more than
       ``max_dfa_states`` (no bound by default); ``reached`` says how many.
+
+    ``definitions`` maps placeholder characters (lone surrogates) to the
+    regexes they stand for (see the module notes); a definition may use the
+    placeholders of others, but not its own.
     """
     # The build allocates hundreds of thousands of small lists and tuples, none
     # of them in a reference cycle; the cyclic collector would rescan them all
@@ -412,8 +475,11 @@ def byte_tables_from_regex(pattern: str, *, max_nfa_states: int = DEFAULT_MAX_NF
     collecting = gc.isenabled()
     gc.disable()
     try:
+        shared = definitions
+        if definitions is not None and not isinstance(definitions, _SharedDefinitions):
+            shared = _SharedDefinitions(definitions, max_nfa_states) if definitions else None
         tree, flags = _parse(pattern)
-        nfa = _ThompsonNFA(pattern, max_nfa_states)
+        nfa = _ThompsonNFA(pattern, max_nfa_states, shared)
         start = nfa.new_state()
         try:
             final = nfa.build(tree, start, flags)
@@ -423,6 +489,52 @@ def byte_tables_from_regex(pattern: str, *, max_nfa_states: int = DEFAULT_MAX_NF
     finally:
         if collecting:
             gc.enable()
+
+
+class _SharedDefinitions:
+    """Placeholder -> definition, each compiled on first use to a stampable minimal DFA."""
+
+    def __init__(self, definitions: "Mapping[str, str]", max_nfa_states: int) -> None:
+        for placeholder in definitions:
+            if len(placeholder) != 1 or not 0xD800 <= ord(placeholder) <= 0xDFFF:
+                raise ValueError(f"a placeholder must be one surrogate character, not {placeholder!r}")
+        self.definitions = dict(definitions)
+        self.max_nfa_states = max_nfa_states
+        self._templates: dict[str, tuple] = {}
+        self._compiling: set[str] = set()
+
+    def __contains__(self, placeholder: str) -> bool:
+        return placeholder in self.definitions
+
+    def template(self, placeholder: str) -> tuple:
+        template = self._templates.get(placeholder)
+        if template is None:
+            if placeholder in self._compiling:
+                raise RegexError(f"shared definition {ord(placeholder):#x} uses itself")
+            self._compiling.add(placeholder)
+            try:
+                template = self._templates[placeholder] = self._compile(placeholder)
+            finally:
+                self._compiling.discard(placeholder)
+        return template
+
+    def _compile(self, placeholder: str) -> tuple:
+        from analysis.bytedfa import canonical_byte_dfa
+
+        transitions, finals = byte_tables_from_regex(
+            self.definitions[placeholder], max_nfa_states=self.max_nfa_states, definitions=self)
+        dfa = canonical_byte_dfa(transitions, finals)
+        # local state i is DFA state i + 1 (the dead state 0 is dropped; 1 is initial)
+        table = dfa.transitions[1:]
+        edges = []
+        for row in table:
+            cuts = np.flatnonzero(np.diff(row)) + 1
+            starts = np.concatenate(([0], cuts))
+            ends = np.concatenate((cuts, [256])) - 1
+            targets = row[starts]
+            edges.append(tuple((int(lo), int(hi), int(t) - 1)
+                               for lo, hi, t in zip(starts, ends, targets) if t != 0))
+        return tuple(edges), tuple(np.flatnonzero(dfa.finals[1:]).tolist())
 
 
 # --- subset construction ----------------------------------------------------

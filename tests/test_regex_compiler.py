@@ -507,3 +507,43 @@ def test_minimisation_matches_plain_moore_refinement(seed, monkeypatch):
     dfa = canonical_byte_dfa(table, finals)
     assert np.array_equal(dfa.transitions, expected_table)
     assert np.array_equal(dfa.finals, expected_finals)
+
+
+# --- shared definitions: placeholders stamped as minimal DFAs -----------------------
+
+P, Q, R = "\ud800", "\ud801", "\ud802"
+SHARED = {P: "(?:ab|c)+", Q: f"x{P}y|z", R: "[^a]"}
+
+
+def _expanded(pattern: str) -> str:
+    for _ in range(len(SHARED)):
+        for placeholder, text in SHARED.items():
+            pattern = pattern.replace(placeholder, f"(?:{text})")
+    return pattern
+
+
+@pytest.mark.parametrize("pattern", [
+    P, f"{P}*", f"{Q}{{2,3}}", f"(?:{P}|q){Q}?",  # (?:P|q) is parsed as a class [Pq]
+    f"{P}|{Q}|{R}|k", f"(?:{P}|{Q}){{2}}", f"{R}*{P}", f"({P}|{Q})+k", f"a{Q}{Q}b",
+])
+def test_shared_definitions_give_the_dfa_of_the_written_out_pattern(pattern):
+    shared = canonical_byte_dfa(*byte_tables_from_regex(pattern, definitions=SHARED))
+    written_out = canonical_byte_dfa(*byte_tables_from_regex(_expanded(pattern)))
+    assert np.array_equal(shared.transitions, written_out.transitions)
+    assert np.array_equal(shared.finals, written_out.finals)
+    check_against_python(_expanded(pattern), shared)
+
+
+def test_shared_definition_that_matches_nothing_is_a_dead_end():
+    empty = {P: "[^\\x00-\\U0010ffff]"}
+    dfa = canonical_byte_dfa(*byte_tables_from_regex(f"a{P}|b", definitions=empty))
+    assert dfa.accepts(b"b") and not dfa.accepts(b"a") and not dfa.accepts(b"")
+
+
+def test_shared_definitions_are_checked():
+    with pytest.raises(ValueError, match="one surrogate character"):
+        byte_tables_from_regex("a", definitions={"x": "b"})
+    with pytest.raises(RegexError, match="uses itself"):
+        byte_tables_from_regex(P, definitions={P: f"a{P}?"})
+    with pytest.raises(RegexError, match="negated class"):
+        byte_tables_from_regex(f"[^{P}a]", definitions=SHARED)
