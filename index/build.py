@@ -95,24 +95,34 @@ class Progress:
 
 def build_index(pattern: str, vocabulary: Vocabulary, *, method: str = "fast",
                 n_jobs: int = 1, backend: str | None = None,
-                max_states: int | None = None, progress: bool | None = None) -> Index:
+                max_states: int | None = None, progress: bool | None = None,
+                definitions: dict[str, str] | None = None) -> Index:
     """Compile ``pattern`` for ``vocabulary`` into an :class:`Index`.
 
     ``progress`` shows a progress line on stderr for builds that take more
-    than a second (default: when stderr is a terminal).
+    than a second (default: when stderr is a terminal). ``definitions`` are
+    the shared pieces a schema's pattern refers to (:class:`index.schema.SchemaRegex`).
     """
     started = time.perf_counter()
     reporter = Progress(progress)
     try:
         return _build_index(pattern, vocabulary, method, n_jobs, backend, max_states, reporter,
-                            started)
+                            started, definitions or {})
     finally:
         reporter.close()
 
 
-def _build_index(pattern, vocabulary, method, n_jobs, backend, max_states, reporter, started):
+def _readable(text: str, definitions: dict[str, str]) -> str:
+    """A pattern for the metadata: placeholders (lone surrogates, not UTF-8) as ``<shared N>``."""
+    for number, placeholder in enumerate(definitions):
+        text = text.replace(placeholder, f"<shared {number}>")
+    return text
+
+
+def _build_index(pattern, vocabulary, method, n_jobs, backend, max_states, reporter, started,
+                 definitions):
     reporter.update("compiling the pattern")
-    dfa = byte_dfa_from_regex(pattern)
+    dfa = byte_dfa_from_regex(pattern, definitions=definitions)
     limit = DEFAULT_MAX_STATES if max_states is None else max_states
     if dfa.num_states - 1 > limit:
         raise BuildLimitError(
@@ -122,7 +132,7 @@ def _build_index(pattern, vocabulary, method, n_jobs, backend, max_states, repor
                           progress=reporter)
     metadata = {
         "kind": "regex",
-        "pattern": pattern,
+        "pattern": _readable(pattern, definitions),
         "vocabulary": {
             "name": vocabulary.name,
             "source": vocabulary.source,
@@ -135,6 +145,8 @@ def _build_index(pattern, vocabulary, method, n_jobs, backend, max_states, repor
             "seconds": round(time.perf_counter() - started, 4),
         },
     }
+    if definitions:
+        metadata["shared"] = [_readable(text, definitions) for text in definitions.values()]
     return Index(arrays, metadata, vocabulary)
 
 

@@ -65,6 +65,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import json
 import warnings
 from dataclasses import dataclass, field
@@ -99,12 +100,50 @@ class SchemaRegex:
     strict mode); ``notes`` lists the documented narrowings that applied
     (recursion cut, formats not checked); ``draft`` is the dialect the
     schema was read as.
+
+    Large schemas repeat large pieces (a ``$ref`` used in many places, values
+    nested in values). The compiler writes each such piece once:
+    ``pattern`` holds a placeholder character (a lone surrogate, which no
+    JSON text contains) wherever ``definitions[placeholder]`` stands, and
+    the build compiles each definition once (see
+    :mod:`analysis.regex_compiler`). ``regex`` is the same language written
+    out in full, built on first use; it can be far longer than ``size``.
     """
 
-    regex: str
+    pattern: str
     widenings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     draft: str = ""
+    definitions: dict[str, str] = field(default_factory=dict)
+
+    @functools.cached_property
+    def regex(self) -> str:
+        return expand_definitions(self.pattern, self.definitions)
+
+    @property
+    def size(self) -> int:
+        """Characters of the pattern and of every definition, each written once."""
+        return len(self.pattern) + sum(len(text) for text in self.definitions.values())
+
+
+def expand_definitions(pattern: str, definitions: dict[str, str]) -> str:
+    """``pattern`` with every placeholder replaced by its definition, in a group."""
+    if not definitions:
+        return pattern
+    import re
+
+    placeholder = re.compile("[" + "".join(sorted(definitions)) + "]")
+    expanded: dict[str, str] = {}
+
+    def expand(text: str) -> str:
+        return placeholder.sub(lambda m: group(m.group()), text)
+
+    def group(key: str) -> str:
+        if key not in expanded:
+            expanded[key] = "(?:" + expand(definitions[key]) + ")"
+        return expanded[key]
+
+    return expand(pattern)
 
 
 def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
@@ -197,7 +236,8 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
             if AUTO_RECURSION_DEPTH > depth_r:
                 raise EmptyLanguageError(f"{empty}; none within {AUTO_RECURSION_DEPTH} unrollings either")
             raise empty
-        if regex_budget is None or len(regex) <= regex_budget or attempt + 1 == len(attempts):
+        if regex_budget is None or compiler.written_size(regex) <= regex_budget \
+                or attempt + 1 == len(attempts):
             if attempt:
                 notes.append(f"regex over the budget of {regex_budget:,} characters: generic values "
                              f"nest {depth_a} level(s) (any_depth) and recursion is unrolled "
@@ -213,7 +253,8 @@ def _result(regex: str, compiler, notes: list[str]) -> SchemaRegex:
         notes.append(f"values the schema leaves free (an empty schema, additional properties) "
                      f"nest arrays and objects at most {compiler.any_depth} level(s) deep; "
                      f"deeper ones are not accepted")
-    return SchemaRegex(regex, list(compiler.widenings), notes, compiler.meta_uri)
+    return SchemaRegex(regex, list(compiler.widenings), notes, compiler.meta_uri,
+                       compiler.used_definitions(regex))
 
 
 def instance_text(schema: dict | bool | str, value: Any, *, whitespace: str = "compact",
@@ -265,7 +306,26 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
         validator_cls=validator_cls, registry=full_registry, format_checker=_format_checker(),
         max_regex_length=max_regex_length)
     compiler.meta_uri = meta_uri
+    compiler.share = registry is None and not _may_hold_surrogates(schema)
     return compiler, sc.Sub(schema, resolver, "")
+
+
+_SURROGATE_TEXT = None
+
+
+def _may_hold_surrogates(schema) -> bool:
+    """True if the schema has a surrogate, raw or as an escape (in a pattern, say).
+
+    Placeholders of shared pieces are lone surrogates; a schema that could put
+    one in the regex itself is compiled without sharing (rare, and still exact).
+    """
+    global _SURROGATE_TEXT
+    import re
+
+    if _SURROGATE_TEXT is None:
+        _SURROGATE_TEXT = re.compile(r"[\ud800-\udfff]|\\u\{?0*[dD][89a-fA-F]")
+    text = json.dumps(schema, ensure_ascii=False)
+    return _SURROGATE_TEXT.search(text) is not None
 
 
 # --- reading and checking the schema --------------------------------------------

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
@@ -80,6 +81,11 @@ UNSUPPORTED = frozenset({
     "uniqueItems", "minContains", "maxContains", "$dynamicRef", "$recursiveRef",
 })
 MAX_CHOICES = 256
+# A value regex this long, or longer, is written once and referred to by a
+# placeholder: one of the 2,048 lone surrogates, which no JSON text holds.
+SHARE_MIN_LENGTH = 2_000
+PLACEHOLDER_BASE = 0xD800
+MAX_DEFINITIONS = 2_048
 MAX_KEY_REGIONS = 64       # disjoint key regions cut from overlapping patternProperties
 MAX_UNIQUE_VALUES = 6       # uniqueItems over literals: 1,957 orderings of 6 values
 MAX_SEVERAL_CONTAINS = 3   # several contains: 13 orderings of hits for 3, 75 for 4
@@ -341,6 +347,49 @@ class Compiler:
         self._any_cache: dict = {}
         self.generic_values_used = False  # a bounded-depth "any value" went into the regex
         self._validators: dict = {}
+        # Shared pieces (see SchemaRegex): each value regex is computed once per
+        # (subschemas, recursion counts), and a long one is written once, as a
+        # placeholder. Off when the schema holds surrogates a placeholder could clash with.
+        self.share = True
+        self.definitions: dict[str, str] = {}
+        self._placeholder_of: dict[str, str] = {}
+        self._values: dict = {}
+
+    # --- shared pieces -------------------------------------------------------------
+
+    def _shared(self, regex: str | None) -> str | None:
+        """``regex``, or the placeholder that stands for it when it is long."""
+        if not self.share or regex is None or len(regex) < SHARE_MIN_LENGTH:
+            return regex
+        placeholder = self._placeholder_of.get(regex)
+        if placeholder is None:
+            if len(self.definitions) >= MAX_DEFINITIONS:
+                return regex
+            placeholder = chr(PLACEHOLDER_BASE + len(self.definitions))
+            self.definitions[placeholder] = regex
+            self._placeholder_of[regex] = placeholder
+        return placeholder
+
+    def _value_key(self, subs: list[Sub], depth: int):
+        """What a value regex depends on: the schemas, their base URIs, the recursion counts."""
+        return (depth if self.layout.mode == "pretty" else 0,) + tuple(
+            (id(sub.schema), getattr(sub.resolver, "_base_uri", id(sub.resolver)),
+             tuple(sorted(Counter(sub.refs).items())), sub.internal) for sub in subs)
+
+    def written_size(self, regex: str | None) -> int:
+        """Characters of ``regex`` and of the definitions it uses, each counted once."""
+        return sum(len(text) for text in self.used_definitions(regex).values()) + len(regex or "")
+
+    def used_definitions(self, regex: str | None) -> dict[str, str]:
+        """The definitions ``regex`` reaches, directly or through other definitions."""
+        used: dict[str, str] = {}
+        pending = [regex or ""]
+        while pending:
+            for char in set(pending.pop()) & self.definitions.keys():
+                if char not in used:
+                    used[char] = self.definitions[char]
+                    pending.append(used[char])
+        return used
 
     # --- reporting -------------------------------------------------------------
 
@@ -368,6 +417,19 @@ class Compiler:
 
     def value(self, subs: list[Sub], depth: int) -> str | None:
         """Regex for a JSON value satisfying every subschema in ``subs`` (None: no value)."""
+        if not self.share:
+            return self._value(subs, depth)
+        key = self._value_key(subs, depth)
+        known = self._values.get(key)
+        if known is not None:
+            return known[1]
+        # Only a $ref reaches the same schema objects twice, and what is reported
+        # inside names the referenced schema's pointer, so nothing is lost here.
+        regex = self._shared(self._value(subs, depth))
+        self._values[key] = (tuple(subs), regex)  # holding subs keeps their ids unique
+        return regex
+
+    def _value(self, subs: list[Sub], depth: int) -> str | None:
         flat = Flat()
         for sub in subs:
             self.absorb(flat, sub)
@@ -1651,7 +1713,7 @@ class Compiler:
             return cached
         scalars = ["null", "true", "false", nums.NUMBER, strs.STRING]
         if levels > 0:
-            inner = self.any_value(depth + 1, levels - 1)
+            inner = self._shared(self.any_value(depth + 1, levels - 1))
             comma = self.layout.comma(depth)
             colon = self.layout.colon()
             array_body = inner + f"(?:{comma}{inner})*"

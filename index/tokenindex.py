@@ -33,6 +33,7 @@ from analysis.errors import InvalidStateError, MaskBufferError, TokenNotAllowedE
 
 if TYPE_CHECKING:  # pragma: no cover
     from index.vocabulary import Vocabulary
+    from index.schema import SchemaRegex
 
 MASK_WORD = np.dtype("<u4")  # 32 tokens a word: bit i % 32 of word i // 32
 INITIAL_STATE = 0
@@ -101,7 +102,7 @@ class Index:
     # --- building and files ----------------------------------------------
 
     @classmethod
-    def from_regex(cls, pattern: str, vocabulary: "Vocabulary", *, method: str = "fast",
+    def from_regex(cls, pattern: "str | SchemaRegex", vocabulary: "Vocabulary", *, method: str = "fast",
                    n_jobs: int = 1, backend: str | None = None,
                    max_states: int | None = None, progress: bool | None = None) -> "Index":
         """Compile ``pattern`` (Python ``re`` syntax, matched against the
@@ -113,12 +114,18 @@ class Index:
         ``max_states`` bounds the pattern's automaton
         (:class:`~analysis.errors.BuildLimitError` past it); ``progress``
         shows a progress line on stderr for long builds (default: on a
-        terminal).
+        terminal). ``pattern`` may also be the result of
+        :func:`index.schema.regex_from_schema`, whose shared pieces are then
+        compiled once each.
         """
         from index.build import build_index
 
+        definitions = None
+        if not isinstance(pattern, str) and hasattr(pattern, "definitions"):
+            pattern, definitions = pattern.pattern, pattern.definitions
         return build_index(pattern, vocabulary, method=method, n_jobs=n_jobs,
-                           backend=backend, max_states=max_states, progress=progress)
+                           backend=backend, max_states=max_states, progress=progress,
+                           definitions=definitions)
 
     @classmethod
     def from_schema(cls, schema, vocabulary: "Vocabulary", *, whitespace: str = "compact",
@@ -141,7 +148,8 @@ class Index:
 
         compiled = regex_from_schema(schema, whitespace=whitespace, lenient=lenient,
                                      max_recursion_depth=max_recursion_depth)
-        index = build_index(compiled.regex, vocabulary, **build_options)
+        index = build_index(compiled.pattern, vocabulary, definitions=compiled.definitions,
+                            **build_options)
         metadata = dict(index.metadata)
         metadata.update(kind="schema",
                         schema=schema if isinstance(schema, str) else json.dumps(schema),

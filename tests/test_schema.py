@@ -13,6 +13,7 @@ import re
 from decimal import Decimal
 
 import jsonschema
+import numpy as np
 import pytest
 
 from analysis.errors import EmptyLanguageError, SchemaError, UnsupportedSchemaError
@@ -709,6 +710,59 @@ def test_one_of_not_disjoint_widens_in_lenient_mode():
         regex_from_schema(schema)
     result = regex_from_schema(schema, lenient=True)
     assert result.widenings and re.fullmatch(result.regex, '"ab"')
+
+
+# --- shared pieces: a long value regex written once ----------------------------------------------------
+
+SHARED_SCHEMA = {
+    "$defs": {"link": {"type": "object", "properties": {
+        "title": {"type": "string", "maxLength": 40}, "url": {"type": "string", "format": "uri"},
+        "rank": {"type": "integer", "minimum": 1, "maximum": 999},
+        "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}, "maxItems": 3}},
+        "required": ["url"]}},
+    "type": "object",
+    "properties": {name: {"$ref": "#/$defs/link"} for name in ("home", "docs", "code", "news")},
+    "additionalProperties": False,
+}
+
+
+def test_shared_pieces_are_written_once():
+    result = regex_from_schema(SHARED_SCHEMA)
+    assert result.definitions, "the link regex (used four times) should be shared"
+    assert result.size * 2 < len(result.regex)
+    link = {"url": "https://x.org/a", "rank": 3, "tags": ["a"], "extra": [1, {"k": None}]}
+    check(SHARED_SCHEMA, [{"home": link}, {"home": link, "news": {"url": "http://y"}}, {}],
+          [{"home": {"rank": 3}}, {"docs": {"url": "https://x.org", "rank": 0}}, {"other": link}])
+
+
+def test_shared_pieces_build_the_index_of_the_written_out_regex(toy_vocab):
+    from index import Index
+
+    result = regex_from_schema(SHARED_SCHEMA)
+    shared = Index.from_regex(result, toy_vocab).arrays.as_dict()
+    written_out = Index.from_regex(result.regex, toy_vocab).arrays.as_dict()
+    assert shared.keys() == written_out.keys()
+    for name, array in shared.items():
+        assert np.array_equal(array, written_out[name]), name
+    assert Index.from_schema(SHARED_SCHEMA, toy_vocab).metadata["shared"]
+
+
+def test_a_schema_holding_surrogates_is_compiled_without_placeholders():
+    schema = dict(SHARED_SCHEMA, properties=dict(SHARED_SCHEMA["properties"], odd={"const": "\ud800"}))
+    result = regex_from_schema(schema)
+    assert result.definitions == {} and result.regex == result.pattern
+    check(schema, [{"home": {"url": "http://y"}}], [{"home": {}}])
+
+
+def test_lenient_widenings_inside_a_shared_schema_are_listed():
+    pair = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 99999},
+            "uniqueItems": True, "maxItems": 40}
+    schema = {"$defs": {"pair": pair},
+              "properties": {name: {"$ref": "#/$defs/pair"} for name in "abc"}}
+    result = regex_from_schema(schema, lenient=True)
+    assert result.widenings == ["'uniqueItems' at /$defs/pair ignored: not expressible as a regex "
+                                "(items must differ; only items with at most 6 literal values are written)"]
+    assert re.fullmatch(result.regex, '{"a":[1,1],"c":[2]}')
 
 
 # --- end to end with the real vocabulary -----------------------------------------------------------------
