@@ -85,12 +85,14 @@ class ByteDFA:
 
 
 def byte_dfa_from_regex(pattern: str, *, max_nfa_states: int | None = None,
-                        definitions: "dict[str, str] | None" = None) -> ByteDFA:
+                        definitions: "dict[str, str] | None" = None,
+                        max_dfa_states: int | None = None) -> ByteDFA:
     """Compile ``pattern`` (Python ``re`` syntax with ``re.ASCII`` classes,
     whole-string match) to a canonical byte DFA.
 
     ``definitions`` are shared pieces the pattern refers to by placeholder
-    (see :mod:`analysis.regex_compiler`).
+    (see :mod:`analysis.regex_compiler`); ``max_dfa_states`` bounds the
+    automaton before minimisation (:class:`~analysis.errors.BuildLimitError`).
 
     Raises :class:`RegexError`, :class:`UnsupportedRegexError`,
     :class:`EmptyLanguageError` or (past ``max_nfa_states``)
@@ -100,7 +102,8 @@ def byte_dfa_from_regex(pattern: str, *, max_nfa_states: int | None = None,
 
     body = normalize_pattern(pattern)
     limit = DEFAULT_MAX_NFA_STATES if max_nfa_states is None else max_nfa_states
-    transitions, finals = byte_tables_from_regex(body, max_nfa_states=limit, definitions=definitions)
+    transitions, finals = byte_tables_from_regex(body, max_nfa_states=limit, definitions=definitions,
+                                                 max_dfa_states=max_dfa_states)
     dfa = canonical_byte_dfa(transitions, finals, pattern=pattern)
     if dfa.num_states <= INITIAL:
         raise EmptyLanguageError(f"regex {pattern!r} matches no string at all")

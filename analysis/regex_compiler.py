@@ -526,15 +526,22 @@ class _SharedDefinitions:
         dfa = canonical_byte_dfa(transitions, finals)
         # local state i is DFA state i + 1 (the dead state 0 is dropped; 1 is initial)
         table = dfa.transitions[1:]
-        edges = []
-        for row in table:
-            cuts = np.flatnonzero(np.diff(row)) + 1
-            starts = np.concatenate(([0], cuts))
-            ends = np.concatenate((cuts, [256])) - 1
-            targets = row[starts]
-            edges.append(tuple((int(lo), int(hi), int(t) - 1)
-                               for lo, hi, t in zip(starts, ends, targets) if t != 0))
-        return tuple(edges), tuple(np.flatnonzero(dfa.finals[1:]).tolist())
+        if len(table) == 0:
+            return (), ()  # the empty language
+        # runs of equal targets along each row: one (lo, hi, target) edge per live run
+        starts = np.ones(table.shape, dtype=bool)
+        starts[:, 1:] = table[:, 1:] != table[:, :-1]
+        rows, lows = np.nonzero(starts)
+        highs = np.empty_like(lows)
+        highs[:-1] = lows[1:] - 1
+        highs[np.append(rows[1:] != rows[:-1], True)] = 255
+        targets = table[rows, lows]
+        live = targets != 0
+        edges: list[list] = [[] for _ in range(len(table))]
+        for row, lo, hi, target in zip(rows[live].tolist(), lows[live].tolist(),
+                                       highs[live].tolist(), (targets[live] - 1).tolist()):
+            edges[row].append((lo, hi, target))
+        return tuple(map(tuple, edges)), tuple(np.flatnonzero(dfa.finals[1:]).tolist())
 
 
 # --- subset construction ----------------------------------------------------

@@ -96,18 +96,19 @@ class Progress:
 def build_index(pattern: str, vocabulary: Vocabulary, *, method: str = "fast",
                 n_jobs: int = 1, backend: str | None = None,
                 max_states: int | None = None, progress: bool | None = None,
-                definitions: dict[str, str] | None = None) -> Index:
+                definitions: dict[str, str] | None = None, dfa: ByteDFA | None = None) -> Index:
     """Compile ``pattern`` for ``vocabulary`` into an :class:`Index`.
 
     ``progress`` shows a progress line on stderr for builds that take more
     than a second (default: when stderr is a terminal). ``definitions`` are
-    the shared pieces a schema's pattern refers to (:class:`index.schema.SchemaRegex`).
+    the shared pieces a schema's pattern refers to (:class:`index.schema.SchemaRegex`);
+    ``dfa``, the pattern's byte DFA when the caller has already built it.
     """
     started = time.perf_counter()
     reporter = Progress(progress)
     try:
         return _build_index(pattern, vocabulary, method, n_jobs, backend, max_states, reporter,
-                            started, definitions or {})
+                            started, definitions or {}, dfa)
     finally:
         reporter.close()
 
@@ -120,9 +121,10 @@ def _readable(text: str, definitions: dict[str, str]) -> str:
 
 
 def _build_index(pattern, vocabulary, method, n_jobs, backend, max_states, reporter, started,
-                 definitions):
+                 definitions, dfa):
     reporter.update("compiling the pattern")
-    dfa = byte_dfa_from_regex(pattern, definitions=definitions)
+    if dfa is None:
+        dfa = byte_dfa_from_regex(pattern, definitions=definitions)
     limit = DEFAULT_MAX_STATES if max_states is None else max_states
     if dfa.num_states - 1 > limit:
         raise BuildLimitError(

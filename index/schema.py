@@ -71,13 +71,19 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.errors import EmptyLanguageError, SchemaError, UnsupportedSchemaError
+from analysis.errors import BuildLimitError, EmptyLanguageError, SchemaError, UnsupportedSchemaError
 
 __all__ = ["regex_from_schema", "instance_text", "SchemaRegex", "WHITESPACE_MODES"]
 
 WHITESPACE_MODES = ("compact", "flexible", "pretty")
 DEFAULT_MAX_REGEX_LENGTH = 20_000_000
 DEFAULT_REGEX_BUDGET = 1_000_000
+# The automaton's size decides the build's time and memory (35k states build in
+# ~20 s on a 151k vocabulary, 130k states do not fit in 8 GB): a schema whose
+# automaton passes this many states before minimisation is compiled again shallower,
+# like a regex over the budget. Checked on regexes of at least STATE_CHECK_CHARS.
+DEFAULT_STATE_BUDGET = 80_000
+STATE_CHECK_CHARS = 50_000
 # When no value fits within max_recursion_depth unrollings only because the
 # recursion was cut, unrolling is retried one level deeper at a time up to this.
 AUTO_RECURSION_DEPTH = 6
@@ -115,6 +121,8 @@ class SchemaRegex:
     notes: list[str] = field(default_factory=list)
     draft: str = ""
     definitions: dict[str, str] = field(default_factory=dict)
+    # the byte DFA, when regex_from_schema built it to check its size (the build reuses it)
+    automaton: Any = field(default=None, compare=False, repr=False)
 
     @functools.cached_property
     def regex(self) -> str:
@@ -151,6 +159,7 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
                       max_whitespace: int = 4, indent: int = 2, any_depth: int = 2,
                       registry: Any = None, default_draft: str | None = None,
                       regex_budget: int | None = DEFAULT_REGEX_BUDGET,
+                      state_budget: int | None = DEFAULT_STATE_BUDGET,
                       max_regex_length: int = DEFAULT_MAX_REGEX_LENGTH) -> SchemaRegex:
     """Compile a JSON Schema into a regex for the JSON texts of its valid instances.
 
@@ -169,7 +178,10 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
     longer than ``regex_budget`` characters is compiled again with shallower
     generic values (``any_depth``), then fewer recursion unrollings, down to
     1 each; each step is a narrowing and is listed in
-    :attr:`SchemaRegex.notes`. ``regex_budget=None`` keeps the depths asked for.
+    :attr:`SchemaRegex.notes`. The same happens when the automaton of a
+    long regex passes ``state_budget`` states before minimisation (that
+    automaton is kept in :attr:`SchemaRegex.automaton` for the build).
+    ``regex_budget=None, state_budget=None`` keeps the depths asked for.
 
     ``max_recursion_depth`` is how many times a recursive ``$ref`` is
     unrolled; values nested deeper are not accepted. If that leaves no value
@@ -189,7 +201,7 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
     * :class:`~analysis.errors.EmptyLanguageError`: no value satisfies the schema.
     """
     attempts = [(any_depth, max_recursion_depth)]
-    if regex_budget is not None:
+    if regex_budget is not None or state_budget is not None:
         depth_a, depth_r = any_depth, max_recursion_depth
         while depth_a > 1:
             depth_a -= 1
@@ -214,6 +226,7 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
             compiler, regex = compile_at(depth_a, depth_r)
         except UnsupportedSchemaError as exc:
             if "exceeds" in str(exc) and attempt + 1 < len(attempts):
+                over = f"regex over {max_regex_length:,} characters"
                 continue
             raise
         if regex is None:
@@ -236,17 +249,33 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
             if AUTO_RECURSION_DEPTH > depth_r:
                 raise EmptyLanguageError(f"{empty}; none within {AUTO_RECURSION_DEPTH} unrollings either")
             raise empty
-        if regex_budget is None or compiler.written_size(regex) <= regex_budget \
-                or attempt + 1 == len(attempts):
-            if attempt:
-                notes.append(f"regex over the budget of {regex_budget:,} characters: generic values "
-                             f"nest {depth_a} level(s) (any_depth) and recursion is unrolled "
-                             f"{depth_r} time(s)")
-            return _result(regex, compiler, notes)
+        last = attempt + 1 == len(attempts)
+        size = compiler.written_size(regex)
+        if regex_budget is not None and size > regex_budget and not last:
+            over = f"regex over the budget of {regex_budget:,} characters"
+            continue
+        automaton = None
+        if state_budget is not None and size >= STATE_CHECK_CHARS and not last:
+            try:
+                automaton = _automaton(regex, compiler, state_budget)
+            except BuildLimitError:
+                over = f"automaton over the budget of {state_budget:,} states"
+                continue
+        if attempt:
+            notes.append(f"{over}: generic values nest {depth_a} level(s) (any_depth) and "
+                         f"recursion is unrolled {depth_r} time(s)")
+        return _result(regex, compiler, notes, automaton)
     raise AssertionError("unreachable")
 
 
-def _result(regex: str, compiler, notes: list[str]) -> SchemaRegex:
+def _automaton(regex: str, compiler, state_budget: int):
+    from analysis.bytedfa import byte_dfa_from_regex
+
+    return byte_dfa_from_regex(regex, definitions=compiler.used_definitions(regex),
+                               max_dfa_states=state_budget)
+
+
+def _result(regex: str, compiler, notes: list[str], automaton=None) -> SchemaRegex:
     notes = notes + list(compiler.notes)
     if compiler.generic_values_used:
         # A narrowing like the recursion cut: say so for this schema, not only in the docs.
@@ -254,7 +283,7 @@ def _result(regex: str, compiler, notes: list[str]) -> SchemaRegex:
                      f"nest arrays and objects at most {compiler.any_depth} level(s) deep; "
                      f"deeper ones are not accepted")
     return SchemaRegex(regex, list(compiler.widenings), notes, compiler.meta_uri,
-                       compiler.used_definitions(regex))
+                       compiler.used_definitions(regex), automaton)
 
 
 def instance_text(schema: dict | bool | str, value: Any, *, whitespace: str = "compact",

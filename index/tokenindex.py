@@ -120,12 +120,12 @@ class Index:
         """
         from index.build import build_index
 
-        definitions = None
+        definitions = dfa = None
         if not isinstance(pattern, str) and hasattr(pattern, "definitions"):
-            pattern, definitions = pattern.pattern, pattern.definitions
+            pattern, definitions, dfa = pattern.pattern, pattern.definitions, pattern.automaton
         return build_index(pattern, vocabulary, method=method, n_jobs=n_jobs,
                            backend=backend, max_states=max_states, progress=progress,
-                           definitions=definitions)
+                           definitions=definitions, dfa=dfa)
 
     @classmethod
     def from_schema(cls, schema, vocabulary: "Vocabulary", *, whitespace: str = "compact",
@@ -149,7 +149,7 @@ class Index:
         compiled = regex_from_schema(schema, whitespace=whitespace, lenient=lenient,
                                      max_recursion_depth=max_recursion_depth)
         index = build_index(compiled.pattern, vocabulary, definitions=compiled.definitions,
-                            **build_options)
+                            dfa=compiled.automaton, **build_options)
         metadata = dict(index.metadata)
         metadata.update(kind="schema",
                         schema=schema if isinstance(schema, str) else json.dumps(schema),

@@ -747,6 +747,33 @@ def test_shared_pieces_build_the_index_of_the_written_out_regex(toy_vocab):
     assert Index.from_schema(SHARED_SCHEMA, toy_vocab).metadata["shared"]
 
 
+def test_an_automaton_over_the_state_budget_is_compiled_shallower(monkeypatch, toy_vocab):
+    from analysis.bytedfa import byte_dfa_from_regex
+    from analysis.regex_compiler import byte_tables_from_regex
+    from index import Index
+    from index import schema as schema_module
+    from index.build import build_index
+
+    monkeypatch.setattr(schema_module, "STATE_CHECK_CHARS", 0)  # check even this small schema
+    def unminimised_states(result):
+        return len(byte_tables_from_regex(result.pattern, definitions=result.definitions)[0])
+
+    full = regex_from_schema(SHARED_SCHEMA, state_budget=None)
+    shallow = regex_from_schema(SHARED_SCHEMA, any_depth=1, state_budget=None)
+    assert unminimised_states(shallow) < unminimised_states(full)
+    narrowed = regex_from_schema(SHARED_SCHEMA, state_budget=unminimised_states(shallow))
+    assert any(n.startswith("automaton over the budget") and "nest 1 level(s)" in n
+               for n in narrowed.notes)
+    assert narrowed.pattern == shallow.pattern
+    full_states = byte_dfa_from_regex(full.pattern, definitions=full.definitions).num_states
+    assert narrowed.automaton.num_states < full_states
+    # the automaton kept for the build is the pattern's own
+    kept = Index.from_regex(narrowed, toy_vocab).arrays.as_dict()
+    again = build_index(narrowed.pattern, toy_vocab, definitions=narrowed.definitions)
+    for name, array in again.arrays.as_dict().items():
+        assert np.array_equal(array, kept[name]), name
+
+
 def test_a_schema_holding_surrogates_is_compiled_without_placeholders():
     schema = dict(SHARED_SCHEMA, properties=dict(SHARED_SCHEMA["properties"], odd={"const": "\ud800"}))
     result = regex_from_schema(schema)
