@@ -66,13 +66,17 @@ def _records(source: str):
                 yield json.loads(line)
 
 
-def sample(source: str, limit: int | None) -> list[dict]:
-    """Every k-th record, so the sample spreads over the whole file, deterministically."""
+def sample(source: str, limit: int | None, shift: float = 0.0) -> list[dict]:
+    """Every k-th record, so the sample spreads over the whole file, deterministically.
+
+    ``shift`` (0 <= shift < 1) starts that fraction of a step later: another
+    sample of the same size, disjoint from the first where the file is long.
+    """
     records = list(_records(source))
     if limit is None or limit >= len(records):
         return records
     step = len(records) / limit
-    return [records[int(i * step)] for i in range(limit)]
+    return [records[int((i + shift) * step)] for i in range(limit)]
 
 
 def _limit_memory(gib: int) -> None:
@@ -260,6 +264,9 @@ def main(argv=None) -> int:
                         help="comma-separated source names (file stems), or 'all'")
     parser.add_argument("--limit-per-source", type=int, default=None,
                         help="a deterministic sample of N schemas per source (default: all)")
+    parser.add_argument("--sample-shift", type=float, default=0.0,
+                        help="start each source's sample this fraction of a step later (0 <= x < 1): "
+                             "another deterministic sample")
     parser.add_argument("--jobs", type=int, default=1, help="schemas measured at once")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per compile + build")
     parser.add_argument("--walk-timeout", type=float, default=60.0,
@@ -295,7 +302,10 @@ def main(argv=None) -> int:
     if "outlines" in args.engines:
         import outlines_core.json_schema  # noqa: F401
     sizes = {source: sum(1 for _ in _records(source)) for source in sources}
-    work = [(source, record) for source in sources for record in sample(source, args.limit_per_source)]
+    if not 0 <= args.sample_shift < 1:
+        parser.error(f"--sample-shift: a fraction 0 <= x < 1, not {args.sample_shift}")
+    work = [(source, record) for source in sources
+            for record in sample(source, args.limit_per_source, args.sample_shift)]
     print(f"{len(work)} schemas from {len(sources)} sources, {args.jobs} at a time", flush=True)
     rows: list[dict] = []
     started = time.time()
@@ -319,7 +329,8 @@ def main(argv=None) -> int:
         f"Produced by `{command}` on {time.strftime('%Y-%m-%d')} "
         f"({platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}), "
         f"vocabulary `{args.vocab}`, per-schema limit {args.timeout:g} s for compile + build, "
-        f"{len(work)} schemas ({'all' if args.limit_per_source is None else f'every k-th, {args.limit_per_source} per source'}), "
+        f"{len(work)} schemas ({'all' if args.limit_per_source is None else f'every k-th, {args.limit_per_source} per source'}"
+        f"{f', shifted {args.sample_shift:g} of a step' if args.sample_shift else ''}), "
         f"{' and '.join(args.modes)} mode for ours.",
         "",
         "*compiled*: a regex and an index within the limit. *valid accepted*: valid instances of "
