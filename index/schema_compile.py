@@ -1131,7 +1131,7 @@ class Compiler:
 
     def _element(self, subs: list[Sub], depth: int) -> str | None:
         if not subs:
-            return self.any_value(depth)
+            return self._shared(self.any_value(depth))  # as value() writes it, so they compare
         return self.value(subs, depth)
 
     def _container(self, open_b: str, close_b: str, body: str | None, can_be_empty: bool,
@@ -1356,7 +1356,7 @@ class Compiler:
                 if rest is not None:
                     return result + ([(rest, rest_subs, ("complement", patterns[0]))]
                                      if value is not None else [])
-            anything = self.any_value(depth + 1)
+            anything = self._element([], depth + 1)
             if len(result) == len(pieces) and all(v == anything for _, v, _, _, _ in pieces) \
                     and value == anything:
                 return [(self._key(key_subs, excluded, part.pointer), [], every_key)]
