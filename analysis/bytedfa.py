@@ -106,7 +106,9 @@ def byte_dfa_from_regex(pattern: str, *, max_nfa_states: int | None = None,
                                                  max_dfa_states=max_dfa_states)
     dfa = canonical_byte_dfa(transitions, finals, pattern=pattern)
     if dfa.num_states <= INITIAL:
-        raise EmptyLanguageError(f"regex {pattern!r} matches no string at all")
+        # a generated regex can run to megabytes: its head is enough to recognise it
+        shown = repr(pattern[:200]) + (f" (+{len(pattern) - 200:,} characters)" if len(pattern) > 200 else "")
+        raise EmptyLanguageError(f"regex {shown} matches no string at all")
     return dfa
 
 

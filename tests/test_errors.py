@@ -38,6 +38,15 @@ def test_bad_patterns(pattern, error, message):
     assert isinstance(caught.value, TokenDFAError) and isinstance(caught.value, ValueError)
 
 
+def test_an_empty_language_error_shows_the_head_of_a_long_regex():
+    pattern = "(?:" + "|".join(f"word{i}" for i in range(2000)) + ")[^\\s\\S]"
+    with pytest.raises(EmptyLanguageError) as caught:
+        Index.from_regex(pattern, toy_vocabulary())
+    message = str(caught.value)
+    assert len(message) < 300 and message.startswith("regex '(?:word0|word1|")
+    assert f"(+{len(pattern) - 200:,} characters) matches no string at all" in message
+
+
 @pytest.mark.parametrize("pattern, body", [
     ("[a$^]+", "[a$^]+"), ("\\$\\^", "\\$\\^"), ("[\\b]", "[\\b]"), ("^ab$", "ab"),
     ("[]^]", "[]^]"), ("[^]$]", "[^]$]"),
