@@ -744,7 +744,20 @@ def test_shared_pieces_build_the_index_of_the_written_out_regex(toy_vocab):
     assert shared.keys() == written_out.keys()
     for name, array in shared.items():
         assert np.array_equal(array, written_out[name]), name
-    assert Index.from_schema(SHARED_SCHEMA, toy_vocab).metadata["shared"]
+
+
+
+def test_an_index_with_shared_pieces_goes_through_a_file(toy_vocab, tmp_path):
+    from index import Index
+
+    index = Index.from_schema(SHARED_SCHEMA, toy_vocab)
+    # the metadata names each shared piece readably (placeholders are not UTF-8)
+    assert "<shared 0>" in index.metadata["pattern"] and index.metadata["shared"]
+    index.save(tmp_path / "links.tdfa")
+    loaded = Index.load(tmp_path / "links.tdfa", toy_vocab)
+    assert loaded.metadata["shared"] == index.metadata["shared"]
+    for name, array in index.arrays.as_dict().items():
+        assert np.array_equal(array, getattr(loaded.arrays, name)), name
 
 
 def test_an_automaton_over_the_state_budget_is_compiled_shallower(monkeypatch, toy_vocab):
