@@ -28,9 +28,9 @@ one whose items are all ``not C``. A choice inside the negated schema
 (``anyOf``, ``oneOf``, ``if``, dependencies) is negated as the conjunction
 of its negated options, beside the other keywords' negations.
 ``not {multipleOf: k}`` (``k`` an integer) is a non-integer, or an integer
-``k`` does not divide. What has no such negation (``not {propertyNames}``,
-``not {multipleOf}`` of a fraction, ``not`` of ``items`` after a prefix) is
-reported.
+``k`` does not divide; ``not {propertyNames: S}`` an object with a member
+whose name breaks ``S``. What has no such negation (``not {multipleOf}`` of a
+fraction, ``not`` of ``items`` after a prefix) is reported.
 
 **Literals** (``enum``/``const``) settle everything at once: the values are
 checked against every subschema of the conjunction with the ``jsonschema``
@@ -198,6 +198,9 @@ class _Witness:
     ``pattern`` is set) or, with ``others`` set, matches none of ``others``
     (the keys ``additionalProperties`` governs; ``others`` empty: any key),
     and whose value satisfies ``value`` (None: any value).
+
+    ``not {propertyNames: S}`` is a witness too: a member, with any value,
+    whose name breaks ``key_schema`` (S); then ``pattern`` and ``others`` are None.
     """
 
     names: frozenset
@@ -205,11 +208,15 @@ class _Witness:
     others: tuple | None
     value: "Sub | None"
     pointer: str
+    key_schema: "Sub | None" = None
 
-    def covers(self, name: str, matches) -> bool:
-        """Whether a member named ``name`` can be this witness (``matches(pattern, name)``)."""
+    def covers(self, name: str, matches, valid_name) -> bool:
+        """Whether a member named ``name`` can be this witness (``matches(pattern, name)``,
+        ``valid_name(name, schema)``)."""
         if name in self.names:
             return False
+        if self.key_schema is not None:
+            return not valid_name(name, self.key_schema)
         if self.pattern is not None:
             return matches(self.pattern, name)
         return not any(matches(p, name) for p in self.others)
@@ -687,8 +694,10 @@ class Compiler:
             alternatives.extend(self._negate_members(part, d))
         if flat.witnesses:
             widened("not patternProperties/additionalProperties", {"object"})
-        if flat.property_names:
-            widened("propertyNames", {"object"})
+        for names_sub in flat.property_names:
+            # not propertyNames S: some member's name breaks S
+            witness = _Witness(frozenset(), None, None, None, names_sub.pointer, key_schema=names_sub)
+            alternatives.append([d({"x-types": {"object"}, "x-some-member": witness})])
         if flat.not_values:
             alternatives.append([d({"enum": flat.not_values})])
         return alternatives
@@ -1192,7 +1201,7 @@ class Compiler:
 
         alternatives = []
         for name in self._declared(base):
-            if witness.covers(name, matches):
+            if witness.covers(name, matches, self._valid):
                 branch = base.copy()
                 if name not in branch.required:
                     branch.required.append(name)
@@ -1259,7 +1268,13 @@ class Compiler:
         if key is None:
             return None
         try:
-            if witness.pattern is not None:
+            if witness.key_schema is not None:
+                # canonical spellings only: "\u0061" is the name "a", which may well fit
+                fitting = self._key([witness.key_schema], [], witness.pointer)
+                keys = strs.canonical_string_regex()
+                if fitting is not None:
+                    keys = algebra.difference(keys, fitting)
+            elif witness.pattern is not None:
                 keys = strs.translate_pattern(witness.pattern)
             elif witness.others:
                 keys = _keys_matching_none(list(witness.others))

@@ -204,6 +204,22 @@ def test_pattern_properties_beside_open_additional_properties():
           [{"n": 1, "k": "v"}], [{"n": "x"}, {"k": None}])
 
 
+@pytest.mark.parametrize("schema, valid, invalid", [
+    ({"type": "object", "not": {"propertyNames": {"maxLength": 2}}},
+     [{"abc": 1}, {"a": 1, "bcd": [2]}, {"abc": 1, "a": 2}], [{"ab": 1}, {}, {"a": 1, "b": 2}]),
+    ({"type": "object", "properties": {"long": {"type": "integer"}},
+      "not": {"propertyNames": {"pattern": "^[a-z]{1,3}$"}}},
+     [{"long": 1}, {"X": 1}, {"long": 2, "ab": 3}], [{}, {"ab": 3}, {"long": "s"}]),
+    ({"type": "object", "not": {"propertyNames": {"enum": ["a", "b"]}}},
+     [{"c": 1}, {"a": 1, "zz": 2}], [{"a": 1}, {"a": 1, "b": 2}, {}, RawText('{"\\u0061":1}')]),
+])
+def test_not_property_names_needs_a_member_whose_name_breaks_them(schema, valid, invalid):
+    validator = jsonschema.Draft202012Validator(schema)
+    assert all(validator.is_valid(v) for v in valid)
+    assert not any(validator.is_valid(json.loads(v) if isinstance(v, RawText) else v) for v in invalid)
+    check(schema, valid, invalid)
+
+
 def test_overlapping_pattern_properties_hold_every_matching_schema():
     # a key matching several patterns must satisfy all their schemas (here: the broad
     # pattern's string, and the specific key's digest shape); the regions are disjoint
