@@ -71,7 +71,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.errors import BuildLimitError, EmptyLanguageError, SchemaError, UnsupportedSchemaError
+from analysis.errors import (BuildLimitError, EmptyLanguageError, SchemaError, TimeLimitError,
+                             UnsupportedSchemaError)
 
 __all__ = ["regex_from_schema", "instance_text", "SchemaRegex", "WHITESPACE_MODES"]
 
@@ -258,6 +259,8 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
         if state_budget is not None and size >= STATE_CHECK_CHARS and not last:
             try:
                 automaton = _automaton(regex, compiler, state_budget)
+            except TimeLimitError:
+                raise  # a caller's time limit, not this budget
             except BuildLimitError:
                 over = f"automaton over the budget of {state_budget:,} states"
                 continue

@@ -901,6 +901,19 @@ def test_a_time_limit_is_never_taken_for_an_unknown_answer(check, monkeypatch):
         getattr(schema_compile, check)("a", "b")
 
 
+def test_a_time_limit_is_not_taken_for_an_automaton_over_the_state_budget(monkeypatch):
+    from index import TimeLimitError
+    from index import schema as schema_module
+
+    def out_of_time(regex, compiler, budget):
+        raise TimeLimitError("the build took longer than the time limit of 1 s")
+
+    monkeypatch.setattr(schema_module, "STATE_CHECK_CHARS", 0)
+    monkeypatch.setattr(schema_module, "_automaton", out_of_time)
+    with pytest.raises(TimeLimitError):
+        regex_from_schema(SHARED_SCHEMA)
+
+
 def test_regex_subset_and_disjoint_on_real_regexes():
     from index.schema_compile import regex_disjoint, regex_subset
 
