@@ -60,8 +60,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from analysis.errors import BuildLimitError, RegexError, UnsupportedRegexError
-from analysis.utf8 import (MAX_CODEPOINT, CodepointRange, complement_ranges, merge_ranges,
-                           utf8_range_sequences)
+from analysis.utf8 import (MAX_CODEPOINT, SURROGATES, CodepointRange, complement_ranges,
+                           merge_ranges, utf8_range_sequences)
 
 try:  # Python 3.11+
     from re import _constants as _sre
@@ -187,6 +187,11 @@ def _set_template(ranges: tuple[CodepointRange, ...]):
     return len(edges), tuple(tuple(node_edges) for node_edges in edges)
 
 
+def _may_be_placeholder(code: int) -> bool:
+    """Placeholders of shared definitions are lone surrogates, which no text holds."""
+    return SURROGATES[0] <= code <= SURROGATES[1]
+
+
 def _counted_set(items, flags: int):
     """``(ranges, low, high)`` when ``items`` is one character set repeated
     ``low`` to ``high`` times (``high=None``: unbounded), perhaps inside groups
@@ -194,8 +199,8 @@ def _counted_set(items, flags: int):
     if len(items) != 1:
         return None
     op, av = items[0]
-    if (op is _LITERAL and 0xD800 <= av <= 0xDFFF) or (
-            op is _IN and any(o is _LITERAL and 0xD800 <= a <= 0xDFFF for o, a in av)):
+    if (op is _LITERAL and _may_be_placeholder(av)) or (
+            op is _IN and any(o is _LITERAL and _may_be_placeholder(a) for o, a in av)):
         return None  # perhaps a placeholder of a shared definition: the general path stamps it
     if op is _LITERAL or op is _NOT_LITERAL or op is _ANY or op is _IN:
         return _set_ranges(op, av, flags), 1, 1
@@ -496,7 +501,7 @@ class _SharedDefinitions:
 
     def __init__(self, definitions: "Mapping[str, str]", max_nfa_states: int) -> None:
         for placeholder in definitions:
-            if len(placeholder) != 1 or not 0xD800 <= ord(placeholder) <= 0xDFFF:
+            if len(placeholder) != 1 or not _may_be_placeholder(ord(placeholder)):
                 raise ValueError(f"a placeholder must be one surrogate character, not {placeholder!r}")
         self.definitions = dict(definitions)
         self.max_nfa_states = max_nfa_states

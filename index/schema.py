@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -132,15 +133,17 @@ class SchemaRegex:
     @property
     def size(self) -> int:
         """Characters of the pattern and of every definition, each written once."""
-        return len(self.pattern) + sum(len(text) for text in self.definitions.values())
+        return _written_size(self.pattern, self.definitions)
+
+
+def _written_size(pattern: str, definitions: dict[str, str]) -> int:
+    return len(pattern) + sum(len(text) for text in definitions.values())
 
 
 def expand_definitions(pattern: str, definitions: dict[str, str]) -> str:
     """``pattern`` with every placeholder replaced by its definition, in a group."""
     if not definitions:
         return pattern
-    import re
-
     placeholder = re.compile("[" + "".join(sorted(definitions)) + "]")
     expanded: dict[str, str] = {}
 
@@ -251,14 +254,15 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
                 raise EmptyLanguageError(f"{empty}; none within {AUTO_RECURSION_DEPTH} unrollings either")
             raise empty
         last = attempt + 1 == len(attempts)
-        size = compiler.written_size(regex)
+        used = compiler.used_definitions(regex)
+        size = _written_size(regex, used)
         if regex_budget is not None and size > regex_budget and not last:
             over = f"regex over the budget of {regex_budget:,} characters"
             continue
         automaton = None
         if state_budget is not None and size >= STATE_CHECK_CHARS and not last:
             try:
-                automaton = _automaton(regex, compiler, state_budget)
+                automaton = _automaton(regex, used, state_budget)
             except TimeLimitError:
                 raise  # a caller's time limit, not this budget
             except BuildLimitError:
@@ -267,26 +271,25 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
         if attempt:
             notes.append(f"{over}: generic values nest {depth_a} level(s) (any_depth) and "
                          f"recursion is unrolled {depth_r} time(s)")
-        return _result(regex, compiler, notes, automaton)
+        return _result(regex, compiler, notes, automaton, used)
     raise AssertionError("unreachable")
 
 
-def _automaton(regex: str, compiler, state_budget: int):
+def _automaton(regex: str, definitions: dict[str, str], state_budget: int):
     from analysis.bytedfa import byte_dfa_from_regex
 
-    return byte_dfa_from_regex(regex, definitions=compiler.used_definitions(regex),
-                               max_dfa_states=state_budget)
+    return byte_dfa_from_regex(regex, definitions=definitions, max_dfa_states=state_budget)
 
 
-def _result(regex: str, compiler, notes: list[str], automaton=None) -> SchemaRegex:
+def _result(regex: str, compiler, notes: list[str], automaton=None, used=None) -> SchemaRegex:
     notes = notes + list(compiler.notes)
     if compiler.generic_values_used:
         # A narrowing like the recursion cut: say so for this schema, not only in the docs.
         notes.append(f"values the schema leaves free (an empty schema, additional properties) "
                      f"nest arrays and objects at most {compiler.any_depth} level(s) deep; "
                      f"deeper ones are not accepted")
-    return SchemaRegex(regex, list(compiler.widenings), notes, compiler.meta_uri,
-                       compiler.used_definitions(regex), automaton)
+    used = compiler.used_definitions(regex) if used is None else used
+    return SchemaRegex(regex, list(compiler.widenings), notes, compiler.meta_uri, used, automaton)
 
 
 def instance_text(schema: dict | bool | str, value: Any, *, whitespace: str = "compact",
@@ -342,7 +345,8 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
     return compiler, sc.Sub(schema, resolver, "")
 
 
-_SURROGATE_TEXT = None
+# a surrogate, raw, or as an escape (\ud83d in JSON or ECMA text, \u{d800} in a pattern)
+_SURROGATE_TEXT = re.compile(r"[\ud800-\udfff]|\\u\{?0*[dD][89a-fA-F]")
 
 
 def _may_hold_surrogates(schema) -> bool:
@@ -351,13 +355,7 @@ def _may_hold_surrogates(schema) -> bool:
     Placeholders of shared pieces are lone surrogates; a schema that could put
     one in the regex itself is compiled without sharing (rare, and still exact).
     """
-    global _SURROGATE_TEXT
-    import re
-
-    if _SURROGATE_TEXT is None:
-        _SURROGATE_TEXT = re.compile(r"[\ud800-\udfff]|\\u\{?0*[dD][89a-fA-F]")
-    text = json.dumps(schema, ensure_ascii=False)
-    return _SURROGATE_TEXT.search(text) is not None
+    return _SURROGATE_TEXT.search(json.dumps(schema, ensure_ascii=False)) is not None
 
 
 # --- reading and checking the schema --------------------------------------------
@@ -440,8 +438,6 @@ def _format_checker():
     """A FormatChecker that asserts the formats the compiler writes, with the same regexes."""
     if _CHECKER:
         return _CHECKER[0]
-    import re
-
     from jsonschema import FormatChecker
 
     from index import schema_strings as strs

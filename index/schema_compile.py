@@ -62,6 +62,7 @@ from fractions import Fraction
 from typing import Any
 
 from analysis.errors import TimeLimitError, UnsupportedSchemaError
+from analysis.utf8 import SURROGATES
 from index import schema_numbers as nums
 from index import schema_regex_algebra as algebra
 from index import schema_strings as strs
@@ -84,8 +85,8 @@ MAX_CHOICES = 256
 # A value regex this long, or longer, is written once and referred to by a
 # placeholder: one of the 2,048 lone surrogates, which no JSON text holds.
 SHARE_MIN_LENGTH = 2_000
-PLACEHOLDER_BASE = 0xD800
-MAX_DEFINITIONS = 2_048
+PLACEHOLDER_BASE = SURROGATES[0]
+MAX_DEFINITIONS = SURROGATES[1] - SURROGATES[0] + 1
 MAX_KEY_REGIONS = 64       # disjoint key regions cut from overlapping patternProperties
 MAX_UNIQUE_VALUES = 6       # uniqueItems over literals: 1,957 orderings of 6 values
 MAX_SEVERAL_CONTAINS = 3   # several contains: 13 orderings of hits for 3, 75 for 4
@@ -382,10 +383,6 @@ class Compiler:
         return (depth if self.layout.mode == "pretty" else 0,) + tuple(
             (id(sub.schema), getattr(sub.resolver, "_base_uri", id(sub.resolver)),
              tuple(sorted(Counter(sub.refs).items())), sub.internal) for sub in subs)
-
-    def written_size(self, regex: str | None) -> int:
-        """Characters of ``regex`` and of the definitions it uses, each counted once."""
-        return sum(len(text) for text in self.used_definitions(regex).values()) + len(regex or "")
 
     def used_definitions(self, regex: str | None) -> dict[str, str]:
         """The definitions ``regex`` reaches, directly or through other definitions."""

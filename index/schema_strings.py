@@ -44,7 +44,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as _sre  # type: ignore[no-redef]
     import sre_parse as _sre_parse  # type: ignore[no-redef]
 
-from analysis.utf8 import merge_ranges
+from analysis.utf8 import SURROGATES, merge_ranges
 
 __all__ = [
     "STRING", "CHAR", "string_regex", "json_string_literal", "keys_except",
@@ -52,7 +52,6 @@ __all__ = [
 ]
 
 MAX_CODEPOINT = 0x10FFFF
-_SURROGATES = (0xD800, 0xDFFF)
 
 _HEX = "[0-9a-fA-F]"
 # One character of a JSON string, any spelling.
@@ -116,13 +115,13 @@ def _complement(ranges) -> list[tuple[int, int]]:
 def _without_surrogates(ranges) -> list[tuple[int, int]]:
     out = []
     for lo, hi in ranges:
-        if hi < _SURROGATES[0] or lo > _SURROGATES[1]:
+        if hi < SURROGATES[0] or lo > SURROGATES[1]:
             out.append((lo, hi))
             continue
-        if lo < _SURROGATES[0]:
-            out.append((lo, _SURROGATES[0] - 1))
-        if hi > _SURROGATES[1]:
-            out.append((_SURROGATES[1] + 1, hi))
+        if lo < SURROGATES[0]:
+            out.append((lo, SURROGATES[0] - 1))
+        if hi > SURROGATES[1]:
+            out.append((SURROGATES[1] + 1, hi))
     return out
 
 

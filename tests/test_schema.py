@@ -905,7 +905,7 @@ def test_a_time_limit_is_not_taken_for_an_automaton_over_the_state_budget(monkey
     from index import TimeLimitError
     from index import schema as schema_module
 
-    def out_of_time(regex, compiler, budget):
+    def out_of_time(regex, definitions, budget):
         raise TimeLimitError("the build took longer than the time limit of 1 s")
 
     monkeypatch.setattr(schema_module, "STATE_CHECK_CHARS", 0)
