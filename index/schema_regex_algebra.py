@@ -25,6 +25,9 @@ reports the keyword, as for anything else it cannot write.
 
 from __future__ import annotations
 
+import heapq
+from functools import lru_cache
+
 import numpy as np
 
 from analysis.utf8 import merge_ranges
@@ -62,6 +65,7 @@ def _tables(regex: str, max_states: int):
         raise NoExactRegex(f"cannot compile a side of the product: {exc}") from None
 
 
+@lru_cache(maxsize=512)  # a schema asks for the same product at every place a definition is used
 def _combine(a: str, b: str, both: bool, max_states: int, max_length: int) -> str | None:
     ta, fa = _tables(a, max_states)
     tb, fb = _tables(b, max_states)
@@ -211,9 +215,18 @@ def _regex_of(table: np.ndarray, finals: np.ndarray, max_length: int) -> str | N
     for (i, j) in edges:
         outgoing.setdefault(i, set()).add(j)
         incoming.setdefault(j, set()).add(i)
+    def cost(s: int) -> int:
+        return len(incoming.get(s, ())) * len(outgoing.get(s, ()))
+
+    # a heap with an entry for every state's current cost (older entries are skipped):
+    # the same order as taking the minimum each time, without a pass over all states
     remaining = {int(s) for s in np.flatnonzero(live)}
-    while remaining:
-        state = min(remaining, key=lambda s: (len(incoming.get(s, ())) * len(outgoing.get(s, ())), s))
+    queue = [(cost(s), s) for s in remaining]
+    heapq.heapify(queue)
+    while queue:
+        score, state = heapq.heappop(queue)
+        if state not in remaining or score != cost(state):
+            continue
         remaining.discard(state)
         loop = edges.pop((state, state), None)
         ins = [i for i in incoming.pop(state, set()) if i != state]
@@ -235,6 +248,8 @@ def _regex_of(table: np.ndarray, finals: np.ndarray, max_length: int) -> str | N
                 incoming.setdefault(j, set()).add(i)
         for j in outs:
             edges.pop((state, j), None)
+        for neighbour in {*ins, *outs} & remaining:
+            heapq.heappush(queue, (cost(neighbour), neighbour))
     result = edges.get((start, end))
     if result is None:
         return None
