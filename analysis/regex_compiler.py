@@ -483,6 +483,10 @@ def byte_tables_from_regex(pattern: str, *, max_nfa_states: int = DEFAULT_MAX_NF
         shared = definitions
         if definitions is not None and not isinstance(definitions, _SharedDefinitions):
             shared = _SharedDefinitions(definitions, max_nfa_states) if definitions else None
+        if shared is not None and pattern in shared:
+            # the whole pattern is one placeholder (a schema's root value, say): compile the
+            # definition here rather than as a template that is then stamped and determinised again
+            pattern = shared.definitions[pattern]
         tree, flags = _parse(pattern)
         nfa = _ThompsonNFA(pattern, max_nfa_states, shared)
         start = nfa.new_state()
