@@ -37,7 +37,8 @@ form we write*. The form is fixed in a few documented ways:
 * ``$ref`` recursion is unrolled ``max_recursion_depth`` times (deeper, up
   to 6, when that cut alone leaves no value at all), and the
   generic value of ``{}``/``true`` (also what an absent ``additionalProperties``
-  allows) nests arrays and objects ``any_depth`` levels deep;
+  allows) nests arrays and objects ``any_depth`` levels deep (by default
+  2 to 6, as deep as keeps the automaton within 30,000 states);
 * ``format`` is asserted for the formats we know (``date-time``, ``date``,
   ``time``, ``duration``, ``uuid``, ``email``, ``hostname``, ``ipv4``,
   ``ipv6``, ``uri``, ``uri-reference``, ``json-pointer``,
@@ -89,6 +90,15 @@ STATE_CHECK_CHARS = 50_000
 # When no value fits within max_recursion_depth unrollings only because the
 # recursion was cut, unrolling is retried one level deeper at a time up to this.
 AUTO_RECURSION_DEPTH = 6
+# any_depth="auto": free values nest AUTO_MIN_ANY_DEPTH levels, and one level deeper
+# at a time, up to AUTO_MAX_ANY_DEPTH, while the automaton stays within
+# AUTO_DEPTH_STATES states (each level about doubles the states every copy of a free
+# value takes: ~280 at 2 levels, ~2,600 at 5 in compact JSON; 25k states build in
+# about 7 s on a 151k vocabulary).
+AUTO_MIN_ANY_DEPTH = 2
+AUTO_MAX_ANY_DEPTH = 6
+AUTO_DEPTH_STATES = 30_000
+_LEVEL_GROWTH = 2.2  # what the next level adds, over what the last one added (measured ~2.1)
 
 _DRAFTS = {  # validator class name -> (draft number, meta-schema URI)
     "Draft4Validator": (4, "http://json-schema.org/draft-04/schema#"),
@@ -160,7 +170,7 @@ def expand_definitions(pattern: str, definitions: dict[str, str]) -> str:
 
 def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
                       lenient: bool = False, max_recursion_depth: int = 3,
-                      max_whitespace: int = 4, indent: int = 2, any_depth: int = 2,
+                      max_whitespace: int = 4, indent: int = 2, any_depth: int | str = "auto",
                       registry: Any = None, default_draft: str | None = None,
                       regex_budget: int | None = DEFAULT_REGEX_BUDGET,
                       state_budget: int | None = DEFAULT_STATE_BUDGET,
@@ -187,6 +197,13 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
     automaton is kept in :attr:`SchemaRegex.automaton` for the build).
     ``regex_budget=None, state_budget=None`` keeps the depths asked for.
 
+    ``any_depth`` is how many levels of arrays and objects a value the
+    schema leaves free (an empty schema, open ``additionalProperties``)
+    may nest. ``"auto"`` (the default) takes ``AUTO_MIN_ANY_DEPTH`` (2)
+    levels, and deeper, one level at a time up to ``AUTO_MAX_ANY_DEPTH``
+    (6), while the automaton stays within ``AUTO_DEPTH_STATES`` (30,000)
+    states; the depth taken is in :attr:`SchemaRegex.notes`.
+
     ``max_recursion_depth`` is how many times a recursive ``$ref`` is
     unrolled; values nested deeper are not accepted. If that leaves no value
     at all while a recursion was cut, the schema is compiled again with one
@@ -204,6 +221,96 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
       ``max_regex_length`` characters);
     * :class:`~analysis.errors.EmptyLanguageError`: no value satisfies the schema.
     """
+    _check_count("max_recursion_depth", max_recursion_depth)
+    if any_depth != "auto":
+        _check_count("any_depth", any_depth)
+    compiled: dict = {}  # (any depth, recursion depth) -> (compiler, regex), or the error raised
+
+    def compile_at(depth_a: int, depth_r: int):
+        if (depth_a, depth_r) in compiled:
+            result = compiled.pop((depth_a, depth_r))
+            if isinstance(result, Exception):
+                raise result
+            return result
+        compiler, root = _setup(schema, whitespace=whitespace, lenient=lenient,
+                                max_recursion_depth=depth_r, max_whitespace=max_whitespace,
+                                indent=indent, any_depth=depth_a, registry=registry,
+                                default_draft=default_draft, max_regex_length=max_regex_length)
+        try:
+            return compiler, compiler.value([root], 0)
+        except RecursionError:
+            raise UnsupportedSchemaError("the schema nests too deeply to compile") from None
+
+    automata: dict = {}  # (any depth, recursion depth) -> automaton built to measure it
+    over_budget: set = set()  # (any depth, recursion depth) whose automaton passed state_budget
+
+    def automaton_at(depth_a: int, depth_r: int, limit: int | None):
+        """Compile at these depths; keep the result and its automaton for the attempts below."""
+        compiler, regex = compiled[(depth_a, depth_r)] = compile_at(depth_a, depth_r)
+        if regex is None:
+            return compiler, None
+        automaton = _automaton(regex, compiler.used_definitions(regex), limit)
+        automata[(depth_a, depth_r)] = automaton
+        return compiler, automaton
+
+    def choose_any_depth() -> tuple[int, str]:
+        """The depth any_depth="auto" takes, and a note saying why (none if free values are unused)."""
+        depth, depth_r = AUTO_MIN_ANY_DEPTH, max_recursion_depth
+        try:
+            compiler, automaton = automaton_at(depth, depth_r, state_budget)
+        except TimeLimitError:
+            raise
+        except (BuildLimitError, UnsupportedSchemaError) as exc:
+            if isinstance(exc, UnsupportedSchemaError):
+                if "exceeds" not in str(exc):
+                    raise
+                compiled[(depth, depth_r)] = exc  # for the attempts below, not written twice
+            else:
+                over_budget.add((depth, depth_r))
+            return depth, ""  # the attempts below narrow or report it
+        if automaton is None or not compiler.generic_values_used:
+            return depth, ""
+        sizes = [automaton.num_states]  # measured at AUTO_MIN_ANY_DEPTH, then one level deeper
+        shallow, deeper = (_free_value_states(d, whitespace, max_whitespace, indent)
+                           for d in (depth, depth + 1))
+        # at most one copy per free value's worth of states
+        if sizes[0] + sizes[0] / shallow * (deeper - shallow) > AUTO_DEPTH_STATES:
+            return depth, ""
+        try:
+            _, automaton = automaton_at(depth + 1, depth_r, 4 * AUTO_DEPTH_STATES)
+        except TimeLimitError:
+            raise
+        except (BuildLimitError, UnsupportedSchemaError):
+            return depth, ""
+        if automaton is None or automaton.num_states > AUTO_DEPTH_STATES:
+            return depth, ""
+        depth += 1
+        states = {depth: automaton.num_states}
+        added = automaton.num_states - sizes[0]
+        while depth < AUTO_MAX_ANY_DEPTH:  # deeper levels are estimated, the last one measured
+            added *= _LEVEL_GROWTH
+            if states[depth] + added > AUTO_DEPTH_STATES:
+                break
+            states[depth + 1] = round(states[depth] + added)
+            depth += 1
+        if depth > AUTO_MIN_ANY_DEPTH + 1:
+            try:
+                _, automaton = automaton_at(depth, depth_r, 4 * AUTO_DEPTH_STATES)
+            except TimeLimitError:
+                raise
+            except (BuildLimitError, UnsupportedSchemaError):
+                automaton = None
+            if automaton is None or automaton.num_states > AUTO_DEPTH_STATES * 5 // 4:
+                depth -= 1  # the estimate was short: one level less, built as usual
+            else:
+                states[depth] = automaton.num_states
+        return depth, (f'any_depth="auto" took {depth} levels (about {states[depth]:,} automaton '
+                       f"states; a level deeper while within {AUTO_DEPTH_STATES:,}, "
+                       f"{AUTO_MAX_ANY_DEPTH} levels at most)")
+
+    auto_note = ""
+    if any_depth == "auto":
+        any_depth, auto_note = choose_any_depth()
     attempts = [(any_depth, max_recursion_depth)]
     if regex_budget is not None or state_budget is not None:
         depth_a, depth_r = any_depth, max_recursion_depth
@@ -213,17 +320,7 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
         while depth_r > 1:
             depth_r -= 1
             attempts.append((depth_a, depth_r))
-    notes: list[str] = []
-
-    def compile_at(depth_a: int, depth_r: int):
-        compiler, root = _setup(schema, whitespace=whitespace, lenient=lenient,
-                                max_recursion_depth=depth_r, max_whitespace=max_whitespace,
-                                indent=indent, any_depth=depth_a, registry=registry,
-                                default_draft=default_draft, max_regex_length=max_regex_length)
-        try:
-            return compiler, compiler.value([root], 0)
-        except RecursionError:
-            raise UnsupportedSchemaError("the schema nests too deeply to compile") from None
+    notes: list[str] = [auto_note] if auto_note else []
 
     for attempt, (depth_a, depth_r) in enumerate(attempts):
         try:
@@ -259,8 +356,11 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
         if regex_budget is not None and size > regex_budget and not last:
             over = f"regex over the budget of {regex_budget:,} characters"
             continue
-        automaton = None
-        if state_budget is not None and size >= STATE_CHECK_CHARS and not last:
+        automaton = automata.get((depth_a, depth_r))
+        if automaton is None and state_budget is not None and size >= STATE_CHECK_CHARS and not last:
+            if (depth_a, depth_r) in over_budget:
+                over = f"automaton over the budget of {state_budget:,} states"
+                continue
             try:
                 automaton = _automaton(regex, used, state_budget)
             except TimeLimitError:
@@ -275,7 +375,15 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
     raise AssertionError("unreachable")
 
 
-def _automaton(regex: str, definitions: dict[str, str], state_budget: int):
+@functools.lru_cache(maxsize=32)
+def _free_value_states(depth: int, whitespace: str, max_whitespace: int, indent: int) -> int:
+    """States of the minimal automaton of one free value nesting ``depth`` levels."""
+    free = regex_from_schema(True, whitespace=whitespace, max_whitespace=max_whitespace,
+                             indent=indent, any_depth=depth, regex_budget=None, state_budget=None)
+    return _automaton(free.pattern, free.definitions, None).num_states
+
+
+def _automaton(regex: str, definitions: dict[str, str], state_budget: int | None):
     from analysis.bytedfa import byte_dfa_from_regex
 
     return byte_dfa_from_regex(regex, definitions=definitions, max_dfa_states=state_budget)
@@ -324,8 +432,7 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
     for name, value in (("max_recursion_depth", max_recursion_depth),
                         ("max_whitespace", max_whitespace), ("indent", indent),
                         ("any_depth", any_depth)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ValueError(f"{name} must be an integer >= 0, not {value!r}")
+        _check_count(name, value)
     if isinstance(schema, (str, bytes)):
         schema = _parse_json(schema)
     if not isinstance(schema, (dict, bool)):
@@ -343,6 +450,12 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
     compiler.meta_uri = meta_uri
     compiler.share = registry is None and not _may_hold_surrogates(schema)
     return compiler, sc.Sub(schema, resolver, "")
+
+
+def _check_count(name: str, value) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        also = ' or "auto"' if name == "any_depth" else ""
+        raise ValueError(f"{name} must be an integer >= 0{also}, not {value!r}")
 
 
 # a surrogate, raw, or as an escape (\ud83d in JSON or ECMA text, \u{d800} in a pattern)

@@ -8,6 +8,7 @@ function is checked exhaustively against Python on small ranges.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from decimal import Decimal
@@ -17,9 +18,16 @@ import numpy as np
 import pytest
 
 from analysis.errors import EmptyLanguageError, SchemaError, UnsupportedSchemaError
-from index.schema import instance_text, regex_from_schema
+from index import schema as schema_module
+from index.schema import instance_text
+from index.schema import regex_from_schema as compile_schema
 from index.schema_numbers import integer_range_regex, number_regex
 from index.schema_strings import translate_pattern
+
+# Python's re is the oracle here, on regexes written out in full, where a free value
+# nesting 6 levels is a megabyte long: these tests fix the depth at 2, and
+# any_depth="auto" (the default) is tested on its own.
+regex_from_schema = functools.partial(compile_schema, any_depth=2)
 
 
 def compact(value) -> str:
@@ -921,3 +929,87 @@ def test_regex_subset_and_disjoint_on_real_regexes():
     assert not regex_subset("a|c", "a|b") and not regex_subset("ab", "a")   # b dies before a ends
     assert regex_disjoint("a", "b") and regex_disjoint("[0-9]+", "[a-z]+")
     assert not regex_disjoint("a+", "aa") and not regex_disjoint("x[0-9]", "x5|y")
+
+
+# --- free values: any_depth="auto" ------------------------------------------------------------
+
+def nested_arrays(levels: int) -> bytes:
+    return b"[" * levels + b"1" + b"]" * levels
+
+
+def auto_depth(result) -> int:
+    found = [re.search(r'any_depth="auto" took (\d) levels', n) for n in result.notes]
+    (depth,) = [int(m.group(1)) for m in found if m]
+    return depth
+
+
+def test_auto_depth_nests_a_lone_free_value_six_levels():
+    result = compile_schema({})
+    assert auto_depth(result) == schema_module.AUTO_MAX_ANY_DEPTH == 6
+    automaton = result.automaton  # measured while choosing, kept for the build
+    assert automaton.accepts(nested_arrays(6)) and not automaton.accepts(nested_arrays(7))
+    assert automaton.accepts(b'{"a":[{"b":[{"c":[1,"x",{}]}]}]}')   # six levels, mixed
+    assert not automaton.accepts(b'{"a":[{"b":[{"c":[{"d":[]}]}]}]}')  # seven
+    pinned = compile_schema({}, any_depth=6)
+    assert (result.pattern, result.definitions) == (pinned.pattern, pinned.definitions)
+
+
+def test_auto_depth_stops_at_the_state_budget(monkeypatch):
+    from index.schema import _automaton
+
+    def states(result):
+        return _automaton(result.pattern, result.definitions, None).num_states
+
+    # one free value takes ~616 states at 3 levels, ~1,280 at 4
+    monkeypatch.setattr(schema_module, "AUTO_DEPTH_STATES", 1000)
+    result = compile_schema({})
+    assert auto_depth(result) == 3 and result.automaton.num_states <= 1000
+    assert states(compile_schema({}, any_depth=4)) > 1000
+
+
+def test_auto_depth_counts_every_copy_of_a_free_value(monkeypatch):
+    from index.schema import _automaton
+
+    # twelve free properties are twelve copies in the automaton: ~7,400 states at 3 levels,
+    # ~15,000 at 4, where one free value alone would go to 6 levels within this budget
+    monkeypatch.setattr(schema_module, "AUTO_DEPTH_STATES", 10_000)
+    schema = {"type": "object", "properties": {f"p{i}": {} for i in range(12)},
+              "additionalProperties": False}
+    result = compile_schema(schema)
+    assert auto_depth(result) == 3 and result.automaton.num_states <= 10_000
+    deeper = compile_schema(schema, any_depth=4)
+    assert _automaton(deeper.pattern, deeper.definitions, None).num_states > 10_000
+    assert result.automaton.accepts(b'{"p7":' + nested_arrays(3) + b"}")
+    assert not result.automaton.accepts(b'{"p7":' + nested_arrays(4) + b"}")
+
+
+def test_explicit_depths_and_closed_schemas_are_not_deepened():
+    assert not any("auto" in n for n in compile_schema({}, any_depth=2).notes)
+    closed = compile_schema({"type": "object", "properties": {"a": {"type": "integer"}},
+                             "additionalProperties": False})
+    assert not any("auto" in n or "free" in n for n in closed.notes)
+    with pytest.raises(ValueError, match='any_depth must be an integer >= 0 or "auto"'):
+        compile_schema({}, any_depth="deep")
+
+
+@pytest.mark.slow
+def test_auto_depth_accepts_the_deep_free_values_of_a_real_schema():
+    """Kubernetes/kb_610 (JSONSchemaBench): its valid instances nest five levels under an
+    undeclared property; 2 levels (the old fixed depth) rejected both."""
+    import gzip
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[2] / "shared/data/jsonschemabench/Kubernetes.jsonl.gz"
+    with gzip.open(data, "rt", encoding="utf-8") as handle:
+        record = next(r for r in map(json.loads, handle) if r["name"] == "Kubernetes/kb_610_Normalized.json")
+    schema = record["schema"]
+    valid = [instance_text(schema, case["data"]).encode() for case in record["tests"] if case["valid"]]
+    invalid = [compact(case["data"]).encode() for case in record["tests"] if not case["valid"]]
+    assert len(valid) == 2 and invalid
+    result = compile_schema(schema)
+    assert auto_depth(result) == 5
+    assert all(result.automaton.accepts(text) for text in valid)
+    assert not any(result.automaton.accepts(text) for text in invalid)
+    shallow = compile_schema(schema, any_depth=2)
+    automaton = schema_module._automaton(shallow.pattern, shallow.definitions, None)
+    assert not any(automaton.accepts(text) for text in valid)
