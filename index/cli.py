@@ -64,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--lenient", action="store_true",
                        help="widen schema constraints that cannot be compiled exactly, "
                             "listing each, instead of failing")
+    build.add_argument("--any-depth", type=_any_depth, default="auto", metavar="N|auto",
+                       help="levels of arrays and objects a value the schema leaves free may "
+                            "nest (default: %(default)s, as deep as keeps the automaton small)")
     build.add_argument("--vocab", default=DEFAULT_VOCABULARY,
                        help="a built-in vocabulary name or a tokenizer path (default: %(default)s)")
     build.add_argument("-o", "--output", required=True, help="where to write the index")
@@ -95,6 +98,18 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--samples", type=int, default=3)
     demo.set_defaults(run=_demo)
     return parser
+
+
+def _any_depth(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0 or 'auto', not {text!r}")
+    return value
 
 
 def _load_vocabulary(spec: str):
@@ -152,12 +167,14 @@ def _build(args) -> int:
     with _time_limit(args.time_limit):
         if schema is not None:
             index = Index.from_schema(schema, vocabulary, whitespace=args.whitespace,
-                                      lenient=args.lenient, **options)
+                                      lenient=args.lenient, any_depth=args.any_depth, **options)
         else:
             index = Index.from_regex(pattern, vocabulary, **options)
     built = time.perf_counter() - started
     for widening in index.metadata.get("widenings", []):
         print(f"widened: {widening}", file=sys.stderr)
+    for note in index.metadata.get("notes", []):
+        print(f"note: {note}", file=sys.stderr)
     try:
         index.save(args.output, compress=not args.uncompressed)
     except OSError as exc:
@@ -192,6 +209,7 @@ def _inspect(args) -> int:
     if meta.get("kind") == "schema":
         rows.insert(2, ("whitespace", meta.get("whitespace", "compact")))
         rows.insert(3, ("widenings", "; ".join(meta.get("widenings", [])) or "none"))
+        rows.insert(4, ("notes", "; ".join(meta.get("notes", [])) or "none"))
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")

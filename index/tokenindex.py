@@ -130,7 +130,7 @@ class Index:
     @classmethod
     def from_schema(cls, schema, vocabulary: "Vocabulary", *, whitespace: str = "compact",
                     lenient: bool = False, max_recursion_depth: int = 3,
-                    **build_options) -> "Index":
+                    any_depth: int | str = "auto", **build_options) -> "Index":
         """Compile a JSON Schema (a dict, a bool, or JSON text) for ``vocabulary``.
 
         The schema becomes a regex (:mod:`index.schema`) that goes through the
@@ -139,7 +139,10 @@ class Index:
         its JSON pointer, unless ``lenient=True``, which widens instead and
         lists every widening in ``metadata["widenings"]``. ``whitespace`` is
         ``"compact"`` (no whitespace between tokens) or ``"flexible"``
-        (bounded JSON whitespace). Other options go to :meth:`from_regex`.
+        (bounded JSON whitespace). ``max_recursion_depth`` and ``any_depth``
+        bound recursion and free values (see :func:`index.schema.regex_from_schema`);
+        ``metadata["notes"]`` lists the narrowings that applied. Other options
+        go to :meth:`from_regex`.
         """
         import json
 
@@ -147,13 +150,14 @@ class Index:
         from index.schema import regex_from_schema
 
         compiled = regex_from_schema(schema, whitespace=whitespace, lenient=lenient,
-                                     max_recursion_depth=max_recursion_depth)
+                                     max_recursion_depth=max_recursion_depth, any_depth=any_depth)
         index = build_index(compiled.pattern, vocabulary, definitions=compiled.definitions,
                             dfa=compiled.automaton, **build_options)
         metadata = dict(index.metadata)
         metadata.update(kind="schema",
                         schema=schema if isinstance(schema, str) else json.dumps(schema),
-                        whitespace=whitespace, widenings=list(compiled.widenings))
+                        whitespace=whitespace, widenings=list(compiled.widenings),
+                        notes=list(compiled.notes))
         return cls(index.arrays, metadata, vocabulary)
 
     def save(self, path: str | PathLike, *, compress: bool = True) -> None:

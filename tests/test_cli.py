@@ -101,3 +101,26 @@ def test_time_limit_stops_a_long_build(tmp_path, capsys):
                        "-o", str(out))
     assert code == 2 and "took longer than the time limit of 0.01 s" in err
     assert not out.exists()
+
+
+def test_build_a_schema_with_a_chosen_free_value_depth(tmp_path, capsys):
+    schema = tmp_path / "free.json"
+    schema.write_text('{"type": "object", "properties": {"meta": {}}, "additionalProperties": false}')
+    deep, shallow = str(tmp_path / "deep.tdfa"), str(tmp_path / "shallow.tdfa")
+    code, _, err = run(capsys, "build", "--schema", str(schema), "-o", deep)
+    assert code == 0 and 'note: any_depth="auto" took 6 levels' in err
+    code, _, err = run(capsys, "build", "--schema", str(schema), "--any-depth", "1", "-o", shallow)
+    assert code == 0 and "nest arrays and objects at most 1 level(s) deep" in err and "auto" not in err
+    assert Index.load(shallow).metadata["notes"] == [err.strip().removeprefix("note: ")]
+    code, out, _ = run(capsys, "inspect", shallow)
+    assert code == 0 and "notes        values the schema leaves free" in out
+
+    def accepts(path, text):
+        return run(capsys, "check", path, text)[0] == 0
+
+    two_levels = '{"meta":[[1]]}'
+    assert accepts(deep, two_levels) and not accepts(shallow, two_levels)
+    assert accepts(shallow, '{"meta":[1]}')
+    with pytest.raises(SystemExit):
+        main(["build", "--schema", str(schema), "--any-depth", "deep", "-o", deep])
+    assert "expected a whole number >= 0 or 'auto', not 'deep'" in capsys.readouterr().err
