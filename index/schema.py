@@ -38,7 +38,7 @@ form we write*. The form is fixed in a few documented ways:
   to 6, when that cut alone leaves no value at all), and the
   generic value of ``{}``/``true`` (also what an absent ``additionalProperties``
   allows) nests arrays and objects ``any_depth`` levels deep (by default
-  2 to 6, as deep as keeps the automaton within 30,000 states);
+  2 to 5, as deep as keeps the automaton within 30,000 states);
 * ``format`` is asserted for the formats we know (``date-time``, ``date``,
   ``time``, ``duration``, ``uuid``, ``email``, ``hostname``, ``ipv4``,
   ``ipv6``, ``uri``, ``uri-reference``, ``json-pointer``,
@@ -96,9 +96,8 @@ AUTO_RECURSION_DEPTH = 6
 # value takes: ~280 at 2 levels, ~2,600 at 5 in compact JSON; 25k states build in
 # about 7 s on a 151k vocabulary).
 AUTO_MIN_ANY_DEPTH = 2
-AUTO_MAX_ANY_DEPTH = 6
+AUTO_MAX_ANY_DEPTH = 5
 AUTO_DEPTH_STATES = 30_000
-_LEVEL_GROWTH = 2.2  # what the next level adds, over what the last one added (measured ~2.1)
 
 _DRAFTS = {  # validator class name -> (draft number, meta-schema URI)
     "Draft4Validator": (4, "http://json-schema.org/draft-04/schema#"),
@@ -201,7 +200,7 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
     schema leaves free (an empty schema, open ``additionalProperties``)
     may nest. ``"auto"`` (the default) takes ``AUTO_MIN_ANY_DEPTH`` (2)
     levels, and deeper, one level at a time up to ``AUTO_MAX_ANY_DEPTH``
-    (6), while the automaton stays within ``AUTO_DEPTH_STATES`` (30,000)
+    (5), while the automaton stays within ``AUTO_DEPTH_STATES`` (30,000)
     states; the depth taken is in :attr:`SchemaRegex.notes`.
 
     ``max_recursion_depth`` is how many times a recursive ``$ref`` is
@@ -248,60 +247,71 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
         """Compile at these depths; keep the result and its automaton for the attempts below."""
         compiler, regex = compiled[(depth_a, depth_r)] = compile_at(depth_a, depth_r)
         if regex is None:
-            return compiler, None
+            return None
         automaton = _automaton(regex, compiler.used_definitions(regex), limit)
         automata[(depth_a, depth_r)] = automaton
-        return compiler, automaton
+        return automaton
 
     def choose_any_depth() -> tuple[int, str]:
         """The depth any_depth="auto" takes, and a note saying why (none if free values are unused)."""
         depth, depth_r = AUTO_MIN_ANY_DEPTH, max_recursion_depth
         try:
-            compiler, automaton = automaton_at(depth, depth_r, state_budget)
+            compiler, regex = compiled[(depth, depth_r)] = compile_at(depth, depth_r)
+        except UnsupportedSchemaError as exc:
+            if "exceeds" not in str(exc):
+                raise
+            compiled[(depth, depth_r)] = exc  # for the attempts below, not written twice
+            return depth, ""
+        if regex is None or not compiler.generic_values_used:
+            return depth, ""  # the depth changes nothing
+        try:
+            automaton = automaton_at(depth, depth_r, state_budget)
         except TimeLimitError:
             raise
-        except (BuildLimitError, UnsupportedSchemaError) as exc:
-            if isinstance(exc, UnsupportedSchemaError):
-                if "exceeds" not in str(exc):
-                    raise
-                compiled[(depth, depth_r)] = exc  # for the attempts below, not written twice
-            else:
-                over_budget.add((depth, depth_r))
+        except BuildLimitError:
+            over_budget.add((depth, depth_r))
             return depth, ""  # the attempts below narrow or report it
-        if automaton is None or not compiler.generic_values_used:
-            return depth, ""
-        sizes = [automaton.num_states]  # measured at AUTO_MIN_ANY_DEPTH, then one level deeper
         shallow, deeper = (_free_value_states(d, whitespace, max_whitespace, indent)
                            for d in (depth, depth + 1))
-        # at most one copy per free value's worth of states
-        if sizes[0] + sizes[0] / shallow * (deeper - shallow) > AUTO_DEPTH_STATES:
-            return depth, ""
-        try:
-            _, automaton = automaton_at(depth + 1, depth_r, 4 * AUTO_DEPTH_STATES)
-        except TimeLimitError:
-            raise
-        except (BuildLimitError, UnsupportedSchemaError):
-            return depth, ""
-        if automaton is None or automaton.num_states > AUTO_DEPTH_STATES:
-            return depth, ""
-        depth += 1
+        growth = deeper / shallow  # a little above what deeper levels add
         states = {depth: automaton.num_states}
-        added = automaton.num_states - sizes[0]
-        while depth < AUTO_MAX_ANY_DEPTH:  # deeper levels are estimated, the last one measured
-            added *= _LEVEL_GROWTH
-            if states[depth] + added > AUTO_DEPTH_STATES:
-                break
-            states[depth + 1] = round(states[depth] + added)
-            depth += 1
-        if depth > AUTO_MIN_ANY_DEPTH + 1:
+
+        def at_most(level: int) -> float:
+            """States at ``level`` if every state at the shallowest were in a free value."""
+            return states[AUTO_MIN_ANY_DEPTH] * growth ** (level - AUTO_MIN_ANY_DEPTH)
+
+        if at_most(AUTO_MAX_ANY_DEPTH) <= AUTO_DEPTH_STATES:
+            target = AUTO_MAX_ANY_DEPTH  # small enough whatever the copies: no need to measure
+        else:
+            if at_most(depth + 1) > AUTO_DEPTH_STATES:
+                return depth, ""
             try:
-                _, automaton = automaton_at(depth, depth_r, 4 * AUTO_DEPTH_STATES)
+                automaton = automaton_at(depth + 1, depth_r, 4 * AUTO_DEPTH_STATES)
+            except TimeLimitError:
+                raise
+            except (BuildLimitError, UnsupportedSchemaError):
+                return depth, ""
+            if automaton is None or automaton.num_states > AUTO_DEPTH_STATES:
+                return depth, ""
+            states[depth + 1] = automaton.num_states
+            target, added = depth + 1, states[depth + 1] - states[depth]
+            while target < AUTO_MAX_ANY_DEPTH:  # each level adds about `growth` times the last
+                added *= growth
+                if states[target] + added > AUTO_DEPTH_STATES:
+                    break
+                states[target + 1] = round(states[target] + added)
+                target += 1
+        depth = target
+        if (depth, depth_r) not in automata:
+            try:
+                automaton = automaton_at(depth, depth_r, 4 * AUTO_DEPTH_STATES)
             except TimeLimitError:
                 raise
             except (BuildLimitError, UnsupportedSchemaError):
                 automaton = None
             if automaton is None or automaton.num_states > AUTO_DEPTH_STATES * 5 // 4:
                 depth -= 1  # the estimate was short: one level less, built as usual
+                states.setdefault(depth, round(at_most(depth)))
             else:
                 states[depth] = automaton.num_states
         return depth, (f'any_depth="auto" took {depth} levels (about {states[depth]:,} automaton '

@@ -25,7 +25,7 @@ from index.schema_numbers import integer_range_regex, number_regex
 from index.schema_strings import translate_pattern
 
 # Python's re is the oracle here, on regexes written out in full, where a free value
-# nesting 6 levels is a megabyte long: these tests fix the depth at 2, and
+# nesting 5 levels is hundreds of kilobytes long: these tests fix the depth at 2, and
 # any_depth="auto" (the default) is tested on its own.
 regex_from_schema = functools.partial(compile_schema, any_depth=2)
 
@@ -943,14 +943,14 @@ def auto_depth(result) -> int:
     return depth
 
 
-def test_auto_depth_nests_a_lone_free_value_six_levels():
+def test_auto_depth_nests_a_lone_free_value_five_levels():
     result = compile_schema({})
-    assert auto_depth(result) == schema_module.AUTO_MAX_ANY_DEPTH == 6
+    assert auto_depth(result) == schema_module.AUTO_MAX_ANY_DEPTH == 5
     automaton = result.automaton  # measured while choosing, kept for the build
-    assert automaton.accepts(nested_arrays(6)) and not automaton.accepts(nested_arrays(7))
-    assert automaton.accepts(b'{"a":[{"b":[{"c":[1,"x",{}]}]}]}')   # six levels, mixed
-    assert not automaton.accepts(b'{"a":[{"b":[{"c":[{"d":[]}]}]}]}')  # seven
-    pinned = compile_schema({}, any_depth=6)
+    assert automaton.accepts(nested_arrays(5)) and not automaton.accepts(nested_arrays(6))
+    assert automaton.accepts(b'{"a":[{"b":[{"c":1,"d":[],"e":{}}]}]}')   # five levels, mixed
+    assert not automaton.accepts(b'{"a":[{"b":[{"c":[1]}]}]}')           # six
+    pinned = compile_schema({}, any_depth=5)
     assert (result.pattern, result.definitions) == (pinned.pattern, pinned.definitions)
 
 
@@ -971,7 +971,7 @@ def test_auto_depth_counts_every_copy_of_a_free_value(monkeypatch):
     from index.schema import _automaton
 
     # twelve free properties are twelve copies in the automaton: ~7,400 states at 3 levels,
-    # ~15,000 at 4, where one free value alone would go to 6 levels within this budget
+    # ~15,000 at 4, where one free value alone would go to 5 levels within this budget
     monkeypatch.setattr(schema_module, "AUTO_DEPTH_STATES", 10_000)
     schema = {"type": "object", "properties": {f"p{i}": {} for i in range(12)},
               "additionalProperties": False}
@@ -988,6 +988,7 @@ def test_explicit_depths_and_closed_schemas_are_not_deepened():
     closed = compile_schema({"type": "object", "properties": {"a": {"type": "integer"}},
                              "additionalProperties": False})
     assert not any("auto" in n or "free" in n for n in closed.notes)
+    assert closed.automaton is None  # no free value: nothing to measure, the build makes it
     with pytest.raises(ValueError, match='any_depth must be an integer >= 0 or "auto"'):
         compile_schema({}, any_depth="deep")
 
@@ -997,9 +998,12 @@ def test_auto_depth_accepts_the_deep_free_values_of_a_real_schema():
     """Kubernetes/kb_610 (JSONSchemaBench): its valid instances nest five levels under an
     undeclared property; 2 levels (the old fixed depth) rejected both."""
     import gzip
+    import os
     from pathlib import Path
 
-    data = Path(__file__).resolve().parents[2] / "shared/data/jsonschemabench/Kubernetes.jsonl.gz"
+    bench = Path(os.environ.get("TOKENDFA_JSONSCHEMABENCH",
+                                Path(__file__).resolve().parents[2] / "shared/data/jsonschemabench"))
+    data = bench / "Kubernetes.jsonl.gz"
     with gzip.open(data, "rt", encoding="utf-8") as handle:
         record = next(r for r in map(json.loads, handle) if r["name"] == "Kubernetes/kb_610_Normalized.json")
     schema = record["schema"]
