@@ -263,30 +263,47 @@ def unique_columns(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     smallest byte of the k-th distinct column (increasing) and
     ``table[:, b]`` equals ``table[:, first[inverse[b]]]``.
 
-    Columns are grouped by a hash (one pass over the table, no transposed
-    copy) and compared exactly within a group; ``np.unique(table, axis=1)``
-    compares them as records of one field per state, which took 20 s on a
-    100k-state table.
+    Large tables group their columns by a hash (one pass, no transposed copy)
+    and check every column against its group's first; small ones, and a
+    hash collision, compare whole columns as byte strings.
+    ``np.unique(table, axis=1)`` compares them as records of one field per
+    state, which took 20 s on a 100k-state table.
     """
+    if table.shape[0] >= _HASHED_COLUMNS_FROM:
+        found = _unique_columns_hashed(table)
+        if found is not None:
+            return found
+    transposed = np.ascontiguousarray(table.T)
+    rows = transposed.view(np.dtype((np.void, transposed.shape[1] * transposed.itemsize)))
+    _, first, inverse = np.unique(rows.ravel(), return_index=True, return_inverse=True)
+    return _in_byte_order(first, inverse.ravel())
+
+
+_HASHED_COLUMNS_FROM = 2048  # states; below this the transposed copy is cheap
+_ROWS_PER_PASS = 8192
+
+
+def _unique_columns_hashed(table: np.ndarray):
+    """``unique_columns`` by a random linear hash of each column; None on a collision."""
     weights = np.random.default_rng(0).integers(1, 2**62, size=table.shape[0], dtype=np.int64)
     hashes = np.zeros(table.shape[1], dtype=np.int64)
-    for start in range(0, table.shape[0], 8192):  # in slices: a 64-bit copy of a slice only
-        part = slice(start, start + 8192)
+    for start in range(0, table.shape[0], _ROWS_PER_PASS):  # a 64-bit copy of a slice only
+        part = slice(start, start + _ROWS_PER_PASS)
         hashes += weights[part] @ table[part].astype(np.int64)  # wraps around: fine for a hash
-    first = np.empty(table.shape[1], dtype=np.int64)
-    representatives: dict[int, list[int]] = {}
-    for byte, key in enumerate(hashes.tolist()):
-        for other in representatives.setdefault(key, []):
-            if np.array_equal(table[:, other], table[:, byte]):
-                first[byte] = other
-                break
-        else:
-            representatives[key].append(byte)
-            first[byte] = byte
-    distinct = np.unique(first)  # smallest byte of each distinct column, increasing
-    rank = np.empty(table.shape[1], dtype=np.int64)
-    rank[distinct] = np.arange(len(distinct))
-    return distinct, rank[first]
+    _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+    representative = first[inverse]
+    for start in range(0, table.shape[0], _ROWS_PER_PASS):
+        rows = table[start:start + _ROWS_PER_PASS]
+        if not np.array_equal(rows, rows[:, representative]):
+            return None
+    return _in_byte_order(first, inverse)
+
+
+def _in_byte_order(first: np.ndarray, inverse: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return first[order], rank[inverse]
 
 
 def canonical_byte_dfa(transitions: np.ndarray, finals: np.ndarray, *,
