@@ -252,6 +252,15 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
         automata[(depth_a, depth_r)] = automaton
         return automaton
 
+    def measured(depth_a: int, limit: int | None):
+        """The automaton at this free-value depth, or None past ``limit`` or any other bound."""
+        try:
+            return automaton_at(depth_a, max_recursion_depth, limit)
+        except TimeLimitError:
+            raise  # a caller's time limit, not a bound of ours
+        except (BuildLimitError, UnsupportedSchemaError):
+            return None
+
     def choose_any_depth() -> tuple[int, str]:
         """The depth any_depth="auto" takes, and a note saying why (none if free values are unused)."""
         depth, depth_r = AUTO_MIN_ANY_DEPTH, max_recursion_depth
@@ -264,11 +273,8 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
             return depth, ""
         if regex is None or not compiler.generic_values_used:
             return depth, ""  # the depth changes nothing
-        try:
-            automaton = automaton_at(depth, depth_r, state_budget)
-        except TimeLimitError:
-            raise
-        except BuildLimitError:
+        automaton = measured(depth, state_budget)
+        if automaton is None:
             over_budget.add((depth, depth_r))
             return depth, ""  # the attempts below narrow or report it
         shallow, deeper = (_free_value_states(d, whitespace, max_whitespace, indent)
@@ -285,12 +291,7 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
         else:
             if at_most(depth + 1) > AUTO_DEPTH_STATES:
                 return depth, ""
-            try:
-                automaton = automaton_at(depth + 1, depth_r, 4 * AUTO_DEPTH_STATES)
-            except TimeLimitError:
-                raise
-            except (BuildLimitError, UnsupportedSchemaError):
-                return depth, ""
+            automaton = measured(depth + 1, 4 * AUTO_DEPTH_STATES)
             if automaton is None or automaton.num_states > AUTO_DEPTH_STATES:
                 return depth, ""
             states[depth + 1] = automaton.num_states
@@ -303,12 +304,7 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
                 target += 1
         depth = target
         if (depth, depth_r) not in automata:
-            try:
-                automaton = automaton_at(depth, depth_r, 4 * AUTO_DEPTH_STATES)
-            except TimeLimitError:
-                raise
-            except (BuildLimitError, UnsupportedSchemaError):
-                automaton = None
+            automaton = measured(depth, 4 * AUTO_DEPTH_STATES)
             if automaton is None or automaton.num_states > AUTO_DEPTH_STATES * 5 // 4:
                 depth -= 1  # the estimate was short: one level less, built as usual
                 states.setdefault(depth, round(at_most(depth)))

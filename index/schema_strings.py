@@ -44,14 +44,13 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as _sre  # type: ignore[no-redef]
     import sre_parse as _sre_parse  # type: ignore[no-redef]
 
-from analysis.utf8 import SURROGATES, merge_ranges
+from analysis.utf8 import MAX_CODEPOINT, SURROGATES, complement_ranges, merge_ranges
 
 __all__ = [
     "STRING", "CHAR", "string_regex", "json_string_literal", "keys_except",
     "PatternUnsupported", "translate_pattern", "FORMATS", "format_regex", "pattern_matches",
 ]
 
-MAX_CODEPOINT = 0x10FFFF
 
 _HEX = "[0-9a-fA-F]"
 # One character of a JSON string, any spelling.
@@ -102,14 +101,7 @@ def _canonical_unit(cp: int) -> str:
 
 
 def _complement(ranges) -> list[tuple[int, int]]:
-    out, start = [], 0
-    for lo, hi in merge_ranges(ranges):
-        if lo > start:
-            out.append((start, lo - 1))
-        start = hi + 1
-    if start <= MAX_CODEPOINT:
-        out.append((start, MAX_CODEPOINT))
-    return out
+    return complement_ranges(merge_ranges(ranges))
 
 
 def _without_surrogates(ranges) -> list[tuple[int, int]]:
