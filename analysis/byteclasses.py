@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.bytedfa import DEAD, ByteDFA, unique_columns
+from .bytedfa import DEAD, ByteDFA, unique_columns
 
 
 @dataclass(frozen=True, eq=False)

@@ -3,7 +3,7 @@
 Tokens are byte strings, and a token may end in the middle of a multi-byte
 character, so the index needs the pattern's language as a DFA over *bytes*.
 :func:`byte_dfa_from_regex` compiles a regex straight to byte tables with our
-own front end (:mod:`analysis.regex_compiler`: Python's parser, a Thompson
+own front end (:mod:`tokendfa.analysis.regex_compiler`: Python's parser, a Thompson
 NFA over UTF-8 byte ranges, subset construction), then
 :func:`canonical_byte_dfa` merges states that cannot reach a final state into
 the dead state, minimises, and renumbers breadth-first (bytes in increasing
@@ -13,7 +13,7 @@ A second, independent front end is kept as a cross-check:
 :func:`byte_dfa_from_regex_interegular` goes through interegular's DFA over
 *characters* (whose alphabet lumps unlisted characters into
 ``anything_else`` and may omit transitions), lifts every character set to
-UTF-8 byte-range sequences (:mod:`analysis.utf8`) chained through states
+UTF-8 byte-range sequences (:mod:`tokendfa.analysis.utf8`) chained through states
 shared by suffix, and determinises. It was the first front end; interegular
 builds its automata by products over a shared alphabet and took 33 s on a
 15k-character regex from a JSON schema, where ours takes about 1.5 s. The
@@ -32,9 +32,9 @@ from typing import Iterable
 
 import numpy as np
 
-from analysis.errors import EmptyLanguageError, RegexError, UnsupportedRegexError
-from analysis.regex_syntax import normalize_pattern
-from analysis.utf8 import (
+from .errors import EmptyLanguageError, RegexError, UnsupportedRegexError
+from .regex_syntax import normalize_pattern
+from .utf8 import (
     ByteRange,
     CodepointRange,
     complement_ranges,
@@ -91,14 +91,14 @@ def byte_dfa_from_regex(pattern: str, *, max_nfa_states: int | None = None,
     whole-string match) to a canonical byte DFA.
 
     ``definitions`` are shared pieces the pattern refers to by placeholder
-    (see :mod:`analysis.regex_compiler`); ``max_dfa_states`` bounds the
-    automaton before minimisation (:class:`~analysis.errors.BuildLimitError`).
+    (see :mod:`tokendfa.analysis.regex_compiler`); ``max_dfa_states`` bounds the
+    automaton before minimisation (:class:`~tokendfa.analysis.errors.BuildLimitError`).
 
     Raises :class:`RegexError`, :class:`UnsupportedRegexError`,
     :class:`EmptyLanguageError` or (past ``max_nfa_states``)
-    :class:`~analysis.errors.BuildLimitError`, each naming the problem.
+    :class:`~tokendfa.analysis.errors.BuildLimitError`, each naming the problem.
     """
-    from analysis.regex_compiler import DEFAULT_MAX_NFA_STATES, byte_tables_from_regex
+    from .regex_compiler import DEFAULT_MAX_NFA_STATES, byte_tables_from_regex
 
     body = normalize_pattern(pattern)
     limit = DEFAULT_MAX_NFA_STATES if max_nfa_states is None else max_nfa_states

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.bytedfa import DEAD, ByteDFA
+from .bytedfa import DEAD, ByteDFA
 
 NOT_FORCED = -1
 

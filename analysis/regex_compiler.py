@@ -15,19 +15,19 @@ classic thing instead:
 2. **Thompson construction** of an NFA over *byte ranges* with epsilon moves.
    Every character set (a literal, ``.``, a class) becomes code-point ranges,
    and the ranges become UTF-8 byte-range sequences through
-   :mod:`analysis.utf8`, the one place where characters turn into bytes. Each
+   :mod:`tokendfa.analysis.utf8`, the one place where characters turn into bytes. Each
    set is compiled once into a small template (its sequences chained through
    intermediate states that are shared by suffix, so ``.`` needs ten states,
    not thousands) and the template is stamped in wherever the set occurs. A
    bounded repeat ``X{n,m}`` builds ``X`` once and copies its block of states.
 3. **Subset construction** to a complete ``int32[n, 256]`` table with the
    dead state 0 and the initial state 1, the contract of
-   :func:`analysis.bytedfa.canonical_byte_dfa`, which then trims, minimises
+   :func:`tokendfa.analysis.bytedfa.canonical_byte_dfa`, which then trims, minimises
    and numbers it. Epsilon closures are computed once per NFA state and the
    step from a DFA state is computed on the cuts between byte ranges, not on
    256 bytes.
 
-Surrogates are never matched (:mod:`analysis.utf8` skips them), and invalid
+Surrogates are never matched (:mod:`tokendfa.analysis.utf8` skips them), and invalid
 UTF-8 leads only to the dead state.
 
 **Shared definitions.** A generated regex can repeat one large piece many
@@ -43,7 +43,7 @@ a placeholder, such as ``(?i)``, do not reach into it.
 
 Example::
 
-    >>> from analysis.bytedfa import canonical_byte_dfa
+    >>> from tokendfa.analysis.bytedfa import canonical_byte_dfa
     >>> dfa = canonical_byte_dfa(*byte_tables_from_regex(r"[a-c]+x?"))
     >>> dfa.accepts(b"abcx"), dfa.accepts(b"x")
     (True, False)
@@ -59,8 +59,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from analysis.errors import BuildLimitError, RegexError, UnsupportedRegexError
-from analysis.utf8 import (MAX_CODEPOINT, SURROGATES, CodepointRange, complement_ranges,
+from .errors import BuildLimitError, RegexError, UnsupportedRegexError
+from .utf8 import (MAX_CODEPOINT, SURROGATES, CodepointRange, complement_ranges,
                            merge_ranges, utf8_range_sequences)
 
 try:  # Python 3.11+
@@ -454,10 +454,10 @@ def byte_tables_from_regex(pattern: str, *, max_nfa_states: int = DEFAULT_MAX_NF
     """Compile ``pattern`` to a complete byte table, not yet minimised.
 
     ``pattern`` is Python ``re`` syntax matched against the whole string, as
-    returned by :func:`analysis.regex_syntax.normalize_pattern`. Returns
+    returned by :func:`tokendfa.analysis.regex_syntax.normalize_pattern`. Returns
     ``(transitions, finals)``: ``int32[n, 256]`` and ``bool[n]``, with state 0
     dead (its row all zeros) and state 1 initial, ready for
-    :func:`analysis.bytedfa.canonical_byte_dfa`.
+    :func:`tokendfa.analysis.bytedfa.canonical_byte_dfa`.
 
     # Errors
 
@@ -528,7 +528,7 @@ class _SharedDefinitions:
         return template
 
     def _compile(self, placeholder: str) -> tuple:
-        from analysis.bytedfa import canonical_byte_dfa
+        from .bytedfa import canonical_byte_dfa
 
         transitions, finals = byte_tables_from_regex(
             self.definitions[placeholder], max_nfa_states=self.max_nfa_states, definitions=self)

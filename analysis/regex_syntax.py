@@ -21,7 +21,7 @@ try:  # Python 3.11+
 except ImportError:  # pragma: no cover - Python < 3.11
     import sre_parse as _sre_parse  # type: ignore[no-redef]
 
-from analysis.errors import RegexError, UnsupportedRegexError
+from .errors import RegexError, UnsupportedRegexError
 
 _GROUP_OPENERS = {
     "(?=": "lookahead",
@@ -120,3 +120,21 @@ def _reject(construct: str, position: int, pattern: str) -> None:
         f"unsupported regex construct: {construct} at position {position} in {pattern!r} "
         "(a token index can only follow patterns a finite automaton can match)"
     )
+
+
+def regex_char(cp: int, in_class: bool) -> str:
+    """``cp`` as regex text matching exactly that character."""
+    ch = chr(cp)
+    if 0x21 <= cp <= 0x7E:
+        if ch.isalnum() or ch == "_":
+            return ch
+        if in_class and ch not in "\\]^-[":
+            return ch
+        return "\\" + ch
+    if cp == 0x20:
+        return " "
+    if cp <= 0xFF:
+        return f"\\x{cp:02x}"
+    if cp <= 0xFFFF:
+        return f"\\u{cp:04x}"
+    return f"\\U{cp:08x}"

@@ -1,6 +1,6 @@
 """Token signatures: tokens that behave alike from every state.
 
-Map each byte of a token to its byte class (:mod:`analysis.byteclasses`) and
+Map each byte of a token to its byte class (:mod:`tokendfa.analysis.byteclasses`) and
 the token becomes a *signature*, a sequence of class ids. Two tokens with the
 same signature take every state of the DFA to the same place, so a build only
 has to walk each signature once; with the few classes a typical pattern has,

@@ -49,9 +49,6 @@ from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-for _p in (str(HERE), str(ROOT)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
 
 from isolated import PeakMeter, run_in_child  # noqa: E402
 from workloads import (QUICK_REGEXES, REGEX_WORKLOADS, SCHEMA_DIR, Workload,  # noqa: E402
@@ -146,9 +143,9 @@ def _warm_pool(vocab, n_jobs: int) -> None:
     long-running process would."""
     from joblib import Parallel, delayed
 
-    from index import Index
+    from tokendfa import Index
 
-    Parallel(n_jobs=n_jobs)(delayed(exec)("import index.build") for _ in range(2 * n_jobs))
+    Parallel(n_jobs=n_jobs)(delayed(exec)("import tokendfa.build.fast") for _ in range(2 * n_jobs))
     Index.from_regex(WARM_UP_PATTERN, vocab, n_jobs=n_jobs)
 
 
@@ -214,7 +211,7 @@ def _shutdown_pool() -> None:
 
 def _ours_job(pattern: str, vocab, method: str, n_jobs: int, runs: int, steps: int, cpu_limit: float):
     def job() -> dict:
-        from index import Index
+        from tokendfa import Index
 
         _limit_cpu(cpu_limit * runs + (10 if n_jobs != 1 else 0))
         seconds, cpu, peaks = [], [], []
@@ -349,7 +346,7 @@ def measure_vocabulary(name: str, workloads: list[Workload], args, timed_out: di
     vocabulary at least as large."""
     import numpy as np  # noqa: F401 - imported before timing anything
 
-    from index import Index, Vocabulary
+    from tokendfa import Index, Vocabulary
 
     started = time.perf_counter()
     load_average = list(os.getloadavg())
@@ -977,7 +974,7 @@ def load_library() -> None:
     source tree changes during the run. (joblib's workers for n_jobs=2 start
     fresh interpreters and read the files again: a change in the middle of a
     run is reported.)"""
-    from index import Index, Vocabulary
+    from tokendfa import Index, Vocabulary
 
     toy = Vocabulary([b"0", b"1", b"-", b"01", None], eos_token_ids=4)
     for method in ("fast", "reference"):

@@ -49,8 +49,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
 
 from isolated import run_in_child  # noqa: E402
 
@@ -96,7 +94,7 @@ def _walk(index, vocab, text: str) -> bool:
 
 
 def _texts(schema, tests):
-    from index.schema import instance_text
+    from tokendfa.schema.api import instance_text
 
     valid, invalid = [], []
     for case in tests:
@@ -111,8 +109,8 @@ def _texts(schema, tests):
 
 
 def run_ours(record: dict, vocab, lenient: bool, timeout: float) -> dict:
-    from index import Index
-    from index.schema import regex_from_schema
+    from tokendfa import Index
+    from tokendfa.schema.api import regex_from_schema
 
     _limit_memory(MEMORY_GIB)
     start = time.perf_counter()
@@ -152,7 +150,7 @@ def run_outlines_index(record: dict, regex: str, vocab, check: str) -> dict:
         rejected = [compiled.fullmatch(t) is None for t in invalid]
         states = None
     else:
-        from index import Index
+        from tokendfa import Index
 
         index = Index.from_regex(regex, vocab)
         built = time.perf_counter()
@@ -286,7 +284,7 @@ def main(argv=None) -> int:
     if not set(args.modes) <= {"strict", "lenient"}:
         parser.error(f"--modes: strict and/or lenient, not {args.modes}")
 
-    from index import Vocabulary
+    from tokendfa import Vocabulary
 
     sources = sorted(p.name[:-len(".jsonl.gz")] for p in DATA.glob("*.jsonl.gz")) \
         if args.sources == "all" else [s.strip() for s in args.sources.split(",")]
@@ -296,9 +294,9 @@ def main(argv=None) -> int:
     vocab.byte_matrix()
     vocab.prepare()
     # import the compilers before forking: every child runs the same code
-    import index.build  # noqa: F401
-    import index.schema  # noqa: F401
-    import index.schema_compile  # noqa: F401
+    import tokendfa.build.fast  # noqa: F401
+    import tokendfa.schema.api  # noqa: F401
+    import tokendfa.schema.compiler  # noqa: F401
     if "outlines" in args.engines:
         import outlines_core.json_schema  # noqa: F401
     sizes = {source: sum(1 for _ in _records(source)) for source in sources}

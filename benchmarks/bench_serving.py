@@ -65,9 +65,6 @@ from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-for _p in (str(HERE), str(ROOT)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
 
 import numpy as np  # noqa: E402
 
@@ -134,7 +131,7 @@ def _timed_walk(engine_name: str, mask_op: str, adv_op: str | None, engine, toke
     if engine_name == "ours":
         index = engine.index
         if mask_op == "ours.guide_get_mask":
-            from index import Guide
+            from tokendfa import Guide
 
             guide = Guide(index)
             get, adv = guide.get_mask, guide.advance
@@ -304,7 +301,7 @@ def _time_loads(load: Callable[[], Any], *, cold: Path | None, runs: int, budget
 
 def raw_copy(workload: SchemaWorkload) -> Path:
     """Our index saved with every array raw (``compress=False``, mapped at load)."""
-    from index import Index
+    from tokendfa import Index
 
     path = workload.ours_path.with_suffix(".raw.tdfa")
     if not path.exists():
@@ -313,7 +310,7 @@ def raw_copy(workload: SchemaWorkload) -> Path:
 
 
 def measure_loads(workload: SchemaWorkload, vocab, runs: int) -> dict[str, Any]:
-    from index import Index
+    from tokendfa import Index
 
     def ours(verify: bool = True, path=workload.ours_path):
         return Index.load(path, vocab, verify=verify)
@@ -372,7 +369,7 @@ def measure_loads(workload: SchemaWorkload, vocab, runs: int) -> dict[str, Any]:
 
 def run_schema(workload: SchemaWorkload, vocab, tk, *, min_steps: int, max_reps: int,
                op_budget_s: float, load_runs: int) -> dict[str, Any]:
-    from index import Index
+    from tokendfa import Index
     from serving_engines import make_engines
 
     result: dict[str, Any] = {"label": workload.label, "name": workload.name,
@@ -906,7 +903,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     loadavg_start = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    from index import Vocabulary
+    from tokendfa import Vocabulary
     from serving_engines import make_tokenizers, outlines_vocabulary
 
     log(f"loading vocabulary {args.vocab} ...")

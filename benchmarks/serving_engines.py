@@ -5,8 +5,8 @@ Every engine is given the very same regex string and the very same token ids
 step: fill a token bitmask (or return the allowed tokens) for the current
 state, and consume the sampled token.
 
-* ours: :class:`index.Index` (``get_mask``, ``write_mask_into``, ``advance``)
-  and :class:`index.Guide`;
+* ours: :class:`tokendfa.Index` (``get_mask``, ``write_mask_into``, ``advance``)
+  and :class:`tokendfa.Guide`;
 * outlines-core 0.2.x: ``outlines_core.Index`` over an
   ``outlines_core.Vocabulary`` made from our token bytes, walked with
   ``outlines_core.Guide`` (``write_mask_into(data_ptr, numel, element_size)``,

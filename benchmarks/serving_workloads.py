@@ -156,7 +156,7 @@ def select_schemas(vocab, outlines_vocab, *, count: int, workdir: Path, schema_d
                    build_timeout: float, log: Callable[..., None]) -> tuple[list[SchemaWorkload], list[str]]:
     """The first ``count`` schemas that qualify (see the module docstring),
     round-robin over ``sources``. Returns them and notes on what was passed over."""
-    from index import Index
+    from tokendfa import Index
 
     iterators = {src: _records(src, schema_dir) for src in sources
                  if (schema_dir / f"{src}.jsonl.gz").exists()}

@@ -31,12 +31,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
-
 import torch  # noqa: E402
 
-from index import Index, Vocabulary  # noqa: E402
-from index.integrations.transformers import (  # noqa: E402
+from tokendfa import Index, Vocabulary  # noqa: E402
+from tokendfa.integrations.transformers import (  # noqa: E402
     generate_constrained,
     max_generation_length,
 )

@@ -1,22 +1,23 @@
-"""Token-level DFA indexes: build, store, load and serve.
+"""tokendfa: compile a regex or a JSON Schema and an LLM vocabulary into a
+precompiled token-level DFA index, and serve it at every decoding step.
 
-Reading order:
+Layers, in reading order (each a subpackage whose docstring says what it
+holds and what it may import):
 
-* :mod:`index.vocabulary`  token id -> exact bytes, EOS ids, fingerprint
-* :mod:`index.tokenizers`  every tokenizer quirk, and the built-in vocabularies
-* :mod:`index.reference`   the brute-force build: the definition of an index
-* :mod:`index.build`       the fast build: signatures, prefix graphs, joblib
-* :mod:`index.assemble`    raw edges -> canonical, compressed arrays
-* :mod:`index.tokenindex`  :class:`Index`: immutable arrays served in O(1)
-* :mod:`index.guide`       :class:`Guide`: one generation's cursor
-* :mod:`index.files`       versioned msgpack + raw-array files, atomic writes
-* :mod:`index.cli`         the ``tokendfa`` command
+* :mod:`tokendfa.analysis`      pure functions over automata: regex -> byte DFA,
+  byte classes, literals, signatures, the regex algebra, the one exception tree
+* :mod:`tokendfa.vocab`         :class:`Vocabulary` and the tokenizer adapters
+* :mod:`tokendfa.schema`        JSON Schema -> regex
+* :mod:`tokendfa.build`         byte DFA + vocabulary -> index arrays
+* :mod:`tokendfa.runtime`       :class:`Index`, :class:`Guide`, index files
+* :mod:`tokendfa.integrations`  generators: transformers
+* :mod:`tokendfa.cli`           the ``tokendfa`` command
 
-Importing this package (to load and serve an index) needs only numpy and
+``import tokendfa`` (to load and serve an index) imports only numpy and
 msgpack; the compiler's dependencies load when a build is asked for.
 """
 
-from analysis.errors import (
+from .analysis.errors import (
     BuildLimitError,
     TimeLimitError,
     EmptyLanguageError,
@@ -34,9 +35,9 @@ from analysis.errors import (
     VocabularyError,
     VocabularyMismatchError,
 )
-from index.guide import Guide
-from index.tokenindex import Index
-from index.vocabulary import Vocabulary
+from .runtime.guide import Guide
+from .runtime.index import Index
+from .vocab.vocabulary import Vocabulary
 
 __all__ = [
     "Index", "Guide", "Vocabulary",

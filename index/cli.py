@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 
-from analysis.errors import TimeLimitError, TokenDFAError
+from .analysis.errors import TimeLimitError, TokenDFAError
 
 DEFAULT_VOCABULARY = "qwen2.5"
 
@@ -113,7 +113,7 @@ def _any_depth(text: str) -> int | str:
 
 
 def _load_vocabulary(spec: str):
-    from index.vocabulary import Vocabulary
+    from .vocab.vocabulary import Vocabulary
 
     return Vocabulary.from_spec(spec)
 
@@ -157,7 +157,7 @@ def _time_limit(seconds: float | None):
 
 
 def _build(args) -> int:
-    from index.tokenindex import Index
+    from .runtime.index import Index
 
     schema = _read_text(args.schema, "schema file") if args.schema else None
     pattern = None if schema is not None else _read_pattern(args)
@@ -186,7 +186,7 @@ def _build(args) -> int:
 
 
 def _inspect(args) -> int:
-    from index.tokenindex import Index
+    from .runtime.index import Index
 
     index = Index.load(args.file)
     meta = index.metadata
@@ -217,7 +217,7 @@ def _inspect(args) -> int:
 
 
 def _file_encodings(path: str) -> str:
-    from index.files import array_encodings
+    from .runtime.files import array_encodings
 
     encodings = array_encodings(path)
     packed = [name for name, encoding in encodings.items() if encoding != "raw"]
@@ -227,8 +227,8 @@ def _file_encodings(path: str) -> str:
 
 
 def _check(args) -> int:
-    from index.guide import Guide
-    from index.tokenindex import Index
+    from .runtime.guide import Guide
+    from .runtime.index import Index
 
     spec = args.vocab or Index.load(args.file, verify=False).metadata["vocabulary"].get("source")
     if not spec:
@@ -259,8 +259,8 @@ def _demo(args) -> int:
     import jsonschema
     import numpy as np
 
-    from index.guide import Guide
-    from index.tokenindex import Index
+    from .runtime.guide import Guide
+    from .runtime.index import Index
 
     started = time.perf_counter()
     vocabulary = _load_vocabulary(args.vocab).prepare()

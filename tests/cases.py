@@ -2,7 +2,7 @@
 
 Each case names a pattern, strings it must match and strings it must not.
 The toy vocabulary cannot spell every pattern: there the builds must raise
-:class:`~analysis.errors.VocabularyCoverageError`, exactly when the brute
+:class:`~tokendfa.analysis.errors.VocabularyCoverageError`, exactly when the brute
 force finds no way to finish.
 """
 

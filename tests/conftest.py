@@ -21,7 +21,7 @@ import functools
 
 import pytest
 
-from index import Index, Vocabulary
+from tokendfa import Index, Vocabulary
 
 TOY_TOKENS: list[bytes | None] = [
     b"a", b"b", b"c", b"x", b"-", b" ", b"1", b"2", b"5", b"0",

@@ -14,12 +14,12 @@ import re
 import numpy as np
 import pytest
 
-from analysis.bytedfa import byte_dfa_from_regex
-from analysis.byteclasses import byte_classes
+from tokendfa.analysis.bytedfa import byte_dfa_from_regex
+from tokendfa.analysis.byteclasses import byte_classes
 from brute_force import assert_index_matches, brute_force_transitions
 from cases import CASES
 from conftest import TOY_EOS, TOY_TOKENS, cached_index, cached_vocabulary
-from index import Index, VocabularyCoverageError
+from tokendfa import Index, VocabularyCoverageError
 
 ids = [case.name for case in CASES]
 
@@ -136,7 +136,7 @@ def test_vocabulary_that_cannot_express_the_pattern(toy_vocab):
 
 
 def test_state_bound_fails_early(toy_vocab):
-    from index import BuildLimitError
+    from tokendfa import BuildLimitError
 
     with pytest.raises(BuildLimitError, match="has 10 states, more than the limit of 5") as caught:
         Index.from_regex(r"[0-9]{9}", toy_vocab, max_states=5)
@@ -147,7 +147,7 @@ def test_state_bound_fails_early(toy_vocab):
 def test_progress_line_only_for_slow_builds():
     import io
 
-    from index.build import Progress
+    from tokendfa.build.fast import Progress
 
     quick = io.StringIO()
     reporter = Progress(True, delay=60, stream=quick)
@@ -163,12 +163,12 @@ def test_progress_line_only_for_slow_builds():
 
 
 def test_memory_guard_names_the_budget():
-    from index import BuildLimitError
-    from index.build import signature_behaviours
+    from tokendfa import BuildLimitError
+    from tokendfa.build.fast import signature_behaviours
 
     dfa = byte_dfa_from_regex(r"[a-c]{0,6}")
-    from analysis.byteclasses import byte_classes, class_table
-    from analysis.signatures import token_signatures
+    from tokendfa.analysis.byteclasses import byte_classes, class_table
+    from tokendfa.analysis.signatures import token_signatures
 
     vocab = cached_vocabulary("toy")
     classes = byte_classes(dfa)

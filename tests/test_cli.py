@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from index import Index
+from tokendfa import Index
 import json
 
-from index.cli import DEMO_SCHEMA, main
+from tokendfa.cli import DEMO_SCHEMA, main
 
 
 def run(capsys, *argv):

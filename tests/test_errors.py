@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import toy_vocabulary
-from index import (
+from tokendfa import (
     EmptyLanguageError,
     Index,
     RegexError,
@@ -52,7 +52,7 @@ def test_an_empty_language_error_shows_the_head_of_a_long_regex():
     ("[]^]", "[]^]"), ("[^]$]", "[^]$]"),
 ])
 def test_anchor_characters_that_are_not_anchors(pattern, body):
-    from analysis.regex_syntax import normalize_pattern
+    from tokendfa.analysis.regex_syntax import normalize_pattern
 
     assert normalize_pattern(pattern) == body
 
@@ -65,7 +65,7 @@ def test_not_a_string():
 def test_pathological_repeat_fails_fast():
     import time
 
-    from index import BuildLimitError
+    from tokendfa import BuildLimitError
 
     started = time.perf_counter()
     with pytest.raises(BuildLimitError):

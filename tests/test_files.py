@@ -14,14 +14,14 @@ import pytest
 
 from cases import CASES
 from conftest import cached_index, cached_vocabulary, toy_vocabulary
-from index import (
+from tokendfa import (
     Index,
     IndexFileError,
     IndexVersionError,
     Vocabulary,
     VocabularyMismatchError,
 )
-from index import files as index_files
+from tokendfa.runtime import files as index_files
 
 PATTERN = r"-?[0-9]+(\.[0-9]+)?"
 
@@ -158,17 +158,17 @@ def test_loading_needs_neither_interegular_nor_joblib(tmp_path):
     cached_index(PATTERN, "toy").save(path)
     code = (
         "import sys\n"
-        "from index import Index, Guide\n"
+        "from tokendfa import Index, Guide\n"
         f"index = Index.load({str(path)!r})\n"
         "guide = Guide(index)\n"
         "guide.get_mask()\n"
-        "heavy = [m for m in ('interegular', 'joblib', 'transformers', 'sentencepiece', 'tiktoken')"
+        "heavy = [m for m in ('interegular', 'joblib', 'transformers', 'sentencepiece', 'tiktoken', 'torch')"
         " if m in sys.modules]\n"
         "print(','.join(heavy) or 'none')\n"
     )
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # Run outside the checkout, so only the installed package can be imported.
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            cwd=root, env={**os.environ, "PYTHONPATH": root}, check=True)
+                            cwd=path.parent, check=True)
     assert result.stdout.strip() == "none"
 
 

@@ -30,8 +30,8 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, LogitsProcessor
 
 from conftest import TOY_EOS, TOY_TOKENS, cached_index, cached_vocabulary
-from index import Guide, Index, TokenNotAllowedError
-from index.integrations.transformers import (
+from tokendfa import Guide, Index, TokenNotAllowedError
+from tokendfa.integrations.transformers import (
     TokenDFALogitsProcessor,
     generate_constrained,
     max_generation_length,
@@ -222,11 +222,11 @@ def test_max_generation_length():
     assert max_generation_length(cached_index(r"a|b", "toy")) == 2
 
 
-def test_importing_index_does_not_import_transformers_or_torch():
-    code = ("import sys, index; from index import Index, Guide; "
+def test_importing_tokendfa_does_not_import_transformers_or_torch(tmp_path):
+    code = ("import sys; from tokendfa import Index, Guide; "
             "assert 'transformers' not in sys.modules and 'torch' not in sys.modules, "
             "sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers'))")
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path)
 
 
 # --- generate with the toy model ----------------------------------------------------------
@@ -268,7 +268,7 @@ def test_generate_constrained_greedy_sampled_and_beams(toy_model):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
 def test_sampled_json_validates_against_its_schema(name, qwen_model):
-    from index.schema import regex_from_schema
+    from tokendfa.schema.api import regex_from_schema
 
     schema = SCHEMAS[name]
     regex = regex_from_schema(schema).regex

@@ -1,6 +1,6 @@
 """The direct regex compiler against interegular and against Python's ``re``.
 
-:mod:`analysis.regex_compiler` replaces the interegular front end, so every
+:mod:`tokendfa.analysis.regex_compiler` replaces the interegular front end, so every
 pattern is checked three ways:
 
 * array for array against the interegular path (``normalize_pattern``, then
@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.bytedfa import ByteDFA, canonical_byte_dfa
-from analysis.errors import BuildLimitError, RegexError, UnsupportedRegexError
-from analysis.regex_compiler import byte_tables_from_regex
-from analysis.regex_syntax import normalize_pattern
+from tokendfa.analysis.bytedfa import ByteDFA, canonical_byte_dfa
+from tokendfa.analysis.errors import BuildLimitError, RegexError, UnsupportedRegexError
+from tokendfa.analysis.regex_compiler import byte_tables_from_regex
+from tokendfa.analysis.regex_syntax import normalize_pattern
 from cases import CASES
 
 DATA = Path(__file__).parent / "data"
@@ -153,7 +153,7 @@ def compile_interegular(pattern: str) -> ByteDFA:
     import interegular
 
     # Imported here so that only the comparison fails if the old path goes.
-    from analysis.bytedfa import _byte_nfa_from_char_fsm, _determinise
+    from tokendfa.analysis.bytedfa import _byte_nfa_from_char_fsm, _determinise
 
     char_fsm = interegular.parse_pattern(normalize_pattern(pattern)).to_fsm()
     return canonical_byte_dfa(*_determinise(*_byte_nfa_from_char_fsm(char_fsm)), pattern=pattern)
@@ -484,12 +484,12 @@ def test_minimisation_matches_plain_moore_refinement(seed, monkeypatch):
     cycles, unreachable and dead-end states, held to the textbook way. The
     exact fallback (taken only on a hash collision) is disabled, so the
     incremental refinement has to get it right by itself."""
-    import analysis.bytedfa
+    import tokendfa.analysis.bytedfa
 
     def no_fallback(*args):
         raise AssertionError("the incremental refinement did not give a congruence")
 
-    monkeypatch.setattr(analysis.bytedfa, "_minimise_exact", no_fallback)
+    monkeypatch.setattr(tokendfa.analysis.bytedfa, "_minimise_exact", no_fallback)
     rng = np.random.default_rng(seed)
     n = int(rng.integers(2, 80))
     alphabet = rng.choice(256, size=int(rng.integers(1, 5)), replace=False)

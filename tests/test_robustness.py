@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import cached_index, toy_vocabulary
-from index import (
+from tokendfa import (
     BuildLimitError,
     Guide,
     Index,
@@ -19,7 +19,7 @@ from index import (
     Vocabulary,
     VocabularyCoverageError,
 )
-from index.files import decode_index, encode_index
+from tokendfa.runtime.files import decode_index, encode_index
 
 # --- random regexes from a small grammar, random toy vocabularies --------------------
 
@@ -170,7 +170,7 @@ json_values = st.recursive(
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(schema=json_values)
 def test_random_json_values_as_schemas(schema):
-    from index import EmptyLanguageError, SchemaError
+    from tokendfa import EmptyLanguageError, SchemaError
 
     try:
         index = Index.from_schema(schema, cached_vocabulary_sp32k(), max_states=5000)

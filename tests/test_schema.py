@@ -17,12 +17,12 @@ import jsonschema
 import numpy as np
 import pytest
 
-from analysis.errors import EmptyLanguageError, SchemaError, UnsupportedSchemaError
-from index import schema as schema_module
-from index.schema import instance_text
-from index.schema import regex_from_schema as compile_schema
-from index.schema_numbers import integer_range_regex, number_regex
-from index.schema_strings import translate_pattern
+from tokendfa.analysis.errors import EmptyLanguageError, SchemaError, UnsupportedSchemaError
+from tokendfa.schema import api as schema_module
+from tokendfa.schema.api import instance_text
+from tokendfa.schema.api import regex_from_schema as compile_schema
+from tokendfa.schema.numbers import integer_range_regex, number_regex
+from tokendfa.schema.strings import translate_pattern
 
 # Python's re is the oracle here, on regexes written out in full, where a free value
 # nesting 5 levels is hundreds of kilobytes long: these tests fix the depth at 2, and
@@ -376,7 +376,7 @@ def test_not_pattern_and_not_format():
 def test_regex_algebra_against_python_re():
     import itertools
 
-    from index.schema_regex_algebra import difference, intersect
+    from tokendfa.analysis.algebra import difference, intersect
 
     alphabet = "ab-\u00e9\u4e2d\U0001F600"
     texts = [""] + ["".join(p) for n in range(1, 4) for p in itertools.product(alphabet, repeat=n)]
@@ -760,7 +760,7 @@ def test_shared_pieces_are_written_once():
 
 
 def test_shared_pieces_build_the_index_of_the_written_out_regex(toy_vocab):
-    from index import Index
+    from tokendfa import Index
 
     result = regex_from_schema(SHARED_SCHEMA)
     shared = Index.from_regex(result, toy_vocab).arrays.as_dict()
@@ -772,7 +772,7 @@ def test_shared_pieces_build_the_index_of_the_written_out_regex(toy_vocab):
 
 
 def test_an_index_with_shared_pieces_goes_through_a_file(toy_vocab, tmp_path):
-    from index import Index
+    from tokendfa import Index
 
     index = Index.from_schema(SHARED_SCHEMA, toy_vocab)
     # the metadata names each shared piece readably (placeholders are not UTF-8)
@@ -785,11 +785,11 @@ def test_an_index_with_shared_pieces_goes_through_a_file(toy_vocab, tmp_path):
 
 
 def test_an_automaton_over_the_state_budget_is_compiled_shallower(monkeypatch, toy_vocab):
-    from analysis.bytedfa import byte_dfa_from_regex
-    from analysis.regex_compiler import byte_tables_from_regex
-    from index import Index
-    from index import schema as schema_module
-    from index.build import build_index
+    from tokendfa.analysis.bytedfa import byte_dfa_from_regex
+    from tokendfa.analysis.regex_compiler import byte_tables_from_regex
+    from tokendfa import Index
+    from tokendfa.schema import api as schema_module
+    from tokendfa.build.fast import build_index
 
     monkeypatch.setattr(schema_module, "STATE_CHECK_CHARS", 0)  # check even this small schema
     def unminimised_states(result):
@@ -840,7 +840,7 @@ def test_lenient_widenings_inside_a_shared_schema_are_listed():
 
 @pytest.fixture(scope="module")
 def qwen():
-    from index import Vocabulary
+    from tokendfa import Vocabulary
 
     return Vocabulary.builtin("qwen2.5")
 
@@ -870,7 +870,7 @@ def _walk(index, vocab, text: str) -> bool:
      [{"value": 1.5, "next": {"value": -2e3}}], [{"value": "x"}, {"next": {"value": 1}}]),
 ])
 def test_end_to_end_with_qwen(qwen, schema, valid, invalid):
-    from index import Index
+    from tokendfa import Index
 
     result = regex_from_schema(schema)
     index = Index.from_regex(result.regex, qwen)
@@ -893,8 +893,9 @@ def test_bounded_generic_values_are_listed_as_a_narrowing():
 def test_a_time_limit_is_never_taken_for_an_unknown_answer(check, monkeypatch):
     # These checks answer "not known" when a regex cannot be compiled, but a
     # build's time limit running out inside them must stop the build.
-    import analysis.regex_compiler
-    from index import BuildLimitError, TimeLimitError, schema_compile
+    import tokendfa.analysis.regex_compiler
+    from tokendfa import BuildLimitError, TimeLimitError
+    from tokendfa.schema import compiler as schema_compile
 
     def too_big(pattern):
         raise BuildLimitError("too many states", reached=1)
@@ -902,16 +903,16 @@ def test_a_time_limit_is_never_taken_for_an_unknown_answer(check, monkeypatch):
     def out_of_time(pattern):
         raise TimeLimitError("the build took longer than the time limit of 1 s")
 
-    monkeypatch.setattr(analysis.regex_compiler, "byte_tables_from_regex", too_big)
+    monkeypatch.setattr(tokendfa.analysis.regex_compiler, "byte_tables_from_regex", too_big)
     assert getattr(schema_compile, check)("a", "b") is False
-    monkeypatch.setattr(analysis.regex_compiler, "byte_tables_from_regex", out_of_time)
+    monkeypatch.setattr(tokendfa.analysis.regex_compiler, "byte_tables_from_regex", out_of_time)
     with pytest.raises(TimeLimitError):
         getattr(schema_compile, check)("a", "b")
 
 
 def test_a_time_limit_is_not_taken_for_an_automaton_over_the_state_budget(monkeypatch):
-    from index import TimeLimitError
-    from index import schema as schema_module
+    from tokendfa import TimeLimitError
+    from tokendfa.schema import api as schema_module
 
     def out_of_time(regex, definitions, budget):
         raise TimeLimitError("the build took longer than the time limit of 1 s")
@@ -923,7 +924,7 @@ def test_a_time_limit_is_not_taken_for_an_automaton_over_the_state_budget(monkey
 
 
 def test_regex_subset_and_disjoint_on_real_regexes():
-    from index.schema_compile import regex_disjoint, regex_subset
+    from tokendfa.schema.compiler import regex_disjoint, regex_subset
 
     assert regex_subset("a", "a|b") and regex_subset("ab*", "a[bc]*")
     assert not regex_subset("a|c", "a|b") and not regex_subset("ab", "a")   # b dies before a ends
@@ -955,7 +956,7 @@ def test_auto_depth_nests_a_lone_free_value_five_levels():
 
 
 def test_auto_depth_stops_at_the_state_budget(monkeypatch):
-    from index.schema import _automaton
+    from tokendfa.schema.api import _automaton
 
     def states(result):
         return _automaton(result.pattern, result.definitions, None).num_states
@@ -968,7 +969,7 @@ def test_auto_depth_stops_at_the_state_budget(monkeypatch):
 
 
 def test_auto_depth_counts_every_copy_of_a_free_value(monkeypatch):
-    from index.schema import _automaton
+    from tokendfa.schema.api import _automaton
 
     # twelve free properties are twelve copies in the automaton: ~7,400 states at 3 levels,
     # ~15,000 at 4, where one free value alone would go to 5 levels within this budget

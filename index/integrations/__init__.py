@@ -1,12 +1,12 @@
-"""Adapters that plug an :class:`~index.Index` into text generators.
+"""Adapters that plug an :class:`~tokendfa.Index` into text generators.
 
 Reading order:
 
-* :mod:`index.integrations.transformers`  a Hugging Face ``LogitsProcessor``
-  serving a whole batch from one index (one :class:`~index.Guide` per row),
+* :mod:`tokendfa.integrations.transformers`  a Hugging Face ``LogitsProcessor``
+  serving a whole batch from one index (one :class:`~tokendfa.Guide` per row),
   and ``generate_constrained``, the one-call way to use it
 
 Each adapter imports its heavy dependency (torch, transformers) at the top of
-its own module, so nothing here is imported by ``import index``: a program
+its own module, so nothing here is imported by ``import tokendfa``: a program
 pays for transformers only when it imports the adapter.
 """

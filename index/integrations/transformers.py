@@ -13,7 +13,7 @@ far (``input_ids``, prompt included) and the next-token logits (``scores``,
 ``[batch, width]``). The first call sees only the prompts; the processor
 remembers each row's prompt length. Each later call:
 
-1. advances each row's :class:`~index.Guide` with the tokens ``generate``
+1. advances each row's :class:`~tokendfa.Guide` with the tokens ``generate``
    appended since the last call (normally one: the last of the row);
 2. fills an ``int32 [batch, ceil(width / 32)]`` bitmask, one
    :meth:`Guide.write_mask_into` per row (a copy of a precomputed row, no
@@ -49,7 +49,7 @@ and assistant models too, at some extra cost per step for those.
 
 A token the index refuses (which ``generate`` only produces when something
 else changed the logits after this processor, or when it was fed another
-generation's ids) raises :class:`~analysis.errors.TokenNotAllowedError`
+generation's ids) raises :class:`~tokendfa.analysis.errors.TokenNotAllowedError`
 whose message starts with the row number.
 
 # Example
@@ -57,8 +57,8 @@ whose message starts with the row number.
 ::
 
     from transformers import AutoModelForCausalLM
-    from index import Index, Vocabulary
-    from index.integrations.transformers import TokenDFALogitsProcessor, generate_constrained
+    from tokendfa import Index, Vocabulary
+    from tokendfa.integrations.transformers import TokenDFALogitsProcessor, generate_constrained
 
     vocab = Vocabulary.from_pretrained("/models/Qwen2.5-0.5B")
     model = AutoModelForCausalLM.from_pretrained("/models/Qwen2.5-0.5B", local_files_only=True)
@@ -81,10 +81,10 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from analysis.errors import TokenNotAllowedError
-from index.guide import Guide
-from index.tokenindex import Index
-from index.vocabulary import Vocabulary
+from ..analysis.errors import TokenNotAllowedError
+from ..runtime.guide import Guide
+from ..runtime.index import Index
+from ..vocab.vocabulary import Vocabulary
 
 __all__ = ["TokenDFALogitsProcessor", "generate_constrained", "max_generation_length"]
 
@@ -102,7 +102,7 @@ class TokenDFALogitsProcessor(LogitsProcessor):
     number of threads, can serve the same index.
 
     ``refused`` says what a token the index does not allow does to its row:
-    ``"raise"`` (default) raises :class:`~analysis.errors.TokenNotAllowedError`
+    ``"raise"`` (default) raises :class:`~tokendfa.analysis.errors.TokenNotAllowedError`
     naming the row; ``"end"`` closes the row (only EOS allowed from then on).
     Beam search needs ``"end"``: when fewer tokens are allowed than it wants
     candidates, it keeps some disallowed ones as beams with a ``-inf`` score,
@@ -325,7 +325,7 @@ def generate_constrained(model: Any, tokenizer_or_vocab: Any, index: Index,
     (one string per prompt, or one string for a single prompt).
 
     ``tokenizer_or_vocab`` encodes the prompts: a transformers tokenizer (its
-    own special tokens, e.g. BOS, are added) or a :class:`~index.Vocabulary`
+    own special tokens, e.g. BOS, are added) or a :class:`~tokendfa.Vocabulary`
     (``vocab.encode``). Prompts are left-padded into one batch.
     ``generate_kwargs`` go to ``model.generate`` (``do_sample``,
     ``num_return_sequences``, ...), with these defaults: ``eos_token_id`` the

@@ -26,7 +26,7 @@ intersected with the range (:func:`integer_multiples_regex`; the regex grows
 fast with ``k``, 30,000 characters for 7, past the limit for 11 unbounded).
 Its complement gives ``not {multipleOf: k}`` on integers. Non-integers with
 bounds are the bounded numbers intersected with "has a non-zero fraction
-digit". Anything else raises :class:`~analysis.errors.UnsupportedSchemaError`
+digit". Anything else raises :class:`~tokendfa.analysis.errors.UnsupportedSchemaError`
 through the caller, which knows the JSON pointer.
 """
 
@@ -354,7 +354,7 @@ def number_regex(*, lo=None, lo_incl: bool = True, hi=None, hi_incl: bool = True
             if limit is None and lo is None and hi is None:
                 return fraction
             # the bounded numbers that are not integers (plain decimals, no exponent)
-            from index import schema_regex_algebra as algebra
+            from ..analysis import algebra
 
             bounded = number_regex(lo=lo, lo_incl=lo_incl, hi=hi, hi_incl=hi_incl, multiple_of=step)
             try:
@@ -422,12 +422,12 @@ def integer_multiples_regex(k: int, *, lo: int | None = None, hi: int | None = N
     Divisibility by ``k`` is read digit by digit (the remainder so far, ``k``
     states), so the language is regular whatever ``k``; the automaton is
     written back as a regex by state elimination and intersected with the
-    range (:mod:`index.schema_regex_algebra`). Raises :class:`NumberUnsupported`
+    range (:mod:`tokendfa.analysis.algebra`). Raises :class:`NumberUnsupported`
     past that module's size limits.
     """
     import numpy as np
 
-    from index import schema_regex_algebra as algebra
+    from ..analysis import algebra
 
     if k <= 0:
         raise NumberUnsupported("multipleOf must be positive")

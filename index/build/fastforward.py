@@ -22,9 +22,9 @@ import bisect
 
 import numpy as np
 
-from analysis.bytedfa import ByteDFA
-from analysis.errors import VocabularyError
-from analysis.literals import forced_bytes, forced_run
+from ..analysis.bytedfa import ByteDFA
+from ..analysis.errors import VocabularyError
+from ..analysis.literals import forced_bytes, forced_run
 
 
 def _tokens_running_past(vocabulary, tail: bytes) -> np.ndarray:

@@ -17,7 +17,7 @@ Three facts shape it:
   are both a space). Nothing here assumes bytes identify a token.
 
 Turning a tokenizer's own representation (``Ġ``, ``▁``, base64 ranks, added
-tokens) into this table is the job of :mod:`index.tokenizers`; this module
+tokens) into this table is the job of :mod:`tokendfa.vocab.tokenizers`; this module
 imports only numpy and the standard library, so loading a prebuilt index
 never pulls in transformers, sentencepiece or tiktoken. The constructors that
 need them (``from_pretrained``, ``builtin``, ...) import the adapter module
@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.errors import VocabularyError
+from ..analysis.errors import VocabularyError
 
 __all__ = ["Vocabulary"]
 
@@ -65,7 +65,7 @@ class Vocabulary:
 
     # Errors
 
-    :class:`~analysis.errors.VocabularyError` if a token is not bytes or
+    :class:`~tokendfa.analysis.errors.VocabularyError` if a token is not bytes or
     ``None``, if there is no EOS id, or if an EOS id is out of range.
     """
 
@@ -202,9 +202,9 @@ class Vocabulary:
 
     def byte_columns(self) -> "ByteColumns":
         """The bytes in column layout, longest tokens first
-        (:class:`analysis.signatures.ByteColumns`); computed once and cached."""
+        (:class:`tokendfa.analysis.signatures.ByteColumns`); computed once and cached."""
         if self._byte_columns is None:
-            from analysis.signatures import byte_columns
+            from ..analysis.signatures import byte_columns
 
             self._byte_columns = byte_columns(*self.byte_matrix())
         return self._byte_columns
@@ -249,7 +249,7 @@ class Vocabulary:
 
         # Errors
 
-        :class:`~analysis.errors.VocabularyError` if no sequence of tokens
+        :class:`~tokendfa.analysis.errors.VocabularyError` if no sequence of tokens
         spells the text, naming the offset and the bytes that cannot be
         produced (a Unigram vocabulary without byte fallback cannot spell
         characters it never saw).
@@ -279,7 +279,7 @@ class Vocabulary:
         ``eos_token_ids``, else the tokenizer's EOS followed by any extra EOS
         ids in a ``generation_config.json`` next to it.
         """
-        from index import tokenizers
+        from . import tokenizers
         return tokenizers.from_pretrained(tokenizer_or_path, eos_token_ids=eos_token_ids)
 
     @classmethod
@@ -294,7 +294,7 @@ class Vocabulary:
         special token). With ``pattern`` (the pre-tokenizer regex), ``encode``
         is tiktoken's own encoding.
         """
-        from index import tokenizers
+        from . import tokenizers
         return tokenizers.from_tiktoken(path, special_tokens=special_tokens,
                                         eos_token_ids=eos_token_ids, pattern=pattern, name=name)
 
@@ -307,19 +307,19 @@ class Vocabulary:
         unknown and unused pieces are ``None``. A model without byte fallback
         cannot spell characters it never saw, and ``encode`` says so.
         """
-        from index import tokenizers
+        from . import tokenizers
         return tokenizers.from_sentencepiece(path, name=name, eos_token_ids=eos_token_ids)
 
     @classmethod
     def builtin(cls, name: str) -> Vocabulary:
         """A vocabulary shipped inside an installed package (no download),
         loaded once per process. See :meth:`builtin_names`."""
-        from index import tokenizers
+        from . import tokenizers
         return tokenizers.builtin(name)
 
     @staticmethod
     def builtin_names() -> list[str]:
-        from index import tokenizers
+        from . import tokenizers
         return tokenizers.builtin_names()
 
     @classmethod
@@ -332,7 +332,7 @@ class Vocabulary:
         what it contains: a tiktoken file, a SentencePiece model, a Mistral
         tekken ``.json``, or a Hugging Face tokenizer directory.
         """
-        from index import tokenizers
+        from . import tokenizers
         return tokenizers.from_spec(spec)
 
     # --- plumbing --------------------------------------------------------

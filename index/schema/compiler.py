@@ -19,7 +19,7 @@ string of at most 2 characters, ``not {required: [a]}`` an object without
 ``a``, ``not {type: integer}`` anything but an integer, and ``not`` of a
 conjunction is a choice between the negated keywords. ``not {pattern}`` is a
 string in the difference of all strings and the pattern
-(:mod:`index.schema_regex_algebra`); ``not {properties, patternProperties,
+(:mod:`tokendfa.analysis.algebra`); ``not {properties, patternProperties,
 additionalProperties}`` is an object with a member that breaks them (a
 declared one with a negated value, or an additional one: :class:`_Witness`);
 ``not {items: S}`` an array that contains ``not S``, ``not {prefixItems}``
@@ -61,12 +61,12 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from analysis.errors import TimeLimitError, UnsupportedSchemaError
-from analysis.utf8 import SURROGATES
-from index import schema_numbers as nums
-from index import schema_regex_algebra as algebra
-from index import schema_strings as strs
-from index.schema_numbers import alternation
+from ..analysis.errors import TimeLimitError, UnsupportedSchemaError
+from ..analysis.utf8 import SURROGATES
+from . import numbers as nums
+from ..analysis import algebra
+from . import strings as strs
+from .numbers import alternation
 
 ALL_TYPES = frozenset({"null", "boolean", "integer", "fraction", "string", "array", "object"})
 _JSON_TYPES = {
@@ -519,7 +519,7 @@ class Compiler:
                 refexc.CannotDetermineSpecification, LookupError, ValueError, TypeError) as exc:
             # only what a lookup raises for a bad reference: anything else (an interrupt,
             # a caller's timeout raised from a signal handler) must pass through unchanged
-            from analysis.errors import SchemaError
+            from ..analysis.errors import SchemaError
 
             raise SchemaError(f"cannot resolve $ref {ref!r} at {sub.pointer or '/'}: {exc}") from None
         key = id(resolved.contents)
@@ -1774,7 +1774,7 @@ def _product_reaches(a: str, b: str, wanted, *, b_may_die: bool) -> bool | None:
     """Whether some pair of states reachable in the product of the byte DFAs
     of ``a`` and ``b`` has ``wanted(a final, b final)``; None when either
     regex cannot be compiled (the callers then answer "not known")."""
-    from analysis.regex_compiler import byte_tables_from_regex
+    from ..analysis.regex_compiler import byte_tables_from_regex
 
     try:
         ta, fa = byte_tables_from_regex(a)

@@ -29,38 +29,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from analysis.errors import InvalidStateError, MaskBufferError, TokenNotAllowedError
+from ..analysis.errors import InvalidStateError, MaskBufferError, TokenNotAllowedError
+from .arrays import INITIAL_STATE, IndexArrays
 
 if TYPE_CHECKING:  # pragma: no cover
-    from index.vocabulary import Vocabulary
-    from index.schema import SchemaRegex
-
-MASK_WORD = np.dtype("<u4")  # 32 tokens a word: bit i % 32 of word i // 32
-INITIAL_STATE = 0
-
-
-@dataclass(frozen=True, eq=False)
-class IndexArrays:
-    """The whole index as flat arrays: exactly what an index file stores."""
-
-    token_group: np.ndarray    # int8/16/32[V] (the narrowest that fits): group of each token, -1 if never allowed
-    state_offsets: np.ndarray  # int64[S + 1]: state s owns edges offsets[s]:offsets[s + 1]
-    edge_group: np.ndarray     # int32[E]: groups allowed from the state, sorted
-    edge_next: np.ndarray      # int32[E]: the state each group leads to
-    finals: np.ndarray         # bool[S]
-    mask_id: np.ndarray        # int32[S]: row of ``masks`` holding the state's allowed set
-    masks: np.ndarray          # uint32[U, ceil(V / 32)]: distinct allowed sets, EOS included
-    eos_token_ids: np.ndarray  # int32[k]
-    forced_offsets: np.ndarray  # int64[S + 1]: state s's fast-forward tokens are
-    forced_tokens: np.ndarray   # int32[F]: forced_tokens[forced_offsets[s]:forced_offsets[s + 1]]
-
-    def as_dict(self) -> dict[str, np.ndarray]:
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
-
-    def equals(self, other: "IndexArrays") -> bool:
-        return all(np.array_equal(a, b) and a.dtype == b.dtype
-                   for a, b in zip(self.as_dict().values(), other.as_dict().values()))
-
+    from ..vocab.vocabulary import Vocabulary
+    from ..schema.api import SchemaRegex
 
 class Index:
     """An immutable, precompiled token-level DFA for one pattern and vocabulary.
@@ -112,13 +86,13 @@ class Index:
         result; ``"fast"`` (default) gives the same index, faster. ``n_jobs``
         and ``backend`` go to joblib (e.g. ``backend="dask"`` on a cluster);
         ``max_states`` bounds the pattern's automaton
-        (:class:`~analysis.errors.BuildLimitError` past it); ``progress``
+        (:class:`~tokendfa.analysis.errors.BuildLimitError` past it); ``progress``
         shows a progress line on stderr for long builds (default: on a
         terminal). ``pattern`` may also be the result of
-        :func:`index.schema.regex_from_schema`, whose shared pieces are then
+        :func:`tokendfa.schema.api.regex_from_schema`, whose shared pieces are then
         compiled once each.
         """
-        from index.build import build_index
+        from ..build.fast import build_index
 
         definitions = dfa = None
         if not isinstance(pattern, str) and hasattr(pattern, "definitions"):
@@ -133,21 +107,21 @@ class Index:
                     any_depth: int | str = "auto", **build_options) -> "Index":
         """Compile a JSON Schema (a dict, a bool, or JSON text) for ``vocabulary``.
 
-        The schema becomes a regex (:mod:`index.schema`) that goes through the
+        The schema becomes a regex (:mod:`tokendfa.schema.api`) that goes through the
         normal build. Keywords that cannot be compiled exactly raise
-        :class:`~analysis.errors.UnsupportedSchemaError` naming the keyword and
+        :class:`~tokendfa.analysis.errors.UnsupportedSchemaError` naming the keyword and
         its JSON pointer, unless ``lenient=True``, which widens instead and
         lists every widening in ``metadata["widenings"]``. ``whitespace`` is
         ``"compact"`` (no whitespace between tokens) or ``"flexible"``
         (bounded JSON whitespace). ``max_recursion_depth`` and ``any_depth``
-        bound recursion and free values (see :func:`index.schema.regex_from_schema`);
+        bound recursion and free values (see :func:`tokendfa.schema.api.regex_from_schema`);
         ``metadata["notes"]`` lists the narrowings that applied. Other options
         go to :meth:`from_regex`.
         """
         import json
 
-        from index.build import build_index
-        from index.schema import regex_from_schema
+        from ..build.fast import build_index
+        from ..schema.api import regex_from_schema
 
         compiled = regex_from_schema(schema, whitespace=whitespace, lenient=lenient,
                                      max_recursion_depth=max_recursion_depth, any_depth=any_depth)
@@ -161,13 +135,13 @@ class Index:
         return cls(index.arrays, metadata, vocabulary)
 
     def save(self, path: str | PathLike, *, compress: bool = True) -> None:
-        """Write the index to ``path`` atomically (see :mod:`index.files`).
+        """Write the index to ``path`` atomically (see :mod:`tokendfa.runtime.files`).
 
         Compressed (the default) files are small and inflate in about a
         millisecond per megabyte at load; ``compress=False`` files are larger
         but mapped without copying, which suits very large indexes that many
         processes load at once."""
-        from index.files import save_index
+        from .files import save_index
 
         save_index(self, path, compress=compress)
 
@@ -175,8 +149,8 @@ class Index:
     def load(cls, path: str | PathLike, vocabulary: "Vocabulary | None" = None, *,
              verify: bool = True) -> "Index":
         """Map an index file; with ``vocabulary``, check it is the one the
-        index was built for (:class:`~analysis.errors.VocabularyMismatchError`)."""
-        from index.files import load_index
+        index was built for (:class:`~tokendfa.analysis.errors.VocabularyMismatchError`)."""
+        from .files import load_index
 
         return load_index(path, vocabulary, verify=verify)
 
@@ -330,7 +304,7 @@ class Index:
     def forced_tokens(self, state: int) -> np.ndarray:
         """Tokens the pattern forces from ``state``, in the tokenizer's own
         segmentation, stopping early where the model could choose a longer
-        token (see :mod:`index.fastforward`). Empty when nothing is forced."""
+        token (see :mod:`tokendfa.build.fastforward`). Empty when nothing is forced."""
         self._check_state(state)
         return self._arrays.forced_tokens[self._arrays.forced_offsets[state]:
                                           self._arrays.forced_offsets[state + 1]]
@@ -343,7 +317,7 @@ class Index:
     def advance(self, state: int, token_id: int) -> int:
         """The state after ``token_id``; EOS keeps a final state.
 
-        Raises :class:`~analysis.errors.TokenNotAllowedError` for a token the
+        Raises :class:`~tokendfa.analysis.errors.TokenNotAllowedError` for a token the
         state does not allow.
         """
         offsets, edge_group, edge_next = self._edge_views

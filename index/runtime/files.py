@@ -52,11 +52,12 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 import numpy as np
 
-from analysis.errors import IndexFileError, IndexVersionError, VocabularyMismatchError
-from index.tokenindex import MASK_WORD, Index, IndexArrays
+from ..analysis.errors import IndexFileError, IndexVersionError, VocabularyMismatchError
+from .arrays import MASK_WORD, IndexArrays
+from .index import Index
 
 if TYPE_CHECKING:  # pragma: no cover
-    from index.vocabulary import Vocabulary
+    from ..vocab.vocabulary import Vocabulary
 
 MAGIC = b"TOKENDFA"
 FORMAT_NAME = "tokendfa-index"

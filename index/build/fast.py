@@ -1,11 +1,11 @@
 """The fast build: walk each signature once, as a prefix graph, in parallel.
 
-The reference build (:mod:`index.reference`) walks every token from every
+The reference build (:mod:`tokendfa.build.reference`) walks every token from every
 state. This build gives the identical index with far less work:
 
-1. *Static analysis* of the byte DFA (:mod:`analysis`): byte classes, dead
+1. *Static analysis* of the byte DFA (:mod:`tokendfa.analysis`): byte classes, dead
    bytes, and the table ``Tc[state, class]``.
-2. *Signatures* (:mod:`analysis.signatures`): tokens with equal class
+2. *Signatures* (:mod:`tokendfa.analysis.signatures`): tokens with equal class
    sequences behave alike, so only distinct sequences are walked; tokens with
    a dead byte are dropped at once.
 3. *Prefix graph*: the signatures' trie, walked from every live state at
@@ -22,7 +22,7 @@ state. This build gives the identical index with far less work:
    cluster) and their behaviour tables are merged.
 
 Edges then go through the same canonical assembly as the reference build
-(:mod:`index.assemble`), which keeps only states reachable from the initial
+(:mod:`tokendfa.build.assemble`), which keeps only states reachable from the initial
 one, so both builds give the same arrays.
 """
 
@@ -37,14 +37,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.bytedfa import DEAD, ByteDFA, byte_dfa_from_regex
-from analysis.byteclasses import byte_classes, class_table
-from analysis.literals import narrow_states
-from analysis.errors import BuildLimitError
-from analysis.signatures import Signatures, token_signatures
-from index.assemble import RawEdges, assemble
-from index.tokenindex import Index, IndexArrays
-from index.vocabulary import Vocabulary
+from ..analysis.bytedfa import DEAD, ByteDFA, byte_dfa_from_regex
+from ..analysis.byteclasses import byte_classes, class_table
+from ..analysis.literals import narrow_states
+from ..analysis.errors import BuildLimitError
+from ..analysis.signatures import Signatures, token_signatures
+from .assemble import RawEdges, assemble
+from ..runtime.arrays import IndexArrays
+from ..runtime.index import Index
+from ..vocab.vocabulary import Vocabulary
 
 DEFAULT_MAX_STATES = 200_000
 # States where at most this many bytes go on are walked byte by byte.
@@ -101,7 +102,7 @@ def build_index(pattern: str, vocabulary: Vocabulary, *, method: str = "fast",
 
     ``progress`` shows a progress line on stderr for builds that take more
     than a second (default: when stderr is a terminal). ``definitions`` are
-    the shared pieces a schema's pattern refers to (:class:`index.schema.SchemaRegex`);
+    the shared pieces a schema's pattern refers to (:class:`tokendfa.schema.api.SchemaRegex`);
     ``dfa``, the pattern's byte DFA when the caller has already built it.
     """
     started = time.perf_counter()
@@ -157,7 +158,7 @@ def build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, *, method: str = "fast",
                  progress: Progress | None = None) -> IndexArrays:
     progress = progress or Progress(False)
     if method == "reference":
-        from index.reference import reference_edges
+        from .reference import reference_edges
 
         progress.update("walking every token from every state")
         raw = reference_edges(dfa, vocabulary)

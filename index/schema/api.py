@@ -3,16 +3,16 @@
 :func:`regex_from_schema` turns a JSON Schema (a dict, a bool, or JSON text)
 into a regex in our dialect (Python ``re`` syntax matched against the whole
 text) whose matches are JSON texts of values the schema accepts. Feed it to
-:meth:`index.Index.from_regex` to constrain generation.
+:meth:`tokendfa.Index.from_regex` to constrain generation.
 
 Code map, in reading order:
 
-* :mod:`index.schema`          this module: options, schema checking, ``$ref`` registry
-* :mod:`index.schema_compile`  flattening (``allOf``/``$ref``), choices (``anyOf``/``oneOf``/
+* :mod:`tokendfa.schema.api`          this module: options, schema checking, ``$ref`` registry
+* :mod:`tokendfa.schema.compiler`  flattening (``allOf``/``$ref``), choices (``anyOf``/``oneOf``/
   ``if``), negation (``not``), and the per-type emitters (objects, arrays)
-* :mod:`index.schema_numbers`  integer ranges, decimal bounds, ``multipleOf``
-* :mod:`index.schema_strings`  JSON string characters, ECMA ``pattern``, ``format``
-* :mod:`index.schema_regex_algebra`  intersection and difference of two regexes, as a regex
+* :mod:`tokendfa.schema.numbers`  integer ranges, decimal bounds, ``multipleOf``
+* :mod:`tokendfa.schema.strings`  JSON string characters, ECMA ``pattern``, ``format``
+* :mod:`tokendfa.analysis.algebra`  intersection and difference of two regexes, as a regex
   (several ``pattern``, ``pattern`` with ``format`` or lengths, ``not {pattern}``, member keys)
 
 **Exact** means: every text the regex accepts is the JSON text of a valid
@@ -49,13 +49,13 @@ form we write*. The form is fixed in a few documented ways:
 These narrowings never let an invalid value through. A constraint that
 cannot be written at all (``uniqueItems`` beyond a few literal item values, ``maxContains``, a ``pattern`` with
 lookarounds, an intersection of string constraints too large to write back, ...) raises
-:class:`~analysis.errors.UnsupportedSchemaError` naming the keyword and its
+:class:`~tokendfa.analysis.errors.UnsupportedSchemaError` naming the keyword and its
 JSON pointer; with ``lenient=True`` it is dropped instead (the regex is
 *wider* than the schema there) and listed in :attr:`SchemaRegex.widenings`.
 
 Example::
 
-    >>> from index.schema import regex_from_schema
+    >>> from tokendfa.schema.api import regex_from_schema
     >>> result = regex_from_schema({"type": "object", "properties": {
     ...     "age": {"type": "integer", "minimum": 0, "maximum": 120}},
     ...     "required": ["age"], "additionalProperties": False})
@@ -73,7 +73,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.errors import (BuildLimitError, EmptyLanguageError, SchemaError, TimeLimitError,
+from ..analysis.errors import (BuildLimitError, EmptyLanguageError, SchemaError, TimeLimitError,
                              UnsupportedSchemaError)
 
 __all__ = ["regex_from_schema", "instance_text", "SchemaRegex", "WHITESPACE_MODES"]
@@ -123,7 +123,7 @@ class SchemaRegex:
     ``pattern`` holds a placeholder character (a lone surrogate, which no
     JSON text contains) wherever ``definitions[placeholder]`` stands, and
     the build compiles each definition once (see
-    :mod:`analysis.regex_compiler`). ``regex`` is the same language written
+    :mod:`tokendfa.analysis.regex_compiler`). ``regex`` is the same language written
     out in full, built on first use; it can be far longer than ``size``.
     """
 
@@ -211,14 +211,14 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
 
     # Errors
 
-    * :class:`~analysis.errors.SchemaError`: JSON text that does not parse
+    * :class:`~tokendfa.analysis.errors.SchemaError`: JSON text that does not parse
       (naming line and column), a schema its meta-schema rejects (naming the
       JSON pointer), a ``$ref`` that cannot be resolved;
-    * :class:`~analysis.errors.UnsupportedSchemaError` (a ``SchemaError``):
+    * :class:`~tokendfa.analysis.errors.UnsupportedSchemaError` (a ``SchemaError``):
       a keyword we cannot compile exactly, naming it and its JSON pointer
       (never raised with ``lenient=True``, except for a regex over
       ``max_regex_length`` characters);
-    * :class:`~analysis.errors.EmptyLanguageError`: no value satisfies the schema.
+    * :class:`~tokendfa.analysis.errors.EmptyLanguageError`: no value satisfies the schema.
     """
     _check_count("max_recursion_depth", max_recursion_depth)
     if any_depth != "auto":
@@ -390,7 +390,7 @@ def _free_value_states(depth: int, whitespace: str, max_whitespace: int, indent:
 
 
 def _automaton(regex: str, definitions: dict[str, str], state_budget: int | None):
-    from analysis.bytedfa import byte_dfa_from_regex
+    from ..analysis.bytedfa import byte_dfa_from_regex
 
     return byte_dfa_from_regex(regex, definitions=definitions, max_dfa_states=state_budget)
 
@@ -444,7 +444,7 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a JSON Schema is an object or a boolean, not {type(schema).__name__}")
 
-    from index import schema_compile as sc
+    from . import compiler as sc
 
     validator_cls, draft, meta_uri = _dialect(schema, default_draft)
     resolver, full_registry = _resolver(schema, meta_uri, registry)
@@ -534,7 +534,7 @@ def _resolver(schema, meta_uri: str, registry):
     import referencing.jsonschema as rj
     from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 
-    from index import schema_compile as sc
+    from . import compiler as sc
 
     spec = rj.specification_with(meta_uri)
     sc._DEFAULT_SPEC[0] = spec
@@ -559,7 +559,7 @@ def _format_checker():
         return _CHECKER[0]
     from jsonschema import FormatChecker
 
-    from index import schema_strings as strs
+    from . import strings as strs
 
     checker = FormatChecker(formats=())
     for name in strs.FORMATS:

@@ -27,10 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.bytedfa import ByteDFA
-from analysis.errors import VocabularyCoverageError
-from index.fastforward import forced_token_table
-from index.tokenindex import MASK_WORD, Index, IndexArrays
+from ..analysis.bytedfa import ByteDFA
+from ..analysis.errors import VocabularyCoverageError
+from .fastforward import forced_token_table
+from ..runtime.arrays import MASK_WORD, IndexArrays
+from ..runtime.index import Index
 
 @dataclass(frozen=True, eq=False)
 class RawEdges:

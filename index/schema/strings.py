@@ -29,7 +29,7 @@ the pattern when it is a sequence with a single variable-width run of one
 character class (``^[a-z][a-z0-9_]*$`` with ``maxLength: 63`` becomes
 ``[a-z][a-z0-9_]{0,62}``) or when the pattern's own width already implies
 them; otherwise the schema compiler intersects the two regexes
-(:mod:`index.schema_regex_algebra`), which is reported when too large.
+(:mod:`tokendfa.analysis.algebra`), which is reported when too large.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as _sre  # type: ignore[no-redef]
     import sre_parse as _sre_parse  # type: ignore[no-redef]
 
-from analysis.utf8 import MAX_CODEPOINT, SURROGATES, complement_ranges, merge_ranges
+from ..analysis.regex_syntax import regex_char
+from ..analysis.utf8 import MAX_CODEPOINT, SURROGATES, complement_ranges, merge_ranges
 
 __all__ = [
     "STRING", "CHAR", "string_regex", "json_string_literal", "keys_except",
@@ -71,24 +72,6 @@ class PatternUnsupported(ValueError):
 
 # --- characters ---------------------------------------------------------------
 
-def _regex_char(cp: int, in_class: bool) -> str:
-    """``cp`` as regex text matching exactly that character."""
-    ch = chr(cp)
-    if 0x21 <= cp <= 0x7E:
-        if ch.isalnum() or ch == "_":
-            return ch
-        if in_class and ch not in "\\]^-[":
-            return ch
-        return "\\" + ch
-    if cp == 0x20:
-        return " "
-    if cp <= 0xFF:
-        return f"\\x{cp:02x}"
-    if cp <= 0xFFFF:
-        return f"\\u{cp:04x}"
-    return f"\\U{cp:08x}"
-
-
 def _canonical_unit(cp: int) -> str:
     """Regex for the canonical JSON spelling of one character (hex digits in either case)."""
     if cp in _SHORT_ESCAPES:
@@ -97,7 +80,7 @@ def _canonical_unit(cp: int) -> str:
         low = cp & 15
         digit = f"[{low:x}{low:X}]" if low > 9 else f"{low:x}"
         return f"\\\\u00{cp >> 4:x}{digit}"
-    return _regex_char(cp, False)
+    return regex_char(cp, False)
 
 
 def _complement(ranges) -> list[tuple[int, int]]:
@@ -145,11 +128,11 @@ def char_set_regex(ranges) -> str | None:
     parts = []
     if plain:
         if len(plain) == 1 and plain[0][0] == plain[0][1]:
-            parts.append(_regex_char(plain[0][0], False))
+            parts.append(regex_char(plain[0][0], False))
         else:
-            body = "".join(_regex_char(a, True) if a == b else
-                           f"{_regex_char(a, True)}-{_regex_char(b, True)}" if b > a + 1 else
-                           _regex_char(a, True) + _regex_char(b, True)
+            body = "".join(regex_char(a, True) if a == b else
+                           f"{regex_char(a, True)}-{regex_char(b, True)}" if b > a + 1 else
+                           regex_char(a, True) + regex_char(b, True)
                            for a, b in plain)
             parts.append(f"[{body}]")
     controls = [cp for cp in special if cp < 0x20]
@@ -219,7 +202,7 @@ def keys_except(names) -> str:
 def _except_units(children: list[int]) -> str | None:
     """One canonical character that is none of ``children`` (short form for ASCII children)."""
     if all(0x20 <= cp < 0x7F and cp not in (0x22, 0x5C) for cp in children):
-        listed = "".join(_regex_char(cp, True) for cp in sorted(children))
+        listed = "".join(regex_char(cp, True) for cp in sorted(children))
         return f'(?:[^"\\\\\\x00-\\x1f{listed}]|\\\\["\\\\bfnrt]|\\\\u00[01][0-9a-fA-F])'
     return char_set_regex(_complement([(cp, cp) for cp in children]))
 

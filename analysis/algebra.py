@@ -9,7 +9,7 @@ with ``format`` or with lengths, ``not {pattern}``, and member keys
 of the patterns, the keys a negated ``patternProperties`` leaves).
 
 How: both regexes (our dialect, over the JSON text) become byte DFAs with
-the project's own compiler (:func:`analysis.regex_compiler.byte_tables_from_regex`);
+the project's own compiler (:func:`tokendfa.analysis.regex_compiler.byte_tables_from_regex`);
 their product is walked from the initial pair, keeping the pairs from which
 an accepting pair can still be reached. UTF-8 sequences are folded back to
 code points (a lead byte, then continuation bytes grouped by the state they
@@ -30,8 +30,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from analysis.utf8 import merge_ranges
-from index.schema_strings import _regex_char
+from .utf8 import merge_ranges
+from .regex_syntax import regex_char
 
 __all__ = ["intersect", "difference", "NoExactRegex"]
 
@@ -56,8 +56,8 @@ def difference(a: str, b: str, *, max_states: int = MAX_STATES,
 
 
 def _tables(regex: str, max_states: int):
-    from analysis.errors import TokenDFAError
-    from analysis.regex_compiler import byte_tables_from_regex
+    from .errors import TokenDFAError
+    from .regex_compiler import byte_tables_from_regex
 
     try:
         return byte_tables_from_regex(regex, max_dfa_states=max_states)
@@ -160,9 +160,9 @@ def _code_point_edges(table: np.ndarray, live: np.ndarray) -> dict:
 
 def _class(ranges: list) -> str:
     if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
-        return _regex_char(ranges[0][0], False)
-    body = "".join(_regex_char(lo, True) if lo == hi else
-                   _regex_char(lo, True) + ("" if hi == lo + 1 else "-") + _regex_char(hi, True)
+        return regex_char(ranges[0][0], False)
+    body = "".join(regex_char(lo, True) if lo == hi else
+                   regex_char(lo, True) + ("" if hi == lo + 1 else "-") + regex_char(hi, True)
                    for lo, hi in ranges)
     return f"[{body}]"
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.bytedfa import DEAD, ByteDFA
-from index.assemble import IndexArrays, RawEdges, assemble
-from index.vocabulary import Vocabulary
+from ..analysis.bytedfa import DEAD, ByteDFA
+from .assemble import IndexArrays, RawEdges, assemble
+from ..vocab.vocabulary import Vocabulary
 
 
 def reference_edges(dfa: ByteDFA, vocab: Vocabulary) -> RawEdges:

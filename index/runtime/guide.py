@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.errors import InvalidStateError, TokenNotAllowedError
-from index.tokenindex import Index
+from ..analysis.errors import InvalidStateError, TokenNotAllowedError
+from .index import Index
 
 
 class Guide:

@@ -1,6 +1,6 @@
 """Tokenizer adapters: every tokenizer quirk, turned into token id -> bytes.
 
-A :class:`~index.vocabulary.Vocabulary` is a plain table of bytes. Tokenizers
+A :class:`~tokendfa.vocab.vocabulary.Vocabulary` is a plain table of bytes. Tokenizers
 do not store bytes; each has its own way of writing them down, and this
 module is the one place that knows those ways:
 
@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.errors import VocabularyError
-from index.vocabulary import Vocabulary
+from ..analysis.errors import VocabularyError
+from .vocabulary import Vocabulary
 
 __all__ = [
     "builtin", "builtin_names", "from_pretrained", "from_sentencepiece",

@@ -1,0 +1,25 @@
+"""Serving an index: the arrays, the immutable :class:`Index`, the :class:`Guide`
+cursor, and index files.
+
+Reading order:
+
+* :mod:`tokendfa.runtime.arrays`  :class:`IndexArrays`, what a file stores
+* :mod:`tokendfa.runtime.index`   :class:`Index`: ``get_mask`` / ``get_tokens`` /
+  ``advance`` in constant time
+* :mod:`tokendfa.runtime.guide`   :class:`Guide`: one generation's cursor
+* :mod:`tokendfa.runtime.files`   versioned msgpack + raw-array files,
+  validated on load, written atomically
+
+May import: numpy, msgpack, the standard library and
+:mod:`tokendfa.analysis.errors`. Never the builder, the schema compiler,
+interegular, joblib, transformers or torch at module level: a generator that
+loads an index file pays for none of them (a test checks). The convenience
+constructors ``Index.from_regex`` / ``Index.from_schema`` import the builder
+inside the call.
+"""
+
+from .arrays import IndexArrays
+from .guide import Guide
+from .index import Index
+
+__all__ = ["Index", "Guide", "IndexArrays"]
