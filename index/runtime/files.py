@@ -36,7 +36,9 @@ values and raw numbers, and every field is validated before use (inflating
 stops at the announced size, so a hostile file cannot balloon in memory).
 Writes go to a temporary file in the same folder that is renamed over the
 target only once complete, so a failed build never leaves a partial index or
-damages an existing one. Version-1 files (every array raw) still load.
+damages an existing one. Version-1 files (every array raw, the first ones
+without fast-forward tokens) still load: files written by each earlier
+writer are kept under ``tests/data/old_formats`` and loaded by the tests.
 """
 
 from __future__ import annotations
@@ -86,6 +88,11 @@ ARRAY_LAYOUT = {
     "forced_offsets": (("<i8",), 1),
     "forced_tokens": (("<i4",), 1),
 }
+
+
+# Arrays that version-1 files gained without a version change (c95683c): a
+# version-1 file may lack them.
+_ADDED_IN_VERSION_1 = ("forced_offsets", "forced_tokens")
 
 
 def _aligned(size: int) -> int:
@@ -307,6 +314,14 @@ def _read_arrays(buffer, header, data_start: int, name: str, verify: bool) -> In
                                          shape, array_name, name)
         found[array_name] = array.reshape(shape)
     missing = set(ARRAY_LAYOUT) - set(found)
+    if missing == set(_ADDED_IN_VERSION_1) and header["format_version"] == 1 and "finals" in found:
+        # Written before fast-forward tokens existed (still version 1): such
+        # an index forces nothing, which is always safe to say.
+        found["forced_offsets"] = np.zeros(len(found["finals"]) + 1, dtype="<i8")
+        found["forced_tokens"] = np.zeros(0, dtype="<i4")
+        for added in _ADDED_IN_VERSION_1:
+            found[added].flags.writeable = False  # read-only, like every loaded array
+        missing = set()
     if missing:
         raise IndexFileError(f"{name}: missing arrays {sorted(missing)}")
     arrays = IndexArrays(**found)
