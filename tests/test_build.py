@@ -86,7 +86,8 @@ def test_toy_index_equals_brute_force(case, method):
 @pytest.mark.parametrize("n_jobs", [1, 2])
 def test_toy_fast_build_equals_reference(case, n_jobs):
     if brute_force_transitions(byte_dfa_from_regex(case.pattern), TOY_TOKENS) is None:
-        return  # covered by the coverage-error branch above
+        pytest.skip(f"the toy vocabulary cannot spell {case.pattern!r}: no arrays to compare "
+                    "(test_toy_index_equals_brute_force checks the coverage error)")
     reference = cached_index(case.pattern, "toy", "reference")
     fast = Index.from_regex(case.pattern, cached_vocabulary("toy"), n_jobs=n_jobs)
     assert fast.arrays.equals(reference.arrays)
