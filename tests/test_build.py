@@ -148,7 +148,7 @@ def test_state_bound_fails_early(toy_vocab):
 def test_progress_line_only_for_slow_builds():
     import io
 
-    from tokendfa.build.fast import Progress
+    from tokendfa.build.progress import Progress
 
     quick = io.StringIO()
     reporter = Progress(True, delay=60, stream=quick)
@@ -177,3 +177,45 @@ def test_memory_guard_names_the_budget():
     with pytest.raises(BuildLimitError, match="needs more than 0 MiB"):
         signature_behaviours(class_table(dfa, classes), signatures.classes, signatures.lengths,
                              np.arange(signatures.num_signatures), max_bytes=16)
+
+
+def test_build_config_is_frozen_and_checked(toy_vocab):
+    import dataclasses
+
+    from tokendfa.build import BuildConfig, build_index
+
+    config = BuildConfig(method="reference", max_states=50)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.method = "fast"
+    with pytest.raises(ValueError, match="unknown build method 'quick': choose one of fast, reference"):
+        BuildConfig(method="quick")
+    with pytest.raises(ValueError, match="unknown build method"):
+        Index.from_regex(r"(ab)+", toy_vocab, method="quick")
+    with pytest.raises(TypeError):
+        Index.from_schema({"type": "integer"}, toy_vocab, jobs=2)   # n_jobs, not jobs
+    built = build_index(r"(ab)+", toy_vocab, config)
+    assert built.metadata["build"]["method"] == "reference"
+    assert built.arrays.equals(cached_index(r"(ab)+", "toy", "reference").arrays)
+
+
+def test_the_builder_never_imports_the_index():
+    """Builders pass arrays: nothing in tokendfa.build may import
+    tokendfa.runtime.index (Index.from_regex imports the builder, not the
+    other way round)."""
+    import ast
+    from pathlib import Path
+
+    import tokendfa.build
+
+    sources = sorted(Path(tokendfa.build.__path__[0]).glob("*.py"))
+    assert {p.name for p in sources} >= {"pipeline.py", "fast.py", "narrow.py", "assemble.py"}
+    for source in sources:
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                module = "." * node.level + (node.module or "")
+                names = {alias.name for alias in node.names}
+                assert not module.endswith("runtime.index"), f"{source.name} imports {module}"
+                assert not (module.endswith("runtime") and "index" in names), source.name
+                assert not (module in ("..", "tokendfa") and "Index" in names), source.name
+            elif isinstance(node, ast.Import):
+                assert all(not a.name.endswith("runtime.index") for a in node.names), source.name

@@ -23,15 +23,15 @@ the same pattern and vocabulary give identical arrays:
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..analysis.bytedfa import ByteDFA
 from ..analysis.errors import VocabularyCoverageError
-from .fastforward import forced_token_table
 from ..runtime.arrays import MASK_WORD, IndexArrays
-from ..runtime.index import Index
+from .fastforward import forced_token_table
+
 
 @dataclass(frozen=True, eq=False)
 class RawEdges:
@@ -72,9 +72,9 @@ def assemble(dfa: ByteDFA, raw: RawEdges, vocabulary) -> IndexArrays:
     arrays = IndexArrays(token_group.astype(group_dtype(int(token_group.max(initial=-1)) + 1)),
                          offsets, group.astype(np.int32),
                          target.astype(np.int32), finals, mask_id, masks, eos, *no_forced)
-    # Fast-forward tokens are found by walking the index itself.
-    forced = forced_token_table(dfa, states, Index(arrays, {}, vocabulary), vocabulary)
-    arrays = IndexArrays(*list(arrays.as_dict().values())[:-2], *forced)
+    # Fast-forward tokens are found by walking the arrays just made.
+    forced_offsets, forced_tokens = forced_token_table(dfa, states, arrays, vocabulary)
+    arrays = replace(arrays, forced_offsets=forced_offsets, forced_tokens=forced_tokens)
     for array in arrays.as_dict().values():
         array.flags.writeable = False
     return arrays

@@ -13,8 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..analysis.bytedfa import DEAD, ByteDFA
-from .assemble import IndexArrays, RawEdges, assemble
+from ..runtime.arrays import IndexArrays
 from ..vocab.vocabulary import Vocabulary
+from .assemble import RawEdges, assemble
 
 
 def reference_edges(dfa: ByteDFA, vocab: Vocabulary) -> RawEdges:

@@ -23,7 +23,6 @@ generator that loads an index file does not pay for interegular or joblib.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
@@ -91,15 +90,20 @@ class Index:
         terminal). ``pattern`` may also be the result of
         :func:`tokendfa.schema.api.regex_from_schema`, whose shared pieces are then
         compiled once each.
-        """
-        from ..build.fast import build_index
 
+        The builder (:mod:`tokendfa.build`) is imported here, inside the call,
+        so that loading and serving an index never pays for it; it returns
+        arrays and metadata, which this wraps.
+        """
+        from ..build import BuildConfig, build_index
+
+        config = BuildConfig(method=method, n_jobs=n_jobs, backend=backend,
+                             max_states=max_states, progress=progress)
         definitions = dfa = None
         if not isinstance(pattern, str) and hasattr(pattern, "definitions"):
             pattern, definitions, dfa = pattern.pattern, pattern.definitions, pattern.automaton
-        return build_index(pattern, vocabulary, method=method, n_jobs=n_jobs,
-                           backend=backend, max_states=max_states, progress=progress,
-                           definitions=definitions, dfa=dfa)
+        built = build_index(pattern, vocabulary, config, definitions=definitions, dfa=dfa)
+        return cls(built.arrays, built.metadata, vocabulary)
 
     @classmethod
     def from_schema(cls, schema, vocabulary: "Vocabulary", *, whitespace: str = "compact",
@@ -116,23 +120,26 @@ class Index:
         (bounded JSON whitespace). ``max_recursion_depth`` and ``any_depth``
         bound recursion and free values (see :func:`tokendfa.schema.api.regex_from_schema`);
         ``metadata["notes"]`` lists the narrowings that applied. Other options
-        go to :meth:`from_regex`.
+        (``method``, ``n_jobs``, ``backend``, ``max_states``, ``progress``) are
+        :meth:`from_regex`'s. The schema compiler and the builder are imported
+        inside the call.
         """
         import json
 
-        from ..build.fast import build_index
+        from ..build import BuildConfig, build_index
         from ..schema.api import regex_from_schema
 
+        config = BuildConfig(**build_options)  # an unknown option is a TypeError before any work
         compiled = regex_from_schema(schema, whitespace=whitespace, lenient=lenient,
                                      max_recursion_depth=max_recursion_depth, any_depth=any_depth)
-        index = build_index(compiled.pattern, vocabulary, definitions=compiled.definitions,
-                            dfa=compiled.automaton, **build_options)
-        metadata = dict(index.metadata)
+        built = build_index(compiled.pattern, vocabulary, config,
+                            definitions=compiled.definitions, dfa=compiled.automaton)
+        metadata = dict(built.metadata)
         metadata.update(kind="schema",
                         schema=schema if isinstance(schema, str) else json.dumps(schema),
                         whitespace=whitespace, widenings=list(compiled.widenings),
                         notes=list(compiled.notes))
-        return cls(index.arrays, metadata, vocabulary)
+        return cls(built.arrays, metadata, vocabulary)
 
     def save(self, path: str | PathLike, *, compress: bool = True) -> None:
         """Write the index to ``path`` atomically (see :mod:`tokendfa.runtime.files`).
