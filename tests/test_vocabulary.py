@@ -372,7 +372,6 @@ def test_bare_tokenizers_object_and_saved_directory(byte_level_tokenizer, tmp_pa
 def test_transformers_sentencepiece_matches_from_sentencepiece(tmp_path):
     # transformers converts a SentencePiece model only if its file name ends
     # in tokenizer.model, and the conversion parses the model with protobuf.
-    pytest.importorskip("google.protobuf", reason="transformers needs protobuf to convert .model files")
     from tokendfa.vocab._files import package_file
 
     source = package_file("mistral_common", "mistral-common", "data/tokenizer.model.v1")
