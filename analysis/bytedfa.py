@@ -114,7 +114,9 @@ def byte_dfa_from_regex(pattern: str, *, max_nfa_states: int | None = None,
 
 def byte_dfa_from_regex_interegular(pattern: str) -> ByteDFA:
     """The same DFA through interegular's character automaton (a cross-check)."""
-    import interegular
+    from .errors import import_optional
+
+    interegular = import_optional("interegular", extra="test", needed_for="the interegular cross-check")
 
     body = normalize_pattern(pattern)
     try:

