@@ -156,7 +156,9 @@ class IndexCache:
         result_options, _ = _split_options(kind, options)
         key = _key(kind, source, vocabulary, result_options)
         if key is None:
-            raise IndexFileError(f"this {kind} source is not valid JSON, so it has no cache key")
+            from .analysis.errors import SchemaError
+
+            raise SchemaError("the schema is not valid JSON, so it has no cache key")
         return key
 
     def path_for(self, key: str) -> Path:

@@ -70,6 +70,8 @@ def test_bad_arguments(toy_vocab, tmp_path):
     with pytest.raises(SchemaError, match="invalid JSON"):
         cache.get_or_build("schema", '{"type": ', toy_vocab)
     assert cache.entries() == []
+    with pytest.raises(SchemaError, match="not valid JSON"):
+        cache.key("schema", "{", toy_vocab)
 
 
 def test_default_folder(monkeypatch, tmp_path):
