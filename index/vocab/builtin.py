@@ -183,6 +183,9 @@ def _from_file(p: Path, name: str | None = None) -> Vocabulary:
     """Choose the reader by what the file holds, not by its extension: a
     ``tokenizer.model`` may be SentencePiece protobuf or (Llama 3) tiktoken text."""
     head = read_head(p)
+    if head.startswith(b"GGUF"):
+        from .gguf import from_gguf
+        return from_gguf(p, name=name)
     stripped = head.lstrip()
     if stripped.startswith(b"{"):
         try:

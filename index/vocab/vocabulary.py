@@ -313,6 +313,20 @@ class Vocabulary:
         return from_sentencepiece(path, name=name, eos_token_ids=eos_token_ids)
 
     @classmethod
+    def from_gguf(cls, path: Any, *, eos_token_ids: int | Iterable[int] | None = None,
+                  name: str | None = None) -> Vocabulary:
+        """From the tokenizer a GGUF model file carries (llama.cpp's
+        ``llama``, ``gpt2`` and ``t5`` tokenizer models).
+
+        Control, unknown and unused tokens are ``None``, byte tokens
+        ``<0xNN>`` are that byte, user-defined tokens are their literal text.
+        EOS is the file's EOS id, then its end-of-turn and end-of-message ids
+        when it names them. See :mod:`tokendfa.vocab.gguf`.
+        """
+        from . import gguf
+        return gguf.from_gguf(path, eos_token_ids=eos_token_ids, name=name)
+
+    @classmethod
     def builtin(cls, name: str) -> Vocabulary:
         """A vocabulary shipped inside an installed package (no download),
         loaded once per process. See :meth:`builtin_names`."""
@@ -332,7 +346,8 @@ class Vocabulary:
         wins over a file of the same name in the working directory; write
         ``./qwen2.5`` for the file). An existing path is read according to
         what it contains: a tiktoken file, a SentencePiece model, a Mistral
-        tekken ``.json``, or a Hugging Face tokenizer directory.
+        tekken ``.json``, a GGUF model file, or a Hugging Face tokenizer
+        directory.
         """
         from .builtin import from_spec
         return from_spec(spec)
