@@ -89,3 +89,9 @@ def top_reasons(messages: Iterable[str], top: int = 15) -> list[str]:
         message = re.sub(r"'[^']{30,}'", "'…'", message)
         counts[message[:150]] += 1
     return [f"- {count} × {reason}" for reason, count in counts.most_common(top)]
+
+
+def targets_section(verdicts: Iterable[tuple[str, str, str]]) -> list[str]:
+    """The "Targets" section: one row per (target, verdict, how it was judged)."""
+    rows = [(target, f"**{verdict}**", how) for target, verdict, how in verdicts]
+    return ["## Targets", "", *table(("target", "result", "how it was judged"), rows, align="lll"), ""]
