@@ -13,7 +13,7 @@ regex string:
   with the vocabulary built from our token bytes.
 
 Each build runs in a child forked from a process that already holds the
-vocabulary (see ``isolated.py``): loading it is timed once, separately, and a
+vocabulary (see ``support/isolation.py``): loading it is timed once, separately, and a
 stuck build is killed after ``--timeout`` seconds. A build faster than
 ``--repeat-under`` seconds is run three times and the best time is kept.
 Peak memory is the kernel's peak-RSS mark of the build's process (and its

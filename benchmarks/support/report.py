@@ -85,6 +85,7 @@ def top_reasons(messages: Iterable[str], top: int = 15) -> list[str]:
     paths and long quoted names are folded so that like failures count together."""
     counts: Counter = Counter()
     for message in messages:
+        message = " ".join(message.split())   # one line: a list item must not break
         message = re.sub(r" at /\S*", " at …", message)
         message = re.sub(r"'[^']{30,}'", "'…'", message)
         counts[message[:150]] += 1
