@@ -78,7 +78,8 @@ class Index:
     @classmethod
     def from_regex(cls, pattern: "str | SchemaRegex", vocabulary: "Vocabulary", *, method: str = "fast",
                    n_jobs: int = 1, backend: str | None = None,
-                   max_states: int | None = None, progress: bool | None = None) -> "Index":
+                   max_states: int | None = None, progress: bool | None = None,
+                   lazy: bool = False) -> "Index":
         """Compile ``pattern`` (Python ``re`` syntax, matched against the
         whole text) for ``vocabulary``.
 
@@ -90,13 +91,22 @@ class Index:
         shows a progress line on stderr for long builds (default: on a
         terminal). ``pattern`` may also be the result of
         :func:`tokendfa.schema.api.regex_from_schema`, whose shared pieces are then
-        compiled once each.
+        compiled once each. ``lazy=True`` returns a
+        :class:`~tokendfa.build.lazy.LazyIndex` instead: the same answers,
+        computed state by state as they are asked for (first mask in
+        milliseconds); its ``complete()`` is this index.
         """
         from ..build.fast import build_index
 
         definitions = dfa = None
         if not isinstance(pattern, str) and hasattr(pattern, "definitions"):
             pattern, definitions, dfa = pattern.pattern, pattern.definitions, pattern.automaton
+        if lazy:
+            from ..build.lazy import LazyIndex
+
+            return LazyIndex(pattern, vocabulary, definitions=definitions, max_states=max_states,
+                             build_options=dict(method=method, n_jobs=n_jobs, backend=backend,
+                                                progress=progress))
         return build_index(pattern, vocabulary, method=method, n_jobs=n_jobs,
                            backend=backend, max_states=max_states, progress=progress,
                            definitions=definitions, dfa=dfa)
@@ -104,7 +114,7 @@ class Index:
     @classmethod
     def from_schema(cls, schema, vocabulary: "Vocabulary", *, whitespace: str = "compact",
                     lenient: bool = False, max_recursion_depth: int = 3,
-                    any_depth: int | str = "auto", **build_options) -> "Index":
+                    any_depth: int | str = "auto", lazy: bool = False, **build_options) -> "Index":
         """Compile a JSON Schema (a dict, a bool, or JSON text) for ``vocabulary``.
 
         The schema becomes a regex (:mod:`tokendfa.schema.api`) that goes through the
@@ -117,12 +127,31 @@ class Index:
         bound recursion and free values (see :func:`tokendfa.schema.api.regex_from_schema`);
         ``metadata["notes"]`` lists the narrowings that applied. Other options
         go to :meth:`from_regex`.
+
+        ``lazy=True`` returns a :class:`~tokendfa.build.lazy.LazyIndex`; free
+        values then nest a fixed ``LAZY_ANY_DEPTH`` levels unless ``any_depth``
+        is a number, and the automaton's size is not measured first (both
+        would build it whole), so a schema the eager build narrows is served
+        at its full depth.
         """
         import json
 
         from ..build.fast import build_index
         from ..schema.api import regex_from_schema
 
+        if lazy:
+            from ..build.lazy import LAZY_ANY_DEPTH, LazyIndex
+
+            compiled = regex_from_schema(
+                schema, whitespace=whitespace, lenient=lenient, max_recursion_depth=max_recursion_depth,
+                any_depth=LAZY_ANY_DEPTH if any_depth == "auto" else any_depth, state_budget=None)
+            options = dict(build_options)
+            max_states = options.pop("max_states", None)
+            return LazyIndex(compiled.pattern, vocabulary, definitions=compiled.definitions,
+                             max_states=max_states, build_options=options, metadata=dict(
+                                 kind="schema", schema=schema if isinstance(schema, str) else json.dumps(schema),
+                                 whitespace=whitespace, widenings=list(compiled.widenings),
+                                 notes=list(compiled.notes)))
         compiled = regex_from_schema(schema, whitespace=whitespace, lenient=lenient,
                                      max_recursion_depth=max_recursion_depth, any_depth=any_depth)
         index = build_index(compiled.pattern, vocabulary, definitions=compiled.definitions,
