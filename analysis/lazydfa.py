@@ -157,6 +157,14 @@ class LazyByteDFA:
                 if collecting:
                     gc.enable()
 
+    def materialise_reached(self, states: np.ndarray) -> None:
+        """:meth:`materialise` for an array of ids, checked in one vectorised
+        step (most calls find every row already there)."""
+        flags = np.frombuffer(self._materialised, dtype=np.uint8)
+        missing = states[flags[states] == 0]
+        if len(missing):
+            self.materialise(np.unique(missing).tolist())
+
     def explore(self) -> tuple[np.ndarray, np.ndarray]:
         """Materialise every state breadth-first; returns ``(transitions,
         finals)`` (dead 0, initial 1) ready for
@@ -247,6 +255,41 @@ class LazyByteDFA:
         self._table, self._finals, self._materialised = table, finals, flags
 
 
+class _LazyDefinitions(_SharedDefinitions):
+    """Shared definitions stamped as their Thompson NFAs, not their minimal DFAs.
+
+    The eager compiler determinises and minimises each definition once (a
+    JSON Schema's free value: 0.2 s), which would be most of a lazy first
+    mask. Here a definition is its own Thompson NFA, built in linear time and
+    copied wherever its placeholder stands; the lazy subset construction then
+    only ever determinises the parts that are visited.
+    """
+
+    def _compile(self, placeholder: str) -> tuple:
+        text = self.definitions[placeholder]
+        tree, flags = _parse(text)
+        nfa = _LazyThompsonNFA(text, self.max_nfa_states, self)
+        start = nfa.new_state()
+        end = nfa.build(tree, start, flags)
+        return nfa.eps, nfa.edges, start, end
+
+
+class _LazyThompsonNFA(_ThompsonNFA):
+    def _stamp(self, template, source: int) -> int:
+        """A copy of a definition's Thompson NFA after ``source``; returns its end.
+
+        The copy keeps the construction's invariants: its start state (never
+        re-entered in a Thompson NFA) is reached from ``source`` by an
+        epsilon move, and its end has no outgoing edges."""
+        eps, edges, start, end = template
+        self._reserve(len(eps))
+        base = len(self.eps)
+        self.eps.extend([t + base for t in targets] for targets in eps)
+        self.edges.extend([(lo, hi, t + base) for lo, hi, t in state_edges] for state_edges in edges)
+        self.eps[source].append(base + start)
+        return base + end
+
+
 def _pruned_nfa(pattern: str, definitions, max_nfa_states: int):
     """The Thompson NFA of ``pattern`` with every state that cannot reach the
     final one dropped: ``(eps, edges, start, final)``, ``start`` -1 when the
@@ -255,13 +298,11 @@ def _pruned_nfa(pattern: str, definitions, max_nfa_states: int):
     gc.disable()
     try:
         body = normalize_pattern(pattern)
-        shared = definitions
-        if definitions is not None and not isinstance(definitions, _SharedDefinitions):
-            shared = _SharedDefinitions(definitions, max_nfa_states) if definitions else None
+        shared = _LazyDefinitions(definitions, max_nfa_states) if definitions else None
         if shared is not None and body in shared:
             body = shared.definitions[body]  # the whole pattern is one placeholder
         tree, flags = _parse(body)
-        nfa = _ThompsonNFA(body, max_nfa_states, shared)
+        nfa = _LazyThompsonNFA(body, max_nfa_states, shared)
         start = nfa.new_state()
         try:
             final = nfa.build(tree, start, flags)
