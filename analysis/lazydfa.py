@@ -250,9 +250,12 @@ class LazyByteDFA:
         finals[:len(self._finals)] = self._finals
         flags = bytearray(capacity)
         flags[:len(self._materialised)] = self._materialised
-        # Swap the finished copies in: readers holding the old ones still see
-        # every row they could have been told about.
-        self._table, self._finals, self._materialised = table, finals, flags
+        # Swap the finished copies in, the table last: a reader that takes the
+        # new table then finds flags and finals as long as it; one that saw a
+        # flag set before the swap finds the row in either table.
+        self._materialised = flags
+        self._finals = finals
+        self._table = table
 
 
 class _LazyDefinitions(_SharedDefinitions):

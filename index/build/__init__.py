@@ -7,6 +7,8 @@ Reading order:
 * :mod:`tokendfa.build.fast`         the fast build: literal and narrow states
   walked against the sorted vocabulary, signature prefix graphs walked level
   by level, in parallel with joblib
+* :mod:`tokendfa.build.lazy`         the lazy index: token rows computed on
+  first request over a lazily determinised automaton; completes to the fast build
 * :mod:`tokendfa.build.assemble`     raw edges -> canonical, compressed arrays
 * :mod:`tokendfa.build.fastforward`  forced tokens in canonical tokenization
 

@@ -60,12 +60,18 @@ __all__ = ["LazyIndex", "LAZY_ANY_DEPTH"]
 
 # Free values of a schema nest this many levels in lazy mode, with no
 # any_depth="auto" measurement (which builds whole automata at several depths,
-# most of an eager schema's time to first mask). Time to build the NFA (the
-# part of the first mask that depends on the depth), median over schemas with
-# free values of JSONSchemaBench (qwen2.5 vocabulary, this machine), by depth:
-# see LAZY_ANY_DEPTH_MEASUREMENT below for the figures.
-LAZY_ANY_DEPTH = 3
-LAZY_ANY_DEPTH_MEASUREMENT = ""
+# most of an eager schema's time to first mask). Each level copies the Thompson
+# NFA of the level below into every place a free value stands, so the NFA, and
+# the time to build it, grows about 4x a level. Measured (NFA build, seconds, and
+# NFA states) on a small object schema with one free property, then on
+# JSONSchemaBench Github_hard line 10 (6 shared definitions):
+#   depth 2: 0.047 (3.9k)  |  0.55 (55k)
+#   depth 3: 0.112 (14.5k) |  2.4 (182k)
+#   depth 4: 0.42 (57k)    |  8.4 (689k)
+#   depth 5: 2.0 (226k)    |  -
+# Depth 2 keeps the first mask in milliseconds; it is narrower than what "auto"
+# often takes eagerly (up to 5), and regex_from_schema says so in the notes.
+LAZY_ANY_DEPTH = 2
 
 
 @dataclass(frozen=True, eq=False)
