@@ -128,8 +128,10 @@ def _build_index(pattern, vocabulary, method, n_jobs, backend, max_states, repor
     if dfa is None:
         # Bounded during the subset construction, so (a|b)*a(a|b){24} stops at 2 x limit
         # states (~12 s, 0.7 GB) rather than exhausting memory; twice, since the subsets
-        # can outnumber the minimal states (8.9 x on tests/data/o10088.regex).
-        dfa = byte_dfa_from_regex(pattern, definitions=definitions, max_dfa_states=2 * limit)
+        # can outnumber the minimal states (8.9 x on tests/data/o10088.regex); at least
+        # 1,000, so a small limit is reported with the exact minimal count below.
+        dfa = byte_dfa_from_regex(pattern, definitions=definitions,
+                                  max_dfa_states=max(2 * limit, 1000))
     if dfa.num_states - 1 > limit:
         raise BuildLimitError(
             f"the pattern's automaton has {dfa.num_states - 1} states, more than the limit "
