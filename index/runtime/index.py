@@ -77,7 +77,8 @@ class Index:
     @classmethod
     def from_regex(cls, pattern: "str | SchemaRegex", vocabulary: "Vocabulary", *, method: str = "fast",
                    n_jobs: int = 1, backend: str | None = None,
-                   max_states: int | None = None, progress: bool | None = None) -> "Index":
+                   max_states: int | None = None, progress: bool | None = None,
+                   lazy: bool = False) -> "Index":
         """Compile ``pattern`` (Python ``re`` syntax, matched against the
         whole text) for ``vocabulary``.
 
@@ -89,7 +90,10 @@ class Index:
         shows a progress line on stderr for long builds (default: on a
         terminal). ``pattern`` may also be the result of
         :func:`tokendfa.schema.api.regex_from_schema`, whose shared pieces are then
-        compiled once each.
+        compiled once each. ``lazy=True`` returns a
+        :class:`~tokendfa.build.lazy.LazyIndex` instead: the same answers,
+        computed state by state as they are asked for (first mask in
+        milliseconds); its ``complete()`` is this index.
 
         The builder (:mod:`tokendfa.build`) is imported here, inside the call,
         so that loading and serving an index never pays for it; it returns
@@ -102,13 +106,17 @@ class Index:
         definitions = dfa = None
         if not isinstance(pattern, str) and hasattr(pattern, "definitions"):
             pattern, definitions, dfa = pattern.pattern, pattern.definitions, pattern.automaton
+        if lazy:
+            from ..build.lazy import LazyIndex
+
+            return LazyIndex(pattern, vocabulary, config, definitions=definitions, index_type=cls)
         built = build_index(pattern, vocabulary, config, definitions=definitions, dfa=dfa)
         return cls(built.arrays, built.metadata, vocabulary)
 
     @classmethod
     def from_schema(cls, schema, vocabulary: "Vocabulary", *, whitespace: str = "compact",
                     lenient: bool = False, max_recursion_depth: int = 3,
-                    any_depth: int | str = "auto", **build_options) -> "Index":
+                    any_depth: int | str = "auto", lazy: bool = False, **build_options) -> "Index":
         """Compile a JSON Schema (a dict, a bool, or JSON text) for ``vocabulary``.
 
         The schema becomes a regex (:mod:`tokendfa.schema.api`) that goes through the
@@ -123,22 +131,30 @@ class Index:
         (``method``, ``n_jobs``, ``backend``, ``max_states``, ``progress``) are
         :meth:`from_regex`'s. The schema compiler and the builder are imported
         inside the call.
-        """
-        import json
 
+        ``lazy=True`` returns a :class:`~tokendfa.build.lazy.LazyIndex`; free
+        values then nest a fixed ``LAZY_ANY_DEPTH`` levels unless ``any_depth``
+        is a number, and the automaton's size is not measured first (both
+        would build it whole).
+        """
         from ..build import BuildConfig, build_index
         from ..schema.api import regex_from_schema
 
         config = BuildConfig(**build_options)  # an unknown option is a TypeError before any work
+        if lazy:
+            from ..build.lazy import LAZY_ANY_DEPTH, LazyIndex
+
+            compiled = regex_from_schema(
+                schema, whitespace=whitespace, lenient=lenient, max_recursion_depth=max_recursion_depth,
+                any_depth=LAZY_ANY_DEPTH if any_depth == "auto" else any_depth, state_budget=None)
+            return LazyIndex(compiled.pattern, vocabulary, config, definitions=compiled.definitions,
+                             index_type=cls, metadata=_schema_metadata(schema, whitespace, compiled))
         compiled = regex_from_schema(schema, whitespace=whitespace, lenient=lenient,
                                      max_recursion_depth=max_recursion_depth, any_depth=any_depth)
         built = build_index(compiled.pattern, vocabulary, config,
                             definitions=compiled.definitions, dfa=compiled.automaton)
         metadata = dict(built.metadata)
-        metadata.update(kind="schema",
-                        schema=schema if isinstance(schema, str) else json.dumps(schema),
-                        whitespace=whitespace, widenings=list(compiled.widenings),
-                        notes=list(compiled.notes))
+        metadata.update(_schema_metadata(schema, whitespace, compiled))
         return cls(built.arrays, metadata, vocabulary)
 
     def save(self, path: str | PathLike, *, compress: bool = True) -> None:
@@ -366,3 +382,11 @@ class Index:
         if token_id in self._eos:
             return f"EOS token {token_id} is not allowed in state {state}: the match is not complete"
         return f"token {token_id}{spelled} is not allowed in state {state}"
+
+
+def _schema_metadata(schema, whitespace: str, compiled) -> dict[str, Any]:
+    """What an index built from a schema says of it, besides the build's own metadata."""
+    import json
+
+    return dict(kind="schema", schema=schema if isinstance(schema, str) else json.dumps(schema),
+                whitespace=whitespace, widenings=list(compiled.widenings), notes=list(compiled.notes))

@@ -73,7 +73,7 @@ class Vocabulary:
 
     __slots__ = ("_tokens", "_eos_token_ids", "_name", "_source", "_encoder",
                  "_fingerprint", "_byte_matrix", "_byte_columns", "_sorted_spellings", "_ids_by_bytes",
-                 "_token_lengths")
+                 "_token_lengths", "_derived")
 
     def __init__(self, tokens: Sequence[bytes | None], eos_token_ids: int | Iterable[int], *,
                  name: str = "custom", source: str | None = None,
@@ -93,6 +93,8 @@ class Vocabulary:
         self._sorted_spellings: tuple[list[bytes], np.ndarray] | None = None
         self._ids_by_bytes: dict[bytes, tuple[int, ...]] | None = None
         self._token_lengths: tuple[int, ...] | None = None
+        # tables other modules derive from the tokens, computed once (see tokendfa.build.lazy)
+        self._derived: dict[str, Any] = {}
 
     # --- what it is ------------------------------------------------------
 
@@ -210,6 +212,14 @@ class Vocabulary:
 
             self._byte_columns = byte_columns(*self.byte_matrix())
         return self._byte_columns
+
+    def derived(self, key: str, make: "Callable[[Vocabulary], Any]") -> Any:
+        """``make(self)``, computed on the first call for ``key`` and kept: the
+        per-vocabulary tables of other modules (:mod:`tokendfa.build.lazy`)."""
+        found = self._derived.get(key)
+        if found is None:
+            found = self._derived[key] = make(self)
+        return found
 
     # --- lookups ---------------------------------------------------------
 
