@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .bytedfa import DEAD, ByteDFA
+from .dfa import DEAD, ByteDFA
 
 NOT_FORCED = -1
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis.bytedfa import DEAD, ByteDFA
+from ..analysis.dfa import DEAD, ByteDFA
 from .assemble import IndexArrays, RawEdges, assemble
 from ..vocab.vocabulary import Vocabulary
 
