@@ -41,9 +41,6 @@ class ByteClasses:
             return b""
         return bytes(np.flatnonzero(self.class_of == self.dead_class).tolist())
 
-    def members(self, klass: int) -> bytes:
-        return bytes(np.flatnonzero(self.class_of == klass).tolist())
-
 
 def byte_classes(dfa: ByteDFA, states: np.ndarray | None = None) -> ByteClasses:
     """Partition the bytes by their columns in ``dfa.transitions``.

@@ -32,14 +32,9 @@ __all__ = ["canonical_byte_dfa"]
 
 
 def canonical_byte_dfa(transitions: np.ndarray, finals: np.ndarray, *,
-                       initial: int = INITIAL, pattern: str = "") -> ByteDFA:
-    """Trim, minimise and renumber a complete byte table.
-
-    Any DFA for the same language gives the same arrays, which is what makes
-    index files reproducible and lets tests compare builds array for array.
-    The work is done on one column per distinct column of the table (a few
-    dozen where there are 256 bytes) and widened back at the end.
-    """
+                       pattern: str = "") -> ByteDFA:
+    """The canonical :class:`ByteDFA` of a complete table (``int[n, 256]``,
+    state 0 dead, state 1 initial) and its final states (``bool[n]``)."""
     first_byte, column_of_byte = unique_columns(transitions)
     columns = np.ascontiguousarray(transitions[:, first_byte])
     live = live_states(columns, finals)
@@ -47,7 +42,7 @@ def canonical_byte_dfa(transitions: np.ndarray, finals: np.ndarray, *,
     columns = np.where(live[columns], columns, DEAD).astype(STATE_DTYPE)
     columns[~live] = DEAD
     block = _minimise(columns, finals & live, live)
-    return _renumber(columns, column_of_byte, finals & live, block, initial, pattern)
+    return _renumber(columns, column_of_byte, finals & live, block, pattern)
 
 
 def _minimise(columns: np.ndarray, finals: np.ndarray, live: np.ndarray) -> np.ndarray:
@@ -194,7 +189,7 @@ def _is_congruence(columns: np.ndarray, block: np.ndarray, live: np.ndarray) -> 
                                block[columns[representative[block[states]]]]))
 
 
-def _renumber(columns, column_of_byte, finals, block, initial, pattern) -> ByteDFA:
+def _renumber(columns, column_of_byte, finals, block, pattern) -> ByteDFA:
     """Breadth-first numbering of the minimal DFA: dead 0, initial 1, bytes
     in increasing order.
 
@@ -210,7 +205,7 @@ def _renumber(columns, column_of_byte, finals, block, initial, pattern) -> ByteD
     quotient = compact[columns[first_state]]  # int[B, columns]: block to block
     dead = np.zeros(num_blocks, dtype=bool)
     dead[compact[DEAD]] = True
-    roots = [] if dead[compact[initial]] else [compact[initial]]
+    roots = [] if dead[compact[INITIAL]] else [compact[INITIAL]]
     width = quotient.shape[1]
     in_order = breadth_first(np.arange(num_blocks + 1) * width, quotient.ravel(), np.array(roots),
                              closed=dead)  # the blocks that become states 1, 2, ...

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..analysis.dfa import DEAD, ByteDFA
-from .assemble import IndexArrays, RawEdges, assemble
+from .assemble import RawEdges
 from ..vocab.vocabulary import Vocabulary
 
 
@@ -46,7 +46,3 @@ def reference_edges(dfa: ByteDFA, vocab: Vocabulary) -> RawEdges:
     token_group = np.where(lengths > 0, np.arange(len(lengths)), -1).astype(np.int32)
     return RawEdges(np.concatenate(sources), np.concatenate(tokens),
                     np.concatenate(targets), token_group)
-
-
-def build_reference(dfa: ByteDFA, vocab: Vocabulary) -> IndexArrays:
-    return assemble(dfa, reference_edges(dfa, vocab), vocab)
