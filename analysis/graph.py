@@ -36,12 +36,13 @@ def concatenated_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return np.repeat(starts - before, lengths) + np.arange(total)
 
 
-def successor_lists(origin: np.ndarray, destination: np.ndarray,
-                    num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(starts, successors)`` of the edges ``origin[i] -> destination[i]``;
-    each node's successors keep the order of its edges in the input."""
-    order = np.argsort(origin, kind="stable")
-    return np.searchsorted(origin[order], np.arange(num_nodes + 1)), destination[order]
+def distinct_successor_lists(origin: np.ndarray, destination: np.ndarray,
+                             num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(starts, successors)`` with each node's distinct successors in
+    increasing order: a few per node even when the edges number millions."""
+    pairs = np.unique(origin.astype(np.int64) * num_nodes + destination)
+    origins, successors = np.divmod(pairs, num_nodes)
+    return np.searchsorted(origins, np.arange(num_nodes + 1)), successors
 
 
 def breadth_first(starts: np.ndarray, successors: np.ndarray, roots: np.ndarray, *,
@@ -70,7 +71,7 @@ def reachable(origin: np.ndarray, destination: np.ndarray, seeds: np.ndarray,
               num_nodes: int) -> np.ndarray:
     """Boolean mask of the nodes reached from ``seeds`` (a boolean mask, seeds
     included) along the edges ``origin -> destination``."""
-    starts, successors = successor_lists(origin, destination, num_nodes)
+    starts, successors = distinct_successor_lists(origin, destination, num_nodes)
     mask = np.zeros(num_nodes, dtype=bool)
     mask[breadth_first(starts, successors, np.flatnonzero(seeds))] = True
     return mask
@@ -81,15 +82,8 @@ def live_states(transitions: np.ndarray, finals: np.ndarray) -> np.ndarray:
 
     ``transitions`` may hold one column per byte or only one per distinct
     column (see :func:`tokendfa.analysis.byteclasses.unique_columns`): the
-    answer is the same. The walk runs on the distinct (target, source) pairs,
-    a few per state, however many columns there are.
+    answer is the same. The walk follows the edges backwards from the final states.
     """
     num_states = transitions.shape[0]
     sources = np.repeat(np.arange(num_states, dtype=np.int64), transitions.shape[1])
-    pairs = np.unique(transitions.astype(np.int64).ravel() * num_states + sources)
-    targets, sources = np.divmod(pairs, num_states)
-    # The pairs come sorted by target: already the predecessor lists.
-    starts = np.searchsorted(targets, np.arange(num_states + 1))
-    live = np.zeros(num_states, dtype=bool)
-    live[breadth_first(starts, sources, np.flatnonzero(finals))] = True
-    return live
+    return reachable(transitions.ravel(), sources, finals, num_states)  # edges reversed

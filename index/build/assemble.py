@@ -29,7 +29,8 @@ import numpy as np
 
 from ..analysis.dfa import ByteDFA
 from ..analysis.errors import VocabularyCoverageError
-from ..analysis.graph import breadth_first, concatenated_ranges, reachable
+from ..analysis.graph import (breadth_first, concatenated_ranges, distinct_successor_lists,
+                              reachable)
 from .fastforward import forced_token_table
 from ..runtime.arrays import MASK_WORD, IndexArrays
 from ..runtime.index import Index
@@ -215,9 +216,8 @@ def _coverage_error(dfa: ByteDFA, raw: RawEdges) -> VocabularyCoverageError:
     useful one to name is the first (breadth-first) with no token at all.
     """
     num_states = int(max(raw.source.max(initial=0), raw.target.max(initial=0), dfa.initial)) + 1
-    pairs = np.unique(raw.source.astype(np.int64) * num_states + raw.target)  # by source, then target
-    starts = np.searchsorted(pairs // num_states, np.arange(num_states + 1))
-    order = breadth_first(starts, pairs % num_states, np.array([dfa.initial]))
+    starts, successors = distinct_successor_lists(raw.source, raw.target, num_states)
+    order = breadth_first(starts, successors, np.array([dfa.initial]))  # successors by number
     stuck = order[starts[order + 1] == starts[order]].tolist()
     state = stuck[0] if stuck else dfa.initial
     needed = bytes(np.flatnonzero(dfa.transitions[state] != 0).tolist())
