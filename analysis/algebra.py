@@ -30,8 +30,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from .utf8 import merge_ranges
+from .graph import live_states
 from .regex_syntax import regex_char
+from .utf8 import merge_ranges
 
 __all__ = ["intersect", "difference", "NoExactRegex"]
 
@@ -95,19 +96,6 @@ def _combine(a: str, b: str, both: bool, max_states: int, max_length: int) -> st
     table = np.stack(rows)
     finals = np.array([x != 0 and fa[x] and (fb[y] if both else not fb[y]) for x, y in pairs])
     return _regex_of(table, finals, max_length)
-
-
-def _live(table: np.ndarray, finals: np.ndarray) -> np.ndarray:
-    """States from which a final state can be reached."""
-    live = finals.copy()
-    live[0] = False
-    changed = True
-    while changed:
-        reach = live[table].any(axis=1)
-        reach[0] = False
-        changed = bool((reach & ~live).any())
-        live |= reach
-    return live
 
 
 def _code_point_edges(table: np.ndarray, live: np.ndarray) -> dict:
@@ -202,7 +190,9 @@ def _star(r):
 
 
 def _regex_of(table: np.ndarray, finals: np.ndarray, max_length: int) -> str | None:
-    live = _live(table, finals)
+    seeds = finals.copy()
+    seeds[0] = False  # state 0 is dead (its row is all 0), whatever the caller's finals say
+    live = live_states(table, seeds)
     if not live[1]:
         return None
     edges = {k: (_class(v), "atom") for k, v in _code_point_edges(table, live).items()}

@@ -1,6 +1,6 @@
 """The byte DFA built on demand: a subset construction that runs one state at a time.
 
-:func:`tokendfa.analysis.bytedfa.byte_dfa_from_regex` determinises the whole
+:func:`tokendfa.analysis.construct.byte_dfa_from_regex` determinises the whole
 NFA, minimises it and only then can anything be served; on a schema that is
 most of a second. :class:`LazyByteDFA` keeps the NFA of
 :mod:`tokendfa.analysis.regex_compiler` (same parser, same Thompson
@@ -23,7 +23,7 @@ Two facts make it exact and servable without a global pass over the automaton:
   :meth:`LazyByteDFA.row`).
 
 :meth:`LazyByteDFA.explore` materialises everything breadth-first and returns
-the complete table; :func:`~tokendfa.analysis.bytedfa.canonical_byte_dfa` of it
+the complete table; :func:`~tokendfa.analysis.minimise.canonical_byte_dfa` of it
 is array for array the eager automaton (the tests hold the two equal).
 """
 
@@ -35,7 +35,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .bytedfa import DEAD, INITIAL, STATE_DTYPE
+from .dfa import DEAD, INITIAL, STATE_DTYPE
 from .errors import BuildLimitError, EmptyLanguageError, RegexError
 from .regex_compiler import (DEFAULT_MAX_NFA_STATES, _cut, _parse, _SharedDefinitions,
                              _ThompsonNFA)
@@ -58,7 +58,7 @@ class LazyByteDFA:
     discovered states, materialising raises
     :class:`~tokendfa.analysis.errors.BuildLimitError` with the count reached.
 
-    Raises what :func:`~tokendfa.analysis.bytedfa.byte_dfa_from_regex` raises for
+    Raises what :func:`~tokendfa.analysis.construct.byte_dfa_from_regex` raises for
     a bad pattern, including :class:`EmptyLanguageError` when it matches nothing.
     """
 
@@ -168,7 +168,7 @@ class LazyByteDFA:
     def explore(self) -> tuple[np.ndarray, np.ndarray]:
         """Materialise every state breadth-first; returns ``(transitions,
         finals)`` (dead 0, initial 1) ready for
-        :func:`~tokendfa.analysis.bytedfa.canonical_byte_dfa`."""
+        :func:`~tokendfa.analysis.minimise.canonical_byte_dfa`."""
         state = INITIAL
         while state < self._count:  # grows while we go
             end = self._count

@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pytest
 
-from tokendfa.analysis.bytedfa import byte_dfa_from_regex
+from tokendfa.analysis.construct import byte_dfa_from_regex
 from tokendfa.analysis.byteclasses import byte_classes
 from brute_force import assert_index_matches, brute_force_transitions
 from cases import CASES

@@ -86,12 +86,6 @@ MISSING = {
         "Index.from_schema({'type': 'integer'}, v)",
         "compiling a JSON Schema needs jsonschema, which is not installed: "
         "pip install 'tokendfa[build]'"),
-    "interegular": (
-        ["interegular"],
-        "from tokendfa.analysis.bytedfa import byte_dfa_from_regex_interegular",
-        "byte_dfa_from_regex_interegular('ab')",
-        "the interegular cross-check needs interegular, which is not installed: "
-        "pip install 'tokendfa[test]'"),
     "torch": (
         ["torch"],
         "",

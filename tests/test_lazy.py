@@ -21,7 +21,8 @@ from cases import CASES
 from conftest import TOY_EOS, TOY_TOKENS, cached_vocabulary
 from tokendfa import (BuildLimitError, EmptyLanguageError, Guide, Index, InvalidStateError,
                       TokenNotAllowedError, VocabularyCoverageError)
-from tokendfa.analysis.bytedfa import byte_dfa_from_regex, canonical_byte_dfa
+from tokendfa.analysis.construct import byte_dfa_from_regex
+from tokendfa.analysis.minimise import canonical_byte_dfa
 from tokendfa.analysis.lazydfa import LazyByteDFA
 from tokendfa.build.lazy import LAZY_ANY_DEPTH, LazyIndex
 from tokendfa.schema.api import regex_from_schema

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis.bytedfa import DEAD, ByteDFA
+from ..analysis.dfa import DEAD, ByteDFA
 from ..analysis.byteclasses import byte_classes, class_table
 from ..analysis.literals import narrow_states
 from ..analysis.errors import BuildLimitError

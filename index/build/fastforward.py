@@ -22,7 +22,7 @@ import bisect
 
 import numpy as np
 
-from ..analysis.bytedfa import ByteDFA
+from ..analysis.dfa import ByteDFA
 from ..analysis.errors import VocabularyError
 from ..analysis.literals import forced_bytes, forced_run
 from ..runtime.arrays import IndexArrays

@@ -49,7 +49,8 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.bytedfa import DEAD, INITIAL, canonical_byte_dfa
+from ..analysis.dfa import DEAD, INITIAL
+from ..analysis.minimise import canonical_byte_dfa
 from ..analysis.errors import (InvalidStateError, MaskBufferError, TokenNotAllowedError,
                                VocabularyCoverageError)
 from ..analysis.lazydfa import DEFAULT_MAX_LAZY_STATES, LazyByteDFA

@@ -17,7 +17,7 @@ import bisect
 
 import numpy as np
 
-from ..analysis.bytedfa import DEAD, ByteDFA
+from ..analysis.dfa import DEAD, ByteDFA
 from ..vocab.vocabulary import Vocabulary
 
 

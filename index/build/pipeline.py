@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..analysis.bytedfa import ByteDFA, byte_dfa_from_regex
+from ..analysis.construct import byte_dfa_from_regex
+from ..analysis.dfa import ByteDFA
 from ..analysis.errors import BuildLimitError
 from ..runtime.arrays import IndexArrays
 from ..vocab.vocabulary import Vocabulary

@@ -390,7 +390,7 @@ def _free_value_states(depth: int, whitespace: str, max_whitespace: int, indent:
 
 
 def _automaton(regex: str, definitions: dict[str, str], state_budget: int | None):
-    from ..analysis.bytedfa import byte_dfa_from_regex
+    from ..analysis.construct import byte_dfa_from_regex
 
     return byte_dfa_from_regex(regex, definitions=definitions, max_dfa_states=state_budget)
 
