@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import limits
+
 
 def concatenated_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """``np.concatenate([np.arange(a, b) for a, b in zip(starts, ends)])``, vectorised."""
@@ -58,6 +60,7 @@ def breadth_first(starts: np.ndarray, successors: np.ndarray, roots: np.ndarray,
     seen[frontier] = True
     levels = [frontier]
     while len(frontier):
+        limits.check()
         met = successors[concatenated_ranges(starts[frontier], starts[frontier + 1])]
         met = met[~seen[met]]
         _, first = np.unique(met, return_index=True)

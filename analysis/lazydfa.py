@@ -36,6 +36,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .dfa import DEAD, INITIAL, STATE_DTYPE
+from . import limits
 from .errors import BuildLimitError, EmptyLanguageError, RegexError
 from .regex_compiler import (DEFAULT_MAX_NFA_STATES, _cut, _parse, _SharedDefinitions,
                              _ThompsonNFA)
@@ -152,6 +153,7 @@ class LazyByteDFA:
             try:
                 for state in missing:
                     if not self._materialised[state]:
+                        limits.check()  # explore() materialises whole levels at once
                         self._compute_row(state)
             finally:
                 if collecting:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import limits
 from .byteclasses import unique_columns
 from .dfa import DEAD, INITIAL, STATE_DTYPE, ByteDFA
 from .graph import breadth_first, concatenated_ranges, live_states
@@ -35,7 +36,11 @@ def canonical_byte_dfa(transitions: np.ndarray, finals: np.ndarray, *,
                        pattern: str = "") -> ByteDFA:
     """The canonical :class:`ByteDFA` of a complete table (``int[n, 256]``,
     state 0 dead, state 1 initial) and its final states (``bool[n]``)."""
+    limits.check()
     first_byte, column_of_byte = unique_columns(transitions)
+    # the refinement keeps about five int64 arrays the size of the column table
+    limits.check_memory(transitions.shape[0] * len(first_byte) * 8 * 5,
+                        f"minimising the {transitions.shape[0]:,}-state automaton")
     columns = np.ascontiguousarray(transitions[:, first_byte])
     live = live_states(columns, finals)
     live[DEAD] = False
@@ -120,6 +125,7 @@ def _refine(columns: np.ndarray, finals: np.ndarray, live: np.ndarray,
     looked_at = np.zeros(num_states, dtype=bool)
     candidates = live_ids
     while len(candidates):
+        limits.check()  # a round takes at most a few tens of milliseconds on 400k states
         looked_at[candidates] = True
         cand_block = block[candidates]
         touched, cand_count = np.unique(cand_block, return_counts=True)

@@ -60,6 +60,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .dfa import STATE_DTYPE
+from . import limits
 from .errors import BuildLimitError, RegexError, UnsupportedRegexError
 from .minimise import canonical_byte_dfa
 from .regex_syntax import (ASCII_SPACE, EVERYTHING, class_escapes, parse_tree, set_ranges,
@@ -69,6 +70,11 @@ from .utf8 import MAX_CODEPOINT, SURROGATES, CodepointRange, utf8_range_sequence
 __all__ = ["byte_tables_from_regex", "DEFAULT_MAX_NFA_STATES"]
 
 DEFAULT_MAX_NFA_STATES = 2_000_000
+# Bytes an NFA state takes with its two lists and edge tuples (measured: 1M
+# states of a literal chain, 0.35 GB), and a DFA state of the subset
+# construction with its kernel, its row of the table and its cached steps.
+NFA_STATE_BYTES = 350
+DFA_STATE_BYTES = 1_500
 
 # The opcodes of the parse tree that this compiler handles.
 _LITERAL, _NOT_LITERAL, _ANY, _IN = _sre.LITERAL, _sre.NOT_LITERAL, _sre.ANY, _sre.IN
@@ -234,6 +240,9 @@ class _ThompsonNFA:
 
     def _reserve(self, count: int) -> None:
         reached = len(self.eps) + count
+        # every fragment reserves its states, so this is where a long construction is bounded
+        limits.check()
+        limits.check_memory(reached * NFA_STATE_BYTES, f"the NFA of regex {self.pattern[:100]!r}")
         if reached > self.max_states:
             raise BuildLimitError(
                 f"regex {self.pattern[:200]!r} needs more than {self.max_states:,} NFA states "
@@ -340,7 +349,9 @@ class _ThompsonNFA:
         copies = max(copies, 1)
         self._reserve(size * (copies - 1))
         blocks = [(entry, exit_)]
-        blocks += [self._copy_block(entry, exit_, size) for _ in range(copies - 1)]
+        for _ in range(copies - 1):
+            limits.check()
+            blocks.append(self._copy_block(entry, exit_, size))
         current = source
         if high is None:
             # low - 1 plain copies, then one that loops (low >= 1: "X+"),
@@ -371,9 +382,11 @@ class _ThompsonNFA:
         return the copies of its entry ``first`` and of its end ``exit_``."""
         offset = len(self.eps) - first
         eps, edges = self.eps, self.edges
-        eps.extend([t + offset for t in eps[q]] for q in range(first, first + size))
-        edges.extend([(lo, hi, t + offset) for lo, hi, t in edges[q]]
-                     for q in range(first, first + size))
+        for chunk in range(first, first + size, 1 << 15):  # a block can hold a million states
+            limits.check()
+            states = range(chunk, min(chunk + (1 << 15), first + size))
+            eps.extend([t + offset for t in eps[q]] for q in states)
+            edges.extend([(lo, hi, t + offset) for lo, hi, t in edges[q]] for q in states)
         return first + offset, exit_ + offset
 
 
@@ -526,7 +539,12 @@ def _determinise(eps, edges, start: int, final: int, max_dfa_states: int | None,
     segment_target: list[int] = []
 
     state = 1
+    kernel_cells = 0  # NFA states held by all kernels: the construction's memory
     while state < len(kernels):  # grows while we iterate
+        limits.check()
+        if state & 255 == 0:
+            limits.check_memory(len(kernels) * DFA_STATE_BYTES + kernel_cells * 40,
+                                f"the subset construction of regex {pattern[:100]!r}")
         by_range: dict[tuple[int, int], list[int]] = {}
         for nfa_state in kernels[state]:
             for lo, hi, target in edges[nfa_state]:
@@ -547,6 +565,7 @@ def _determinise(eps, edges, start: int, final: int, max_dfa_states: int | None,
                 if target is None:
                     target = ids[closed] = len(kernels)
                     kernels.append(closed)
+                    kernel_cells += len(closed)
                     if max_dfa_states is not None and len(kernels) > max_dfa_states:
                         raise BuildLimitError(
                             f"regex {pattern[:200]!r} needs more than {max_dfa_states:,} "
@@ -559,6 +578,7 @@ def _determinise(eps, edges, start: int, final: int, max_dfa_states: int | None,
                 segment_target.append(target)
         state += 1
 
+    limits.check_memory(len(kernels) * 256 * 4 * 2, f"the table of regex {pattern[:100]!r}")
     transitions = np.zeros((len(kernels), 256), dtype=STATE_DTYPE)
     if segment_state:
         lo = np.array(segment_lo, dtype=np.int64)

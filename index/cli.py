@@ -9,12 +9,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import sys
 import tempfile
 import time
 
-from .analysis.errors import TimeLimitError, TokenDFAError
+from .analysis.errors import TokenDFAError
 
 DEFAULT_VOCABULARY = "qwen2.5"
 
@@ -72,10 +71,13 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("-o", "--output", required=True, help="where to write the index")
     build.add_argument("--jobs", type=int, default=1, help="parallel workers (joblib n_jobs)")
     build.add_argument("--method", choices=("fast", "reference"), default="fast")
-    build.add_argument("--max-states", type=int, default=None,
+    build.add_argument("--max-states", type=_positive(int), default=None,
                        help="fail early when the pattern's automaton has more states")
-    build.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+    build.add_argument("--time-limit", type=_positive(float), default=None, metavar="SECONDS",
                        help="give up (with an error, writing nothing) after this long")
+    build.add_argument("--memory-budget", type=_positive(int), default=None, metavar="BYTES",
+                       help="bytes the build's largest tables may take (default: half the "
+                            "available memory, at most 1 GiB)")
     build.add_argument("--uncompressed", action="store_true",
                        help="store the arrays raw: a larger file that loading maps without "
                             "copying (for very large indexes shared by many processes)")
@@ -132,6 +134,19 @@ def _add_cache_commands(commands) -> None:
     info.set_defaults(run=_cache_info)
 
 
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = 0
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"expected a positive number, not {text!r}")
+        return value
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
 def _any_depth(text: str) -> int | str:
     if text == "auto":
         return text
@@ -169,25 +184,6 @@ class _UsageError(TokenDFAError):
     pass
 
 
-@contextlib.contextmanager
-def _time_limit(seconds: float | None):
-    """Interrupt the build after ``seconds`` with a TimeLimitError."""
-    if not seconds or not hasattr(signal, "setitimer"):
-        yield
-        return
-
-    def expire(signum, frame):
-        raise TimeLimitError(f"the build took longer than the time limit of {seconds:g} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def _build(args) -> int:
     from .runtime.index import Index
 
@@ -195,13 +191,15 @@ def _build(args) -> int:
     pattern = None if schema is not None else _read_pattern(args)
     vocabulary = _load_vocabulary(args.vocab)
     started = time.perf_counter()
-    options = dict(method=args.method, n_jobs=args.jobs, max_states=args.max_states)
-    with _time_limit(args.time_limit):
-        if schema is not None:
-            index = Index.from_schema(schema, vocabulary, whitespace=args.whitespace,
-                                      lenient=args.lenient, any_depth=args.any_depth, **options)
-        else:
-            index = Index.from_regex(pattern, vocabulary, **options)
+    # The limits are checked inside the build's loops (tokendfa.analysis.limits):
+    # no signal handler, so the same limits hold for a library caller and in threads.
+    options = dict(method=args.method, n_jobs=args.jobs, max_states=args.max_states,
+                   time_limit=args.time_limit, memory_budget=args.memory_budget)
+    if schema is not None:
+        index = Index.from_schema(schema, vocabulary, whitespace=args.whitespace,
+                                  lenient=args.lenient, any_depth=args.any_depth, **options)
+    else:
+        index = Index.from_regex(pattern, vocabulary, **options)
     built = time.perf_counter() - started
     for widening in index.metadata.get("widenings", []):
         print(f"widened: {widening}", file=sys.stderr)

@@ -8,8 +8,9 @@ through every signature.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+
+from ..analysis.limits import default_memory_budget, limits
 
 METHODS = ("fast", "reference")
 DEFAULT_MAX_STATES = 200_000
@@ -18,14 +19,11 @@ NARROW_MAX_BYTES = 8
 
 
 def memory_budget() -> int:
-    """Bytes the build's largest tables may take: half of the memory
-    available now (so a pathological pattern fails with a clear error
-    instead of driving the machine into swap or the OOM killer)."""
-    try:
-        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
-        available = 8 << 30
-    return max(available // 2, 256 << 20)
+    """Bytes the build's largest tables may take by default: half of the
+    memory available now, at most 1 GiB (see
+    :func:`tokendfa.analysis.limits.default_memory_budget`), so a pathological
+    pattern fails with a clear error instead of driving the machine into swap."""
+    return default_memory_budget()
 
 
 @dataclass(frozen=True)
@@ -38,10 +36,13 @@ class BuildConfig:
     ``max_states`` bounds the pattern's byte DFA (default
     :data:`DEFAULT_MAX_STATES`). ``progress`` shows a progress line on stderr
     for builds that take more than a second (``None``: when stderr is a
-    terminal). ``memory_budget`` bounds the bytes of token behaviour vectors
-    (``None``: :func:`memory_budget` at the time of the walk).
-    ``narrow_max_bytes``: states where at most this many bytes go on are
-    walked byte by byte.
+    terminal). ``memory_budget`` bounds the bytes of the build's largest
+    tables, checked as they grow: the NFA, the subset construction, the
+    minimisation, the token behaviour vectors (``None``: :func:`memory_budget`,
+    at most 1 GiB). ``time_limit`` (seconds) stops the build with
+    :class:`~tokendfa.analysis.errors.TimeLimitError` shortly after it
+    runs out (``None``: no limit). ``narrow_max_bytes``: states where at most
+    this many bytes go on are walked byte by byte.
     """
 
     method: str = "fast"
@@ -51,11 +52,23 @@ class BuildConfig:
     progress: bool | None = None
     memory_budget: int | None = None
     narrow_max_bytes: int = NARROW_MAX_BYTES
+    time_limit: float | None = None
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"unknown build method {self.method!r}: choose one of "
                              f"{', '.join(METHODS)}")
+        if self.time_limit is not None and not self.time_limit > 0:
+            raise ValueError(f"time_limit must be a positive number of seconds, not {self.time_limit!r}")
+        if self.memory_budget is not None and self.memory_budget <= 0:
+            raise ValueError(f"memory_budget must be a positive number of bytes, not {self.memory_budget!r}")
+        if self.max_states is not None and self.max_states <= 0:
+            raise ValueError(f"max_states must be a positive number, not {self.max_states!r}")
+
+    def limits(self):
+        """A context manager running a build under this configuration's time
+        limit and memory budget (:mod:`tokendfa.analysis.limits`)."""
+        return limits(self.time_limit, self.memory_budget)
 
     @property
     def state_limit(self) -> int:

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..analysis import limits
 from ..analysis.dfa import DEAD, ByteDFA
 from ..analysis.byteclasses import byte_classes, class_table
 from ..analysis.literals import narrow_states
@@ -45,7 +46,7 @@ from ..analysis.errors import BuildLimitError
 from ..analysis.signatures import Signatures, token_signatures
 from ..vocab.vocabulary import Vocabulary
 from .assemble import RawEdges
-from .config import BuildConfig, memory_budget
+from .config import BuildConfig
 from .narrow import escaped_edges, narrow_edges
 from .progress import Progress
 
@@ -67,7 +68,8 @@ class Behaviours:
 def signature_behaviours(table: np.ndarray, classes: np.ndarray, lengths: np.ndarray,
                          members: np.ndarray, progress: Progress | None = None,
                          max_bytes: int | None = None,
-                         starts: np.ndarray | None = None) -> Behaviours:
+                         starts: np.ndarray | None = None,
+                         under: "limits.Limits | None" = None) -> Behaviours:
     """Behaviours of the signatures ``members``, walked as one prefix graph.
 
     The graph is the trie of the signatures with every node keyed by its
@@ -77,10 +79,13 @@ def signature_behaviours(table: np.ndarray, classes: np.ndarray, lengths: np.nda
     prefix that dies from every state drops its signatures at once. The number
     of nodes is the number of distinct behaviours, typically a few hundred,
     however many signatures there are; past ``max_bytes`` of behaviour vectors
-    (default: :func:`memory_budget`) the build stops with
+    (default: the build's memory budget, :mod:`tokendfa.analysis.limits`) the build stops with
     :class:`BuildLimitError`.
     """
-    budget = memory_budget() if max_bytes is None else max_bytes
+    if under is not None:  # a joblib worker: the limits of the build that sent the work
+        with limits.run_under(under):
+            return signature_behaviours(table, classes, lengths, members, progress, max_bytes, starts)
+    budget = limits.current().memory if max_bytes is None else max_bytes
     num_states, num_classes = table.shape
     order = members[np.argsort(-lengths[members], kind="stable")]
     sorted_lengths = lengths[order]
@@ -107,31 +112,38 @@ def signature_behaviours(table: np.ndarray, classes: np.ndarray, lengths: np.nda
             break
         key = current[going] * num_classes + classes[order[going], depth]
         pairs, which = np.unique(key, return_inverse=True)
-        stepped = np.empty((len(pairs), num_states), dtype=np.int32)
-        pair_class = pairs % num_classes
-        for klass in np.unique(pair_class).tolist():
-            # One column of the table at a time: a plain take from a
-            # contiguous column is several times faster than a 2-D fancy index.
-            rows = np.flatnonzero(pair_class == klass)
-            stepped[rows] = np.take(by_class[klass], store[pairs[rows] // num_classes])
-        lives = stepped.any(axis=1)
         ids = np.full(len(pairs), -1, dtype=np.int64)
-        for i in np.flatnonzero(lives).tolist():
-            row = stepped[i]
-            raw = row.tobytes()
-            found = known.get(raw)
-            if found is None:
-                if num_vectors == len(store):
-                    store = np.concatenate([store, np.empty_like(store)])
-                found = known[raw] = num_vectors
-                store[num_vectors] = row
-                num_vectors += 1
-            ids[i] = found
-        if num_vectors * num_states * 4 > budget:
-            raise BuildLimitError(
-                f"the build needs more than {budget >> 20} MiB for {num_vectors} token "
-                f"behaviours over {num_states} states; the pattern is too large for this "
-                "vocabulary and machine", reached=num_vectors)
+        # The level's new vectors in chunks of about 32 MiB: a level can step
+        # thousands of prefixes over 200k states (gigabytes at once), and the
+        # deadline and the budget are checked between chunks.
+        chunk = max(1, (32 << 20) // (4 * num_states))
+        for begin in range(0, len(pairs), chunk):
+            limits.check()
+            part = pairs[begin:begin + chunk]
+            stepped = np.empty((len(part), num_states), dtype=np.int32)
+            pair_class = part % num_classes
+            for klass in np.unique(pair_class).tolist():
+                # One column of the table at a time: a plain take from a
+                # contiguous column is several times faster than a 2-D fancy index.
+                rows = np.flatnonzero(pair_class == klass)
+                stepped[rows] = np.take(by_class[klass], store[part[rows] // num_classes])
+            lives = stepped.any(axis=1)
+            for i in np.flatnonzero(lives).tolist():
+                row = stepped[i]
+                raw = row.tobytes()
+                found = known.get(raw)
+                if found is None:
+                    if num_vectors * num_states * 4 > budget:
+                        raise BuildLimitError(
+                            f"the build needs more than {budget >> 20} MiB for {num_vectors} token "
+                            f"behaviours over {num_states} states; the pattern is too large for "
+                            "this vocabulary and memory budget", reached=num_vectors)
+                    if num_vectors == len(store):
+                        store = np.concatenate([store, np.empty_like(store)])
+                    found = known[raw] = num_vectors
+                    store[num_vectors] = row
+                    num_vectors += 1
+                ids[begin + i] = found
         step = ids[which.ravel()]
         current[going] = step
         alive[going[step < 0]] = False
@@ -224,7 +236,8 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
         with parallel_config(backend=backend) if backend else contextlib.nullcontext():
             parts = Parallel(n_jobs=n_jobs)(
                 delayed(signature_behaviours)(table, signatures.classes, signatures.lengths, piece,
-                                              max_bytes=config.memory_budget, starts=starts)
+                                              max_bytes=config.memory_budget, starts=starts,
+                                              under=limits.current())
                 for piece in pieces)
         behaviours = _merge_behaviours(parts, signatures.num_signatures)
     token_behaviour = np.where(signatures.token_signature >= 0,

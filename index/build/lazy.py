@@ -331,28 +331,32 @@ class LazyIndex:
 
     def _complete_rows(self) -> None:
         try:
-            seen = {INITIAL}
-            frontier = [INITIAL]
-            while frontier and not self._stop.is_set():
-                following = []
-                for state in frontier:
-                    if self._stop.is_set():
-                        return
-                    self.get_mask(state)
-                    for nxt in self._successors[state].tolist():
-                        if nxt not in seen:
-                            seen.add(nxt)
-                            following.append(nxt)
-                frontier = following
+            with self._config.limits():  # a thread of its own: the limits are installed here
+                self._complete_rows_under_limits()
         except BaseException as exc:  # reported by wait_completion
             self._completion_error = exc
+
+    def _complete_rows_under_limits(self) -> None:
+        seen = {INITIAL}
+        frontier = [INITIAL]
+        while frontier and not self._stop.is_set():
+            following = []
+            for state in frontier:
+                if self._stop.is_set():
+                    return
+                self.get_mask(state)
+                for nxt in self._successors[state].tolist():
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        following.append(nxt)
+            frontier = following
 
     def complete(self):
         """The eager :class:`~tokendfa.runtime.index.Index` of the same
         pattern: the lazy automaton explored to the end, minimised, and
         built as ``Index.from_regex`` builds it (array for array the same).
         Computed once; raises the eager build's errors."""
-        with self._complete_lock:
+        with self._complete_lock, self._config.limits():  # the time limit from here on
             if self._completed is None:
                 transitions, finals = self._dfa.explore()
                 dfa = canonical_byte_dfa(transitions, finals, pattern=self._pattern)

@@ -11,6 +11,7 @@ an :class:`~tokendfa.Index` is the runtime's business
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -49,20 +50,8 @@ def build_index(pattern: str, vocabulary: Vocabulary, config: BuildConfig = Buil
     definitions = definitions or {}
     reporter = Progress(config.progress)
     try:
-        reporter.update("compiling the pattern")
-        if dfa is None:
-            # Bounded during the subset construction, so (a|b)*a(a|b){24} stops at 2 x the
-            # limit (~12 s, 0.7 GB) rather than exhausting memory; twice, since the subsets
-            # can outnumber the minimal states (8.9 x on tests/data/o10088.regex); at least
-            # 1,000, so a small limit is reported with the exact minimal count below.
-            dfa = byte_dfa_from_regex(pattern, definitions=definitions,
-                                      max_dfa_states=max(2 * config.state_limit, 1000))
-        if dfa.num_states - 1 > config.state_limit:
-            raise BuildLimitError(
-                f"the pattern's automaton has {dfa.num_states - 1} states, more than the limit "
-                f"of {config.state_limit} (raise max_states to build it anyway)",
-                reached=dfa.num_states - 1)
-        arrays = build_arrays(dfa, vocabulary, config, reporter)
+        with config.limits(), bounded_resources():
+            dfa, arrays = _compile_and_build(pattern, vocabulary, config, definitions, dfa, reporter)
     finally:
         reporter.close()
     metadata = {
@@ -83,6 +72,41 @@ def build_index(pattern: str, vocabulary: Vocabulary, config: BuildConfig = Buil
     if definitions:
         metadata["shared"] = [readable_pattern(text, definitions) for text in definitions.values()]
     return BuiltIndex(arrays, metadata)
+
+
+def _compile_and_build(pattern: str, vocabulary: Vocabulary, config: BuildConfig,
+                       definitions: dict[str, str], dfa: ByteDFA | None,
+                       reporter: Progress) -> tuple[ByteDFA, IndexArrays]:
+    reporter.update("compiling the pattern")
+    if dfa is None:
+        # Bounded during the subset construction, so (a|b)*a(a|b){24} stops at 2 x the
+        # limit (~12 s, 0.7 GB) rather than exhausting memory; twice, since the subsets
+        # can outnumber the minimal states (8.9 x on tests/data/o10088.regex); at least
+        # 1,000, so a small limit is reported with the exact minimal count below.
+        dfa = byte_dfa_from_regex(pattern, definitions=definitions,
+                                  max_dfa_states=max(2 * config.state_limit, 1000))
+    if dfa.num_states - 1 > config.state_limit:
+        raise BuildLimitError(
+            f"the pattern's automaton has {dfa.num_states - 1} states, more than the limit "
+            f"of {config.state_limit} (raise max_states to build it anyway)",
+            reached=dfa.num_states - 1)
+    return dfa, build_arrays(dfa, vocabulary, config, reporter)
+
+
+@contextlib.contextmanager
+def bounded_resources():
+    """The last line of defence under the checks of :mod:`tokendfa.analysis.limits`:
+    memory that runs out anyway (a process under ``ulimit -v``) or nesting
+    deeper than Python's stack becomes a :class:`BuildLimitError`, one line
+    for the CLI, instead of a traceback. The build holds nothing half-done
+    outside its own frames, so unwinding leaves no trace."""
+    try:
+        yield
+    except MemoryError:
+        raise BuildLimitError("the build ran out of memory (lower max_states or memory_budget, "
+                              "or give the process more memory)") from None
+    except RecursionError:
+        raise BuildLimitError("the pattern is nested too deeply to build") from None
 
 
 def build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = BuildConfig(),

@@ -78,7 +78,8 @@ class Index:
     def from_regex(cls, pattern: "str | SchemaRegex", vocabulary: "Vocabulary", *, method: str = "fast",
                    n_jobs: int = 1, backend: str | None = None,
                    max_states: int | None = None, progress: bool | None = None,
-                   lazy: bool = False) -> "Index":
+                   lazy: bool = False, time_limit: float | None = None,
+                   memory_budget: int | None = None) -> "Index":
         """Compile ``pattern`` (Python ``re`` syntax, matched against the
         whole text) for ``vocabulary``.
 
@@ -95,6 +96,15 @@ class Index:
         computed state by state as they are asked for (first mask in
         milliseconds); its ``complete()`` is this index.
 
+        ``time_limit`` (seconds) stops the build with
+        :class:`~tokendfa.analysis.errors.TimeLimitError` shortly after it
+        runs out, and ``memory_budget`` (bytes; default: half the available
+        memory, at most 1 GiB) bounds its largest tables
+        (:class:`~tokendfa.analysis.errors.BuildLimitError`); both are
+        checked while the work runs, and a build stopped by either returns
+        nothing. For a lazy index they bound ``complete()`` and the
+        background completion, each from its start.
+
         The builder (:mod:`tokendfa.build`) is imported here, inside the call,
         so that loading and serving an index never pays for it; it returns
         arrays and metadata, which this wraps.
@@ -102,7 +112,8 @@ class Index:
         from ..build import BuildConfig, build_index
 
         config = BuildConfig(method=method, n_jobs=n_jobs, backend=backend,
-                             max_states=max_states, progress=progress)
+                             max_states=max_states, progress=progress, time_limit=time_limit,
+                             memory_budget=memory_budget)
         definitions = dfa = None
         if not isinstance(pattern, str) and hasattr(pattern, "definitions"):
             pattern, definitions, dfa = pattern.pattern, pattern.definitions, pattern.automaton
@@ -128,8 +139,9 @@ class Index:
         (bounded JSON whitespace). ``max_recursion_depth`` and ``any_depth``
         bound recursion and free values (see :func:`tokendfa.schema.api.regex_from_schema`);
         ``metadata["notes"]`` lists the narrowings that applied. Other options
-        (``method``, ``n_jobs``, ``backend``, ``max_states``, ``progress``) are
-        :meth:`from_regex`'s. The schema compiler and the builder are imported
+        (``method``, ``n_jobs``, ``backend``, ``max_states``, ``progress``,
+        ``time_limit``, ``memory_budget``) are :meth:`from_regex`'s; the time
+        limit and the memory budget cover the schema's compilation too. The schema compiler and the builder are imported
         inside the call.
 
         ``lazy=True`` returns a :class:`~tokendfa.build.lazy.LazyIndex`; free
@@ -137,10 +149,20 @@ class Index:
         is a number, and the automaton's size is not measured first (both
         would build it whole).
         """
-        from ..build import BuildConfig, build_index
-        from ..schema.api import regex_from_schema
+        from ..build import BuildConfig
+        from ..build.pipeline import bounded_resources
 
         config = BuildConfig(**build_options)  # an unknown option is a TypeError before any work
+        with config.limits(), bounded_resources():
+            return cls._from_schema(schema, vocabulary, config, whitespace, lenient,
+                                    max_recursion_depth, any_depth, lazy)
+
+    @classmethod
+    def _from_schema(cls, schema, vocabulary, config, whitespace, lenient, max_recursion_depth,
+                     any_depth, lazy) -> "Index":
+        from ..build import build_index
+        from ..schema.api import regex_from_schema
+
         if lazy:
             from ..build.lazy import LAZY_ANY_DEPTH, LazyIndex
 
