@@ -19,6 +19,7 @@ The first front end went through interegular's DFA over characters; it took
 
 from __future__ import annotations
 
+from . import limits
 from .dfa import INITIAL, ByteDFA
 from .errors import EmptyLanguageError
 from .minimise import canonical_byte_dfa
@@ -42,7 +43,8 @@ def byte_dfa_from_regex(pattern: str, *, max_nfa_states: int | None = None,
     :class:`EmptyLanguageError` or (past ``max_nfa_states``)
     :class:`~tokendfa.analysis.errors.BuildLimitError`, each naming the problem.
     """
-    body = normalize_pattern(pattern)
+    limits.check()
+    body = normalize_pattern(pattern)  # Python's parser: ~2 us a character, not interruptible
     limit = DEFAULT_MAX_NFA_STATES if max_nfa_states is None else max_nfa_states
     transitions, finals = byte_tables_from_regex(body, max_nfa_states=limit, definitions=definitions,
                                                  max_dfa_states=max_dfa_states)

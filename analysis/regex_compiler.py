@@ -432,7 +432,9 @@ def byte_tables_from_regex(pattern: str, *, max_nfa_states: int = DEFAULT_MAX_NF
             # the whole pattern is one placeholder (a schema's root value, say): compile the
             # definition here rather than as a template that is then stamped and determinised again
             pattern = shared.definitions[pattern]
-        tree, flags = _parse(pattern)
+        limits.check()
+        tree, flags = _parse(pattern)  # Python's parser: ~1 us a character, not interruptible
+        limits.check()
         nfa = _ThompsonNFA(pattern, max_nfa_states, shared)
         start = nfa.new_state()
         try:

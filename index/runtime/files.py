@@ -55,6 +55,7 @@ import msgpack
 import numpy as np
 
 from ..analysis.errors import IndexFileError, IndexVersionError, VocabularyMismatchError
+from ..analysis.limits import current as current_limits
 from .arrays import MASK_WORD, IndexArrays
 from .index import Index
 
@@ -279,6 +280,7 @@ def _read_arrays(buffer, header, data_start: int, name: str, verify: bool) -> In
     if verify and zlib.crc32(memoryview(buffer)[data_start:data_start + data_size]) != header["data_crc"]:
         raise IndexFileError(f"{name}: corrupted data (checksum mismatch)")
     found: dict[str, np.ndarray] = {}
+    _check_inflated_size(header["arrays"], name)
     for entry in header["arrays"]:
         if not isinstance(entry, dict):
             raise IndexFileError(f"{name}: malformed array table")
@@ -327,6 +329,23 @@ def _read_arrays(buffer, header, data_start: int, name: str, verify: bool) -> In
     arrays = IndexArrays(**found)
     _check_consistency(arrays, name, full=verify)
     return arrays
+
+
+def _check_inflated_size(entries, name: str) -> None:
+    """Refuse a file whose compressed arrays announce more memory than the
+    budget (:mod:`tokendfa.analysis.limits`): a run of 10**9 equal words
+    takes a few bytes to store, and inflating it would take 4 GB. Raw arrays
+    are mapped, not copied, so they do not count."""
+    total = 0
+    for entry in entries:
+        if isinstance(entry, dict) and entry.get("encoding", "raw") != "raw":
+            nbytes = entry.get("nbytes")
+            total += nbytes if isinstance(nbytes, int) and nbytes > 0 else 0
+    budget = current_limits().memory
+    if total > budget:
+        raise IndexFileError(
+            f"{name}: its compressed arrays announce {total:,} bytes once inflated, more than "
+            f"the memory budget of {budget:,} bytes")
 
 
 def _inflate(stored, limit: int, expected: int | None, array_name: str, name: str) -> bytes:
