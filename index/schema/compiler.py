@@ -61,6 +61,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
+from ..analysis import limits
 from ..analysis.errors import TimeLimitError, UnsupportedSchemaError
 from ..analysis.utf8 import SURROGATES
 from . import numbers as nums
@@ -571,6 +572,7 @@ class Compiler:
             self._validators[key] = (validator, sub)  # keep sub alive: its id stays unique
         else:
             validator = validator[0]
+        limits.check()  # one validation per enum value, each scanning the enum: quadratic
         try:
             return validator.is_valid(value)
         except TimeLimitError:
