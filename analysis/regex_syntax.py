@@ -89,13 +89,13 @@ def parse_tree(pattern: str, flags: int = 0):
             return sre_parse.parse(pattern, flags)
         except re.error as exc:
             position = f" at position {exc.pos}" if exc.pos is not None else ""
-            raise RegexError(f"invalid regex{position}: {exc.msg} in {pattern!r}") from None
+            raise RegexError(f"invalid regex{position}: {exc.msg} in {_shown(pattern)}") from None
         except ValueError:  # only raised for (?u) clashing with re.ASCII
             raise UnsupportedRegexError(
                 f"unsupported regex construct: the Unicode flag (?u) in {pattern!r} "
                 r"(\d, \w, \s and (?i) are ASCII only here)") from None
         except (RecursionError, OverflowError) as exc:
-            raise RegexError(f"invalid regex {pattern!r}: {exc}") from None
+            raise RegexError(f"invalid regex {_shown(pattern)}: {exc}") from None
 
 
 # --- character sets -------------------------------------------------------------
@@ -243,3 +243,10 @@ def regex_char(cp: int, in_class: bool) -> str:
     if cp <= 0xFFFF:
         return f"\\u{cp:04x}"
     return f"\\U{cp:08x}"
+
+
+def _shown(pattern: str) -> str:
+    """A pattern for an error message: its head, so a megabyte pattern gives a one-line error."""
+    if len(pattern) <= 200:
+        return repr(pattern)
+    return f"{pattern[:200]!r} (+{len(pattern) - 200:,} characters)"

@@ -238,3 +238,46 @@ def test_cache_fill(tmp_path, capsys, jobs):
     # A second fill finds everything.
     main(["cache", "fill", "--schemas", str(folder), "--cache-dir", str(cache_dir)])
     assert "0 built, 3 already cached, 1 failed" in capsys.readouterr().out
+
+
+SLOW_PATTERN = "[ab]{0,20000}c[ab]{0,20000}"  # a build of several seconds (toy vocabulary)
+
+_BUILD_IN_CHILD = """
+import sys
+sys.path.insert(0, {tests!r})
+from conftest import toy_vocabulary
+from tokendfa.cache import IndexCache
+print("building", flush=True)
+IndexCache({folder!r}).get_or_build("regex", {pattern!r}, toy_vocabulary())
+print("built", flush=True)
+"""
+
+
+def test_a_build_killed_midway_leaves_nothing_served(tmp_path):
+    """SIGKILL a process while it builds into the cache: the next process
+    finds no entry (nor a partial one), rebuilds, and gets the right index."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    code = _BUILD_IN_CHILD.format(tests=os.path.dirname(__file__), folder=str(tmp_path),
+                                  pattern=SLOW_PATTERN)
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "building"
+    time.sleep(1.0)  # inside the build (it holds the key's lock)
+    assert child.poll() is None, "the build finished before it could be killed"
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    cache = IndexCache(tmp_path)
+    key = cache.key("regex", SLOW_PATTERN, toy_vocabulary())
+    assert not cache.path_for(key).exists()
+    assert cache.entries() == []
+    assert [p for p in tmp_path.rglob("*") if p.suffix == ".tdfa"] == []  # no partial file either
+    index = cache.get_or_build("regex", SLOW_PATTERN, toy_vocabulary())
+    assert cache.stats.builds == 1
+    fresh = Index.from_regex(SLOW_PATTERN, toy_vocabulary())
+    assert index.num_states == fresh.num_states
+    assert np.array_equal(index.arrays.masks, fresh.arrays.masks)
+    assert IndexCache(tmp_path).get_or_build("regex", SLOW_PATTERN, toy_vocabulary()).num_states \
+        == fresh.num_states

@@ -298,3 +298,21 @@ def test_hostile_pattern_eager_build_default_bound_within_memory():
     """, timeout=300)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) == 400_001
+
+
+def test_background_completion_stops_at_its_time_limit():
+    """The lazy index's completion thread runs under the build's time limit:
+    an exploding pattern stops with TimeLimitError shortly after it, which
+    wait_completion re-raises; the rows served before stay right."""
+    import time
+
+    from tokendfa import TimeLimitError
+
+    lazy = Index.from_regex(r"(a|b)*a(a|b){24}", cached_vocabulary("toy"), lazy=True,
+                            time_limit=0.5, max_states=10**7)
+    started = time.perf_counter()
+    lazy.start_completion()
+    with pytest.raises(TimeLimitError):
+        lazy.wait_completion(timeout=30)
+    assert time.perf_counter() - started < 1.5
+    assert lazy.is_allowed(lazy.initial_state, 0)  # "a" is still allowed at the start
