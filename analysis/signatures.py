@@ -56,6 +56,66 @@ def byte_columns(byte_matrix: np.ndarray, lengths: np.ndarray) -> ByteColumns:
 
 
 @dataclass(frozen=True, eq=False)
+class ByteOccurrences:
+    """Which tokens hold each byte value, for a vocabulary's :class:`ByteColumns`.
+
+    ``positions[starts[b]:starts[b + 1]]`` are the positions (in
+    ``ByteColumns.order``, increasing) of the tokens holding byte ``b`` at
+    least once; ``distinct[p]`` is how many different bytes the token at
+    position ``p`` holds. Built once per vocabulary, it turns "drop every token
+    with a dead byte" into reading the lists of a few bytes, so that a small
+    pattern's build touches only the tokens it can use: ``(a|b)*c`` keeps a
+    few hundred of Qwen2.5's 151k tokens, and grouping all of them by
+    signature cost ~35 ms per build.
+    """
+
+    starts: np.ndarray     # int64[257]
+    positions: np.ndarray  # int32[sum over tokens of distinct bytes]
+    distinct: np.ndarray   # int32[V]
+    num_text: int          # positions below this have text (length > 0)
+
+    def positions_without(self, banned: np.ndarray | None) -> np.ndarray:
+        """Positions (increasing) of the tokens with text and no byte where
+        ``banned`` (``bool[256]``) is true; every token with text if None.
+
+        Reads the lists of the banned bytes or of the others, whichever are
+        shorter: a token avoids the banned bytes when all its distinct bytes
+        are among the others.
+        """
+        if banned is None or not banned.any():
+            return np.arange(self.num_text, dtype=np.int64)
+        sizes = np.diff(self.starts)
+        banned_bytes, allowed_bytes = np.flatnonzero(banned), np.flatnonzero(~banned)
+        if sizes[banned_bytes].sum() <= sizes[allowed_bytes].sum():
+            hit = np.zeros(self.num_text, dtype=bool)
+            hit[self._lists(banned_bytes)] = True
+            return np.flatnonzero(~hit)
+        held = np.bincount(self._lists(allowed_bytes), minlength=self.num_text)
+        return np.flatnonzero(held[:self.num_text] == self.distinct[:self.num_text])
+
+    def _lists(self, byte_values: np.ndarray) -> np.ndarray:
+        return np.concatenate([self.positions[self.starts[b]:self.starts[b + 1]]
+                               for b in byte_values.tolist()] or [np.zeros(0, np.int32)])
+
+
+def byte_occurrences(columns: ByteColumns) -> ByteOccurrences:
+    """The :class:`ByteOccurrences` of a vocabulary in column layout."""
+    num_tokens = len(columns.order)
+    keys = np.concatenate(
+        [columns.data[columns.starts[j]:columns.starts[j] + count].astype(np.int64) * num_tokens
+         + np.arange(count) for j, count in enumerate(columns.counts.tolist())]
+        or [np.zeros(0, np.int64)])
+    keys = np.unique(keys)  # (byte, position) pairs, each once, by byte then position
+    positions = (keys % num_tokens).astype(np.int32)
+    starts = np.searchsorted(keys // num_tokens, np.arange(257)).astype(np.int64)
+    distinct = np.bincount(positions, minlength=num_tokens).astype(np.int32)
+    for array in (starts, positions, distinct):
+        array.flags.writeable = False
+    num_text = int(columns.counts[0]) if len(columns.counts) else 0
+    return ByteOccurrences(starts, positions, distinct, num_text)
+
+
+@dataclass(frozen=True, eq=False)
 class Signatures:
     """The distinct class sequences of a vocabulary.
 
@@ -73,28 +133,43 @@ class Signatures:
         return len(self.lengths)
 
 
-def token_signatures(columns: ByteColumns, class_of: np.ndarray, dead_class: int) -> Signatures:
-    """Group the tokens of ``columns`` by class sequence."""
+def token_signatures(columns: ByteColumns, class_of: np.ndarray, dead_class: int,
+                     occurrences: ByteOccurrences | None = None,
+                     banned: np.ndarray | None = None) -> Signatures:
+    """Group the tokens of ``columns`` by class sequence.
+
+    Tokens holding a byte of ``dead_class`` (if >= 0) or a byte where
+    ``banned`` (``bool[256]``) is true get no signature; they are found from
+    ``occurrences`` (computed here when not given), so the rest of the work
+    is proportional to the bytes of the tokens kept.
+    """
     num_tokens = len(columns.order)
-    classes = class_of.astype(np.uint8)[columns.data]  # at most 256 classes
-    hashes = np.zeros(num_tokens, dtype=np.uint64)
-    has_dead = np.zeros(num_tokens, dtype=bool)
+    drop = None if banned is None else np.asarray(banned, dtype=bool)
+    if dead_class >= 0:
+        drop = (class_of == dead_class) if drop is None else drop | (class_of == dead_class)
+    if occurrences is None:
+        occurrences = byte_occurrences(columns)
+    usable = occurrences.positions_without(drop)  # positions in length order, increasing
+    lookup = class_of.astype(np.uint8)  # at most 256 classes
+    # The tokens still going at column j are a prefix of usable (longest first).
+    going = np.searchsorted(usable, columns.counts).tolist()
+    class_columns = []
+    hashes = np.zeros(len(usable), dtype=np.uint64)
     with np.errstate(over="ignore"):
-        for j, count in enumerate(columns.counts.tolist()):
-            column = classes[columns.starts[j]:columns.starts[j] + count]
+        for j, count in enumerate(going):
+            if count == 0:
+                break
+            column = lookup[columns.data[columns.starts[j] + usable[:count]]]
+            class_columns.append(column)
             hashes[:count] = hashes[:count] * _HASH_BASE + (column.astype(np.uint64) + np.uint64(1))
-            if dead_class >= 0:
-                has_dead[:count] |= column == dead_class
         # Fold the length in, so sequences that are prefixes of each other differ.
-        hashes = hashes * _HASH_BASE + columns.sorted_lengths.astype(np.uint64)
-    # Positions (in length order) of the tokens that have a signature.
-    usable = np.flatnonzero((columns.sorted_lengths > 0) & ~has_dead)
-    _, first, inverse = np.unique(hashes[usable], return_index=True, return_inverse=True)
+        hashes = hashes * _HASH_BASE + columns.sorted_lengths[usable].astype(np.uint64)
+    # Indices below are into usable.
+    _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
-    representative = usable[first][inverse]
-    if not _same_sequences(columns, classes, usable, representative):
+    if not _same_sequences(columns.sorted_lengths[usable], class_columns, first[inverse]):
         # pragma: no cover - a 64-bit hash collision: fall back to exact rows
-        inverse, representative = _exact_groups(columns, classes, usable)
+        inverse = _exact_groups(class_columns, len(usable))
         first = np.unique(inverse, return_index=True)[1]
 
     # Number signatures by their smallest token so the numbering is stable.
@@ -106,40 +181,37 @@ def token_signatures(columns: ByteColumns, class_of: np.ndarray, dead_class: int
     token_signature = np.full(num_tokens, -1, dtype=np.int32)
     token_signature[token_ids] = rank[inverse]
 
-    # One representative position per signature, in signature order.
+    # One representative per signature (its smallest token), in signature order.
     position_of_token = np.empty(num_tokens, dtype=np.int64)
-    position_of_token[columns.order] = np.arange(num_tokens)
-    rep_positions = position_of_token[np.sort(first_token)]
-    sig_lengths = columns.sorted_lengths[rep_positions].astype(np.int32)
+    position_of_token[token_ids] = np.arange(len(usable))
+    representative = position_of_token[np.sort(first_token)]
+    sig_lengths = columns.sorted_lengths[usable[representative]].astype(np.int32)
     width = max(int(sig_lengths.max(initial=0)), 1)
-    sig_classes = np.full((len(rep_positions), width), -1, dtype=np.int32)
-    for j, count in enumerate(columns.counts.tolist()):
-        going = np.flatnonzero(rep_positions < count)
-        if len(going) == 0:
+    sig_classes = np.full((len(representative), width), -1, dtype=np.int32)
+    for j, column in enumerate(class_columns):
+        still = np.flatnonzero(representative < len(column))
+        if len(still) == 0:
             break
-        sig_classes[going, j] = classes[columns.starts[j] + rep_positions[going]]
+        sig_classes[still, j] = column[representative[still]]
     return Signatures(token_signature, sig_classes, sig_lengths)
 
 
-def _same_sequences(columns, classes, positions, representative) -> bool:
-    """Whether every token's class sequence equals its representative's."""
-    if np.any(columns.sorted_lengths[positions] != columns.sorted_lengths[representative]):
+def _same_sequences(lengths, class_columns, representative) -> bool:
+    """Whether every token's class sequence equals its representative's
+    (``class_columns[j]``: the classes at column j of the tokens still going)."""
+    if np.any(lengths != lengths[representative]):
         return False
-    for j, count in enumerate(columns.counts.tolist()):
-        # positions is increasing, so the tokens still going are a prefix of it.
-        going = int(np.searchsorted(positions, count))
-        start = columns.starts[j]
-        if np.any(classes[start + positions[:going]] != classes[start + representative[:going]]):
+    for column in class_columns:
+        # Equal lengths: a token's representative is still going where it is.
+        partner = representative[:len(column)]
+        if np.any(column != column[partner]):
             return False
     return True
 
 
-def _exact_groups(columns, classes, positions):  # pragma: no cover - collision fallback
-    width = len(columns.counts)
-    padded = np.full((len(positions), width), -1, dtype=np.int32)
-    for j, count in enumerate(columns.counts.tolist()):
-        going = int(np.searchsorted(positions, count))
-        padded[:going, j] = classes[columns.starts[j] + positions[:going]]
-    _, first, inverse = np.unique(padded, axis=0, return_index=True, return_inverse=True)
-    inverse = inverse.ravel()
-    return inverse, positions[first][inverse]
+def _exact_groups(class_columns, num_tokens):  # pragma: no cover - collision fallback
+    padded = np.full((num_tokens, max(len(class_columns), 1)), -1, dtype=np.int32)
+    for j, column in enumerate(class_columns):
+        padded[:len(column), j] = column
+    _, inverse = np.unique(padded, axis=0, return_inverse=True)
+    return inverse.ravel()

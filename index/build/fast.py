@@ -197,9 +197,13 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
         classes = byte_classes(dfa)
     wide = ~narrow
     # A byte dead in every wide state may still be live in a narrow one, so
-    # tokens holding it are only dropped when there is no narrow state.
+    # tokens holding it are only dropped when there is no narrow state; a byte
+    # dead in every state is dropped always (its tokens have no edge anywhere),
+    # so a small pattern's signatures cover only its few live tokens.
     dead_class = classes.dead_class if not narrow.any() else -1
-    signatures = token_signatures(vocabulary.byte_columns(), classes.class_of, dead_class)
+    dead_everywhere = ~dfa.transitions.any(axis=0)
+    signatures = token_signatures(vocabulary.byte_columns(), classes.class_of, dead_class,
+                                  vocabulary.byte_occurrences(), banned=dead_everywhere)
     escape = dfa.num_states  # a sink meaning "entered a narrow state: walk exactly"
     table = class_table(dfa, classes)
     table[narrow] = escape
