@@ -139,17 +139,21 @@ def _canonical_groups(token_group, source, group, target):
     representative[~has_edges] = -1
 
     # Number the surviving representatives by the smallest token they cover.
-    # Index -1 (no group) reads the appended -1.
-    token_rep = np.append(representative, -1)[token_group]
-    alive_tokens = np.flatnonzero(token_rep >= 0)
-    reps_in_token_order, first_token = np.unique(token_rep[alive_tokens], return_index=True)
+    # Only the tokens with a group are read: a small pattern's few hundred,
+    # not the whole vocabulary twice over.
+    grouped = np.flatnonzero(token_group >= 0)
+    token_rep = representative[token_group[grouped]]
+    alive = token_rep >= 0
+    reps_in_token_order, first = np.unique(token_rep[alive], return_index=True)
+    first_token = grouped[alive][first]
     rank_order = np.argsort(first_token, kind="stable")
     new_id = np.full(num_old, -1, dtype=np.int64)
     new_id[reps_in_token_order[rank_order]] = np.arange(len(rank_order))
-    new_token_group = np.append(new_id, -1)[token_rep]
+    new_token_group = np.full(len(token_group), -1, dtype=np.int32)
+    new_token_group[grouped] = np.append(new_id, -1)[token_rep]
 
     keep = (representative[group] == group) & (new_id[group] >= 0)
-    return new_token_group.astype(np.int32), source[keep], new_id[group[keep]], target[keep]
+    return new_token_group, source[keep], new_id[group[keep]], target[keep]
 
 
 def _breadth_first_numbering(source, group, target, initial):
@@ -194,7 +198,15 @@ def _unique_masks(offsets, group, finals, token_group, eos, vocab_size):
     if not np.array_equal(group[partner], group):
         raise AssertionError("mask hash collision")  # pragma: no cover - 2**-64
     num_groups = int(token_group.max(initial=-1)) + 1
-    column = token_group.astype(np.int64) + 1  # column 0 of a row's groups is "no group"
+    # Only tokens with a group can be allowed; a small pattern has a few
+    # hundred of them, and reading just those (not a column per token of the
+    # vocabulary) took the masks of (a|b)*c on Qwen2.5 from ~1.5 ms to ~0.2 ms.
+    grouped = np.flatnonzero(token_group >= 0)
+    sparse = len(grouped) * 4 < vocab_size
+    if sparse:
+        column = token_group[grouped].astype(np.int64) + 1
+    else:
+        column = token_group.astype(np.int64) + 1  # column 0 of a row's groups is "no group"
     masks = np.zeros((len(first), num_words), dtype=MASK_WORD)
     for low in range(0, len(first), _MASK_BATCH):
         rows = first[low:low + _MASK_BATCH]
@@ -202,7 +214,10 @@ def _unique_masks(offsets, group, finals, token_group, eos, vocab_size):
         allowed_group = np.zeros((len(rows), num_groups + 1), dtype=bool)
         allowed_group[np.repeat(np.arange(len(rows)), np.diff(offsets)[rows]), group[edges] + 1] = True
         allowed = np.zeros((len(rows), num_words * 32), dtype=bool)
-        allowed[:, :vocab_size] = allowed_group[:, column]
+        if sparse:
+            allowed[:, grouped] = allowed_group[:, column]
+        else:
+            allowed[:, :vocab_size] = allowed_group[:, column]
         allowed[np.ix_(np.flatnonzero(finals[rows]), eos)] = True
         masks[low:low + len(rows)] = np.packbits(allowed, axis=1, bitorder="little").view(MASK_WORD)
     return mask_id.astype(np.int32), np.ascontiguousarray(masks, dtype=MASK_WORD)

@@ -231,9 +231,8 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
                                               max_bytes=config.memory_budget, starts=starts)
                 for piece in pieces)
         behaviours = _merge_behaviours(parts, signatures.num_signatures)
-    token_behaviour = np.where(signatures.token_signature >= 0,
-                               np.append(behaviours.signature_behaviour, -1)[signatures.token_signature],
-                               -1)
+    # Signature -1 (none) reads the appended -1.
+    token_behaviour = np.append(behaviours.signature_behaviour, -1)[signatures.token_signature]
     vectors = behaviours.vectors
 
     # Exact edges: from narrow states, and from wide states whose walk escaped.
@@ -270,7 +269,7 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
         np.concatenate([source, row_source, exact_source]).astype(np.int32),
         np.concatenate([group, carried_group, exact_group]).astype(np.int32),
         np.concatenate([target, carried_target, exact_target]).astype(np.int32),
-        np.where(token_group >= 0, token_group, -1).astype(np.int32))
+        token_group.astype(np.int32))
 
 
 def _cpu_count() -> int:

@@ -107,7 +107,10 @@ def escaped_edges(dfa: ByteDFA, vocabulary: Vocabulary, token_behaviour: np.ndar
     from their start ``escaped_start[i]``.
     """
     matrix, lengths = vocabulary.byte_matrix()
-    order = np.argsort(token_behaviour, kind="stable")
+    # Only tokens with a behaviour: sorting the whole vocabulary cost more
+    # than the walk for a small pattern.
+    behaving = np.flatnonzero(token_behaviour >= 0)
+    order = behaving[np.argsort(token_behaviour[behaving], kind="stable")]
     sorted_behaviour = token_behaviour[order]
     lo = np.searchsorted(sorted_behaviour, escaped_behaviour, side="left")
     hi = np.searchsorted(sorted_behaviour, escaped_behaviour, side="right")
