@@ -90,7 +90,11 @@ class ByteOccurrences:
             hit = np.zeros(self.num_text, dtype=bool)
             hit[self._lists(banned_bytes)] = True
             return np.flatnonzero(~hit)
-        held = np.bincount(self._lists(allowed_bytes), minlength=self.num_text)
+        lists = self._lists(allowed_bytes)
+        if len(lists) * 8 < self.num_text:  # few candidates: skip the pass over every token
+            candidates, held = np.unique(lists, return_counts=True)
+            return candidates[held == self.distinct[candidates]].astype(np.int64)
+        held = np.bincount(lists, minlength=self.num_text)
         return np.flatnonzero(held[:self.num_text] == self.distinct[:self.num_text])
 
     def _lists(self, byte_values: np.ndarray) -> np.ndarray:
@@ -127,6 +131,7 @@ class Signatures:
     token_signature: np.ndarray  # int32[V]
     classes: np.ndarray          # int32[K, Lmax], padded with -1
     lengths: np.ndarray          # int32[K]
+    tokens: np.ndarray           # int64[T]: the tokens with a signature, so callers need not scan V
 
     @property
     def num_signatures(self) -> int:
@@ -193,7 +198,7 @@ def token_signatures(columns: ByteColumns, class_of: np.ndarray, dead_class: int
         if len(still) == 0:
             break
         sig_classes[still, j] = column[representative[still]]
-    return Signatures(token_signature, sig_classes, sig_lengths)
+    return Signatures(token_signature, sig_classes, sig_lengths, token_ids)
 
 
 def _same_sequences(lengths, class_columns, representative) -> bool:

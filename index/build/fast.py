@@ -231,8 +231,10 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
                                               max_bytes=config.memory_budget, starts=starts)
                 for piece in pieces)
         behaviours = _merge_behaviours(parts, signatures.num_signatures)
-    # Signature -1 (none) reads the appended -1.
-    token_behaviour = np.append(behaviours.signature_behaviour, -1)[signatures.token_signature]
+    # Only the tokens with a signature are read (a small pattern's few hundred).
+    token_behaviour = np.full(len(signatures.token_signature), -1, dtype=np.int64)
+    token_behaviour[signatures.tokens] = behaviours.signature_behaviour[
+        signatures.token_signature[signatures.tokens]]
     vectors = behaviours.vectors
 
     # Exact edges: from narrow states, and from wide states whose walk escaped.
@@ -250,10 +252,12 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
     # edges too; assembly merges the groups that turn out alike.
     num_behaviours = len(vectors)
     exact_tokens = np.unique(exact_token)
-    token_group = token_behaviour.astype(np.int64)
+    token_group = token_behaviour.astype(np.int32)
     token_group[exact_tokens] = num_behaviours + np.arange(len(exact_tokens))
     coarse = np.where(vectors == escape, DEAD, vectors)
-    used = np.unique(token_behaviour[token_behaviour >= 0])
+    # Every signature has a token, so these are the behaviours tokens have.
+    signature_behaviour = behaviours.signature_behaviour
+    used = np.unique(signature_behaviour[signature_behaviour >= 0])
     group_of_edge, source = np.nonzero(coarse[used])
     group = used[group_of_edge]
     target = coarse[group, source]
@@ -269,7 +273,7 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
         np.concatenate([source, row_source, exact_source]).astype(np.int32),
         np.concatenate([group, carried_group, exact_group]).astype(np.int32),
         np.concatenate([target, carried_target, exact_target]).astype(np.int32),
-        token_group.astype(np.int32))
+        token_group)
 
 
 def _cpu_count() -> int:
