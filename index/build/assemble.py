@@ -63,15 +63,17 @@ def assemble(dfa: ByteDFA, raw: RawEdges, vocabulary) -> IndexArrays:
     useful = keep[target] & keep[source] & reached[source]
     source, group, target = source[useful], group[useful], target[useful]
 
-    token_group, source, group, target = _canonical_groups(raw.token_group, source, group, target)
+    token_group, grouped, source, group, target = _canonical_groups(raw.token_group, source, group,
+                                                                    target)
     states, source, group, target = _breadth_first_numbering(source, group, target, dfa.initial)
     num_states = len(states)
     offsets = np.searchsorted(source, np.arange(num_states + 1)).astype(np.int64)
     finals = dfa.finals[states].copy()
     eos = np.asarray(sorted(set(int(t) for t in vocabulary.eos_token_ids)), dtype=np.int32)
-    mask_id, masks = _unique_masks(offsets, group, finals, token_group, eos, vocabulary.size)
+    mask_id, masks = _unique_masks(offsets, group, finals, token_group, grouped, eos,
+                                   vocabulary.size)
     no_forced = (np.zeros(num_states + 1, dtype=np.int64), np.zeros(0, dtype=np.int32))
-    arrays = IndexArrays(token_group.astype(group_dtype(int(token_group.max(initial=-1)) + 1)),
+    arrays = IndexArrays(token_group.astype(group_dtype(int(token_group[grouped].max(initial=-1)) + 1)),
                          offsets, group.astype(np.int32),
                          target.astype(np.int32), finals, mask_id, masks, eos, *no_forced)
     # Fast-forward tokens are found by walking the arrays just made.
@@ -129,13 +131,14 @@ def group_dtype(num_groups: int) -> np.dtype:
 def _canonical_groups(token_group, source, group, target):
     """Merge groups with equal columns and number them by smallest token.
 
-    Returns the new token -> group array and the edges of the surviving
-    groups, relabelled.
+    Returns the new token -> group array, the tokens that have a group in it
+    (increasing), and the edges of the surviving groups, relabelled.
     """
     with np.errstate(over="ignore"):
         order = _order_by(group, source)
         source, group, target = source[order], group[order], target[order]
-        num_old = int(max(token_group.max(initial=-1), group.max(initial=-1))) + 1
+        grouped = np.flatnonzero(token_group >= 0)
+        num_old = int(max(token_group[grouped].max(initial=-1), group.max(initial=-1))) + 1
         starts = np.searchsorted(group, np.arange(num_old + 1))
         counts = np.diff(starts)
         pair_hash = _mix64((source.astype(np.uint64) << np.uint64(32)) | target.astype(np.uint64))
@@ -157,7 +160,6 @@ def _canonical_groups(token_group, source, group, target):
     # Number the surviving representatives by the smallest token they cover.
     # Only the tokens with a group are read: a small pattern's few hundred,
     # not the whole vocabulary twice over.
-    grouped = np.flatnonzero(token_group >= 0)
     token_rep = representative[token_group[grouped]]
     alive = token_rep >= 0
     reps_in_token_order, first = np.unique(token_rep[alive], return_index=True)
@@ -167,9 +169,10 @@ def _canonical_groups(token_group, source, group, target):
     new_id[reps_in_token_order[rank_order]] = np.arange(len(rank_order))
     new_token_group = np.full(len(token_group), -1, dtype=np.int32)
     new_token_group[grouped] = np.append(new_id, -1)[token_rep]
+    still_grouped = grouped[new_token_group[grouped] >= 0]
 
     keep = (representative[group] == group) & (new_id[group] >= 0)
-    return new_token_group, source[keep], new_id[group[keep]], target[keep]
+    return new_token_group, still_grouped, source[keep], new_id[group[keep]], target[keep]
 
 
 def _breadth_first_numbering(source, group, target, initial):
@@ -194,8 +197,9 @@ def _breadth_first_numbering(source, group, target, initial):
 _MASK_BATCH = 32  # rows made at once: 32 x a 250k vocabulary of booleans is 8 MB
 
 
-def _unique_masks(offsets, group, finals, token_group, eos, vocab_size):
-    """One bitset per distinct allowed set; ``mask_id`` maps states to rows."""
+def _unique_masks(offsets, group, finals, token_group, grouped, eos, vocab_size):
+    """One bitset per distinct allowed set; ``mask_id`` maps states to rows.
+    ``grouped``: the tokens with a group (increasing)."""
     num_states = len(finals)
     num_words = (vocab_size + 31) // 32
     with np.errstate(over="ignore"):
@@ -212,11 +216,10 @@ def _unique_masks(offsets, group, finals, token_group, eos, vocab_size):
     partner = offsets[first[mask_id]][state_of_edge] + (edge_number - offsets[state_of_edge])
     if not np.array_equal(group[partner], group):
         raise AssertionError("mask hash collision")  # pragma: no cover - 2**-64
-    num_groups = int(token_group.max(initial=-1)) + 1
+    num_groups = int(token_group[grouped].max(initial=-1)) + 1
     # Only tokens with a group can be allowed; a small pattern has a few
     # hundred of them, and reading just those (not a column per token of the
     # vocabulary) took the masks of (a|b)*c on Qwen2.5 from ~1.5 ms to ~0.2 ms.
-    grouped = np.flatnonzero(token_group >= 0)
     sparse = len(grouped) * 4 < vocab_size
     if sparse:
         column = token_group[grouped].astype(np.int64) + 1

@@ -189,12 +189,14 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
     if progress is not None:
         progress.update("grouping tokens by signature")
     narrow = narrow_states(dfa, config.narrow_max_bytes)
-    classes = byte_classes(dfa, ~narrow)
-    if narrow.any() and classes.num_classes * 4 > byte_classes(dfa).num_classes * 3:
-        # The narrow states hardly coarsen the classes here, and walking them
-        # byte by byte would cost more than it saves: walk everything coarsely.
-        narrow = np.zeros_like(narrow)
-        classes = byte_classes(dfa)
+    classes = every_class = byte_classes(dfa)
+    if narrow.any():
+        classes = byte_classes(dfa, ~narrow, within=every_class)
+        if classes.num_classes * 4 > every_class.num_classes * 3:
+            # The narrow states hardly coarsen the classes here, and walking them
+            # byte by byte would cost more than it saves: walk everything coarsely.
+            narrow = np.zeros_like(narrow)
+            classes = every_class
     wide = ~narrow
     # A byte dead in every wide state may still be live in a narrow one, so
     # tokens holding it are only dropped when there is no narrow state; a byte
