@@ -73,7 +73,7 @@ def assemble(dfa: ByteDFA, raw: RawEdges, vocabulary) -> IndexArrays:
     mask_id, masks = _unique_masks(offsets, group, finals, token_group, grouped, eos,
                                    vocabulary.size)
     no_forced = (np.zeros(num_states + 1, dtype=np.int64), np.zeros(0, dtype=np.int32))
-    arrays = IndexArrays(token_group.astype(group_dtype(int(token_group[grouped].max(initial=-1)) + 1)),
+    arrays = IndexArrays(token_group,
                          offsets, group.astype(np.int32),
                          target.astype(np.int32), finals, mask_id, masks, eos, *no_forced)
     # Fast-forward tokens are found by walking the arrays just made.
@@ -167,7 +167,9 @@ def _canonical_groups(token_group, source, group, target):
     rank_order = np.argsort(first_token, kind="stable")
     new_id = np.full(num_old, -1, dtype=np.int64)
     new_id[reps_in_token_order[rank_order]] = np.arange(len(rank_order))
-    new_token_group = np.full(len(token_group), -1, dtype=np.int32)
+    # Made in the index's own dtype (a few hundred groups: int8 or int16), so
+    # the array as long as the vocabulary is written once.
+    new_token_group = np.full(len(token_group), -1, dtype=group_dtype(len(rank_order)))
     new_token_group[grouped] = np.append(new_id, -1)[token_rep]
     still_grouped = grouped[new_token_group[grouped] >= 0]
 

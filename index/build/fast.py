@@ -233,10 +233,12 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
                                               max_bytes=config.memory_budget, starts=starts)
                 for piece in pieces)
         behaviours = _merge_behaviours(parts, signatures.num_signatures)
-    # Only the tokens with a signature are read (a small pattern's few hundred).
-    token_behaviour = np.full(len(signatures.token_signature), -1, dtype=np.int64)
-    token_behaviour[signatures.tokens] = behaviours.signature_behaviour[
-        signatures.token_signature[signatures.tokens]]
+    # The behaviour of each token with a signature, kept sparse: a small
+    # pattern has a few hundred such tokens, and arrays as long as the
+    # vocabulary cost ~50 us each on Qwen2.5.
+    signature_behaviour = behaviours.signature_behaviour
+    behaving = signatures.tokens[signature_behaviour[signatures.token_signature[signatures.tokens]] >= 0]
+    behaviour_of = signature_behaviour[signatures.token_signature[behaving]]
     vectors = behaviours.vectors
 
     # Exact edges: from narrow states, and from wide states whose walk escaped.
@@ -245,7 +247,8 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
     exact_source, exact_token, exact_target = narrow_edges(dfa, narrow, vocabulary)
     escaped_behaviour, escaped_start = np.nonzero(vectors == escape)
     if len(escaped_behaviour):
-        found = escaped_edges(dfa, vocabulary, token_behaviour, escaped_behaviour, escaped_start)
+        found = escaped_edges(dfa, vocabulary, behaving, behaviour_of, escaped_behaviour,
+                              escaped_start)
         exact_source = np.concatenate([exact_source, found[0]])
         exact_token = np.concatenate([exact_token, found[1]])
         exact_target = np.concatenate([exact_target, found[2]])
@@ -254,17 +257,17 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
     # edges too; assembly merges the groups that turn out alike.
     num_behaviours = len(vectors)
     exact_tokens = np.unique(exact_token)
-    token_group = token_behaviour.astype(np.int32)
+    token_group = np.full(vocabulary.size, -1, dtype=np.int32)
+    token_group[behaving] = behaviour_of
     token_group[exact_tokens] = num_behaviours + np.arange(len(exact_tokens))
     coarse = np.where(vectors == escape, DEAD, vectors)
     # Every signature has a token, so these are the behaviours tokens have.
-    signature_behaviour = behaviours.signature_behaviour
     used = np.unique(signature_behaviour[signature_behaviour >= 0])
     group_of_edge, source = np.nonzero(coarse[used])
     group = used[group_of_edge]
     target = coarse[group, source]
     # The coarse edges of the exact tokens, under their own groups.
-    behaviour_of_exact = token_behaviour[exact_tokens]
+    behaviour_of_exact = np.append(signature_behaviour, -1)[signatures.token_signature[exact_tokens]]
     has_coarse = behaviour_of_exact >= 0
     rows = coarse[behaviour_of_exact[has_coarse]]
     exact_of_row, row_source = np.nonzero(rows)
