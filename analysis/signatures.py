@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .graph import distinct
+
 _HASH_BASE = np.uint64(0x100000001B3)  # FNV prime: odd, so no class value vanishes
 
 
@@ -74,19 +76,40 @@ class ByteOccurrences:
     positions: np.ndarray  # int32[sum over tokens of distinct bytes]
     distinct: np.ndarray   # int32[V]
     num_text: int          # positions below this have text (length > 0)
+    # Each token's lowest and highest byte and its set of bytes (4 x 64 bits),
+    # with the positions sorted by lowest byte (``by_low``, cut at
+    # ``low_starts[b]``): the tokens whose bytes all lie in [lo, hi] are among
+    # a slice of ``by_low`` whatever the byte lists' lengths. (a|b)*c keeps 38
+    # tokens of Qwen2.5, but the lists of a, b and c hold 80k positions.
+    by_low: np.ndarray     # int32[num_text]
+    low_starts: np.ndarray  # int64[257]
+    high: np.ndarray       # uint8[num_text]
+    bits: np.ndarray       # uint64[num_text, 4]
 
     def positions_without(self, banned: np.ndarray | None) -> np.ndarray:
         """Positions (increasing) of the tokens with text and no byte where
         ``banned`` (``bool[256]``) is true; every token with text if None.
 
-        Reads the lists of the banned bytes or of the others, whichever are
-        shorter: a token avoids the banned bytes when all its distinct bytes
-        are among the others.
+        When the allowed bytes span a narrow range of values, the tokens
+        within that range are checked against the allowed set directly;
+        otherwise the lists of the banned bytes or of the others are read,
+        whichever are shorter: a token avoids the banned bytes when all its
+        distinct bytes are among the others.
         """
         if banned is None or not banned.any():
             return np.arange(self.num_text, dtype=np.int64)
-        sizes = np.diff(self.starts)
         banned_bytes, allowed_bytes = np.flatnonzero(banned), np.flatnonzero(~banned)
+        if len(allowed_bytes) == 0:
+            return np.zeros(0, dtype=np.int64)
+        lo, hi = int(allowed_bytes[0]), int(allowed_bytes[-1])
+        first, last = self.low_starts[lo], self.low_starts[hi + 1]
+        if (last - first) * 8 < self.num_text:
+            candidates = self.by_low[first:last]
+            candidates = candidates[self.high[candidates] <= hi]
+            outside = np.packbits(banned, bitorder="little").view(np.uint64)
+            fits = ~(self.bits[candidates] & outside).any(axis=1)
+            return np.sort(candidates[fits]).astype(np.int64)
+        sizes = np.diff(self.starts)
         if sizes[banned_bytes].sum() <= sizes[allowed_bytes].sum():
             hit = np.zeros(self.num_text, dtype=bool)
             hit[self._lists(banned_bytes)] = True
@@ -110,14 +133,26 @@ def byte_occurrences(columns: ByteColumns) -> ByteOccurrences:
         [columns.data[columns.starts[j]:columns.starts[j] + count].astype(np.int64) * num_tokens
          + np.arange(count) for j, count in enumerate(columns.counts.tolist())]
         or [np.zeros(0, np.int64)])
-    keys = np.unique(keys)  # (byte, position) pairs, each once, by byte then position
+    keys = distinct(keys)  # (byte, position) pairs, each once, by byte then position
     positions = (keys % num_tokens).astype(np.int32)
     starts = np.searchsorted(keys // num_tokens, np.arange(257)).astype(np.int64)
-    distinct = np.bincount(positions, minlength=num_tokens).astype(np.int32)
-    for array in (starts, positions, distinct):
-        array.flags.writeable = False
+    bytes_held = np.bincount(positions, minlength=num_tokens).astype(np.int32)
     num_text = int(columns.counts[0]) if len(columns.counts) else 0
-    return ByteOccurrences(starts, positions, distinct, num_text)
+    byte_of = keys // num_tokens
+    # The pairs by position, bytes increasing: each token's first and last.
+    by_position = np.sort(positions.astype(np.int64) * 256 + byte_of)
+    token_start = np.searchsorted(by_position, np.arange(num_text + 1) * 256)
+    low = (by_position[token_start[:-1]] & 255).astype(np.uint8)
+    high = (by_position[token_start[1:] - 1] & 255).astype(np.uint8)
+    bits = np.zeros(num_text * 4, dtype=np.uint64)  # distinct bytes: adding is or-ing
+    np.add.at(bits, positions.astype(np.int64) * 4 + (byte_of >> 6),
+              np.left_shift(np.uint64(1), (byte_of & 63).astype(np.uint64)))
+    bits = bits.reshape(num_text, 4)
+    by_low = np.argsort(low, kind="stable").astype(np.int32)
+    low_starts = np.searchsorted(low[by_low], np.arange(257)).astype(np.int64)
+    for array in (starts, positions, bytes_held, by_low, low_starts, high, bits):
+        array.flags.writeable = False
+    return ByteOccurrences(starts, positions, bytes_held, num_text, by_low, low_starts, high, bits)
 
 
 @dataclass(frozen=True, eq=False)

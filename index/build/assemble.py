@@ -29,8 +29,8 @@ import numpy as np
 
 from ..analysis.dfa import ByteDFA
 from ..analysis.errors import VocabularyCoverageError
-from ..analysis.graph import (breadth_first, concatenated_ranges, distinct_successor_lists,
-                              reachable)
+from ..analysis.graph import (breadth_first, concatenated_ranges, distinct,
+                              distinct_successor_lists, reachable)
 from ..runtime.arrays import MASK_WORD, IndexArrays
 from .fastforward import forced_token_table
 
@@ -51,7 +51,7 @@ def assemble(dfa: ByteDFA, raw: RawEdges, vocabulary) -> IndexArrays:
     num_states = int(max(source.max(initial=0), target.max(initial=0), dfa.initial)) + 1
     # Both searches run on the distinct state pairs, found once: a few per
     # state even when the token edges number millions.
-    pairs = np.unique(source.astype(np.int64) * num_states + target)
+    pairs = distinct(source.astype(np.int64) * num_states + target)
     pair_source, pair_target = pairs // num_states, pairs % num_states
     keep = reachable(pair_target, pair_source, dfa.finals[:num_states], num_states)
     if not keep[dfa.initial]:
@@ -152,7 +152,7 @@ def _canonical_groups(token_group, source, group, target):
     position = np.arange(len(group)) - starts[group]
     partner = starts[representative[group]] + position
     same = (source[partner] == source) & (target[partner] == target)
-    bad_groups = np.unique(group[~same])
+    bad_groups = distinct(group[~same])
     if len(bad_groups):  # a hash collision: keep those groups apart
         representative[bad_groups] = bad_groups
     representative[~has_edges] = -1

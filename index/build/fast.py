@@ -42,6 +42,7 @@ from ..analysis.dfa import DEAD, ByteDFA
 from ..analysis.byteclasses import byte_classes, class_table
 from ..analysis.literals import narrow_states
 from ..analysis.errors import BuildLimitError
+from ..analysis.graph import distinct
 from ..analysis.signatures import Signatures, token_signatures
 from ..vocab.vocabulary import Vocabulary
 from .assemble import RawEdges
@@ -109,7 +110,7 @@ def signature_behaviours(table: np.ndarray, classes: np.ndarray, lengths: np.nda
         pairs, which = np.unique(key, return_inverse=True)
         stepped = np.empty((len(pairs), num_states), dtype=np.int32)
         pair_class = pairs % num_classes
-        for klass in np.unique(pair_class).tolist():
+        for klass in distinct(pair_class).tolist():
             # One column of the table at a time: a plain take from a
             # contiguous column is several times faster than a 2-D fancy index.
             rows = np.flatnonzero(pair_class == klass)
@@ -256,13 +257,13 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
     # Tokens with exact edges get a group of their own, carrying their coarse
     # edges too; assembly merges the groups that turn out alike.
     num_behaviours = len(vectors)
-    exact_tokens = np.unique(exact_token)
+    exact_tokens = distinct(exact_token)
     token_group = np.full(vocabulary.size, -1, dtype=np.int32)
     token_group[behaving] = behaviour_of
     token_group[exact_tokens] = num_behaviours + np.arange(len(exact_tokens))
     coarse = np.where(vectors == escape, DEAD, vectors)
     # Every signature has a token, so these are the behaviours tokens have.
-    used = np.unique(signature_behaviour[signature_behaviour >= 0])
+    used = distinct(signature_behaviour[signature_behaviour >= 0])
     group_of_edge, source = np.nonzero(coarse[used])
     group = used[group_of_edge]
     target = coarse[group, source]
