@@ -42,19 +42,28 @@ class ByteClasses:
         return bytes(np.flatnonzero(self.class_of == self.dead_class).tolist())
 
 
-def byte_classes(dfa: ByteDFA, states: np.ndarray | None = None) -> ByteClasses:
+def byte_classes(dfa: ByteDFA, states: np.ndarray | None = None,
+                 within: ByteClasses | None = None) -> ByteClasses:
     """Partition the bytes by their columns in ``dfa.transitions``.
 
     With ``states`` (a boolean mask), only those rows count: bytes that only
     the other states tell apart share a class. The build uses this to keep
     literal states from splitting the classes of everything else.
+    ``within``, the classes of all the rows (``byte_classes(dfa)``), is read
+    instead of the 256 columns when given: the classes over some rows only
+    merge whole classes of all of them.
     """
     rows = dfa.transitions if states is None else dfa.transitions[states]
-    # Classes come numbered by smallest byte, so the numbering is stable and readable.
-    first_byte, inverse = unique_columns(rows)
+    if within is not None:
+        rows = rows[:, within.representatives]
+    # Classes come numbered by smallest byte, so the numbering is stable and readable
+    # (with ``within``: whole classes, themselves numbered by smallest byte).
+    first_column, inverse = unique_columns(rows)
+    dead = np.flatnonzero((rows[:, first_column] == DEAD).all(axis=0))
+    if within is not None:
+        inverse, first_column = inverse[within.class_of], within.representatives[first_column]
     class_of = inverse.astype(np.int32)
-    representatives = first_byte.astype(np.int32)
-    dead = np.flatnonzero((rows[:, representatives] == DEAD).all(axis=0))
+    representatives = first_column.astype(np.int32)
     class_of.flags.writeable = False
     representatives.flags.writeable = False
     return ByteClasses(class_of, representatives, int(dead[0]) if len(dead) else -1)

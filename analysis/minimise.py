@@ -27,7 +27,7 @@ import numpy as np
 from . import limits
 from .byteclasses import unique_columns
 from .dfa import DEAD, INITIAL, STATE_DTYPE, ByteDFA
-from .graph import breadth_first, concatenated_ranges, live_states
+from .graph import breadth_first, concatenated_ranges, distinct, live_states
 
 __all__ = ["canonical_byte_dfa"]
 
@@ -180,7 +180,7 @@ def _refine(columns: np.ndarray, finals: np.ndarray, live: np.ndarray,
             edges = concatenated_ranges(edge_starts[renamed], edge_starts[renamed + 1])
             moved_delta = np.repeat(delta, edge_starts[renamed + 1] - edge_starts[renamed])
             np.add.at(signature_hash, edge_source[edges], edge_weight[edges] * moved_delta)
-        candidates = np.unique(np.concatenate([renamed, edge_source[edges]]))
+        candidates = distinct(np.concatenate([renamed, edge_source[edges]]))
     return block
 
 

@@ -842,6 +842,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="run builds faster than this 3 times and keep the best (default 1 s)")
     p.add_argument("--max-regex-chars", type=int, default=None,
                    help="pass over schemas whose regex is longer (default 8000; 400 with --quick)")
+    p.add_argument("--only", action="append", default=None, metavar="WORKLOAD",
+                   help="measure only this workload (repeatable; named regexes such as phone, or "
+                        "schemas by label such as Handwritten:28, chosen from the --limit selected)")
     p.add_argument("--trace-steps", type=int, default=TRACE_STEPS, help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, default=None, help=f"markdown report (default {DEFAULT_OUT.relative_to(ROOT)})")
     p.add_argument("--plot", type=Path, default=None, help=f"plot (default {DEFAULT_PLOT.relative_to(ROOT)})")
@@ -916,6 +919,12 @@ def main(argv: list[str] | None = None) -> int:
     if len(schemas) < args.limit:
         selection_notes.append(f"only {len(schemas)} schemas found, {args.limit} asked for")
     workloads = regexes + schemas
+    if args.only:
+        unknown = sorted(set(args.only) - {w.name for w in workloads})
+        if unknown:
+            log(f"--only: no workload named {', '.join(unknown)} among the selected ones")
+            return 2
+        workloads = [w for w in workloads if w.name in args.only]
     log(f"{len(workloads)} workloads; vocabularies: {', '.join(args.vocab)}")
 
     load_library()

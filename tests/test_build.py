@@ -219,3 +219,76 @@ def test_the_builder_never_imports_the_index():
                 assert not (module in ("..", "tokendfa") and "Index" in names), source.name
             elif isinstance(node, ast.Import):
                 assert all(not a.name.endswith("runtime.index") for a in node.names), source.name
+
+
+# --- the per-vocabulary tables and helpers that keep a small build small ----------
+
+@pytest.mark.parametrize("vocab_name", ["toy", "mistral-sp32k"])
+def test_tokens_without_banned_bytes_match_a_scan_of_every_token(vocab_name):
+    """ByteOccurrences.positions_without, by whichever route it takes (byte
+    range, banned lists, allowed lists), keeps exactly the tokens whose every
+    byte is allowed."""
+    vocab = cached_vocabulary(vocab_name)
+    columns, occurrences = vocab.byte_columns(), vocab.byte_occurrences()
+    rng = np.random.default_rng(7)
+    bans = [np.zeros(256, dtype=bool), np.ones(256, dtype=bool)]
+    for allowed in (b"abc", b"0123456789-", b"x", bytes(range(32, 127)), bytes(range(200))):
+        ban = np.ones(256, dtype=bool)
+        ban[list(allowed)] = False
+        bans.append(ban)
+    bans += [rng.random(256) < p for p in (0.05, 0.5, 0.95)]
+    for ban in bans:
+        kept = occurrences.positions_without(ban)
+        spelled = [vocab.tokens[t] for t in columns.order[:occurrences.num_text]]
+        expected = [p for p, text in enumerate(spelled) if not any(ban[b] for b in text)]
+        assert kept.tolist() == expected
+
+
+def test_signatures_of_few_tokens_equal_signatures_by_columns():
+    """The padded-rows route (few tokens) and the hashed-columns route give
+    the same signatures."""
+    from tokendfa.analysis import signatures as module
+
+    vocab = cached_vocabulary("mistral-sp32k")
+    dfa = byte_dfa_from_regex(r"[0-9]{3}-[0-9]{4}|[a-c]+x")
+    classes = byte_classes(dfa)
+    padded = module.token_signatures(vocab.byte_columns(), classes.class_of, classes.dead_class,
+                                     vocab.byte_occurrences())
+    cells = module._PADDED_CELLS
+    try:
+        module._PADDED_CELLS = -1
+        hashed = module.token_signatures(vocab.byte_columns(), classes.class_of, classes.dead_class,
+                                         vocab.byte_occurrences())
+    finally:
+        module._PADDED_CELLS = cells
+    assert padded.num_signatures > 10
+    for name in ("token_signature", "classes", "lengths"):
+        assert np.array_equal(getattr(padded, name), getattr(hashed, name)), name
+    assert sorted(padded.tokens.tolist()) == sorted(hashed.tokens.tolist())
+
+
+def test_unique_rows_and_distinct_agree_with_numpy():
+    from tokendfa.analysis.graph import distinct
+    from tokendfa.build.assemble import unique_rows
+
+    rng = np.random.default_rng(3)
+    for size in (0, 1, 2, 40, 3000):
+        key = rng.integers(-4, 4, size=(size, 3)).astype(np.int64)
+        key[::2, 0] = rng.integers(-2**62, 2**62, size=len(key[::2]))
+        first, inverse = unique_rows(key)
+        if size:
+            _, np_first, np_inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+            assert np.array_equal(first, np_first) and np.array_equal(inverse, np_inverse.ravel())
+        assert np.array_equal(distinct(key[:, 1]), np.unique(key[:, 1]))
+
+
+def test_wide_byte_classes_found_within_the_full_classes():
+    from tokendfa.analysis.literals import narrow_states
+
+    for pattern in (r'\{"key": "[^"]{0,12}"\}', r"(1|2|3|4|5|6|7|8|9|10)", r"[a-z]+@[a-z]+\.(com|org)"):
+        dfa = byte_dfa_from_regex(pattern)
+        wide = ~narrow_states(dfa, 8)
+        direct, within = byte_classes(dfa, wide), byte_classes(dfa, wide, within=byte_classes(dfa))
+        assert np.array_equal(direct.class_of, within.class_of)
+        assert np.array_equal(direct.representatives, within.representatives)
+        assert direct.dead_class == within.dead_class

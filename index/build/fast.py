@@ -43,6 +43,7 @@ from ..analysis.dfa import DEAD, ByteDFA
 from ..analysis.byteclasses import byte_classes, class_table
 from ..analysis.literals import narrow_states
 from ..analysis.errors import BuildLimitError
+from ..analysis.graph import distinct
 from ..analysis.signatures import Signatures, token_signatures
 from ..vocab.vocabulary import Vocabulary
 from .assemble import RawEdges
@@ -122,7 +123,7 @@ def signature_behaviours(table: np.ndarray, classes: np.ndarray, lengths: np.nda
             part = pairs[begin:begin + chunk]
             stepped = np.empty((len(part), num_states), dtype=np.int32)
             pair_class = part % num_classes
-            for klass in np.unique(pair_class).tolist():
+            for klass in distinct(pair_class).tolist():
                 # One column of the table at a time: a plain take from a
                 # contiguous column is several times faster than a 2-D fancy index.
                 rows = np.flatnonzero(pair_class == klass)
@@ -201,17 +202,23 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
     if progress is not None:
         progress.update("grouping tokens by signature")
     narrow = narrow_states(dfa, config.narrow_max_bytes)
-    classes = byte_classes(dfa, ~narrow)
-    if narrow.any() and classes.num_classes * 4 > byte_classes(dfa).num_classes * 3:
-        # The narrow states hardly coarsen the classes here, and walking them
-        # byte by byte would cost more than it saves: walk everything coarsely.
-        narrow = np.zeros_like(narrow)
-        classes = byte_classes(dfa)
+    classes = every_class = byte_classes(dfa)
+    if narrow.any():
+        classes = byte_classes(dfa, ~narrow, within=every_class)
+        if classes.num_classes * 4 > every_class.num_classes * 3:
+            # The narrow states hardly coarsen the classes here, and walking them
+            # byte by byte would cost more than it saves: walk everything coarsely.
+            narrow = np.zeros_like(narrow)
+            classes = every_class
     wide = ~narrow
     # A byte dead in every wide state may still be live in a narrow one, so
-    # tokens holding it are only dropped when there is no narrow state.
+    # tokens holding it are only dropped when there is no narrow state; a byte
+    # dead in every state is dropped always (its tokens have no edge anywhere),
+    # so a small pattern's signatures cover only its few live tokens.
     dead_class = classes.dead_class if not narrow.any() else -1
-    signatures = token_signatures(vocabulary.byte_columns(), classes.class_of, dead_class)
+    dead_everywhere = ~dfa.transitions.any(axis=0)
+    signatures = token_signatures(vocabulary.byte_columns(), classes.class_of, dead_class,
+                                  vocabulary.byte_occurrences(), banned=dead_everywhere)
     escape = dfa.num_states  # a sink meaning "entered a narrow state: walk exactly"
     table = class_table(dfa, classes)
     table[narrow] = escape
@@ -240,9 +247,12 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
                                               under=limits.current())
                 for piece in pieces)
         behaviours = _merge_behaviours(parts, signatures.num_signatures)
-    token_behaviour = np.where(signatures.token_signature >= 0,
-                               np.append(behaviours.signature_behaviour, -1)[signatures.token_signature],
-                               -1)
+    # The behaviour of each token with a signature, kept sparse: a small
+    # pattern has a few hundred such tokens, and arrays as long as the
+    # vocabulary cost ~50 us each on Qwen2.5.
+    signature_behaviour = behaviours.signature_behaviour
+    behaving = signatures.tokens[signature_behaviour[signatures.token_signature[signatures.tokens]] >= 0]
+    behaviour_of = signature_behaviour[signatures.token_signature[behaving]]
     vectors = behaviours.vectors
 
     # Exact edges: from narrow states, and from wide states whose walk escaped.
@@ -251,7 +261,8 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
     exact_source, exact_token, exact_target = narrow_edges(dfa, narrow, vocabulary)
     escaped_behaviour, escaped_start = np.nonzero(vectors == escape)
     if len(escaped_behaviour):
-        found = escaped_edges(dfa, vocabulary, token_behaviour, escaped_behaviour, escaped_start)
+        found = escaped_edges(dfa, vocabulary, behaving, behaviour_of, escaped_behaviour,
+                              escaped_start)
         exact_source = np.concatenate([exact_source, found[0]])
         exact_token = np.concatenate([exact_token, found[1]])
         exact_target = np.concatenate([exact_target, found[2]])
@@ -259,16 +270,18 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
     # Tokens with exact edges get a group of their own, carrying their coarse
     # edges too; assembly merges the groups that turn out alike.
     num_behaviours = len(vectors)
-    exact_tokens = np.unique(exact_token)
-    token_group = token_behaviour.astype(np.int64)
+    exact_tokens = distinct(exact_token)
+    token_group = np.full(vocabulary.size, -1, dtype=np.int32)
+    token_group[behaving] = behaviour_of
     token_group[exact_tokens] = num_behaviours + np.arange(len(exact_tokens))
     coarse = np.where(vectors == escape, DEAD, vectors)
-    used = np.unique(token_behaviour[token_behaviour >= 0])
+    # Every signature has a token, so these are the behaviours tokens have.
+    used = distinct(signature_behaviour[signature_behaviour >= 0])
     group_of_edge, source = np.nonzero(coarse[used])
     group = used[group_of_edge]
     target = coarse[group, source]
     # The coarse edges of the exact tokens, under their own groups.
-    behaviour_of_exact = token_behaviour[exact_tokens]
+    behaviour_of_exact = np.append(signature_behaviour, -1)[signatures.token_signature[exact_tokens]]
     has_coarse = behaviour_of_exact >= 0
     rows = coarse[behaviour_of_exact[has_coarse]]
     exact_of_row, row_source = np.nonzero(rows)
@@ -279,7 +292,7 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
         np.concatenate([source, row_source, exact_source]).astype(np.int32),
         np.concatenate([group, carried_group, exact_group]).astype(np.int32),
         np.concatenate([target, carried_target, exact_target]).astype(np.int32),
-        np.where(token_group >= 0, token_group, -1).astype(np.int32))
+        token_group)
 
 
 def _cpu_count() -> int:

@@ -97,18 +97,20 @@ def narrow_edges(dfa: ByteDFA, narrow: np.ndarray, vocabulary: Vocabulary):
     return np.concatenate(sources), np.concatenate(tokens), np.concatenate(targets)
 
 
-def escaped_edges(dfa: ByteDFA, vocabulary: Vocabulary, token_behaviour: np.ndarray,
-                  escaped_behaviour: np.ndarray, escaped_start: np.ndarray):
+def escaped_edges(dfa: ByteDFA, vocabulary: Vocabulary, tokens: np.ndarray,
+                  token_behaviour: np.ndarray, escaped_behaviour: np.ndarray,
+                  escaped_start: np.ndarray):
     """Every (state, token, end) of the coarse walks that ran into a narrow state.
 
     The coarse walk stops at a narrow state (the behaviour vector says
     "escaped" there); the tokens of each such behaviour ``escaped_behaviour[i]``
-    (``token_behaviour``: each token's behaviour) are walked again exactly,
-    from their start ``escaped_start[i]``.
+    (``tokens``, in any order, with their behaviours ``token_behaviour``) are
+    walked again exactly, from their start ``escaped_start[i]``.
     """
     matrix, lengths = vocabulary.byte_matrix()
     order = np.argsort(token_behaviour, kind="stable")
     sorted_behaviour = token_behaviour[order]
+    order = tokens[order]
     lo = np.searchsorted(sorted_behaviour, escaped_behaviour, side="left")
     hi = np.searchsorted(sorted_behaviour, escaped_behaviour, side="right")
     sizes = hi - lo

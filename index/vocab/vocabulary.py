@@ -199,6 +199,7 @@ class Vocabulary:
         sorted spellings, the tokenizer's encoder) now rather than during the
         first build; a server does this once at start-up."""
         self.byte_columns()
+        self.byte_occurrences()
         self.sorted_spellings()
         if self._encoder is not None:
             self._encoder("warm up")
@@ -212,6 +213,15 @@ class Vocabulary:
 
             self._byte_columns = byte_columns(*self.byte_matrix())
         return self._byte_columns
+
+    def byte_occurrences(self) -> "ByteOccurrences":
+        """Which tokens hold each byte value
+        (:class:`tokendfa.analysis.signatures.ByteOccurrences`), so a build
+        drops the tokens with a dead byte without reading every token;
+        computed once and cached."""
+        from ..analysis.signatures import byte_occurrences
+
+        return self.derived("byte-occurrences", lambda v: byte_occurrences(v.byte_columns()))
 
     def derived(self, key: str, make: "Callable[[Vocabulary], Any]") -> Any:
         """``make(self)``, computed on the first call for ``key`` and kept: the
