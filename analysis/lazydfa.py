@@ -32,6 +32,7 @@ from __future__ import annotations
 import gc
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -64,16 +65,26 @@ class LazyByteDFA:
 
     def __init__(self, pattern: str, *, definitions: "Mapping[str, str] | None" = None,
                  max_nfa_states: int = DEFAULT_MAX_NFA_STATES,
-                 max_states: int = DEFAULT_MAX_LAZY_STATES) -> None:
+                 max_states: int = DEFAULT_MAX_LAZY_STATES,
+                 max_depth: int | None = None) -> None:
         self.pattern = pattern
         self.max_states = max_states
-        eps, edges, start, final = _pruned_nfa(pattern, definitions, max_nfa_states)
-        self._eps = eps
-        self._edges = edges
-        self._final = final
-        self._closures: list[frozenset | None] = [None] * len(eps)
+        self.max_depth = max_depth
+        nfa = _calling_nfa(pattern, definitions, max_nfa_states, max_depth)
+        self._nfa = nfa
+        self._eps, self._edges, self._calls, self._ends = nfa.eps, nfa.edges, nfa.calls, nfa.ends
+        self._final = nfa.final
+        self._size = len(nfa.eps)
+        # The call stacks, interned as a trie: stack 0 is empty; stack k is
+        # its parent with one more return state on top, `depth` levels deep.
+        self._stack_parent: list[int] = [0]
+        self._stack_top: list[int] = [-1]
+        self._stack_depth: list[int] = [0]
+        self._pushes: dict[tuple[int, int], int] = {}
+        # A configuration (stack, NFA state) is the int stack * size + state.
+        self._closures: dict[int, frozenset] = {}
         self._lock = threading.Lock()
-        initial = self._closure(start) if start >= 0 else frozenset()
+        initial = self._closure(nfa.start) if nfa.start >= 0 else frozenset()
         if not initial:
             shown = repr(pattern[:200]) + (f" (+{len(pattern) - 200:,} characters)"
                                            if len(pattern) > 200 else "")
@@ -84,11 +95,21 @@ class LazyByteDFA:
         capacity = 64
         self._table = np.zeros((capacity, 256), dtype=STATE_DTYPE)
         self._finals = np.zeros(capacity, dtype=bool)
-        self._finals[INITIAL] = final in initial
+        self._finals[INITIAL] = self._final in initial
         # materialised[s]: row s is complete in self._table (the dead row always is)
         self._materialised = bytearray(capacity)
         self._materialised[DEAD] = 1
         self._count = INITIAL + 1
+
+    @property
+    def num_nfa_states(self) -> int:
+        """States of the (pruned) NFA: the pattern's and each definition's once."""
+        return self._size
+
+    @property
+    def num_stacks(self) -> int:
+        """Distinct call stacks met so far (the empty one included)."""
+        return len(self._stack_parent)
 
     # --- reading ------------------------------------------------------------
 
@@ -120,13 +141,24 @@ class LazyByteDFA:
         return bool(self._finals[state])
 
     def byte_alphabet(self) -> np.ndarray:
-        """``bool[256]``: the bytes on some byte edge of the pruned NFA, i.e.
-        every byte that can occur in a match (and only those)."""
+        """``bool[256]``: the bytes on some byte edge of the pruned NFA that
+        the pattern reaches, i.e. every byte that can occur in a match (and,
+        without a depth bound, only those)."""
         present = np.zeros(257, dtype=np.int64)
-        for state_edges in self._edges:
-            for lo, hi, _ in state_edges:
+        eps, edges, calls = self._eps, self._edges, self._calls
+        seen = bytearray(self._size)
+        stack = [self._nfa.start] if self._nfa.start >= 0 else []
+        for q in stack:
+            seen[q] = 1
+        while stack:
+            q = stack.pop()
+            for lo, hi, t in edges[q]:
                 present[lo] += 1
                 present[hi + 1] -= 1
+            for t in [*eps[q], *(e[2] for e in edges[q]), *(t for call in calls[q] for t in call)]:
+                if not seen[t]:
+                    seen[t] = 1
+                    stack.append(t)
         return np.cumsum(present[:256]) > 0
 
     def row(self, state: int) -> np.ndarray:
@@ -178,34 +210,76 @@ class LazyByteDFA:
 
     # --- the subset construction, one state at a time ----------------------
 
-    def _closure(self, state: int) -> frozenset:
-        found = self._closures[state]
+    def _push(self, stack: int, ret: int) -> int:
+        key = (stack, ret)
+        found = self._pushes.get(key)
         if found is None:
-            eps, edges, final = self._eps, self._edges, self._final
-            seen = {state}
-            stack = [state]
-            kernel = []
-            while stack:
-                current = stack.pop()
-                if edges[current] or current == final:
+            found = self._pushes[key] = len(self._stack_parent)
+            self._stack_parent.append(stack)
+            self._stack_top.append(ret)
+            self._stack_depth.append(self._stack_depth[stack] + 1)
+        return found
+
+    def _closure(self, config: int) -> frozenset:
+        """The kernel configurations reachable from ``config`` without a byte:
+        epsilon moves, calls (push the return state, enter the callee) and
+        returns (the end of a definition pops the stack). With a depth bound,
+        a configuration that cannot finish its stack within it is left out,
+        so every kernel configuration is live."""
+        found = self._closures.get(config)
+        if found is not None:
+            return found
+        size, eps, edges, calls, ends, final = (self._size, self._eps, self._edges, self._calls,
+                                                self._ends, self._final)
+        bound = self.max_depth
+        need, need_byte = self._nfa.need, self._nfa.need_byte
+        depth_of = self._stack_depth
+        seen = {config}
+        todo = [config]
+        kernel = []
+        while todo:
+            current = todo.pop()
+            stack, q = divmod(current, size)
+            if bound is not None and depth_of[stack] + need[q] > bound:
+                continue
+            if edges[q]:
+                if bound is None or depth_of[stack] + need_byte[q] <= bound:
                     kernel.append(current)
-                for successor in eps[current]:
-                    if successor not in seen:
-                        seen.add(successor)
-                        stack.append(successor)
-            found = self._closures[state] = frozenset(kernel)
+            elif q == final:
+                kernel.append(current)
+            base = stack * size
+            for successor in eps[q]:
+                successor += base
+                if successor not in seen:
+                    seen.add(successor)
+                    todo.append(successor)
+            for callee, ret in calls[q]:
+                successor = self._push(stack, ret) * size + callee
+                if successor not in seen:
+                    seen.add(successor)
+                    todo.append(successor)
+            if ends[q] and stack:
+                successor = self._stack_parent[stack] * size + self._stack_top[stack]
+                if successor not in seen:
+                    seen.add(successor)
+                    todo.append(successor)
+        found = self._closures[config] = frozenset(kernel)
         return found
 
     def _compute_row(self, state: int) -> None:
-        """The eager loop of ``regex_compiler._determinise`` for one state."""
+        """The eager loop of ``regex_compiler._determinise`` for one state,
+        over configurations: a byte edge keeps the stack."""
+        size, edges = self._size, self._edges
         by_range: dict[tuple[int, int], list[int]] = {}
-        for nfa_state in self._kernels[state]:
-            for lo, hi, target in self._edges[nfa_state]:
+        for config in self._kernels[state]:
+            stack, nfa_state = divmod(config, size)
+            base = stack * size
+            for lo, hi, target in edges[nfa_state]:
                 targets = by_range.get((lo, hi))
                 if targets is None:
-                    by_range[(lo, hi)] = [target]
+                    by_range[(lo, hi)] = [base + target]
                 else:
-                    targets.append(target)
+                    targets.append(base + target)
         row = np.zeros(256, dtype=STATE_DTYPE)
         if by_range:
             for lo, hi, targets in _cut(by_range):
@@ -258,82 +332,204 @@ class LazyByteDFA:
         self._table = table
 
 
+class _Fragment:
+    """One shared definition compiled once: its own Thompson NFA, calls included."""
+
+    __slots__ = ("placeholder", "eps", "edges", "calls", "start", "end")
+
+    def __init__(self, placeholder, eps, edges, calls, start, end) -> None:
+        self.placeholder = placeholder
+        self.eps, self.edges, self.calls = eps, edges, calls
+        self.start, self.end = start, end
+
+
 class _LazyDefinitions(_SharedDefinitions):
-    """Shared definitions stamped as their Thompson NFAs, not their minimal DFAs.
+    """Shared definitions as NFA fragments that every placeholder *calls*.
 
     The eager compiler determinises and minimises each definition once (a
-    JSON Schema's free value: 0.2 s), which would be most of a lazy first
-    mask. Here a definition is its own Thompson NFA, built in linear time and
-    copied wherever its placeholder stands; the lazy subset construction then
-    only ever determinises the parts that are visited.
+    JSON Schema's free value: 0.2 s) and stamps a copy of it wherever its
+    placeholder stands, so free values nested D levels deep cost about 4^D
+    states. Here a definition is compiled once, to its own Thompson NFA, and
+    a placeholder becomes a call: the lazy automaton pushes the return state
+    and runs the definition's fragment (see :class:`LazyByteDFA`). The NFA
+    grows with the written size of the pattern, not with the expanded one.
+
+    A definition may use itself only when the automaton bounds the stack
+    (``max_depth``); the eager compiler never accepts that.
     """
 
-    def _compile(self, placeholder: str) -> tuple:
+    def __init__(self, definitions, max_nfa_states: int, recursive: bool) -> None:
+        super().__init__(definitions, max_nfa_states)
+        self.recursive = recursive
+        self.fragments: list[_Fragment] = []  # in the order they were compiled
+
+    def template(self, placeholder: str) -> "_Fragment | str":
+        if placeholder in self._templates:
+            return self._templates[placeholder]
+        if self.recursive and placeholder in self._compiling:
+            return placeholder  # a call to a fragment still being compiled: resolved by name
+        return super().template(placeholder)
+
+    def _compile(self, placeholder: str) -> _Fragment:
         text = self.definitions[placeholder]
         tree, flags = _parse(text)
-        nfa = _LazyThompsonNFA(text, self.max_nfa_states, self)
+        nfa = _CallingThompsonNFA(text, self.max_nfa_states, self)
         start = nfa.new_state()
-        end = nfa.build(tree, start, flags)
-        return nfa.eps, nfa.edges, start, end
+        try:
+            end = nfa.build(tree, start, flags)
+        except RecursionError:
+            raise RegexError(f"regex {text[:200]!r} is nested too deeply to compile") from None
+        fragment = _Fragment(placeholder, nfa.eps, nfa.edges, nfa.calls, start, end)
+        self.fragments.append(fragment)
+        return fragment
 
 
-class _LazyThompsonNFA(_ThompsonNFA):
+class _CallingThompsonNFA(_ThompsonNFA):
+    """The Thompson construction with a placeholder compiled as a call.
+
+    ``calls[q]`` lists ``(placeholder, return_state)``: from ``q`` the
+    automaton may run the placeholder's fragment and go on at
+    ``return_state``. Fresh return states keep the construction's
+    invariants (edges only leave ``source``; the returned end has none)."""
+
+    def __init__(self, pattern: str, max_states: int, shared=None) -> None:
+        super().__init__(pattern, max_states, shared)
+        self.calls: dict[int, list[tuple[str, int]]] = {}
+
     def _stamp(self, template, source: int) -> int:
-        """A copy of a definition's Thompson NFA after ``source``; returns its end.
+        placeholder = template if isinstance(template, str) else template.placeholder
+        ret = self.new_state()
+        self.calls.setdefault(source, []).append((placeholder, ret))
+        return ret
 
-        The copy keeps the construction's invariants: its start state (never
-        re-entered in a Thompson NFA) is reached from ``source`` by an
-        epsilon move, and its end has no outgoing edges."""
-        eps, edges, start, end = template
-        self._reserve(len(eps))
-        base = len(self.eps)
-        self.eps.extend([t + base for t in targets] for targets in eps)
-        self.edges.extend([(lo, hi, t + base) for lo, hi, t in state_edges] for state_edges in edges)
-        self.eps[source].append(base + start)
-        return base + end
+    def _copy_block(self, first: int, exit_: int, size: int) -> tuple[int, int]:
+        offset = len(self.eps) - first
+        copied = super()._copy_block(first, exit_, size)
+        calls = self.calls
+        inside = (range(first, first + size) if size < len(calls) else sorted(calls))
+        for state in [q for q in inside if q in calls and first <= q < first + size]:
+            self.calls[state + offset] = [(p, ret + offset) for p, ret in self.calls[state]]
+        return copied
 
 
-def _pruned_nfa(pattern: str, definitions, max_nfa_states: int):
-    """The Thompson NFA of ``pattern`` with every state that cannot reach the
-    final one dropped: ``(eps, edges, start, final)``, ``start`` -1 when the
-    language is empty."""
+@dataclass(frozen=True)
+class _CallingNFA:
+    """The pattern's fragment and every definition's, laid out in one state
+    space, pruned (see :func:`_calling_nfa`).
+
+    ``calls[q]`` is ``((callee_start, return_state), ...)``; ``ends[q]``
+    marks the end of a definition's fragment (a return); ``final`` ends the
+    pattern's own fragment. ``need[q]`` is how many stack levels a path from
+    ``q`` to the end of its fragment needs at least, ``need_byte[q]`` the
+    same through one of ``q``'s byte edges first (``INFINITE``: none)."""
+
+    eps: list
+    edges: list
+    calls: list
+    ends: bytearray
+    start: int
+    final: int
+    need: list
+    need_byte: list
+
+
+INFINITE = 1 << 30
+
+
+def _calling_nfa(pattern: str, definitions, max_nfa_states: int, max_depth: int | None) -> _CallingNFA:
+    """Build and prune the calling NFA of ``pattern``; ``start`` -1 when
+    nothing can be matched (within ``max_depth`` stack levels)."""
     collecting = gc.isenabled()
     gc.disable()
     try:
         body = normalize_pattern(pattern)
-        shared = _LazyDefinitions(definitions, max_nfa_states) if definitions else None
+        shared = (_LazyDefinitions(definitions, max_nfa_states, recursive=max_depth is not None)
+                  if definitions else None)
         if shared is not None and body in shared:
             body = shared.definitions[body]  # the whole pattern is one placeholder
         tree, flags = _parse(body)
-        nfa = _LazyThompsonNFA(body, max_nfa_states, shared)
+        nfa = _CallingThompsonNFA(body, max_nfa_states, shared)
         start = nfa.new_state()
         try:
             final = nfa.build(tree, start, flags)
         except RecursionError:
             raise RegexError(f"regex {body[:200]!r} is nested too deeply to compile") from None
         eps, edges = nfa.eps, nfa.edges
-        # Backward reachability from the final state over both kinds of edges.
-        predecessors: list[list[int]] = [[] for _ in eps]
-        for source, targets in enumerate(eps):
-            for target in targets:
-                predecessors[target].append(source)
-        for source, state_edges in enumerate(edges):
-            for _, _, target in state_edges:
-                predecessors[target].append(source)
-        useful = bytearray(len(eps))
-        useful[final] = 1
-        stack = [final]
-        while stack:
-            for source in predecessors[stack.pop()]:
-                if not useful[source]:
-                    useful[source] = 1
-                    stack.append(source)
-        del predecessors
-        pruned_eps = [[t for t in targets if useful[t]] if useful[q] else []
-                      for q, targets in enumerate(eps)]
-        pruned_edges = [[e for e in state_edges if useful[e[2]]] if useful[q] else []
+        fragments = shared.fragments if shared is not None else []
+        bases = {}
+        raw_calls = [(q, p, ret) for q, items in nfa.calls.items() for p, ret in items]
+        for fragment in fragments:
+            base = len(eps)
+            if base + len(fragment.eps) > max_nfa_states:
+                nfa._reserve(len(fragment.eps))  # raises the usual limit error
+            bases[fragment.placeholder] = (base, fragment)
+            eps.extend([t + base for t in targets] for targets in fragment.eps)
+            edges.extend([(lo, hi, t + base) for lo, hi, t in state_edges] for state_edges in fragment.edges)
+            raw_calls.extend((q + base, p, ret + base) for q, items in fragment.calls.items() for p, ret in items)
+        size = len(eps)
+        ends = bytearray(size)
+        for base, fragment in bases.values():
+            ends[base + fragment.end] = 1
+        calls: list = [() for _ in range(size)]
+        for q, placeholder, ret in raw_calls:
+            base, fragment = bases[placeholder]
+            calls[q] += ((base + fragment.start, ret),)
+        need, need_byte = _needs(eps, edges, calls, ends, final, max_depth)
+        bound = INFINITE - 1 if max_depth is None else max_depth
+        keep = [n <= bound for n in need]
+        pruned_eps = [[t for t in targets if keep[t]] if keep[q] else [] for q, targets in enumerate(eps)]
+        pruned_edges = [[e for e in state_edges if keep[e[2]]] if keep[q] else []
                         for q, state_edges in enumerate(edges)]
-        return pruned_eps, pruned_edges, (start if useful[start] else -1), final
+        pruned_calls = [tuple((s, r) for s, r in items if keep[s] and keep[r]) if keep[q] else ()
+                        for q, items in enumerate(calls)]
+        return _CallingNFA(pruned_eps, pruned_edges, pruned_calls, ends, start if keep[start] else -1,
+                           final, need, need_byte)
     finally:
         if collecting:
             gc.enable()
+
+
+def _needs(eps, edges, calls, ends, final, max_depth):
+    """``need[q]``: the fewest stack levels on some path from ``q`` to the end
+    of its fragment (0 without calls on the way; a call to a fragment that
+    needs n levels needs n + 1), found level by level; ``need_byte[q]`` the
+    same for paths that begin with one of ``q``'s byte edges. ``INFINITE``
+    when no path exists (or none within ``max_depth``): such states are
+    dead."""
+    size = len(eps)
+    predecessors: list[list[int]] = [[] for _ in range(size)]
+    for source, targets in enumerate(eps):
+        for target in targets:
+            predecessors[target].append(source)
+    for source, state_edges in enumerate(edges):
+        for _, _, target in state_edges:
+            predecessors[target].append(source)
+    call_sites = [(q, s, r) for q, items in enumerate(calls) for s, r in items]
+    need = [INFINITE] * size
+    level = 0
+    frontier = [q for q in range(size) if ends[q]] + [final]
+    for q in frontier:
+        need[q] = 0
+    while max_depth is None or level <= max_depth:
+        while True:
+            stack = frontier
+            while stack:
+                for source in predecessors[stack.pop()]:
+                    if need[source] > level:
+                        need[source] = level
+                        stack.append(source)
+            # a call site is passable at this level when its callee (one level
+            # down) and its return state are
+            frontier = []
+            for q, s, r in call_sites:
+                if need[q] > level and need[s] + 1 <= level and need[r] <= level:
+                    need[q] = level
+                    frontier.append(q)
+            if not frontier:
+                break
+        if not any(need[q] == INFINITE and need[s] < INFINITE and need[r] < INFINITE
+                   for q, s, r in call_sites):
+            break
+        level += 1
+    need_byte = [min((need[t] for _, _, t in state_edges), default=INFINITE) for state_edges in edges]
+    return need, need_byte
