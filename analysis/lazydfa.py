@@ -32,7 +32,6 @@ from __future__ import annotations
 import gc
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -70,18 +69,26 @@ class LazyByteDFA:
         self.pattern = pattern
         self.max_states = max_states
         self.max_depth = max_depth
-        nfa = _calling_nfa(pattern, definitions, max_nfa_states, max_depth)
+        collecting = gc.isenabled()
+        gc.disable()  # many small lists and tuples, no cycles: see regex_compiler
+        try:
+            nfa = _LazyNFA(pattern, definitions, max_nfa_states, max_depth)
+        finally:
+            if collecting:
+                gc.enable()
         self._nfa = nfa
         self._eps, self._edges, self._calls, self._ends = nfa.eps, nfa.edges, nfa.calls, nfa.ends
         self._final = nfa.final
-        self._size = len(nfa.eps)
+        # A configuration (stack, NFA state) is the int stack * _stride + state;
+        # fragments are added as they are first called, so the stride is the
+        # most states the NFA may ever have.
+        self._stride = max_nfa_states + 1
         # The call stacks, interned as a trie: stack 0 is empty; stack k is
         # its parent with one more return state on top, `depth` levels deep.
         self._stack_parent: list[int] = [0]
         self._stack_top: list[int] = [-1]
         self._stack_depth: list[int] = [0]
         self._pushes: dict[tuple[int, int], int] = {}
-        # A configuration (stack, NFA state) is the int stack * size + state.
         self._closures: dict[int, frozenset] = {}
         self._lock = threading.Lock()
         initial = self._closure(nfa.start) if nfa.start >= 0 else frozenset()
@@ -103,8 +110,9 @@ class LazyByteDFA:
 
     @property
     def num_nfa_states(self) -> int:
-        """States of the (pruned) NFA: the pattern's and each definition's once."""
-        return self._size
+        """States of the NFA so far: the pattern's, and each definition's
+        once, from its first call on."""
+        return len(self._eps)
 
     @property
     def num_stacks(self) -> int:
@@ -143,23 +151,27 @@ class LazyByteDFA:
     def byte_alphabet(self) -> np.ndarray:
         """``bool[256]``: the bytes on some byte edge of the pruned NFA that
         the pattern reaches, i.e. every byte that can occur in a match (and,
-        without a depth bound, only those)."""
-        present = np.zeros(257, dtype=np.int64)
-        eps, edges, calls = self._eps, self._edges, self._calls
-        seen = bytearray(self._size)
-        stack = [self._nfa.start] if self._nfa.start >= 0 else []
-        for q in stack:
-            seen[q] = 1
-        while stack:
-            q = stack.pop()
-            for lo, hi, t in edges[q]:
-                present[lo] += 1
-                present[hi + 1] -= 1
-            for t in [*eps[q], *(e[2] for e in edges[q]), *(t for call in calls[q] for t in call)]:
-                if not seen[t]:
-                    seen[t] = 1
-                    stack.append(t)
-        return np.cumsum(present[:256]) > 0
+        without a depth bound, only those). Compiles every definition."""
+        with self._lock:
+            self._nfa.compile_everything()
+            nfa = self._nfa
+            present = np.zeros(257, dtype=np.int64)
+            eps, edges, calls = nfa.eps, nfa.edges, nfa.calls
+            seen = bytearray(len(eps))
+            stack = [nfa.start] if nfa.start >= 0 else []
+            for q in stack:
+                seen[q] = 1
+            while stack:
+                q = stack.pop()
+                for lo, hi, t in edges[q]:
+                    present[lo] += 1
+                    present[hi + 1] -= 1
+                for t in [*eps[q], *(e[2] for e in edges[q]),
+                          *(t for d, ret in calls[q] for t in (nfa.start_of[d], ret))]:
+                    if not seen[t]:
+                        seen[t] = 1
+                        stack.append(t)
+            return np.cumsum(present[:256]) > 0
 
     def row(self, state: int) -> np.ndarray:
         """The 256 successors of ``state``, computed on first request and kept."""
@@ -195,7 +207,7 @@ class LazyByteDFA:
         flags = np.frombuffer(self._materialised, dtype=np.uint8)
         missing = states[flags[states] == 0]
         if len(missing):
-            self.materialise(np.unique(missing).tolist())
+            self.materialise(dict.fromkeys(missing.tolist()))  # not np.unique: it imports numpy.ma, 10 ms
 
     def explore(self) -> tuple[np.ndarray, np.ndarray]:
         """Materialise every state breadth-first; returns ``(transitions,
@@ -229,10 +241,11 @@ class LazyByteDFA:
         found = self._closures.get(config)
         if found is not None:
             return found
-        size, eps, edges, calls, ends, final = (self._size, self._eps, self._edges, self._calls,
+        size, eps, edges, calls, ends, final = (self._stride, self._eps, self._edges, self._calls,
                                                 self._ends, self._final)
         bound = self.max_depth
         need, need_byte = self._nfa.need, self._nfa.need_byte
+        enter = self._nfa.enter
         depth_of = self._stack_depth
         seen = {config}
         todo = [config]
@@ -253,8 +266,8 @@ class LazyByteDFA:
                 if successor not in seen:
                     seen.add(successor)
                     todo.append(successor)
-            for callee, ret in calls[q]:
-                successor = self._push(stack, ret) * size + callee
+            for definition, ret in calls[q]:
+                successor = self._push(stack, ret) * size + enter(definition)
                 if successor not in seen:
                     seen.add(successor)
                     todo.append(successor)
@@ -269,7 +282,7 @@ class LazyByteDFA:
     def _compute_row(self, state: int) -> None:
         """The eager loop of ``regex_compiler._determinise`` for one state,
         over configurations: a byte edge keeps the stack."""
-        size, edges = self._size, self._edges
+        size, edges = self._stride, self._edges
         by_range: dict[tuple[int, int], list[int]] = {}
         for config in self._kernels[state]:
             stack, nfa_state = divmod(config, size)
@@ -332,56 +345,237 @@ class LazyByteDFA:
         self._table = table
 
 
-class _Fragment:
-    """One shared definition compiled once: its own Thompson NFA, calls included."""
-
-    __slots__ = ("placeholder", "eps", "edges", "calls", "start", "end")
-
-    def __init__(self, placeholder, eps, edges, calls, start, end) -> None:
-        self.placeholder = placeholder
-        self.eps, self.edges, self.calls = eps, edges, calls
-        self.start, self.end = start, end
+INFINITE = 1 << 30
+_MAIN = -1  # the pattern's own fragment, in _LazyNFA's tables
 
 
-class _LazyDefinitions(_SharedDefinitions):
-    """Shared definitions as NFA fragments that every placeholder *calls*.
+class _LazyNFA:
+    """The pattern's Thompson NFA and one fragment per shared definition,
+    each compiled the first time something calls it.
 
     The eager compiler determinises and minimises each definition once (a
     JSON Schema's free value: 0.2 s) and stamps a copy of it wherever its
     placeholder stands, so free values nested D levels deep cost about 4^D
-    states. Here a definition is compiled once, to its own Thompson NFA, and
-    a placeholder becomes a call: the lazy automaton pushes the return state
-    and runs the definition's fragment (see :class:`LazyByteDFA`). The NFA
-    grows with the written size of the pattern, not with the expanded one.
+    states. Here a placeholder is a *call*: the lazy automaton pushes the
+    return state and runs the definition's fragment (see
+    :class:`LazyByteDFA`); the NFA grows with the written pattern, not the
+    expanded one. And a fragment is parsed and built only when a closure
+    first reaches a call to it: a Kubernetes schema's 70 definitions are
+    516k characters of regex (3.8 s to build), of which the first masks
+    reach the root's 8k and its three callees' 12k.
 
-    A definition may use itself only when the automaton bounds the stack
-    (``max_depth``); the eager compiler never accepts that.
+    **Exact liveness, lazily.** Every kept state can reach the end of its
+    fragment (dead is empty, as without calls). When a fragment is *entered*
+    (resolved), what each of its callees can do is decided first: whether
+    it matches anything at all. That is a backward search over the callee's
+    own fragment that counts a not yet decided call as impassable; only when
+    that fails are the callee's callees decided, so the decision usually
+    compiles just the direct callees. With every callee decided, the
+    fragment's states that cannot reach its end are dropped, once.
+
+    **Recursion.** Without a stack bound, a definition that reaches itself
+    through the placeholders in the definitions' texts is refused (found on
+    the texts, before anything is compiled). With ``max_depth``, recursion
+    is allowed: everything is compiled up front and :func:`_needs` finds how
+    many stack levels each state needs to finish, which the automaton
+    checks against the depth of each configuration.
+
+    A syntax error in a definition surfaces when the definition is first
+    reached, not at construction (generated definitions do not have any).
     """
 
-    def __init__(self, definitions, max_nfa_states: int, recursive: bool) -> None:
-        super().__init__(definitions, max_nfa_states)
-        self.recursive = recursive
-        self.fragments: list[_Fragment] = []  # in the order they were compiled
+    def __init__(self, pattern: str, definitions, max_nfa_states: int, max_depth: int | None) -> None:
+        self.max_nfa_states = max_nfa_states
+        self.max_depth = max_depth
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[int, int, int]]] = []
+        self.calls: list[tuple[tuple[int, int], ...]] = []  # calls[q]: ((definition, return state), ...)
+        self.ends = bytearray()  # ends[q]: q ends a definition's fragment (a return)
+        definitions = dict(definitions or {})
+        _SharedDefinitions(definitions, max_nfa_states)  # checks the placeholders
+        self.placeholders = list(definitions)
+        self.number = {placeholder: i for i, placeholder in enumerate(self.placeholders)}
+        self.texts = [definitions[p] for p in self.placeholders]
+        count = len(self.placeholders)
+        self.start_of = [-1] * count
+        self.end_of = [-1] * count
+        self.span = [(0, 0)] * count       # states base..end of a compiled fragment
+        self.callees: list[tuple[int, ...] | None] = [None] * count
+        self.completes: list[bool | None] = [None] * count
+        self.resolved = bytearray(count)
+        if max_depth is None:
+            self._refuse_recursion()
+        body = normalize_pattern(pattern)
+        if body in self.number:
+            body = self.texts[self.number[body]]  # the whole pattern is one placeholder
+        self.start, self.final, main_callees = self._build(body)
+        self.main_span = (0, len(self.eps))
+        self.need: list[int] | None = None
+        self.need_byte: list[int] | None = None
+        if max_depth is None:
+            for callee in main_callees:
+                self._decide(callee)
+            alive = self._alive(self.main_span, self.final)
+            self._prune(self.main_span, alive)
+            if not alive[self.start]:
+                self.start = -1
+        else:
+            for d in range(count):
+                if self.start_of[d] < 0:
+                    self._compile(d)
+            self._bounded(max_depth)
 
-    def template(self, placeholder: str) -> "_Fragment | str":
-        if placeholder in self._templates:
-            return self._templates[placeholder]
-        if self.recursive and placeholder in self._compiling:
-            return placeholder  # a call to a fragment still being compiled: resolved by name
-        return super().template(placeholder)
+    # --- building fragments -------------------------------------------------
 
-    def _compile(self, placeholder: str) -> _Fragment:
-        text = self.definitions[placeholder]
+    def __contains__(self, placeholder: str) -> bool:  # the interface _ThompsonNFA asks of shared definitions
+        return placeholder in self.number
+
+    def template(self, placeholder: str) -> str:
+        return placeholder
+
+    def _refuse_recursion(self) -> None:
+        uses = [sorted({self.number[c] for c in set(text) if c in self.number}) for text in self.texts]
+        state = bytearray(len(uses))  # 0 new, 1 on the path, 2 done
+        for root in range(len(uses)):
+            if state[root]:
+                continue
+            path = [(root, iter(uses[root]))]
+            state[root] = 1
+            while path:
+                node, pending = path[-1]
+                nxt = next(pending, None)
+                if nxt is None:
+                    state[node] = 2
+                    path.pop()
+                elif state[nxt] == 1:
+                    raise RegexError(f"shared definition {ord(self.placeholders[nxt]):#x} uses itself "
+                                     "(recursion needs a stack bound, max_depth)")
+                elif state[nxt] == 0:
+                    state[nxt] = 1
+                    path.append((nxt, iter(uses[nxt])))
+
+    def _build(self, text: str) -> tuple[int, int, tuple[int, ...]]:
+        """Thompson-construct ``text`` and append it to the tables: ``(start, end, callees)``."""
         tree, flags = _parse(text)
-        nfa = _CallingThompsonNFA(text, self.max_nfa_states, self)
-        start = nfa.new_state()
+        builder = _CallingThompsonNFA(text, self.max_nfa_states - len(self.eps), self)
+        start = builder.new_state()
         try:
-            end = nfa.build(tree, start, flags)
+            end = builder.build(tree, start, flags)
         except RecursionError:
             raise RegexError(f"regex {text[:200]!r} is nested too deeply to compile") from None
-        fragment = _Fragment(placeholder, nfa.eps, nfa.edges, nfa.calls, start, end)
-        self.fragments.append(fragment)
-        return fragment
+        base = len(self.eps)
+        if base:
+            self.eps.extend([t + base for t in targets] for targets in builder.eps)
+            self.edges.extend([(lo, hi, t + base) for lo, hi, t in state_edges] for state_edges in builder.edges)
+        else:
+            self.eps.extend(builder.eps)
+            self.edges.extend(builder.edges)
+        self.calls.extend(() for _ in builder.eps)
+        self.ends.extend(bytes(len(builder.eps)))
+        callees = set()
+        for q, items in builder.calls.items():
+            self.calls[q + base] = tuple((self.number[p], ret + base) for p, ret in items)
+            callees.update(self.number[p] for p, _ in items)
+        return start + base, end + base, tuple(sorted(callees))
+
+    def _compile(self, d: int) -> None:
+        base = len(self.eps)
+        start, end, callees = self._build(self.texts[d])
+        self.start_of[d], self.end_of[d], self.callees[d] = start, end, callees
+        self.span[d] = (base, len(self.eps))
+        self.ends[end] = 1
+
+    # --- deciding and pruning, one fragment at a time -------------------------------
+
+    def _alive(self, span: tuple[int, int], end: int) -> bytearray:
+        """``alive[q]`` for q in ``span``: q reaches ``end`` through the fragment,
+        passing a call when the callee is known to match something."""
+        base, stop = span
+        predecessors: list[list[int]] = [[] for _ in range(stop - base)]
+        completes = self.completes
+        for q in range(base, stop):
+            for t in self.eps[q]:
+                predecessors[t - base].append(q)
+            for _, _, t in self.edges[q]:
+                predecessors[t - base].append(q)
+            for d, ret in self.calls[q]:
+                if completes[d]:
+                    predecessors[ret - base].append(q)
+        alive = bytearray(stop)  # indexed by global state; below base unused
+        alive[end] = 1
+        stack = [end]
+        while stack:
+            for source in predecessors[stack.pop() - base]:
+                if not alive[source]:
+                    alive[source] = 1
+                    stack.append(source)
+        return alive
+
+    def _decide(self, d: int) -> bool:
+        """Whether definition ``d`` matches anything (compiling it, and its
+        callees only when it has no match that avoids the undecided ones)."""
+        known = self.completes[d]
+        if known is not None:
+            return known
+        if self.start_of[d] < 0:
+            self._compile(d)
+        start = self.start_of[d]
+        if not self._alive(self.span[d], self.end_of[d])[start]:
+            for callee in self.callees[d]:
+                self._decide(callee)
+            self.completes[d] = bool(self._alive(self.span[d], self.end_of[d])[start])
+        else:
+            self.completes[d] = True
+        return self.completes[d]
+
+    def _prune(self, span: tuple[int, int], alive: bytearray) -> None:
+        eps, edges, calls, completes = self.eps, self.edges, self.calls, self.completes
+        for q in range(*span):
+            if not alive[q]:
+                eps[q], edges[q], calls[q] = [], [], ()
+                continue
+            if eps[q]:
+                eps[q] = [t for t in eps[q] if alive[t]]
+            if edges[q]:
+                edges[q] = [e for e in edges[q] if alive[e[2]]]
+            if calls[q]:
+                calls[q] = tuple((d, r) for d, r in calls[q] if completes[d] and alive[r])
+
+    def enter(self, d: int) -> int:
+        """The start state of definition ``d``'s fragment, resolved (its
+        callees decided, its dead states dropped) on the first call."""
+        if not self.resolved[d]:
+            self._decide(d)
+            for callee in self.callees[d]:
+                self._decide(callee)
+            self._prune(self.span[d], self._alive(self.span[d], self.end_of[d]))
+            self.resolved[d] = 1
+        return self.start_of[d]
+
+    def compile_everything(self) -> None:
+        """Compile and resolve every fragment the pattern can reach."""
+        todo = [d for q in range(*self.main_span) for d, _ in self.calls[q]]
+        while todo:
+            d = todo.pop()
+            if not self.resolved[d]:
+                start = self.enter(d)
+                todo.extend(c for q in range(*self.span[d]) for c, _ in self.calls[q])
+                del start
+
+    def _bounded(self, max_depth: int) -> None:
+        """With a stack bound: the levels each state needs (:func:`_needs`)
+        over everything, and every state that cannot finish within the bound
+        dropped."""
+        by_start = [tuple((self.start_of[d], r) for d, r in items) for items in self.calls]
+        need, need_byte = _needs(self.eps, self.edges, by_start, self.ends, self.final, max_depth)
+        keep = bytearray(n <= max_depth for n in need)
+        for d in range(len(self.placeholders)):
+            self.completes[d] = bool(keep[self.start_of[d]])
+            self.resolved[d] = 1
+        self._prune((0, len(self.eps)), keep)
+        self.need, self.need_byte = need, need_byte
+        if not keep[self.start]:
+            self.start = -1
 
 
 class _CallingThompsonNFA(_ThompsonNFA):
@@ -397,9 +591,8 @@ class _CallingThompsonNFA(_ThompsonNFA):
         self.calls: dict[int, list[tuple[str, int]]] = {}
 
     def _stamp(self, template, source: int) -> int:
-        placeholder = template if isinstance(template, str) else template.placeholder
         ret = self.new_state()
-        self.calls.setdefault(source, []).append((placeholder, ret))
+        self.calls.setdefault(source, []).append((template, ret))
         return ret
 
     def _copy_block(self, first: int, exit_: int, size: int) -> tuple[int, int]:
@@ -410,83 +603,6 @@ class _CallingThompsonNFA(_ThompsonNFA):
         for state in [q for q in inside if q in calls and first <= q < first + size]:
             self.calls[state + offset] = [(p, ret + offset) for p, ret in self.calls[state]]
         return copied
-
-
-@dataclass(frozen=True)
-class _CallingNFA:
-    """The pattern's fragment and every definition's, laid out in one state
-    space, pruned (see :func:`_calling_nfa`).
-
-    ``calls[q]`` is ``((callee_start, return_state), ...)``; ``ends[q]``
-    marks the end of a definition's fragment (a return); ``final`` ends the
-    pattern's own fragment. ``need[q]`` is how many stack levels a path from
-    ``q`` to the end of its fragment needs at least, ``need_byte[q]`` the
-    same through one of ``q``'s byte edges first (``INFINITE``: none)."""
-
-    eps: list
-    edges: list
-    calls: list
-    ends: bytearray
-    start: int
-    final: int
-    need: list
-    need_byte: list
-
-
-INFINITE = 1 << 30
-
-
-def _calling_nfa(pattern: str, definitions, max_nfa_states: int, max_depth: int | None) -> _CallingNFA:
-    """Build and prune the calling NFA of ``pattern``; ``start`` -1 when
-    nothing can be matched (within ``max_depth`` stack levels)."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        body = normalize_pattern(pattern)
-        shared = (_LazyDefinitions(definitions, max_nfa_states, recursive=max_depth is not None)
-                  if definitions else None)
-        if shared is not None and body in shared:
-            body = shared.definitions[body]  # the whole pattern is one placeholder
-        tree, flags = _parse(body)
-        nfa = _CallingThompsonNFA(body, max_nfa_states, shared)
-        start = nfa.new_state()
-        try:
-            final = nfa.build(tree, start, flags)
-        except RecursionError:
-            raise RegexError(f"regex {body[:200]!r} is nested too deeply to compile") from None
-        eps, edges = nfa.eps, nfa.edges
-        fragments = shared.fragments if shared is not None else []
-        bases = {}
-        raw_calls = [(q, p, ret) for q, items in nfa.calls.items() for p, ret in items]
-        for fragment in fragments:
-            base = len(eps)
-            if base + len(fragment.eps) > max_nfa_states:
-                nfa._reserve(len(fragment.eps))  # raises the usual limit error
-            bases[fragment.placeholder] = (base, fragment)
-            eps.extend([t + base for t in targets] for targets in fragment.eps)
-            edges.extend([(lo, hi, t + base) for lo, hi, t in state_edges] for state_edges in fragment.edges)
-            raw_calls.extend((q + base, p, ret + base) for q, items in fragment.calls.items() for p, ret in items)
-        size = len(eps)
-        ends = bytearray(size)
-        for base, fragment in bases.values():
-            ends[base + fragment.end] = 1
-        calls: list = [() for _ in range(size)]
-        for q, placeholder, ret in raw_calls:
-            base, fragment = bases[placeholder]
-            calls[q] += ((base + fragment.start, ret),)
-        need, need_byte = _needs(eps, edges, calls, ends, final, max_depth)
-        bound = INFINITE - 1 if max_depth is None else max_depth
-        keep = [n <= bound for n in need]
-        pruned_eps = [[t for t in targets if keep[t]] if keep[q] else [] for q, targets in enumerate(eps)]
-        pruned_edges = [[e for e in state_edges if keep[e[2]]] if keep[q] else []
-                        for q, state_edges in enumerate(edges)]
-        pruned_calls = [tuple((s, r) for s, r in items if keep[s] and keep[r]) if keep[q] else ()
-                        for q, items in enumerate(calls)]
-        return _CallingNFA(pruned_eps, pruned_edges, pruned_calls, ends, start if keep[start] else -1,
-                           final, need, need_byte)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _needs(eps, edges, calls, ends, final, max_depth):

@@ -107,6 +107,18 @@ def vocabulary_tables(vocabulary: Vocabulary) -> _VocabularyTables:
     return vocabulary.derived("lazy-walk", _vocabulary_tables)
 
 
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` for a 1-d integer array, without its first call's
+    import of numpy.ma (10 ms, inside some schema's first mask)."""
+    if len(values) < 2:
+        return values.copy()
+    ordered = np.sort(values)
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
+
+
 def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     lengths = hi - lo
     total = int(lengths.sum())
@@ -149,9 +161,11 @@ class LazyIndex:
         self._vocab_size = vocabulary.size
         self._eos = tuple(sorted(set(int(t) for t in vocabulary.eos_token_ids)))
         self._eos_set = frozenset(self._eos)
-        # Byte-live is token-live when every byte a match can hold is a token of its own.
-        alphabet = self._dfa.byte_alphabet()
-        self._covered = bool(np.all(self._tables.single_byte[alphabet]))
+        # Byte-live is token-live when every byte a match can hold is a token
+        # of its own. With all 256 bytes tokens (byte-level BPE) the pattern's
+        # alphabet is not needed, which would compile every definition.
+        single = self._tables.single_byte
+        self._covered = bool(single.all()) or bool(np.all(single[self._dfa.byte_alphabet()]))
         self._token_live: dict[int, bool] = {}
         self._raw_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._lock = threading.RLock()
@@ -385,8 +399,9 @@ class LazyIndex:
             if mask is None:
                 tokens, ends = self._raw_row(state)
                 if not self._covered and len(ends):
-                    live = np.array([self._is_token_live(int(e)) for e in np.unique(ends)])
-                    keep = np.isin(ends, np.unique(ends)[live])
+                    distinct = _distinct(ends)
+                    live = np.array([self._is_token_live(int(e)) for e in distinct.tolist()])
+                    keep = np.isin(ends, distinct[live])
                     tokens, ends = tokens[keep], ends[keep]
                 allowed = np.zeros(self._tables.num_words * 32, dtype=bool)
                 allowed[tokens] = True
@@ -395,7 +410,7 @@ class LazyIndex:
                 mask = np.packbits(allowed, bitorder="little").view(MASK_WORD)
                 mask = self._distinct_masks.setdefault(mask.tobytes(), mask)
                 mask.flags.writeable = False
-                self._successors[state] = np.unique(ends)
+                self._successors[state] = _distinct(ends)
                 self._raw_rows.pop(state, None)
                 self._masks[state] = mask  # published last: readers take no lock
             return mask
@@ -460,7 +475,7 @@ class LazyIndex:
                     break
                 if status is False:
                     continue
-                for nxt in np.unique(self._raw_row(current)[1]).tolist():
+                for nxt in _distinct(self._raw_row(current)[1]).tolist():
                     if nxt not in parent:
                         parent[nxt] = current
                         queue.append(nxt)
