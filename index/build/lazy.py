@@ -491,6 +491,14 @@ class LazyIndex:
                         tokens, states = tokens[keep], states[keep]
                         if not len(tokens):
                             break
+            if len(tokens) <= 48:
+                # A few long tokens (runs of spaces, dashes) would take a
+                # numpy level per byte, ~50 us each: walk them in Python.
+                ends = self._walk_rest(tokens, states, depth)
+                alive = ends != DEAD
+                found_tokens.append(tokens[alive])
+                found_ends.append(ends[alive])
+                break
             dfa.materialise_reached(states)
             flat = dfa.table.reshape(-1)  # read after the rows are there
             states = flat[states.astype(np.int64) * 256 + columns[depth][tokens]]
@@ -502,6 +510,18 @@ class LazyIndex:
         if not self._covered:
             self._raw_rows[state] = (tokens, ends)
         return tokens, ends
+
+    def _walk_rest(self, tokens: np.ndarray, states: np.ndarray, depth: int) -> np.ndarray:
+        """The states ``tokens`` end in, from ``states`` after their first ``depth`` bytes."""
+        row, spellings = self._dfa.row, self._tokens
+        ends = np.empty(len(tokens), dtype=states.dtype)
+        for i, (token, state) in enumerate(zip(tokens.tolist(), states.tolist())):
+            for byte in spellings[token][depth:]:
+                state = int(row(state)[byte])
+                if state == DEAD:
+                    break
+            ends[i] = state
+        return ends
 
     def _loop_tokens(self, tokens: np.ndarray, states: np.ndarray) -> np.ndarray:
         """Positions of the ``tokens`` (each in the state of the same position,
