@@ -4,19 +4,32 @@
 NFA, minimises it and only then can anything be served; on a schema that is
 most of a second. :class:`LazyByteDFA` keeps the NFA of
 :mod:`tokendfa.analysis.regex_compiler` (same parser, same Thompson
-construction, same shared definitions) and computes a DFA state's row of 256
-successors the first time someone asks for it, so the first rows are ready in
-the time it takes to build the NFA.
+construction) and computes a DFA state's row of 256 successors the first
+time someone asks for it, so the first rows are ready in the time it takes
+to build the NFA.
+
+**Shared definitions are called.** A placeholder of a shared definition is
+not a copy of the definition's automaton (as in the eager compiler) but a
+*call* of one NFA fragment per definition, compiled the first time something
+calls it (:class:`_LazyNFA`). A DFA state is then a set of *configurations*
+``(call stack, NFA state)``: entering a placeholder pushes the state to
+return to, the end of a definition's fragment pops it. The NFA grows with
+the written pattern, not the expanded one, and a definition that no match
+has reached yet costs nothing: free values of a JSON Schema may nest many
+levels at the price of one fragment a level. Definitions do not recurse,
+so stacks are bounded by their nesting; with ``max_depth`` a definition may
+use itself, and stacks deeper than the bound are cut (exactly: the language
+is the pattern's with recursion at most ``max_depth`` calls deep).
 
 Two facts make it exact and servable without a global pass over the automaton:
 
-* **Dead is empty.** Before anything is determinised, one backward pass over
-  the NFA (epsilon and byte edges) finds the states that can reach the final
-  one, and every other state and every edge into one is dropped. A DFA state
-  is the set of kept NFA states with byte edges (or the final state) in an
-  epsilon closure, its *kernel*; every member can reach the final state
-  through kept states, so a non-empty kernel is live and the empty kernel is
-  the only dead state (id 0). No state ever needs a liveness pass.
+* **Dead is empty.** Every NFA state kept can reach the end of its fragment
+  (a definition's fragment is pruned when it is first entered, once what
+  each of its callees can match is known). A DFA state is the set of
+  configurations with byte edges (or the final one) in an epsilon closure,
+  its *kernel*; each can finish its fragment, return, and so on down its
+  stack, so a non-empty kernel is live and the empty kernel is the only
+  dead state (id 0). No state ever needs a liveness pass.
 * **Ids never move.** States are numbered in discovery order, 0 dead and 1
   initial, and a row, once materialised, never changes. Readers of a
   materialised row take no lock; materialising takes one (see
@@ -59,7 +72,10 @@ class LazyByteDFA:
     :class:`~tokendfa.analysis.errors.BuildLimitError` with the count reached.
 
     Raises what :func:`~tokendfa.analysis.construct.byte_dfa_from_regex` raises for
-    a bad pattern, including :class:`EmptyLanguageError` when it matches nothing.
+    a bad pattern, including :class:`EmptyLanguageError` when it matches nothing
+    (a definition's syntax error surfaces when the definition is first called).
+    ``max_depth`` bounds the call stack and allows recursive definitions
+    (``None``: no bound, and a definition may not use itself).
     """
 
     def __init__(self, pattern: str, *, definitions: "Mapping[str, str] | None" = None,

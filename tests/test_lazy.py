@@ -306,8 +306,8 @@ def walk_masks(index, vocab, instances) -> list[bytes]:
 @pytest.mark.slow
 def test_lazy_schema_index_qwen():
     vocab = cached_vocabulary("qwen2.5")
-    lazy = Index.from_schema(PERSON, vocab, lazy=True)
-    eager = Index.from_schema(PERSON, vocab, any_depth=LAZY_ANY_DEPTH)
+    lazy = Index.from_schema(PERSON, vocab, lazy=True, any_depth=2)
+    eager = Index.from_schema(PERSON, vocab, any_depth=2)
     assert walk_masks(lazy, vocab, PERSON_INSTANCES) == walk_masks(eager, vocab, PERSON_INSTANCES)
     assert lazy.metadata["kind"] == "schema" and lazy.metadata["build"]["method"] == "lazy"
     completed = lazy.complete()
@@ -315,12 +315,34 @@ def test_lazy_schema_index_qwen():
     assert completed.metadata["kind"] == "schema"
 
 
+def test_lazy_schema_free_values_nest_deep_by_default(toy_vocab):
+    import jsonschema
+
+    schema = {"type": "object", "properties": {"a": {}}, "required": ["a"]}
+    lazy = Index.from_schema(schema, toy_vocab, lazy=True)  # the toy vocabulary has no "[": objects
+    for levels in (1, 5, LAZY_ANY_DEPTH - 1, LAZY_ANY_DEPTH, LAZY_ANY_DEPTH + 5):
+        data = {"a": 1}
+        for _ in range(levels - 1):
+            data = {"a": data}
+        jsonschema.validate({"a": data}, schema)
+        text = json.dumps({"a": data}, separators=(",", ":")).encode()
+        guide, ok = Guide(lazy), True
+        for byte in text:  # the toy vocabulary spells every byte
+            token = TOKEN[bytes([byte])]
+            if not lazy.is_allowed(guide.state, token):
+                ok = False
+                break
+            guide.advance(token)
+        # the free value nests `levels` objects: within the default depth, every one is accepted
+        assert (ok and guide.can_end()) == (levels <= LAZY_ANY_DEPTH), levels
+
+
 @pytest.mark.slow
 def test_many_guides_on_threads_agree_with_serial_use():
     vocab = cached_vocabulary("qwen2.5")
-    eager = Index.from_schema(PERSON, vocab, any_depth=LAZY_ANY_DEPTH)
+    eager = Index.from_schema(PERSON, vocab, any_depth=2)
     expected = walk_masks(eager, vocab, PERSON_INSTANCES)
-    lazy = Index.from_schema(PERSON, vocab, lazy=True)  # cold: threads race to fill it
+    lazy = Index.from_schema(PERSON, vocab, lazy=True, any_depth=2)  # cold: threads race to fill it
     results: dict[int, list] = {}
     errors: list[BaseException] = []
 

@@ -67,18 +67,17 @@ _WIDE_SEQUENCES = tuple(tuple(sequence) for sequence in utf8_range_sequences(0x8
 
 # Free values of a schema nest this many levels in lazy mode, with no
 # any_depth="auto" measurement (which builds whole automata at several depths,
-# most of an eager schema's time to first mask). Each level copies the Thompson
-# NFA of the level below into every place a free value stands, so the NFA, and
-# the time to build it, grows about 4x a level. Measured (NFA build, seconds, and
-# NFA states) on a small object schema with one free property, then on
-# JSONSchemaBench Github_hard line 10 (6 shared definitions):
-#   depth 2: 0.047 (3.9k)  |  0.55 (55k)
-#   depth 3: 0.112 (14.5k) |  2.4 (182k)
-#   depth 4: 0.42 (57k)    |  8.4 (689k)
-#   depth 5: 2.0 (226k)    |  -
-# Depth 2 keeps the first mask in milliseconds; it is narrower than what "auto"
-# often takes eagerly (up to 5), and regex_from_schema says so in the notes.
-LAZY_ANY_DEPTH = 2
+# most of an eager schema's time to first mask). Each level is one shared
+# definition, which the lazy automaton calls rather than copies and compiles
+# only when a generation first enters it (tokendfa.analysis.lazydfa), so the
+# depth costs nothing until a value goes that deep. Measured on 42
+# JSONSchemaBench schemas (benchmarks/profile_lazy.py, qwen2.5, loaded machine):
+# the NFA built before the first mask is the same at depth 8, 32 and 64 (p50
+# 2.8k states; 1.8k at depth 2, where the lowest levels are written inline);
+# the schema's regex grows by about 0.15 ms a level. When the NFA copied every
+# level (the first version), depth 2 took 0.05 s and depth 5 2.0 s on a small
+# object schema, which is why this was 2.
+LAZY_ANY_DEPTH = 32
 
 
 @dataclass(frozen=True, eq=False)
