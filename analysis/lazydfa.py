@@ -574,9 +574,8 @@ class _LazyNFA:
         while todo:
             d = todo.pop()
             if not self.resolved[d]:
-                start = self.enter(d)
+                self.enter(d)
                 todo.extend(c for q in range(*self.span[d]) for c, _ in self.calls[q])
-                del start
 
     def _bounded(self, max_depth: int) -> None:
         """With a stack bound: the levels each state needs (:func:`_needs`)
