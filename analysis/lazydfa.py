@@ -4,19 +4,32 @@
 NFA, minimises it and only then can anything be served; on a schema that is
 most of a second. :class:`LazyByteDFA` keeps the NFA of
 :mod:`tokendfa.analysis.regex_compiler` (same parser, same Thompson
-construction, same shared definitions) and computes a DFA state's row of 256
-successors the first time someone asks for it, so the first rows are ready in
-the time it takes to build the NFA.
+construction) and computes a DFA state's row of 256 successors the first
+time someone asks for it, so the first rows are ready in the time it takes
+to build the NFA.
+
+**Shared definitions are called.** A placeholder of a shared definition is
+not a copy of the definition's automaton (as in the eager compiler) but a
+*call* of one NFA fragment per definition, compiled the first time something
+calls it (:class:`_LazyNFA`). A DFA state is then a set of *configurations*
+``(call stack, NFA state)``: entering a placeholder pushes the state to
+return to, the end of a definition's fragment pops it. The NFA grows with
+the written pattern, not the expanded one, and a definition that no match
+has reached yet costs nothing: free values of a JSON Schema may nest many
+levels at the price of one fragment a level. Definitions do not recurse,
+so stacks are bounded by their nesting; with ``max_depth`` a definition may
+use itself, and stacks deeper than the bound are cut (exactly: the language
+is the pattern's with recursion at most ``max_depth`` calls deep).
 
 Two facts make it exact and servable without a global pass over the automaton:
 
-* **Dead is empty.** Before anything is determinised, one backward pass over
-  the NFA (epsilon and byte edges) finds the states that can reach the final
-  one, and every other state and every edge into one is dropped. A DFA state
-  is the set of kept NFA states with byte edges (or the final state) in an
-  epsilon closure, its *kernel*; every member can reach the final state
-  through kept states, so a non-empty kernel is live and the empty kernel is
-  the only dead state (id 0). No state ever needs a liveness pass.
+* **Dead is empty.** Every NFA state kept can reach the end of its fragment
+  (a definition's fragment is pruned when it is first entered, once what
+  each of its callees can match is known). A DFA state is the set of
+  configurations with byte edges (or the final one) in an epsilon closure,
+  its *kernel*; each can finish its fragment, return, and so on down its
+  stack, so a non-empty kernel is live and the empty kernel is the only
+  dead state (id 0). No state ever needs a liveness pass.
 * **Ids never move.** States are numbered in discovery order, 0 dead and 1
   initial, and a row, once materialised, never changes. Readers of a
   materialised row take no lock; materialising takes one (see
@@ -60,21 +73,42 @@ class LazyByteDFA:
     :class:`~tokendfa.analysis.errors.BuildLimitError` with the count reached.
 
     Raises what :func:`~tokendfa.analysis.construct.byte_dfa_from_regex` raises for
-    a bad pattern, including :class:`EmptyLanguageError` when it matches nothing.
+    a bad pattern, including :class:`EmptyLanguageError` when it matches nothing
+    (a definition's syntax error surfaces when the definition is first called).
+    ``max_depth`` bounds the call stack and allows recursive definitions
+    (``None``: no bound, and a definition may not use itself).
     """
 
     def __init__(self, pattern: str, *, definitions: "Mapping[str, str] | None" = None,
                  max_nfa_states: int = DEFAULT_MAX_NFA_STATES,
-                 max_states: int = DEFAULT_MAX_LAZY_STATES) -> None:
+                 max_states: int = DEFAULT_MAX_LAZY_STATES,
+                 max_depth: int | None = None) -> None:
         self.pattern = pattern
         self.max_states = max_states
-        eps, edges, start, final = _pruned_nfa(pattern, definitions, max_nfa_states)
-        self._eps = eps
-        self._edges = edges
-        self._final = final
-        self._closures: list[frozenset | None] = [None] * len(eps)
+        self.max_depth = max_depth
+        collecting = gc.isenabled()
+        gc.disable()  # many small lists and tuples, no cycles: see regex_compiler
+        try:
+            nfa = _LazyNFA(pattern, definitions, max_nfa_states, max_depth)
+        finally:
+            if collecting:
+                gc.enable()
+        self._nfa = nfa
+        self._eps, self._edges, self._calls, self._ends = nfa.eps, nfa.edges, nfa.calls, nfa.ends
+        self._final = nfa.final
+        # A configuration (stack, NFA state) is the int stack * _stride + state;
+        # fragments are added as they are first called, so the stride is the
+        # most states the NFA may ever have.
+        self._stride = max_nfa_states + 1
+        # The call stacks, interned as a trie: stack 0 is empty; stack k is
+        # its parent with one more return state on top, `depth` levels deep.
+        self._stack_parent: list[int] = [0]
+        self._stack_top: list[int] = [-1]
+        self._stack_depth: list[int] = [0]
+        self._pushes: dict[tuple[int, int], int] = {}
+        self._closures: dict[int, frozenset] = {}
         self._lock = threading.Lock()
-        initial = self._closure(start) if start >= 0 else frozenset()
+        initial = self._closure(nfa.start) if nfa.start >= 0 else frozenset()
         if not initial:
             shown = repr(pattern[:200]) + (f" (+{len(pattern) - 200:,} characters)"
                                            if len(pattern) > 200 else "")
@@ -85,11 +119,22 @@ class LazyByteDFA:
         capacity = 64
         self._table = np.zeros((capacity, 256), dtype=STATE_DTYPE)
         self._finals = np.zeros(capacity, dtype=bool)
-        self._finals[INITIAL] = final in initial
+        self._finals[INITIAL] = self._final in initial
         # materialised[s]: row s is complete in self._table (the dead row always is)
         self._materialised = bytearray(capacity)
         self._materialised[DEAD] = 1
         self._count = INITIAL + 1
+
+    @property
+    def num_nfa_states(self) -> int:
+        """States of the NFA so far: the pattern's, and each definition's
+        once, from its first call on."""
+        return len(self._eps)
+
+    @property
+    def num_stacks(self) -> int:
+        """Distinct call stacks met so far (the empty one included)."""
+        return len(self._stack_parent)
 
     # --- reading ------------------------------------------------------------
 
@@ -121,14 +166,29 @@ class LazyByteDFA:
         return bool(self._finals[state])
 
     def byte_alphabet(self) -> np.ndarray:
-        """``bool[256]``: the bytes on some byte edge of the pruned NFA, i.e.
-        every byte that can occur in a match (and only those)."""
-        present = np.zeros(257, dtype=np.int64)
-        for state_edges in self._edges:
-            for lo, hi, _ in state_edges:
-                present[lo] += 1
-                present[hi + 1] -= 1
-        return np.cumsum(present[:256]) > 0
+        """``bool[256]``: the bytes on some byte edge of the pruned NFA that
+        the pattern reaches, i.e. every byte that can occur in a match (and,
+        without a depth bound, only those). Compiles every definition."""
+        with self._lock:
+            self._nfa.compile_everything()
+            nfa = self._nfa
+            present = np.zeros(257, dtype=np.int64)
+            eps, edges, calls = nfa.eps, nfa.edges, nfa.calls
+            seen = bytearray(len(eps))
+            stack = [nfa.start] if nfa.start >= 0 else []
+            for q in stack:
+                seen[q] = 1
+            while stack:
+                q = stack.pop()
+                for lo, hi, t in edges[q]:
+                    present[lo] += 1
+                    present[hi + 1] -= 1
+                for t in [*eps[q], *(e[2] for e in edges[q]),
+                          *(t for d, ret in calls[q] for t in (nfa.start_of[d], ret))]:
+                    if not seen[t]:
+                        seen[t] = 1
+                        stack.append(t)
+            return np.cumsum(present[:256]) > 0
 
     def row(self, state: int) -> np.ndarray:
         """The 256 successors of ``state``, computed on first request and kept."""
@@ -165,7 +225,7 @@ class LazyByteDFA:
         flags = np.frombuffer(self._materialised, dtype=np.uint8)
         missing = states[flags[states] == 0]
         if len(missing):
-            self.materialise(np.unique(missing).tolist())
+            self.materialise(dict.fromkeys(missing.tolist()))  # not np.unique: it imports numpy.ma, 10 ms
 
     def explore(self) -> tuple[np.ndarray, np.ndarray]:
         """Materialise every state breadth-first; returns ``(transitions,
@@ -180,34 +240,77 @@ class LazyByteDFA:
 
     # --- the subset construction, one state at a time ----------------------
 
-    def _closure(self, state: int) -> frozenset:
-        found = self._closures[state]
+    def _push(self, stack: int, ret: int) -> int:
+        key = (stack, ret)
+        found = self._pushes.get(key)
         if found is None:
-            eps, edges, final = self._eps, self._edges, self._final
-            seen = {state}
-            stack = [state]
-            kernel = []
-            while stack:
-                current = stack.pop()
-                if edges[current] or current == final:
+            found = self._pushes[key] = len(self._stack_parent)
+            self._stack_parent.append(stack)
+            self._stack_top.append(ret)
+            self._stack_depth.append(self._stack_depth[stack] + 1)
+        return found
+
+    def _closure(self, config: int) -> frozenset:
+        """The kernel configurations reachable from ``config`` without a byte:
+        epsilon moves, calls (push the return state, enter the callee) and
+        returns (the end of a definition pops the stack). With a depth bound,
+        a configuration that cannot finish its stack within it is left out,
+        so every kernel configuration is live."""
+        found = self._closures.get(config)
+        if found is not None:
+            return found
+        size, eps, edges, calls, ends, final = (self._stride, self._eps, self._edges, self._calls,
+                                                self._ends, self._final)
+        bound = self.max_depth
+        need, need_byte = self._nfa.need, self._nfa.need_byte
+        enter = self._nfa.enter
+        depth_of = self._stack_depth
+        seen = {config}
+        todo = [config]
+        kernel = []
+        while todo:
+            current = todo.pop()
+            stack, q = divmod(current, size)
+            if bound is not None and depth_of[stack] + need[q] > bound:
+                continue
+            if edges[q]:
+                if bound is None or depth_of[stack] + need_byte[q] <= bound:
                     kernel.append(current)
-                for successor in eps[current]:
-                    if successor not in seen:
-                        seen.add(successor)
-                        stack.append(successor)
-            found = self._closures[state] = frozenset(kernel)
+            elif q == final:
+                kernel.append(current)
+            base = stack * size
+            for successor in eps[q]:
+                successor += base
+                if successor not in seen:
+                    seen.add(successor)
+                    todo.append(successor)
+            for definition, ret in calls[q]:
+                successor = self._push(stack, ret) * size + enter(definition)
+                if successor not in seen:
+                    seen.add(successor)
+                    todo.append(successor)
+            if ends[q] and stack:
+                successor = self._stack_parent[stack] * size + self._stack_top[stack]
+                if successor not in seen:
+                    seen.add(successor)
+                    todo.append(successor)
+        found = self._closures[config] = frozenset(kernel)
         return found
 
     def _compute_row(self, state: int) -> None:
-        """The eager loop of ``regex_compiler._determinise`` for one state."""
+        """The eager loop of ``regex_compiler._determinise`` for one state,
+        over configurations: a byte edge keeps the stack."""
+        size, edges = self._stride, self._edges
         by_range: dict[tuple[int, int], list[int]] = {}
-        for nfa_state in self._kernels[state]:
-            for lo, hi, target in self._edges[nfa_state]:
+        for config in self._kernels[state]:
+            stack, nfa_state = divmod(config, size)
+            base = stack * size
+            for lo, hi, target in edges[nfa_state]:
                 targets = by_range.get((lo, hi))
                 if targets is None:
-                    by_range[(lo, hi)] = [target]
+                    by_range[(lo, hi)] = [base + target]
                 else:
-                    targets.append(target)
+                    targets.append(base + target)
         row = np.zeros(256, dtype=STATE_DTYPE)
         if by_range:
             for lo, hi, targets in _cut(by_range):
@@ -260,82 +363,306 @@ class LazyByteDFA:
         self._table = table
 
 
-class _LazyDefinitions(_SharedDefinitions):
-    """Shared definitions stamped as their Thompson NFAs, not their minimal DFAs.
+INFINITE = 1 << 30
+_MAIN = -1  # the pattern's own fragment, in _LazyNFA's tables
+
+
+class _LazyNFA:
+    """The pattern's Thompson NFA and one fragment per shared definition,
+    each compiled the first time something calls it.
 
     The eager compiler determinises and minimises each definition once (a
-    JSON Schema's free value: 0.2 s), which would be most of a lazy first
-    mask. Here a definition is its own Thompson NFA, built in linear time and
-    copied wherever its placeholder stands; the lazy subset construction then
-    only ever determinises the parts that are visited.
+    JSON Schema's free value: 0.2 s) and stamps a copy of it wherever its
+    placeholder stands, so free values nested D levels deep cost about 4^D
+    states. Here a placeholder is a *call*: the lazy automaton pushes the
+    return state and runs the definition's fragment (see
+    :class:`LazyByteDFA`); the NFA grows with the written pattern, not the
+    expanded one. And a fragment is parsed and built only when a closure
+    first reaches a call to it: a Kubernetes schema's 70 definitions are
+    516k characters of regex (3.8 s to build), of which the first masks
+    reach the root's 8k and its three callees' 12k.
+
+    **Exact liveness, lazily.** Every kept state can reach the end of its
+    fragment (dead is empty, as without calls). When a fragment is *entered*
+    (resolved), what each of its callees can do is decided first: whether
+    it matches anything at all. That is a backward search over the callee's
+    own fragment that counts a not yet decided call as impassable; only when
+    that fails are the callee's callees decided, so the decision usually
+    compiles just the direct callees. With every callee decided, the
+    fragment's states that cannot reach its end are dropped, once.
+
+    **Recursion.** Without a stack bound, a definition that reaches itself
+    through the placeholders in the definitions' texts is refused (found on
+    the texts, before anything is compiled). With ``max_depth``, recursion
+    is allowed: everything is compiled up front and :func:`_needs` finds how
+    many stack levels each state needs to finish, which the automaton
+    checks against the depth of each configuration.
+
+    A syntax error in a definition surfaces when the definition is first
+    reached, not at construction (generated definitions do not have any).
     """
 
-    def _compile(self, placeholder: str) -> tuple:
-        text = self.definitions[placeholder]
-        tree, flags = _parse(text)
-        nfa = _LazyThompsonNFA(text, self.max_nfa_states, self)
-        start = nfa.new_state()
-        end = nfa.build(tree, start, flags)
-        return nfa.eps, nfa.edges, start, end
-
-
-class _LazyThompsonNFA(_ThompsonNFA):
-    def _stamp(self, template, source: int) -> int:
-        """A copy of a definition's Thompson NFA after ``source``; returns its end.
-
-        The copy keeps the construction's invariants: its start state (never
-        re-entered in a Thompson NFA) is reached from ``source`` by an
-        epsilon move, and its end has no outgoing edges."""
-        eps, edges, start, end = template
-        self._reserve(len(eps))
-        base = len(self.eps)
-        self.eps.extend([t + base for t in targets] for targets in eps)
-        self.edges.extend([(lo, hi, t + base) for lo, hi, t in state_edges] for state_edges in edges)
-        self.eps[source].append(base + start)
-        return base + end
-
-
-def _pruned_nfa(pattern: str, definitions, max_nfa_states: int):
-    """The Thompson NFA of ``pattern`` with every state that cannot reach the
-    final one dropped: ``(eps, edges, start, final)``, ``start`` -1 when the
-    language is empty."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    def __init__(self, pattern: str, definitions, max_nfa_states: int, max_depth: int | None) -> None:
+        self.max_nfa_states = max_nfa_states
+        self.max_depth = max_depth
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[int, int, int]]] = []
+        self.calls: list[tuple[tuple[int, int], ...]] = []  # calls[q]: ((definition, return state), ...)
+        self.ends = bytearray()  # ends[q]: q ends a definition's fragment (a return)
+        definitions = dict(definitions or {})
+        _SharedDefinitions(definitions, max_nfa_states)  # checks the placeholders
+        self.placeholders = list(definitions)
+        self.number = {placeholder: i for i, placeholder in enumerate(self.placeholders)}
+        self.texts = [definitions[p] for p in self.placeholders]
+        count = len(self.placeholders)
+        self.start_of = [-1] * count
+        self.end_of = [-1] * count
+        self.span = [(0, 0)] * count       # states base..end of a compiled fragment
+        self.callees: list[tuple[int, ...] | None] = [None] * count
+        self.completes: list[bool | None] = [None] * count
+        self.resolved = bytearray(count)
+        if max_depth is None:
+            self._refuse_recursion()
         body = normalize_pattern(pattern)
-        shared = _LazyDefinitions(definitions, max_nfa_states) if definitions else None
-        if shared is not None and body in shared:
-            body = shared.definitions[body]  # the whole pattern is one placeholder
-        tree, flags = _parse(body)
-        nfa = _LazyThompsonNFA(body, max_nfa_states, shared)
-        start = nfa.new_state()
+        if body in self.number:
+            body = self.texts[self.number[body]]  # the whole pattern is one placeholder
+        self.start, self.final, main_callees = self._build(body)
+        self.main_span = (0, len(self.eps))
+        self.need: list[int] | None = None
+        self.need_byte: list[int] | None = None
+        if max_depth is None:
+            for callee in main_callees:
+                self._decide(callee)
+            alive = self._alive(self.main_span, self.final)
+            self._prune(self.main_span, alive)
+            if not alive[self.start]:
+                self.start = -1
+        else:
+            for d in range(count):
+                if self.start_of[d] < 0:
+                    self._compile(d)
+            self._bounded(max_depth)
+
+    # --- building fragments -------------------------------------------------
+
+    def __contains__(self, placeholder: str) -> bool:  # the interface _ThompsonNFA asks of shared definitions
+        return placeholder in self.number
+
+    def template(self, placeholder: str) -> str:
+        return placeholder
+
+    def _refuse_recursion(self) -> None:
+        uses = [sorted({self.number[c] for c in set(text) if c in self.number}) for text in self.texts]
+        state = bytearray(len(uses))  # 0 new, 1 on the path, 2 done
+        for root in range(len(uses)):
+            if state[root]:
+                continue
+            path = [(root, iter(uses[root]))]
+            state[root] = 1
+            while path:
+                node, pending = path[-1]
+                nxt = next(pending, None)
+                if nxt is None:
+                    state[node] = 2
+                    path.pop()
+                elif state[nxt] == 1:
+                    raise RegexError(f"shared definition {ord(self.placeholders[nxt]):#x} uses itself "
+                                     "(recursion needs a stack bound, max_depth)")
+                elif state[nxt] == 0:
+                    state[nxt] = 1
+                    path.append((nxt, iter(uses[nxt])))
+
+    def _build(self, text: str) -> tuple[int, int, tuple[int, ...]]:
+        """Thompson-construct ``text`` and append it to the tables: ``(start, end, callees)``."""
+        tree, flags = _parse(text)
+        builder = _CallingThompsonNFA(text, self.max_nfa_states - len(self.eps), self)
+        start = builder.new_state()
         try:
-            final = nfa.build(tree, start, flags)
+            end = builder.build(tree, start, flags)
         except RecursionError:
-            raise RegexError(f"regex {body[:200]!r} is nested too deeply to compile") from None
-        eps, edges = nfa.eps, nfa.edges
-        # Backward reachability from the final state over both kinds of edges.
-        predecessors: list[list[int]] = [[] for _ in eps]
-        for source, targets in enumerate(eps):
-            for target in targets:
-                predecessors[target].append(source)
-        for source, state_edges in enumerate(edges):
-            for _, _, target in state_edges:
-                predecessors[target].append(source)
-        useful = bytearray(len(eps))
-        useful[final] = 1
-        stack = [final]
+            raise RegexError(f"regex {text[:200]!r} is nested too deeply to compile") from None
+        base = len(self.eps)
+        if base:
+            self.eps.extend([t + base for t in targets] for targets in builder.eps)
+            self.edges.extend([(lo, hi, t + base) for lo, hi, t in state_edges] for state_edges in builder.edges)
+        else:
+            self.eps.extend(builder.eps)
+            self.edges.extend(builder.edges)
+        self.calls.extend(() for _ in builder.eps)
+        self.ends.extend(bytes(len(builder.eps)))
+        callees = set()
+        for q, items in builder.calls.items():
+            self.calls[q + base] = tuple((self.number[p], ret + base) for p, ret in items)
+            callees.update(self.number[p] for p, _ in items)
+        return start + base, end + base, tuple(sorted(callees))
+
+    def _compile(self, d: int) -> None:
+        base = len(self.eps)
+        start, end, callees = self._build(self.texts[d])
+        self.start_of[d], self.end_of[d], self.callees[d] = start, end, callees
+        self.span[d] = (base, len(self.eps))
+        self.ends[end] = 1
+
+    # --- deciding and pruning, one fragment at a time -------------------------------
+
+    def _alive(self, span: tuple[int, int], end: int) -> bytearray:
+        """``alive[q]`` for q in ``span``: q reaches ``end`` through the fragment,
+        passing a call when the callee is known to match something."""
+        base, stop = span
+        predecessors: list[list[int]] = [[] for _ in range(stop - base)]
+        completes = self.completes
+        for q in range(base, stop):
+            for t in self.eps[q]:
+                predecessors[t - base].append(q)
+            for _, _, t in self.edges[q]:
+                predecessors[t - base].append(q)
+            for d, ret in self.calls[q]:
+                if completes[d]:
+                    predecessors[ret - base].append(q)
+        alive = bytearray(stop)  # indexed by global state; below base unused
+        alive[end] = 1
+        stack = [end]
         while stack:
-            for source in predecessors[stack.pop()]:
-                if not useful[source]:
-                    useful[source] = 1
+            for source in predecessors[stack.pop() - base]:
+                if not alive[source]:
+                    alive[source] = 1
                     stack.append(source)
-        del predecessors
-        pruned_eps = [[t for t in targets if useful[t]] if useful[q] else []
-                      for q, targets in enumerate(eps)]
-        pruned_edges = [[e for e in state_edges if useful[e[2]]] if useful[q] else []
-                        for q, state_edges in enumerate(edges)]
-        return pruned_eps, pruned_edges, (start if useful[start] else -1), final
-    finally:
-        if collecting:
-            gc.enable()
+        return alive
+
+    def _decide(self, d: int) -> bool:
+        """Whether definition ``d`` matches anything (compiling it, and its
+        callees only when it has no match that avoids the undecided ones)."""
+        known = self.completes[d]
+        if known is not None:
+            return known
+        if self.start_of[d] < 0:
+            self._compile(d)
+        start = self.start_of[d]
+        if not self._alive(self.span[d], self.end_of[d])[start]:
+            for callee in self.callees[d]:
+                self._decide(callee)
+            self.completes[d] = bool(self._alive(self.span[d], self.end_of[d])[start])
+        else:
+            self.completes[d] = True
+        return self.completes[d]
+
+    def _prune(self, span: tuple[int, int], alive: bytearray) -> None:
+        eps, edges, calls, completes = self.eps, self.edges, self.calls, self.completes
+        for q in range(*span):
+            if not alive[q]:
+                eps[q], edges[q], calls[q] = [], [], ()
+                continue
+            if eps[q]:
+                eps[q] = [t for t in eps[q] if alive[t]]
+            if edges[q]:
+                edges[q] = [e for e in edges[q] if alive[e[2]]]
+            if calls[q]:
+                calls[q] = tuple((d, r) for d, r in calls[q] if completes[d] and alive[r])
+
+    def enter(self, d: int) -> int:
+        """The start state of definition ``d``'s fragment, resolved (its
+        callees decided, its dead states dropped) on the first call."""
+        if not self.resolved[d]:
+            self._decide(d)
+            for callee in self.callees[d]:
+                self._decide(callee)
+            self._prune(self.span[d], self._alive(self.span[d], self.end_of[d]))
+            self.resolved[d] = 1
+        return self.start_of[d]
+
+    def compile_everything(self) -> None:
+        """Compile and resolve every fragment the pattern can reach."""
+        todo = [d for q in range(*self.main_span) for d, _ in self.calls[q]]
+        while todo:
+            d = todo.pop()
+            if not self.resolved[d]:
+                self.enter(d)
+                todo.extend(c for q in range(*self.span[d]) for c, _ in self.calls[q])
+
+    def _bounded(self, max_depth: int) -> None:
+        """With a stack bound: the levels each state needs (:func:`_needs`)
+        over everything, and every state that cannot finish within the bound
+        dropped."""
+        by_start = [tuple((self.start_of[d], r) for d, r in items) for items in self.calls]
+        need, need_byte = _needs(self.eps, self.edges, by_start, self.ends, self.final, max_depth)
+        keep = bytearray(n <= max_depth for n in need)
+        for d in range(len(self.placeholders)):
+            self.completes[d] = bool(keep[self.start_of[d]])
+            self.resolved[d] = 1
+        self._prune((0, len(self.eps)), keep)
+        self.need, self.need_byte = need, need_byte
+        if not keep[self.start]:
+            self.start = -1
+
+
+class _CallingThompsonNFA(_ThompsonNFA):
+    """The Thompson construction with a placeholder compiled as a call.
+
+    ``calls[q]`` lists ``(placeholder, return_state)``: from ``q`` the
+    automaton may run the placeholder's fragment and go on at
+    ``return_state``. Fresh return states keep the construction's
+    invariants (edges only leave ``source``; the returned end has none)."""
+
+    def __init__(self, pattern: str, max_states: int, shared=None) -> None:
+        super().__init__(pattern, max_states, shared)
+        self.calls: dict[int, list[tuple[str, int]]] = {}
+
+    def _stamp(self, template, source: int) -> int:
+        ret = self.new_state()
+        self.calls.setdefault(source, []).append((template, ret))
+        return ret
+
+    def _copy_block(self, first: int, exit_: int, size: int) -> tuple[int, int]:
+        offset = len(self.eps) - first
+        copied = super()._copy_block(first, exit_, size)
+        calls = self.calls
+        inside = (range(first, first + size) if size < len(calls) else sorted(calls))
+        for state in [q for q in inside if q in calls and first <= q < first + size]:
+            self.calls[state + offset] = [(p, ret + offset) for p, ret in self.calls[state]]
+        return copied
+
+
+def _needs(eps, edges, calls, ends, final, max_depth):
+    """``need[q]``: the fewest stack levels on some path from ``q`` to the end
+    of its fragment (0 without calls on the way; a call to a fragment that
+    needs n levels needs n + 1), found level by level; ``need_byte[q]`` the
+    same for paths that begin with one of ``q``'s byte edges. ``INFINITE``
+    when no path exists (or none within ``max_depth``): such states are
+    dead."""
+    size = len(eps)
+    predecessors: list[list[int]] = [[] for _ in range(size)]
+    for source, targets in enumerate(eps):
+        for target in targets:
+            predecessors[target].append(source)
+    for source, state_edges in enumerate(edges):
+        for _, _, target in state_edges:
+            predecessors[target].append(source)
+    call_sites = [(q, s, r) for q, items in enumerate(calls) for s, r in items]
+    need = [INFINITE] * size
+    level = 0
+    frontier = [q for q in range(size) if ends[q]] + [final]
+    for q in frontier:
+        need[q] = 0
+    while max_depth is None or level <= max_depth:
+        while True:
+            stack = frontier
+            while stack:
+                for source in predecessors[stack.pop()]:
+                    if need[source] > level:
+                        need[source] = level
+                        stack.append(source)
+            # a call site is passable at this level when its callee (one level
+            # down) and its return state are
+            frontier = []
+            for q, s, r in call_sites:
+                if need[q] > level and need[s] + 1 <= level and need[r] <= level:
+                    need[q] = level
+                    frontier.append(q)
+            if not frontier:
+                break
+        if not any(need[q] == INFINITE and need[s] < INFINITE and need[r] < INFINITE
+                   for q, s, r in call_sites):
+            break
+        level += 1
+    need_byte = [min((need[t] for _, _, t in state_edges), default=INFINITE) for state_edges in edges]
+    return need, need_byte

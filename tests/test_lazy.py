@@ -67,7 +67,7 @@ def test_explored_lazy_dfa_is_the_eager_dfa(pattern):
     assert np.array_equal(lazy.finals, eager.finals)
 
 
-@pytest.mark.parametrize("any_depth", [1, 2])
+@pytest.mark.parametrize("any_depth", [1, 2, 4])
 def test_explored_lazy_dfa_with_shared_definitions(any_depth):
     compiled = regex_from_schema(PERSON, any_depth=any_depth, state_budget=None)
     assert compiled.definitions  # the free value is a shared definition
@@ -75,6 +75,109 @@ def test_explored_lazy_dfa_with_shared_definitions(any_depth):
     lazy = canonical_byte_dfa(*LazyByteDFA(compiled.pattern, definitions=compiled.definitions).explore())
     assert np.array_equal(lazy.transitions, eager.transitions)
     assert np.array_equal(lazy.finals, eager.finals)
+
+
+# Placeholders of shared definitions are lone surrogates.
+P, Q, R = "\ud800", "\ud801", "\ud802"
+NESTED = {P: rf"a(?:{Q}|b)c", Q: rf"x[0-9]+{R}?y", R: r"(?:z|)"}
+
+
+def written_out(pattern: str, definitions: dict[str, str]) -> str:
+    """``pattern`` with every placeholder replaced by its definition in a group
+    (a class of plain characters and placeholders becomes an alternation)."""
+    import re
+
+    pattern = re.sub(r"\[([^\]\\]*[\ud800-\udfff][^\]\\]*)\]",
+                     lambda m: "(?:" + "|".join(m.group(1)) + ")", pattern)
+    while any(p in pattern for p in definitions):
+        for placeholder, text in definitions.items():
+            pattern = pattern.replace(placeholder, f"(?:{text})")
+    return pattern
+
+
+def accepts(dfa: LazyByteDFA, data: bytes) -> bool:
+    state = dfa.initial
+    for byte in data:
+        state = int(dfa.row(state)[byte])
+        if state == 0:
+            return False
+    return dfa.is_final(state)
+
+
+@pytest.mark.parametrize("pattern", [P, f"{P}*", f"(?:{P}|{Q})+-{Q}", f"[{P}{Q}k]{{1,3}}", f"{R}{R}q",
+                                     f"(?:{P}{P}){{2}}|{Q}"])
+def test_nested_definitions_are_called_not_copied(pattern):
+    # The NFA holds each definition once, however often it is used.
+    explored = LazyByteDFA(pattern, definitions=NESTED)
+    lazy = canonical_byte_dfa(*explored.explore())
+    eager = byte_dfa_from_regex(pattern, definitions=NESTED)
+    assert np.array_equal(lazy.transitions, eager.transitions)
+    assert np.array_equal(lazy.finals, eager.finals)
+    plain = written_out(pattern, NESTED)
+    assert np.array_equal(lazy.transitions, byte_dfa_from_regex(plain).transitions)
+    import re
+    for text in ["axyc", "abc", "ax12zyc", "ax1yc", "x3y", "x3zy-x4y", "abcabc", "abcabcabcabc", "k", "kk",
+                 "zzq", "zq", "q", "abcx1y", "x1y", "ax1zzyc"]:
+        assert accepts(explored, text.encode()) == bool(re.fullmatch(plain, text)), text
+
+
+def test_definition_nfa_grows_with_the_written_pattern():
+    # Ten levels of definitions each using the one below twice: 2^10 copies
+    # written out, ten fragments called.
+    chain = {chr(0xD800 + i): rf"\[{chr(0xD801 + i)}(?:,{chr(0xD801 + i)})*\]|n" for i in range(10)}
+    chain[chr(0xD80A)] = "n"
+    dfa = LazyByteDFA(chr(0xD800), definitions=chain)
+    assert dfa.num_nfa_states < 400
+    assert accepts(dfa, b"[[[n,n],n]]") and not accepts(dfa, b"[[n,n]")
+    assert accepts(dfa, b"[" * 10 + b"n" + b"]" * 10) and not accepts(dfa, b"[" * 11 + b"n" + b"]" * 11)
+
+
+def test_deep_free_values_lazily():
+    compiled = regex_from_schema(PERSON, any_depth=12, state_budget=None)
+    dfa = LazyByteDFA(compiled.pattern, definitions=compiled.definitions)
+    import jsonschema
+
+    def instance(levels: int):
+        value = {"x": [1, "é", None]}
+        for _ in range(levels):
+            value = [value] if _ % 2 else {"k": value, "n": 2.5}
+        return {"name": "n", "age": 3, "extra": value}
+
+    for levels in range(0, 16):
+        data = instance(levels)
+        jsonschema.validate(data, PERSON)
+        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+        # extra's value nests levels + 2 arrays and objects: 12 levels at most
+        assert accepts(dfa, text) == (levels + 2 <= 12), levels
+    assert not accepts(dfa, b'{"name":"n","age":-1}') and accepts(dfa, b'{"name":"n","age":0}')
+
+
+@pytest.mark.parametrize("depth", [0, 1, 3])
+def test_recursive_definition_with_a_stack_bound(depth):
+    lists = {P: rf"\[(?:{P}(?:,{P})*)?\]"}
+    lazy = canonical_byte_dfa(*LazyByteDFA(P, definitions=lists, max_depth=depth).explore())
+    written = r"\[\]"
+    for _ in range(depth):
+        written = rf"\[(?:{written}(?:,{written})*)?\]"
+    eager = byte_dfa_from_regex(written)
+    assert np.array_equal(lazy.transitions, eager.transitions)
+    assert np.array_equal(lazy.finals, eager.finals)
+    # left recursion, and a path whose byte must be taken before the call
+    left = canonical_byte_dfa(*LazyByteDFA(f"(?:{P}a|b)", definitions={P: f"(?:{P}a|b)"},
+                                           max_depth=depth).explore())
+    assert np.array_equal(left.transitions, byte_dfa_from_regex(f"ba{{0,{depth}}}").transitions)
+    right = canonical_byte_dfa(*LazyByteDFA(f"a{P}|b", definitions={P: f"a{P}|b"},
+                                            max_depth=depth).explore())
+    assert np.array_equal(right.transitions, byte_dfa_from_regex(f"a{{0,{depth}}}b").transitions)
+    with pytest.raises(EmptyLanguageError):
+        LazyByteDFA(f"a{P}", definitions={P: f"a{P}"}, max_depth=depth)
+
+
+def test_recursive_definition_needs_a_bound():
+    from tokendfa import RegexError
+
+    with pytest.raises(RegexError, match="uses itself"):
+        LazyByteDFA(P, definitions={P: rf"\[{P}?\]"})
 
 
 def test_lazy_dfa_rows_on_demand_and_dead_is_empty():
@@ -203,8 +306,8 @@ def walk_masks(index, vocab, instances) -> list[bytes]:
 @pytest.mark.slow
 def test_lazy_schema_index_qwen():
     vocab = cached_vocabulary("qwen2.5")
-    lazy = Index.from_schema(PERSON, vocab, lazy=True)
-    eager = Index.from_schema(PERSON, vocab, any_depth=LAZY_ANY_DEPTH)
+    lazy = Index.from_schema(PERSON, vocab, lazy=True, any_depth=2)
+    eager = Index.from_schema(PERSON, vocab, any_depth=2)
     assert walk_masks(lazy, vocab, PERSON_INSTANCES) == walk_masks(eager, vocab, PERSON_INSTANCES)
     assert lazy.metadata["kind"] == "schema" and lazy.metadata["build"]["method"] == "lazy"
     completed = lazy.complete()
@@ -212,12 +315,34 @@ def test_lazy_schema_index_qwen():
     assert completed.metadata["kind"] == "schema"
 
 
+def test_lazy_schema_free_values_nest_deep_by_default(toy_vocab):
+    import jsonschema
+
+    schema = {"type": "object", "properties": {"a": {}}, "required": ["a"]}
+    lazy = Index.from_schema(schema, toy_vocab, lazy=True)  # the toy vocabulary has no "[": objects
+    for levels in (1, 5, LAZY_ANY_DEPTH - 1, LAZY_ANY_DEPTH, LAZY_ANY_DEPTH + 5):
+        data = {"a": 1}
+        for _ in range(levels - 1):
+            data = {"a": data}
+        jsonschema.validate({"a": data}, schema)
+        text = json.dumps({"a": data}, separators=(",", ":")).encode()
+        guide, ok = Guide(lazy), True
+        for byte in text:  # the toy vocabulary spells every byte
+            token = TOKEN[bytes([byte])]
+            if not lazy.is_allowed(guide.state, token):
+                ok = False
+                break
+            guide.advance(token)
+        # the free value nests `levels` objects: within the default depth, every one is accepted
+        assert (ok and guide.can_end()) == (levels <= LAZY_ANY_DEPTH), levels
+
+
 @pytest.mark.slow
 def test_many_guides_on_threads_agree_with_serial_use():
     vocab = cached_vocabulary("qwen2.5")
-    eager = Index.from_schema(PERSON, vocab, any_depth=LAZY_ANY_DEPTH)
+    eager = Index.from_schema(PERSON, vocab, any_depth=2)
     expected = walk_masks(eager, vocab, PERSON_INSTANCES)
-    lazy = Index.from_schema(PERSON, vocab, lazy=True)  # cold: threads race to fill it
+    lazy = Index.from_schema(PERSON, vocab, lazy=True, any_depth=2)  # cold: threads race to fill it
     results: dict[int, list] = {}
     errors: list[BaseException] = []
 

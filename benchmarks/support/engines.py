@@ -111,7 +111,8 @@ class TokendfaEngine:
 
         self.index = index
         self._guide_cls, self._refused = Guide, TokenNotAllowedError
-        words = index.arrays.masks.shape[1]
+        # the mask's width, from either an Index or a LazyIndex (which has no arrays)
+        words = len(index.get_mask(index.initial_state))
         self.np_buf = np.zeros((1, words), dtype=np.int32)
         if torch_buffer:
             import torch

@@ -54,6 +54,7 @@ from ..analysis.minimise import canonical_byte_dfa
 from ..analysis.errors import (InvalidStateError, MaskBufferError, TokenNotAllowedError,
                                VocabularyCoverageError)
 from ..analysis.lazydfa import DEFAULT_MAX_LAZY_STATES, LazyByteDFA
+from ..analysis.utf8 import MAX_CODEPOINT, utf8_range_sequences
 from ..runtime.arrays import MASK_WORD
 from ..vocab.vocabulary import Vocabulary
 from .config import BuildConfig
@@ -61,20 +62,22 @@ from .pipeline import BuiltIndex, build_index, readable_pattern
 
 __all__ = ["LazyIndex", "LAZY_ANY_DEPTH"]
 
+# Every UTF-8 sequence of a character of two or more bytes, as byte ranges.
+_WIDE_SEQUENCES = tuple(tuple(sequence) for sequence in utf8_range_sequences(0x80, MAX_CODEPOINT))
+
 # Free values of a schema nest this many levels in lazy mode, with no
 # any_depth="auto" measurement (which builds whole automata at several depths,
-# most of an eager schema's time to first mask). Each level copies the Thompson
-# NFA of the level below into every place a free value stands, so the NFA, and
-# the time to build it, grows about 4x a level. Measured (NFA build, seconds, and
-# NFA states) on a small object schema with one free property, then on
-# JSONSchemaBench Github_hard line 10 (6 shared definitions):
-#   depth 2: 0.047 (3.9k)  |  0.55 (55k)
-#   depth 3: 0.112 (14.5k) |  2.4 (182k)
-#   depth 4: 0.42 (57k)    |  8.4 (689k)
-#   depth 5: 2.0 (226k)    |  -
-# Depth 2 keeps the first mask in milliseconds; it is narrower than what "auto"
-# often takes eagerly (up to 5), and regex_from_schema says so in the notes.
-LAZY_ANY_DEPTH = 2
+# most of an eager schema's time to first mask). Each level is one shared
+# definition, which the lazy automaton calls rather than copies and compiles
+# only when a generation first enters it (tokendfa.analysis.lazydfa), so the
+# depth costs nothing until a value goes that deep. Measured on 42
+# JSONSchemaBench schemas (benchmarks/profile_lazy.py, qwen2.5, loaded machine):
+# the NFA built before the first mask is the same at depth 8, 32 and 64 (p50
+# 2.8k states; 1.8k at depth 2, where the lowest levels are written inline);
+# the schema's regex grows by about 0.15 ms a level. When the NFA copied every
+# level (the first version), depth 2 took 0.05 s and depth 5 2.0 s on a small
+# object schema, which is why this was 2.
+LAZY_ANY_DEPTH = 32
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,6 +90,12 @@ class _VocabularyTables:
     first_offsets: np.ndarray  # int64[257]: tokens starting with byte b are by_first_byte[o[b]:o[b+1]]
     single_byte: np.ndarray    # bool[256]: some token is exactly this one byte
     num_words: int             # uint32 words of a mask
+    # The loop shortcut (see LazyIndex._raw_row): a token's tail is what follows its first character.
+    first_char: np.ndarray     # int8[V]: bytes of the first character; 0 when the token is not text
+                               # that starts with a whole character and goes on with whole characters
+    tail_low: np.ndarray       # uint64[V]: bytes 0-63 of the tail, as a bit set
+    tail_high: np.ndarray      # uint64[V]: bytes 64-127 of the tail
+    tail_wide: np.ndarray      # bool[V]: the tail holds a character of two or more bytes
 
 
 def _vocabulary_tables(vocabulary: Vocabulary) -> _VocabularyTables:
@@ -99,12 +108,49 @@ def _vocabulary_tables(vocabulary: Vocabulary) -> _VocabularyTables:
     single[matrix[lengths == 1, 0]] = True
     # One contiguous row per byte position: a level of the walk reads one row
     # (a gather from the [V, L] matrix strides over L bytes per token).
+    first_char = np.zeros(vocabulary.size, dtype=np.int8)
+    tail_wide = np.zeros(vocabulary.size, dtype=bool)
+    for token, data in enumerate(vocabulary.tokens):
+        if data:
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                continue  # a piece of a character: the ordinary walk
+            first = len(text[0].encode("utf-8"))
+            first_char[token] = first
+            tail_wide[token] = len(text) - 1 != len(data) - first
+    # bit b of the 128-bit set: byte b < 128 occurs after the first character;
+    # read column by column (vocabulary.byte_columns), so the work is the total bytes.
+    bits = np.zeros((vocabulary.size, 2), dtype=np.uint64)
+    columns = vocabulary.byte_columns()
+    for position, count in enumerate(columns.counts.tolist()):
+        tokens = columns.order[:count]
+        data = columns.data[columns.starts[position]:columns.starts[position] + count]
+        keep = (data < 128) & (first_char[tokens] <= position)
+        tokens, data = tokens[keep], data[keep].astype(np.uint64)
+        high = data >= 64
+        # a column holds each token once: a plain fancy |= is exact
+        bits[tokens[high], 1] |= np.left_shift(np.uint64(1), data[high] - np.uint64(64))
+        bits[tokens[~high], 0] |= np.left_shift(np.uint64(1), data[~high])
     return _VocabularyTables(np.ascontiguousarray(matrix.T), lengths, order.astype(np.int64), offsets.astype(np.int64),
-                             single, (vocabulary.size + 31) // 32)
+                             single, (vocabulary.size + 31) // 32, first_char,
+                             np.ascontiguousarray(bits[:, 0]), np.ascontiguousarray(bits[:, 1]), tail_wide)
 
 
 def vocabulary_tables(vocabulary: Vocabulary) -> _VocabularyTables:
     return vocabulary.derived("lazy-walk", _vocabulary_tables)
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` for a 1-d integer array, without its first call's
+    import of numpy.ma (10 ms, inside some schema's first mask)."""
+    if len(values) < 2:
+        return values.copy()
+    ordered = np.sort(values)
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
 
 
 def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -149,10 +195,13 @@ class LazyIndex:
         self._vocab_size = vocabulary.size
         self._eos = tuple(sorted(set(int(t) for t in vocabulary.eos_token_ids)))
         self._eos_set = frozenset(self._eos)
-        # Byte-live is token-live when every byte a match can hold is a token of its own.
-        alphabet = self._dfa.byte_alphabet()
-        self._covered = bool(np.all(self._tables.single_byte[alphabet]))
+        # Byte-live is token-live when every byte a match can hold is a token
+        # of its own. With all 256 bytes tokens (byte-level BPE) the pattern's
+        # alphabet is not needed, which would compile every definition.
+        single = self._tables.single_byte
+        self._covered = bool(single.all()) or bool(np.all(single[self._dfa.byte_alphabet()]))
         self._token_live: dict[int, bool] = {}
+        self._loops: dict[int, tuple[int, int, bool]] = {}
         self._raw_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._lock = threading.RLock()
         self._masks: dict[int, np.ndarray] = {}        # state -> its allowed-token bitset
@@ -389,8 +438,9 @@ class LazyIndex:
             if mask is None:
                 tokens, ends = self._raw_row(state)
                 if not self._covered and len(ends):
-                    live = np.array([self._is_token_live(int(e)) for e in np.unique(ends)])
-                    keep = np.isin(ends, np.unique(ends)[live])
+                    distinct = _distinct(ends)
+                    live = np.array([self._is_token_live(int(e)) for e in distinct.tolist()])
+                    keep = np.isin(ends, distinct[live])
                     tokens, ends = tokens[keep], ends[keep]
                 allowed = np.zeros(self._tables.num_words * 32, dtype=bool)
                 allowed[tokens] = True
@@ -399,7 +449,7 @@ class LazyIndex:
                 mask = np.packbits(allowed, bitorder="little").view(MASK_WORD)
                 mask = self._distinct_masks.setdefault(mask.tobytes(), mask)
                 mask.flags.writeable = False
-                self._successors[state] = np.unique(ends)
+                self._successors[state] = _distinct(ends)
                 self._raw_rows.pop(state, None)
                 self._masks[state] = mask  # published last: readers take no lock
             return mask
@@ -427,6 +477,31 @@ class LazyIndex:
                 tokens, states = tokens[~ended], states[~ended]
                 if not len(tokens):
                     break
+            if depth <= 4:
+                # The loop shortcut: a token whose first character has just been
+                # read, and whose every later character loops on the state it
+                # reached, ends in that state. Inside a JSON string that is most
+                # of the vocabulary (a cold string state: 40 ms -> a few).
+                starting = np.flatnonzero(tables.first_char[tokens] == depth)
+                if len(starting):
+                    looped = self._loop_tokens(tokens[starting], states[starting])
+                    if len(looped):
+                        done = starting[looped]
+                        found_tokens.append(tokens[done])
+                        found_ends.append(states[done])
+                        keep = np.ones(len(tokens), dtype=bool)
+                        keep[done] = False
+                        tokens, states = tokens[keep], states[keep]
+                        if not len(tokens):
+                            break
+            if len(tokens) <= 48:
+                # A few long tokens (runs of spaces, dashes) would take a
+                # numpy level per byte, ~50 us each: walk them in Python.
+                ends = self._walk_rest(tokens, states, depth)
+                alive = ends != DEAD
+                found_tokens.append(tokens[alive])
+                found_ends.append(ends[alive])
+                break
             dfa.materialise_reached(states)
             flat = dfa.table.reshape(-1)  # read after the rows are there
             states = flat[states.astype(np.int64) * 256 + columns[depth][tokens]]
@@ -438,6 +513,67 @@ class LazyIndex:
         if not self._covered:
             self._raw_rows[state] = (tokens, ends)
         return tokens, ends
+
+    def _walk_rest(self, tokens: np.ndarray, states: np.ndarray, depth: int) -> np.ndarray:
+        """The states ``tokens`` end in, from ``states`` after their first ``depth`` bytes."""
+        row, spellings = self._dfa.row, self._tokens
+        ends = np.empty(len(tokens), dtype=states.dtype)
+        for i, (token, state) in enumerate(zip(tokens.tolist(), states.tolist())):
+            for byte in spellings[token][depth:]:
+                state = int(row(state)[byte])
+                if state == DEAD:
+                    break
+            ends[i] = state
+        return ends
+
+    def _loop_tokens(self, tokens: np.ndarray, states: np.ndarray) -> np.ndarray:
+        """Positions of the ``tokens`` (each in the state of the same position,
+        its first character read) whose tails keep that state: every ASCII
+        byte of the tail loops on it, and so does every whole character of
+        two or more bytes when the tail has one."""
+        tables = self._tables
+        distinct = _distinct(states)
+        loops = [self._loop(s) for s in distinct.tolist()]
+        if not any(lo or hi for lo, hi, _ in loops):
+            return np.zeros(0, dtype=np.int64)
+        if len(loops) == 1:  # the common case: scalars, no gathers of the loop sets
+            lo, hi, wide = loops[0]
+            inside = (tables.tail_low[tokens] & np.uint64(~lo & 0xFFFFFFFFFFFFFFFF)) == 0
+            inside &= (tables.tail_high[tokens] & np.uint64(~hi & 0xFFFFFFFFFFFFFFFF)) == 0
+            if not wide:
+                inside &= ~tables.tail_wide[tokens]
+            return np.flatnonzero(inside)
+        where = np.searchsorted(distinct, states)
+        lows = np.array([lo for lo, _, _ in loops], dtype=np.uint64)[where]
+        highs = np.array([hi for _, hi, _ in loops], dtype=np.uint64)[where]
+        wides = np.array([wide for _, _, wide in loops], dtype=bool)[where]
+        inside = ((tables.tail_low[tokens] & ~lows) == 0) & ((tables.tail_high[tokens] & ~highs) == 0)
+        inside &= wides | ~tables.tail_wide[tokens]
+        return np.flatnonzero(inside)
+
+    def _loop(self, state: int) -> tuple[int, int, bool]:
+        """``(low, high, wide)``: the ASCII bytes that lead from ``state`` back
+        to it (bits 0-63 and 64-127), and whether every character of two or
+        more bytes does too (checked on each range of UTF-8 sequences)."""
+        found = self._loops.get(state)
+        if found is None:
+            row = self._dfa.row(state)
+            same = np.packbits(row[:128] == state, bitorder="little").view(np.uint64)
+            wide = True
+            for sequence in _WIDE_SEQUENCES:
+                current = {state}
+                for lo, hi in sequence:
+                    following = set()
+                    for at in current:
+                        following.update(self._dfa.row(at)[lo:hi + 1].tolist())
+                    current = following
+                    if DEAD in current:
+                        break
+                if current != {state}:
+                    wide = False
+                    break
+            found = self._loops[state] = (int(same[0]), int(same[1]), wide)
+        return found
 
     def _is_token_live(self, state: int) -> bool:
         """Whether some sequence of tokens leads from ``state`` to a match.
@@ -464,7 +600,7 @@ class LazyIndex:
                     break
                 if status is False:
                     continue
-                for nxt in np.unique(self._raw_row(current)[1]).tolist():
+                for nxt in _distinct(self._raw_row(current)[1]).tolist():
                     if nxt not in parent:
                         parent[nxt] = current
                         queue.append(nxt)
