@@ -45,6 +45,10 @@ lookarounds, an intersection of string constraints too large to write back, ...)
 JSON pointer; with ``lenient=True`` it is dropped instead (the regex is
 *wider* than the schema there) and listed in :attr:`SchemaRegex.widenings`.
 
+Keywords that assert nothing we know (``title``, ``description``,
+``examples``, ``x-*`` extensions, other vocabularies' keywords) are
+annotations, as the specification says, and change nothing.
+
 Example::
 
     >>> from tokendfa.schema.api import regex_from_schema
@@ -187,8 +191,9 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
       JSON pointer), a ``$ref`` that cannot be resolved;
     * :class:`~tokendfa.analysis.errors.UnsupportedSchemaError` (a ``SchemaError``):
       a keyword we cannot compile exactly, naming it and its JSON pointer
-      (never raised with ``lenient=True``, except for a regex over
-      ``max_regex_length`` characters);
+      (never raised with ``lenient=True``, except
+      :class:`~tokendfa.analysis.errors.RegexTooLongError` for a regex over
+      ``max_regex_length`` characters even at the shallowest depths);
     * :class:`~tokendfa.analysis.errors.EmptyLanguageError`: no value satisfies the schema.
     """
     _check_count("max_recursion_depth", max_recursion_depth)
@@ -311,6 +316,8 @@ def _dialect(schema: dict | bool, default_draft: str | None):
     """The validator class for the schema (checked against its meta-schema)."""
     from jsonschema import exceptions, validators
 
+    from .ir import json_pointer
+
     candidates = []
     declared = schema.get("$schema") if isinstance(schema, dict) else None
     if isinstance(declared, str):
@@ -344,7 +351,7 @@ def _dialect(schema: dict | bool, default_draft: str | None):
         draft, uri = _DRAFTS[cls.__name__]
         return cls, draft, uri
     exc = first_error
-    where = "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in exc.path)
+    where = json_pointer(exc.path) or "/"
     raise SchemaError(f"invalid schema at {where}: {exc.message}") from None
 
 

@@ -64,8 +64,7 @@ class Sub:
     internal: bool = False
 
     def child(self, schema: Any, *path: str | int) -> "Sub":
-        pointer = self.pointer + "".join("/" + str(p).replace("~", "~0").replace("/", "~1")
-                                         for p in path)
+        pointer = self.pointer + json_pointer(path)
         resolver = self.resolver
         if isinstance(schema, dict):
             resolver = enter(resolver, schema)
@@ -74,6 +73,11 @@ class Sub:
     def derived(self, constraint: "Constraint") -> "Sub":
         """A constraint the compiler wrote, read in this subschema's context."""
         return Sub(constraint, self.resolver, self.pointer, self.refs, True)
+
+
+def json_pointer(path) -> str:
+    """The JSON pointer of a path of keys and indexes (``~`` written ``~0``, ``/`` ``~1``)."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
 
 
 # The specification of the root schema's dialect (set by the api for each compilation),
