@@ -30,8 +30,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from .utf8 import merge_ranges
+from . import limits
+from .graph import live_states
 from .regex_syntax import regex_char
+from .utf8 import merge_ranges
 
 __all__ = ["intersect", "difference", "NoExactRegex"]
 
@@ -56,11 +58,13 @@ def difference(a: str, b: str, *, max_states: int = MAX_STATES,
 
 
 def _tables(regex: str, max_states: int):
-    from .errors import TokenDFAError
+    from .errors import TimeLimitError, TokenDFAError
     from .regex_compiler import byte_tables_from_regex
 
     try:
         return byte_tables_from_regex(regex, max_dfa_states=max_states)
+    except TimeLimitError:
+        raise  # the build's deadline, not a side too large: swallowing it would lift the limit
     except TokenDFAError as exc:
         raise NoExactRegex(f"cannot compile a side of the product: {exc}") from None
 
@@ -76,6 +80,7 @@ def _combine(a: str, b: str, both: bool, max_states: int, max_length: int) -> st
     nb = tb.shape[0]
     cursor = 1
     while cursor < len(pairs):
+        limits.check()
         x, y = pairs[cursor]
         keys = ta[x].astype(np.int64) * nb + tb[y]
         row = np.zeros(256, dtype=np.int64)
@@ -95,19 +100,6 @@ def _combine(a: str, b: str, both: bool, max_states: int, max_length: int) -> st
     table = np.stack(rows)
     finals = np.array([x != 0 and fa[x] and (fb[y] if both else not fb[y]) for x, y in pairs])
     return _regex_of(table, finals, max_length)
-
-
-def _live(table: np.ndarray, finals: np.ndarray) -> np.ndarray:
-    """States from which a final state can be reached."""
-    live = finals.copy()
-    live[0] = False
-    changed = True
-    while changed:
-        reach = live[table].any(axis=1)
-        reach[0] = False
-        changed = bool((reach & ~live).any())
-        live |= reach
-    return live
 
 
 def _code_point_edges(table: np.ndarray, live: np.ndarray) -> dict:
@@ -137,6 +129,7 @@ def _code_point_edges(table: np.ndarray, live: np.ndarray) -> dict:
 
     edges: dict = {}
     for state in np.flatnonzero(live):
+        limits.check()
         state = int(state)
         for byte in range(0xF5):
             nxt = int(table[state, byte])
@@ -202,7 +195,9 @@ def _star(r):
 
 
 def _regex_of(table: np.ndarray, finals: np.ndarray, max_length: int) -> str | None:
-    live = _live(table, finals)
+    seeds = finals.copy()
+    seeds[0] = False  # state 0 is dead (its row is all 0), whatever the caller's finals say
+    live = live_states(table, seeds)
     if not live[1]:
         return None
     edges = {k: (_class(v), "atom") for k, v in _code_point_edges(table, live).items()}
@@ -224,6 +219,7 @@ def _regex_of(table: np.ndarray, finals: np.ndarray, max_length: int) -> str | N
     queue = [(cost(s), s) for s in remaining]
     heapq.heapify(queue)
     while queue:
+        limits.check()  # an elimination step joins up to in x out paths: checked each time
         score, state = heapq.heappop(queue)
         if state not in remaining or score != cost(state):
             continue

@@ -5,6 +5,10 @@ the same place, so whether a byte string is accepted never depends on which
 of them it holds. The 256 bytes therefore fall into a few *classes*; a regex
 over JSON typically has a dozen or two. The class whose column is all dead
 holds the *dead bytes*: a token containing one is never allowed anywhere.
+
+:func:`unique_columns` finds the equal columns of any table; the minimiser
+(:mod:`tokendfa.analysis.minimise`) also uses it, to work on one column per
+class instead of 256.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .bytedfa import DEAD, ByteDFA, unique_columns
+from .dfa import DEAD, ByteDFA
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,9 +41,6 @@ class ByteClasses:
             return b""
         return bytes(np.flatnonzero(self.class_of == self.dead_class).tolist())
 
-    def members(self, klass: int) -> bytes:
-        return bytes(np.flatnonzero(self.class_of == klass).tolist())
-
 
 def byte_classes(dfa: ByteDFA, states: np.ndarray | None = None) -> ByteClasses:
     """Partition the bytes by their columns in ``dfa.transitions``.
@@ -62,3 +63,53 @@ def byte_classes(dfa: ByteDFA, states: np.ndarray | None = None) -> ByteClasses:
 def class_table(dfa: ByteDFA, classes: ByteClasses) -> np.ndarray:
     """``transitions`` restricted to one byte per class: ``int32[states, classes]``."""
     return np.ascontiguousarray(dfa.transitions[:, classes.representatives])
+
+
+# --- equal columns of a table ------------------------------------------------
+
+def unique_columns(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes with equal columns: ``(first, inverse)`` where ``first[k]`` is the
+    smallest byte of the k-th distinct column (increasing) and
+    ``table[:, b]`` equals ``table[:, first[inverse[b]]]``.
+
+    Large tables group their columns by a hash (one pass, no transposed copy)
+    and check every column against its group's first; small ones, and a
+    hash collision, compare whole columns as byte strings.
+    ``np.unique(table, axis=1)`` compares them as records of one field per
+    state, which took 20 s on a 100k-state table.
+    """
+    if table.shape[0] >= _HASHED_COLUMNS_FROM:
+        found = _unique_columns_hashed(table)
+        if found is not None:
+            return found
+    transposed = np.ascontiguousarray(table.T)
+    rows = transposed.view(np.dtype((np.void, transposed.shape[1] * transposed.itemsize)))
+    _, first, inverse = np.unique(rows.ravel(), return_index=True, return_inverse=True)
+    return _in_byte_order(first, inverse.ravel())
+
+
+_HASHED_COLUMNS_FROM = 2048  # states; below this the transposed copy is cheap
+_ROWS_PER_PASS = 8192
+
+
+def _unique_columns_hashed(table: np.ndarray):
+    """``unique_columns`` by a random linear hash of each column; None on a collision."""
+    weights = np.random.default_rng(0).integers(1, 2**62, size=table.shape[0], dtype=np.int64)
+    hashes = np.zeros(table.shape[1], dtype=np.int64)
+    for start in range(0, table.shape[0], _ROWS_PER_PASS):  # a 64-bit copy of a slice only
+        part = slice(start, start + _ROWS_PER_PASS)
+        hashes += weights[part] @ table[part].astype(np.int64)  # wraps around: fine for a hash
+    _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+    representative = first[inverse]
+    for start in range(0, table.shape[0], _ROWS_PER_PASS):
+        rows = table[start:start + _ROWS_PER_PASS]
+        if not np.array_equal(rows, rows[:, representative]):
+            return None
+    return _in_byte_order(first, inverse)
+
+
+def _in_byte_order(first: np.ndarray, inverse: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return first[order], rank[inverse]

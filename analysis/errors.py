@@ -7,10 +7,14 @@ are also ``ValueError``s, as the standard library would raise.
 
 This module sits in the lowest layer (``analysis/``) so that the analysis,
 build and serving code all raise from the same tree without ``analysis``
-importing ``index``.
+importing ``index``. It also holds :func:`import_optional`, the one way the
+package imports a dependency that ``pip install tokendfa`` does not install.
 """
 
 from __future__ import annotations
+
+import importlib
+from types import ModuleType
 
 
 class TokenDFAError(Exception):
@@ -117,3 +121,38 @@ class InvalidStateError(TokenDFAError, ValueError):
 class MaskBufferError(TokenDFAError, ValueError):
     """A caller's mask buffer that cannot hold a bitset: too few words, a
     dtype other than 32-bit integers, or a row outside the batch."""
+
+
+# --- optional dependencies ------------------------------------------------
+
+class MissingDependencyError(TokenDFAError, ImportError):
+    """An optional dependency that is not installed, or does not import.
+
+    Loading and serving an index needs only numpy and msgpack; building, the
+    built-in vocabularies, Hugging Face tokenizers and the cross-checks each
+    need more, installed by an extra (``pip install 'tokendfa[build]'``). The
+    message names that extra. Also an ``ImportError``, so code that tries an
+    import and carries on without it keeps working."""
+
+
+def import_optional(module: str, *, extra: str | None, needed_for: str,
+                    package: str | None = None) -> ModuleType:
+    """``module``, imported, or :class:`MissingDependencyError` naming the
+    extra (or, with ``extra=None``, the package) that installs it.
+
+    ``needed_for`` says what the caller was doing ("reading a Hugging Face
+    tokenizer"); ``package`` is the pip name when it differs from the module's.
+    """
+    try:
+        return importlib.import_module(module)
+    except Exception as exc:  # an installed but broken package raises anything
+        package = package or module.split(".")[0]
+        install = f"pip install 'tokendfa[{extra}]'" if extra else f"pip install {package}"
+        missing = isinstance(exc, ModuleNotFoundError) and (
+            exc.name is None or module == exc.name or module.startswith(exc.name + "."))
+        if missing:
+            message = f"{needed_for} needs {package}, which is not installed: {install}"
+        else:
+            message = (f"{needed_for} needs {package}, which is installed but does not import "
+                       f"({type(exc).__name__}: {exc}); {install} installs versions that work")
+        raise MissingDependencyError(message, name=module) from exc

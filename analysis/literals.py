@@ -11,11 +11,9 @@ byte classes of everything else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from .bytedfa import DEAD, ByteDFA
+from .dfa import DEAD, ByteDFA
 
 NOT_FORCED = -1
 
@@ -40,33 +38,6 @@ def forced_run(dfa: ByteDFA, state: int, forced: np.ndarray | None = None,
         run.append(byte)
         state = int(dfa.transitions[state, byte])
     return bytes(run), state
-
-
-@dataclass(frozen=True)
-class Literal:
-    """A maximal run of forced bytes: from ``start``, ``data`` leads to ``end``."""
-
-    start: int
-    data: bytes
-    end: int
-
-
-def find_literals(dfa: ByteDFA, min_length: int = 2) -> list[Literal]:
-    """Every maximal literal of at least ``min_length`` bytes, by start state.
-
-    A literal starts at a forced state that no forced state leads into.
-    """
-    forced = forced_bytes(dfa)
-    is_forced = forced != NOT_FORCED
-    entered_by_forced = np.zeros(dfa.num_states, dtype=bool)
-    sources = np.flatnonzero(is_forced)
-    entered_by_forced[dfa.transitions[sources, forced[sources]]] = True
-    literals = []
-    for start in np.flatnonzero(is_forced & ~entered_by_forced).tolist():
-        data, end = forced_run(dfa, start, forced)
-        if len(data) >= min_length:
-            literals.append(Literal(start, data, end))
-    return literals
 
 
 def narrow_states(dfa: ByteDFA, max_bytes: int) -> np.ndarray:

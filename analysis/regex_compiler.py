@@ -6,8 +6,9 @@ which is quadratic and worse on the alternation-heavy patterns that JSON
 schemas generate (33 s for one 15k-character regex). This module does the
 classic thing instead:
 
-1. **Parse** with Python's own parser (``re._parser``, ``sre_parse`` before
-   3.11), so the accepted syntax is exactly Python's, and with ``re.ASCII`` so
+1. **Parse** with Python's own parser
+   (:func:`tokendfa.analysis.regex_syntax.parse_tree`, which also reads the
+   character sets), so the accepted syntax is exactly Python's, and with ``re.ASCII`` so
    the tree has Python's ASCII semantics: ``\\d`` is ``[0-9]``, ``\\w`` is
    ``[0-9A-Za-z_]``, ``\\s`` is ``[ \\t\\n\\r\\f\\v]``, and ``(?i)`` folds
    the ASCII letters only (``é`` does not match ``É``). This is what
@@ -22,7 +23,7 @@ classic thing instead:
    bounded repeat ``X{n,m}`` builds ``X`` once and copies its block of states.
 3. **Subset construction** to a complete ``int32[n, 256]`` table with the
    dead state 0 and the initial state 1, the contract of
-   :func:`tokendfa.analysis.bytedfa.canonical_byte_dfa`, which then trims, minimises
+   :func:`tokendfa.analysis.minimise.canonical_byte_dfa`, which then trims, minimises
    and numbers it. Epsilon closures are computed once per NFA state and the
    step from a DFA state is computed on the cuts between byte ranges, not on
    256 bytes.
@@ -43,7 +44,7 @@ a placeholder, such as ``(?i)``, do not reach into it.
 
 Example::
 
-    >>> from tokendfa.analysis.bytedfa import canonical_byte_dfa
+    >>> from tokendfa.analysis.minimise import canonical_byte_dfa
     >>> dfa = canonical_byte_dfa(*byte_tables_from_regex(r"[a-c]+x?"))
     >>> dfa.accepts(b"abcx"), dfa.accepts(b"x")
     (True, False)
@@ -54,26 +55,26 @@ from __future__ import annotations
 import functools
 import gc
 import re
-import warnings
 from collections.abc import Mapping
 
 import numpy as np
 
+from .dfa import STATE_DTYPE
+from . import limits
 from .errors import BuildLimitError, RegexError, UnsupportedRegexError
-from .utf8 import (MAX_CODEPOINT, SURROGATES, CodepointRange, complement_ranges,
-                           merge_ranges, utf8_range_sequences)
-
-try:  # Python 3.11+
-    from re import _constants as _sre
-    from re import _parser as _sre_parse
-except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants as _sre  # type: ignore[no-redef]
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
+from .minimise import canonical_byte_dfa
+from .regex_syntax import (ASCII_SPACE, EVERYTHING, class_escapes, parse_tree, set_ranges,
+                           sre as _sre)
+from .utf8 import MAX_CODEPOINT, SURROGATES, CodepointRange, utf8_range_sequences
 
 __all__ = ["byte_tables_from_regex", "DEFAULT_MAX_NFA_STATES"]
 
 DEFAULT_MAX_NFA_STATES = 2_000_000
-STATE_DTYPE = np.int32
+# Bytes an NFA state takes with its two lists and edge tuples (measured: 1M
+# states of a literal chain, 0.35 GB), and a DFA state of the subset
+# construction with its kernel, its row of the table and its cached steps.
+NFA_STATE_BYTES = 350
+DFA_STATE_BYTES = 1_500
 
 # The opcodes of the parse tree that this compiler handles.
 _LITERAL, _NOT_LITERAL, _ANY, _IN = _sre.LITERAL, _sre.NOT_LITERAL, _sre.ANY, _sre.IN
@@ -97,66 +98,15 @@ _UNSUPPORTED_OPCODES = {
 
 # --- character sets as code-point ranges ----------------------------------
 
-_DIGIT: tuple[CodepointRange, ...] = ((0x30, 0x39),)
-_WORD: tuple[CodepointRange, ...] = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
-_SPACE: tuple[CodepointRange, ...] = ((0x09, 0x0D), (0x20, 0x20))
-_CATEGORIES = {
-    _sre.CATEGORY_DIGIT: _DIGIT,
-    _sre.CATEGORY_NOT_DIGIT: tuple(complement_ranges(list(_DIGIT))),
-    _sre.CATEGORY_WORD: _WORD,
-    _sre.CATEGORY_NOT_WORD: tuple(complement_ranges(list(_WORD))),
-    _sre.CATEGORY_SPACE: _SPACE,
-    _sre.CATEGORY_NOT_SPACE: tuple(complement_ranges(list(_SPACE))),
-}
-_EVERYTHING: tuple[CodepointRange, ...] = ((0, MAX_CODEPOINT),)
+_ESCAPES = class_escapes(ASCII_SPACE)
 _NOT_NEWLINE: tuple[CodepointRange, ...] = ((0, 0x09), (0x0B, MAX_CODEPOINT))
-
-
-def _merge(ranges) -> tuple[CodepointRange, ...]:
-    return tuple(merge_ranges(ranges))
-
-
-def _ascii_case_closure(ranges: tuple[CodepointRange, ...]) -> tuple[CodepointRange, ...]:
-    """Add the other case of every ASCII letter in ``ranges``.
-
-    This is ``re.IGNORECASE`` under ``re.ASCII``: a character matches when
-    its ASCII lower case is the lower case of a member. No other character
-    has a case there (not ``é``/``É``, not the Kelvin sign).
-    """
-    extra = []
-    for lo, hi in ranges:
-        for first, last, shift in ((0x41, 0x5A, 0x20), (0x61, 0x7A, -0x20)):
-            low, high = max(lo, first), min(hi, last)
-            if low <= high:
-                extra.append((low + shift, high + shift))
-    return _merge(ranges + tuple(extra)) if extra else ranges
 
 
 def _set_ranges(op, av, flags: int) -> tuple[CodepointRange, ...]:
     """Code-point ranges of a one-character item: LITERAL, NOT_LITERAL, ANY, IN."""
-    if op is _ANY:
-        return _EVERYTHING if flags & _sre.SRE_FLAG_DOTALL else _NOT_NEWLINE
-    negate = op is _NOT_LITERAL
-    if op is _IN:
-        ranges = []
-        for item_op, item in av:
-            if item_op is _sre.NEGATE:
-                negate = True
-            elif item_op is _LITERAL:
-                ranges.append((item, item))
-            elif item_op is _sre.RANGE:
-                ranges.append(tuple(item))
-            elif item_op is _sre.CATEGORY and item in _CATEGORIES:
-                ranges.extend(_CATEGORIES[item])
-            else:
-                raise UnsupportedRegexError(
-                    f"unsupported item in a character class: {item_op} {item}")
-        positive = _merge(ranges)
-    else:
-        positive = ((av, av),)
-    if flags & _sre.SRE_FLAG_IGNORECASE:
-        positive = _ascii_case_closure(positive)
-    return tuple(complement_ranges(list(positive))) if negate else positive
+    return set_ranges(op, av, escapes=_ESCAPES,
+                      dot=EVERYTHING if flags & _sre.SRE_FLAG_DOTALL else _NOT_NEWLINE,
+                      ignore_case=bool(flags & _sre.SRE_FLAG_IGNORECASE))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -253,19 +203,7 @@ def _nest_counts(outer_low: int, outer_high: int | None,
 
 def _parse(pattern: str):
     """Python's parse tree of ``pattern`` under ``re.ASCII``, and its global flags."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # FutureWarnings about nested sets are not errors
-        try:
-            tree = _sre_parse.parse(pattern, int(re.ASCII))
-        except (re.error, ValueError) as exc:  # ValueError: (?u) clashes with re.ASCII
-            if not isinstance(exc, re.error):
-                raise UnsupportedRegexError(
-                    f"unsupported regex construct: the Unicode flag (?u) in {pattern!r} "
-                    r"(\d, \w, \s and (?i) are ASCII only here)") from None
-            position = f" at position {exc.pos}" if exc.pos is not None else ""
-            raise RegexError(f"invalid regex{position}: {exc.msg} in {pattern!r}") from None
-        except (RecursionError, OverflowError) as exc:
-            raise RegexError(f"regex {pattern!r} cannot be parsed: {exc}") from None
+    tree = parse_tree(pattern, int(re.ASCII))
     return tree, int(tree.state.flags)
 
 
@@ -302,6 +240,9 @@ class _ThompsonNFA:
 
     def _reserve(self, count: int) -> None:
         reached = len(self.eps) + count
+        # every fragment reserves its states, so this is where a long construction is bounded
+        limits.check()
+        limits.check_memory(reached * NFA_STATE_BYTES, f"the NFA of regex {self.pattern[:100]!r}")
         if reached > self.max_states:
             raise BuildLimitError(
                 f"regex {self.pattern[:200]!r} needs more than {self.max_states:,} NFA states "
@@ -408,7 +349,9 @@ class _ThompsonNFA:
         copies = max(copies, 1)
         self._reserve(size * (copies - 1))
         blocks = [(entry, exit_)]
-        blocks += [self._copy_block(entry, exit_, size) for _ in range(copies - 1)]
+        for _ in range(copies - 1):
+            limits.check()
+            blocks.append(self._copy_block(entry, exit_, size))
         current = source
         if high is None:
             # low - 1 plain copies, then one that loops (low >= 1: "X+"),
@@ -439,9 +382,11 @@ class _ThompsonNFA:
         return the copies of its entry ``first`` and of its end ``exit_``."""
         offset = len(self.eps) - first
         eps, edges = self.eps, self.edges
-        eps.extend([t + offset for t in eps[q]] for q in range(first, first + size))
-        edges.extend([(lo, hi, t + offset) for lo, hi, t in edges[q]]
-                     for q in range(first, first + size))
+        for chunk in range(first, first + size, 1 << 15):  # a block can hold a million states
+            limits.check()
+            states = range(chunk, min(chunk + (1 << 15), first + size))
+            eps.extend([t + offset for t in eps[q]] for q in states)
+            edges.extend([(lo, hi, t + offset) for lo, hi, t in edges[q]] for q in states)
         return first + offset, exit_ + offset
 
 
@@ -457,7 +402,7 @@ def byte_tables_from_regex(pattern: str, *, max_nfa_states: int = DEFAULT_MAX_NF
     returned by :func:`tokendfa.analysis.regex_syntax.normalize_pattern`. Returns
     ``(transitions, finals)``: ``int32[n, 256]`` and ``bool[n]``, with state 0
     dead (its row all zeros) and state 1 initial, ready for
-    :func:`tokendfa.analysis.bytedfa.canonical_byte_dfa`.
+    :func:`tokendfa.analysis.minimise.canonical_byte_dfa`.
 
     # Errors
 
@@ -487,7 +432,9 @@ def byte_tables_from_regex(pattern: str, *, max_nfa_states: int = DEFAULT_MAX_NF
             # the whole pattern is one placeholder (a schema's root value, say): compile the
             # definition here rather than as a template that is then stamped and determinised again
             pattern = shared.definitions[pattern]
-        tree, flags = _parse(pattern)
+        limits.check()
+        tree, flags = _parse(pattern)  # Python's parser: ~1 us a character, not interruptible
+        limits.check()
         nfa = _ThompsonNFA(pattern, max_nfa_states, shared)
         start = nfa.new_state()
         try:
@@ -528,8 +475,6 @@ class _SharedDefinitions:
         return template
 
     def _compile(self, placeholder: str) -> tuple:
-        from .bytedfa import canonical_byte_dfa
-
         transitions, finals = byte_tables_from_regex(
             self.definitions[placeholder], max_nfa_states=self.max_nfa_states, definitions=self)
         dfa = canonical_byte_dfa(transitions, finals)
@@ -596,7 +541,12 @@ def _determinise(eps, edges, start: int, final: int, max_dfa_states: int | None,
     segment_target: list[int] = []
 
     state = 1
+    kernel_cells = 0  # NFA states held by all kernels: the construction's memory
     while state < len(kernels):  # grows while we iterate
+        limits.check()
+        if state & 255 == 0:
+            limits.check_memory(len(kernels) * DFA_STATE_BYTES + kernel_cells * 40,
+                                f"the subset construction of regex {pattern[:100]!r}")
         by_range: dict[tuple[int, int], list[int]] = {}
         for nfa_state in kernels[state]:
             for lo, hi, target in edges[nfa_state]:
@@ -617,6 +567,7 @@ def _determinise(eps, edges, start: int, final: int, max_dfa_states: int | None,
                 if target is None:
                     target = ids[closed] = len(kernels)
                     kernels.append(closed)
+                    kernel_cells += len(closed)
                     if max_dfa_states is not None and len(kernels) > max_dfa_states:
                         raise BuildLimitError(
                             f"regex {pattern[:200]!r} needs more than {max_dfa_states:,} "
@@ -629,6 +580,7 @@ def _determinise(eps, edges, start: int, final: int, max_dfa_states: int | None,
                 segment_target.append(target)
         state += 1
 
+    limits.check_memory(len(kernels) * 256 * 4 * 2, f"the table of regex {pattern[:100]!r}")
     transitions = np.zeros((len(kernels), 256), dtype=STATE_DTYPE)
     if segment_state:
         lo = np.array(segment_lo, dtype=np.int64)

@@ -39,9 +39,6 @@ class ByteColumns:
     starts: np.ndarray          # int64[Lmax + 1]
     data: np.ndarray            # uint8[total bytes]
 
-    def column(self, j: int) -> np.ndarray:
-        return self.data[self.starts[j]:self.starts[j + 1]]
-
 
 def byte_columns(byte_matrix: np.ndarray, lengths: np.ndarray) -> ByteColumns:
     """The column layout of a zero-padded ``uint8[V, Lmax]`` byte matrix."""

@@ -13,7 +13,7 @@ regex string:
   with the vocabulary built from our token bytes.
 
 Each build runs in a child forked from a process that already holds the
-vocabulary (see ``isolated.py``): loading it is timed once, separately, and a
+vocabulary (see ``support/isolation.py``): loading it is timed once, separately, and a
 stuck build is killed after ``--timeout`` seconds. A build faster than
 ``--repeat-under`` seconds is run three times and the best time is kept.
 Peak memory is the kernel's peak-RSS mark of the build's process (and its
@@ -32,27 +32,22 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import datetime as dt
 import gc
 import hashlib
 import json
 import os
-import platform
-import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-
-from isolated import PeakMeter, run_in_child  # noqa: E402
-from workloads import (QUICK_REGEXES, REGEX_WORKLOADS, SCHEMA_DIR, Workload,  # noqa: E402
-                       schema_workloads)
+from support.engines import outlines_token_map, outlines_vocabulary
+from support.isolation import PeakMeter, run_in_child
+from support.provenance import BENCHMARKS, ROOT, command_line, environment, log, now, provenance_lines
+from support.report import fmt_seconds as _fmt_seconds, targets_section
+from workloads import QUICK_REGEXES, REGEX_WORKLOADS, SCHEMA_DIR, Workload, schema_workloads
 
 # Smallest first: a build that runs out of time is not retried on a larger vocabulary.
 DEFAULT_VOCABS = ("mistral-sp32k", "qwen2.5", "qwen3.6")
@@ -65,13 +60,9 @@ ENGINE_LABEL = {
 }
 SMALL_VOCAB, LARGE_VOCAB = "qwen2.5", "qwen3.6"   # the 151k -> 248k target
 TRACE_STEPS = 24
-DEFAULT_OUT = HERE / "RESULTS.build.md"
-DEFAULT_PLOT = HERE / "build_time_vs_vocab.png"
+DEFAULT_OUT = BENCHMARKS / "RESULTS.build.md"
+DEFAULT_PLOT = BENCHMARKS / "build_time_vs_vocab.png"
 QUICK_DIR = Path(tempfile.gettempdir()) / "tokendfa-bench-quick"
-
-
-def log(*parts: Any) -> None:
-    print(*parts, file=sys.stderr, flush=True)
 
 
 # --- measuring one vocabulary ---------------------------------------------------
@@ -268,24 +259,16 @@ def _outlines_job(pattern: str, outlines_vocab, eos: set[int], runs: int, steps:
     return job
 
 
-def outlines_vocabulary(vocab):
-    """outlines-core's vocabulary from our token bytes: every text token under
-    its exact bytes (ids that share bytes share an entry), ``None`` tokens left
-    out, and our preferred EOS id as outlines-core's single EOS."""
-    import outlines_core
-
-    by_bytes: dict[bytes, list[int]] = {}
-    for token_id, data in enumerate(vocab.tokens):
-        if data is not None:
-            by_bytes.setdefault(data, []).append(token_id)
-    info = {
+def outlines_vocabulary_info(vocab) -> dict[str, int]:
+    """How our vocabulary maps onto outlines-core's (see :func:`support.engines.outlines_vocabulary`)."""
+    by_bytes = outlines_token_map(vocab)
+    return {
         "eos_token_id": vocab.eos_token_id,
         "entries": len(by_bytes),
         "ids": sum(len(ids) for ids in by_bytes.values()),
         "ids_sharing_bytes": sum(len(ids) for ids in by_bytes.values() if len(ids) > 1),
         "left_out": sum(1 for t in vocab.tokens if t is None),
     }
-    return outlines_core.Vocabulary(vocab.eos_token_id, by_bytes), info
 
 
 WALL_BACKSTOP = 4  # a build is also killed after this many times its CPU limit in wall time
@@ -357,7 +340,7 @@ def measure_vocabulary(name: str, workloads: list[Workload], args, timed_out: di
     vocab.byte_matrix()
     byte_matrix_seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
-    outlines_vocab, outlines_info = outlines_vocabulary(vocab)
+    outlines_vocab, outlines_info = outlines_vocabulary(vocab), outlines_vocabulary_info(vocab)
     outlines_vocab_seconds = time.perf_counter() - t0
     eos = set(vocab.eos_token_ids)
     size = vocab.size
@@ -438,16 +421,6 @@ def measure_vocabulary(name: str, workloads: list[Workload], args, timed_out: di
 
 def _ok(cell: dict | None) -> bool:
     return bool(cell) and cell.get("status") == "ok"
-
-
-def _fmt_seconds(s: float) -> str:
-    if s < 0.01:
-        return f"{s * 1000:.1f} ms"
-    if s < 1:
-        return f"{s:.3f} s"
-    if s < 100:
-        return f"{s:.2f} s"
-    return f"{s:.0f} s"
 
 
 def _fmt_cell(cell: dict | None) -> str:
@@ -636,71 +609,12 @@ def targets(results: list[dict]) -> list[tuple[str, str, str]]:
     return out
 
 
-def environment() -> dict:
-    from importlib import metadata
-
-    def version(dist: str) -> str:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return "not installed"
-
-    tokendfa = version("tokendfa")
-    if tokendfa == "not installed":
-        try:
-            import tomllib
-
-            tokendfa = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"] + " (source tree)"
-        except Exception:  # noqa: BLE001
-            tokendfa = "unknown"
-    try:
-        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        if commit:
-            tokendfa += f", commit {commit}" + (" + uncommitted changes" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        pass
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count()
-    mem = "unknown"
-    try:
-        kib = int(Path("/proc/meminfo").read_text().split()[1])
-        mem = f"{kib / 2**20:.0f} GiB"
-    except (OSError, ValueError, IndexError):
-        pass
-    return {
-        "nproc": usable, "cpu": cpu, "memory": mem,
-        "python": platform.python_version(), "platform": platform.platform(),
-        "tokendfa": tokendfa, "outlines-core": version("outlines_core"), "numpy": version("numpy"),
-        "interegular": version("interegular"), "joblib": version("joblib"),
-    }
-
-
 def render(results: list[dict], meta: dict, plot_path: Path | None, out_path: Path) -> str:
     lines: list[str] = []
     add = lines.append
-    env = meta["environment"]
     add("# Build time: tokendfa vs outlines-core")
     add("")
-    add("Generated by `benchmarks/bench_build.py`; do not edit by hand.")
-    add("")
-    add(f"- Command: `{meta['command']}`")
-    add(f"- Date: {meta['date']}")
-    add(f"- Machine: {env['nproc']} CPUs ({env['cpu']}), {env['memory']} RAM, {env['platform']}")
-    add(f"- Python {env['python']}; tokendfa {env['tokendfa']}; outlines-core {env['outlines-core']}; "
-        f"numpy {env['numpy']}; interegular {env['interegular']}; joblib {env['joblib']}")
+    lines.extend(provenance_lines(meta, "bench_build.py"))
     start_hash, end_hash = meta.get("library_source_hash"), meta.get("library_source_hash_end")
     if start_hash:
         add(f"- Library source hash (`index/`, `analysis/`): {start_hash}"
@@ -716,13 +630,7 @@ def render(results: list[dict], meta: dict, plot_path: Path | None, out_path: Pa
         f"3 times and the best time is shown.")
     add("")
 
-    add("## Targets")
-    add("")
-    add("| target | result | how it was judged |")
-    add("| --- | --- | --- |")
-    for target, verdict, how in targets(results):
-        add(f"| {target} | **{verdict}** | {how} |")
-    add("")
+    lines.extend(targets_section(targets(results)))
 
     add("## Summary")
     add("")
@@ -997,18 +905,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json:
         return rerender(args)
     started = time.perf_counter()
-    command = "python " + " ".join(shlex.quote(a) for a in
-                                   [os.path.relpath(__file__)] + (sys.argv[1:] if argv is None else argv))
-    if args.schema_dir:
-        import workloads as _w
-
-        _w.SCHEMA_DIR = args.schema_dir
-
-    import workloads as _w
+    command = command_line("bench_build.py", argv)
+    schema_dir = args.schema_dir or SCHEMA_DIR
     t0 = time.perf_counter()
     regexes = [w for w in REGEX_WORKLOADS if not args.quick or w.name in QUICK_REGEXES]
-    log(f"selecting {args.limit} JSON schemas from {_w.SCHEMA_DIR} ...")
-    schemas, selection_notes = schema_workloads(args.limit, max_regex_chars=args.max_regex_chars, log=log)
+    log(f"selecting {args.limit} JSON schemas from {schema_dir} ...")
+    schemas, selection_notes = schema_workloads(args.limit, max_regex_chars=args.max_regex_chars,
+                                                schema_dir=schema_dir, log=log)
     selection_seconds = time.perf_counter() - t0
     if len(schemas) < args.limit:
         selection_notes.append(f"only {len(schemas)} schemas found, {args.limit} asked for")
@@ -1021,9 +924,9 @@ def main(argv: list[str] | None = None) -> int:
     timed_out: dict[tuple[str, str], int] = {}
     json_path = args.out.with_suffix(".json")
     meta = {
-        "command": command, "date": dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
-        "environment": environment(), "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "schema_dir": str(_w.SCHEMA_DIR), "selection_notes": selection_notes,
+        "command": command, "date": now(),
+        "environment": environment(("outlines-core", "numpy", "interegular", "joblib")), "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "schema_dir": str(schema_dir), "selection_notes": selection_notes,
         "selection_seconds": selection_seconds, "library_source_hash": fingerprint,
         "workloads": [{"name": w.name, "kind": w.kind, "chars": len(w.pattern), "note": w.note,
                        "pattern": w.pattern} for w in workloads],

@@ -38,89 +38,49 @@ a child's build time is the build alone, as in a server that called
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
-import os
-import platform
 import statistics
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from support.data import SCHEMA_DIR, SchemaRecord, compact, records, sample, source_names
+from support.engines import walk_index
+from support.isolation import run_in_child
+from support.provenance import BENCHMARKS, command_line, environment, now, provenance_lines
+from support.report import pct, table as md_table, top_reasons
 
-from isolated import run_in_child  # noqa: E402
-
-DATA = Path(os.environ.get("TOKENDFA_JSONSCHEMABENCH", HERE.parents[1] / "shared/data/jsonschemabench"))
 MEMORY_GIB = 8
 
 
-def _records(source: str):
-    with gzip.open(DATA / f"{source}.jsonl.gz", "rt", encoding="utf-8") as fh:
-        for line in fh.read().split("\n"):      # not splitlines(): U+2028 may sit in a string
-            line = line.strip().lstrip("\ufeff")
-            if line:
-                yield json.loads(line)
+def _accepts(index, vocab, text: str) -> bool:
+    return walk_index(index, vocab.encode(text)) is None
 
 
-def sample(source: str, limit: int | None, shift: float = 0.0) -> list[dict]:
-    """Every k-th record, so the sample spreads over the whole file, deterministically.
-
-    ``shift`` (0 <= shift < 1) starts that fraction of a step later: another
-    sample of the same size, disjoint from the first where the file is long.
-    """
-    records = list(_records(source))
-    if limit is None or limit >= len(records):
-        return records
-    step = len(records) / limit
-    return [records[int((i + shift) * step)] for i in range(limit)]
-
-
-def _limit_memory(gib: int) -> None:
-    import resource
-
-    limit = gib << 30
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-
-def _walk(index, vocab, text: str) -> bool:
-    state = index.initial_state
-    for token in vocab.encode(text):
-        if not index.is_allowed(state, token):
-            return False
-        state = index.advance(state, token)
-    return index.is_final(state)
-
-
-def _texts(schema, tests):
+def _texts(record: SchemaRecord) -> tuple[list[str], list[str]]:
     from tokendfa.schema.api import instance_text
 
-    valid, invalid = [], []
-    for case in tests:
-        if case["valid"]:
-            try:
-                valid.append(instance_text(schema, case["data"]))
-            except Exception:  # noqa: BLE001 - a schema we cannot read: compact text
-                valid.append(json.dumps(case["data"], separators=(",", ":"), ensure_ascii=False))
-        else:
-            invalid.append(json.dumps(case["data"], separators=(",", ":"), ensure_ascii=False))
-    return valid, invalid
+    valid = []
+    for data in record.instances(valid=True):
+        try:
+            valid.append(instance_text(record.schema, data))
+        except Exception:  # noqa: BLE001 - a schema we cannot read: compact text
+            valid.append(compact(data))
+    return valid, [compact(data) for data in record.instances(valid=False)]
 
 
-def run_ours(record: dict, vocab, lenient: bool, timeout: float) -> dict:
+def run_ours(record: SchemaRecord, vocab, lenient: bool) -> dict:
     from tokendfa import Index
     from tokendfa.schema.api import regex_from_schema
 
-    _limit_memory(MEMORY_GIB)
     start = time.perf_counter()
-    result = regex_from_schema(record["schema"], lenient=lenient)
+    result = regex_from_schema(record.schema, lenient=lenient)
     compiled = time.perf_counter()
     index = Index.from_regex(result, vocab)  # shared pieces compiled once each
     built = time.perf_counter()
-    valid, invalid = _texts(record["schema"], record["tests"])
-    accepted = [_walk(index, vocab, t) for t in valid]
-    rejected = [not _walk(index, vocab, t) for t in invalid]
+    valid, invalid = _texts(record)
+    accepted = [_accepts(index, vocab, t) for t in valid]
+    rejected = [not _accepts(index, vocab, t) for t in invalid]
     return {"regex_chars": result.size, "compile_s": compiled - start,
             "build_s": built - start, "states": index.num_states,
             "valid": len(valid), "valid_ok": sum(accepted), "invalid": len(invalid),
@@ -128,21 +88,11 @@ def run_ours(record: dict, vocab, lenient: bool, timeout: float) -> dict:
             "valid_failed": [t[:300] for t, ok in zip(valid, accepted) if not ok][:3]}
 
 
-def run_outlines_regex(record: dict) -> dict:
-    from outlines_core.json_schema import build_regex_from_schema
-
-    _limit_memory(MEMORY_GIB)
-    start = time.perf_counter()
-    regex = build_regex_from_schema(json.dumps(record["schema"]))
-    return {"regex": regex, "convert_s": time.perf_counter() - start}
-
-
-def run_outlines_index(record: dict, regex: str, vocab, check: str) -> dict:
+def run_outlines_index(record: SchemaRecord, regex: str, vocab, check: str) -> dict:
     import re
 
-    _limit_memory(MEMORY_GIB)
     start = time.perf_counter()
-    valid, invalid = _texts(record["schema"], record["tests"])
+    valid, invalid = _texts(record)
     if check == "re":
         compiled = re.compile(regex)
         built = time.perf_counter()
@@ -154,36 +104,41 @@ def run_outlines_index(record: dict, regex: str, vocab, check: str) -> dict:
 
         index = Index.from_regex(regex, vocab)
         built = time.perf_counter()
-        accepted = [_walk(index, vocab, t) for t in valid]
-        rejected = [not _walk(index, vocab, t) for t in invalid]
+        accepted = [_accepts(index, vocab, t) for t in valid]
+        rejected = [not _accepts(index, vocab, t) for t in invalid]
         states = index.num_states
     return {"regex_chars": len(regex), "build_s": built - start, "states": states,
             "valid": len(valid), "valid_ok": sum(accepted), "invalid": len(invalid),
             "invalid_ok": sum(rejected)}
 
 
-def measure(source: str, record: dict, vocab, args) -> list[dict]:
+def _within(row: dict, timeout: float) -> dict:
+    """A build that finished, but after the limit (walking had extra time), is a timeout."""
+    if row["status"] == "ok" and row["build_s"] > timeout:
+        return {"status": "timeout", "error": f"build took {row['build_s']:.1f} s"}
+    return row
+
+
+def measure(record: SchemaRecord, vocab, args) -> list[dict]:
+    from support.data import outlines_regex
+
     rows = []
-    base = {"source": source, "name": record.get("name", "")}
+    base = {"source": record.source, "name": record.name}
+    limit = args.timeout + args.walk_timeout
     if "ours" in args.engines:
         for mode in args.modes:
-            row = run_in_child(lambda: run_ours(record, vocab, mode == "lenient", args.timeout),
-                               timeout=args.timeout + args.walk_timeout)
-            if row["status"] == "ok" and row["build_s"] > args.timeout:
-                row = {"status": "timeout", "error": f"build took {row['build_s']:.1f} s"}
-            rows.append({**base, "engine": _ours(mode), "mode": mode, **row})
+            row = run_in_child(lambda: run_ours(record, vocab, mode == "lenient"), limit, MEMORY_GIB)
+            rows.append({**base, "engine": _ours(mode), "mode": mode, **_within(row, args.timeout)})
     if "outlines" in args.engines:
-        converted = run_in_child(lambda: run_outlines_regex(record), timeout=args.timeout)
+        converted = outlines_regex(record.schema, args.timeout, MEMORY_GIB)
         row = {**base, "engine": "outlines-core", "regex_status": converted["status"]}
         if converted["status"] != "ok":
             row.update(status="no regex", error=converted.get("error", ""))
         else:
             regex = converted["regex"]
             checked = run_in_child(lambda: run_outlines_index(record, regex, vocab, args.outlines_check),
-                                   timeout=args.timeout + args.walk_timeout)
-            if checked["status"] == "ok" and checked["build_s"] > args.timeout:
-                checked = {"status": "timeout", "error": f"build took {checked['build_s']:.1f} s"}
-            row.update(checked)
+                                   limit, MEMORY_GIB)
+            row.update(_within(checked, args.timeout))
         rows.append(row)
     return rows
 
@@ -191,10 +146,6 @@ def measure(source: str, record: dict, vocab, args) -> list[dict]:
 def _ours(mode: str) -> str:
     """The engine name of our rows: ``ours`` in strict mode (as in older raw files)."""
     return "ours" if mode == "strict" else f"ours-{mode}"
-
-
-def _pct(part: int, whole: int) -> str:
-    return "–" if whole == 0 else f"{100.0 * part / whole:.1f}%"
 
 
 def weighted_compiled(rows: list[dict], engine: str, sizes: dict[str, int]) -> str:
@@ -213,47 +164,33 @@ def weighted_compiled(rows: list[dict], engine: str, sizes: dict[str, int]) -> s
 
 def table(rows: list[dict], engine: str, sizes: dict[str, int] | None = None) -> list[str]:
     mine = [r for r in rows if r["engine"] == engine]
-    sources = sorted({r["source"] for r in mine})
-    head = ("| source | schemas | regex % | compiled % | valid accepted | invalid rejected "
-            "| median build s |" if not engine.startswith("ours") else
-            "| source | schemas | compiled % | valid accepted | invalid rejected | median build s |")
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    totals = {"n": 0, "regex": 0, "ok": 0, "v": 0, "vo": 0, "i": 0, "io": 0, "times": []}
-    for source in sources + ["**all**"]:
+    with_regex = not engine.startswith("ours")
+    head = ["source", "schemas", *(["regex %"] if with_regex else []), "compiled %", "valid accepted",
+            "invalid rejected", "median build s"]
+    body = []
+    for source in sorted({r["source"] for r in mine}) + ["**all**"]:
         group = mine if source == "**all**" else [r for r in mine if r["source"] == source]
         ok = [r for r in group if r.get("status") == "ok"]
         n, v, vo = len(group), sum(r["valid"] for r in ok), sum(r["valid_ok"] for r in ok)
         i, io = sum(r["invalid"] for r in ok), sum(r["invalid_ok"] for r in ok)
         times = [r["build_s"] for r in ok]
-        median = f"{statistics.median(times):.2f}" if times else "–"
         cells = [source, str(n)]
-        if not engine.startswith("ours"):
-            cells.append(_pct(sum(1 for r in group if r.get("regex_status") == "ok"), n))
-        cells += [_pct(len(ok), n), f"{_pct(vo, v)} ({vo}/{v})", f"{_pct(io, i)} ({io}/{i})", median]
-        lines.append("| " + " | ".join(cells) + " |")
+        if with_regex:
+            cells.append(pct(sum(1 for r in group if r.get("regex_status") == "ok"), n))
+        cells += [pct(len(ok), n), f"{pct(vo, v)} ({vo}/{v})", f"{pct(io, i)} ({io}/{i})",
+                  f"{statistics.median(times):.2f}" if times else "–"]
+        body.append(cells)
     sampled = [r["source"] for r in mine]
     if sizes and any(sampled.count(source) < sizes[source] for source in set(sampled)):
         full = sum(sizes[source] for source in set(sampled))
-        cells = [f"**whole set, estimated** (each source's rate × its {full:,} schemas)", "–"]
-        if not engine.startswith("ours"):
-            cells.append("–")
-        cells += [weighted_compiled(rows, engine, sizes), "–", "–", "–"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+        body.append([f"**whole set, estimated** (each source's rate × its {full:,} schemas)", "–",
+                     *(["–"] if with_regex else []), weighted_compiled(rows, engine, sizes), "–", "–", "–"])
+    return md_table(head, body, align="l")
 
 
-def failure_summary(rows: list[dict], engine: str, top: int = 15) -> list[str]:
-    import collections
-    import re
-
-    reasons = collections.Counter()
-    for r in rows:
-        if r["engine"] == engine and r.get("status") != "ok":
-            message = r.get("error", r.get("status", ""))
-            message = re.sub(r" at /\S*", " at …", message)
-            message = re.sub(r"'[^']{30,}'", "'…'", message)
-            reasons[f"{r.get('status')}: {message[:140]}"] += 1
-    return [f"- {count} × {reason}" for reason, count in reasons.most_common(top)]
+def failure_summary(rows: list[dict], engine: str) -> list[str]:
+    return top_reasons(f"{r.get('status')}: {r.get('error', r.get('status', ''))}"
+                       for r in rows if r["engine"] == engine and r.get("status") != "ok")
 
 
 def main(argv=None) -> int:
@@ -276,7 +213,7 @@ def main(argv=None) -> int:
                         help="our compile modes, comma-separated: strict, lenient, or both")
     parser.add_argument("--lenient", action="store_true", help="the same as --modes lenient")
     parser.add_argument("--vocab", default="qwen2.5")
-    parser.add_argument("--out", default=str(HERE / "RESULTS.schemas.md"))
+    parser.add_argument("--out", default=str(BENCHMARKS / "RESULTS.schemas.md"))
     parser.add_argument("--raw", default=None, help="also write one JSON line per measurement here")
     args = parser.parse_args(argv)
     args.engines = [e.strip() for e in args.engines.split(",")]
@@ -286,8 +223,7 @@ def main(argv=None) -> int:
 
     from tokendfa import Vocabulary
 
-    sources = sorted(p.name[:-len(".jsonl.gz")] for p in DATA.glob("*.jsonl.gz")) \
-        if args.sources == "all" else [s.strip() for s in args.sources.split(",")]
+    sources = source_names() if args.sources == "all" else [s.strip() for s in args.sources.split(",")]
     vocab = Vocabulary.builtin(args.vocab)
     # every table a build reads, computed before forking so that children share
     # it (copy-on-write) instead of each redoing it inside its timed build
@@ -299,17 +235,16 @@ def main(argv=None) -> int:
     import tokendfa.schema.compiler  # noqa: F401
     if "outlines" in args.engines:
         import outlines_core.json_schema  # noqa: F401
-    sizes = {source: sum(1 for _ in _records(source)) for source in sources}
+    sizes = {source: sum(1 for _ in records(source)) for source in sources}
     if not 0 <= args.sample_shift < 1:
         parser.error(f"--sample-shift: a fraction 0 <= x < 1, not {args.sample_shift}")
-    work = [(source, record) for source in sources
-            for record in sample(source, args.limit_per_source, args.sample_shift)]
+    work = [record for source in sources for record in sample(source, args.limit_per_source, args.sample_shift)]
     print(f"{len(work)} schemas from {len(sources)} sources, {args.jobs} at a time", flush=True)
     rows: list[dict] = []
     started = time.time()
     raw = open(args.raw, "w") if args.raw else None
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(measure, source, record, vocab, args) for source, record in work]
+        futures = [pool.submit(measure, record, vocab, args) for record in work]
         for done, future in enumerate(futures, 1):
             for row in future.result():
                 rows.append(row)
@@ -320,13 +255,14 @@ def main(argv=None) -> int:
                 print(f"  {done}/{len(work)} schemas, {time.time() - started:.0f} s", flush=True)
     if raw:
         raw.close()
-    command = "python benchmarks/bench_schemas.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    meta = {"command": command_line("bench_schemas.py", argv), "date": now(),
+            "environment": environment(("outlines-core", "numpy"))}
     out = [
         "# JSONSchemaBench coverage",
         "",
-        f"Produced by `{command}` on {time.strftime('%Y-%m-%d')} "
-        f"({platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}), "
-        f"vocabulary `{args.vocab}`, per-schema limit {args.timeout:g} s for compile + build, "
+        *provenance_lines(meta, "bench_schemas.py"),
+        "",
+        f"Vocabulary `{args.vocab}`, schemas from `{SCHEMA_DIR}`, per-schema limit {args.timeout:g} s for compile + build, "
         f"{len(work)} schemas ({'all' if args.limit_per_source is None else f'every k-th, {args.limit_per_source} per source'}"
         f"{f', shifted {args.sample_shift:g} of a step' if args.sample_shift else ''}), "
         f"{' and '.join(args.modes)} mode for ours.",
@@ -345,16 +281,15 @@ def main(argv=None) -> int:
             out += failure_summary(rows, _ours(mode))
             out.append("")
         if len(args.modes) > 1:
-            out += ["Side by side (compiled %):", "", "| source | " + " | ".join(args.modes) + " |",
-                    "|---|" + "---|" * len(args.modes)]
+            side = []
             for source in sorted({r["source"] for r in rows}) + ["**all**"]:
-                cells = []
+                cells = [source]
                 for mode in args.modes:
                     group = [r for r in rows if r["engine"] == _ours(mode)
                              and (source == "**all**" or r["source"] == source)]
-                    cells.append(_pct(sum(1 for r in group if r.get("status") == "ok"), len(group)))
-                out.append(f"| {source} | " + " | ".join(cells) + " |")
-            out.append("")
+                    cells.append(pct(sum(1 for r in group if r.get("status") == "ok"), len(group)))
+                side.append(cells)
+            out += ["Side by side (compiled %):", "", *md_table(["source", *args.modes], side), ""]
     if "outlines" in args.engines:
         how = ("our index built from its regex" if args.outlines_check == "index"
                else "its regex checked with Python re.fullmatch (no index built)")

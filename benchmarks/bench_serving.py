@@ -46,31 +46,27 @@ Linux only (fork, /proc, posix_fadvise).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import gc
 import json
 import math
 import os
 import pickle
-import platform
-import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+import numpy as np
 
-import numpy as np  # noqa: E402
+from serving_workloads import SCHEMA_DIR, SOURCES, SchemaWorkload, select_schemas
+from support.engines import LLGUIDANCE, OUTLINES, XGRAMMAR, EngineSetup, OutlinesEngine, TokendfaEngine
+from support.provenance import BENCHMARKS, ROOT, command_line, environment, log, now, provenance_lines
+from support.report import fmt_bytes, fmt_ms, fmt_us, stats_us, targets_section
 
-from serving_workloads import SCHEMA_DIR, SchemaWorkload, select_schemas  # noqa: E402
-
-DEFAULT_OUT = HERE / "RESULTS.serving.md"
+DEFAULT_OUT = BENCHMARKS / "RESULTS.serving.md"
 QUICK_DIR = Path(tempfile.gettempdir()) / "tokendfa-bench-quick"
 
 # Targets (issue: serving targets).
@@ -80,9 +76,10 @@ OURS_P99_US = 50.0
 FILE_RATIO_MAX = 0.25
 LOAD_MS = 10.0
 
-# Timed operations: (key, engine, label, kind). Mask operations and the
-# advance that is timed in the same walk share a walk; see WALKS.
-MASK_OPS = {
+# Timed operations, key -> (engine, label): the mask operations, then the
+# advances. A mask operation and the advance timed in the same walk share a
+# walk; see WALKS.
+OPS = {
     "ours.get_mask": ("ours", "`Index.get_mask(state)` (view)"),
     "ours.write_np": ("ours", "`Index.write_mask_into` -> numpy int32"),
     "ours.write_torch": ("ours", "`Index.write_mask_into` -> torch int32"),
@@ -91,8 +88,6 @@ MASK_OPS = {
     "outlines.get_tokens": ("outlines-core", "`Guide.get_tokens()` (list of ids)"),
     "xgrammar.fill": ("xgrammar", "`fill_next_token_bitmask` -> torch int32"),
     "llguidance.fill": ("llguidance", "`fill_next_token_bitmask` -> numpy int32"),
-}
-ADVANCE_OPS = {
     "ours.advance": ("ours", "`Index.advance(state, token)`"),
     "ours.guide_advance": ("ours", "`Guide.advance(token)`"),
     "outlines.advance": ("outlines-core", "`Guide.advance(token, return_tokens=False)`"),
@@ -111,10 +106,6 @@ WALKS = (
     ("llguidance", "llguidance.fill", "llguidance.advance"),
 )
 ENGINE_ORDER = ("ours", "outlines-core", "xgrammar", "llguidance")
-
-
-def log(*parts: Any) -> None:
-    print(*parts, file=sys.stderr, flush=True)
 
 
 # --- timing one walk ---------------------------------------------------------------------
@@ -367,10 +358,29 @@ def measure_loads(workload: SchemaWorkload, vocab, runs: int) -> dict[str, Any]:
 
 # --- one schema ---------------------------------------------------------------------------
 
-def run_schema(workload: SchemaWorkload, vocab, tk, *, min_steps: int, max_reps: int,
+def make_engines(regex: str, index, outlines_index, setup: EngineSetup) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every engine for one regex: ours and outlines-core on their loaded
+    indexes, xgrammar and llguidance compiled here (timed, informative);
+    returns (engines by name, compile times and refusals)."""
+    engines: dict[str, Any] = {"ours": TokendfaEngine(index, torch_buffer=True),
+                               OUTLINES: OutlinesEngine(outlines_index, setup.vocab.size)}
+    info: dict[str, Any] = {}
+    for name in (XGRAMMAR, LLGUIDANCE):
+        if not setup.ready(name):
+            continue
+        try:
+            t0 = time.perf_counter()
+            engines[name] = setup.from_regex(name, regex)
+            info[f"{name}_compile_s"] = time.perf_counter() - t0
+        except Exception as exc:  # an engine refusing a regex is reported, not fatal
+            info[f"{name}_error"] = f"{type(exc).__name__}: {exc}"
+            log(f"    {name} refused the regex: {info[f'{name}_error']}")
+    return engines, info
+
+
+def run_schema(workload: SchemaWorkload, vocab, setup: EngineSetup, *, min_steps: int, max_reps: int,
                op_budget_s: float, load_runs: int) -> dict[str, Any]:
     from tokendfa import Index
-    from serving_engines import make_engines
 
     result: dict[str, Any] = {"label": workload.label, "name": workload.name,
                               "regex_chars": len(workload.regex), "states": workload.num_states,
@@ -390,7 +400,7 @@ def run_schema(workload: SchemaWorkload, vocab, tk, *, min_steps: int, max_reps:
     with open(workload.outlines_path, "rb") as fh:
         outlines_index = pickle.loads(fh.read())
 
-    engines, info = make_engines(workload.regex, index, outlines_index, tk, log)
+    engines, info = make_engines(workload.regex, index, outlines_index, setup)
     result["engine_info"] = info
     check = verify_walks(engines, workload, vocab)
     result["check"] = {"agree": check["agree"], "refusals": check["refusals"],
@@ -399,7 +409,7 @@ def run_schema(workload: SchemaWorkload, vocab, tk, *, min_steps: int, max_reps:
     steps_per_pass = sum(len(i.tokens) + 1 for i in workload.instances)
     reps = max(3, min(max_reps, math.ceil(min_steps / steps_per_pass)))
     result["reps"] = reps
-    times: dict[str, list[int]] = {key: [] for key in (*MASK_OPS, *ADVANCE_OPS)}
+    times: dict[str, list[int]] = {key: [] for key in OPS}
     walks = [w for w in WALKS if w[0] in engines]
     # An operation whose walks have used up ``op_budget_s`` of wall time stops
     # after the current repetition (slow engines get fewer, whole, passes).
@@ -441,25 +451,6 @@ def run_schema(workload: SchemaWorkload, vocab, tk, *, min_steps: int, max_reps:
 
 
 # --- statistics and the report ------------------------------------------------------------
-
-def stats_us(ns, weights=None) -> dict[str, float] | None:
-    """Median, p90, p99, max (µs) of call times in ns. With ``weights``, the
-    quantiles are weighted (inverse of the weighted distribution function)."""
-    a = np.asarray(ns, dtype=np.float64) / 1000.0
-    if a.size == 0:
-        return None
-    w = np.ones_like(a) if weights is None else np.asarray(weights, dtype=np.float64)
-    order = np.argsort(a, kind="stable")
-    a, w = a[order], w[order]
-    cum = np.cumsum(w)
-    total = cum[-1]
-
-    def q(p: float) -> float:
-        return float(a[min(int(np.searchsorted(cum, p * total, side="left")), a.size - 1)])
-
-    return {"n": int(a.size), "median": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": float(a[-1]),
-            "mean": float((a * w).sum() / total)}
-
 
 def first_steps(result: dict, key: str) -> np.ndarray | None:
     """Which entries of ``times_ns[key]`` are the first step of a walk: the
@@ -516,30 +507,6 @@ def per_step_best(result: dict, key: str) -> np.ndarray | None:
 def pooled_best(results: list[dict], key: str) -> np.ndarray:
     parts = [m for m in (per_step_best(r, key) for r in results) if m is not None]
     return np.concatenate(parts) if parts else np.zeros(0)
-
-
-def fmt_us(x: float | None) -> str:
-    if x is None:
-        return "–"
-    if x < 10:
-        return f"{x:.2f}"
-    if x < 1000:
-        return f"{x:.1f}"
-    return f"{x:,.0f}"
-
-
-def fmt_bytes(n: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}" if n / scale < 100 else f"{n / scale:.0f} {unit}"
-    return f"{n} B"
-
-
-def fmt_ms(seconds: list[float] | None) -> str:
-    if not seconds:
-        return "–"
-    ms = statistics.median(seconds) * 1000
-    return f"{ms:.2f}" if ms < 10 else f"{ms:.1f}" if ms < 100 else f"{ms:,.0f}"
 
 
 def targets(results: list[dict]) -> list[tuple[str, str, str]]:
@@ -609,54 +576,13 @@ def targets(results: list[dict]) -> list[tuple[str, str, str]]:
     return rows
 
 
-def environment() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    def ver(name: str) -> str:
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            return "not installed"
-
-    tokendfa = ver("tokendfa")
-    try:
-        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        if commit:
-            tokendfa += f", commit {commit}" + (" + uncommitted changes" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        pass
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"nproc": str(len(os.sched_getaffinity(0))), "cpu": cpu,
-            "python": platform.python_version(), "platform": platform.platform(),
-            "tokendfa": tokendfa, "outlines-core": ver("outlines_core"), "xgrammar": ver("xgrammar"),
-            "llguidance": ver("llguidance"), "torch": ver("torch"), "numpy": ver("numpy")}
-
-
 def render(results: list[dict], meta: dict) -> str:
     lines: list[str] = []
     add = lines.append
-    env = meta["environment"]
     add("# Serving: per-step mask cost, index size and load time")
     add("")
-    add("Generated by `benchmarks/bench_serving.py`; do not edit by hand.")
-    add("")
-    add(f"- Command: `{meta['command']}`")
-    add(f"- Date: {meta['date']}")
-    add(f"- Machine: {env['nproc']} CPUs ({env['cpu']}), {env['platform']}; load average "
-        f"{meta['loadavg_start']} at the start, {meta['loadavg_end']} at the end (shared machine)")
-    add(f"- Python {env['python']}; tokendfa {env['tokendfa']}; outlines-core {env['outlines-core']}; "
-        f"xgrammar {env['xgrammar']}; llguidance {env['llguidance']}; torch {env['torch']}; "
-        f"numpy {env['numpy']}")
+    lines.extend(provenance_lines(meta, "bench_serving.py"))
+    add(f"- Load average {meta['loadavg_start']} at the start, {meta['loadavg_end']} at the end (shared machine)")
     add(f"- Vocabulary `{meta['vocab']}`: {meta['vocab_size']:,} ids, EOS {meta['eos']}; "
         f"masks of {math.ceil(meta['vocab_size'] / 32):,} 32-bit words")
     add(f"- Total run time {meta['total_seconds'] / 60:.1f} min (selection and builds "
@@ -665,13 +591,7 @@ def render(results: list[dict], meta: dict) -> str:
         f"{meta['timer_ns']['p99']:.0f} ns, included in every figure below")
     add("")
 
-    add("## Targets")
-    add("")
-    add("| target | result | how it was judged |")
-    add("| --- | --- | --- |")
-    for target, verdict, how in targets(results):
-        add(f"| {target} | **{verdict}** | {how} |")
-    add("")
+    lines.extend(targets_section(targets(results)))
 
     add("## Per-step cost (µs), all schemas pooled")
     add("")
@@ -698,19 +618,18 @@ def render(results: list[dict], meta: dict) -> str:
                  "ours.guide_get_mask": "ours.get_mask", "ours.guide_advance": "ours.advance",
                  "outlines.advance": "ours.advance", "xgrammar.advance": "ours.advance",
                  "llguidance.advance": "ours.advance"}
-    for section in (MASK_OPS, ADVANCE_OPS):
-        for key, (engine, label) in section.items():
-            s = stats_us(*pooled(results, key))
-            if s is None:
-                continue
-            r = ratio_ref.get(key)
-            ratio = f"{s['median'] / ref[r]['median']:.1f}×" if r and ref.get(r) else "–"
-            f, w = stats_us(*pooled(results, key, "first")), stats_us(*pooled(results, key, "rest"))
-            b = stats_us(pooled_best(results, key))
-            add(f"| {engine} | {label} | {s['n']:,} | {fmt_us(s['median'])} | {fmt_us(s['p90'])} | "
-                f"{fmt_us(s['p99'])} | {fmt_us(s['max'])} | {ratio} | "
-                f"{fmt_us(w['p99']) if w else '–'} | {fmt_us(f['median']) if f else '–'} | "
-                f"{fmt_us(b['median']) if b else '–'} / {fmt_us(b['p99']) if b else '–'} |")
+    for key, (engine, label) in OPS.items():
+        s = stats_us(*pooled(results, key))
+        if s is None:
+            continue
+        r = ratio_ref.get(key)
+        ratio = f"{s['median'] / ref[r]['median']:.1f}×" if r and ref.get(r) else "–"
+        f, w = stats_us(*pooled(results, key, "first")), stats_us(*pooled(results, key, "rest"))
+        b = stats_us(pooled_best(results, key))
+        add(f"| {engine} | {label} | {s['n']:,} | {fmt_us(s['median'])} | {fmt_us(s['p90'])} | "
+            f"{fmt_us(s['p99'])} | {fmt_us(s['max'])} | {ratio} | "
+            f"{fmt_us(w['p99']) if w else '–'} | {fmt_us(f['median']) if f else '–'} | "
+            f"{fmt_us(b['median']) if b else '–'} / {fmt_us(b['p99']) if b else '–'} |")
     add("")
 
     add("## Per-schema medians (µs)")
@@ -904,7 +823,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     loadavg_start = " ".join(f"{x:.1f}" for x in os.getloadavg())
     from tokendfa import Vocabulary
-    from serving_engines import make_tokenizers, outlines_vocabulary
+
+    from support.engines import outlines_vocabulary
 
     log(f"loading vocabulary {args.vocab} ...")
     vocab = Vocabulary.from_spec(args.vocab)
@@ -925,13 +845,13 @@ def main(argv: list[str] | None = None) -> int:
             log("no schema qualified; nothing to measure")
             return 1
         log("starting xgrammar and llguidance for the vocabulary ...")
-        tk = make_tokenizers(vocab, outlines_vocab, log)
+        setup = EngineSetup.prepare(vocab, outlines_vocab=outlines_vocab, log=log)
         timer = timer_overhead_ns()
         results = []
         for workload in workloads:
             log(f"measuring {workload.label} ({len(workload.instances)} instance(s)) ...")
             t0 = time.perf_counter()
-            result = run_schema(workload, vocab, tk, min_steps=args.min_steps, max_reps=args.max_reps,
+            result = run_schema(workload, vocab, setup, min_steps=args.min_steps, max_reps=args.max_reps,
                                 op_budget_s=args.op_budget, load_runs=args.load_runs)
             result["_timer_ns"] = timer["median"]
             results.append(result)
@@ -944,21 +864,20 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
     notes = list(NOTES)
-    for engine, error in tk.errors.items():
+    for engine, error in setup.errors.items():
         notes.append(f"{engine} could not start: {error}")
     for r in results:
         for key in ("xgrammar_error", "llguidance_error"):
             if key in r["engine_info"]:
                 notes.append(f"`{r['label']}`: {r['engine_info'][key]}")
     notes.append("Setup, once per vocabulary: " + ", ".join(
-        f"{k} {v:.1f} s" for k, v in tk.setup_seconds.items()) + "; per schema, xgrammar "
+        f"{k} {v:.1f} s" for k, v in setup.setup_seconds.items()) + "; per schema, xgrammar "
         "`compile_regex` median " + fmt_ms([r["engine_info"].get("xgrammar_compile_s", 0) for r in results])
         + " ms.")
     meta = {
-        "command": " ".join(shlex.quote(a) for a in ["python", "benchmarks/bench_serving.py",
-                                                       *(argv if argv is not None else sys.argv[1:])]),
-        "date": dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
-        "environment": environment(),
+        "command": command_line("bench_serving.py", argv),
+        "date": now(),
+        "environment": environment(("outlines-core", "xgrammar", "llguidance", "torch", "numpy")),
         "vocab": args.vocab, "vocab_size": vocab.size, "eos": list(vocab.eos_token_ids),
         "loadavg_start": loadavg_start,
         "loadavg_end": " ".join(f"{x:.1f}" for x in os.getloadavg()),
@@ -966,7 +885,7 @@ def main(argv: list[str] | None = None) -> int:
         "selection_seconds": selection_seconds,
         "total_seconds": time.perf_counter() - started,
         "schema_dir": str(args.schema_dir),
-        "sources": list(__import__("serving_workloads").SOURCES),
+        "sources": list(SOURCES),
         "selection_notes": selection_notes,
         "notes": notes,
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},

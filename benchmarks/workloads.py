@@ -7,14 +7,10 @@ schemas are the ones outlines-core can handle.
 
 from __future__ import annotations
 
-import gzip
-import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_DIR = Path(os.environ.get("TOKENDFA_JSONSCHEMABENCH",
-                                  Path(__file__).resolve().parents[2] / "shared/data/jsonschemabench"))
+from support.data import SCHEMA_DIR, SchemaRecord, outlines_regex, passed_over_notes, round_robin
 
 # Sources visited round-robin, one schema from each in turn. Synthesized is
 # left out (outlines-core converts none of its first schemas), and so is
@@ -99,20 +95,8 @@ QUICK_REGEXES = ("url", "email", "phone")
 LOOKAROUNDS = ("(?=", "(?!", "(?<=", "(?<!")
 
 
-def _convert(schema_json: str) -> dict:
-    from outlines_core.json_schema import build_regex_from_schema
-
-    return {"regex": build_regex_from_schema(schema_json)}
-
-
-def _limit_memory(gib: int) -> None:
-    import resource
-
-    limit = gib << 30
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-
-def schema_workloads(count: int, *, max_regex_chars: int, log=print) -> tuple[list[Workload], list[str]]:
+def schema_workloads(count: int, *, max_regex_chars: int, schema_dir: Path = SCHEMA_DIR,
+                     log=print) -> tuple[list[Workload], list[str]]:
     """The first ``count`` schemas, taken round-robin over :data:`SCHEMA_SOURCES`
     in file order, that outlines-core turns into a regex of at most
     ``max_regex_chars`` characters, without lookarounds, not already chosen.
@@ -121,61 +105,24 @@ def schema_workloads(count: int, *, max_regex_chars: int, log=print) -> tuple[li
     runs in a forked child (2 s timeout, 4 GiB address space), because some
     schemas make outlines-core abort on memory.
     """
-    from isolated import run_in_child
+    seen: set[str] = set()
+
+    def qualify(record: SchemaRecord) -> Workload | str:
+        converted = outlines_regex(record.schema, timeout=2.0)
+        if converted["status"] != "ok":
+            return "schema(s) outlines-core could not convert"
+        regex = converted["regex"]
+        if len(regex) > max_regex_chars:
+            return f"with a regex over {max_regex_chars:,} chars"
+        if any(look in regex for look in LOOKAROUNDS):
+            return "with a lookaround (from a `pattern` or `format`; neither engine builds those)"
+        if regex in seen:
+            return "repeating an earlier regex"
+        seen.add(regex)
+        log(f"  schema {record.label} ({record.name}): regex of {len(regex)} chars")
+        return Workload(record.label, "schema", regex, note=record.name)
 
     if count <= 0:
         return [], []
-    iterators = {src: _schemas(src) for src in SCHEMA_SOURCES if (SCHEMA_DIR / f"{src}.jsonl.gz").exists()}
-    missing = [src for src in SCHEMA_SOURCES if src not in iterators]
-    notes = [f"source not found, skipped: {src}" for src in missing]
-    chosen: list[Workload] = []
-    passed_over = {src: {"unconvertible": 0, "too long": 0, "lookaround": 0, "duplicate": 0}
-                   for src in iterators}
-    seen: set[str] = set()
-    while len(chosen) < count and iterators:
-        for src in list(iterators):
-            if len(chosen) >= count:
-                break
-            for line_no, name, schema in iterators[src]:
-                text = json.dumps(schema)
-
-                def convert(text=text):
-                    _limit_memory(4)
-                    return _convert(text)
-
-                result = run_in_child(convert, timeout=2.0)
-                if result["status"] != "ok":
-                    passed_over[src]["unconvertible"] += 1
-                    continue
-                regex = result["regex"]
-                if len(regex) > max_regex_chars:
-                    passed_over[src]["too long"] += 1
-                    continue
-                if any(look in regex for look in LOOKAROUNDS):
-                    passed_over[src]["lookaround"] += 1
-                    continue
-                if regex in seen:
-                    passed_over[src]["duplicate"] += 1
-                    continue
-                seen.add(regex)
-                label = f"{src}:{line_no}"
-                chosen.append(Workload(label, "schema", regex, note=str(name)))
-                log(f"  schema {label} ({name}): regex of {len(regex)} chars")
-                break
-            else:
-                del iterators[src]
-    for src, counts in passed_over.items():
-        if any(counts.values()):
-            notes.append(f"{src}: passed over {counts['unconvertible']} schema(s) outlines-core "
-                         f"could not convert, {counts['too long']} with a regex over "
-                         f"{max_regex_chars:,} chars, {counts['lookaround']} with a lookaround "
-                         f"(from a `pattern` or `format`; neither engine builds those) and "
-                         f"{counts['duplicate']} repeating an earlier regex")
-    return chosen, notes
-
-
-def _schemas(source: str):
-    with gzip.open(SCHEMA_DIR / f"{source}.jsonl.gz", "rt", encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh):
-            record = json.loads(line)
-            yield line_no, record.get("name", ""), record["schema"]
+    chosen, passed, missing = round_robin(SCHEMA_SOURCES, count, qualify, schema_dir)
+    return chosen, passed_over_notes(passed, missing)

@@ -10,6 +10,7 @@ holds and what it may import):
 * :mod:`tokendfa.schema`        JSON Schema -> regex
 * :mod:`tokendfa.build`         byte DFA + vocabulary -> index arrays
 * :mod:`tokendfa.runtime`       :class:`Index`, :class:`Guide`, index files
+* :mod:`tokendfa.cache`         built indexes on disk, shared by every process
 * :mod:`tokendfa.integrations`  generators: transformers
 * :mod:`tokendfa.cli`           the ``tokendfa`` command
 

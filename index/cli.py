@@ -9,12 +9,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import sys
 import tempfile
 import time
 
-from .analysis.errors import TimeLimitError, TokenDFAError
+from .analysis.errors import TokenDFAError
 
 DEFAULT_VOCABULARY = "qwen2.5"
 
@@ -72,10 +71,13 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("-o", "--output", required=True, help="where to write the index")
     build.add_argument("--jobs", type=int, default=1, help="parallel workers (joblib n_jobs)")
     build.add_argument("--method", choices=("fast", "reference"), default="fast")
-    build.add_argument("--max-states", type=int, default=None,
+    build.add_argument("--max-states", type=_positive(int), default=None,
                        help="fail early when the pattern's automaton has more states")
-    build.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+    build.add_argument("--time-limit", type=_positive(float), default=None, metavar="SECONDS",
                        help="give up (with an error, writing nothing) after this long")
+    build.add_argument("--memory-budget", type=_positive(int), default=None, metavar="BYTES",
+                       help="bytes the build's largest tables may take (default: half the "
+                            "available memory, at most 1 GiB)")
     build.add_argument("--uncompressed", action="store_true",
                        help="store the arrays raw: a larger file that loading maps without "
                             "copying (for very large indexes shared by many processes)")
@@ -92,12 +94,57 @@ def _parser() -> argparse.ArgumentParser:
                        help="the vocabulary (default: the one recorded in the index)")
     check.set_defaults(run=_check)
 
+    _add_cache_commands(commands)
+
     demo = commands.add_parser(
         "demo", help=f"build and use an index for a sample JSON Schema with {DEFAULT_VOCABULARY}")
     demo.add_argument("--vocab", default=DEFAULT_VOCABULARY)
     demo.add_argument("--samples", type=int, default=3)
     demo.set_defaults(run=_demo)
     return parser
+
+
+def _add_cache_commands(commands) -> None:
+    # A command of its own rather than more options on ``build``: ``build``
+    # writes one index to -o, a fill writes many into the shared cache, and
+    # the group has room for looking at the cache too (``cache info``).
+    cache = commands.add_parser("cache", help="the shared index cache (tokendfa.cache)")
+    actions = cache.add_subparsers(dest="cache_command", required=True)
+    fill = actions.add_parser(
+        "fill", help="build the index of every schema in a folder into the cache ahead of time")
+    fill.add_argument("--schemas", required=True, metavar="FOLDER",
+                      help="a folder of JSON Schema files (*.json, searched recursively)")
+    fill.add_argument("--cache-dir", default=None, metavar="DIR",
+                      help="the cache folder (default: $TOKENDFA_CACHE_DIR or ~/.cache/tokendfa)")
+    fill.add_argument("--max-bytes", type=int, default=None,
+                      help="size bound of the cache folder in bytes (default: 1 GiB)")
+    fill.add_argument("--vocab", default=DEFAULT_VOCABULARY,
+                      help="a built-in vocabulary name or a tokenizer path (default: %(default)s)")
+    fill.add_argument("--whitespace", choices=("compact", "flexible"), default="compact")
+    fill.add_argument("--lenient", action="store_true")
+    fill.add_argument("--any-depth", type=_any_depth, default="auto", metavar="N|auto")
+    fill.add_argument("--jobs", type=int, default=1,
+                      help="schemas built at once (joblib n_jobs; -1: one per core)")
+    fill.add_argument("--backend", default=None,
+                      help="joblib backend (default: loky processes; 'dask' starts a local "
+                           "Dask cluster of --jobs workers)")
+    fill.set_defaults(run=_cache_fill)
+    info = actions.add_parser("info", help="describe the cache folder")
+    info.add_argument("--cache-dir", default=None, metavar="DIR")
+    info.set_defaults(run=_cache_info)
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = 0
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"expected a positive number, not {text!r}")
+        return value
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
 
 
 def _any_depth(text: str) -> int | str:
@@ -137,25 +184,6 @@ class _UsageError(TokenDFAError):
     pass
 
 
-@contextlib.contextmanager
-def _time_limit(seconds: float | None):
-    """Interrupt the build after ``seconds`` with a TimeLimitError."""
-    if not seconds or not hasattr(signal, "setitimer"):
-        yield
-        return
-
-    def expire(signum, frame):
-        raise TimeLimitError(f"the build took longer than the time limit of {seconds:g} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def _build(args) -> int:
     from .runtime.index import Index
 
@@ -163,13 +191,15 @@ def _build(args) -> int:
     pattern = None if schema is not None else _read_pattern(args)
     vocabulary = _load_vocabulary(args.vocab)
     started = time.perf_counter()
-    options = dict(method=args.method, n_jobs=args.jobs, max_states=args.max_states)
-    with _time_limit(args.time_limit):
-        if schema is not None:
-            index = Index.from_schema(schema, vocabulary, whitespace=args.whitespace,
-                                      lenient=args.lenient, any_depth=args.any_depth, **options)
-        else:
-            index = Index.from_regex(pattern, vocabulary, **options)
+    # The limits are checked inside the build's loops (tokendfa.analysis.limits):
+    # no signal handler, so the same limits hold for a library caller and in threads.
+    options = dict(method=args.method, n_jobs=args.jobs, max_states=args.max_states,
+                   time_limit=args.time_limit, memory_budget=args.memory_budget)
+    if schema is not None:
+        index = Index.from_schema(schema, vocabulary, whitespace=args.whitespace,
+                                  lenient=args.lenient, any_depth=args.any_depth, **options)
+    else:
+        index = Index.from_regex(pattern, vocabulary, **options)
     built = time.perf_counter() - started
     for widening in index.metadata.get("widenings", []):
         print(f"widened: {widening}", file=sys.stderr)
@@ -253,14 +283,96 @@ def _check(args) -> int:
     return 1
 
 
+def _cache_fill(args) -> int:
+    from .cache import DEFAULT_MAX_BYTES, IndexCache
+
+    folder = args.schemas
+    if not os.path.isdir(folder):
+        raise _UsageError(f"--schemas {folder}: not a folder")
+    files = sorted(os.path.join(root, name) for root, _, names in os.walk(folder)
+                   for name in names if name.endswith(".json"))
+    cache = IndexCache(args.cache_dir, max_bytes=args.max_bytes if args.max_bytes is not None
+                       else DEFAULT_MAX_BYTES)
+    if not files:
+        print(f"no *.json files in {folder}: nothing to fill", file=sys.stderr)
+        return 0
+    # Checked once here so that a bad --vocab is one error, not one per schema;
+    # workers load it again from the spec.
+    vocabulary = _load_vocabulary(args.vocab)
+    spec = vocabulary.source or args.vocab
+    options = dict(whitespace=args.whitespace, lenient=args.lenient, any_depth=args.any_depth)
+    started = time.perf_counter()
+    counts = {"built": 0, "cached": 0, "failed": 0}
+    outcomes = _fill_outcomes(files, vocabulary, spec, cache, options, args)
+    for done, outcome in enumerate(outcomes, 1):
+        counts[outcome.status] += 1
+        if outcome.status == "failed":
+            print(f"\r\033[Kfailed: {outcome.path}: {outcome.error}", file=sys.stderr)
+        _progress_bar(done, len(files), counts["failed"])
+    print(file=sys.stderr)
+    print(f"filled {cache.directory}: {len(files)} schemas, {counts['built']} built, "
+          f"{counts['cached']} already cached, {counts['failed']} failed, in "
+          f"{time.perf_counter() - started:.1f} s ({cache.total_bytes():,} bytes in the cache)")
+    return 1 if counts["failed"] else 0
+
+
+def _fill_outcomes(files, vocabulary, spec, cache, options, args):
+    from joblib import Parallel, delayed, parallel_config
+
+    from .cache import fill_one
+
+    directory = str(cache.directory)
+    if args.jobs == 1 and args.backend is None:
+        for path in files:
+            yield fill_one(path, vocabulary, directory, cache.max_bytes, options)
+        return
+    # Workers get the spec, not the vocabulary: each loads it once, where
+    # shipping the table with every task would cost more than most builds.
+    tasks = (delayed(fill_one)(path, spec, directory, cache.max_bytes, options) for path in files)
+    with contextlib.ExitStack() as stack:
+        if args.backend == "dask":
+            from distributed import Client, LocalCluster
+
+            workers = args.jobs if args.jobs > 0 else os.cpu_count() or 1
+            cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1,
+                                                       processes=True, dashboard_address=None))
+            stack.enter_context(Client(cluster))
+        stack.enter_context(parallel_config(backend=args.backend) if args.backend
+                            else contextlib.nullcontext())
+        yield from Parallel(n_jobs=args.jobs, return_as="generator_unordered")(tasks)
+
+
+def _progress_bar(done: int, total: int, failed: int, width: int = 30) -> None:
+    filled = width * done // total
+    bar = "#" * filled + "." * (width - filled)
+    note = f", {failed} failed" if failed else ""
+    sys.stderr.write(f"\r[{bar}] {done}/{total} schemas{note}\033[K")
+    sys.stderr.flush()
+
+
+def _cache_info(args) -> int:
+    from .cache import IndexCache
+
+    cache = IndexCache(args.cache_dir)
+    entries = cache.entries()
+    print(f"folder   {cache.directory}")
+    print(f"entries  {len(entries)}, {sum(e.nbytes for e in entries):,} bytes")
+    if entries:
+        print(f"oldest   {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(entries[0].last_used))}")
+        print(f"newest   {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(entries[-1].last_used))}")
+    return 0
+
+
 def _demo(args) -> int:
     import json
 
-    import jsonschema
     import numpy as np
 
+    from .analysis.errors import import_optional
     from .runtime.guide import Guide
     from .runtime.index import Index
+
+    jsonschema = import_optional("jsonschema", extra="build", needed_for="the demo")
 
     started = time.perf_counter()
     vocabulary = _load_vocabulary(args.vocab).prepare()

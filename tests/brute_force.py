@@ -8,7 +8,7 @@ this is what the vectorised reference build and the fast build must equal.
 
 from __future__ import annotations
 
-from tokendfa.analysis.bytedfa import ByteDFA
+from tokendfa.analysis.dfa import ByteDFA
 
 
 def brute_force_transitions(dfa: ByteDFA, tokens) -> dict[int, dict[int, int]] | None:

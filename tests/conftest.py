@@ -18,8 +18,17 @@ expected to raise, not to give a silently smaller index.
 from __future__ import annotations
 
 import functools
+import os
 
 import pytest
+from hypothesis import settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+# Failing examples hypothesis finds are kept in the repository (tests/hypothesis-db),
+# so a find made once on any machine is replayed by every later run.
+settings.register_profile("tokendfa", database=DirectoryBasedExampleDatabase(
+    os.path.join(os.path.dirname(__file__), "hypothesis-db")))
+settings.load_profile("tokendfa")
 
 from tokendfa import Index, Vocabulary
 

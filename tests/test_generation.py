@@ -263,6 +263,24 @@ def test_generate_constrained_greedy_sampled_and_beams(toy_model):
         assert re.fullmatch(pattern, text), text
 
 
+def test_generate_constrained_builds_a_schema_once_through_the_cache(toy_model, tmp_path):
+    from tokendfa.cache import IndexCache
+
+    vocab = cached_vocabulary("toy")
+    schema = {"type": "object", "properties": {"a": {"enum": ["a", "ab", "cab"]}}, "required": ["a"],
+              "additionalProperties": False}
+    cache = IndexCache(tmp_path)
+    torch.manual_seed(4)
+    for _ in range(2):
+        for text in generate_constrained(toy_model, vocab, schema, ["x", "ab"], cache=cache,
+                                         do_sample=True):
+            assert json.loads(text)["a"] in ("a", "ab", "cab")
+    assert (cache.stats.builds, cache.stats.hits) == (1, 1)
+    # A regex, built in memory: nothing more in the folder.
+    assert re.fullmatch("12|5", generate_constrained(toy_model, vocab, "12|5", "x", cache=False))
+    assert len(cache.entries()) == 1
+
+
 # --- generate with the real Qwen2.5 vocabulary and width ------------------------------------
 
 @pytest.mark.slow

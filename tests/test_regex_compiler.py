@@ -3,9 +3,9 @@
 :mod:`tokendfa.analysis.regex_compiler` replaces the interegular front end, so every
 pattern is checked three ways:
 
-* array for array against the interegular path (``normalize_pattern``, then
-  interegular's character FSM, ``_byte_nfa_from_char_fsm``, ``_determinise``
-  and ``canonical_byte_dfa``), wherever interegular gets the pattern right;
+* array for array against the interegular path (``interegular_oracle.py``:
+  interegular's character FSM lifted to bytes, then ``canonical_byte_dfa``),
+  wherever interegular gets the pattern right;
 * on seeded random strings over the pattern's own characters, on strings
   spelled by random walks through the DFA, and on small edits of those,
   against ``re.fullmatch(pattern, text, re.ASCII)``;
@@ -27,11 +27,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tokendfa.analysis.bytedfa import ByteDFA, canonical_byte_dfa
+from tokendfa.analysis.dfa import ByteDFA
 from tokendfa.analysis.errors import BuildLimitError, RegexError, UnsupportedRegexError
+from tokendfa.analysis.minimise import canonical_byte_dfa
 from tokendfa.analysis.regex_compiler import byte_tables_from_regex
 from tokendfa.analysis.regex_syntax import normalize_pattern
 from cases import CASES
+from interegular_oracle import byte_dfa_from_interegular
 
 DATA = Path(__file__).parent / "data"
 
@@ -148,17 +150,6 @@ def compile_ours(pattern: str) -> ByteDFA:
     return canonical_byte_dfa(*byte_tables_from_regex(normalize_pattern(pattern)), pattern=pattern)
 
 
-def compile_interegular(pattern: str) -> ByteDFA:
-    """The first front end: interegular's character FSM, then bytes."""
-    import interegular
-
-    # Imported here so that only the comparison fails if the old path goes.
-    from tokendfa.analysis.bytedfa import _byte_nfa_from_char_fsm, _determinise
-
-    char_fsm = interegular.parse_pattern(normalize_pattern(pattern)).to_fsm()
-    return canonical_byte_dfa(*_determinise(*_byte_nfa_from_char_fsm(char_fsm)), pattern=pattern)
-
-
 def python_fullmatch(pattern: str):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # FutureWarning: possible set difference
@@ -257,7 +248,7 @@ def test_same_dfa_as_interegular(pattern):
     if pattern in INTEREGULAR_DIFFERS:
         pytest.skip(f"interegular {INTEREGULAR_DIFFERS[pattern]}")
     ours = compile_ours(pattern)
-    reference = compile_interegular(pattern)
+    reference = byte_dfa_from_interegular(pattern)
     assert np.array_equal(ours.transitions, reference.transitions), pattern
     assert np.array_equal(ours.finals, reference.finals), pattern
 
@@ -478,18 +469,27 @@ def plain_minimal_dfa(transitions: np.ndarray, finals: np.ndarray) -> tuple[np.n
     return rows, kept
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_minimisation_matches_plain_moore_refinement(seed, monkeypatch):
-    """Random tables with long forced chains (what counted repeats give),
-    cycles, unreachable and dead-end states, held to the textbook way. The
-    exact fallback (taken only on a hash collision) is disabled, so the
-    incremental refinement has to get it right by itself."""
-    import tokendfa.analysis.bytedfa
+def counted_hash_weights(monkeypatch, first_weights=None) -> list:
+    """Count the minimiser's hashed refinements (one list entry each); with
+    ``first_weights``, the first one hashes with those weights instead."""
+    import tokendfa.analysis.minimise as minimise
 
-    def no_fallback(*args):
-        raise AssertionError("the incremental refinement did not give a congruence")
+    calls = []
+    real = minimise._hash_weights
 
-    monkeypatch.setattr(tokendfa.analysis.bytedfa, "_minimise_exact", no_fallback)
+    def weights(seed, size):
+        calls.append(seed)
+        if first_weights is not None and len(calls) == 1:
+            return first_weights(size)
+        return real(seed, size)
+
+    monkeypatch.setattr(minimise, "_hash_weights", weights)
+    return calls
+
+
+def random_table(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Long forced chains (what counted repeats give), cycles, unreachable and
+    dead-end states."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(2, 80))
     alphabet = rng.choice(256, size=int(rng.integers(1, 5)), replace=False)
@@ -503,10 +503,55 @@ def test_minimisation_matches_plain_moore_refinement(seed, monkeypatch):
             table[state, alphabet[0]] = state + 1  # a chain
     finals = rng.random(n) < 0.3 * rng.random()
     finals[0] = False
+    return table, finals
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_minimisation_matches_plain_moore_refinement(seed, monkeypatch):
+    """Random tables held to the textbook way. The hashed refinement runs
+    once: its first result already passes the congruence check, so it gets
+    the partition right by itself, without a retry."""
+    calls = counted_hash_weights(monkeypatch)
+    table, finals = random_table(seed)
     expected_table, expected_finals = plain_minimal_dfa(table, finals)
     dfa = canonical_byte_dfa(table, finals)
     assert np.array_equal(dfa.transitions, expected_table)
     assert np.array_equal(dfa.finals, expected_finals)
+    assert len(calls) == 1
+
+
+def test_minimisation_retries_after_a_hash_collision(monkeypatch):
+    """With every hash weight 1, a signature's hash is the sum of its blocks,
+    so states 1, 2 and 3 below (blocks 1+1+1, 1+2+0, 1+0+2) collide and the
+    first refinement leaves them in one block. The congruence check must see
+    that, and the retry with real weights must give the minimal DFA."""
+    table = np.zeros((5, 256), dtype=np.int32)
+    a, b = ord("a"), ord("b")
+    table[1, a], table[1, b] = 2, 3
+    table[2, a] = 4
+    table[3, b] = 4
+    finals = np.array([False, False, False, False, True])
+    calls = counted_hash_weights(monkeypatch, lambda size: np.ones(size, dtype=np.uint64))
+    dfa = canonical_byte_dfa(table, finals)
+    assert len(calls) == 2
+    expected_table, expected_finals = plain_minimal_dfa(table, finals)
+    assert np.array_equal(dfa.transitions, expected_table)
+    assert np.array_equal(dfa.finals, expected_finals)
+    assert dfa.num_states == 5 and dfa.accepts(b"aa") and dfa.accepts(b"bb")
+    assert not dfa.accepts(b"ab") and not dfa.accepts(b"ba")
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_minimisation_survives_a_collision_on_random_tables(seed, monkeypatch):
+    """The same random tables with a useless first hash (all weights 1): the
+    result is still the textbook one, whether or not the check had to retry."""
+    calls = counted_hash_weights(monkeypatch, lambda size: np.ones(size, dtype=np.uint64))
+    table, finals = random_table(seed)
+    expected_table, expected_finals = plain_minimal_dfa(table, finals)
+    dfa = canonical_byte_dfa(table, finals)
+    assert np.array_equal(dfa.transitions, expected_table)
+    assert np.array_equal(dfa.finals, expected_finals)
+    assert len(calls) in (1, 2)
 
 
 # --- shared definitions: placeholders stamped as minimal DFAs -----------------------

@@ -184,3 +184,64 @@ def cached_vocabulary_sp32k():
     from conftest import cached_vocabulary
 
     return cached_vocabulary("mistral-sp32k")
+
+
+# --- schemas from the JSON Schema keyword vocabulary ----------------------------------
+
+_leaf_schemas = st.one_of(
+    st.fixed_dictionaries({"type": st.sampled_from(
+        ["string", "integer", "number", "boolean", "null", "object", "array"])}),
+    st.fixed_dictionaries({"type": st.just("string")}, optional={
+        "minLength": st.integers(0, 6), "maxLength": st.integers(0, 12),
+        "pattern": st.sampled_from(["^a+$", "b", "^[0-9]{2,4}$", "(x|y)*z", "^.{3}$"]),
+        "format": st.sampled_from(["date", "email", "uuid"])}),
+    st.fixed_dictionaries({"type": st.sampled_from(["integer", "number"])}, optional={
+        "minimum": st.integers(-1000, 1000), "maximum": st.integers(-1000, 1000),
+        "exclusiveMinimum": st.integers(-50, 50), "multipleOf": st.sampled_from([1, 2, 3, 7, 0.5])}),
+    st.fixed_dictionaries({"enum": st.lists(st.none() | st.booleans() | st.integers(-9, 99)
+                                            | st.text("abc", max_size=3), min_size=1, max_size=4)}),
+    st.fixed_dictionaries({"const": st.integers(0, 9) | st.text("xy", max_size=3)}),
+    st.just({"$ref": "#/$defs/d"}),
+    st.booleans(),
+)
+
+
+def _composite(children):
+    names = st.sampled_from(["a", "b", "c", "id"])
+    return st.one_of(
+        st.fixed_dictionaries({"type": st.just("object"), "properties": st.dictionaries(
+            names, children, max_size=3)}, optional={
+                "required": st.lists(names, max_size=2, unique=True),
+                "additionalProperties": st.booleans() | children,
+                "minProperties": st.integers(0, 2), "maxProperties": st.integers(0, 3)}),
+        st.fixed_dictionaries({"type": st.just("array"), "items": children}, optional={
+            "minItems": st.integers(0, 2), "maxItems": st.integers(0, 4)}),
+        st.fixed_dictionaries({"anyOf": st.lists(children, min_size=1, max_size=3)}),
+        st.fixed_dictionaries({"allOf": st.lists(children, min_size=1, max_size=3)}),
+        st.fixed_dictionaries({"oneOf": st.lists(children, min_size=1, max_size=2)}),
+        st.fixed_dictionaries({"not": children}),
+    )
+
+
+keyword_schemas = st.builds(
+    lambda body, definition: {**body, "$defs": {"d": definition}} if isinstance(body, dict)
+    else body,
+    st.recursive(_leaf_schemas, _composite, max_leaves=6), _leaf_schemas)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schema=keyword_schemas)
+def test_keyword_schemas_compile_or_raise_a_tokendfa_error(schema):
+    """Any schema built from the keyword vocabulary compiles, or raises a
+    TokenDFAError subclass (nothing else), within the time limit."""
+    import time
+
+    started = time.perf_counter()
+    try:
+        index = Index.from_schema(schema, cached_vocabulary_sp32k(), max_states=5000,
+                                  time_limit=5.0)
+    except TokenDFAError as error:
+        assert str(error)
+    else:
+        assert index.num_states >= 1
+    assert time.perf_counter() - started < 7.0

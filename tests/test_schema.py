@@ -785,11 +785,11 @@ def test_an_index_with_shared_pieces_goes_through_a_file(toy_vocab, tmp_path):
 
 
 def test_an_automaton_over_the_state_budget_is_compiled_shallower(monkeypatch, toy_vocab):
-    from tokendfa.analysis.bytedfa import byte_dfa_from_regex
+    from tokendfa.analysis.construct import byte_dfa_from_regex
     from tokendfa.analysis.regex_compiler import byte_tables_from_regex
     from tokendfa import Index
     from tokendfa.schema import depth as schema_module
-    from tokendfa.build.fast import build_index
+    from tokendfa.build import build_index
 
     monkeypatch.setattr(schema_module, "STATE_CHECK_CHARS", 0)  # check even this small schema
     def unminimised_states(result):

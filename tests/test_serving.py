@@ -152,7 +152,7 @@ def test_forced_tokens_spell_a_required_key_and_stop_before_the_quote(qwen_vocab
 
 @pytest.mark.parametrize("pattern", [r'\{"id": [0-9]+, "kind": "(a|b)"\}', r"(ab)+c", r"x(yz|yw)"])
 def test_forced_tokens_are_allowed_and_spell_forced_bytes(pattern):
-    from tokendfa.analysis.bytedfa import byte_dfa_from_regex
+    from tokendfa.analysis.construct import byte_dfa_from_regex
     from tokendfa.analysis.literals import forced_run
 
     index = cached_index(pattern, "qwen2.5")

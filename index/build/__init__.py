@@ -1,16 +1,39 @@
-"""Building an index: a byte DFA and a vocabulary in, :class:`IndexArrays` out.
+"""Building an index: a pattern (or its byte DFA) and a vocabulary in,
+:class:`~tokendfa.runtime.arrays.IndexArrays` and metadata out.
 
 Reading order:
 
+* :mod:`tokendfa.build.config`       :class:`BuildConfig`, the frozen build
+  configuration (method, jobs, limits, progress) passed down whole
+* :mod:`tokendfa.build.pipeline`     :func:`build_index`: pattern -> byte DFA
+  -> edges -> arrays, and the build's metadata (:class:`BuiltIndex`)
 * :mod:`tokendfa.build.reference`    the brute-force build: every token from
   every state; the definition every other build is held to
+<<<<<<< HEAD
+* :mod:`tokendfa.build.fast`         the fast build: signature prefix graphs
+  walked level by level, in parallel with joblib
+* :mod:`tokendfa.build.narrow`       literal and narrow states walked byte by
+  byte against the sorted vocabulary (part of the fast build)
+=======
 * :mod:`tokendfa.build.fast`         the fast build: literal and narrow states
   walked against the sorted vocabulary, signature prefix graphs walked level
   by level, in parallel with joblib
+* :mod:`tokendfa.build.lazy`         the lazy index: token rows computed on
+  first request over a lazily determinised automaton; completes to the fast build
+>>>>>>> h-lazy
 * :mod:`tokendfa.build.assemble`     raw edges -> canonical, compressed arrays
-* :mod:`tokendfa.build.fastforward`  forced tokens in canonical tokenization
+* :mod:`tokendfa.build.fastforward`  forced tokens in canonical tokenization,
+  found by walking the assembled arrays
+* :mod:`tokendfa.build.progress`     the progress line of long builds
 
 May import: :mod:`tokendfa.analysis`, :mod:`tokendfa.vocab`,
-:mod:`tokendfa.runtime.arrays`, numpy and joblib. Builders return arrays;
-wrapping them in an :class:`~tokendfa.Index` is the caller's business.
+:mod:`tokendfa.runtime.arrays`, numpy and joblib; never
+:mod:`tokendfa.runtime.index` (a test checks). Builders pass arrays;
+wrapping them in an :class:`~tokendfa.Index` is the runtime's business
+(:meth:`~tokendfa.Index.from_regex` imports this package inside the call).
 """
+
+from .config import BuildConfig
+from .pipeline import BuiltIndex, build_arrays, build_index
+
+__all__ = ["BuildConfig", "BuiltIndex", "build_index", "build_arrays"]

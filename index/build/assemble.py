@@ -23,15 +23,17 @@ the same pattern and vocabulary give identical arrays:
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..analysis.bytedfa import ByteDFA
+from ..analysis.dfa import ByteDFA
 from ..analysis.errors import VocabularyCoverageError
-from .fastforward import forced_token_table
+from ..analysis.graph import (breadth_first, concatenated_ranges, distinct_successor_lists,
+                              reachable)
 from ..runtime.arrays import MASK_WORD, IndexArrays
-from ..runtime.index import Index
+from .fastforward import forced_token_table
+
 
 @dataclass(frozen=True, eq=False)
 class RawEdges:
@@ -51,14 +53,14 @@ def assemble(dfa: ByteDFA, raw: RawEdges, vocabulary) -> IndexArrays:
     # state even when the token edges number millions.
     pairs = np.unique(source.astype(np.int64) * num_states + target)
     pair_source, pair_target = pairs // num_states, pairs % num_states
-    keep = _closure(pair_target, pair_source, dfa.finals[:num_states], num_states)
+    keep = reachable(pair_target, pair_source, dfa.finals[:num_states], num_states)
     if not keep[dfa.initial]:
         raise _coverage_error(dfa, raw)
     useful_pair = keep[pair_source] & keep[pair_target]
     initial = np.zeros(num_states, dtype=bool)
     initial[dfa.initial] = True
-    reachable = _closure(pair_source[useful_pair], pair_target[useful_pair], initial, num_states)
-    useful = keep[target] & keep[source] & reachable[source]
+    reached = reachable(pair_source[useful_pair], pair_target[useful_pair], initial, num_states)
+    useful = keep[target] & keep[source] & reached[source]
     source, group, target = source[useful], group[useful], target[useful]
 
     token_group, source, group, target = _canonical_groups(raw.token_group, source, group, target)
@@ -72,38 +74,12 @@ def assemble(dfa: ByteDFA, raw: RawEdges, vocabulary) -> IndexArrays:
     arrays = IndexArrays(token_group.astype(group_dtype(int(token_group.max(initial=-1)) + 1)),
                          offsets, group.astype(np.int32),
                          target.astype(np.int32), finals, mask_id, masks, eos, *no_forced)
-    # Fast-forward tokens are found by walking the index itself.
-    forced = forced_token_table(dfa, states, Index(arrays, {}, vocabulary), vocabulary)
-    arrays = IndexArrays(*list(arrays.as_dict().values())[:-2], *forced)
+    # Fast-forward tokens are found by walking the arrays just made.
+    forced_offsets, forced_tokens = forced_token_table(dfa, states, arrays, vocabulary)
+    arrays = replace(arrays, forced_offsets=forced_offsets, forced_tokens=forced_tokens)
     for array in arrays.as_dict().values():
         array.flags.writeable = False
     return arrays
-
-
-def _concatenated_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """``np.concatenate([np.arange(a, b) for a, b in zip(starts, ends)])``, vectorised."""
-    lengths = ends - starts
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    before = np.cumsum(lengths) - lengths
-    return np.repeat(starts - before, lengths) + np.arange(total)
-
-
-def _closure(origin: np.ndarray, destination: np.ndarray, seeds: np.ndarray,
-             num_states: int) -> np.ndarray:
-    """States reachable from ``seeds`` (a boolean mask) along the edges
-    ``origin -> destination``, a whole breadth-first level per numpy step."""
-    order = np.argsort(origin, kind="stable")
-    starts = np.searchsorted(origin[order], np.arange(num_states + 1))
-    successors = destination[order]
-    seen = seeds.copy()
-    frontier = np.flatnonzero(seen)
-    while len(frontier):
-        reached = successors[_concatenated_ranges(starts[frontier], starts[frontier + 1])]
-        frontier = np.unique(reached[~seen[reached]])
-        seen[frontier] = True
-    return seen
 
 
 def _order_by(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
@@ -177,36 +153,20 @@ def _canonical_groups(token_group, source, group, target):
 
 
 def _breadth_first_numbering(source, group, target, initial):
-    """Number states 0.. breadth-first from ``initial``; edges in group order.
-
-    A whole level at a time: the next level's states, in the order a
-    one-state-at-a-time search would meet them, are the unseen targets of
-    the current level's edges (taken state by state in number order, each
-    state's edges in group order), kept at their first occurrence.
-    """
+    """Number states 0.. breadth-first from ``initial``; edges in group order
+    (each state's edges sorted by group are its successor list)."""
     if len(source) == 0:
         return np.array([initial]), source, group, target
     num_states = int(max(source.max(), target.max(), initial)) + 1
     order = _order_by(source, group)
     source, group, target = source[order], group[order], target[order]
     starts = np.searchsorted(source, np.arange(num_states + 1))
+    states = breadth_first(starts, target, np.array([initial]))
     number = np.full(num_states, -1, dtype=np.int64)
-    number[initial] = 0
-    levels = [np.array([initial])]
-    count = 1
-    frontier = levels[0]
-    while len(frontier):
-        reached = target[_concatenated_ranges(starts[frontier], starts[frontier + 1])]
-        reached = reached[number[reached] < 0]
-        _, first = np.unique(reached, return_index=True)
-        frontier = reached[np.sort(first)]
-        number[frontier] = np.arange(count, count + len(frontier))
-        count += len(frontier)
-        levels.append(frontier)
-    states = np.concatenate(levels)
+    number[states] = np.arange(len(states))
     # Each state's edges, moved as blocks into the new state order, come out
     # sorted by (new state, group) without sorting again.
-    block_order = _concatenated_ranges(starts[states], starts[states + 1])
+    block_order = concatenated_ranges(starts[states], starts[states + 1])
     return (states, number[source[block_order]], group[block_order],
             number[target[block_order]])
 
@@ -238,7 +198,7 @@ def _unique_masks(offsets, group, finals, token_group, eos, vocab_size):
     masks = np.zeros((len(first), num_words), dtype=MASK_WORD)
     for low in range(0, len(first), _MASK_BATCH):
         rows = first[low:low + _MASK_BATCH]
-        edges = _concatenated_ranges(offsets[rows], offsets[rows + 1])
+        edges = concatenated_ranges(offsets[rows], offsets[rows + 1])
         allowed_group = np.zeros((len(rows), num_groups + 1), dtype=bool)
         allowed_group[np.repeat(np.arange(len(rows)), np.diff(offsets)[rows]), group[edges] + 1] = True
         allowed = np.zeros((len(rows), num_words * 32), dtype=bool)
@@ -255,14 +215,10 @@ def _coverage_error(dfa: ByteDFA, raw: RawEdges) -> VocabularyCoverageError:
     tokens, so every state reachable from it is just as hopeless; the most
     useful one to name is the first (breadth-first) with no token at all.
     """
-    source, target = raw.source, raw.target
-    reachable, seen = [dfa.initial], {dfa.initial}
-    for state in reachable:
-        for nxt in np.unique(target[source == state]).tolist():
-            if nxt not in seen:
-                seen.add(nxt)
-                reachable.append(nxt)
-    stuck = [state for state in reachable if not np.any(source == state)]
+    num_states = int(max(raw.source.max(initial=0), raw.target.max(initial=0), dfa.initial)) + 1
+    starts, successors = distinct_successor_lists(raw.source, raw.target, num_states)
+    order = breadth_first(starts, successors, np.array([dfa.initial]))  # successors by number
+    stuck = order[starts[order + 1] == starts[order]].tolist()
     state = stuck[0] if stuck else dfa.initial
     needed = bytes(np.flatnonzero(dfa.transitions[state] != 0).tolist())
     return VocabularyCoverageError(

@@ -17,6 +17,10 @@ state. This build gives the identical index with far less work:
    whole subtree at once.
 4. *Groups*: the tokens of one final behaviour form a group; its edges are
    the behaviour vector's non-dead entries.
+   *Narrow states* (literals, choices among a few keys) are left out of the
+   coarse walk, which would split the byte classes for them, and walked byte
+   by byte instead (:mod:`tokendfa.build.narrow`); the tokens they touch get
+   groups of their own.
 5. *Parallel*: the trie splits into disjoint subtrees by first class; joblib
    workers walk them (any joblib backend: ``loky`` here, Dask or Ray on a
    cluster) and their behaviour tables are merged.
@@ -28,147 +32,23 @@ one, so both builds give the same arrays.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import os
-import sys
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis.bytedfa import DEAD, ByteDFA, byte_dfa_from_regex
+from ..analysis import limits
+from ..analysis.dfa import DEAD, ByteDFA
 from ..analysis.byteclasses import byte_classes, class_table
 from ..analysis.literals import narrow_states
 from ..analysis.errors import BuildLimitError
 from ..analysis.signatures import Signatures, token_signatures
-from .assemble import RawEdges, assemble
-from ..runtime.arrays import IndexArrays
-from ..runtime.index import Index
 from ..vocab.vocabulary import Vocabulary
-
-DEFAULT_MAX_STATES = 200_000
-# States where at most this many bytes go on are walked byte by byte.
-NARROW_MAX_BYTES = 8
-
-
-def memory_budget() -> int:
-    """Bytes the build's largest tables may take: half of the memory
-    available now (so a pathological pattern fails with a clear error
-    instead of driving the machine into swap or the OOM killer)."""
-    try:
-        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
-        available = 8 << 30
-    return max(available // 2, 256 << 20)
-METHODS = ("fast", "reference")
-
-
-class Progress:
-    """A one-line progress report on stderr, shown only once a build has
-    taken longer than a moment (so quick builds stay silent)."""
-
-    def __init__(self, enabled: bool | None = None, *, delay: float = 1.0, stream=None) -> None:
-        self.stream = stream if stream is not None else sys.stderr
-        if enabled is None:
-            enabled = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.enabled = enabled
-        self.started = time.perf_counter()
-        self.delay = delay
-        self.shown = False
-
-    def update(self, stage: str, done: int | None = None, total: int | None = None) -> None:
-        if not self.enabled:
-            return
-        elapsed = time.perf_counter() - self.started
-        if elapsed < self.delay:
-            return
-        amount = f" {done}/{total}" if done is not None and total else ""
-        self.stream.write(f"\rtokendfa: {stage}{amount} ({elapsed:.1f} s)\033[K")
-        self.stream.flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
-def build_index(pattern: str, vocabulary: Vocabulary, *, method: str = "fast",
-                n_jobs: int = 1, backend: str | None = None,
-                max_states: int | None = None, progress: bool | None = None,
-                definitions: dict[str, str] | None = None, dfa: ByteDFA | None = None) -> Index:
-    """Compile ``pattern`` for ``vocabulary`` into an :class:`Index`.
-
-    ``progress`` shows a progress line on stderr for builds that take more
-    than a second (default: when stderr is a terminal). ``definitions`` are
-    the shared pieces a schema's pattern refers to (:class:`tokendfa.schema.api.SchemaRegex`);
-    ``dfa``, the pattern's byte DFA when the caller has already built it.
-    """
-    started = time.perf_counter()
-    reporter = Progress(progress)
-    try:
-        return _build_index(pattern, vocabulary, method, n_jobs, backend, max_states, reporter,
-                            started, definitions or {}, dfa)
-    finally:
-        reporter.close()
-
-
-def _readable(text: str, definitions: dict[str, str]) -> str:
-    """A pattern for the metadata: placeholders (lone surrogates, not UTF-8) as ``<shared N>``."""
-    for number, placeholder in enumerate(definitions):
-        text = text.replace(placeholder, f"<shared {number}>")
-    return text
-
-
-def _build_index(pattern, vocabulary, method, n_jobs, backend, max_states, reporter, started,
-                 definitions, dfa):
-    reporter.update("compiling the pattern")
-    if dfa is None:
-        dfa = byte_dfa_from_regex(pattern, definitions=definitions)
-    limit = DEFAULT_MAX_STATES if max_states is None else max_states
-    if dfa.num_states - 1 > limit:
-        raise BuildLimitError(
-            f"the pattern's automaton has {dfa.num_states - 1} states, more than the limit "
-            f"of {limit} (raise max_states to build it anyway)", reached=dfa.num_states - 1)
-    arrays = build_arrays(dfa, vocabulary, method=method, n_jobs=n_jobs, backend=backend,
-                          progress=reporter)
-    metadata = {
-        "kind": "regex",
-        "pattern": _readable(pattern, definitions),
-        "vocabulary": {
-            "name": vocabulary.name,
-            "source": vocabulary.source,
-            "fingerprint": vocabulary.fingerprint,
-            "size": vocabulary.size,
-        },
-        "build": {
-            "method": method,
-            "byte_dfa_states": dfa.num_states,
-            "seconds": round(time.perf_counter() - started, 4),
-        },
-    }
-    if definitions:
-        metadata["shared"] = [_readable(text, definitions) for text in definitions.values()]
-    return Index(arrays, metadata, vocabulary)
-
-
-def build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, *, method: str = "fast",
-                 n_jobs: int = 1, backend: str | None = None,
-                 progress: Progress | None = None) -> IndexArrays:
-    progress = progress or Progress(False)
-    if method == "reference":
-        from .reference import reference_edges
-
-        progress.update("walking every token from every state")
-        raw = reference_edges(dfa, vocabulary)
-    elif method == "fast":
-        raw = signature_edges(dfa, vocabulary, n_jobs=n_jobs, backend=backend, progress=progress)
-    else:
-        raise ValueError(f"unknown build method {method!r}: choose one of {', '.join(METHODS)}")
-    progress.update("assembling the index")
-    return assemble(dfa, raw, vocabulary)
-
+from .assemble import RawEdges
+from .config import BuildConfig
+from .narrow import escaped_edges, narrow_edges
+from .progress import Progress
 
 # --- the prefix graph -------------------------------------------------------------
 
@@ -188,7 +68,8 @@ class Behaviours:
 def signature_behaviours(table: np.ndarray, classes: np.ndarray, lengths: np.ndarray,
                          members: np.ndarray, progress: Progress | None = None,
                          max_bytes: int | None = None,
-                         starts: np.ndarray | None = None) -> Behaviours:
+                         starts: np.ndarray | None = None,
+                         under: "limits.Limits | None" = None) -> Behaviours:
     """Behaviours of the signatures ``members``, walked as one prefix graph.
 
     The graph is the trie of the signatures with every node keyed by its
@@ -198,10 +79,13 @@ def signature_behaviours(table: np.ndarray, classes: np.ndarray, lengths: np.nda
     prefix that dies from every state drops its signatures at once. The number
     of nodes is the number of distinct behaviours, typically a few hundred,
     however many signatures there are; past ``max_bytes`` of behaviour vectors
-    (default: :func:`memory_budget`) the build stops with
+    (default: the build's memory budget, :mod:`tokendfa.analysis.limits`) the build stops with
     :class:`BuildLimitError`.
     """
-    budget = memory_budget() if max_bytes is None else max_bytes
+    if under is not None:  # a joblib worker: the limits of the build that sent the work
+        with limits.run_under(under):
+            return signature_behaviours(table, classes, lengths, members, progress, max_bytes, starts)
+    budget = limits.current().memory if max_bytes is None else max_bytes
     num_states, num_classes = table.shape
     order = members[np.argsort(-lengths[members], kind="stable")]
     sorted_lengths = lengths[order]
@@ -228,31 +112,38 @@ def signature_behaviours(table: np.ndarray, classes: np.ndarray, lengths: np.nda
             break
         key = current[going] * num_classes + classes[order[going], depth]
         pairs, which = np.unique(key, return_inverse=True)
-        stepped = np.empty((len(pairs), num_states), dtype=np.int32)
-        pair_class = pairs % num_classes
-        for klass in np.unique(pair_class).tolist():
-            # One column of the table at a time: a plain take from a
-            # contiguous column is several times faster than a 2-D fancy index.
-            rows = np.flatnonzero(pair_class == klass)
-            stepped[rows] = np.take(by_class[klass], store[pairs[rows] // num_classes])
-        lives = stepped.any(axis=1)
         ids = np.full(len(pairs), -1, dtype=np.int64)
-        for i in np.flatnonzero(lives).tolist():
-            row = stepped[i]
-            raw = row.tobytes()
-            found = known.get(raw)
-            if found is None:
-                if num_vectors == len(store):
-                    store = np.concatenate([store, np.empty_like(store)])
-                found = known[raw] = num_vectors
-                store[num_vectors] = row
-                num_vectors += 1
-            ids[i] = found
-        if num_vectors * num_states * 4 > budget:
-            raise BuildLimitError(
-                f"the build needs more than {budget >> 20} MiB for {num_vectors} token "
-                f"behaviours over {num_states} states; the pattern is too large for this "
-                "vocabulary and machine", reached=num_vectors)
+        # The level's new vectors in chunks of about 32 MiB: a level can step
+        # thousands of prefixes over 200k states (gigabytes at once), and the
+        # deadline and the budget are checked between chunks.
+        chunk = max(1, (32 << 20) // (4 * num_states))
+        for begin in range(0, len(pairs), chunk):
+            limits.check()
+            part = pairs[begin:begin + chunk]
+            stepped = np.empty((len(part), num_states), dtype=np.int32)
+            pair_class = part % num_classes
+            for klass in np.unique(pair_class).tolist():
+                # One column of the table at a time: a plain take from a
+                # contiguous column is several times faster than a 2-D fancy index.
+                rows = np.flatnonzero(pair_class == klass)
+                stepped[rows] = np.take(by_class[klass], store[part[rows] // num_classes])
+            lives = stepped.any(axis=1)
+            for i in np.flatnonzero(lives).tolist():
+                row = stepped[i]
+                raw = row.tobytes()
+                found = known.get(raw)
+                if found is None:
+                    if num_vectors * num_states * 4 > budget:
+                        raise BuildLimitError(
+                            f"the build needs more than {budget >> 20} MiB for {num_vectors} token "
+                            f"behaviours over {num_states} states; the pattern is too large for "
+                            "this vocabulary and memory budget", reached=num_vectors)
+                    if num_vectors == len(store):
+                        store = np.concatenate([store, np.empty_like(store)])
+                    found = known[raw] = num_vectors
+                    store[num_vectors] = row
+                    num_vectors += 1
+                ids[begin + i] = found
         step = ids[which.ravel()]
         current[going] = step
         alive[going[step < 0]] = False
@@ -299,85 +190,8 @@ def _merge_behaviours(parts: list[Behaviours], num_signatures: int) -> Behaviour
     return Behaviours(matrix, signature_behaviour)
 
 
-def exact_walk(transitions: np.ndarray, matrix: np.ndarray, lengths: np.ndarray,
-               states: np.ndarray, tokens: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Walk the bytes of ``tokens[i]`` from position ``offsets[i]`` on, from
-    ``states[i]``, through the full byte table; returns each end state (0 if
-    the walk dies). Vectorised over the pairs; dead pairs drop out at once."""
-    current = states.astype(np.int32)
-    position = offsets.astype(np.int64)
-    ends = np.zeros(len(current), dtype=np.int32)
-    active = np.arange(len(current))
-    while len(active):
-        finished = position[active] >= lengths[tokens[active]]
-        done = active[finished]
-        ends[done] = current[done]
-        active = active[~finished]
-        if not len(active):
-            break
-        current[active] = transitions[current[active], matrix[tokens[active], position[active]]]
-        position[active] += 1
-        active = active[current[active] != DEAD]
-    return ends
-
-
-def narrow_edges(dfa: ByteDFA, narrow: np.ndarray, vocabulary: Vocabulary):
-    """Every (state, token, end) from the narrow states, found byte by byte.
-
-    From a narrow state only a few bytes go on, so the vocabulary's sorted
-    spellings are split by those bytes with two bisections each: a token
-    range whose prefix dies is never looked at again. Where the walk reaches
-    a wide state, the rest of the range is walked with :func:`exact_walk`.
-    """
-    spellings, ids = vocabulary.sorted_spellings()
-    table = dfa.transitions
-    matrix, lengths = vocabulary.byte_matrix()
-    found_source, found_token, found_target = [], [], []
-    pending = []  # (origin, state, lo, hi, depth): ranges to walk in bulk
-    live_bytes = {int(s): np.flatnonzero(table[s]).tolist() for s in np.flatnonzero(narrow)}
-    for origin in np.flatnonzero(narrow).tolist():
-        stack = [(0, len(spellings), 0, origin)]
-        while stack:
-            lo, hi, depth, state = stack.pop()
-            if depth:
-                # Tokens that are exactly the prefix sort first in the range.
-                while lo < hi and len(spellings[lo]) == depth:
-                    found_source.append(origin)
-                    found_token.append(int(ids[lo]))
-                    found_target.append(state)
-                    lo += 1
-                if lo >= hi:
-                    continue
-                if not narrow[state]:
-                    pending.append((origin, state, lo, hi, depth))
-                    continue
-            prefix = spellings[lo][:depth]
-            for byte in live_bytes[state]:
-                sub_lo = bisect.bisect_left(spellings, prefix + bytes([byte]), lo, hi)
-                sub_hi = (bisect.bisect_left(spellings, prefix + bytes([byte + 1]), sub_lo, hi)
-                          if byte < 255 else hi)
-                if sub_lo < sub_hi:
-                    stack.append((sub_lo, sub_hi, depth + 1, int(table[state, byte])))
-    sources = [np.asarray(found_source, dtype=np.int32)]
-    tokens = [np.asarray(found_token, dtype=np.int64)]
-    targets = [np.asarray(found_target, dtype=np.int32)]
-    if pending:
-        sizes = np.array([hi - lo for _, _, lo, hi, _ in pending])
-        origin = np.repeat([p[0] for p in pending], sizes)
-        state = np.repeat([p[1] for p in pending], sizes)
-        depth = np.repeat([p[4] for p in pending], sizes)
-        token = np.concatenate([ids[lo:hi] for _, _, lo, hi, _ in pending])
-        ends = exact_walk(table, matrix, lengths, state, token, depth)
-        alive = ends != DEAD
-        sources.append(origin[alive].astype(np.int32))
-        tokens.append(token[alive])
-        targets.append(ends[alive])
-    return np.concatenate(sources), np.concatenate(tokens), np.concatenate(targets)
-
-
-def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, *, n_jobs: int = 1,
-                    backend: str | None = None, progress: Progress | None = None,
-                    narrow_max_bytes: int = NARROW_MAX_BYTES) -> RawEdges:
+def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = BuildConfig(),
+                    progress: Progress | None = None) -> RawEdges:
     """Edges of every live state.
 
     Wide states go through the coarse signature walk (one group per
@@ -386,7 +200,7 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, *, n_jobs: int = 1,
     """
     if progress is not None:
         progress.update("grouping tokens by signature")
-    narrow = narrow_states(dfa, narrow_max_bytes)
+    narrow = narrow_states(dfa, config.narrow_max_bytes)
     classes = byte_classes(dfa, ~narrow)
     if narrow.any() and classes.num_classes * 4 > byte_classes(dfa).num_classes * 3:
         # The narrow states hardly coarsen the classes here, and walking them
@@ -405,12 +219,16 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, *, n_jobs: int = 1,
     starts = np.append(wide, False)
     starts[DEAD] = False
     everything = np.arange(signatures.num_signatures)
-    if n_jobs == 1 and backend is None:
+    if config.in_process:
         behaviours = signature_behaviours(table, signatures.classes, signatures.lengths, everything,
-                                          progress, starts=starts)
+                                          progress, max_bytes=config.memory_budget, starts=starts)
     else:
-        from joblib import Parallel, delayed, parallel_config
+        from ..analysis.errors import import_optional
 
+        joblib = import_optional("joblib", extra="build", needed_for="a parallel build (n_jobs != 1)")
+        Parallel, delayed, parallel_config = joblib.Parallel, joblib.delayed, joblib.parallel_config
+
+        n_jobs, backend = config.n_jobs, config.backend
         workers = n_jobs if n_jobs > 0 else max(1, _cpu_count() + 1 + n_jobs)
         pieces = split_signatures(signatures, workers)
         if progress is not None:
@@ -418,7 +236,8 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, *, n_jobs: int = 1,
         with parallel_config(backend=backend) if backend else contextlib.nullcontext():
             parts = Parallel(n_jobs=n_jobs)(
                 delayed(signature_behaviours)(table, signatures.classes, signatures.lengths, piece,
-                                              starts=starts)
+                                              max_bytes=config.memory_budget, starts=starts,
+                                              under=limits.current())
                 for piece in pieces)
         behaviours = _merge_behaviours(parts, signatures.num_signatures)
     token_behaviour = np.where(signatures.token_signature >= 0,
@@ -432,20 +251,10 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, *, n_jobs: int = 1,
     exact_source, exact_token, exact_target = narrow_edges(dfa, narrow, vocabulary)
     escaped_behaviour, escaped_start = np.nonzero(vectors == escape)
     if len(escaped_behaviour):
-        matrix, lengths = vocabulary.byte_matrix()
-        order = np.argsort(token_behaviour, kind="stable")
-        sorted_behaviour = token_behaviour[order]
-        lo = np.searchsorted(sorted_behaviour, escaped_behaviour, side="left")
-        hi = np.searchsorted(sorted_behaviour, escaped_behaviour, side="right")
-        sizes = hi - lo
-        start = np.repeat(escaped_start, sizes).astype(np.int32)
-        token = order[np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)])] if sizes.sum() \
-            else np.zeros(0, dtype=np.int64)
-        ends = exact_walk(dfa.transitions, matrix, lengths, start, token, np.zeros(len(token)))
-        alive = ends != DEAD
-        exact_source = np.concatenate([exact_source, start[alive]])
-        exact_token = np.concatenate([exact_token, token[alive]])
-        exact_target = np.concatenate([exact_target, ends[alive]])
+        found = escaped_edges(dfa, vocabulary, token_behaviour, escaped_behaviour, escaped_start)
+        exact_source = np.concatenate([exact_source, found[0]])
+        exact_token = np.concatenate([exact_token, found[1]])
+        exact_target = np.concatenate([exact_target, found[2]])
 
     # Tokens with exact edges get a group of their own, carrying their coarse
     # edges too; assembly merges the groups that turn out alike.
@@ -474,6 +283,4 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, *, n_jobs: int = 1,
 
 
 def _cpu_count() -> int:
-    import os
-
     return os.cpu_count() or 1

@@ -22,9 +22,10 @@ import bisect
 
 import numpy as np
 
-from ..analysis.bytedfa import ByteDFA
+from ..analysis.dfa import ByteDFA
 from ..analysis.errors import VocabularyError
 from ..analysis.literals import forced_bytes, forced_run
+from ..runtime.arrays import IndexArrays
 
 
 def _tokens_running_past(vocabulary, tail: bytes) -> np.ndarray:
@@ -58,7 +59,23 @@ def _whole_characters(data: bytes) -> bytes:
     return b""
 
 
-def forced_tokens_for_state(index, state: int, forced: bytes, vocabulary) -> list[int]:
+def _next_state(arrays: IndexArrays, state: int, token_id: int) -> int | None:
+    """Where ``token_id`` leads from ``state`` in ``arrays``, None where it is
+    not allowed: :meth:`tokendfa.Index.advance` on the bare arrays, which is
+    all this walk needs (the builder makes arrays, never an ``Index``)."""
+    group = int(arrays.token_group[token_id])
+    if group >= 0:
+        low, high = int(arrays.state_offsets[state]), int(arrays.state_offsets[state + 1])
+        position = low + int(np.searchsorted(arrays.edge_group[low:high], group))
+        if position < high and arrays.edge_group[position] == group:
+            return int(arrays.edge_next[position])
+    elif token_id in arrays.eos_token_ids and arrays.finals[state]:
+        return state
+    return None
+
+
+def forced_tokens_for_state(arrays: IndexArrays, state: int, forced: bytes,
+                            vocabulary) -> list[int]:
     """Canonical tokens for ``forced`` bytes from ``state``, healed at the end."""
     forced = _whole_characters(forced)
     if not forced:
@@ -69,21 +86,25 @@ def forced_tokens_for_state(index, state: int, forced: bytes, vocabulary) -> lis
         return []
     states, starts, offset = [state], [], 0
     for token_id in token_ids:
-        if not index.is_allowed(states[-1], token_id):
+        following = _next_state(arrays, states[-1], token_id)
+        if following is None:
             break
         starts.append(offset)
         offset += len(vocabulary.tokens[token_id])
-        states.append(index.advance(states[-1], token_id))
+        states.append(following)
     for position, start in enumerate(starts):
-        if _any_allowed(index.get_mask(states[position]),
+        if _any_allowed(arrays.masks[arrays.mask_id[states[position]]],
                         _tokens_running_past(vocabulary, forced[start:])):
             return token_ids[:position]
     return token_ids[:len(starts)]
 
 
-def forced_token_table(dfa: ByteDFA, dfa_state_of: np.ndarray, index,
+def forced_token_table(dfa: ByteDFA, dfa_state_of: np.ndarray, arrays: IndexArrays,
                        vocabulary) -> tuple[np.ndarray, np.ndarray]:
-    """Forced tokens of every index state, as CSR arrays (offsets, tokens)."""
+    """Forced tokens of every index state, as CSR arrays (offsets, tokens).
+
+    ``arrays`` are the index's (their forced-token arrays are not read);
+    ``dfa_state_of[s]`` is the byte-DFA state of index state ``s``."""
     forced = forced_bytes(dfa)
     lists = []
     for state, dfa_state in enumerate(dfa_state_of.tolist()):
@@ -91,7 +112,7 @@ def forced_token_table(dfa: ByteDFA, dfa_state_of: np.ndarray, index,
             lists.append([])
             continue
         run, _ = forced_run(dfa, dfa_state, forced)
-        lists.append(forced_tokens_for_state(index, state, run, vocabulary))
+        lists.append(forced_tokens_for_state(arrays, state, run, vocabulary))
     offsets = np.zeros(len(lists) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([len(tokens) for tokens in lists])
     flat = np.fromiter((t for tokens in lists for t in tokens), dtype=np.int32,

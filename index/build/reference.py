@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis.bytedfa import DEAD, ByteDFA
-from .assemble import IndexArrays, RawEdges, assemble
+from ..analysis.dfa import DEAD, ByteDFA
+from ..runtime.arrays import IndexArrays
 from ..vocab.vocabulary import Vocabulary
+from .assemble import RawEdges, assemble
 
 
 def reference_edges(dfa: ByteDFA, vocab: Vocabulary) -> RawEdges:
@@ -46,7 +47,3 @@ def reference_edges(dfa: ByteDFA, vocab: Vocabulary) -> RawEdges:
     token_group = np.where(lengths > 0, np.arange(len(lengths)), -1).astype(np.int32)
     return RawEdges(np.concatenate(sources), np.concatenate(tokens),
                     np.concatenate(targets), token_group)
-
-
-def build_reference(dfa: ByteDFA, vocab: Vocabulary) -> IndexArrays:
-    return assemble(dfa, reference_edges(dfa, vocab), vocab)

@@ -73,20 +73,28 @@ whose message starts with the row number.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
-from transformers import LogitsProcessor, LogitsProcessorList
 
-from ..analysis.errors import TokenNotAllowedError
+from ..analysis.errors import TokenNotAllowedError, import_optional
 from ..runtime.guide import Guide
 from ..runtime.index import Index
 from ..vocab.vocabulary import Vocabulary
 
-__all__ = ["TokenDFALogitsProcessor", "generate_constrained", "max_generation_length"]
+__all__ = ["TokenDFALogitsProcessor", "generate_constrained", "index_for", "max_generation_length"]
+
+# Importing this module is opting in to torch and transformers (neither is a
+# dependency of tokendfa; the hf extra installs transformers).
+torch = import_optional("torch", extra=None, needed_for="tokendfa.integrations.transformers")
+_transformers = import_optional("transformers", extra="hf",
+                                needed_for="tokendfa.integrations.transformers")
+LogitsProcessor = _transformers.LogitsProcessor
+LogitsProcessorList = _transformers.LogitsProcessorList
 
 if sys.byteorder != "little":  # pragma: no cover
     # The masks are little-endian words read a byte at a time below.
@@ -319,10 +327,67 @@ def max_generation_length(index: Index) -> int | None:
     return longest[index.initial_state] + 1
 
 
-def generate_constrained(model: Any, tokenizer_or_vocab: Any, index: Index,
-                         prompts: str | Sequence[str], **generate_kwargs: Any) -> str | list[str]:
+def index_for(constraint: Index | str | dict | bool, tokenizer_or_vocab: Any, *,
+              cache: Any = None, **options: Any) -> Index:
+    """``constraint`` itself if it is an :class:`Index`; else the index of a
+    regex (a ``str``) or a JSON Schema (a ``dict`` or ``bool``; parse JSON
+    text first) for the tokenizer's vocabulary, from the shared index cache
+    (:class:`tokendfa.cache.IndexCache`) so that each distinct constraint is
+    built once per machine.
+
+    ``cache``: ``None`` for the default folder (``$TOKENDFA_CACHE_DIR`` or
+    ``~/.cache/tokendfa``), a folder path, an ``IndexCache``, or ``False`` to
+    build in memory every time. ``options`` go to the build
+    (:meth:`Index.from_regex` / :meth:`Index.from_schema`).
+    """
+    if isinstance(constraint, Index):
+        if options:
+            raise TypeError(f"build options {sorted(options)} do not apply to a built Index")
+        return constraint
+    if isinstance(constraint, str):
+        kind = "regex"
+    elif isinstance(constraint, (dict, bool)):
+        kind = "schema"
+    else:
+        raise TypeError(f"a constraint is an Index, a regex (str) or a JSON Schema (dict or bool), "
+                        f"not {type(constraint).__name__}")
+    vocab = _vocabulary_of(tokenizer_or_vocab)
+    if cache is False:
+        build = Index.from_regex if kind == "regex" else Index.from_schema
+        return build(constraint, vocab, **options)
+    from ..cache import IndexCache
+
+    if not isinstance(cache, IndexCache):
+        cache = IndexCache(cache)
+    return cache.get_or_build(kind, constraint, vocab, **options)
+
+
+# A transformers tokenizer's vocabulary takes seconds to read; read it once.
+_VOCABULARIES: "weakref.WeakKeyDictionary[Any, Vocabulary]" = weakref.WeakKeyDictionary()
+
+
+def _vocabulary_of(tokenizer_or_vocab: Any) -> Vocabulary:
+    if isinstance(tokenizer_or_vocab, Vocabulary):
+        return tokenizer_or_vocab
+    try:
+        return _VOCABULARIES[tokenizer_or_vocab]
+    except (KeyError, TypeError):
+        pass
+    vocab = Vocabulary.from_pretrained(tokenizer_or_vocab)
+    with contextlib.suppress(TypeError):
+        _VOCABULARIES[tokenizer_or_vocab] = vocab
+    return vocab
+
+
+def generate_constrained(model: Any, tokenizer_or_vocab: Any, index: Index | str | dict | bool,
+                         prompts: str | Sequence[str], *, cache: Any = None,
+                         **generate_kwargs: Any) -> str | list[str]:
     """Generate from ``model`` under ``index``; returns the generated text
     (one string per prompt, or one string for a single prompt).
+
+    ``index`` may also be a regex (``str``) or a JSON Schema (``dict`` or
+    ``bool``): its index then comes from the shared index cache, built once
+    per machine (see :func:`index_for`; ``cache=False`` builds in memory).
 
     ``tokenizer_or_vocab`` encodes the prompts: a transformers tokenizer (its
     own special tokens, e.g. BOS, are added) or a :class:`~tokendfa.Vocabulary`
@@ -339,6 +404,7 @@ def generate_constrained(model: Any, tokenizer_or_vocab: Any, index: Index,
     The text is decoded from the exact token bytes when the index knows its
     vocabulary (or a vocabulary was given), else by the tokenizer.
     """
+    index = index_for(index, tokenizer_or_vocab, cache=cache)
     single = isinstance(prompts, str)
     texts = [prompts] if single else list(prompts)
     eos = list(index.eos_token_ids)

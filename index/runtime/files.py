@@ -36,7 +36,9 @@ values and raw numbers, and every field is validated before use (inflating
 stops at the announced size, so a hostile file cannot balloon in memory).
 Writes go to a temporary file in the same folder that is renamed over the
 target only once complete, so a failed build never leaves a partial index or
-damages an existing one. Version-1 files (every array raw) still load.
+damages an existing one. Version-1 files (every array raw, the first ones
+without fast-forward tokens) still load: files written by each earlier
+writer are kept under ``tests/data/old_formats`` and loaded by the tests.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ import msgpack
 import numpy as np
 
 from ..analysis.errors import IndexFileError, IndexVersionError, VocabularyMismatchError
+from ..analysis.limits import current as current_limits
 from .arrays import MASK_WORD, IndexArrays
 from .index import Index
 
@@ -86,6 +89,11 @@ ARRAY_LAYOUT = {
     "forced_offsets": (("<i8",), 1),
     "forced_tokens": (("<i4",), 1),
 }
+
+
+# Arrays that version-1 files gained without a version change (c95683c): a
+# version-1 file may lack them.
+_ADDED_IN_VERSION_1 = ("forced_offsets", "forced_tokens")
 
 
 def _aligned(size: int) -> int:
@@ -272,6 +280,7 @@ def _read_arrays(buffer, header, data_start: int, name: str, verify: bool) -> In
     if verify and zlib.crc32(memoryview(buffer)[data_start:data_start + data_size]) != header["data_crc"]:
         raise IndexFileError(f"{name}: corrupted data (checksum mismatch)")
     found: dict[str, np.ndarray] = {}
+    _check_inflated_size(header["arrays"], name)
     for entry in header["arrays"]:
         if not isinstance(entry, dict):
             raise IndexFileError(f"{name}: malformed array table")
@@ -307,11 +316,36 @@ def _read_arrays(buffer, header, data_start: int, name: str, verify: bool) -> In
                                          shape, array_name, name)
         found[array_name] = array.reshape(shape)
     missing = set(ARRAY_LAYOUT) - set(found)
+    if missing == set(_ADDED_IN_VERSION_1) and header["format_version"] == 1 and "finals" in found:
+        # Written before fast-forward tokens existed (still version 1): such
+        # an index forces nothing, which is always safe to say.
+        found["forced_offsets"] = np.zeros(len(found["finals"]) + 1, dtype="<i8")
+        found["forced_tokens"] = np.zeros(0, dtype="<i4")
+        for added in _ADDED_IN_VERSION_1:
+            found[added].flags.writeable = False  # read-only, like every loaded array
+        missing = set()
     if missing:
         raise IndexFileError(f"{name}: missing arrays {sorted(missing)}")
     arrays = IndexArrays(**found)
     _check_consistency(arrays, name, full=verify)
     return arrays
+
+
+def _check_inflated_size(entries, name: str) -> None:
+    """Refuse a file whose compressed arrays announce more memory than the
+    budget (:mod:`tokendfa.analysis.limits`): a run of 10**9 equal words
+    takes a few bytes to store, and inflating it would take 4 GB. Raw arrays
+    are mapped, not copied, so they do not count."""
+    total = 0
+    for entry in entries:
+        if isinstance(entry, dict) and entry.get("encoding", "raw") != "raw":
+            nbytes = entry.get("nbytes")
+            total += nbytes if isinstance(nbytes, int) and nbytes > 0 else 0
+    budget = current_limits().memory
+    if total > budget:
+        raise IndexFileError(
+            f"{name}: its compressed arrays announce {total:,} bytes once inflated, more than "
+            f"the memory budget of {budget:,} bytes")
 
 
 def _inflate(stored, limit: int, expected: int | None, array_name: str, name: str) -> bytes:

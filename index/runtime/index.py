@@ -23,7 +23,6 @@ generator that loads an index file does not pay for interegular or joblib.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
@@ -78,7 +77,9 @@ class Index:
     @classmethod
     def from_regex(cls, pattern: "str | SchemaRegex", vocabulary: "Vocabulary", *, method: str = "fast",
                    n_jobs: int = 1, backend: str | None = None,
-                   max_states: int | None = None, progress: bool | None = None) -> "Index":
+                   max_states: int | None = None, progress: bool | None = None,
+                   lazy: bool = False, time_limit: float | None = None,
+                   memory_budget: int | None = None) -> "Index":
         """Compile ``pattern`` (Python ``re`` syntax, matched against the
         whole text) for ``vocabulary``.
 
@@ -90,21 +91,43 @@ class Index:
         shows a progress line on stderr for long builds (default: on a
         terminal). ``pattern`` may also be the result of
         :func:`tokendfa.schema.api.regex_from_schema`, whose shared pieces are then
-        compiled once each.
-        """
-        from ..build.fast import build_index
+        compiled once each. ``lazy=True`` returns a
+        :class:`~tokendfa.build.lazy.LazyIndex` instead: the same answers,
+        computed state by state as they are asked for (first mask in
+        milliseconds); its ``complete()`` is this index.
 
+        ``time_limit`` (seconds) stops the build with
+        :class:`~tokendfa.analysis.errors.TimeLimitError` shortly after it
+        runs out, and ``memory_budget`` (bytes; default: half the available
+        memory, at most 1 GiB) bounds its largest tables
+        (:class:`~tokendfa.analysis.errors.BuildLimitError`); both are
+        checked while the work runs, and a build stopped by either returns
+        nothing. For a lazy index they bound ``complete()`` and the
+        background completion, each from its start.
+
+        The builder (:mod:`tokendfa.build`) is imported here, inside the call,
+        so that loading and serving an index never pays for it; it returns
+        arrays and metadata, which this wraps.
+        """
+        from ..build import BuildConfig, build_index
+
+        config = BuildConfig(method=method, n_jobs=n_jobs, backend=backend,
+                             max_states=max_states, progress=progress, time_limit=time_limit,
+                             memory_budget=memory_budget)
         definitions = dfa = None
         if not isinstance(pattern, str) and hasattr(pattern, "definitions"):
             pattern, definitions, dfa = pattern.pattern, pattern.definitions, pattern.automaton
-        return build_index(pattern, vocabulary, method=method, n_jobs=n_jobs,
-                           backend=backend, max_states=max_states, progress=progress,
-                           definitions=definitions, dfa=dfa)
+        if lazy:
+            from ..build.lazy import LazyIndex
+
+            return LazyIndex(pattern, vocabulary, config, definitions=definitions, index_type=cls)
+        built = build_index(pattern, vocabulary, config, definitions=definitions, dfa=dfa)
+        return cls(built.arrays, built.metadata, vocabulary)
 
     @classmethod
     def from_schema(cls, schema, vocabulary: "Vocabulary", *, whitespace: str = "compact",
                     lenient: bool = False, max_recursion_depth: int = 3,
-                    any_depth: int | str = "auto", **build_options) -> "Index":
+                    any_depth: int | str = "auto", lazy: bool = False, **build_options) -> "Index":
         """Compile a JSON Schema (a dict, a bool, or JSON text) for ``vocabulary``.
 
         The schema becomes a regex (:mod:`tokendfa.schema.api`) that goes through the
@@ -116,23 +139,45 @@ class Index:
         (bounded JSON whitespace). ``max_recursion_depth`` and ``any_depth``
         bound recursion and free values (see :func:`tokendfa.schema.api.regex_from_schema`);
         ``metadata["notes"]`` lists the narrowings that applied. Other options
-        go to :meth:`from_regex`.
-        """
-        import json
+        (``method``, ``n_jobs``, ``backend``, ``max_states``, ``progress``,
+        ``time_limit``, ``memory_budget``) are :meth:`from_regex`'s; the time
+        limit and the memory budget cover the schema's compilation too. The schema compiler and the builder are imported
+        inside the call.
 
-        from ..build.fast import build_index
+        ``lazy=True`` returns a :class:`~tokendfa.build.lazy.LazyIndex`; free
+        values then nest a fixed ``LAZY_ANY_DEPTH`` levels unless ``any_depth``
+        is a number, and the automaton's size is not measured first (both
+        would build it whole).
+        """
+        from ..build import BuildConfig
+        from ..build.pipeline import bounded_resources
+
+        config = BuildConfig(**build_options)  # an unknown option is a TypeError before any work
+        with config.limits(), bounded_resources():
+            return cls._from_schema(schema, vocabulary, config, whitespace, lenient,
+                                    max_recursion_depth, any_depth, lazy)
+
+    @classmethod
+    def _from_schema(cls, schema, vocabulary, config, whitespace, lenient, max_recursion_depth,
+                     any_depth, lazy) -> "Index":
+        from ..build import build_index
         from ..schema.api import regex_from_schema
 
+        if lazy:
+            from ..build.lazy import LAZY_ANY_DEPTH, LazyIndex
+
+            compiled = regex_from_schema(
+                schema, whitespace=whitespace, lenient=lenient, max_recursion_depth=max_recursion_depth,
+                any_depth=LAZY_ANY_DEPTH if any_depth == "auto" else any_depth, state_budget=None)
+            return LazyIndex(compiled.pattern, vocabulary, config, definitions=compiled.definitions,
+                             index_type=cls, metadata=_schema_metadata(schema, whitespace, compiled))
         compiled = regex_from_schema(schema, whitespace=whitespace, lenient=lenient,
                                      max_recursion_depth=max_recursion_depth, any_depth=any_depth)
-        index = build_index(compiled.pattern, vocabulary, definitions=compiled.definitions,
-                            dfa=compiled.automaton, **build_options)
-        metadata = dict(index.metadata)
-        metadata.update(kind="schema",
-                        schema=schema if isinstance(schema, str) else json.dumps(schema),
-                        whitespace=whitespace, widenings=list(compiled.widenings),
-                        notes=list(compiled.notes))
-        return cls(index.arrays, metadata, vocabulary)
+        built = build_index(compiled.pattern, vocabulary, config,
+                            definitions=compiled.definitions, dfa=compiled.automaton)
+        metadata = dict(built.metadata)
+        metadata.update(_schema_metadata(schema, whitespace, compiled))
+        return cls(built.arrays, metadata, vocabulary)
 
     def save(self, path: str | PathLike, *, compress: bool = True) -> None:
         """Write the index to ``path`` atomically (see :mod:`tokendfa.runtime.files`).
@@ -359,3 +404,11 @@ class Index:
         if token_id in self._eos:
             return f"EOS token {token_id} is not allowed in state {state}: the match is not complete"
         return f"token {token_id}{spelled} is not allowed in state {state}"
+
+
+def _schema_metadata(schema, whitespace: str, compiled) -> dict[str, Any]:
+    """What an index built from a schema says of it, besides the build's own metadata."""
+    import json
+
+    return dict(kind="schema", schema=schema if isinstance(schema, str) else json.dumps(schema),
+                whitespace=whitespace, widenings=list(compiled.widenings), notes=list(compiled.notes))

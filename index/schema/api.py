@@ -314,6 +314,9 @@ def _parse_json(text: str | bytes) -> Any:
 
 def _dialect(schema: dict | bool, default_draft: str | None):
     """The validator class for the schema (checked against its meta-schema)."""
+    from ..analysis.errors import import_optional
+
+    import_optional("jsonschema", extra="build", needed_for="compiling a JSON Schema")
     from jsonschema import exceptions, validators
 
     from .ir import json_pointer

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ..analysis import limits
 from ..analysis.errors import RegexTooLongError, TimeLimitError, UnsupportedSchemaError
 from ..analysis.utf8 import SURROGATES
 from . import numbers as nums
@@ -250,6 +251,7 @@ class Compiler:
     def valid(self, value, sub: Sub) -> bool:
         """Whether ``value`` satisfies ``sub``: the user's JSON with ``jsonschema``, the
         compiler's own constraints by :meth:`~.ir.Constraint.holds`."""
+        limits.check()  # one validation per enum value, each scanning the enum: quadratic
         if isinstance(sub.schema, Constraint):
             return sub.schema.holds(value, self.valid)
         key = id(sub)

@@ -64,7 +64,7 @@ def written_size(pattern: str, definitions: dict[str, str]) -> int:
 
 
 def _automaton(regex: str, definitions: dict[str, str], state_budget: int | None):
-    from ..analysis.bytedfa import byte_dfa_from_regex
+    from ..analysis.construct import byte_dfa_from_regex
 
     return byte_dfa_from_regex(regex, definitions=definitions, max_dfa_states=state_budget)
 

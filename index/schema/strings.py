@@ -35,16 +35,10 @@ them; otherwise the schema compiler intersects the two regexes
 from __future__ import annotations
 
 import re
-import warnings
 
-try:  # Python 3.11+
-    from re import _constants as _sre
-    from re import _parser as _sre_parse
-except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants as _sre  # type: ignore[no-redef]
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
-
-from ..analysis.regex_syntax import regex_char
+from ..analysis.errors import RegexError
+from ..analysis.regex_syntax import class_escapes, parse_tree, regex_char, set_ranges
+from ..analysis.regex_syntax import sre as _sre, sre_parse as _sre_parse
 from ..analysis.utf8 import MAX_CODEPOINT, SURROGATES, complement_ranges, merge_ranges
 from .regexes import counted as _counted
 
@@ -233,18 +227,9 @@ def canonical_string_regex(min_length: int = 0, max_length: int | None = None) -
 _ECMA_SPACE = [(0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
                (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000),
                (0xFEFF, 0xFEFF)]
-_DIGIT = [(0x30, 0x39)]
-_WORD = [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)]
 # ECMA '.': anything but a line terminator
 _DOT = _complement([(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)])
-_CATEGORIES = {
-    _sre.CATEGORY_DIGIT: _DIGIT,
-    _sre.CATEGORY_NOT_DIGIT: _complement(_DIGIT),
-    _sre.CATEGORY_WORD: _WORD,
-    _sre.CATEGORY_NOT_WORD: _complement(_WORD),
-    _sre.CATEGORY_SPACE: _ECMA_SPACE,
-    _sre.CATEGORY_NOT_SPACE: _complement(_ECMA_SPACE),
-}
+_ESCAPES = class_escapes(_ECMA_SPACE)
 
 
 def _ecma_to_python(pattern: str) -> str:
@@ -314,34 +299,17 @@ def _ecma_to_python(pattern: str) -> str:
 
 
 def _parse(pattern: str):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            return _sre_parse.parse(_ecma_to_python(pattern), re.ASCII)
-        except (re.error, OverflowError, RecursionError, ValueError) as exc:
-            raise PatternUnsupported(f"pattern {pattern!r} cannot be read: {exc}") from None
+    try:
+        return parse_tree(_ecma_to_python(pattern), re.ASCII)
+    except ValueError as exc:  # a RegexError, or the rewrite's own (a bad \u{...})
+        raise PatternUnsupported(f"pattern {pattern!r} cannot be read: {exc}") from None
 
 
 def _set_ranges(op, av) -> list[tuple[int, int]]:
-    if op is _sre.ANY:
-        return _DOT
-    if op is _sre.LITERAL:
-        return [(av, av)]
-    if op is _sre.NOT_LITERAL:
-        return _complement([(av, av)])
-    ranges, negate = [], False
-    for item_op, item in av:
-        if item_op is _sre.NEGATE:
-            negate = True
-        elif item_op is _sre.LITERAL:
-            ranges.append((item, item))
-        elif item_op is _sre.RANGE:
-            ranges.append(tuple(item))
-        elif item_op is _sre.CATEGORY and item in _CATEGORIES:
-            ranges.extend(_CATEGORIES[item])
-        else:
-            raise PatternUnsupported(f"class item {item_op}")
-    return _complement(ranges) if negate else merge_ranges(ranges)
+    try:
+        return list(set_ranges(op, av, escapes=_ESCAPES, dot=_DOT))
+    except RegexError as exc:
+        raise PatternUnsupported(str(exc)) from None
 
 
 _SETS = (_sre.LITERAL, _sre.NOT_LITERAL, _sre.ANY, _sre.IN)

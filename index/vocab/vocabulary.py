@@ -17,11 +17,13 @@ Three facts shape it:
   are both a space). Nothing here assumes bytes identify a token.
 
 Turning a tokenizer's own representation (``Ġ``, ``▁``, base64 ranks, added
-tokens) into this table is the job of :mod:`tokendfa.vocab.tokenizers`; this module
-imports only numpy and the standard library, so loading a prebuilt index
-never pulls in transformers, sentencepiece or tiktoken. The constructors that
-need them (``from_pretrained``, ``builtin``, ...) import the adapter module
-when they are called.
+tokens) into this table is the job of the adapter modules beside this one
+(:mod:`tokendfa.vocab.tiktoken`, ``tekken``, ``sentencepiece``,
+``huggingface``, ``builtin``); this module imports only numpy and the
+standard library, so loading a prebuilt index never pulls in transformers,
+sentencepiece or tiktoken. The constructors that need them
+(``from_pretrained``, ``builtin``, ...) import the adapter module when they
+are called.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class Vocabulary:
 
     __slots__ = ("_tokens", "_eos_token_ids", "_name", "_source", "_encoder",
                  "_fingerprint", "_byte_matrix", "_byte_columns", "_sorted_spellings", "_ids_by_bytes",
-                 "_token_lengths")
+                 "_token_lengths", "_derived")
 
     def __init__(self, tokens: Sequence[bytes | None], eos_token_ids: int | Iterable[int], *,
                  name: str = "custom", source: str | None = None,
@@ -91,6 +93,8 @@ class Vocabulary:
         self._sorted_spellings: tuple[list[bytes], np.ndarray] | None = None
         self._ids_by_bytes: dict[bytes, tuple[int, ...]] | None = None
         self._token_lengths: tuple[int, ...] | None = None
+        # tables other modules derive from the tokens, computed once (see tokendfa.build.lazy)
+        self._derived: dict[str, Any] = {}
 
     # --- what it is ------------------------------------------------------
 
@@ -209,6 +213,14 @@ class Vocabulary:
             self._byte_columns = byte_columns(*self.byte_matrix())
         return self._byte_columns
 
+    def derived(self, key: str, make: "Callable[[Vocabulary], Any]") -> Any:
+        """``make(self)``, computed on the first call for ``key`` and kept: the
+        per-vocabulary tables of other modules (:mod:`tokendfa.build.lazy`)."""
+        found = self._derived.get(key)
+        if found is None:
+            found = self._derived[key] = make(self)
+        return found
+
     # --- lookups ---------------------------------------------------------
 
     def ids_for_bytes(self, b: bytes) -> list[int]:
@@ -264,7 +276,7 @@ class Vocabulary:
                 return list(ids)
         return self._longest_match(data)
 
-    # --- constructors (adapters live in index.tokenizers) ----------------
+    # --- constructors (each imports its adapter module when called) ------
 
     @classmethod
     def from_pretrained(cls, tokenizer_or_path: Any, *,
@@ -279,8 +291,8 @@ class Vocabulary:
         ``eos_token_ids``, else the tokenizer's EOS followed by any extra EOS
         ids in a ``generation_config.json`` next to it.
         """
-        from . import tokenizers
-        return tokenizers.from_pretrained(tokenizer_or_path, eos_token_ids=eos_token_ids)
+        from .huggingface import from_pretrained
+        return from_pretrained(tokenizer_or_path, eos_token_ids=eos_token_ids)
 
     @classmethod
     def from_tiktoken(cls, path: Any, *, special_tokens: dict[str, int] | None = None,
@@ -294,9 +306,9 @@ class Vocabulary:
         special token). With ``pattern`` (the pre-tokenizer regex), ``encode``
         is tiktoken's own encoding.
         """
-        from . import tokenizers
-        return tokenizers.from_tiktoken(path, special_tokens=special_tokens,
-                                        eos_token_ids=eos_token_ids, pattern=pattern, name=name)
+        from .tiktoken import from_tiktoken
+        return from_tiktoken(path, special_tokens=special_tokens, eos_token_ids=eos_token_ids,
+                             pattern=pattern, name=name)
 
     @classmethod
     def from_sentencepiece(cls, path: Any, *, name: str | None = None,
@@ -307,20 +319,34 @@ class Vocabulary:
         unknown and unused pieces are ``None``. A model without byte fallback
         cannot spell characters it never saw, and ``encode`` says so.
         """
-        from . import tokenizers
-        return tokenizers.from_sentencepiece(path, name=name, eos_token_ids=eos_token_ids)
+        from .sentencepiece import from_sentencepiece
+        return from_sentencepiece(path, name=name, eos_token_ids=eos_token_ids)
+
+    @classmethod
+    def from_gguf(cls, path: Any, *, eos_token_ids: int | Iterable[int] | None = None,
+                  name: str | None = None) -> Vocabulary:
+        """From the tokenizer a GGUF model file carries (llama.cpp's
+        ``llama``, ``gpt2`` and ``t5`` tokenizer models).
+
+        Control, unknown and unused tokens are ``None``, byte tokens
+        ``<0xNN>`` are that byte, user-defined tokens are their literal text.
+        EOS is the file's EOS id, then its end-of-turn and end-of-message ids
+        when it names them. See :mod:`tokendfa.vocab.gguf`.
+        """
+        from . import gguf
+        return gguf.from_gguf(path, eos_token_ids=eos_token_ids, name=name)
 
     @classmethod
     def builtin(cls, name: str) -> Vocabulary:
         """A vocabulary shipped inside an installed package (no download),
         loaded once per process. See :meth:`builtin_names`."""
-        from . import tokenizers
-        return tokenizers.builtin(name)
+        from .builtin import builtin
+        return builtin(name)
 
     @staticmethod
     def builtin_names() -> list[str]:
-        from . import tokenizers
-        return tokenizers.builtin_names()
+        from .builtin import builtin_names
+        return builtin_names()
 
     @classmethod
     def from_spec(cls, spec: str) -> Vocabulary:
@@ -330,10 +356,11 @@ class Vocabulary:
         wins over a file of the same name in the working directory; write
         ``./qwen2.5`` for the file). An existing path is read according to
         what it contains: a tiktoken file, a SentencePiece model, a Mistral
-        tekken ``.json``, or a Hugging Face tokenizer directory.
+        tekken ``.json``, a GGUF model file, or a Hugging Face tokenizer
+        directory.
         """
-        from . import tokenizers
-        return tokenizers.from_spec(spec)
+        from .builtin import from_spec
+        return from_spec(spec)
 
     # --- plumbing --------------------------------------------------------
 

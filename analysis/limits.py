@@ -1,0 +1,138 @@
+"""The limits of one build, checked while the work runs: a deadline and a memory budget.
+
+A hostile pattern or schema must end in a clear error within bounded time
+and memory, whoever asked for the build: the library as well as the CLI.
+Counting states *after* a step is too late (a subset construction can fill
+the machine before it returns), so the long loops of the analysis and the
+build check a :class:`Limits` object as they go:
+
+* :func:`check` between chunks of work (a subset-construction state, a
+  refinement round, a level of the token walk, a chunk of a big numpy step)
+  raises :class:`~tokendfa.analysis.errors.TimeLimitError` once the
+  deadline has passed. It costs one ``time.monotonic()`` call (~50 ns), so
+  the loops call it often enough that a limit fires within a small fraction
+  of a second of its deadline;
+* :func:`check_memory` before a large allocation raises
+  :class:`~tokendfa.analysis.errors.BuildLimitError` (with the bytes it
+  would have needed as ``reached``) when the allocation passes the budget.
+
+The limits of the current build live in a context variable, installed for
+the duration of a build by :func:`limits` (``Index.from_regex(...,
+time_limit=...)``, ``tokendfa build --time-limit``), so the functions of the
+analysis need no extra parameter and a caller with no limit pays nothing.
+A context variable is per thread: a thread the build starts (the lazy
+index's background completion) installs the limits it was given itself.
+Nothing here uses signals, so a limit works in any thread and leaves no
+half-done state behind: the error unwinds the build like any other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import time
+from dataclasses import dataclass
+
+from .errors import BuildLimitError, TimeLimitError
+
+__all__ = ["Limits", "limits", "current", "check", "check_memory", "default_memory_budget",
+           "MEMORY_BUDGET_CAP"]
+
+# A build's largest tables may take at most this much by default: with the
+# copies numpy makes around them, a build stays near 2 GB of memory, which a
+# 24 GB machine shared by several processes can afford. Measured: the
+# largest table of the eager subset construction at its bound (400k states x
+# 256 bytes x 4) is 0.4 GB, the token walk of a 200k-state pattern keeps
+# about 3,000 behaviours (2.4 GB would be needed past that).
+MEMORY_BUDGET_CAP = 1 << 30
+
+
+def default_memory_budget() -> int:
+    """Bytes a build's largest tables may take unless told otherwise: half of
+    the memory available now, at most :data:`MEMORY_BUDGET_CAP`, at least 256 MiB."""
+    try:
+        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        available = 8 << 30
+    return max(min(available // 2, MEMORY_BUDGET_CAP), 256 << 20)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The bounds a build runs under. ``deadline`` is a ``time.monotonic()``
+    time (None: no time limit), ``time_limit`` the seconds it was given (for
+    the message), ``memory_budget`` bytes (None: :func:`default_memory_budget`)."""
+
+    deadline: float | None = None
+    time_limit: float | None = None
+    memory_budget: int | None = None
+
+    def check(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise TimeLimitError(
+                f"the build took longer than the time limit of {self.time_limit:g} s",
+                reached=int(self.time_limit * 1000))
+
+    @property
+    def memory(self) -> int:
+        return default_memory_budget() if self.memory_budget is None else self.memory_budget
+
+
+_NO_LIMITS = Limits()
+_current: contextvars.ContextVar[Limits] = contextvars.ContextVar("tokendfa_limits",
+                                                                  default=_NO_LIMITS)
+
+
+def current() -> Limits:
+    """The limits of the build running in this context (none: no deadline, default memory)."""
+    return _current.get()
+
+
+def check() -> None:
+    """Raise :class:`TimeLimitError` if the current build is past its deadline."""
+    limits_now = _current.get()
+    if limits_now.deadline is not None and time.monotonic() > limits_now.deadline:
+        limits_now.check()
+
+
+def check_memory(nbytes: int, what: str) -> None:
+    """Raise :class:`BuildLimitError` if ``nbytes`` for ``what`` pass the memory budget."""
+    budget = _current.get().memory
+    if nbytes > budget:
+        raise BuildLimitError(
+            f"{what} would need {nbytes / (1 << 20):,.0f} MiB, more than the memory budget of "
+            f"{budget / (1 << 20):,.0f} MiB (raise memory_budget to build it anyway)",
+            reached=int(nbytes))
+
+
+@contextlib.contextmanager
+def limits(time_limit: float | None = None, memory_budget: int | None = None):
+    """Run the block under these limits (nested: the earlier deadline and the
+    inner memory budget, when given, win). ``time_limit`` is in seconds."""
+    if time_limit is not None and not time_limit > 0:
+        raise ValueError(f"time_limit must be a positive number of seconds, not {time_limit!r}")
+    outer = _current.get()
+    deadline, shown = outer.deadline, outer.time_limit
+    if time_limit is not None:
+        mine = time.monotonic() + time_limit
+        if deadline is None or mine < deadline:
+            deadline, shown = mine, time_limit
+    budget = outer.memory_budget if memory_budget is None else memory_budget
+    token = _current.set(Limits(deadline, shown, budget))
+    try:
+        yield _current.get()
+    finally:
+        _current.reset(token)
+
+
+def run_under(limits_given: Limits):
+    """A context manager installing ``limits_given`` as they are (for a thread the build starts)."""
+    @contextlib.contextmanager
+    def installed():
+        token = _current.set(limits_given)
+        try:
+            yield limits_given
+        finally:
+            _current.reset(token)
+    return installed()

@@ -1,0 +1,120 @@
+"""The narrow-state walk: tokens walked byte by byte from states with few ways on.
+
+Literals (JSON keys, punctuation) and choices among a few keys leave only a
+handful of bytes live in each state. Walking them through byte *classes*
+would split the classes that the rest of the automaton shares (every key
+letter its own class), so the fast build (:mod:`tokendfa.build.fast`) walks
+these *narrow* states (:func:`tokendfa.analysis.literals.narrow_states`)
+exactly instead: the vocabulary's sorted spellings are cut by each live
+byte with two bisections, so a prefix that dies discards its whole range of
+tokens at once, and a walk that leaves the narrow states finishes its range
+with :func:`exact_walk`, vectorised.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+
+from ..analysis.dfa import DEAD, ByteDFA
+from ..vocab.vocabulary import Vocabulary
+
+
+def exact_walk(transitions: np.ndarray, matrix: np.ndarray, lengths: np.ndarray,
+               states: np.ndarray, tokens: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Walk the bytes of ``tokens[i]`` from position ``offsets[i]`` on, from
+    ``states[i]``, through the full byte table; returns each end state (0 if
+    the walk dies). Vectorised over the pairs; dead pairs drop out at once."""
+    current = states.astype(np.int32)
+    position = offsets.astype(np.int64)
+    ends = np.zeros(len(current), dtype=np.int32)
+    active = np.arange(len(current))
+    while len(active):
+        finished = position[active] >= lengths[tokens[active]]
+        done = active[finished]
+        ends[done] = current[done]
+        active = active[~finished]
+        if not len(active):
+            break
+        current[active] = transitions[current[active], matrix[tokens[active], position[active]]]
+        position[active] += 1
+        active = active[current[active] != DEAD]
+    return ends
+
+
+def narrow_edges(dfa: ByteDFA, narrow: np.ndarray, vocabulary: Vocabulary):
+    """Every (state, token, end) from the narrow states, found byte by byte.
+
+    From a narrow state only a few bytes go on, so the vocabulary's sorted
+    spellings are split by those bytes with two bisections each: a token
+    range whose prefix dies is never looked at again. Where the walk reaches
+    a wide state, the rest of the range is walked with :func:`exact_walk`.
+    """
+    spellings, ids = vocabulary.sorted_spellings()
+    table = dfa.transitions
+    matrix, lengths = vocabulary.byte_matrix()
+    found_source, found_token, found_target = [], [], []
+    pending = []  # (origin, state, lo, hi, depth): ranges to walk in bulk
+    live_bytes = {int(s): np.flatnonzero(table[s]).tolist() for s in np.flatnonzero(narrow)}
+    for origin in np.flatnonzero(narrow).tolist():
+        stack = [(0, len(spellings), 0, origin)]
+        while stack:
+            lo, hi, depth, state = stack.pop()
+            if depth:
+                # Tokens that are exactly the prefix sort first in the range.
+                while lo < hi and len(spellings[lo]) == depth:
+                    found_source.append(origin)
+                    found_token.append(int(ids[lo]))
+                    found_target.append(state)
+                    lo += 1
+                if lo >= hi:
+                    continue
+                if not narrow[state]:
+                    pending.append((origin, state, lo, hi, depth))
+                    continue
+            prefix = spellings[lo][:depth]
+            for byte in live_bytes[state]:
+                sub_lo = bisect.bisect_left(spellings, prefix + bytes([byte]), lo, hi)
+                sub_hi = (bisect.bisect_left(spellings, prefix + bytes([byte + 1]), sub_lo, hi)
+                          if byte < 255 else hi)
+                if sub_lo < sub_hi:
+                    stack.append((sub_lo, sub_hi, depth + 1, int(table[state, byte])))
+    sources = [np.asarray(found_source, dtype=np.int32)]
+    tokens = [np.asarray(found_token, dtype=np.int64)]
+    targets = [np.asarray(found_target, dtype=np.int32)]
+    if pending:
+        sizes = np.array([hi - lo for _, _, lo, hi, _ in pending])
+        origin = np.repeat([p[0] for p in pending], sizes)
+        state = np.repeat([p[1] for p in pending], sizes)
+        depth = np.repeat([p[4] for p in pending], sizes)
+        token = np.concatenate([ids[lo:hi] for _, _, lo, hi, _ in pending])
+        ends = exact_walk(table, matrix, lengths, state, token, depth)
+        alive = ends != DEAD
+        sources.append(origin[alive].astype(np.int32))
+        tokens.append(token[alive])
+        targets.append(ends[alive])
+    return np.concatenate(sources), np.concatenate(tokens), np.concatenate(targets)
+
+
+def escaped_edges(dfa: ByteDFA, vocabulary: Vocabulary, token_behaviour: np.ndarray,
+                  escaped_behaviour: np.ndarray, escaped_start: np.ndarray):
+    """Every (state, token, end) of the coarse walks that ran into a narrow state.
+
+    The coarse walk stops at a narrow state (the behaviour vector says
+    "escaped" there); the tokens of each such behaviour ``escaped_behaviour[i]``
+    (``token_behaviour``: each token's behaviour) are walked again exactly,
+    from their start ``escaped_start[i]``.
+    """
+    matrix, lengths = vocabulary.byte_matrix()
+    order = np.argsort(token_behaviour, kind="stable")
+    sorted_behaviour = token_behaviour[order]
+    lo = np.searchsorted(sorted_behaviour, escaped_behaviour, side="left")
+    hi = np.searchsorted(sorted_behaviour, escaped_behaviour, side="right")
+    sizes = hi - lo
+    start = np.repeat(escaped_start, sizes).astype(np.int32)
+    token = order[np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)])] if sizes.sum() \
+        else np.zeros(0, dtype=np.int64)
+    ends = exact_walk(dfa.transitions, matrix, lengths, start, token, np.zeros(len(token)))
+    alive = ends != DEAD
+    return start[alive], token[alive], ends[alive]

@@ -1,0 +1,129 @@
+"""A build from end to end: a pattern and a vocabulary in, arrays and metadata out.
+
+:func:`build_index` compiles the pattern to a byte DFA (unless the caller
+has it), checks its size against the configuration, runs the chosen build
+(:mod:`tokendfa.build.reference` or :mod:`tokendfa.build.fast`), assembles
+the arrays (:mod:`tokendfa.build.assemble`) and describes the build in a
+metadata dict. It returns a :class:`BuiltIndex`, plain data: wrapping it in
+an :class:`~tokendfa.Index` is the runtime's business
+(:meth:`tokendfa.Index.from_regex`), so the builder never imports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..analysis.construct import byte_dfa_from_regex
+from ..analysis.dfa import ByteDFA
+from ..analysis.errors import BuildLimitError
+from ..runtime.arrays import IndexArrays
+from ..vocab.vocabulary import Vocabulary
+from .assemble import assemble
+from .config import BuildConfig
+from .fast import signature_edges
+from .progress import Progress
+from .reference import reference_edges
+
+
+@dataclass(frozen=True, eq=False)
+class BuiltIndex:
+    """What a build gives: the index arrays and the metadata a file stores
+    with them (pattern, vocabulary, build method and time)."""
+
+    arrays: IndexArrays
+    metadata: dict[str, Any]
+
+
+def build_index(pattern: str, vocabulary: Vocabulary, config: BuildConfig = BuildConfig(), *,
+                definitions: dict[str, str] | None = None,
+                dfa: ByteDFA | None = None) -> BuiltIndex:
+    """Compile ``pattern`` for ``vocabulary`` into index arrays.
+
+    ``definitions`` are the shared pieces a schema's pattern refers to
+    (:class:`tokendfa.schema.api.SchemaRegex`); ``dfa``, the pattern's byte
+    DFA when the caller has already built it.
+    """
+    started = time.perf_counter()
+    definitions = definitions or {}
+    reporter = Progress(config.progress)
+    try:
+        with config.limits(), bounded_resources():
+            dfa, arrays = _compile_and_build(pattern, vocabulary, config, definitions, dfa, reporter)
+    finally:
+        reporter.close()
+    metadata = {
+        "kind": "regex",
+        "pattern": readable_pattern(pattern, definitions),
+        "vocabulary": {
+            "name": vocabulary.name,
+            "source": vocabulary.source,
+            "fingerprint": vocabulary.fingerprint,
+            "size": vocabulary.size,
+        },
+        "build": {
+            "method": config.method,
+            "byte_dfa_states": dfa.num_states,
+            "seconds": round(time.perf_counter() - started, 4),
+        },
+    }
+    if definitions:
+        metadata["shared"] = [readable_pattern(text, definitions) for text in definitions.values()]
+    return BuiltIndex(arrays, metadata)
+
+
+def _compile_and_build(pattern: str, vocabulary: Vocabulary, config: BuildConfig,
+                       definitions: dict[str, str], dfa: ByteDFA | None,
+                       reporter: Progress) -> tuple[ByteDFA, IndexArrays]:
+    reporter.update("compiling the pattern")
+    if dfa is None:
+        # Bounded during the subset construction, so (a|b)*a(a|b){24} stops at 2 x the
+        # limit (~12 s, 0.7 GB) rather than exhausting memory; twice, since the subsets
+        # can outnumber the minimal states (8.9 x on tests/data/o10088.regex); at least
+        # 1,000, so a small limit is reported with the exact minimal count below.
+        dfa = byte_dfa_from_regex(pattern, definitions=definitions,
+                                  max_dfa_states=max(2 * config.state_limit, 1000))
+    if dfa.num_states - 1 > config.state_limit:
+        raise BuildLimitError(
+            f"the pattern's automaton has {dfa.num_states - 1} states, more than the limit "
+            f"of {config.state_limit} (raise max_states to build it anyway)",
+            reached=dfa.num_states - 1)
+    return dfa, build_arrays(dfa, vocabulary, config, reporter)
+
+
+@contextlib.contextmanager
+def bounded_resources():
+    """The last line of defence under the checks of :mod:`tokendfa.analysis.limits`:
+    memory that runs out anyway (a process under ``ulimit -v``) or nesting
+    deeper than Python's stack becomes a :class:`BuildLimitError`, one line
+    for the CLI, instead of a traceback. The build holds nothing half-done
+    outside its own frames, so unwinding leaves no trace."""
+    try:
+        yield
+    except MemoryError:
+        raise BuildLimitError("the build ran out of memory (lower max_states or memory_budget, "
+                              "or give the process more memory)") from None
+    except RecursionError:
+        raise BuildLimitError("the pattern is nested too deeply to build") from None
+
+
+def build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = BuildConfig(),
+                 progress: Progress | None = None) -> IndexArrays:
+    """The index arrays of ``dfa`` for ``vocabulary``, by ``config.method``."""
+    progress = progress or Progress(False)
+    if config.method == "reference":
+        progress.update("walking every token from every state")
+        raw = reference_edges(dfa, vocabulary)
+    else:
+        raw = signature_edges(dfa, vocabulary, config, progress)
+    progress.update("assembling the index")
+    return assemble(dfa, raw, vocabulary)
+
+
+def readable_pattern(text: str, definitions: dict[str, str]) -> str:
+    """A pattern for the metadata: placeholders (lone surrogates, not UTF-8) as ``<shared N>``."""
+    for number, placeholder in enumerate(definitions):
+        text = text.replace(placeholder, f"<shared {number}>")
+    return text

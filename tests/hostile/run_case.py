@@ -1,0 +1,95 @@
+"""Run one hostile case in this process and print its outcome as one JSON line.
+
+``python run_case.py NAME lib``: the library (``Index.from_regex`` /
+``from_schema`` with ``time_limit``, ``Index.load``, ``Vocabulary.from_spec``);
+``python run_case.py NAME cli``: ``tokendfa build``/``inspect`` through
+``tokendfa.cli.main``, with stderr captured. The caller sets the limits of
+the process (address space, wall clock).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from hostile.cases import ALL_CASES, TIME_LIMIT  # noqa: E402
+
+
+def main() -> None:
+    name, mode = sys.argv[1], sys.argv[2]
+    case = next(c for c in ALL_CASES if c.name == name)
+    payload = case.make()
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "input")
+        with open(path, "wb" if isinstance(payload, bytes) else "w") as handle:
+            handle.write(payload)
+        started = time.perf_counter()
+        result = run_cli(case, path, folder) if mode == "cli" else run_library(case, path)
+        result["seconds"] = round(time.perf_counter() - started, 3)
+    print(json.dumps(result))
+
+
+def _vocabulary(spec: str):
+    from tokendfa import Vocabulary
+
+    if spec == "toy":
+        from conftest import toy_vocabulary
+
+        return toy_vocabulary()
+    return Vocabulary.from_spec(spec)
+
+
+def run_library(case, path: str) -> dict:
+    from tokendfa import Index, TokenDFAError, Vocabulary
+
+    try:
+        if case.kind == "regex":
+            with open(path) as handle:
+                Index.from_regex(handle.read(), _vocabulary(case.vocab), time_limit=TIME_LIMIT)
+        elif case.kind == "schema":
+            with open(path) as handle:
+                Index.from_schema(handle.read(), _vocabulary(case.vocab), time_limit=TIME_LIMIT)
+        elif case.kind == "index_file":
+            Index.load(path)
+        else:
+            Vocabulary.from_spec(path)
+        return {"outcome": "ok"}
+    except TokenDFAError as exc:
+        return {"outcome": type(exc).__name__, "message": str(exc)[:300]}
+
+
+def run_cli(case, path: str, folder: str) -> dict:
+    from tokendfa.cli import main as cli
+
+    output = os.path.join(folder, "out.tdfa")
+    if case.kind in ("regex", "schema"):
+        flag = "--regex-file" if case.kind == "regex" else "--schema"
+        vocab = case.vocab if case.vocab != "toy" else "qwen2.5"
+        argv = ["build", flag, path, "--vocab", vocab, "-o", output, "--time-limit", str(TIME_LIMIT)]
+    elif case.kind == "index_file":
+        argv = ["inspect", path]
+    else:
+        argv = ["build", "--regex", "a+", "--vocab", path, "-o", output]
+    stderr, stdout = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(stdout):
+        try:
+            status = cli(argv)
+        except SystemExit as exc:
+            status = exc.code
+        except BaseException as exc:  # a traceback: the test reports it
+            import traceback
+
+            status, stderr = "crash", io.StringIO(traceback.format_exc())
+    return {"status": status, "stderr": stderr.getvalue()[-2000:],
+            "wrote": os.path.exists(output)}
+
+
+if __name__ == "__main__":
+    main()

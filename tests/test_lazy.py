@@ -1,0 +1,318 @@
+"""The lazy index serves exactly what the eager index serves, and completes to it.
+
+Every test pairs a lazy state with the eager state reached by the same
+tokens (breadth-first over the tokens each allows) and compares what the two
+allow there; ``complete()`` must give the eager arrays array for array.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cases import CASES
+from conftest import TOY_EOS, TOY_TOKENS, cached_vocabulary
+from tokendfa import (BuildLimitError, EmptyLanguageError, Guide, Index, InvalidStateError,
+                      TokenNotAllowedError, VocabularyCoverageError)
+from tokendfa.analysis.construct import byte_dfa_from_regex
+from tokendfa.analysis.minimise import canonical_byte_dfa
+from tokendfa.analysis.lazydfa import LazyByteDFA
+from tokendfa.build.lazy import LAZY_ANY_DEPTH, LazyIndex
+from tokendfa.schema.api import regex_from_schema
+
+TOKEN = {data: i for i, data in reversed(list(enumerate(TOY_TOKENS))) if data is not None}
+EXTRA_PATTERNS = [r"(a|b)*a(a|b){5}", r"a*b*", r"[^x]*x[^x]{3}", r"(\d+|\w+)-\s*", r"(ab3|a)c",
+                  r"(?i)[a-f]{2,3}|x"]
+PERSON = {"type": "object", "properties": {
+    "name": {"type": "string", "maxLength": 20}, "age": {"type": "integer", "minimum": 0},
+    "tags": {"type": "array", "items": {"type": "string"}}, "extra": {}},
+    "required": ["name", "age"]}
+PERSON_INSTANCES = [{"name": "Ada", "age": 36},
+                    {"name": "Grace Hopper", "age": 85, "tags": ["navy", "cobol"],
+                     "extra": {"a": [1, 2.5, None], "b": {"c": "é日"}}},
+                    {"name": "", "age": 0, "tags": [], "extra": "free"}]
+
+
+def lockstep(lazy, eager, max_pairs: int | None = None) -> int:
+    """Walk both breadth-first over every allowed token; returns the pairs seen."""
+    start = (lazy.initial_state, eager.initial_state)
+    seen, queue = {start}, [start]
+    for lazy_state, eager_state in queue:
+        assert np.array_equal(lazy.get_mask(lazy_state), eager.get_mask(eager_state))
+        assert lazy.is_final(lazy_state) == eager.is_final(eager_state)
+        tokens = eager.get_tokens(eager_state)
+        assert np.array_equal(lazy.get_tokens(lazy_state), tokens)
+        for token in tokens.tolist():
+            pair = (lazy.advance(lazy_state, token), eager.advance(eager_state, token))
+            if pair not in seen and (max_pairs is None or len(seen) < max_pairs):
+                seen.add(pair)
+                queue.append(pair)
+    return len(seen)
+
+
+# --- the lazy byte automaton ---------------------------------------------------
+
+@pytest.mark.parametrize("pattern", [c.pattern for c in CASES] + EXTRA_PATTERNS)
+def test_explored_lazy_dfa_is_the_eager_dfa(pattern):
+    eager = byte_dfa_from_regex(pattern)
+    lazy = canonical_byte_dfa(*LazyByteDFA(pattern).explore())
+    assert np.array_equal(lazy.transitions, eager.transitions)
+    assert np.array_equal(lazy.finals, eager.finals)
+
+
+@pytest.mark.parametrize("any_depth", [1, 2])
+def test_explored_lazy_dfa_with_shared_definitions(any_depth):
+    compiled = regex_from_schema(PERSON, any_depth=any_depth, state_budget=None)
+    assert compiled.definitions  # the free value is a shared definition
+    eager = byte_dfa_from_regex(compiled.pattern, definitions=compiled.definitions)
+    lazy = canonical_byte_dfa(*LazyByteDFA(compiled.pattern, definitions=compiled.definitions).explore())
+    assert np.array_equal(lazy.transitions, eager.transitions)
+    assert np.array_equal(lazy.finals, eager.finals)
+
+
+def test_lazy_dfa_rows_on_demand_and_dead_is_empty():
+    dfa = LazyByteDFA(r"ab|ac")
+    assert dfa.num_materialised == 1  # the dead row only
+    after_a = int(dfa.row(1)[ord("a")])
+    assert after_a > 1 and dfa.row(1)[ord("b")] == 0 and not dfa.is_final(after_a)
+    assert dfa.num_materialised == 2
+    # both continuations end in one final state; a dead-end NFA branch never makes a state
+    assert dfa.is_final(int(dfa.row(after_a)[ord("b")]))
+    assert dfa.row(after_a)[ord("b")] == dfa.row(after_a)[ord("c")]
+    with pytest.raises(EmptyLanguageError):
+        LazyByteDFA(r"a[^\x00-\U0010ffff]")
+
+
+def test_lazy_dfa_bound():
+    dfa = LazyByteDFA(r"(a|b)*a(a|b){24}", max_states=1000)
+    with pytest.raises(BuildLimitError) as caught:
+        dfa.explore()
+    assert caught.value.reached == 1001
+
+
+# --- the lazy index against the eager one -----------------------------------------
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_lazy_index_serves_the_eager_index_toy(case, toy_vocab):
+    try:
+        eager = Index.from_regex(case.pattern, toy_vocab)
+    except VocabularyCoverageError:
+        with pytest.raises(VocabularyCoverageError):
+            Index.from_regex(case.pattern, toy_vocab, lazy=True)
+        return
+    lazy = Index.from_regex(case.pattern, toy_vocab, lazy=True)
+    assert isinstance(lazy, LazyIndex)
+    lockstep(lazy, eager)
+    assert lazy.complete().arrays.equals(eager.arrays)
+
+
+def test_token_liveness_when_bytes_are_not_all_tokens(toy_vocab):
+    # "ab" keeps the bytes alive (ab3c) but no token spells "3": the eager
+    # index refuses it, and so must the lazy one.
+    lazy = Index.from_regex(r"(ab3|a)c", toy_vocab, lazy=True)
+    eager = Index.from_regex(r"(ab3|a)c", toy_vocab)
+    assert lazy.is_allowed(lazy.initial_state, TOKEN[b"a"])
+    assert not lazy.is_allowed(lazy.initial_state, TOKEN[b"ab"])
+    lockstep(lazy, eager)
+
+
+def test_serving_errors_eos_and_buffers(toy_vocab):
+    lazy = Index.from_regex(r"a(\.[0-9]+)?", toy_vocab, lazy=True)
+    start = lazy.initial_state
+    with pytest.raises(TokenNotAllowedError, match="EOS token 11 is not allowed"):
+        lazy.advance(start, TOY_EOS)
+    with pytest.raises(TokenNotAllowedError, match="b'x'"):
+        lazy.advance(start, TOKEN[b"x"])
+    with pytest.raises(TokenNotAllowedError, match="special token"):
+        lazy.advance(start, 17)
+    with pytest.raises(InvalidStateError, match="token id 30 is out of range"):
+        lazy.advance(start, 30)
+    with pytest.raises(InvalidStateError):
+        lazy.get_mask(0)  # the dead state is never served
+    with pytest.raises(InvalidStateError):
+        lazy.get_mask(10_000)
+    after_a = lazy.advance(start, TOKEN[b"a"])
+    assert lazy.is_final(after_a) and lazy.advance(after_a, TOY_EOS) == after_a
+    assert TOY_EOS in lazy.get_tokens(after_a).tolist()
+    assert lazy.forced_tokens(after_a).size == 0
+    out = np.full((2, 3), -1, dtype=np.int32)
+    lazy.write_mask_into(after_a, out, row=1)
+    assert np.array_equal(out[1, :1].view(np.uint32), lazy.get_mask(after_a))
+    assert (out[1, 1:] == 0).all() and (out[0] == -1).all()
+    guide = Guide(lazy)
+    guide.advance(TOKEN[b"a"])
+    guide.advance(TOY_EOS)
+    assert guide.is_finished() and guide.get_tokens().size == 0
+
+
+def test_save_writes_the_completed_index(toy_vocab, tmp_path):
+    lazy = Index.from_regex(r"[a-c]{2,4}x?", toy_vocab, lazy=True)
+    lazy.save(tmp_path / "lazy.tdfa")
+    loaded = Index.load(tmp_path / "lazy.tdfa", toy_vocab)
+    assert loaded.arrays.equals(Index.from_regex(r"[a-c]{2,4}x?", toy_vocab).arrays)
+
+
+def test_background_completion(toy_vocab):
+    lazy = Index.from_regex(cached_case("url"), toy_vocab, lazy=True)
+    lazy.start_completion()
+    assert lazy.wait_completion(timeout=60)
+    served = lazy.num_served_states
+    eager = Index.from_regex(cached_case("url"), toy_vocab)
+    assert served >= eager.num_states  # lazy states are not minimal
+    lockstep(lazy, eager)
+    assert lazy.num_served_states == served  # nothing was left to compute
+
+
+def cached_case(name: str) -> str:
+    return next(c.pattern for c in CASES if c.name == name)
+
+
+# --- real vocabularies --------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["number", "iso_date", "email", "key_list", "json_string"])
+def test_lazy_index_serves_the_eager_index_qwen(name):
+    vocab = cached_vocabulary("qwen2.5")
+    pattern = cached_case(name)
+    lazy = Index.from_regex(pattern, vocab, lazy=True)
+    eager = Index.from_regex(pattern, vocab)
+    lockstep(lazy, eager, max_pairs=60)
+    assert lazy.complete().arrays.equals(eager.arrays)
+
+
+def walk_masks(index, vocab, instances) -> list[bytes]:
+    """The mask at every step of every instance, then the end state's finality."""
+    seen = []
+    for instance in instances:
+        guide = Guide(index)
+        for token in vocab.encode(json.dumps(instance, separators=(",", ":"), ensure_ascii=False)):
+            seen.append(guide.get_mask().tobytes())
+            guide.advance(token)
+        seen.append(guide.get_mask().tobytes())
+        assert guide.can_end()
+    return seen
+
+
+@pytest.mark.slow
+def test_lazy_schema_index_qwen():
+    vocab = cached_vocabulary("qwen2.5")
+    lazy = Index.from_schema(PERSON, vocab, lazy=True)
+    eager = Index.from_schema(PERSON, vocab, any_depth=LAZY_ANY_DEPTH)
+    assert walk_masks(lazy, vocab, PERSON_INSTANCES) == walk_masks(eager, vocab, PERSON_INSTANCES)
+    assert lazy.metadata["kind"] == "schema" and lazy.metadata["build"]["method"] == "lazy"
+    completed = lazy.complete()
+    assert completed.arrays.equals(eager.arrays)
+    assert completed.metadata["kind"] == "schema"
+
+
+@pytest.mark.slow
+def test_many_guides_on_threads_agree_with_serial_use():
+    vocab = cached_vocabulary("qwen2.5")
+    eager = Index.from_schema(PERSON, vocab, any_depth=LAZY_ANY_DEPTH)
+    expected = walk_masks(eager, vocab, PERSON_INSTANCES)
+    lazy = Index.from_schema(PERSON, vocab, lazy=True)  # cold: threads race to fill it
+    results: dict[int, list] = {}
+    errors: list[BaseException] = []
+
+    def run(number: int) -> None:
+        try:
+            results[number] = walk_masks(lazy, vocab, PERSON_INSTANCES[number % 3:] +
+                                         PERSON_INSTANCES[:number % 3])
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(6)]
+    lazy.start_completion()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    for number, masks in results.items():
+        shift = number % 3
+        order = PERSON_INSTANCES[shift:] + PERSON_INSTANCES[:shift]
+        assert masks == walk_masks(eager, vocab, order)
+    assert sorted(set(expected)) == sorted(set(m for r in results.values() for m in r))
+    lazy.close()
+
+
+# --- a pattern whose automaton explodes ---------------------------------------------
+
+HOSTILE = r"(a|b)*a(a|b){24}"
+
+
+def run_limited(code: str, timeout: float) -> subprocess.CompletedProcess:
+    """Run ``code`` in a subprocess limited to 2 GiB of address space."""
+    prelude = ("import resource, sys\n"
+               "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+               f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n")
+    return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_hostile_pattern_is_served_lazily_within_a_bound():
+    done = run_limited(f"""
+        from conftest import toy_vocabulary
+        from tokendfa import Guide, Index
+        vocab = toy_vocabulary()
+        lazy = Index.from_regex({HOSTILE!r}, vocab, lazy=True, max_states=5000)
+        guide = Guide(lazy)
+        for token in [0, 22, 1, 0, 0, 18, 0]:  # a ab b a a abc a: "abc" is refused
+            if lazy.is_allowed(guide.state, token):
+                guide.advance(token)
+        print(guide.num_tokens, lazy.byte_dfa.num_states)
+    """, timeout=120)
+    assert done.returncode == 0, done.stderr
+    steps, states = map(int, done.stdout.split())
+    assert steps == 6 and states <= 5000
+
+
+def test_hostile_pattern_eager_build_stops_at_its_bound():
+    done = run_limited(f"""
+        from conftest import toy_vocabulary
+        from tokendfa import BuildLimitError, Index
+        try:
+            Index.from_regex({HOSTILE!r}, toy_vocabulary(), max_states=5000)
+        except BuildLimitError as exc:
+            print(exc.reached)
+    """, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == 10_001
+
+
+@pytest.mark.slow
+def test_hostile_pattern_eager_build_default_bound_within_memory():
+    done = run_limited(f"""
+        from tokendfa import BuildLimitError, Index, Vocabulary
+        try:
+            Index.from_regex({HOSTILE!r}, Vocabulary([b"a", b"b", None], eos_token_ids=2))
+        except BuildLimitError as exc:
+            print(exc.reached)
+    """, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == 400_001
+
+
+def test_background_completion_stops_at_its_time_limit():
+    """The lazy index's completion thread runs under the build's time limit:
+    an exploding pattern stops with TimeLimitError shortly after it, which
+    wait_completion re-raises; the rows served before stay right."""
+    import time
+
+    from tokendfa import TimeLimitError
+
+    lazy = Index.from_regex(r"(a|b)*a(a|b){24}", cached_vocabulary("toy"), lazy=True,
+                            time_limit=0.5, max_states=10**7)
+    started = time.perf_counter()
+    lazy.start_completion()
+    with pytest.raises(TimeLimitError):
+        lazy.wait_completion(timeout=30)
+    assert time.perf_counter() - started < 1.5
+    assert lazy.is_allowed(lazy.initial_state, 0)  # "a" is still allowed at the start
