@@ -44,6 +44,14 @@ class UnsupportedSchemaError(SchemaError):
     """A schema keyword or value that cannot be compiled exactly."""
 
 
+class RegexTooLongError(UnsupportedSchemaError):
+    """The regex for a schema would pass ``max_regex_length`` characters.
+
+    The schema compiler tries shallower free values and recursion before
+    raising it (a longer regex than asked for is a bound, not a keyword we
+    cannot write)."""
+
+
 # --- the vocabulary ------------------------------------------------------
 
 class VocabularyError(TokenDFAError, ValueError):

@@ -27,6 +27,7 @@ from .analysis.errors import (
     InvalidStateError,
     MaskBufferError,
     RegexError,
+    RegexTooLongError,
     SchemaError,
     TokenDFAError,
     TokenNotAllowedError,
@@ -43,7 +44,7 @@ from .vocab.vocabulary import Vocabulary
 __all__ = [
     "Index", "Guide", "Vocabulary",
     "TokenDFAError", "RegexError", "UnsupportedRegexError", "EmptyLanguageError",
-    "SchemaError", "UnsupportedSchemaError", "VocabularyError", "VocabularyCoverageError",
+    "SchemaError", "UnsupportedSchemaError", "RegexTooLongError", "VocabularyError", "VocabularyCoverageError",
     "BuildLimitError", "TimeLimitError", "IndexFileError", "IndexVersionError", "VocabularyMismatchError",
     "TokenNotAllowedError", "InvalidStateError", "MaskBufferError",
 ]

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from tokendfa.analysis.errors import EmptyLanguageError, SchemaError, UnsupportedSchemaError
-from tokendfa.schema import api as schema_module
+from tokendfa.schema import depth as schema_module
 from tokendfa.schema.api import instance_text
 from tokendfa.schema.api import regex_from_schema as compile_schema
 from tokendfa.schema.numbers import integer_range_regex, number_regex
@@ -788,7 +788,7 @@ def test_an_automaton_over_the_state_budget_is_compiled_shallower(monkeypatch, t
     from tokendfa.analysis.construct import byte_dfa_from_regex
     from tokendfa.analysis.regex_compiler import byte_tables_from_regex
     from tokendfa import Index
-    from tokendfa.schema import api as schema_module
+    from tokendfa.schema import depth as schema_module
     from tokendfa.build import build_index
 
     monkeypatch.setattr(schema_module, "STATE_CHECK_CHARS", 0)  # check even this small schema
@@ -895,7 +895,7 @@ def test_a_time_limit_is_never_taken_for_an_unknown_answer(check, monkeypatch):
     # build's time limit running out inside them must stop the build.
     import tokendfa.analysis.regex_compiler
     from tokendfa import BuildLimitError, TimeLimitError
-    from tokendfa.schema import compiler as schema_compile
+    from tokendfa.schema import objects as schema_compile
 
     def too_big(pattern):
         raise BuildLimitError("too many states", reached=1)
@@ -912,7 +912,7 @@ def test_a_time_limit_is_never_taken_for_an_unknown_answer(check, monkeypatch):
 
 def test_a_time_limit_is_not_taken_for_an_automaton_over_the_state_budget(monkeypatch):
     from tokendfa import TimeLimitError
-    from tokendfa.schema import api as schema_module
+    from tokendfa.schema import depth as schema_module
 
     def out_of_time(regex, definitions, budget):
         raise TimeLimitError("the build took longer than the time limit of 1 s")
@@ -924,7 +924,7 @@ def test_a_time_limit_is_not_taken_for_an_automaton_over_the_state_budget(monkey
 
 
 def test_regex_subset_and_disjoint_on_real_regexes():
-    from tokendfa.schema.compiler import regex_disjoint, regex_subset
+    from tokendfa.schema.objects import regex_disjoint, regex_subset
 
     assert regex_subset("a", "a|b") and regex_subset("ab*", "a[bc]*")
     assert not regex_subset("a|c", "a|b") and not regex_subset("ab", "a")   # b dies before a ends
@@ -956,7 +956,7 @@ def test_auto_depth_nests_a_lone_free_value_five_levels():
 
 
 def test_auto_depth_stops_at_the_state_budget(monkeypatch):
-    from tokendfa.schema.api import _automaton
+    from tokendfa.schema.depth import _automaton
 
     def states(result):
         return _automaton(result.pattern, result.definitions, None).num_states
@@ -969,7 +969,7 @@ def test_auto_depth_stops_at_the_state_budget(monkeypatch):
 
 
 def test_auto_depth_counts_every_copy_of_a_free_value(monkeypatch):
-    from tokendfa.schema.api import _automaton
+    from tokendfa.schema.depth import _automaton
 
     # twelve free properties are twelve copies in the automaton: ~7,400 states at 3 levels,
     # ~15,000 at 4, where one free value alone would go to 5 levels within this budget

@@ -5,15 +5,7 @@ into a regex in our dialect (Python ``re`` syntax matched against the whole
 text) whose matches are JSON texts of values the schema accepts. Feed it to
 :meth:`tokendfa.Index.from_regex` to constrain generation.
 
-Code map, in reading order:
-
-* :mod:`tokendfa.schema.api`          this module: options, schema checking, ``$ref`` registry
-* :mod:`tokendfa.schema.compiler`  flattening (``allOf``/``$ref``), choices (``anyOf``/``oneOf``/
-  ``if``), negation (``not``), and the per-type emitters (objects, arrays)
-* :mod:`tokendfa.schema.numbers`  integer ranges, decimal bounds, ``multipleOf``
-* :mod:`tokendfa.schema.strings`  JSON string characters, ECMA ``pattern``, ``format``
-* :mod:`tokendfa.analysis.algebra`  intersection and difference of two regexes, as a regex
-  (several ``pattern``, ``pattern`` with ``format`` or lengths, ``not {pattern}``, member keys)
+The package's code map, in reading order, is in :mod:`tokendfa.schema`.
 
 **Exact** means: every text the regex accepts is the JSON text of a valid
 instance, and every valid instance has a text the regex accepts, *in the
@@ -53,6 +45,10 @@ lookarounds, an intersection of string constraints too large to write back, ...)
 JSON pointer; with ``lenient=True`` it is dropped instead (the regex is
 *wider* than the schema there) and listed in :attr:`SchemaRegex.widenings`.
 
+Keywords that assert nothing we know (``title``, ``description``,
+``examples``, ``x-*`` extensions, other vocabularies' keywords) are
+annotations, as the specification says, and change nothing.
+
 Example::
 
     >>> from tokendfa.schema.api import regex_from_schema
@@ -73,31 +69,14 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..analysis.errors import (BuildLimitError, EmptyLanguageError, SchemaError, TimeLimitError,
-                             UnsupportedSchemaError)
+from ..analysis.errors import SchemaError, UnsupportedSchemaError
+from .depth import (DEFAULT_REGEX_BUDGET, DEFAULT_STATE_BUDGET, Compiled, compile_within_bounds,
+                    written_size)
 
 __all__ = ["regex_from_schema", "instance_text", "SchemaRegex", "WHITESPACE_MODES"]
 
 WHITESPACE_MODES = ("compact", "flexible", "pretty")
 DEFAULT_MAX_REGEX_LENGTH = 20_000_000
-DEFAULT_REGEX_BUDGET = 1_000_000
-# The automaton's size decides the build's time and memory (35k states build in
-# ~20 s on a 151k vocabulary, 130k states do not fit in 8 GB): a schema whose
-# automaton passes this many states before minimisation is compiled again shallower,
-# like a regex over the budget. Checked on regexes of at least STATE_CHECK_CHARS.
-DEFAULT_STATE_BUDGET = 80_000
-STATE_CHECK_CHARS = 50_000
-# When no value fits within max_recursion_depth unrollings only because the
-# recursion was cut, unrolling is retried one level deeper at a time up to this.
-AUTO_RECURSION_DEPTH = 6
-# any_depth="auto": free values nest AUTO_MIN_ANY_DEPTH levels, and one level deeper
-# at a time, up to AUTO_MAX_ANY_DEPTH, while the automaton stays within
-# AUTO_DEPTH_STATES states (each level about doubles the states every copy of a free
-# value takes: ~280 at 2 levels, ~2,600 at 5 in compact JSON; 25k states build in
-# about 7 s on a 151k vocabulary).
-AUTO_MIN_ANY_DEPTH = 2
-AUTO_MAX_ANY_DEPTH = 5
-AUTO_DEPTH_STATES = 30_000
 
 _DRAFTS = {  # validator class name -> (draft number, meta-schema URI)
     "Draft4Validator": (4, "http://json-schema.org/draft-04/schema#"),
@@ -142,11 +121,7 @@ class SchemaRegex:
     @property
     def size(self) -> int:
         """Characters of the pattern and of every definition, each written once."""
-        return _written_size(self.pattern, self.definitions)
-
-
-def _written_size(pattern: str, definitions: dict[str, str]) -> int:
-    return len(pattern) + sum(len(text) for text in definitions.values())
+        return written_size(self.pattern, self.definitions)
 
 
 def expand_definitions(pattern: str, definitions: dict[str, str]) -> str:
@@ -216,21 +191,16 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
       JSON pointer), a ``$ref`` that cannot be resolved;
     * :class:`~tokendfa.analysis.errors.UnsupportedSchemaError` (a ``SchemaError``):
       a keyword we cannot compile exactly, naming it and its JSON pointer
-      (never raised with ``lenient=True``, except for a regex over
-      ``max_regex_length`` characters);
+      (never raised with ``lenient=True``, except
+      :class:`~tokendfa.analysis.errors.RegexTooLongError` for a regex over
+      ``max_regex_length`` characters even at the shallowest depths);
     * :class:`~tokendfa.analysis.errors.EmptyLanguageError`: no value satisfies the schema.
     """
     _check_count("max_recursion_depth", max_recursion_depth)
     if any_depth != "auto":
         _check_count("any_depth", any_depth)
-    compiled: dict = {}  # (any depth, recursion depth) -> (compiler, regex), or the error raised
 
     def compile_at(depth_a: int, depth_r: int):
-        if (depth_a, depth_r) in compiled:
-            result = compiled.pop((depth_a, depth_r))
-            if isinstance(result, Exception):
-                raise result
-            return result
         compiler, root = _setup(schema, whitespace=whitespace, lenient=lenient,
                                 max_recursion_depth=depth_r, max_whitespace=max_whitespace,
                                 indent=indent, any_depth=depth_a, registry=registry,
@@ -240,170 +210,24 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
         except RecursionError:
             raise UnsupportedSchemaError("the schema nests too deeply to compile") from None
 
-    automata: dict = {}  # (any depth, recursion depth) -> automaton built to measure it
-    over_budget: set = set()  # (any depth, recursion depth) whose automaton passed state_budget
-
-    def automaton_at(depth_a: int, depth_r: int, limit: int | None):
-        """Compile at these depths; keep the result and its automaton for the attempts below."""
-        compiler, regex = compiled[(depth_a, depth_r)] = compile_at(depth_a, depth_r)
-        if regex is None:
-            return None
-        automaton = _automaton(regex, compiler.used_definitions(regex), limit)
-        automata[(depth_a, depth_r)] = automaton
-        return automaton
-
-    def measured(depth_a: int, limit: int | None):
-        """The automaton at this free-value depth, or None past ``limit`` or any other bound."""
-        try:
-            return automaton_at(depth_a, max_recursion_depth, limit)
-        except TimeLimitError:
-            raise  # a caller's time limit, not a bound of ours
-        except (BuildLimitError, UnsupportedSchemaError):
-            return None
-
-    def choose_any_depth() -> tuple[int, str]:
-        """The depth any_depth="auto" takes, and a note saying why (none if free values are unused)."""
-        depth, depth_r = AUTO_MIN_ANY_DEPTH, max_recursion_depth
-        try:
-            compiler, regex = compiled[(depth, depth_r)] = compile_at(depth, depth_r)
-        except UnsupportedSchemaError as exc:
-            if "exceeds" not in str(exc):
-                raise
-            compiled[(depth, depth_r)] = exc  # for the attempts below, not written twice
-            return depth, ""
-        if regex is None or not compiler.generic_values_used:
-            return depth, ""  # the depth changes nothing
-        automaton = measured(depth, state_budget)
-        if automaton is None:
-            over_budget.add((depth, depth_r))
-            return depth, ""  # the attempts below narrow or report it
-        shallow, deeper = (_free_value_states(d, whitespace, max_whitespace, indent)
-                           for d in (depth, depth + 1))
-        growth = deeper / shallow  # a little above what deeper levels add
-        states = {depth: automaton.num_states}
-
-        def at_most(level: int) -> float:
-            """States at ``level`` if every state at the shallowest were in a free value."""
-            return states[AUTO_MIN_ANY_DEPTH] * growth ** (level - AUTO_MIN_ANY_DEPTH)
-
-        if at_most(AUTO_MAX_ANY_DEPTH) <= AUTO_DEPTH_STATES:
-            target = AUTO_MAX_ANY_DEPTH  # small enough whatever the copies: no need to measure
-        else:
-            if at_most(depth + 1) > AUTO_DEPTH_STATES:
-                return depth, ""
-            automaton = measured(depth + 1, 4 * AUTO_DEPTH_STATES)
-            if automaton is None or automaton.num_states > AUTO_DEPTH_STATES:
-                return depth, ""
-            states[depth + 1] = automaton.num_states
-            target, added = depth + 1, states[depth + 1] - states[depth]
-            while target < AUTO_MAX_ANY_DEPTH:  # each level adds about `growth` times the last
-                added *= growth
-                if states[target] + added > AUTO_DEPTH_STATES:
-                    break
-                states[target + 1] = round(states[target] + added)
-                target += 1
-        depth = target
-        if (depth, depth_r) not in automata:
-            automaton = measured(depth, 4 * AUTO_DEPTH_STATES)
-            if automaton is None or automaton.num_states > AUTO_DEPTH_STATES * 5 // 4:
-                depth -= 1  # the estimate was short: one level less, built as usual
-                states.setdefault(depth, round(at_most(depth)))
-            else:
-                states[depth] = automaton.num_states
-        return depth, (f'any_depth="auto" took {depth} levels (about {states[depth]:,} automaton '
-                       f"states; a level deeper while within {AUTO_DEPTH_STATES:,}, "
-                       f"{AUTO_MAX_ANY_DEPTH} levels at most)")
-
-    auto_note = ""
-    if any_depth == "auto":
-        any_depth, auto_note = choose_any_depth()
-    attempts = [(any_depth, max_recursion_depth)]
-    if regex_budget is not None or state_budget is not None:
-        depth_a, depth_r = any_depth, max_recursion_depth
-        while depth_a > 1:
-            depth_a -= 1
-            attempts.append((depth_a, depth_r))
-        while depth_r > 1:
-            depth_r -= 1
-            attempts.append((depth_a, depth_r))
-    notes: list[str] = [auto_note] if auto_note else []
-
-    for attempt, (depth_a, depth_r) in enumerate(attempts):
-        try:
-            compiler, regex = compile_at(depth_a, depth_r)
-        except UnsupportedSchemaError as exc:
-            if "exceeds" in str(exc) and attempt + 1 < len(attempts):
-                over = f"regex over {max_regex_length:,} characters"
-                continue
-            raise
-        if regex is None:
-            empty = EmptyLanguageError("no JSON value satisfies this schema"
-                                       + (f" ({compiler.notes[0]})" if compiler.notes else ""))
-            if not any(n.startswith("recursive $ref") for n in compiler.notes):
-                raise empty
-            # empty only because recursion was cut? unroll deeper, up to a bound
-            for deeper in range(depth_r + 1, max(depth_r, AUTO_RECURSION_DEPTH) + 1):
-                try:
-                    compiler, regex = compile_at(depth_a, deeper)
-                except UnsupportedSchemaError as exc:
-                    if "exceeds" in str(exc):
-                        raise empty from None
-                    raise
-                if regex is not None:
-                    notes.append(f"no value within {depth_r} recursion unrolling(s): "
-                                 f"unrolled {deeper} times instead")
-                    return _result(regex, compiler, notes)
-            if AUTO_RECURSION_DEPTH > depth_r:
-                raise EmptyLanguageError(f"{empty}; none within {AUTO_RECURSION_DEPTH} unrollings either")
-            raise empty
-        last = attempt + 1 == len(attempts)
-        used = compiler.used_definitions(regex)
-        size = _written_size(regex, used)
-        if regex_budget is not None and size > regex_budget and not last:
-            over = f"regex over the budget of {regex_budget:,} characters"
-            continue
-        automaton = automata.get((depth_a, depth_r))
-        if automaton is None and state_budget is not None and size >= STATE_CHECK_CHARS and not last:
-            if (depth_a, depth_r) in over_budget:
-                over = f"automaton over the budget of {state_budget:,} states"
-                continue
-            try:
-                automaton = _automaton(regex, used, state_budget)
-            except TimeLimitError:
-                raise  # a caller's time limit, not this budget
-            except BuildLimitError:
-                over = f"automaton over the budget of {state_budget:,} states"
-                continue
-        if attempt:
-            notes.append(f"{over}: generic values nest {depth_a} level(s) (any_depth) and "
-                         f"recursion is unrolled {depth_r} time(s)")
-        return _result(regex, compiler, notes, automaton, used)
-    raise AssertionError("unreachable")
+    compiled = compile_within_bounds(
+        compile_at, any_depth=any_depth, max_recursion_depth=max_recursion_depth,
+        regex_budget=regex_budget, state_budget=state_budget, max_regex_length=max_regex_length,
+        layout=(whitespace, max_whitespace, indent))
+    return _result(compiled)
 
 
-@functools.lru_cache(maxsize=32)
-def _free_value_states(depth: int, whitespace: str, max_whitespace: int, indent: int) -> int:
-    """States of the minimal automaton of one free value nesting ``depth`` levels."""
-    free = regex_from_schema(True, whitespace=whitespace, max_whitespace=max_whitespace,
-                             indent=indent, any_depth=depth, regex_budget=None, state_budget=None)
-    return _automaton(free.pattern, free.definitions, None).num_states
-
-
-def _automaton(regex: str, definitions: dict[str, str], state_budget: int | None):
-    from ..analysis.construct import byte_dfa_from_regex
-
-    return byte_dfa_from_regex(regex, definitions=definitions, max_dfa_states=state_budget)
-
-
-def _result(regex: str, compiler, notes: list[str], automaton=None, used=None) -> SchemaRegex:
-    notes = notes + list(compiler.notes)
+def _result(compiled: Compiled) -> SchemaRegex:
+    compiler, regex = compiled.compiler, compiled.regex
+    notes = compiled.notes + list(compiler.notes)
     if compiler.generic_values_used:
         # A narrowing like the recursion cut: say so for this schema, not only in the docs.
         notes.append(f"values the schema leaves free (an empty schema, additional properties) "
                      f"nest arrays and objects at most {compiler.any_depth} level(s) deep; "
                      f"deeper ones are not accepted")
-    used = compiler.used_definitions(regex) if used is None else used
-    return SchemaRegex(regex, list(compiler.widenings), notes, compiler.meta_uri, used, automaton)
+    used = compiler.used_definitions(regex) if compiled.used is None else compiled.used
+    return SchemaRegex(regex, list(compiler.widenings), notes, compiler.meta_uri, used,
+                       compiled.automaton)
 
 
 def instance_text(schema: dict | bool | str, value: Any, *, whitespace: str = "compact",
@@ -444,18 +268,18 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a JSON Schema is an object or a boolean, not {type(schema).__name__}")
 
-    from . import compiler as sc
+    from .compiler import Compiler, Layout
+    from .ir import Sub
 
     validator_cls, draft, meta_uri = _dialect(schema, default_draft)
     resolver, full_registry = _resolver(schema, meta_uri, registry)
-    compiler = sc.Compiler(
-        draft=draft, layout=sc.Layout(whitespace, max_whitespace, indent), lenient=lenient,
+    compiler = Compiler(
+        draft=draft, layout=Layout(whitespace, max_whitespace, indent), lenient=lenient,
         max_recursion_depth=max_recursion_depth, any_depth=any_depth,
         validator_cls=validator_cls, registry=full_registry, format_checker=_format_checker(),
-        max_regex_length=max_regex_length)
-    compiler.meta_uri = meta_uri
-    compiler.share = registry is None and not _may_hold_surrogates(schema)
-    return compiler, sc.Sub(schema, resolver, "")
+        max_regex_length=max_regex_length, meta_uri=meta_uri,
+        share=registry is None and not _may_hold_surrogates(schema))
+    return compiler, Sub(schema, resolver, "")
 
 
 def _check_count(name: str, value) -> None:
@@ -495,6 +319,8 @@ def _dialect(schema: dict | bool, default_draft: str | None):
     import_optional("jsonschema", extra="build", needed_for="compiling a JSON Schema")
     from jsonschema import exceptions, validators
 
+    from .ir import json_pointer
+
     candidates = []
     declared = schema.get("$schema") if isinstance(schema, dict) else None
     if isinstance(declared, str):
@@ -528,7 +354,7 @@ def _dialect(schema: dict | bool, default_draft: str | None):
         draft, uri = _DRAFTS[cls.__name__]
         return cls, draft, uri
     exc = first_error
-    where = "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in exc.path)
+    where = json_pointer(exc.path) or "/"
     raise SchemaError(f"invalid schema at {where}: {exc.message}") from None
 
 
@@ -537,10 +363,10 @@ def _resolver(schema, meta_uri: str, registry):
     import referencing.jsonschema as rj
     from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 
-    from . import compiler as sc
+    from . import ir
 
     spec = rj.specification_with(meta_uri)
-    sc._DEFAULT_SPEC[0] = spec
+    ir.DEFAULT_SPEC[0] = spec
     resource = spec.create_resource(schema)
     base = registry if registry is not None else referencing.Registry()
     full = base.combine(SPECIFICATIONS) if base is not SPECIFICATIONS else base
@@ -562,11 +388,11 @@ def _format_checker():
         return _CHECKER[0]
     from jsonschema import FormatChecker
 
-    from . import strings as strs
+    from .formats import FORMATS, format_regex
 
     checker = FormatChecker(formats=())
-    for name in strs.FORMATS:
-        compiled = re.compile(strs.format_regex(name))
+    for name in FORMATS:
+        compiled = re.compile(format_regex(name))
 
         def check(instance, compiled=compiled) -> bool:
             if not isinstance(instance, str):

@@ -35,9 +35,11 @@ from __future__ import annotations
 from decimal import Decimal, localcontext
 from fractions import Fraction
 
+from .regexes import alternation, counted, group
+
 __all__ = [
     "INTEGER", "NUMBER", "integer_range_regex", "number_regex", "literal_alternation",
-    "NumberUnsupported",
+    "NumberUnsupported", "to_decimal",
 ]
 
 INTEGER = r"-?(?:0|[1-9][0-9]*)"
@@ -54,16 +56,6 @@ class NumberUnsupported(ValueError):
 
 # --- small regex helpers ------------------------------------------------------
 
-def alternation(parts) -> str | None:
-    """``(?:a|b|...)`` of the distinct parts that are not None; None when none is left."""
-    parts = list(dict.fromkeys(p for p in parts if p is not None))
-    if not parts:
-        return None
-    if len(parts) == 1:
-        return parts[0]
-    return "(?:" + "|".join(parts) + ")"
-
-
 def _digit_class(lo: int, hi: int) -> str:
     if lo == hi:
         return str(lo)
@@ -72,14 +64,6 @@ def _digit_class(lo: int, hi: int) -> str:
     if hi == lo + 1:
         return f"[{lo}{hi}]"
     return f"[{lo}-{hi}]"
-
-
-def _repeat(atom: str, count: int) -> str:
-    if count == 0:
-        return ""
-    if count == 1:
-        return atom
-    return f"{atom}{{{count}}}"
 
 
 # --- integers -------------------------------------------------------------------
@@ -101,7 +85,7 @@ def _same_length(lo: str, hi: str) -> list[str]:
     top_full = not rest or hi[1:] == "9" * rest
     middle_hi = first_hi if top_full else first_hi - 1
     if first_lo <= middle_hi:
-        out.append(_digit_class(first_lo, middle_hi) + _repeat("[0-9]", rest))
+        out.append(_digit_class(first_lo, middle_hi) + counted("[0-9]", rest, rest))
     if not top_full:
         out.append(hi[0] + alternation(_same_length("0" * rest, hi[1:])))
     return out
@@ -149,7 +133,7 @@ def integer_range_regex(lo: int | None, hi: int | None) -> str | None:
         neg_hi = None if lo is None else -lo
         magnitudes = _magnitude_range(neg_lo, neg_hi)
         if magnitudes is not None:
-            parts.append("-" + _group(magnitudes))
+            parts.append("-" + group(magnitudes))
     if hi is None or hi >= 0:
         parts.append(_magnitude_range(max(lo, 0) if lo is not None else 0, hi))
     return alternation(parts)
@@ -205,7 +189,7 @@ def _fraction(lo: str | None, lo_incl: bool, hi: str | None, hi_incl: bool,
             continue
         rest, rest_empty = _fraction(sub_lo, sub_lo_incl, sub_hi, sub_hi_incl, next_limit)
         if rest is not None:
-            parts.append(str(d) + (f"(?:{rest})?" if rest_empty else _group(rest)))
+            parts.append(str(d) + (f"(?:{rest})?" if rest_empty else group(rest)))
         elif rest_empty:
             parts.append(str(d))
     if free_from is not None:
@@ -259,7 +243,10 @@ def _magnitudes(lo: Decimal, lo_incl: bool, hi: Decimal | None, hi_incl: bool,
     return alternation(parts)
 
 
-def _decimal(value) -> Decimal:
+def to_decimal(value) -> Decimal:
+    """A JSON number as an exact Decimal (a float by its shortest repr: 0.1 is 0.1)."""
+    if isinstance(value, bool):
+        raise TypeError("a boolean is not a number")
     if isinstance(value, Decimal):
         return value
     if isinstance(value, float):
@@ -279,9 +266,9 @@ def number_regex(*, lo=None, lo_incl: bool = True, hi=None, hi_incl: bool = True
     """
     with localcontext() as ctx:
         ctx.prec = 200
-        lo = None if lo is None else _decimal(lo)
-        hi = None if hi is None else _decimal(hi)
-        step = None if multiple_of is None else _decimal(multiple_of)
+        lo = None if lo is None else to_decimal(lo)
+        hi = None if hi is None else to_decimal(hi)
+        step = None if multiple_of is None else to_decimal(multiple_of)
         if lo is not None and hi is not None and (lo > hi or lo == hi and not (lo_incl and hi_incl)):
             return None
         if step is not None and step <= 0:
@@ -300,7 +287,7 @@ def number_regex(*, lo=None, lo_incl: bool = True, hi=None, hi_incl: bool = True
                 pass                     # 10**-s: at most s fraction digits
             elif lo is None and hi is None and exp >= 0 and _tail_modulus(int(step)) is not None:
                 whole = _multiples_by_last_digits(int(step))
-                return whole if spelled_integer else _group(whole) + r"(?:\.0+)?"
+                return whole if spelled_integer else group(whole) + r"(?:\.0+)?"
             else:
                 try:
                     return _listed_multiples(lo, lo_incl, hi, hi_incl, step, integer)
@@ -312,12 +299,12 @@ def number_regex(*, lo=None, lo_incl: bool = True, hi=None, hi_incl: bool = True
                     hi=None if hi is None else _floor(hi, hi_incl))
                 if whole is None or integer:
                     return whole
-                return _group(whole) + r"(?:\.0+)?"
+                return group(whole) + r"(?:\.0+)?"
         if integer and not spelled_integer:
             # a number that must be a whole multiple may still be written 2.0
             whole = number_regex(lo=lo, lo_incl=lo_incl, hi=hi, hi_incl=hi_incl, integer=True,
                                  multiple_of=step, nonzero_fraction=nonzero_fraction)
-            return None if whole is None else _group(whole) + r"(?:\.0+)?"
+            return None if whole is None else group(whole) + r"(?:\.0+)?"
         if integer:
             if nonzero_fraction:
                 return None
@@ -382,37 +369,11 @@ def number_regex(*, lo=None, lo_incl: bool = True, hi=None, hi_incl: bool = True
             exponent = n_hi is None and limit is None and n_lo == 0
             mags = _magnitudes(n_lo, n_incl, n_hi, n_hi_incl, limit, exponent)
             if mags is not None:
-                parts.append("-" + _group(mags))
+                parts.append("-" + group(mags))
         # -0 and its decimal spellings are the value 0
         if (lo is None or lo < 0 or (lo == 0 and lo_incl)) and (hi is None or hi > 0 or (hi == 0 and hi_incl)):
             parts.append("-0(?:\\.0+)?")
         return alternation(parts)
-
-
-def _group(regex: str) -> str:
-    return regex if regex.startswith("(?:") and _balanced_outer(regex) else f"(?:{regex})"
-
-
-def _balanced_outer(regex: str) -> bool:
-    """Whether ``regex`` is one group ``(?:...)`` from its first to its last character."""
-    depth, i = 0, 0
-    while i < len(regex):
-        c = regex[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "[":
-            i += 1
-            while i < len(regex) and regex[i] != "]":
-                i += 2 if regex[i] == "\\" else 1
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0 and i != len(regex) - 1:
-                return False
-        i += 1
-    return True
 
 
 def integer_multiples_regex(k: int, *, lo: int | None = None, hi: int | None = None,
@@ -516,8 +477,8 @@ def _multiples_by_last_digits(k: int) -> str:
     m = _tail_modulus(k)
     tails = [f"{t:0{m}d}" for t in range(0, 10 ** m, k)]
     small = [str(t) for t in range(0, 10 ** m, k) if t > 0]
-    positive = alternation([literal_alternation(small), "[1-9][0-9]*" + _group(literal_alternation(tails))])
-    return f"(?:-?0|-?{_group(positive)})"
+    positive = alternation([literal_alternation(small), "[1-9][0-9]*" + group(literal_alternation(tails))])
+    return f"(?:-?0|-?{group(positive)})"
 
 
 def _listed_multiples(lo, lo_incl, hi, hi_incl, step: Decimal, integer: bool) -> str | None:
@@ -546,7 +507,7 @@ def _listed_multiples(lo, lo_incl, hi, hi_incl, step: Decimal, integer: bool) ->
     if whole:
         parts.append(literal_alternation(whole) + ("" if integer else r"(?:\.0+)?"))
     if fractional:
-        parts.append(_group(literal_alternation(fractional)) + "0*")
+        parts.append(group(literal_alternation(fractional)) + "0*")
     return alternation(parts)
 
 

@@ -1,0 +1,117 @@
+"""``format`` as regexes: the formats we assert, each the body of a JSON string.
+
+A ``format`` is asserted for the names in :data:`FORMATS` (``date-time``,
+``date``, ``time``, ``duration``, ``uuid``, ``email``, ``hostname``,
+``ipv4``, ``ipv6``, ``uri``, ``uri-reference``, ``json-pointer``,
+``relative-json-pointer``); any other format is an annotation, which the
+compiler lists in its notes. Each regex is the canonical JSON text of the
+string without its quotes (every character of these formats is printable
+ASCII, except in JSON pointers, which may hold any character). Some are
+narrowed, never widened: no quoted e-mail local parts, no IP-literal URI
+hosts, leap seconds only at ``23:59:60`` UTC, host names within two sound
+families of label counts and lengths (see ``_HOSTNAME``).
+
+:func:`format_regex` is what the string emitter and the negation of a
+``format`` read; the ``jsonschema`` format checker of
+:mod:`tokendfa.schema.api` asserts these same regexes, so that an ``enum``
+value is checked the way the regex would check it.
+"""
+
+from __future__ import annotations
+
+from ..analysis.utf8 import complement_ranges, merge_ranges
+from .strings import char_set_regex
+
+__all__ = ["FORMATS", "FORMAT_WIDTHS", "format_regex"]
+
+_HEX = "[0-9a-fA-F]"
+_YEAR = "[0-9]{4}"
+_LEAP_YEAR = "(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)"
+_MONTH_DAY = ("(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
+              "|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
+              "|02-(?:0[1-9]|1[0-9]|2[0-8]))")
+_DATE = f"(?:{_YEAR}-{_MONTH_DAY}|{_LEAP_YEAR}-02-29)"
+_OFFSET = "(?:[zZ]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+_FRACTION = r"(?:\.[0-9]+)?"
+# A leap second (:60) is valid only at 23:59:60 UTC; we accept it with a zero
+# offset only (other offsets would need clock arithmetic).
+_TIME = (f"(?:(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]{_FRACTION}{_OFFSET}"
+         f"|23:59:60{_FRACTION}(?:[zZ]|[+-]00:00))")
+_DURATION = ("P(?:[0-9]+W|(?:[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?|[0-9]+M(?:[0-9]+D)?|[0-9]+D)"
+             "(?:T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S))?"
+             "|T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S))")
+_UUID = f"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
+_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_IPV4 = rf"{_OCTET}(?:\.{_OCTET}){{3}}"
+_H16 = f"{_HEX}{{1,4}}"
+_LS32 = f"(?:{_H16}:{_H16}|{_IPV4})"
+_IPV6 = ("(?:" + "|".join([
+    f"(?:{_H16}:){{6}}{_LS32}",
+    f"::(?:{_H16}:){{5}}{_LS32}",
+    f"(?:{_H16})?::(?:{_H16}:){{4}}{_LS32}",
+    f"(?:(?:{_H16}:){{0,1}}{_H16})?::(?:{_H16}:){{3}}{_LS32}",
+    f"(?:(?:{_H16}:){{0,2}}{_H16})?::(?:{_H16}:){{2}}{_LS32}",
+    f"(?:(?:{_H16}:){{0,3}}{_H16})?::{_H16}:{_LS32}",
+    f"(?:(?:{_H16}:){{0,4}}{_H16})?::{_LS32}",
+    f"(?:(?:{_H16}:){{0,5}}{_H16})?::{_H16}",
+    f"(?:(?:{_H16}:){{0,6}}{_H16})?::",
+]) + ")")
+# RFC 1123 host names: labels of 1-63 letters, digits and inner hyphens, at
+# most 253 characters in all. The total cannot be counted alongside the
+# labels, so we accept two sound families: up to 4 labels of up to 62
+# characters, or up to 8 labels of up to 30 (both stay within 253).
+_LABEL62 = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,60}[A-Za-z0-9])?"
+_LABEL30 = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,28}[A-Za-z0-9])?"
+_HOSTNAME = rf"(?:{_LABEL62}(?:\.{_LABEL62}){{0,3}}|{_LABEL30}(?:\.{_LABEL30}){{4,7}})"
+_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
+# The dot-atom form of RFC 5321 (no quoted local parts, no address literals).
+_EMAIL = rf"{_ATEXT}+(?:\.{_ATEXT}+)*@{_HOSTNAME}"
+# RFC 3986, without IP-literal hosts ([v6]).
+_PCT = f"%{_HEX}{{2}}"
+_UNRESERVED = "[A-Za-z0-9._~-]"
+_SUB_DELIMS = "[!$&'()*+,;=]"
+_PCHAR = f"(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS}|[:@])"
+_SEGMENT = f"{_PCHAR}*"
+_SEGMENT_NZ = f"{_PCHAR}+"
+_SEGMENT_NZ_NC = f"(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS}|@)+"
+_AUTHORITY = (f"(?:(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS}|:)*@)?"
+              f"(?:{_UNRESERVED}|{_PCT}|{_SUB_DELIMS})*(?::[0-9]*)?")
+_PATH_ABEMPTY = f"(?:/{_SEGMENT})*"
+_PATH_ABSOLUTE = f"/(?:{_SEGMENT_NZ}(?:/{_SEGMENT})*)?"
+_QUERY = f"(?:{_PCHAR}|[/?])*"
+_HIER = f"(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|{_SEGMENT_NZ}(?:/{_SEGMENT})*|)"
+_URI = rf"[A-Za-z][A-Za-z0-9+.-]*:{_HIER}(?:\?{_QUERY})?(?:#{_QUERY})?"
+_RELATIVE = (rf"(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|{_SEGMENT_NZ_NC}(?:/{_SEGMENT})*|)"
+             rf"(?:\?{_QUERY})?(?:#{_QUERY})?")
+_URI_REFERENCE = f"(?:{_URI}|{_RELATIVE})"
+
+FORMATS: dict[str, str] = {
+    "date-time": f"{_DATE}[tT]{_TIME}",
+    "date": _DATE,
+    "time": _TIME,
+    "duration": _DURATION,
+    "uuid": _UUID,
+    "email": _EMAIL,
+    "hostname": _HOSTNAME,
+    "ipv4": _IPV4,
+    "ipv6": _IPV6,
+    "uri": _URI,
+    "uri-reference": _URI_REFERENCE,
+}
+
+
+# JSON pointers: any characters, ~ written ~0 and / written ~1 inside a token
+_POINTER_CHAR = char_set_regex(complement_ranges(merge_ranges([(ord("/"), ord("/")), (ord("~"), ord("~"))])))
+_POINTER = f"(?:/(?:{_POINTER_CHAR}|~[01])*)*"
+FORMATS["json-pointer"] = _POINTER
+FORMATS["relative-json-pointer"] = f"(?:0|[1-9][0-9]*)(?:#|{_POINTER})"
+
+
+def format_regex(name: str) -> str | None:
+    """Regex (JSON text, quotes included) for a string of a known format, else None."""
+    body = FORMATS.get(name)
+    return None if body is None else f'"{body}"'
+
+
+# formats whose strings all have one length (min, max): lengths around them are settled here
+FORMAT_WIDTHS = {"date": (10, 10), "uuid": (36, 36)}

@@ -1,0 +1,265 @@
+"""Literals and scalars: ``enum``/``const`` values, null, booleans, numbers and strings of a flat.
+
+**Literals** settle everything at once: each ``enum``/``const`` value is
+checked against every subschema of the conjunction with the ``jsonschema``
+validator (and against every negated one, the compiler's own by
+:meth:`~.ir.Constraint.holds`), and the regex lists the ones that pass, each
+written as its JSON text in the layout's whitespace (:func:`literal`).
+
+**Numbers** and **strings** turn the merged keywords of a
+:class:`~.ir.Flat` into the regexes of :mod:`.numbers`, :mod:`.strings` and
+:mod:`.formats`; where several must hold at once (``pattern`` and
+``format``, a pattern and lengths, a negated pattern, excluded values) the
+regexes are intersected or subtracted with :mod:`tokendfa.analysis.algebra`,
+and what has no exact regex is reported with its keyword.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from decimal import Decimal
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+from ..analysis import algebra
+from ..analysis.errors import UnsupportedSchemaError
+from . import numbers as nums
+from . import strings as strs
+from .formats import FORMAT_WIDTHS, FORMATS, format_regex
+from .ir import Flat, json_key, type_of
+from .numbers import to_decimal
+from .regexes import alternation
+
+if TYPE_CHECKING:
+    from .compiler import Compiler
+
+
+# --- literals -----------------------------------------------------------------------------
+
+def literals(c: "Compiler", flat: Flat, depth: int) -> str | None:
+    """The ``enum`` values of ``flat`` that satisfy everything else it says, as one alternation."""
+    return alternation([literal(c, value, depth) for value in admitted_values(c, flat, flat.enum)])
+
+
+def admitted_values(c: "Compiler", flat: Flat, candidates, unique: bool = False) -> list:
+    """The candidates of ``flat``'s types, not excluded, that satisfy its subschemas
+    (:meth:`Compiler.admitted`); ``unique``: each value once."""
+    excluded = {json_key(v) for v in flat.not_values}
+    values, seen = [], set()
+    for value in candidates:
+        key = json_key(value)
+        if key in excluded or (unique and key in seen) or type_of(value) not in flat.types:
+            continue
+        if not c.admitted(flat, value):
+            continue
+        seen.add(key)
+        values.append(value)
+    return values
+
+
+def literal(c: "Compiler", value, depth: int) -> str:
+    """Regex for one JSON value, written with the layout's whitespace."""
+    layout = c.layout
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, (int, float)):
+        return number_literal(value)
+    if isinstance(value, str):
+        return strs.json_string_literal(value)
+    if isinstance(value, list):
+        if not value:
+            return layout.empty("\\[", "\\]")
+        inner = layout.comma(depth).join(literal(c, v, depth + 1) for v in value)
+        return layout.open("\\[", depth) + inner + layout.close("\\]", depth)
+    if isinstance(value, dict):
+        if not value:
+            return layout.empty("\\{", "\\}")
+        inner = layout.comma(depth).join(
+            strs.json_string_literal(k) + layout.colon() + literal(c, v, depth + 1)
+            for k, v in value.items())
+        return layout.open("\\{", depth) + inner + layout.close("\\}", depth)
+    raise UnsupportedSchemaError(f"not a JSON value: {value!r}")
+
+
+def number_literal(value) -> str:
+    """The value's decimal spelling, trailing zeros allowed, or json.dumps' own."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UnsupportedSchemaError(f"{value!r} is not a JSON number")
+    text = format(to_decimal(value), "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    negative = text.startswith("-")
+    digits = text[1:] if negative else text
+    if "." in digits:
+        plain = re.escape(digits) + "0*"
+    else:
+        plain = re.escape(digits) + r"(?:\.0+)?"
+    if digits == "0":
+        regex = "-?" + plain
+    else:
+        regex = ("-" if negative else "") + plain
+    dumped = json.dumps(value)
+    if dumped != text and not re.fullmatch(regex, dumped):
+        regex = f"(?:{regex}|{re.escape(dumped)})"
+    return regex
+
+
+# --- null and booleans ------------------------------------------------------------------------
+
+def constants(flat: Flat) -> list[str]:
+    """``null``, ``true``, ``false`` as far as the types and excluded values allow."""
+    excluded = {json_key(v) for v in flat.not_values}
+    return [word for word, value, kind in (("null", None, "null"), ("true", True, "boolean"),
+                                           ("false", False, "boolean"))
+            if kind in flat.types and json_key(value) not in excluded]
+
+
+# --- numbers -------------------------------------------------------------------------------
+
+def number(c: "Compiler", flat: Flat) -> str | None:
+    regex = _number_range(c, flat)
+    if regex is None or not flat.not_multiple_of:
+        return regex
+    pointer = flat.not_multiple_of[0][1]
+    if "fraction" in flat.types:
+        c.unsupported("not", pointer, "negation of multipleOf on non-integers")
+        return regex
+    try:
+        for k, pointer in flat.not_multiple_of:
+            regex = algebra.intersect(regex, nums.integer_multiples_regex(k, complement=True))
+            if regex is None:
+                return None
+    except (nums.NumberUnsupported, algebra.NoExactRegex) as exc:
+        c.unsupported("not", pointer, f"negation of multipleOf: {exc}")
+    return regex
+
+
+def _number_range(c: "Compiler", flat: Flat) -> str | None:
+    types = flat.types
+    integer = "fraction" not in types
+    nonint = "integer" not in types
+    step = None
+    pointer = flat.multiple_of[0][1] if flat.multiple_of else ""
+    if flat.multiple_of:
+        values = {v for v, _ in flat.multiple_of}
+        step = max(values)
+        if all(v == v.to_integral_value() for v in values):
+            step = Decimal(math.lcm(*(int(v) for v in values)))    # divisible by all: by the lcm
+        if any(Fraction(step) / Fraction(v) != int(Fraction(step) / Fraction(v)) for v in values):
+            c.unsupported("multipleOf", pointer, "several multipleOf that do not divide each other")
+    lo, hi = flat.lo, flat.hi
+
+    def in_range(**options) -> str | None:
+        return nums.number_regex(lo=lo, lo_incl=flat.lo_incl, hi=hi, hi_incl=flat.hi_incl,
+                                 integer=integer, **options)
+
+    excluded = sorted(Fraction(to_decimal(v)) for v in flat.not_values
+                      if isinstance(v, (int, float)) and not isinstance(v, bool))
+    try:
+        if excluded and integer and step is None:
+            # split the integer range around the excluded values
+            pieces = []
+            low = None if lo is None else nums._ceil(lo, flat.lo_incl)
+            high = None if hi is None else nums._floor(hi, flat.hi_incl)
+            cursor = low
+            for v in excluded:
+                if v.denominator != 1:
+                    continue
+                v = int(v)
+                if (cursor is None or v >= cursor) and (high is None or v <= high):
+                    pieces.append(nums.integer_range_regex(cursor, v - 1))
+                    cursor = v + 1
+            pieces.append(nums.integer_range_regex(cursor, high))
+            return alternation(pieces)
+        if excluded and integer:
+            # integers have one spelling each (and -0): take them out of the regex
+            regex = in_range(multiple_of=step)
+            spellings = [str(int(v)) for v in excluded if v.denominator == 1]
+            spellings += ["-0"] if "0" in spellings else []
+            if regex is None or not spellings:
+                return regex
+            try:
+                return algebra.difference(regex, nums.literal_alternation(spellings))
+            except algebra.NoExactRegex as exc:
+                raise nums.NumberUnsupported(f"excluding number values: {exc}") from None
+        if excluded:
+            c.unsupported("not", pointer or "", "excluding number values from a non-integer range")
+        return in_range(multiple_of=step, nonzero_fraction=nonint)
+    except nums.NumberUnsupported as exc:
+        c.unsupported("multipleOf" if step is not None else "not", pointer, str(exc))
+        return in_range(nonzero_fraction=nonint and lo is None and hi is None)
+
+
+# --- strings -------------------------------------------------------------------------------
+
+def string(c: "Compiler", flat: Flat) -> str | None:
+    lo, hi = flat.min_length, flat.max_length
+    strings = [v for v in flat.not_values if isinstance(v, str)]
+    patterns = list(flat.patterns)
+    formats = list(dict.fromkeys(flat.formats))
+    known = [(f, p) for f, p in formats if f in FORMATS]
+    for name, pointer in formats:
+        if name not in FORMATS:
+            c.note(f"format {name!r} at {pointer or '/'} is not checked (an annotation)")
+    if len({f for f, _ in known}) > 1:
+        c.unsupported("format", known[1][1], "several different formats")
+        known = known[:1]
+    # what the string must match, each a regex of canonical JSON text: intersected below
+    musts: list[tuple[str | None, str, str]] = [   # (regex, keyword, pointer)
+        (regex, "not", pointer) for regex, pointer in flat.string_regexes]
+    lengths = lo > 0 or hi is not None
+    length_keyword = "maxLength" if hi is not None else "minLength"
+    if known:
+        name, pointer = known[0]
+        width = FORMAT_WIDTHS.get(name)
+        musts.append((format_regex(name), "format", pointer))
+        if lengths and width:
+            if hi is not None and hi < width[0] or lo > width[1]:
+                return None
+            lengths = not (lo <= width[0] and (hi is None or width[1] <= hi))
+    for pattern, pointer in patterns:
+        try:
+            if not known and len(patterns) == 1 and lengths:
+                try:
+                    # the lengths folded into the pattern's own repeat, when it has one
+                    musts.append((strs.translate_pattern(pattern, lo, hi), "pattern", pointer))
+                    lengths = False
+                    continue
+                except strs.PatternUnsupported:
+                    length_keyword = "pattern"
+            musts.append((strs.translate_pattern(pattern), "pattern", pointer))
+        except strs.PatternUnsupported as exc:
+            c.unsupported("pattern", pointer, str(exc))
+    if musts and lengths:
+        musts.append((strs.canonical_string_regex(lo, hi), length_keyword, musts[0][2]))
+    if not musts:
+        if strings:
+            if lo == 0 and hi is None:
+                return strs.keys_except(strings)
+            c.unsupported("not", "", "excluding string values together with lengths")
+        return strs.string_regex(lo, hi)
+    if any(regex is None for regex, _, _ in musts):
+        return None
+    base = musts[0][0]
+    for regex, keyword, pointer in musts[1:]:
+        try:
+            base = algebra.intersect(base, regex)
+        except algebra.NoExactRegex as exc:
+            c.unsupported(keyword, pointer, f"no exact regex for {musts[0][1]} together "
+                          f"with {keyword}: {exc}")
+        if base is None:
+            return None
+    if strings:
+        taken = [v for v in strings if re.fullmatch(base, json.dumps(v, ensure_ascii=False))]
+        if taken:
+            try:
+                base = algebra.difference(base, alternation([strs.json_string_literal(v) for v in taken]))
+            except algebra.NoExactRegex as exc:
+                c.unsupported("not", "", f"excluding string values from a pattern or format: {exc}")
+    return base
