@@ -34,6 +34,7 @@ from tokendfa import Guide, Index, TokenNotAllowedError
 from tokendfa.integrations.transformers import (
     TokenDFALogitsProcessor,
     generate_constrained,
+    index_for,
     max_generation_length,
 )
 
@@ -344,3 +345,30 @@ def test_gemma_writes_valid_json_for_every_schema(gemma_dir, tmp_path):
                                          max_new_tokens=MAX_TOKENS, **options)
             for text in texts:
                 jsonschema.validate(json.loads(text), schema)
+
+
+@pytest.mark.slow
+def test_outlines_takes_the_processor_as_it_is(gemma_dir, tmp_path):
+    """outlines (1.x) drives a transformers model through any transformers
+    logits processor (``Generator(model, processor=...)``, which calls
+    ``reset()`` before each generation): tokendfa's needs no adapter."""
+    outlines = pytest.importorskip("outlines", reason="pip install outlines")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from gemma_cases import PROMPTS, REGEX, REGEX_PROMPT, SCHEMAS
+
+    tokenizer = AutoTokenizer.from_pretrained(gemma_dir)
+    model = outlines.from_transformers(
+        AutoModelForCausalLM.from_pretrained(gemma_dir, dtype=torch.bfloat16).eval(), tokenizer)
+    phone = outlines.Generator(model, processor=TokenDFALogitsProcessor(
+        index_for(REGEX, tokenizer, cache=tmp_path)))
+    schema = SCHEMAS["weather"]
+    weather = outlines.Generator(model, processor=TokenDFALogitsProcessor(
+        index_for(schema, tokenizer, cache=tmp_path)))
+    # One processor serves call after call, single prompts and batches.
+    for _ in range(2):
+        assert re.fullmatch(REGEX, phone(REGEX_PROMPT, max_new_tokens=20))
+    for text in weather.batch(PROMPTS["weather"], max_new_tokens=60):
+        jsonschema.validate(json.loads(text), schema)
+    torch.manual_seed(1)
+    assert re.fullmatch(REGEX, phone(REGEX_PROMPT, max_new_tokens=20, do_sample=True))

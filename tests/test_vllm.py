@@ -52,7 +52,8 @@ def llm(gemma_dir, cache_dir):
     engine = LLM(model=str(gemma_dir), dtype="bfloat16", max_model_len=512, enforce_eager=True,
                  seed=0, max_num_seqs=32)
     yield engine
-    del engine
+    # Stop the engine's processes now, not when the test session exits.
+    engine.llm_engine.engine_core.shutdown()
 
 
 def sampling(extra_args=None, **options):

@@ -322,7 +322,10 @@ def _engine_config() -> Any:
     ``InputProcessor`` is a few frames up (vLLM 0.32:
     ``InputProcessor._validate_params`` -> ``validate_logits_processors_parameters``
     -> ``validate_params``), else the config vLLM has set as current, else None."""
-    frame = sys._getframe(2)
+    try:
+        frame = sys._getframe(2)
+    except ValueError:  # called from the top of a program: no caller to look at
+        frame = None
     for _ in range(8):
         if frame is None:
             break
