@@ -68,3 +68,20 @@ def cached_vocabulary(name: str) -> Vocabulary:
 def cached_index(pattern: str, vocab_name: str, method: str = "fast", n_jobs: int = 1) -> Index:
     """Indexes are immutable, so tests share them across the session."""
     return Index.from_regex(pattern, cached_vocabulary(vocab_name), method=method, n_jobs=n_jobs)
+
+
+@pytest.fixture(scope="session")
+def gemma_dir():
+    """The bf16 transformers folder of the real Gemma 3 270M, built once per
+    machine by ``examples/gemma_model.py`` (from the PyPI GGUF package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "gemma_model.py"
+    spec = importlib.util.spec_from_file_location("gemma_model", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        return module.gemma3_270m()
+    except ImportError as exc:
+        pytest.skip(str(exc))

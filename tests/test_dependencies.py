@@ -91,6 +91,11 @@ MISSING = {
         "",
         "import tokendfa.integrations.transformers",
         "tokendfa.integrations.transformers needs torch, which is not installed: pip install torch"),
+    "vllm": (
+        ["vllm"],
+        "",
+        "import tokendfa.integrations.vllm",
+        "tokendfa.integrations.vllm needs vllm, which is not installed: pip install vllm"),
 }
 
 
