@@ -41,7 +41,6 @@ the completed index).
 
 from __future__ import annotations
 
-import bisect
 import threading
 import time
 from dataclasses import dataclass
@@ -51,11 +50,12 @@ import numpy as np
 
 from ..analysis.dfa import DEAD, INITIAL
 from ..analysis.minimise import canonical_byte_dfa
-from ..analysis.errors import (InvalidStateError, MaskBufferError, TokenNotAllowedError,
+from ..analysis.errors import (InvalidStateError, TokenNotAllowedError,
                                VocabularyCoverageError)
 from ..analysis.lazydfa import DEFAULT_MAX_LAZY_STATES, LazyByteDFA
 from ..analysis.utf8 import MAX_CODEPOINT, utf8_range_sequences
 from ..runtime.arrays import MASK_WORD
+from ..runtime.serving import MaskServing
 from ..vocab.vocabulary import Vocabulary
 from .config import BuildConfig
 from .pipeline import BuiltIndex, build_index, readable_pattern
@@ -162,7 +162,7 @@ def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.repeat(lo - (ends - lengths), lengths) + np.arange(total)
 
 
-class LazyIndex:
+class LazyIndex(MaskServing):
     """The serving API of :class:`~tokendfa.runtime.index.Index`, computed on demand.
 
     Build one with ``Index.from_regex(pattern, vocabulary, lazy=True)`` or
@@ -193,6 +193,7 @@ class LazyIndex:
         self._tables = vocabulary_tables(vocabulary)
         self._tokens = vocabulary.tokens
         self._vocab_size = vocabulary.size
+        self._words = self._tables.num_words
         self._eos = tuple(sorted(set(int(t) for t in vocabulary.eos_token_ids)))
         self._eos_set = frozenset(self._eos)
         # Byte-live is token-live when every byte a match can hold is a token
@@ -288,11 +289,6 @@ class LazyIndex:
             self._serve(state)
         return bool(self._dfa.finals[state])
 
-    def get_tokens(self, state: int) -> np.ndarray:
-        """Allowed token ids, sorted, as ``int32`` (EOS included in final states)."""
-        bits = np.unpackbits(self.get_mask(state).view(np.uint8), bitorder="little")
-        return np.flatnonzero(bits[:self._vocab_size]).astype(np.int32)
-
     def is_allowed(self, state: int, token_id: int) -> bool:
         mask = self.get_mask(state)
         self._check_token(token_id)
@@ -333,26 +329,7 @@ class LazyIndex:
     def write_mask_into(self, state: int, out, row: int | None = None) -> None:
         """Copy the bitset of ``state`` into a caller's int32/uint32 buffer
         (numpy or torch, one row or a batch; see :meth:`Index.write_mask_into`)."""
-        mask = self.get_mask(state)
-        words = self._tables.num_words
-        if type(out) is not np.ndarray:
-            if not out.is_cpu:  # torch on an accelerator
-                import torch
-
-                target = out if row is None else self._row_of(out, row)
-                self._check_width(target.shape[-1])
-                target[:words].copy_(torch.from_numpy(mask.view(np.int32)).to(out.device))
-                target[words:].zero_()
-                return
-            out = out.numpy()
-        target = out if row is None else self._row_of(out, row)
-        if target.dtype not in (np.dtype(np.uint32), np.dtype(np.int32)) or target.ndim != 1:
-            raise MaskBufferError(
-                f"the mask buffer must be int32 or uint32 words, one row or a batch of rows; "
-                f"got {target.dtype} with shape {out.shape}")
-        self._check_width(len(target))
-        target[:words] = mask.view(target.dtype)
-        target[words:] = 0
+        self._copy_mask(self.get_mask(state), out, row)
 
     # --- completion -------------------------------------------------------------
 
@@ -614,23 +591,6 @@ class LazyIndex:
             return True
 
     # --- helpers ------------------------------------------------------------------------
-
-    def _check_token(self, token_id: int) -> None:
-        if not 0 <= token_id < self._vocab_size:
-            raise InvalidStateError(
-                f"token id {token_id} is out of range: the vocabulary has ids 0..{self._vocab_size - 1}")
-
-    def _check_width(self, width: int) -> None:
-        if width < self._tables.num_words:
-            raise MaskBufferError(
-                f"the buffer has {width} words, the vocabulary needs {self._tables.num_words}")
-
-    @staticmethod
-    def _row_of(out, row: int):
-        try:
-            return out[row]
-        except IndexError:
-            raise MaskBufferError(f"row {row} is outside a batch of shape {tuple(out.shape)}") from None
 
     def _refusal(self, state: int, token_id: int) -> str:
         if token_id in self._eos_set:

@@ -13,9 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..analysis.dfa import DEAD, ByteDFA
-from ..runtime.arrays import IndexArrays
 from ..vocab.vocabulary import Vocabulary
-from .assemble import RawEdges, assemble
+from .assemble import RawEdges
 
 
 def reference_edges(dfa: ByteDFA, vocab: Vocabulary) -> RawEdges:

@@ -4,6 +4,8 @@ cursor, and index files.
 Reading order:
 
 * :mod:`tokendfa.runtime.arrays`  :class:`IndexArrays`, what a file stores
+* :mod:`tokendfa.runtime.serving` what every served index shares (eager or
+  lazy): allowed ids from a mask, the copy into a caller's numpy/torch buffer
 * :mod:`tokendfa.runtime.index`   :class:`Index`: ``get_mask`` / ``get_tokens`` /
   ``advance`` in constant time
 * :mod:`tokendfa.runtime.guide`   :class:`Guide`: one generation's cursor

@@ -30,12 +30,13 @@ import numpy as np
 
 from ..analysis.errors import InvalidStateError, MaskBufferError, TokenNotAllowedError
 from .arrays import INITIAL_STATE, IndexArrays
+from .serving import MaskServing
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..vocab.vocabulary import Vocabulary
     from ..schema.api import SchemaRegex
 
-class Index:
+class Index(MaskServing):
     """An immutable, precompiled token-level DFA for one pattern and vocabulary.
 
     Build one with :meth:`from_regex`, store it with :meth:`save`, and get it
@@ -63,7 +64,6 @@ class Index:
         self._masks_as = {np.dtype(np.uint32): arrays.masks,
                           np.dtype(np.int32): arrays.masks.view(np.int32)}
         self._torch_mask_tables: dict[str, object] = {}
-        self._tensor_views: dict[int, tuple[Any, np.ndarray, int]] = {}
         # advance() reads the edges through memoryviews: indexing one and
         # bisecting it cost what a Python list does, with no copy and no
         # first-use conversion (a list of ten million edges would take a
@@ -297,39 +297,12 @@ class Index:
         target[:words] = masks[self._mask_id[state]]
         target[words:] = 0
 
-    def _numpy_view_of(self, tensor) -> np.ndarray:
-        """A numpy view of a CPU tensor's memory, remembered for the few
-        tensors last seen: making one (``Tensor.numpy()``) costs more than
-        copying a 19 kB mask, and a generator passes the same bitmask tensor
-        at every step. An entry is used only while its tensor still owns the
-        same memory; holding it keeps at most a few caller buffers alive."""
-        entry = self._tensor_views.get(id(tensor))
-        if entry is not None and entry[0] is tensor and entry[2] == tensor.data_ptr():
-            return entry[1]
-        view = tensor.numpy()
-        if len(self._tensor_views) >= 8:
-            self._tensor_views.clear()  # one atomic step, safe with threads sharing the index
-        self._tensor_views[id(tensor)] = (tensor, view, tensor.data_ptr())
-        return view
-
-    @staticmethod
-    def _row_of(out, row: int):
-        try:
-            return out[row]
-        except IndexError:
-            raise MaskBufferError(f"row {row} is outside a batch of shape {tuple(out.shape)}") from None
-
     def _write_on_device(self, state: int, out, row: int | None) -> None:
         target = out if row is None else self._row_of(out, row)
         self._check_width(target.shape[-1])
         words = self._words
         target[:words].copy_(self._torch_masks(out.device)[self._mask_id[state]])
         target[words:].zero_()
-
-    def _check_width(self, width: int) -> None:
-        if width < self._words:
-            raise MaskBufferError(
-                f"the buffer has {width} words, the vocabulary needs {self._words}")
 
     def _torch_masks(self, device):
         """The masks as a torch tensor on ``device``, made on first use there."""
@@ -340,11 +313,6 @@ class Index:
             table = torch.tensor(self._masks.view(np.int32), device=device)
             self._torch_mask_tables[str(device)] = table
         return table
-
-    def get_tokens(self, state: int) -> np.ndarray:
-        """Allowed token ids, sorted, as ``int32`` (EOS included in final states)."""
-        bits = np.unpackbits(self.get_mask(state).view(np.uint8), bitorder="little")
-        return np.flatnonzero(bits[:self._vocab_size]).astype(np.int32)
 
     def forced_tokens(self, state: int) -> np.ndarray:
         """Tokens the pattern forces from ``state``, in the tokenizer's own
@@ -390,11 +358,6 @@ class Index:
         if not 0 <= state < self._num_states:
             raise InvalidStateError(
                 f"state {state} is out of range: this index has states 0..{self._num_states - 1}")
-
-    def _check_token(self, token_id: int) -> None:
-        if not 0 <= token_id < self._vocab_size:
-            raise InvalidStateError(
-                f"token id {token_id} is out of range: the vocabulary has ids 0..{self._vocab_size - 1}")
 
     def _refusal(self, state: int, token_id: int) -> str:
         spelled = ""

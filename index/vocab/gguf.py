@@ -40,7 +40,7 @@ from typing import Any
 
 from ..analysis.errors import VocabularyError
 from ._files import existing_file
-from .huggingface import _byte_level_bytes, _PieceScheme
+from .huggingface import _PieceScheme
 from .sentencepiece import BYTE_PIECE
 from .vocabulary import Vocabulary
 
