@@ -99,7 +99,7 @@ def _combine(a: str, b: str, both: bool, max_states: int, max_length: int) -> st
         cursor += 1
     table = np.stack(rows)
     finals = np.array([x != 0 and fa[x] and (fb[y] if both else not fb[y]) for x, y in pairs])
-    return _regex_of(table, finals, max_length)
+    return regex_of_table(table, finals, max_length)
 
 
 def _code_point_edges(table: np.ndarray, live: np.ndarray) -> dict:
@@ -194,7 +194,7 @@ def _star(r):
     return (_group(r) + "*", "atom")
 
 
-def _regex_of(table: np.ndarray, finals: np.ndarray, max_length: int) -> str | None:
+def regex_of_table(table: np.ndarray, finals: np.ndarray, max_length: int) -> str | None:
     seeds = finals.copy()
     seeds[0] = False  # state 0 is dead (its row is all 0), whatever the caller's finals say
     live = live_states(table, seeds)

@@ -389,13 +389,14 @@ def integer_multiples_regex(k: int, *, lo: int | None = None, hi: int | None = N
     import numpy as np
 
     from ..analysis import algebra
+    from ..analysis.minimise import canonical_byte_dfa
 
     if k <= 0:
         raise NumberUnsupported("multipleOf must be positive")
     if k > algebra.MAX_STATES:
         raise NumberUnsupported(f"multipleOf {k}: more than {algebra.MAX_STATES:,} remainders")
     # states: 0 dead, 1 start, 2 after '-', 3 the zero, 4 + r: remainder r after [1-9][0-9]*
-    table = np.zeros((4 + k, 256), dtype=np.int64)
+    table = np.zeros((4 + k, 256), dtype=np.int32)
     digits = [ord(c) for c in "0123456789"]
     table[1, ord("-")] = 2
     for s in (1, 2):
@@ -409,45 +410,18 @@ def integer_multiples_regex(k: int, *, lo: int | None = None, hi: int | None = N
     finals[3] = not complement
     finals[4] = not complement
     finals[5:] = complement
-    table, finals = _minimized(table, finals)   # 10: two states (last digit 0 or not), not ten
+    # minimal: for 10, two states (last digit 0 or not), not ten
+    dfa = canonical_byte_dfa(table, finals)
+    if dfa.num_states < 2:
+        return None  # no integer at all (not multipleOf 1)
     try:
-        regex = algebra._regex_of(table, finals, algebra.MAX_LENGTH)
+        regex = algebra.regex_of_table(dfa.transitions, dfa.finals, algebra.MAX_LENGTH)
         if regex is None or (lo is None and hi is None):
             return regex
         bounded = integer_range_regex(lo, hi)
         return None if bounded is None else algebra.intersect(regex, bounded)
     except algebra.NoExactRegex as exc:
         raise NumberUnsupported(f"{'not ' if complement else ''}multipleOf {k}: {exc}") from None
-
-
-def _minimized(table, finals):
-    """The minimal DFA (Moore's partition refinement); state 0 stays dead, 1 initial."""
-    import numpy as np
-
-    n = table.shape[0]
-    block = finals.astype(np.int64) + 1
-    block[0] = 0
-    while True:
-        keys = {}
-        new = np.zeros(n, dtype=np.int64)
-        for s in range(n):
-            key = (int(block[s]),) + tuple(block[table[s]].tolist())
-            new[s] = keys.setdefault(key, len(keys))
-        if len(keys) == len(set(block.tolist())):
-            break
-        block = new
-    # renumber: dead first, initial second, then in order of first appearance
-    order = [int(block[0]), int(block[1])]
-    for b in block.tolist():
-        if b not in order:
-            order.append(b)
-    rename = {b: i for i, b in enumerate(order)}
-    out = np.zeros((len(order), table.shape[1]), dtype=np.int64)
-    out_finals = np.zeros(len(order), dtype=bool)
-    for s in range(n):
-        out[rename[int(block[s])]] = [rename[int(block[t])] for t in table[s]]
-        out_finals[rename[int(block[s])]] = finals[s]
-    return out, out_finals
 
 
 def _ceil(value: Decimal, inclusive: bool) -> int:
