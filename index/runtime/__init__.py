@@ -12,8 +12,9 @@ Reading order:
 * :mod:`tokendfa.runtime.files`   versioned msgpack + raw-array files,
   validated on load, written atomically
 
-May import: numpy, msgpack, the standard library and
-:mod:`tokendfa.analysis.errors`. Never the builder, the schema compiler,
+May import: numpy, msgpack, the standard library,
+:mod:`tokendfa.analysis.errors` and :mod:`tokendfa.analysis.limits` (the
+memory budget a file's announced sizes are held to; standard library only). Never the builder, the schema compiler,
 interegular, joblib, transformers or torch at module level: a generator that
 loads an index file pays for none of them (a test checks). The convenience
 constructors ``Index.from_regex`` / ``Index.from_schema`` import the builder
