@@ -31,6 +31,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as sre  # type: ignore[no-redef]
     import sre_parse  # type: ignore[no-redef]
 
+from . import limits
 from .errors import RegexError, UnsupportedRegexError
 from .utf8 import MAX_CODEPOINT, CodepointRange, complement_ranges, merge_ranges
 
@@ -72,6 +73,11 @@ def normalize_pattern(pattern: str) -> str:
     return pattern[start:end]
 
 
+# Patterns from this length on are parsed where a deadline can interrupt the
+# wait: ~30 ms of parsing, against the ~0.1 ms a thread costs.
+_PARSE_IN_THREAD_FROM = 10_000
+
+
 def parse_tree(pattern: str, flags: int = 0):
     """Python's parse tree of ``pattern`` under ``flags`` (a ``SubPattern``;
     its global flags are ``tree.state.flags``).
@@ -86,7 +92,11 @@ def parse_tree(pattern: str, flags: int = 0):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # FutureWarnings about nested sets are not errors
         try:
-            return sre_parse.parse(pattern, flags)
+            if len(pattern) < _PARSE_IN_THREAD_FROM:
+                return sre_parse.parse(pattern, flags)
+            # a long pattern's parse (pure Python, ~3 us a character) cannot check the
+            # deadline itself: it runs where the deadline can still be kept
+            return limits.call_within_deadline(sre_parse.parse, pattern, flags)
         except re.error as exc:
             position = f" at position {exc.pos}" if exc.pos is not None else ""
             raise RegexError(f"invalid regex{position}: {exc.msg} in {_shown(pattern)}") from None
