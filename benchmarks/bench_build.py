@@ -334,7 +334,7 @@ def measure_vocabulary(name: str, workloads: list[Workload], args, timed_out: di
     started = time.perf_counter()
     load_average = list(os.getloadavg())
     t0 = time.perf_counter()
-    vocab = Vocabulary.builtin(name)
+    vocab = Vocabulary.from_spec(name)
     load_seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
     vocab.byte_matrix()
@@ -829,7 +829,7 @@ def plot(results: list[dict], path: Path) -> str | None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--vocab", action="append", help=f"vocabulary (repeatable); default: {', '.join(DEFAULT_VOCABS)}")
+    p.add_argument("--vocab", action="append", help=f"vocabulary: a built-in name or a tokenizer file, e.g. a GGUF (repeatable); default: {', '.join(DEFAULT_VOCABS)}")
     p.add_argument("--limit", type=int, default=None, help="number of JSON-schema workloads (default 20; 2 with --quick)")
     p.add_argument("--quick", action="store_true",
                    help="smoke run: url/email/phone and 2 schemas on one vocabulary, output under "

@@ -224,7 +224,7 @@ def main(argv=None) -> int:
     from tokendfa import Vocabulary
 
     sources = source_names() if args.sources == "all" else [s.strip() for s in args.sources.split(",")]
-    vocab = Vocabulary.builtin(args.vocab)
+    vocab = Vocabulary.from_spec(args.vocab)
     # every table a build reads, computed before forking so that children share
     # it (copy-on-write) instead of each redoing it inside its timed build
     vocab.byte_matrix()
