@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..vocab.vocabulary import Vocabulary
     from ..schema.api import SchemaRegex
 
+
 class Index(MaskServing):
     """An immutable, precompiled token-level DFA for one pattern and vocabulary.
 
@@ -141,8 +142,8 @@ class Index(MaskServing):
         ``metadata["notes"]`` lists the narrowings that applied. Other options
         (``method``, ``n_jobs``, ``backend``, ``max_states``, ``progress``,
         ``time_limit``, ``memory_budget``) are :meth:`from_regex`'s; the time
-        limit and the memory budget cover the schema's compilation too. The schema compiler and the builder are imported
-        inside the call.
+        limit and the memory budget cover the schema's compilation too. The
+        schema compiler and the builder are imported inside the call.
 
         ``lazy=True`` returns a :class:`~tokendfa.build.lazy.LazyIndex`; free
         values then nest a fixed ``LAZY_ANY_DEPTH`` levels unless ``any_depth``
