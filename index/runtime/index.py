@@ -57,6 +57,8 @@ class Index(MaskServing):
         self._mask_id = arrays.mask_id
         self._masks = arrays.masks
         self._eos = frozenset(int(t) for t in arrays.eos_token_ids)
+        # asked at every step (Guide.advance, the vLLM processor): made once, not per call
+        self._eos_ids = tuple(int(t) for t in arrays.eos_token_ids)
         self._num_states = len(arrays.finals)
         self._vocab_size = len(arrays.token_group)
         self._words = arrays.masks.shape[1]
@@ -232,7 +234,7 @@ class Index(MaskServing):
 
     @property
     def eos_token_ids(self) -> tuple[int, ...]:
-        return tuple(int(t) for t in self._arrays.eos_token_ids)
+        return self._eos_ids
 
     @property
     def final_states(self) -> np.ndarray:
