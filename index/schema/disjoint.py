@@ -22,11 +22,21 @@ if TYPE_CHECKING:
     from .compiler import Compiler
 
 
-def disjoint(c: "Compiler", a: Sub, b: Sub, context: Flat) -> bool:
-    """True when no value satisfies both ``a`` and ``b`` (a sound, partial test)."""
+def disjoint(c: "Compiler", a: Sub, b: Sub, context: Flat, required: tuple = ()) -> bool:
+    """True when no value satisfies ``context``, ``a`` and ``b`` together (a sound, partial test).
+
+    What the context says of the value counts: its types, and the names it
+    requires (``context.required`` and ``required``, the ``required`` beside
+    the ``oneOf``, which may come after it). Branches told apart only by the
+    value of a member that the schema around them requires (``{"required":
+    ["kind"], "oneOf": [{"properties": {"kind": {"const": "a"}}}, ...]}``)
+    are then disjoint, and no branch carries the negations of the others.
+    """
     try:
         fa, fb = Flat(), Flat()
         fa.types = fb.types = context.types
+        names = list(dict.fromkeys([*context.required, *required]))
+        fa.required, fb.required = list(names), list(names)
         c.absorb(fa, a)
         c.absorb(fb, b)
     except UnsupportedSchemaError:

@@ -378,12 +378,14 @@ def _k_one_of(c: "Compiler", flat: Flat, sub: Sub, value) -> None:
     from .disjoint import disjoint
 
     branches = [sub.child(s, "oneOf", i) for i, s in enumerate(value)]
+    beside = sub.schema.get("required")
+    required = tuple(n for n in beside if isinstance(n, str)) if isinstance(beside, list) else ()
     options = []
     for i, branch in enumerate(branches):
         # this branch, and not every other one it may overlap
         option: list = [branch]
         for j, other in enumerate(branches):
-            if j != i and not disjoint(c, branch, other, flat):
+            if j != i and not disjoint(c, branch, other, flat, required):
                 option.append(Negated(other))
         options.append(tuple(option))
     flat.choices.append(Choice("oneOf", tuple(options), sub.pointer + "/oneOf"))
