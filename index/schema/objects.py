@@ -414,6 +414,13 @@ def _members(c: "Compiler", entries, extras, min_props: int, max_props: int | No
         return None
     members = [(k + colon + v, r) for k, v, r in entries]
     extra = alternation([k + colon + v for k, v in extras if k is not None]) if extras else None
+    # bounds that every object of this shape meets need no count: the required members
+    # alone reach the minimum ({"minProperties": 1, "required": ["id"]}, common in
+    # Snowplow's schemas), or no more members than the maximum can be written at all
+    if min_props <= n_required:
+        min_props = 0
+    if max_props is not None and extra is None and max_props >= len(members):
+        max_props = None
     counting = min_props > 0 or max_props is not None
     if not counting:
         chain: str | None = None     # at least one member written, after the members so far
