@@ -12,7 +12,9 @@ Additional members are alternatives of a key regex and the schemas their
 value must satisfy (:class:`_Extra`): every undeclared key, the keys of each
 ``patternProperties`` pattern (overlapping patterns cut into disjoint key
 regions, :func:`_key_regions`), and the keys that match no pattern (the
-complement of the patterns), restricted by ``propertyNames``.
+complement of the patterns), restricted by ``propertyNames`` (whose
+``not`` and choices are written with the algebra of key sets,
+:func:`_names_satisfying`).
 
 An object that must have a member breaking a negated schema
 (:class:`~.ir.SomeMember`) has it among the declared names or among the
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING
 from ..analysis import algebra
 from ..analysis.errors import TimeLimitError
 from . import strings as strs
-from .ir import Flat, ObjPart, SomeMember, Sub
+from .ir import Flat, Negated, ObjPart, SomeMember, Sub
 from .regexes import alternation, optional, repeat
 from .scalars import string
 
@@ -360,13 +362,20 @@ def _key(c: "Compiler", key_subs: list[Sub], excluded: list[str], pointer: str) 
         c.absorb(flat, sub)
     if flat.false:
         return None
-    if flat.choices or flat.nots or flat.enum is not None:
-        if flat.enum is not None and not flat.choices and not flat.nots:
-            names = [v for v in flat.enum if isinstance(v, str) and v not in excluded
-                     and all(c.valid(v, s) for s in key_subs)]
-            return _names(names)
-        c.unsupported("propertyNames", pointer, "propertyNames with combinators")
-        return strs.keys_except(excluded)
+    if flat.enum is not None:
+        # jsonschema checks each name against the whole of propertyNames, combinators too
+        names = [v for v in flat.enum if isinstance(v, str) and v not in excluded
+                 and all(c.valid(v, s) for s in key_subs)]
+        return _names(names)
+    if flat.choices or flat.nots:
+        try:
+            regex = _names_satisfying(c, key_subs, 0)
+            if regex is not None and excluded:
+                regex = algebra.difference(regex, _names(excluded))
+            return regex
+        except (algebra.NoExactRegex, strs.PatternUnsupported, _NoKeyRegex) as exc:
+            c.unsupported("propertyNames", pointer, f"propertyNames with combinators: {exc}")
+            return strs.keys_except(excluded)
     flat.types = frozenset({"string"})
     regex = string(c, flat)
     if regex is None:
@@ -380,6 +389,65 @@ def _key(c: "Compiler", key_subs: list[Sub], excluded: list[str], pointer: str) 
         else:
             c.unsupported("propertyNames", pointer,
                           "propertyNames lengths together with declared properties")
+    return regex
+
+
+class _NoKeyRegex(Exception):
+    """A ``propertyNames`` schema whose names :func:`_names_satisfying` cannot write."""
+
+
+MAX_KEY_NESTING = 8
+
+
+def _names_satisfying(c: "Compiler", subs: list, nesting: int) -> str | None:
+    """The canonical JSON texts of the names every item of ``subs`` accepts
+    (``Sub`` or :class:`~.ir.Negated`; None: no name).
+
+    ``not``, ``anyOf``/``oneOf``/``if`` are written with the algebra of key
+    sets: the names of ``not S`` are every name less those of ``S``, a choice
+    the union of its alternatives' names. Raises :class:`_NoKeyRegex`, or
+    :class:`~tokendfa.analysis.algebra.NoExactRegex` where the result has no
+    regex within the algebra's limits.
+    """
+    if nesting > MAX_KEY_NESTING:
+        raise _NoKeyRegex(f"combinators nested more than {MAX_KEY_NESTING} deep")
+    flat = Flat()
+    negated = []
+    for item in subs:
+        if isinstance(item, Negated):
+            negated.append(item.sub)
+        else:
+            c.absorb(flat, item)
+    if flat.false:
+        return None
+    negated += flat.nots
+    if flat.enum is not None:
+        return _names([v for v in flat.enum if isinstance(v, str)
+                       and all(c.valid(v, s) for s in subs if isinstance(s, Sub))
+                       and not any(c.valid(v, s) for s in negated)])
+    if "string" not in flat.types:
+        return None
+    if flat.witnesses:
+        raise _NoKeyRegex("an object constraint on a name")
+    plain = flat.copy()
+    plain.choices, plain.nots = [], []
+    plain.types = frozenset({"string"})
+    regex = string(c, plain)
+    if regex is not None:
+        # canonical spellings only, as every other key regex
+        regex = algebra.intersect(regex, strs.canonical_string_regex())
+    for choice in flat.choices:
+        if regex is None:
+            return None
+        options = [_names_satisfying(c, list(option), nesting + 1) for option in choice.alternatives]
+        union = alternation([o for o in options if o is not None])
+        regex = None if union is None else algebra.intersect(regex, union)
+    for sub in negated:
+        if regex is None:
+            return None
+        names = _names_satisfying(c, [sub], nesting + 1)
+        if names is not None:
+            regex = algebra.difference(regex, names)
     return regex
 
 
