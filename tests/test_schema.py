@@ -465,6 +465,8 @@ def test_not_multiple_of():
     check({"type": "number", "minimum": 1, "not": {"multipleOf": 5}},
           [1, 4, 6, 1.5, 100.5], [0, 0.5, 5, 10, -1])
     check({"type": "integer", "not": {"not": {"multipleOf": 3}}}, [0, 3], [1, 2])
+    # every integer is a multiple of 1: no integer is left, other values are
+    check({"not": {"type": "integer", "multipleOf": 1}}, [1.5, "x", None, [], {}], [0, 7, -3])
     with pytest.raises(UnsupportedSchemaError, match="'not' at /not"):
         regex_from_schema({"type": "number", "not": {"multipleOf": 0.5}})
 

@@ -132,7 +132,9 @@ def number(c: "Compiler", flat: Flat) -> str | None:
         return regex
     try:
         for k, pointer in flat.not_multiple_of:
-            regex = algebra.intersect(regex, nums.integer_multiples_regex(k, complement=True))
+            # None: every integer is a multiple of k (k = 1), so none is left
+            others = nums.integer_multiples_regex(k, complement=True)
+            regex = None if others is None else algebra.intersect(regex, others)
             if regex is None:
                 return None
     except (nums.NumberUnsupported, algebra.NoExactRegex) as exc:
