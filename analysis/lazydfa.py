@@ -4,9 +4,14 @@
 NFA, minimises it and only then can anything be served; on a schema that is
 most of a second. :class:`LazyByteDFA` keeps the NFA of
 :mod:`tokendfa.analysis.regex_compiler` (same parser, same Thompson
-construction) and computes a DFA state's row of 256 successors the first
-time someone asks for it, so the first rows are ready in the time it takes
-to build the NFA.
+construction) and computes a DFA state's successors the first time someone
+asks for them, so the first rows are ready in the time it takes to build the
+NFA. A whole row (:meth:`LazyByteDFA.row`) computes the successor of every
+byte range; a walk of a vocabulary asks for single cells
+(:meth:`LazyByteDFA.successors`), which computes only the ranges asked for:
+a state inside an object with declared keys has one successor per letter
+that starts a key, and each is a closure to compute (a cold token row on a
+schema with many keys discovered ~20 states it never entered).
 
 **Shared definitions are called.** A placeholder of a shared definition is
 not a copy of the definition's automaton (as in the eager compiler) but a
@@ -31,9 +36,9 @@ Two facts make it exact and servable without a global pass over the automaton:
   stack, so a non-empty kernel is live and the empty kernel is the only
   dead state (id 0). No state ever needs a liveness pass.
 * **Ids never move.** States are numbered in discovery order, 0 dead and 1
-  initial, and a row, once materialised, never changes. Readers of a
-  materialised row take no lock; materialising takes one (see
-  :meth:`LazyByteDFA.row`).
+  initial, and a cell, once resolved (from ``UNKNOWN``), never changes.
+  Readers of resolved cells take no lock; resolving takes one (see
+  :meth:`LazyByteDFA.row` and :meth:`LazyByteDFA.successors`).
 
 :meth:`LazyByteDFA.explore` materialises everything breadth-first and returns
 the complete table; :func:`~tokendfa.analysis.minimise.canonical_byte_dfa` of it
@@ -44,6 +49,7 @@ from __future__ import annotations
 
 import gc
 import threading
+from bisect import bisect_right
 from collections.abc import Mapping
 
 import numpy as np
@@ -55,7 +61,10 @@ from .regex_compiler import (DEFAULT_MAX_NFA_STATES, _cut, _parse, _SharedDefini
                              _ThompsonNFA)
 from .regex_syntax import normalize_pattern
 
-__all__ = ["LazyByteDFA", "DEFAULT_MAX_LAZY_STATES"]
+__all__ = ["LazyByteDFA", "DEFAULT_MAX_LAZY_STATES", "UNKNOWN"]
+
+# A table cell not computed yet (states are >= 0, DEAD is 0).
+UNKNOWN = -1
 
 # States a lazy automaton may discover (before minimisation) before it stops
 # with BuildLimitError: 200k rows of 256 int32 are 200 MB, the order of what
@@ -117,7 +126,10 @@ class LazyByteDFA:
         self._ids: dict[frozenset, int] = {frozenset(): DEAD, initial: INITIAL}
         self._steps: dict[frozenset, int] = {}
         capacity = 64
-        self._table = np.zeros((capacity, 256), dtype=STATE_DTYPE)
+        self._table = np.full((capacity, 256), UNKNOWN, dtype=STATE_DTYPE)
+        self._table[DEAD] = DEAD
+        # state -> its byte ranges with NFA targets: (range starts, ends, targets)
+        self._cuts: dict[int, tuple[list[int], list[int], list[list[int]]]] = {}
         self._finals = np.zeros(capacity, dtype=bool)
         self._finals[INITIAL] = self._final in initial
         # materialised[s]: row s is complete in self._table (the dead row always is)
@@ -153,8 +165,10 @@ class LazyByteDFA:
 
     @property
     def table(self) -> np.ndarray:
-        """The current table: rows of materialised states are final; read
-        the flags (:meth:`materialise`) before taking the table."""
+        """The current table: a cell is its successor or ``UNKNOWN`` (-1)
+        until it is resolved, and never changes after; rows of materialised
+        states are whole. Read the flags (:meth:`materialise`) or resolve the
+        cells (:meth:`successors`) before taking the table."""
         return self._table
 
     @property
@@ -219,13 +233,47 @@ class LazyByteDFA:
                 if collecting:
                     gc.enable()
 
-    def materialise_reached(self, states: np.ndarray) -> None:
-        """:meth:`materialise` for an array of ids, checked in one vectorised
-        step (most calls find every row already there)."""
-        flags = np.frombuffer(self._materialised, dtype=np.uint8)
-        missing = states[flags[states] == 0]
-        if len(missing):
-            self.materialise(dict.fromkeys(missing.tolist()))  # not np.unique: it imports numpy.ma, 10 ms
+    def successors(self, states: np.ndarray, symbols: np.ndarray) -> np.ndarray:
+        """``row(states[i])[symbols[i]]`` for every ``i``, resolving only the
+        cells asked for: a walk of the vocabulary from a state needs a few
+        bytes of each state it passes, and a whole row discovers a state for
+        every byte range (inside an object with declared keys, one per letter
+        that starts a key) and computes each one's closure."""
+        index = states.astype(np.int64) * 256 + symbols
+        found = self._table.reshape(-1)[index]
+        unknown = np.flatnonzero(found == UNKNOWN)
+        if len(unknown):
+            cells = index[unknown]
+            self._resolve_cells(dict.fromkeys(cells.tolist()))
+            found[unknown] = self._table.reshape(-1)[cells]  # the current table: it may have grown
+        return found
+
+    def step(self, state: int, byte: int) -> int:
+        """One cell: the state after ``byte`` from ``state``."""
+        found = int(self._table[state, byte])
+        if found == UNKNOWN:
+            self._resolve_cells((state * 256 + byte,))
+            found = int(self._table[state, byte])
+        return found
+
+    def _resolve_cells(self, cells) -> None:
+        with self._lock:
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                for cell in cells:
+                    state, byte = divmod(cell, 256)
+                    if self._table[state, byte] == UNKNOWN:
+                        limits.check()
+                        starts, ends, targets = self._cut_of(state)
+                        if self._table[state, byte] != UNKNOWN:
+                            continue  # outside every range: the cut wrote DEAD there
+                        at = bisect_right(starts, byte) - 1  # the range holding the byte
+                        successor = self._step(targets[at])
+                        self._table[state, starts[at]:ends[at] + 1] = successor  # after _step: it may grow the table
+            finally:
+                if collecting:
+                    gc.enable()
 
     def explore(self) -> tuple[np.ndarray, np.ndarray]:
         """Materialise every state breadth-first; returns ``(transitions,
@@ -297,26 +345,42 @@ class LazyByteDFA:
         found = self._closures[config] = frozenset(kernel)
         return found
 
+    def _cut_of(self, state: int) -> tuple[list[int], list[int], list[list[int]]]:
+        """The byte ranges on which ``state``'s kernel has edges, cut where
+        their targets differ (the eager loop of ``regex_compiler._determinise``
+        for one state, over configurations: a byte edge keeps the stack).
+        The first call writes DEAD on every byte outside them."""
+        found = self._cuts.get(state)
+        if found is None:
+            size, edges = self._stride, self._edges
+            by_range: dict[tuple[int, int], list[int]] = {}
+            for config in self._kernels[state]:
+                stack, nfa_state = divmod(config, size)
+                base = stack * size
+                for lo, hi, target in edges[nfa_state]:
+                    targets = by_range.get((lo, hi))
+                    if targets is None:
+                        by_range[(lo, hi)] = [base + target]
+                    else:
+                        targets.append(base + target)
+            cut = list(_cut(by_range)) if by_range else []
+            found = ([lo for lo, _, _ in cut], [hi for _, hi, _ in cut], [t for _, _, t in cut])
+            covered = np.zeros(256, dtype=bool)
+            for lo, hi, _ in cut:
+                covered[lo:hi + 1] = True
+            row = self._table[state]
+            row[~covered] = DEAD
+            self._cuts[state] = found
+        return found
+
     def _compute_row(self, state: int) -> None:
-        """The eager loop of ``regex_compiler._determinise`` for one state,
-        over configurations: a byte edge keeps the stack."""
-        size, edges = self._stride, self._edges
-        by_range: dict[tuple[int, int], list[int]] = {}
-        for config in self._kernels[state]:
-            stack, nfa_state = divmod(config, size)
-            base = stack * size
-            for lo, hi, target in edges[nfa_state]:
-                targets = by_range.get((lo, hi))
-                if targets is None:
-                    by_range[(lo, hi)] = [base + target]
-                else:
-                    targets.append(base + target)
-        row = np.zeros(256, dtype=STATE_DTYPE)
-        if by_range:
-            for lo, hi, targets in _cut(by_range):
-                row[lo:hi + 1] = self._step(targets)
-        self._table[state] = row
+        starts, ends, targets = self._cut_of(state)
+        for lo, hi, into in zip(starts, ends, targets):
+            if self._table[state, lo] == UNKNOWN:
+                successor = self._step(into)
+                self._table[state, lo:hi + 1] = successor  # after _step: it may grow the table
         self._materialised[state] = 1
+        self._cuts.pop(state, None)  # the row is whole: the cut is not needed again
 
     def _step(self, targets: list[int]) -> int:
         key = frozenset(targets)
@@ -349,7 +413,7 @@ class LazyByteDFA:
 
     def _grow(self) -> None:
         capacity = 2 * len(self._finals)
-        table = np.zeros((capacity, 256), dtype=STATE_DTYPE)
+        table = np.full((capacity, 256), UNKNOWN, dtype=STATE_DTYPE)
         table[:len(self._table)] = self._table
         finals = np.zeros(capacity, dtype=bool)
         finals[:len(self._finals)] = self._finals

@@ -23,7 +23,8 @@ from tokendfa import (BuildLimitError, EmptyLanguageError, Guide, Index, Invalid
                       TokenNotAllowedError, VocabularyCoverageError)
 from tokendfa.analysis.construct import byte_dfa_from_regex
 from tokendfa.analysis.minimise import canonical_byte_dfa
-from tokendfa.analysis.lazydfa import LazyByteDFA
+from tokendfa.analysis.lazydfa import UNKNOWN, LazyByteDFA
+from tokendfa.analysis.dfa import INITIAL as INITIAL_STATE
 from tokendfa.build.lazy import LAZY_ANY_DEPTH, LazyIndex
 from tokendfa.schema.api import regex_from_schema
 
@@ -193,6 +194,23 @@ def test_lazy_dfa_rows_on_demand_and_dead_is_empty():
         LazyByteDFA(r"a[^\x00-\U0010ffff]")
 
 
+def test_lazy_dfa_cells_are_resolved_only_when_asked():
+    dfa = LazyByteDFA("(?:abc|abd|x[0-9]+)y")
+    assert (dfa.table[INITIAL_STATE] == UNKNOWN).all()
+    found = dfa.successors(np.array([INITIAL_STATE, INITIAL_STATE]), np.array([ord("a"), ord("q")]))
+    after_a = int(found[0])
+    assert after_a > 1 and found[1] == 0
+    row = dfa.table[INITIAL_STATE]
+    assert row[ord("a")] == after_a and row[ord("q")] == 0 and row[ord("x")] == UNKNOWN
+    assert dfa.num_materialised == 1  # no whole row yet: the dead row only
+    assert dfa.step(after_a, ord("b")) == dfa.row(after_a)[ord("b")] > 1
+    assert dfa.num_materialised == 2
+    # cells resolved one by one give the eager automaton, once explored
+    eager = byte_dfa_from_regex("(?:abc|abd|x[0-9]+)y")
+    lazy = canonical_byte_dfa(*dfa.explore())
+    assert np.array_equal(lazy.transitions, eager.transitions)
+
+
 def test_lazy_dfa_bound():
     dfa = LazyByteDFA(r"(a|b)*a(a|b){24}", max_states=1000)
     with pytest.raises(BuildLimitError) as caught:
@@ -287,6 +305,29 @@ def test_lazy_index_serves_the_eager_index_qwen(name):
     lazy = Index.from_regex(pattern, vocab, lazy=True)
     eager = Index.from_regex(pattern, vocab)
     lockstep(lazy, eager, max_pairs=60)
+    assert lazy.complete().arrays.equals(eager.arrays)
+
+
+# Patterns whose cold rows take each shortcut of LazyIndex._raw_row on Qwen:
+# a state that loops on most characters (cached loop rows, resume points for
+# long tokens), one whose first character leads into such a loop (a key
+# prefix, a string after its first character), a narrow loop (its rest is
+# most of the vocabulary), escapes inside a loop, and a counted class.
+SHORTCUT_PATTERNS = [
+    r'\{"(?:name|nick|note)":"[^"\\\x00-\x1f]*","(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])+":[0-9]+\}',
+    r'"[^"\\\x00-\x1f]{2}[^"\\\x00-\x1f]*"(?:,"[a-z]+")*',
+    r'[a-z]+(?:-[a-z0-9]+)*\.json',
+    r'"[ -~]{3,12}"',
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pattern", SHORTCUT_PATTERNS)
+def test_lazy_shortcuts_serve_the_eager_index_qwen(pattern):
+    vocab = cached_vocabulary("qwen2.5")
+    lazy = Index.from_regex(pattern, vocab, lazy=True)
+    eager = Index.from_regex(pattern, vocab)
+    assert lockstep(lazy, eager, max_pairs=25) >= 8
     assert lazy.complete().arrays.equals(eager.arrays)
 
 

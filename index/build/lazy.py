@@ -6,17 +6,25 @@ serve anything: about two seconds for a typical schema. :class:`LazyIndex`
 serves the same answers from the moment the NFA exists:
 
 * the byte automaton is a :class:`~tokendfa.analysis.lazydfa.LazyByteDFA`,
-  whose rows are computed on demand;
+  whose cells are computed on demand;
 * a state's *token row* (its allowed-token bitset) is computed the first time
-  the state is served, by walking the vocabulary through the byte automaton
-  level by level in numpy (the tokens whose first byte is live, then a gather
-  of ``row[state, next byte]`` for the tokens still alive at each level,
-  materialising the byte rows they reach first), and kept: a revisited state
-  costs a dict lookup (:meth:`LazyIndex.get_mask` returns the stored array);
+  the state is served, and kept: a revisited state costs a dict lookup
+  (:meth:`LazyIndex.get_mask` returns the stored array). The tokens whose
+  first byte is live are walked through the byte automaton level by level in
+  numpy (a gather of ``cell[state, next byte]`` for the tokens still alive,
+  resolving the cells they reach first), the last few in Python. Most of a
+  cold row is not walked at all: where most characters lead to one state that
+  loops on them (inside a JSON string or key, a pattern's class), the tokens
+  that go there and stay are a mask cached per vocabulary and loop set, the
+  others start their walk where they first leave the loop, and tokens that
+  reach a looping state mid-walk stop where nothing of theirs leaves it (see
+  :meth:`LazyIndex._raw_row`). A cold JSON string state on Qwen: 7-9 ms of
+  walking 147k tokens before, ~0.6 ms now;
 * :meth:`LazyIndex.advance` checks the token's bit and walks its bytes
-  through the byte rows, which the token row's walk has materialised, so the
-  token rows need no per-token successor table (a state inside a JSON string
-  allows ~140k Qwen tokens: 560 kB of successors a state).
+  through the byte automaton's cells, which computing the row resolved (the
+  walk resolves the cells of walked tokens; the loop rows whole rows of the
+  states they pass), so the token rows need no per-token successor table (a
+  state inside a JSON string allows ~147k Qwen tokens: 590 kB of successors).
 
 States are the lazy automaton's ids (the initial state is 1, not 0), and they
 are not minimal; the answers are the eager index's, state for state along any
@@ -43,7 +51,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -52,7 +60,7 @@ from ..analysis.dfa import DEAD, INITIAL
 from ..analysis.minimise import canonical_byte_dfa
 from ..analysis.errors import (InvalidStateError, TokenNotAllowedError,
                                VocabularyCoverageError)
-from ..analysis.lazydfa import DEFAULT_MAX_LAZY_STATES, LazyByteDFA
+from ..analysis.lazydfa import DEFAULT_MAX_LAZY_STATES, UNKNOWN, LazyByteDFA
 from ..analysis.utf8 import MAX_CODEPOINT, utf8_range_sequences
 from ..runtime.arrays import MASK_WORD
 from ..runtime.serving import MaskServing
@@ -96,6 +104,11 @@ class _VocabularyTables:
     tail_low: np.ndarray       # uint64[V]: bytes 0-63 of the tail, as a bit set
     tail_high: np.ndarray      # uint64[V]: bytes 64-127 of the tail
     tail_wide: np.ndarray      # bool[V]: the tail holds a character of two or more bytes
+    # The cached loop rows (see LazyIndex._loop_row), made on use:
+    first_byte_masks: np.ndarray  # uint32[256, words]: the tokens starting with each byte
+    tail_sets: dict = field(default_factory=dict)   # loop set -> _TailTokens | None
+    last_leaving: dict = field(default_factory=dict)  # loop set -> int16[V] (see _last_leaving)
+    loop_masks: dict = field(default_factory=dict)  # (first bytes, loop set) -> uint32 mask
 
 
 def _vocabulary_tables(vocabulary: Vocabulary) -> _VocabularyTables:
@@ -132,13 +145,220 @@ def _vocabulary_tables(vocabulary: Vocabulary) -> _VocabularyTables:
         # a column holds each token once: a plain fancy |= is exact
         bits[tokens[high], 1] |= np.left_shift(np.uint64(1), data[high] - np.uint64(64))
         bits[tokens[~high], 0] |= np.left_shift(np.uint64(1), data[~high])
+    first_byte_masks = np.zeros((256, (vocabulary.size + 31) // 32), dtype=MASK_WORD)
+    for byte in range(256):
+        _set_bits(first_byte_masks[byte], order[offsets[byte]:offsets[byte + 1]])
     return _VocabularyTables(np.ascontiguousarray(matrix.T), lengths, order.astype(np.int64), offsets.astype(np.int64),
                              single, (vocabulary.size + 31) // 32, first_char,
-                             np.ascontiguousarray(bits[:, 0]), np.ascontiguousarray(bits[:, 1]), tail_wide)
+                             np.ascontiguousarray(bits[:, 0]), np.ascontiguousarray(bits[:, 1]), tail_wide,
+                             first_byte_masks)
 
 
 def vocabulary_tables(vocabulary: Vocabulary) -> _VocabularyTables:
-    return vocabulary.derived("lazy-walk", _vocabulary_tables)
+    return vocabulary.derived("lazy-walk", _prepared_tables)
+
+
+def _prepared_tables(vocabulary: Vocabulary) -> _VocabularyTables:
+    """The tables, with the loop rows of a JSON string made ahead (every
+    character but ``"``, ``\\`` and the controls loops inside one): every
+    schema with a free string needs them, and a fresh process would pay
+    ~6 ms for them inside its first string's mask."""
+    tables = _vocabulary_tables(vocabulary)
+    string = np.ones(128, dtype=bool)
+    string[:0x20] = string[ord('"')] = string[ord("\\")] = False
+    words = np.packbits(string, bitorder="little").view(np.uint64)
+    key = (int(words[0]), int(words[1]), True)
+    _last_leaving(tables, vocabulary.byte_columns(), key)
+    tail = _tail_tokens(tables, key)
+    if tail is not None:
+        first = np.zeros(256, dtype=bool)
+        first[:128] = string
+        first[_LEAD_BYTES] = True
+        _loop_mask(tables, first, key, tail)
+    return tables
+
+
+# A state with fewer than this many ASCII bytes to one successor is walked
+# token by token (literals, digits, keywords: their rows are cheap anyway).
+_LOOP_MIN_BYTES = 16
+# A loop set whose tails hold fewer tokens than this is not worth a cache
+# entry: walking them costs less than the entry's copy of the other tokens.
+_LOOP_MIN_TOKENS = 4096
+# The rest of a walk goes on in Python (~0.3 us a byte) when it has at most
+# this many bytes left: a numpy level costs ~40 us whatever its size.
+_PYTHON_WALK_BYTES = 256
+# Resume points (_skips) are looked for in the first this many bytes of at
+# most this many tokens: a JSON string's rest is 6.1k tokens on Qwen; the
+# rest of a narrow loop ([a-z]) is most of the vocabulary, which a cold row
+# would pay 0.3 s to scan whole.
+_SKIPS_WIDTH = 32
+_SKIPS_MAX_TOKENS = 16384
+# The loop shortcut inside a walk is tried on a state only when this many
+# tokens reach it with their first character read.
+_LOOP_MIN_SHARE = 256
+# Entries kept per vocabulary and cache. A schema has a handful of loop sets
+# (a free string, a pattern's class) and one first-byte set per state kind
+# (inside a free string; inside a free key, after each prefix of a declared
+# key); an entry is a mask of V bits (19 kB on Qwen), a tail set also the ids
+# of the tokens outside it (~6k on Qwen for a JSON string).
+_LOOP_CACHE_SIZE = 256
+# Bytes that can start a text token (tail sets hold text tokens only).
+_TEXT_FIRST_BYTES = np.r_[0:0x80, 0xC2:0xF5]
+_LEAD_BYTES = np.r_[0xC2:0xF5]
+
+
+@dataclass(frozen=True, eq=False)
+class _TailTokens:
+    """For one loop set ``(low, high, wide)`` of :meth:`LazyIndex._loop`: the
+    text tokens whose every character after the first is in it, and the
+    other spelled tokens by first byte."""
+
+    mask: np.ndarray          # uint32 words: the tokens whose tail loops
+    rest: np.ndarray          # int64: the other spelled tokens, by first byte then id
+    rest_offsets: np.ndarray  # int64[257]: those starting with byte b are rest[o[b]:o[b+1]]
+    # int16, beside rest: where the walk of a text token may resume in the loop's
+    # state when its first character leads there (its first byte that leaves the
+    # loop); 0 for the tokens that are not text (walked from their first byte).
+    # A cold JSON string walked its 128 long rest tokens ("            \n",
+    # "\\Controllers") a byte a level; most now start one byte from their end.
+    rest_skips: np.ndarray
+
+
+def _remember(cache: dict, key, value):
+    if len(cache) >= _LOOP_CACHE_SIZE:
+        cache.pop(next(iter(cache), None), None)  # the oldest (another thread may have taken it)
+    cache[key] = value
+    return value
+
+
+def _tail_tokens(tables: _VocabularyTables, key: tuple[int, int, bool]) -> _TailTokens | None:
+    """The :class:`_TailTokens` of a loop set, computed once per vocabulary
+    (None when too few tokens loop to be worth it)."""
+    if key in tables.tail_sets:
+        return tables.tail_sets[key]
+    low, high, wide = key
+    inside = (tables.tail_low & np.uint64(~low & 0xFFFFFFFFFFFFFFFF)) == 0
+    inside &= (tables.tail_high & np.uint64(~high & 0xFFFFFFFFFFFFFFFF)) == 0
+    inside &= tables.first_char > 0
+    if not wide:
+        inside &= ~tables.tail_wide
+    found = None
+    if np.count_nonzero(inside) >= _LOOP_MIN_TOKENS:
+        bits = np.zeros(tables.num_words * 32, dtype=bool)
+        bits[:len(inside)] = inside
+        mask = np.packbits(bits, bitorder="little").view(MASK_WORD)
+        mask.flags.writeable = False
+        rest = tables.by_first_byte[~inside[tables.by_first_byte]]
+        offsets = np.searchsorted(tables.columns[0][rest], np.arange(257))
+        found = _TailTokens(mask, rest, offsets.astype(np.int64), _skips(tables, rest, key))
+    return _remember(tables.tail_sets, key, found)
+
+
+def _skips(tables: _VocabularyTables, tokens: np.ndarray, key: tuple[int, int, bool]) -> np.ndarray:
+    """For each of ``tokens``: the position of its first byte after the
+    first character that is not a loop byte (ASCII outside the loop set, or
+    any byte of a wide character when those do not loop), 0 when it is not text.
+    In a text token that is a character boundary, and every character before
+    it (after the first) loops."""
+    if len(tokens) > _SKIPS_MAX_TOKENS:
+        return np.zeros(len(tokens), dtype=np.int16)  # a narrow loop: its rest is walked anyway
+    loops = _loop_bytes(key)
+    lengths = tables.lengths[tokens]
+    first = tables.first_char[tokens]
+
+    def leaving_at(width: int, which: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rows = tables.columns[:width, tokens[which]]          # [width, n]
+        position = np.arange(width)[:, None]
+        leaving = ~loops[rows] & (position < lengths[which]) & (position >= first[which])
+        return leaving.any(axis=0), leaving.argmax(axis=0)
+
+    everyone = np.arange(len(tokens))
+    found, skips = leaving_at(min(int(lengths.max(initial=1)), _SKIPS_WIDTH), everyone)
+    # The few longer tokens with no leaving byte in the first bytes (sixty
+    # spaces and a newline) are looked at whole.
+    longer = np.flatnonzero(~found & (lengths > _SKIPS_WIDTH))
+    if len(longer):
+        found[longer], skips[longer] = leaving_at(int(lengths[longer].max()), longer)
+    skips = np.where(found, skips, lengths)
+    return np.where(first > 0, skips, 0).astype(np.int16)
+
+
+def _loop_bytes(key: tuple[int, int, bool]) -> np.ndarray:
+    """``bool[256]``: the bytes of a loop set (every byte of 128 and up when
+    characters of two or more bytes loop)."""
+    low, high, wide = key
+    loops = np.zeros(256, dtype=bool)
+    loops[:64] = (low >> np.arange(64, dtype=np.uint64)) & np.uint64(1) == 1
+    loops[64:128] = (high >> np.arange(64, dtype=np.uint64)) & np.uint64(1) == 1
+    loops[128:] = wide
+    return loops
+
+
+def _last_leaving(tables: _VocabularyTables, columns, key: tuple[int, int, bool]) -> np.ndarray:
+    """``int16[V]``: the position of each token's last byte outside the loop
+    set (-1 when there is none); the token's length when it is not text. A
+    token in a state with this loop set, at a character boundary past that
+    position, stays there to its end. Computed once per vocabulary and loop
+    set, column by column (~4 ms on Qwen)."""
+    found = tables.last_leaving.get(key)
+    if found is None:
+        loops = _loop_bytes(key)
+        found = np.full(len(tables.lengths), -1, dtype=np.int16)
+        for position, count in enumerate(columns.counts.tolist()):
+            data = columns.data[columns.starts[position]:columns.starts[position] + count]
+            leaving = ~loops[data]
+            found[columns.order[:count][leaving]] = position  # later positions overwrite
+        text = tables.first_char > 0
+        found[~text] = tables.lengths[~text]
+        found.flags.writeable = False
+        _remember(tables.last_leaving, key, found)
+    return found
+
+
+def _loop_mask(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int, int, bool],
+               tail: _TailTokens) -> np.ndarray:
+    """The tokens whose first byte is in ``first`` (bool[256]) and whose tail
+    is in the loop set, cached per vocabulary: an OR of first-byte masks over
+    the smaller side of ``first`` among the bytes a text token can start with."""
+    key = (np.packbits(first).tobytes(), tail_key)
+    found = tables.loop_masks.get(key)
+    if found is None:
+        among = first[_TEXT_FIRST_BYTES]
+        if np.count_nonzero(among) * 2 <= len(among):
+            starting = np.bitwise_or.reduce(tables.first_byte_masks[_TEXT_FIRST_BYTES[among]], axis=0)
+            found = starting & tail.mask
+        else:
+            others = np.bitwise_or.reduce(tables.first_byte_masks[_TEXT_FIRST_BYTES[~among]], axis=0)
+            found = tail.mask & ~others
+        found.flags.writeable = False
+        _remember(tables.loop_masks, key, found)
+    return found
+
+
+@dataclass(frozen=True, eq=False)
+class _LoopRow:
+    """The tokens of a row that need no walk: they all end in ``end``."""
+
+    mask: np.ndarray  # uint32 words
+    end: int
+
+
+@dataclass(frozen=True, eq=False)
+class _TokenRow:
+    """What walking the vocabulary from one state found: the walked tokens
+    that keep the automaton alive and the state each ends in, plus (when most
+    characters lead to one state that loops on most characters) the tokens
+    that reach that state and stay there, found with no walk."""
+
+    tokens: np.ndarray
+    ends: np.ndarray
+    loop: _LoopRow | None
+
+    def successors(self) -> np.ndarray:
+        """The distinct states the row's tokens lead to."""
+        if self.loop is None:
+            return _distinct(self.ends)
+        return _distinct(np.append(self.ends, np.array([self.loop.end], dtype=self.ends.dtype)))
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:
@@ -160,6 +380,18 @@ def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     ends = np.cumsum(lengths)
     return np.repeat(lo - (ends - lengths), lengths) + np.arange(total)
+
+
+def _set_bits(mask: np.ndarray, tokens: np.ndarray) -> None:
+    """Set the bits of ``tokens`` in a ``uint32`` mask (one OR a word: tokens
+    are sorted and each word's bits reduced first)."""
+    if not len(tokens):
+        return
+    ordered = np.sort(tokens)
+    words = ordered >> 5
+    bits = np.left_shift(np.uint32(1), (ordered & 31).astype(np.uint32))
+    starts = np.flatnonzero(np.concatenate(([True], words[1:] != words[:-1])))
+    mask[words[starts]] |= np.bitwise_or.reduceat(bits, starts)
 
 
 class LazyIndex(MaskServing):
@@ -203,7 +435,8 @@ class LazyIndex(MaskServing):
         self._covered = bool(single.all()) or bool(np.all(single[self._dfa.byte_alphabet()]))
         self._token_live: dict[int, bool] = {}
         self._loops: dict[int, tuple[int, int, bool]] = {}
-        self._raw_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._wide_targets: dict[int, int] = {}
+        self._raw_rows: dict[int, _TokenRow] = {}
         self._lock = threading.RLock()
         self._masks: dict[int, np.ndarray] = {}        # state -> its allowed-token bitset
         self._successors: dict[int, np.ndarray] = {}   # state -> distinct states its tokens reach
@@ -314,8 +547,9 @@ class LazyIndex(MaskServing):
             data = self._tokens[token_id]
             if data is None:
                 return state  # EOS in a final state
-            # The token row's walk materialised every byte row on the way,
-            # and the mask was published after it: the current table has them.
+            # Computing the token row resolved every cell on the way (see the
+            # module docstring), and the mask was published after it: the
+            # current table has them.
             table = self._dfa.table
             held, view = self._table_view
             if held is not table:
@@ -413,130 +647,205 @@ class LazyIndex(MaskServing):
         with self._lock:
             mask = self._masks.get(state)
             if mask is None:
-                tokens, ends = self._raw_row(state)
-                if not self._covered and len(ends):
-                    distinct = _distinct(ends)
-                    live = np.array([self._is_token_live(int(e)) for e in distinct.tolist()])
-                    keep = np.isin(ends, distinct[live])
-                    tokens, ends = tokens[keep], ends[keep]
-                allowed = np.zeros(self._tables.num_words * 32, dtype=bool)
-                allowed[tokens] = True
+                row = self._raw_row(state)
+                tokens, ends, loop = row.tokens, row.ends, row.loop
+                if not self._covered:
+                    if len(ends):
+                        distinct = _distinct(ends)
+                        live = np.array([self._is_token_live(int(e)) for e in distinct.tolist()])
+                        keep = np.isin(ends, distinct[live])
+                        tokens, ends = tokens[keep], ends[keep]
+                    if loop is not None and not self._is_token_live(loop.end):
+                        loop = None
+                    row = _TokenRow(tokens, ends, loop)
+                if loop is None:
+                    allowed = np.zeros(self._tables.num_words * 32, dtype=bool)
+                    allowed[tokens] = True
+                    mask = np.packbits(allowed, bitorder="little").view(MASK_WORD)
+                else:
+                    # Most of the row is a cached mask: copy it and add the few
+                    # walked tokens (a JSON string on Qwen: 147k tokens loop,
+                    # ~1.6k of the 6.1k others survive the walk).
+                    mask = loop.mask.copy()
+                    _set_bits(mask, tokens)
                 if self._dfa.finals[state]:
-                    allowed[list(self._eos)] = True
-                mask = np.packbits(allowed, bitorder="little").view(MASK_WORD)
+                    _set_bits(mask, np.array(self._eos, dtype=np.int64))
                 mask = self._distinct_masks.setdefault(mask.tobytes(), mask)
                 mask.flags.writeable = False
-                self._successors[state] = _distinct(ends)
+                self._successors[state] = row.successors()
                 self._raw_rows.pop(state, None)
                 self._masks[state] = mask  # published last: readers take no lock
             return mask
 
-    def _raw_row(self, state: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(tokens, ends)``: every token whose bytes keep the automaton
-        alive from ``state``, and the state each leads to."""
+    def _raw_row(self, state: int) -> _TokenRow:
+        """Every token whose bytes keep the automaton alive from ``state``,
+        and the state each leads to.
+
+        Inside a JSON string (or a key, or a pattern's wide class) most
+        characters lead to one state that every character but a few loops
+        on. The tokens whose first character goes there and whose other
+        characters loop are then a cached mask (:func:`_loop_mask`), all
+        ending in that state, and only the others are walked: a cold string
+        state on Qwen walks 6.1k tokens instead of 147k (7-9 ms before)."""
         found = self._raw_rows.get(state)
         if found is not None:
             return found
         dfa, tables = self._dfa, self._tables
         columns, lengths = tables.columns, tables.lengths
         first_row = dfa.row(state)
-        live = np.flatnonzero(first_row)
-        tokens = tables.by_first_byte[_ranges(tables.first_offsets[live],
-                                              tables.first_offsets[live + 1])]
-        states = first_row[columns[0][tokens]]
+        loop, tokens, states, positions = self._loop_row(state, first_row)
         found_tokens, found_ends = [], []
-        depth = 1
         while len(tokens):
-            ended = lengths[tokens] == depth
+            ended = lengths[tokens] == positions
             if ended.any():
                 found_tokens.append(tokens[ended])
                 found_ends.append(states[ended])
-                tokens, states = tokens[~ended], states[~ended]
+                keep = ~ended
+                tokens, states, positions = tokens[keep], states[keep], positions[keep]
                 if not len(tokens):
                     break
-            if depth <= 4:
-                # The loop shortcut: a token whose first character has just been
-                # read, and whose every later character loops on the state it
-                # reached, ends in that state. Inside a JSON string that is most
-                # of the vocabulary (a cold string state: 40 ms -> a few).
-                starting = np.flatnonzero(tables.first_char[tokens] == depth)
-                if len(starting):
-                    looped = self._loop_tokens(tokens[starting], states[starting])
-                    if len(looped):
-                        done = starting[looped]
-                        found_tokens.append(tokens[done])
-                        found_ends.append(states[done])
-                        keep = np.ones(len(tokens), dtype=bool)
-                        keep[done] = False
-                        tokens, states = tokens[keep], states[keep]
-                        if not len(tokens):
-                            break
-            if len(tokens) <= 48:
+            if len(tokens) <= 48 or int((lengths[tokens] - positions).sum()) <= _PYTHON_WALK_BYTES:
                 # A few long tokens (runs of spaces, dashes) would take a
-                # numpy level per byte, ~50 us each: walk them in Python.
-                ends = self._walk_rest(tokens, states, depth)
+                # numpy level per byte, ~40 us each: walk them in Python.
+                ends = self._walk_rest(tokens, states, positions)
                 alive = ends != DEAD
                 found_tokens.append(tokens[alive])
                 found_ends.append(ends[alive])
                 break
-            dfa.materialise_reached(states)
-            flat = dfa.table.reshape(-1)  # read after the rows are there
-            states = flat[states.astype(np.int64) * 256 + columns[depth][tokens]]
-            alive = states != DEAD
-            tokens, states = tokens[alive], states[alive]
-            depth += 1
+            following = dfa.successors(states, columns[positions, tokens])
+            # The loop shortcut: a token in a state whose every byte from here
+            # on loops on that state ends there. Tried where the next byte
+            # loops, so states that merely pass (a prefix of a declared key)
+            # are not asked for their loop sets (a whole row each). Inside a
+            # key after a declared key's first letter, tokens ("product") go
+            # on in the free key's state: 1.2 -> 0.6 ms for such a cold row.
+            looping = np.flatnonzero(following == states)
+            if len(looping) >= _LOOP_MIN_SHARE:
+                stay = self._staying(tokens[looping], states[looping], positions[looping])
+                if len(stay):
+                    done = looping[stay]
+                    found_tokens.append(tokens[done])
+                    found_ends.append(states[done])
+                    following[done] = DEAD  # taken: dropped from the walk below
+            alive = following != DEAD
+            tokens, states, positions = tokens[alive], following[alive], positions[alive] + 1
         tokens = np.concatenate(found_tokens) if found_tokens else np.zeros(0, dtype=np.int64)
         ends = np.concatenate(found_ends) if found_ends else np.zeros(0, dtype=np.int32)
+        row = _TokenRow(tokens, ends, loop)
         if not self._covered:
-            self._raw_rows[state] = (tokens, ends)
-        return tokens, ends
+            self._raw_rows[state] = row
+        return row
 
-    def _walk_rest(self, tokens: np.ndarray, states: np.ndarray, depth: int) -> np.ndarray:
-        """The states ``tokens`` end in, from ``states`` after their first ``depth`` bytes."""
-        row, spellings = self._dfa.row, self._tokens
+    def _walk_rest(self, tokens: np.ndarray, states: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """The states ``tokens`` end in, from ``states`` at ``positions``."""
+        dfa, spellings = self._dfa, self._tokens
+        table = dfa.table
+        view = memoryview(table)  # ~0.1 us a byte where dfa.step costs ~0.45
         ends = np.empty(len(tokens), dtype=states.dtype)
-        for i, (token, state) in enumerate(zip(tokens.tolist(), states.tolist())):
-            for byte in spellings[token][depth:]:
-                state = int(row(state)[byte])
+        for i, (token, state, at) in enumerate(zip(tokens.tolist(), states.tolist(), positions.tolist())):
+            for byte in spellings[token][at:]:
+                following = view[state, byte]
+                if following == UNKNOWN:
+                    following = dfa.step(state, byte)
+                    if dfa.table is not table:  # the table grew: read the new one
+                        table = dfa.table
+                        view = memoryview(table)
+                state = following
                 if state == DEAD:
                     break
             ends[i] = state
         return ends
 
-    def _loop_tokens(self, tokens: np.ndarray, states: np.ndarray) -> np.ndarray:
-        """Positions of the ``tokens`` (each in the state of the same position,
-        its first character read) whose tails keep that state: every ASCII
-        byte of the tail loops on it, and so does every whole character of
-        two or more bytes when the tail has one."""
+    def _staying(self, tokens: np.ndarray, states: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Positions of the ``tokens`` (each in the state and at the byte
+        position of the same place) whose every byte from there on loops on
+        that state (:func:`_last_leaving`), so that they end in it."""
+        ordered = np.sort(states)
+        starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+        runs = np.diff(np.append(starts, len(ordered)))
+        # A state few tokens reach is not worth its loop set: _loop computes
+        # its whole row and walks every UTF-8 range from it (on a schema with
+        # many keys this was 0.9 ms of each 2.6 ms cold row); walking those
+        # tokens on costs less.
+        crowded = ordered[starts[runs >= _LOOP_MIN_SHARE]]
+        stay = np.zeros(len(tokens), dtype=bool)
+        columns = None
+        for state in crowded.tolist():
+            key = self._loop(state)
+            if not key[0] and not key[1]:
+                continue
+            if columns is None:
+                columns = self._vocabulary.byte_columns()
+            last = _last_leaving(self._tables, columns, key)
+            here = states == state
+            stay[here] = last[tokens[here]] < positions[here]
+        return np.flatnonzero(stay)
+
+    def _loop_row(self, state: int, first_row: np.ndarray
+                  ) -> tuple[_LoopRow | None, np.ndarray, np.ndarray, np.ndarray]:
+        """``(loop, tokens, states, positions)``: the tokens of the row found
+        with no walk (or None); the spelled tokens left to walk, whose first
+        byte is live, each with the state its walk starts in and the
+        position of its next byte there.
+
+        With ``target`` the state most ASCII bytes lead to from ``state``, a
+        token needs no walk when its first character leads there (its first
+        byte is one of those, or it starts with a character of two or more
+        bytes and every such character leads there) and each later character
+        loops on ``target``: it ends in ``target``. Everything else is
+        walked, so the row is exact."""
         tables = self._tables
-        distinct = _distinct(states)
-        loops = [self._loop(s) for s in distinct.tolist()]
-        if not any(lo or hi for lo, hi, _ in loops):
-            return np.zeros(0, dtype=np.int64)
-        if len(loops) == 1:  # the common case: scalars, no gathers of the loop sets
-            lo, hi, wide = loops[0]
-            inside = (tables.tail_low[tokens] & np.uint64(~lo & 0xFFFFFFFFFFFFFFFF)) == 0
-            inside &= (tables.tail_high[tokens] & np.uint64(~hi & 0xFFFFFFFFFFFFFFFF)) == 0
-            if not wide:
-                inside &= ~tables.tail_wide[tokens]
-            return np.flatnonzero(inside)
-        where = np.searchsorted(distinct, states)
-        lows = np.array([lo for lo, _, _ in loops], dtype=np.uint64)[where]
-        highs = np.array([hi for _, hi, _ in loops], dtype=np.uint64)[where]
-        wides = np.array([wide for _, _, wide in loops], dtype=bool)[where]
-        inside = ((tables.tail_low[tokens] & ~lows) == 0) & ((tables.tail_high[tokens] & ~highs) == 0)
-        inside &= wides | ~tables.tail_wide[tokens]
-        return np.flatnonzero(inside)
+        live = np.flatnonzero(first_row)
+        ascii_row = first_row[:128]
+        ordered = np.sort(ascii_row)
+        starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+        runs = np.diff(np.append(starts, 128))
+        runs[ordered[starts] == DEAD] = 0
+        most = int(runs.argmax())
+        target = int(ordered[starts[most]])
+        tail = None
+        if runs[most] >= _LOOP_MIN_BYTES:
+            tail_key = self._loop(target)
+            tail = _tail_tokens(tables, tail_key)
+        if tail is None:
+            tokens = tables.by_first_byte[_ranges(tables.first_offsets[live], tables.first_offsets[live + 1])]
+            return None, tokens, first_row[tables.columns[0][tokens]], np.ones(len(tokens), dtype=np.int64)
+        first = np.zeros(256, dtype=bool)
+        first[:128] = ascii_row == target
+        if self._wide_target(state) == target:
+            first[_LEAD_BYTES] = True
+        mask = _loop_mask(tables, first, tail_key, tail)
+        rest = np.flatnonzero(first)
+        others = live[~first[live]]
+        picked = _ranges(tail.rest_offsets[rest], tail.rest_offsets[rest + 1])
+        tokens = np.concatenate((
+            tables.by_first_byte[_ranges(tables.first_offsets[others], tables.first_offsets[others + 1])],
+            tail.rest[picked]))
+        positions = np.ones(len(tokens), dtype=np.int64)
+        skips = tail.rest_skips[picked]
+        positions[len(tokens) - len(picked):] = np.maximum(skips, 1)
+        states = first_row[tables.columns[0][tokens]]
+        states[len(tokens) - len(picked):][skips > 0] = target
+        return _LoopRow(mask, target), tokens, states, positions
 
     def _loop(self, state: int) -> tuple[int, int, bool]:
         """``(low, high, wide)``: the ASCII bytes that lead from ``state`` back
         to it (bits 0-63 and 64-127), and whether every character of two or
-        more bytes does too (checked on each range of UTF-8 sequences)."""
+        more bytes does too."""
         found = self._loops.get(state)
         if found is None:
             row = self._dfa.row(state)
             same = np.packbits(row[:128] == state, bitorder="little").view(np.uint64)
-            wide = True
+            wide = self._wide_target(state) == state
+            found = self._loops[state] = (int(same[0]), int(same[1]), wide)
+        return found
+
+    def _wide_target(self, state: int) -> int:
+        """The one state every character of two or more bytes leads to from
+        ``state`` (checked on each range of UTF-8 sequences), or -1."""
+        found = self._wide_targets.get(state)
+        if found is None:
+            reached: set[int] = set()
             for sequence in _WIDE_SEQUENCES:
                 current = {state}
                 for lo, hi in sequence:
@@ -546,10 +855,11 @@ class LazyIndex(MaskServing):
                     current = following
                     if DEAD in current:
                         break
-                if current != {state}:
-                    wide = False
+                reached |= current
+                if DEAD in reached or len(reached) > 1:
                     break
-            found = self._loops[state] = (int(same[0]), int(same[1]), wide)
+            found = self._wide_targets[state] = (next(iter(reached))
+                                                 if len(reached) == 1 and DEAD not in reached else -1)
         return found
 
     def _is_token_live(self, state: int) -> bool:
@@ -577,7 +887,7 @@ class LazyIndex(MaskServing):
                     break
                 if status is False:
                     continue
-                for nxt in _distinct(self._raw_row(current)[1]).tolist():
+                for nxt in self._raw_row(current).successors().tolist():
                     if nxt not in parent:
                         parent[nxt] = current
                         queue.append(nxt)
