@@ -144,18 +144,22 @@ def test_bad_arguments_are_one_line_value_errors(vllm_module, extra_args, messag
 
 # --- validation in the front end ---------------------------------------------------------
 
-def test_validation_builds_through_the_cache_the_worker_then_hits(vllm_module, toy_vocab):
-    FrontEnd(vllm_module, engine_config()).validate(params({"tokendfa_regex": REGEX}))
-    from tokendfa.cache import IndexCache
+def test_validation_builds_a_lazy_index_and_each_process_keeps_its_own(vllm_module, toy_vocab, tmp_path):
+    from tokendfa.build.lazy import LazyIndex
 
-    cache = IndexCache()
-    assert len(cache.entries()) == 1            # written by the front end
-    # The worker is another process: a fresh per-process memo loads the entry.
-    worker = vllm_module._Indexes()
+    FrontEnd(vllm_module, engine_config()).validate(params({"tokendfa_regex": REGEX}))
+    front = vllm_module._INDEXES
     constraint = vllm_module.constraint_of({"tokendfa": {"regex": REGEX}})
+    built = front.index(constraint, toy_vocab)
+    assert isinstance(built, LazyIndex)          # the one validation built: the memo's
+    # The worker is another process: a fresh per-process memo builds its own.
+    worker = vllm_module._Indexes()
     index = worker.index(constraint, toy_vocab)
-    assert worker._disk_cache().stats.hits == 1 and worker._disk_cache().stats.builds == 0
+    assert isinstance(index, LazyIndex) and index is not built
     assert index is worker.index(constraint, toy_vocab)   # then the memo
+    schema = vllm_module.constraint_of({"tokendfa": {"json_schema": SCHEMA}})
+    assert isinstance(worker.index(schema, toy_vocab), LazyIndex)
+    assert not (tmp_path / "cache").exists()     # nothing is written to the index cache
 
 
 @pytest.mark.parametrize("extra_args, message", [

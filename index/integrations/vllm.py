@@ -33,15 +33,17 @@ scheduling it; the worker builds one instance and calls
   index file, an index built for another vocabulary) is a ``ValueError``
   with a one-line message, which vLLM turns into a validation error
   (HTTP 400), so a bad request never reaches the engine.
-* The worker needs the same index a moment later. Building twice would
-  double the cost (a second or two for a schema over Gemma's 262,144
-  tokens), and the two processes share no memory, so an in-process memo
-  alone cannot help. The build goes through the machine's index cache
-  (:class:`tokendfa.cache.IndexCache`, ``$TOKENDFA_CACHE_DIR`` or
-  ``~/.cache/tokendfa``): the front end writes the index, the worker loads
-  it (milliseconds), and every later request with the same schema is a hit
-  in both. A small per-process memo of loaded indexes sits in front of it,
-  so a schema used over and over is not even re-read.
+* Schemas and regexes are served by lazy indexes (:class:`~tokendfa.build.lazy.LazyIndex`):
+  a request's schema is usually new, and a lazy index gives its first mask
+  in milliseconds where the eager build takes a second or two over Gemma's
+  262,144 tokens (a cold batch of four new schemas waited 30.7 s on eager
+  builds, 11.1 s with xgrammar). The front end builds one to validate the
+  request (the schema compiles, the vocabulary can spell a match), the
+  worker builds its own (the two processes share no memory), and each
+  process keeps the last few in a memo, so a schema used over and over
+  keeps the rows its generations computed. Free values nest
+  ``LAZY_ANY_DEPTH`` levels. An index built ahead of time (``tokendfa
+  build``, ``tokendfa cache fill``) is served with ``"index": path``.
 * ``validate_params`` is a classmethod: vLLM gives it the request, not the
   engine's configuration. The front end's ``InputProcessor`` that calls it
   holds the configuration, and this module finds it by looking at the
@@ -113,7 +115,7 @@ from ..runtime.index import Index
 from ..vocab.vocabulary import Vocabulary
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..cache import IndexCache
+    from ..build.lazy import LazyIndex
 
 __all__ = ["TokenDFALogitsProcessor", "Constraint", "constraint_of", "EXTRA_ARGS_KEY", "XARGS_KEYS"]
 
@@ -133,7 +135,7 @@ EXTRA_ARGS_KEY = "tokendfa"
 # extra_args["tokendfa"] keys, and the flat vllm_xargs keys, -> the constraint's kind.
 NESTED_KEYS = {"json_schema": "schema", "regex": "regex", "index": "index"}
 XARGS_KEYS = {"tokendfa_json_schema": "schema", "tokendfa_regex": "regex", "tokendfa_index": "index"}
-_MEMO_SIZE = 64  # loaded indexes kept per process
+_MEMO_SIZE = 64  # indexes kept per process (a lazy one keeps the rows served so far)
 
 
 def _logger():
@@ -223,13 +225,12 @@ def _one_line(text: str, limit: int = 400) -> str:
 
 class _Indexes:
     """Per process: the vocabulary of each model seen (read once) and the
-    indexes built or loaded (a small LRU memo in front of the disk cache)."""
+    indexes built or loaded (a small LRU memo)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._vocabularies: dict[tuple, Vocabulary] = {}
-        self._memo: OrderedDict[tuple, Index] = OrderedDict()
-        self._cache: IndexCache | None | bool = None   # False: the folder is unusable
+        self._memo: OrderedDict[tuple, "Index | LazyIndex"] = OrderedDict()
 
     def vocabulary(self, model_config: Any) -> Vocabulary:
         """The model's vocabulary: ``Vocabulary.from_pretrained`` on its
@@ -253,18 +254,13 @@ class _Indexes:
                 self._vocabularies[key] = vocab
             return vocab
 
-    def index(self, constraint: Constraint, vocab: Vocabulary) -> Index:
+    def index(self, constraint: Constraint, vocab: Vocabulary) -> "Index | LazyIndex":
         if constraint.kind == "index":
             stat = os.stat(constraint.source)  # FileNotFoundError names the path
             key = ("index", os.path.realpath(constraint.source), stat.st_mtime_ns, stat.st_size,
                    vocab.fingerprint)
         else:
-            cache = self._disk_cache()
-            if cache:
-                key = ("cache", cache.key(constraint.kind, constraint.source, vocab))
-            else:
-                key = (constraint.kind, json.dumps(constraint.source, sort_keys=True),
-                       vocab.fingerprint)
+            key = (constraint.kind, json.dumps(constraint.source, sort_keys=True), vocab.fingerprint)
         with self._lock:
             index = self._memo.get(key)
             if index is not None:
@@ -272,32 +268,15 @@ class _Indexes:
                 return index
         if constraint.kind == "index":
             index = Index.load(constraint.source, vocab)
-        elif cache:
-            index = cache.get_or_build(constraint.kind, constraint.source, vocab)
         elif constraint.kind == "regex":
-            index = Index.from_regex(constraint.source, vocab)
+            index = Index.from_regex(constraint.source, vocab, lazy=True)
         else:
-            index = Index.from_schema(constraint.source, vocab)
+            index = Index.from_schema(constraint.source, vocab, lazy=True)
         with self._lock:
             self._memo[key] = index
             while len(self._memo) > _MEMO_SIZE:
                 self._memo.popitem(last=False)
         return index
-
-    def _disk_cache(self) -> "IndexCache | None":
-        if self._cache is None:
-            from ..cache import IndexCache
-
-            cache = IndexCache()
-            try:
-                (cache.directory / "locks").mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                _logger().warning("tokendfa: the index cache folder %s is not usable (%s); "
-                                  "indexes are built in memory in each process",
-                                  cache.directory, exc.strerror or exc)
-                cache = False
-            self._cache = cache
-        return self._cache or None
 
 
 _INDEXES = _Indexes()
@@ -370,7 +349,7 @@ class TokenDFALogitsProcessor(LogitsProcessor):
     @classmethod
     def validate_params(cls, sampling_params: Any) -> None:
         """Refuse, with a one-line ``ValueError``, a request whose constraint
-        cannot be served; build its index (through the index cache) otherwise."""
+        cannot be served; build its (lazy) index otherwise."""
         constraint = constraint_of(getattr(sampling_params, "extra_args", None))
         if constraint is None:
             return
