@@ -23,8 +23,9 @@ Figures:
   anything else: tokendfa reads the model's vocabulary then (in the front
   end and in the worker), xgrammar sets up its tokenizer information;
 * cold: the first batch of 16 of each constrained mode, which compiles each
-  schema (xgrammar's grammar compiler in the engine; tokendfa's index build
-  in the front end, into an empty index cache). Requests end at EOS as
+  schema (xgrammar's grammar compiler in the engine; tokendfa's lazy
+  indexes, in the front end and in the worker, whose rows are computed as
+  the generations reach them). Requests end at EOS as
   usual, and the outputs are checked: valid JSON for the schema, ended by
   EOS, and the same text under both constraints or not;
 * warm: ``--rounds`` more rounds, the modes in a rotating order so that a
