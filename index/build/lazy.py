@@ -224,10 +224,17 @@ class _TailTokens:
     rest_skips: np.ndarray
 
 
+_CACHE_LOCK = threading.Lock()  # the per-vocabulary caches are shared by every lazy index
+
+
 def _remember(cache: dict, key, value):
-    if len(cache) >= _LOOP_CACHE_SIZE:
-        cache.pop(next(iter(cache), None), None)  # the oldest (another thread may have taken it)
-    cache[key] = value
+    """Put ``value`` in one of the per-vocabulary caches, dropping the oldest
+    entry past ``_LOOP_CACHE_SIZE``. Readers take no lock (a dict lookup);
+    two threads may compute the same entry, and either copy is right."""
+    with _CACHE_LOCK:
+        if len(cache) >= _LOOP_CACHE_SIZE:
+            cache.pop(next(iter(cache)))
+        cache[key] = value
     return value
 
 
