@@ -148,7 +148,8 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
                       registry: Any = None, default_draft: str | None = None,
                       regex_budget: int | None = DEFAULT_REGEX_BUDGET,
                       state_budget: int | None = DEFAULT_STATE_BUDGET,
-                      max_regex_length: int = DEFAULT_MAX_REGEX_LENGTH) -> SchemaRegex:
+                      max_regex_length: int = DEFAULT_MAX_REGEX_LENGTH,
+                      share_free_levels: bool = False) -> SchemaRegex:
     """Compile a JSON Schema into a regex for the JSON texts of its valid instances.
 
     ``schema`` is a dict, a bool, or JSON text. ``whitespace`` is
@@ -177,6 +178,12 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
     levels, and deeper, one level at a time up to ``AUTO_MAX_ANY_DEPTH``
     (5), while the automaton stays within ``AUTO_DEPTH_STATES`` (30,000)
     states; the depth taken is in :attr:`SchemaRegex.notes`.
+    ``share_free_levels=True`` writes every level of a free value as a
+    shared definition of its own, however short (the same language): what a
+    lazy index wants, since it compiles a definition only when a match
+    first enters it, so the first mask compiles one level (a few hundred NFA
+    states) rather than the three levels a definition otherwise holds
+    (about 3,000); ``Index.from_schema(..., lazy=True)`` passes it.
 
     ``max_recursion_depth`` is how many times a recursive ``$ref`` is
     unrolled; values nested deeper are not accepted. If that leaves no value
@@ -204,7 +211,8 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
         compiler, root = _setup(schema, whitespace=whitespace, lenient=lenient,
                                 max_recursion_depth=depth_r, max_whitespace=max_whitespace,
                                 indent=indent, any_depth=depth_a, registry=registry,
-                                default_draft=default_draft, max_regex_length=max_regex_length)
+                                default_draft=default_draft, max_regex_length=max_regex_length,
+                                share_free_levels=share_free_levels)
         try:
             return compiler, compiler.value([root], 0)
         except RecursionError:
@@ -255,7 +263,7 @@ def instance_text(schema: dict | bool | str, value: Any, *, whitespace: str = "c
 
 
 def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, indent, any_depth,
-           registry, default_draft, max_regex_length):
+           registry, default_draft, max_regex_length, share_free_levels=False):
     """Check the options and the schema; return the compiler and the root subschema."""
     if whitespace not in WHITESPACE_MODES:
         raise ValueError(f"whitespace must be one of {WHITESPACE_MODES}, not {whitespace!r}")
@@ -278,7 +286,8 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
         max_recursion_depth=max_recursion_depth, any_depth=any_depth,
         validator_cls=validator_cls, registry=full_registry, format_checker=_format_checker(),
         max_regex_length=max_regex_length, meta_uri=meta_uri,
-        share=registry is None and not _may_hold_surrogates(schema))
+        share=registry is None and not _may_hold_surrogates(schema),
+        share_free_levels=share_free_levels)
     return compiler, Sub(schema, resolver, "")
 
 
