@@ -48,6 +48,7 @@ is array for array the eager automaton (the tests hold the two equal).
 from __future__ import annotations
 
 import gc
+import re
 import threading
 from bisect import bisect_right
 from collections.abc import Mapping
@@ -59,7 +60,7 @@ from . import limits
 from .errors import BuildLimitError, EmptyLanguageError, RegexError
 from .regex_compiler import (DEFAULT_MAX_NFA_STATES, _cut, _parse, _SharedDefinitions,
                              _ThompsonNFA)
-from .regex_syntax import normalize_pattern
+from .regex_syntax import normalize_and_parse
 
 __all__ = ["LazyByteDFA", "DEFAULT_MAX_LAZY_STATES", "UNKNOWN"]
 
@@ -487,10 +488,10 @@ class _LazyNFA:
         self.resolved = bytearray(count)
         if max_depth is None:
             self._refuse_recursion()
-        body = normalize_pattern(pattern)
+        body, tree = normalize_and_parse(pattern, int(re.ASCII))
         if body in self.number:
-            body = self.texts[self.number[body]]  # the whole pattern is one placeholder
-        self.start, self.final, main_callees = self._build(body)
+            body, tree = self.texts[self.number[body]], None  # the whole pattern is one placeholder
+        self.start, self.final, main_callees = self._build(body, tree)
         self.main_span = (0, len(self.eps))
         self.need: list[int] | None = None
         self.need_byte: list[int] | None = None
@@ -536,9 +537,10 @@ class _LazyNFA:
                     state[nxt] = 1
                     path.append((nxt, iter(uses[nxt])))
 
-    def _build(self, text: str) -> tuple[int, int, tuple[int, ...]]:
-        """Thompson-construct ``text`` and append it to the tables: ``(start, end, callees)``."""
-        tree, flags = _parse(text)
+    def _build(self, text: str, tree=None) -> tuple[int, int, tuple[int, ...]]:
+        """Thompson-construct ``text`` (parsed already: ``tree``) and append it to
+        the tables: ``(start, end, callees)``."""
+        tree, flags = _parse(text) if tree is None else (tree, int(tree.state.flags))
         builder = _CallingThompsonNFA(text, self.max_nfa_states - len(self.eps), self)
         start = builder.new_state()
         try:

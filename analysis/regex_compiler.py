@@ -250,9 +250,38 @@ class _ThompsonNFA:
                 reached=reached)
 
     def build(self, items, source: int, flags: int) -> int:
-        for op, av in items:
-            source = self._build_item(op, av, source, flags)
+        items = getattr(items, "data", items)  # a parser SubPattern's list: indexing it directly is cheaper
+        if flags & _sre.SRE_FLAG_IGNORECASE:
+            for op, av in items:
+                source = self._build_item(op, av, source, flags)
+            return source
+        i, count = 0, len(items)
+        while i < count:
+            op, av = items[i]
+            i += 1
+            if op is _LITERAL and av < 0x80:
+                # A run of ASCII literals (property names, mostly: half the items of
+                # a schema's regex) is a chain of one-byte edges, the states
+                # _character_set would make one call per character (3 us each).
+                run = [av]
+                while i < count and items[i][0] is _LITERAL and items[i][1] < 0x80:
+                    run.append(items[i][1])
+                    i += 1
+                source = self._ascii_chain(run, source)
+            else:
+                source = self._build_item(op, av, source, flags)
         return source
+
+    def _ascii_chain(self, codes: list[int], source: int) -> int:
+        """``codes`` (ASCII, so one byte each) one after the other after ``source``."""
+        count = len(codes)
+        self._reserve(count)
+        base = len(self.eps)
+        self.eps.extend([] for _ in range(count))
+        self.edges[source].append((codes[0], codes[0], base))
+        self.edges.extend([(code, code, base + i)] for i, code in enumerate(codes[1:], 1))
+        self.edges.append([])
+        return base + count - 1
 
     def _build_item(self, op, av, source: int, flags: int) -> int:
         if self.shared is not None:

@@ -73,6 +73,25 @@ def normalize_pattern(pattern: str) -> str:
     return pattern[start:end]
 
 
+def normalize_and_parse(pattern: str, flags: int):
+    """``(normalize_pattern(pattern), its parse tree under flags)``, the same
+    answers and errors as the two calls, with one parse where the two would
+    parse the same text twice (Python's parser is most of the time of an
+    NFA construction: ~1 us a character)."""
+    if not isinstance(pattern, str):
+        return normalize_pattern(pattern), None  # raises
+    try:
+        tree = parse_tree(pattern, flags)
+    except UnsupportedRegexError:
+        tree = None  # (?u) under re.ASCII: reported in the order the two calls would
+    if tree is None:
+        body = normalize_pattern(pattern)
+        return body, parse_tree(body, flags)
+    start, end = _find_unsupported(pattern)
+    body = pattern[start:end]
+    return body, (tree if body == pattern else parse_tree(body, flags))
+
+
 # Patterns from this length on are parsed where a deadline can interrupt the
 # wait: ~30 ms of parsing, against the ~0.1 ms a thread costs.
 _PARSE_IN_THREAD_FROM = 10_000

@@ -78,6 +78,34 @@ def test_explored_lazy_dfa_with_shared_definitions(any_depth):
     assert np.array_equal(lazy.finals, eager.finals)
 
 
+@pytest.mark.parametrize("any_depth", [0, 1, 3])
+def test_free_value_levels_shared_one_by_one_keep_the_language(any_depth):
+    # What Index.from_schema(lazy=True) asks for: each level of a free value its
+    # own definition, so the first mask compiles one level, not three.
+    schema = {"type": "object", "properties": {"a": {"type": "array"}, "b": {}}, "required": ["a"]}
+    apart = regex_from_schema(schema, any_depth=any_depth, state_budget=None, share_free_levels=True)
+    together = regex_from_schema(schema, any_depth=any_depth, state_budget=None)
+    assert len(apart.definitions) == any_depth + 1  # one a level, however short
+    assert len(together.definitions) <= 1
+    left = canonical_byte_dfa(*LazyByteDFA(apart.pattern, definitions=apart.definitions).explore())
+    right = canonical_byte_dfa(*LazyByteDFA(together.pattern,
+                                            definitions=together.definitions or None).explore())
+    assert np.array_equal(left.transitions, right.transitions)
+    assert np.array_equal(left.finals, right.finals)
+    assert np.array_equal(left.transitions, byte_dfa_from_regex(apart.regex).transitions)
+
+
+def test_first_mask_of_an_open_object_compiles_one_free_value_level():
+    from tokendfa import Vocabulary
+
+    vocab = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_token_ids=256)
+    index = Index.from_schema({"type": "object", "properties": {"a": {"type": "integer"}}}, vocab, lazy=True)
+    index.get_mask(index.initial_state)
+    # the pattern's own states and one level of the free value (of 32): 350 states;
+    # 2,990 when a definition holds three levels
+    assert index.byte_dfa.num_nfa_states < 1000
+
+
 # Placeholders of shared definitions are lone surrogates.
 P, Q, R = "\ud800", "\ud801", "\ud802"
 NESTED = {P: rf"a(?:{Q}|b)c", Q: rf"x[0-9]+{R}?y", R: r"(?:z|)"}

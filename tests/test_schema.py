@@ -1020,3 +1020,34 @@ def test_auto_depth_accepts_the_deep_free_values_of_a_real_schema():
     shallow = compile_schema(schema, any_depth=2)
     automaton = schema_module._automaton(shallow.pattern, shallow.definitions, None)
     assert not any(automaton.accepts(text) for text in valid)
+
+
+# --- the meta-schema check ------------------------------------------------------
+
+META_CASES = [
+    True, False, {}, {"type": "string"}, {"type": "strin"}, {"type": ["string", "string"]}, {"type": []},
+    {"properties": {"a": {"minimum": "1"}}}, {"items": [{"type": "integer"}]}, {"prefixItems": []},
+    {"required": ["a", "a"]}, {"required": "a"}, {"minLength": -1}, {"minLength": 1.0}, {"minLength": True},
+    {"$defs": {"x": {"enum": 3}}}, {"definitions": {"x": {"type": 1}}}, {"dependencies": {"a": ["b", 1]}},
+    {"dependencies": {"a": {"type": "bad"}}}, {"dependentRequired": {"a": ["b"]}}, {"$id": "x#frag"},
+    {"$anchor": "1bad"}, {"$ref": 3}, {"allOf": []}, {"anyOf": [{"not": {"const": None}}, 7]},
+    {"format": 3}, {"pattern": "[a-"}, {"additionalProperties": {"contentSchema": {"type": "nope"}}},
+    {"unevaluatedProperties": {"maxItems": -2}}, {"if": {"exclusiveMinimum": True}}, {"x-custom": {"type": 1}},
+    {"$recursiveRef": 1}, {"examples": 1}, {"deprecated": "yes"}, {"propertyNames": {"multipleOf": 0}},
+]
+
+
+@pytest.mark.parametrize("schema", META_CASES)
+def test_the_flat_2020_12_meta_schema_is_the_meta_schema(schema):
+    # _dialect accepts a schema when the flattened meta-schema does, without
+    # asking jsonschema's own validator (whose $dynamicRef makes it 5x slower)
+    from tokendfa.schema.api import _flat_meta_validator
+
+    meta = jsonschema.Draft202012Validator(jsonschema.Draft202012Validator.META_SCHEMA)
+    flat = _flat_meta_validator()
+    assert flat is not None
+    assert flat.is_valid(schema) == meta.is_valid(schema)
+    for key in (schema if isinstance(schema, dict) else {}):  # the same schema one level down
+        for wrapped in ({"properties": {"p": schema}}, {"items": schema}, {"$defs": {"d": schema}},
+                        {"anyOf": [True, schema]}):
+            assert flat.is_valid(wrapped) == meta.is_valid(wrapped), (key, wrapped)

@@ -89,7 +89,8 @@ class Compiler:
 
     def __init__(self, *, draft: int, layout: Layout, lenient: bool, max_recursion_depth: int,
                  any_depth: int, validator_cls, registry, format_checker,
-                 max_regex_length: int, share: bool = True, meta_uri: str = "") -> None:
+                 max_regex_length: int, share: bool = True, meta_uri: str = "",
+                 share_free_levels: bool = False) -> None:
         self.draft = draft
         self.layout = layout
         self.lenient = lenient
@@ -108,16 +109,19 @@ class Compiler:
         self._validators: dict = {}
         # Shared pieces: off when the schema holds surrogates a placeholder could clash with.
         self.share = share
+        self.share_free_levels = share_free_levels
         self.definitions: dict[str, str] = {}
         self._placeholder_of: dict[str, str] = {}
         self._values: dict = {}
 
     # --- shared pieces -------------------------------------------------------------
 
-    def shared(self, regex: str | None) -> str | None:
-        """``regex``, or the placeholder that stands for it when it is long."""
-        if not self.share or regex is None or len(regex) < SHARE_MIN_LENGTH:
+    def shared(self, regex: str | None, *, always: bool = False) -> str | None:
+        """``regex``, or the placeholder that stands for it when it is long (or ``always``)."""
+        if not self.share or regex is None or (len(regex) < SHARE_MIN_LENGTH and not always):
             return regex
+        if len(regex) == 1 and regex in self.definitions:
+            return regex  # already a placeholder
         placeholder = self._placeholder_of.get(regex)
         if placeholder is None:
             if len(self.definitions) >= MAX_DEFINITIONS:
@@ -310,7 +314,13 @@ class Compiler:
     # --- the generic value ---------------------------------------------------------------------
 
     def any_value(self, depth: int, levels: int | None = None) -> str:
-        """Any JSON value, arrays and objects nested ``any_depth`` levels at most."""
+        """Any JSON value, arrays and objects nested ``any_depth`` levels at most.
+
+        With ``share_free_levels`` every level is a shared definition of its
+        own, which calls the level below; otherwise a level is written out
+        where it stands until it is ``SHARE_MIN_LENGTH`` long (three levels
+        in compact JSON).
+        """
         levels = self.any_depth if levels is None else levels
         self.generic_values_used = True
         key = (depth if self.layout.mode == "pretty" else 0, levels)
@@ -331,6 +341,8 @@ class Compiler:
             scalars.append(self.container("\\[", "\\]", None, True, depth))
             scalars.append(self.container("\\{", "\\}", None, True, depth))
         regex = alternation(scalars)
+        if self.share_free_levels:
+            regex = self.shared(regex, always=True)
         self._any_cache[key] = regex
         return regex
 
