@@ -142,7 +142,9 @@ class Compiler:
         used: dict[str, str] = {}
         pending = [regex or ""]
         while pending:
-            for char in set(pending.pop()) & self.definitions.keys():
+            # sorted: the order of the definitions (and so the lazy automaton's
+            # state numbering) does not depend on the hash seed
+            for char in sorted(set(pending.pop()) & self.definitions.keys()):
                 if char not in used:
                     used[char] = self.definitions[char]
                     pending.append(used[char])
