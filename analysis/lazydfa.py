@@ -245,7 +245,9 @@ class LazyByteDFA:
         unknown = np.flatnonzero(found == UNKNOWN)
         if len(unknown):
             cells = index[unknown]
-            self._resolve_cells(dict.fromkeys(cells.tolist()))
+            distinct = np.sort(cells)  # many tokens ask for the same few cells
+            distinct = distinct[np.concatenate(([True], distinct[1:] != distinct[:-1]))]
+            self._resolve_cells(distinct.tolist())
             found[unknown] = self._table.reshape(-1)[cells]  # the current table: it may have grown
         return found
 
