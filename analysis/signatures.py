@@ -159,15 +159,18 @@ def byte_occurrences(columns: ByteColumns) -> ByteOccurrences:
 class Signatures:
     """The distinct class sequences of a vocabulary.
 
-    ``token_signature[token]`` is the signature id (-1: no signature: a dead
-    byte or no text). Signature ``k`` is ``classes[k, :lengths[k]]``; ids are
-    numbered by the smallest token that has them.
+    ``tokens`` are the tokens with a signature (the others hold a dead byte
+    or no text) and ``signature[i]`` is the id of ``tokens[i]``'s: kept
+    sparse, since a small pattern leaves a few hundred tokens of 150k, and a
+    table as long as the vocabulary is memory a build has to touch. Signature
+    ``k`` is ``classes[k, :lengths[k]]``; ids are numbered by the smallest
+    token that has them.
     """
 
-    token_signature: np.ndarray  # int32[V]
     classes: np.ndarray          # int32[K, Lmax], padded with -1
     lengths: np.ndarray          # int32[K]
     tokens: np.ndarray           # int64[T]: the tokens with one (longest first), not a scan of V
+    signature: np.ndarray        # int32[T]: the signature of each of tokens
 
     @property
     def num_signatures(self) -> int:
@@ -212,24 +215,25 @@ def token_signatures(columns: ByteColumns, class_of: np.ndarray, dead_class: int
     np.minimum.at(first_token, inverse, token_ids)
     rank = np.empty(len(first), dtype=np.int64)
     rank[np.argsort(first_token, kind="stable")] = np.arange(len(first))
-    token_signature = np.full(num_tokens, -1, dtype=np.int32)
-    token_signature[token_ids] = rank[inverse]
+    signature = rank[inverse].astype(np.int32)
 
-    # One representative per signature (its smallest token), in signature order.
-    position_of_token = np.empty(num_tokens, dtype=np.int64)
-    position_of_token[token_ids] = np.arange(len(usable))
-    representative = position_of_token[np.sort(first_token)]
+    # One representative per signature (its smallest token), in signature order:
+    # the index into usable where each group's smallest token sits.
+    is_first = token_ids == first_token[inverse]
+    smallest = np.empty(len(first), dtype=np.int64)
+    smallest[inverse[is_first]] = np.flatnonzero(is_first)
+    representative = smallest[np.argsort(first_token, kind="stable")]
     sig_lengths = columns.sorted_lengths[usable[representative]].astype(np.int32)
     width = max(int(sig_lengths.max(initial=0)), 1)
     if class_columns is None:
-        return Signatures(token_signature, padded[representative], sig_lengths, token_ids)
+        return Signatures(padded[representative], sig_lengths, token_ids, signature)
     sig_classes = np.full((len(representative), width), -1, dtype=np.int32)
     for j, column in enumerate(class_columns):
         still = np.flatnonzero(representative < len(column))
         if len(still) == 0:
             break
         sig_classes[still, j] = column[representative[still]]
-    return Signatures(token_signature, sig_classes, sig_lengths, token_ids)
+    return Signatures(sig_classes, sig_lengths, token_ids, signature)
 
 
 # Up to this many cells (tokens x longest token) the tokens kept are grouped

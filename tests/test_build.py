@@ -262,9 +262,28 @@ def test_signatures_of_few_tokens_equal_signatures_by_columns():
     finally:
         module._PADDED_CELLS = cells
     assert padded.num_signatures > 10
-    for name in ("token_signature", "classes", "lengths"):
+    for name in ("tokens", "signature", "classes", "lengths"):
         assert np.array_equal(getattr(padded, name), getattr(hashed, name)), name
-    assert sorted(padded.tokens.tolist()) == sorted(hashed.tokens.tolist())
+
+
+@pytest.mark.parametrize("pattern", [r"(1|2|3|4|5|6|7|8|9|10)", r"[a-z0-9._%+-]+@[a-z0-9.-]+\.[a-z]{2,4}",
+                                     r'\{"id": [0-9]+, "name": "[^"]*"\}', r"[^x]*"])
+def test_sparse_and_dense_token_tables_give_the_same_index(monkeypatch, pattern):
+    """Small patterns keep their per-token tables sparse (sorted ids) and set
+    their masks word by word; forcing either route gives the same arrays,
+    narrow states and escaped walks included."""
+    from tokendfa.build import assemble, fast
+
+    vocab = cached_vocabulary("mistral-sp32k")
+    built = {}
+    for route, fraction in (("sparse", 0), ("dense", 10**9)):
+        monkeypatch.setattr(fast, "_SPARSE_FRACTION", fraction)
+        monkeypatch.setattr(assemble, "_SPARSE_MASK_FRACTION", fraction)
+        built[route] = Index.from_regex(pattern, vocab).arrays
+    reference = Index.from_regex(pattern, vocab, method="reference").arrays if len(pattern) < 30 else None
+    assert built["sparse"].equals(built["dense"])
+    if reference is not None:
+        assert built["sparse"].equals(reference)
 
 
 def test_unique_rows_and_distinct_agree_with_numpy():
