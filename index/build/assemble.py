@@ -231,31 +231,30 @@ def _unique_masks(offsets, group, finals, token_group, grouped, eos, vocab_size)
     sparse = len(grouped) * _SPARSE_MASK_FRACTION < vocab_size
     if sparse:
         column = token_group[grouped].astype(np.int64) + 1
+        # Only the words holding a grouped token are made: the rows of
+        # booleans span those words, not the vocabulary (32 kB a row on a
+        # 32k vocabulary, each page faulted in by a freshly forked process).
+        used_words = distinct(grouped >> 5)
+        position = np.searchsorted(used_words, grouped >> 5) * 32 + (grouped & 31)
+        width = len(used_words) * 32
     else:
         column = token_group.astype(np.int64) + 1  # column 0 of a row's groups is "no group"
+        width = num_words * 32
     masks = np.zeros((len(first), num_words), dtype=MASK_WORD)
     for low in range(0, len(first), _MASK_BATCH):
         rows = first[low:low + _MASK_BATCH]
         edges = concatenated_ranges(offsets[rows], offsets[rows + 1])
         allowed_group = np.zeros((len(rows), num_groups + 1), dtype=bool)
         allowed_group[np.repeat(np.arange(len(rows)), np.diff(offsets)[rows]), group[edges] + 1] = True
+        allowed = np.zeros((len(rows), width), dtype=bool)
         part = masks[low:low + len(rows)]
         if sparse:
-            # The words of the allowed tokens only, set in place: no row of
-            # booleans as long as the vocabulary (32 kB a row on a 32k
-            # vocabulary, each page faulted in by a freshly forked process).
-            row, at = np.nonzero(allowed_group[:, column])  # by row, then by token
-            token = grouped[at]
-            word = row * num_words + (token >> 5)
-            bit = np.left_shift(MASK_WORD.type(1), (token & 31).astype(MASK_WORD))
-            if len(word):
-                starts = np.flatnonzero(np.concatenate([[True], word[1:] != word[:-1]]))
-                part.reshape(-1)[word[starts]] = np.bitwise_or.reduceat(bit, starts)
+            allowed[:, position] = allowed_group[:, column]
+            part[:, used_words] = np.packbits(allowed, axis=1, bitorder="little").view(MASK_WORD)
             final_rows = np.flatnonzero(finals[rows])
             for token in eos.tolist():
                 part[final_rows, token >> 5] |= MASK_WORD.type(1 << (token & 31))
         else:
-            allowed = np.zeros((len(rows), num_words * 32), dtype=bool)
             allowed[:, :vocab_size] = allowed_group[:, column]
             allowed[np.ix_(np.flatnonzero(finals[rows]), eos)] = True
             part[:] = np.packbits(allowed, axis=1, bitorder="little").view(MASK_WORD)
