@@ -311,3 +311,36 @@ def test_wide_byte_classes_found_within_the_full_classes():
         assert np.array_equal(direct.class_of, within.class_of)
         assert np.array_equal(direct.representatives, within.representatives)
         assert direct.dead_class == within.dead_class
+
+
+def test_breadth_first_small_graphs_walk_as_the_vectorised_walk(monkeypatch):
+    """Small graphs are walked with a plain queue; on random graphs (repeated
+    and self edges, closed nodes, several roots) it gives the vectorised
+    walk's order exactly, and both give the textbook first-in first-out order."""
+    from collections import deque
+
+    from tokendfa.analysis import graph
+
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        nodes = int(rng.integers(1, 40))
+        edges = int(rng.integers(0, 120))
+        origin = np.sort(rng.integers(0, nodes, size=edges))
+        successors = rng.integers(0, nodes, size=edges)
+        starts = np.searchsorted(origin, np.arange(nodes + 1))
+        roots = rng.choice(nodes, size=int(rng.integers(1, min(nodes, 3) + 1)), replace=False)
+        closed = rng.random(nodes) < 0.2 if rng.random() < 0.5 else None
+        walks = []
+        for small_up_to in (-1, 10**9):
+            monkeypatch.setattr(graph, "_SMALL_GRAPH_EDGES", small_up_to)
+            walks.append(graph.breadth_first(starts, successors, roots, closed=closed).tolist())
+        seen = set(roots.tolist()) | (set(np.flatnonzero(closed).tolist()) if closed is not None else set())
+        queue, expected = deque(roots.tolist()), list(roots.tolist())
+        while queue:
+            node = queue.popleft()
+            for nxt in successors[starts[node]:starts[node + 1]].tolist():
+                if nxt not in seen:
+                    seen.add(nxt)
+                    expected.append(nxt)
+                    queue.append(nxt)
+        assert walks[0] == walks[1] == expected
