@@ -95,7 +95,9 @@ _SMALL_GRAPH_EDGES = 4096
 
 
 def _breadth_first_small(starts, successors, roots, closed) -> np.ndarray:
-    """:func:`breadth_first` with a first-in first-out queue of Python ints."""
+    """:func:`breadth_first` with a first-in first-out queue of Python ints
+    (the limits are checked once: the walk takes at most a millisecond or two)."""
+    limits.check()
     starts, successors = starts.tolist(), successors.tolist()
     seen = [False] * (len(starts) - 1) if closed is None else closed.tolist()
     order = [int(root) for root in np.asarray(roots).tolist()]
