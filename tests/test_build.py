@@ -286,6 +286,25 @@ def test_sparse_and_dense_token_tables_give_the_same_index(monkeypatch, pattern)
         assert built["sparse"].equals(reference)
 
 
+@pytest.mark.parametrize("vocab_name", ["mistral-sp32k", "qwen2.5"])
+@pytest.mark.parametrize("pattern", [r"(1|2|3|4|5|6|7|8|9|10)", r"[0-9]{3}-[0-9]{4}", r'"(yes|no)"',
+                                     r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])", r"(ab)*c?"])
+def test_patterns_with_few_tokens_walked_directly_give_the_signature_walk_index(monkeypatch, vocab_name,
+                                                                                 pattern):
+    """A pattern that leaves a few tokens is walked token by token from every
+    state; the arrays are the signature walk's (forced below its threshold)."""
+    from tokendfa.build import fast
+
+    vocab = cached_vocabulary(vocab_name)
+    direct = Index.from_regex(pattern, vocab).arrays
+    calls = []
+    real = fast._direct_edges
+    monkeypatch.setattr(fast, "_direct_edges", lambda *args: calls.append(real(*args)))
+    walked = Index.from_regex(pattern, vocab).arrays
+    assert calls and calls[0] is not None  # the pattern did qualify for the direct walk
+    assert direct.equals(walked)
+
+
 def test_unique_rows_and_distinct_agree_with_numpy():
     from tokendfa.analysis.graph import distinct
     from tokendfa.build.assemble import unique_rows

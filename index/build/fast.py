@@ -48,7 +48,7 @@ from ..analysis.signatures import Signatures, token_signatures
 from ..vocab.vocabulary import Vocabulary
 from .assemble import RawEdges
 from .config import BuildConfig
-from .narrow import escaped_edges, narrow_edges
+from .narrow import escaped_edges, exact_walk, narrow_edges
 from .progress import Progress
 
 # --- the prefix graph -------------------------------------------------------------
@@ -199,6 +199,9 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
     behaviour); narrow states (literals, key choices) and the walks that run
     into them are done byte by byte, so they never split the byte classes.
     """
+    direct = _direct_edges(dfa, vocabulary)
+    if direct is not None:
+        return direct
     if progress is not None:
         progress.update("grouping tokens by signature")
     narrow = narrow_states(dfa, config.narrow_max_bytes)
@@ -336,6 +339,38 @@ def _token_groups(behaving: np.ndarray, behaviour_of: np.ndarray, exact_tokens: 
     token_group[exact_tokens] = exact_group
     grouped = np.flatnonzero(token_group >= 0)
     return grouped, token_group[grouped]
+
+
+# A pattern leaving at most this many tokens (with no byte dead in every state)
+# and this many (state, token) pairs is walked token by token from every
+# state, as the reference build does, but only for those tokens: Handwritten:28
+# of JSONSchemaBench, (1|2|...|10), keeps 20 tokens of a 32k vocabulary, and
+# classes, signatures, the prefix graph and the narrow walk were three
+# quarters of its build in a freshly forked process (each module's first use
+# there copies the pages it touches).
+_DIRECT_TOKENS = 256
+_DIRECT_PAIRS = 8192
+
+
+def _direct_edges(dfa: ByteDFA, vocabulary: Vocabulary) -> RawEdges | None:
+    """Every (state, token, end) of the few tokens a small pattern can use,
+    one group per token, or None when there are more than a few. Assembly
+    merges and numbers the groups canonically, so the arrays are the ones
+    the signature walk gives."""
+    dead_everywhere = ~dfa.transitions.any(axis=0)
+    positions = vocabulary.byte_occurrences().positions_without(dead_everywhere)
+    starts = np.flatnonzero(dfa.transitions.any(axis=1))  # never the dead state
+    if len(positions) > _DIRECT_TOKENS or len(positions) * len(starts) > _DIRECT_PAIRS:
+        return None
+    tokens = np.sort(vocabulary.byte_columns().order[positions]).astype(np.int64)
+    matrix, lengths = vocabulary.byte_matrix()
+    source = np.repeat(starts, len(tokens))
+    group = np.tile(np.arange(len(tokens)), len(starts))
+    target = exact_walk(dfa.transitions, matrix, lengths, source, tokens[group],
+                        np.zeros(len(group), dtype=np.int64))
+    alive = target != DEAD
+    return RawEdges(source[alive].astype(np.int32), group[alive].astype(np.int32),
+                    target[alive].astype(np.int32), tokens, np.arange(len(tokens), dtype=np.int32))
 
 
 def _cpu_count() -> int:
