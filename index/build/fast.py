@@ -199,6 +199,10 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
     behaviour); narrow states (literals, key choices) and the walks that run
     into them are done byte by byte, so they never split the byte classes.
     """
+    if not config.in_process:  # asked for even when the pattern turns out too small to need it
+        from ..analysis.errors import import_optional
+
+        joblib = import_optional("joblib", extra="build", needed_for="a parallel build (n_jobs != 1)")
     direct = _direct_edges(dfa, vocabulary)
     if direct is not None:
         return direct
@@ -233,9 +237,6 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
         behaviours = signature_behaviours(table, signatures.classes, signatures.lengths, everything,
                                           progress, max_bytes=config.memory_budget, starts=starts)
     else:
-        from ..analysis.errors import import_optional
-
-        joblib = import_optional("joblib", extra="build", needed_for="a parallel build (n_jobs != 1)")
         Parallel, delayed, parallel_config = joblib.Parallel, joblib.delayed, joblib.parallel_config
 
         n_jobs, backend = config.n_jobs, config.backend
