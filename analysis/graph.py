@@ -71,6 +71,8 @@ def breadth_first(starts: np.ndarray, successors: np.ndarray, roots: np.ndarray,
     successor lists. Nodes marked in the boolean mask ``closed`` are never
     entered (the dead state, say)."""
     num_nodes = len(starts) - 1
+    if len(successors) <= _SMALL_GRAPH_EDGES:
+        return _breadth_first_small(starts, successors, roots, closed)
     seen = np.zeros(num_nodes, dtype=bool) if closed is None else closed.copy()
     frontier = np.asarray(roots, dtype=np.int64)
     seen[frontier] = True
@@ -84,6 +86,29 @@ def breadth_first(starts: np.ndarray, successors: np.ndarray, roots: np.ndarray,
         seen[frontier] = True
         levels.append(frontier)
     return np.concatenate(levels)
+
+
+# Up to this many edges a graph is walked with a plain queue: each level of
+# the vectorised walk costs ~40 us of numpy calls, which is the whole walk of
+# a small automaton (a build of a 3-state pattern made ~20 such levels).
+_SMALL_GRAPH_EDGES = 4096
+
+
+def _breadth_first_small(starts, successors, roots, closed) -> np.ndarray:
+    """:func:`breadth_first` with a first-in first-out queue of Python ints
+    (the limits are checked once: the walk takes at most a millisecond or two)."""
+    limits.check()
+    starts, successors = starts.tolist(), successors.tolist()
+    seen = [False] * (len(starts) - 1) if closed is None else closed.tolist()
+    order = [int(root) for root in np.asarray(roots).tolist()]
+    for root in order:
+        seen[root] = True
+    for node in order:  # grows while we iterate
+        for successor in successors[starts[node]:starts[node + 1]]:
+            if not seen[successor]:
+                seen[successor] = True
+                order.append(successor)
+    return np.array(order, dtype=np.int64)
 
 
 def reachable(origin: np.ndarray, destination: np.ndarray, seeds: np.ndarray,

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import limits
-from .byteclasses import unique_columns
+from .byteclasses import hash_weights, unique_columns
 from .dfa import DEAD, INITIAL, STATE_DTYPE, ByteDFA
 from .graph import breadth_first, concatenated_ranges, distinct, live_states
 
@@ -75,8 +75,8 @@ _HASH_SEEDS = (0x5EED, 1, 2, 3)
 
 
 def _hash_weights(seed: int, size: int) -> np.ndarray:
-    """Odd random 64-bit weights of the signature hash (block, then each column)."""
-    return np.random.default_rng(seed).integers(1, 2**63, size=size, dtype=np.uint64) | np.uint64(1)
+    """Odd pseudo-random 64-bit weights of the signature hash (block, then each column)."""
+    return hash_weights(seed, size)
 
 
 def _refine(columns: np.ndarray, finals: np.ndarray, live: np.ndarray,

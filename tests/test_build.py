@@ -262,9 +262,47 @@ def test_signatures_of_few_tokens_equal_signatures_by_columns():
     finally:
         module._PADDED_CELLS = cells
     assert padded.num_signatures > 10
-    for name in ("token_signature", "classes", "lengths"):
+    for name in ("tokens", "signature", "classes", "lengths"):
         assert np.array_equal(getattr(padded, name), getattr(hashed, name)), name
-    assert sorted(padded.tokens.tolist()) == sorted(hashed.tokens.tolist())
+
+
+@pytest.mark.parametrize("pattern", [r"(1|2|3|4|5|6|7|8|9|10)", r"[a-z0-9._%+-]+@[a-z0-9.-]+\.[a-z]{2,4}",
+                                     r'\{"id": [0-9]+, "name": "[^"]*"\}', r"[^x]*"])
+def test_sparse_and_dense_token_tables_give_the_same_index(monkeypatch, pattern):
+    """Small patterns keep their per-token tables sparse (sorted ids) and set
+    their masks word by word; forcing either route gives the same arrays,
+    narrow states and escaped walks included."""
+    from tokendfa.build import assemble, fast
+
+    vocab = cached_vocabulary("mistral-sp32k")
+    built = {}
+    for route, fraction in (("sparse", 0), ("dense", 10**9)):
+        monkeypatch.setattr(fast, "_SPARSE_FRACTION", fraction)
+        monkeypatch.setattr(assemble, "_SPARSE_MASK_FRACTION", fraction)
+        built[route] = Index.from_regex(pattern, vocab).arrays
+    reference = Index.from_regex(pattern, vocab, method="reference").arrays if len(pattern) < 30 else None
+    assert built["sparse"].equals(built["dense"])
+    if reference is not None:
+        assert built["sparse"].equals(reference)
+
+
+@pytest.mark.parametrize("vocab_name", ["mistral-sp32k", "qwen2.5"])
+@pytest.mark.parametrize("pattern", [r"(1|2|3|4|5|6|7|8|9|10)", r"[0-9]{3}-[0-9]{4}", r'"(yes|no)"',
+                                     r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])", r"(ab)*c?"])
+def test_patterns_with_few_tokens_walked_directly_give_the_signature_walk_index(monkeypatch, vocab_name,
+                                                                                 pattern):
+    """A pattern that leaves a few tokens is walked token by token from every
+    state; the arrays are the signature walk's (forced below its threshold)."""
+    from tokendfa.build import fast
+
+    vocab = cached_vocabulary(vocab_name)
+    direct = Index.from_regex(pattern, vocab).arrays
+    calls = []
+    real = fast._direct_edges
+    monkeypatch.setattr(fast, "_direct_edges", lambda *args: calls.append(real(*args)))
+    walked = Index.from_regex(pattern, vocab).arrays
+    assert calls and calls[0] is not None  # the pattern did qualify for the direct walk
+    assert direct.equals(walked)
 
 
 def test_unique_rows_and_distinct_agree_with_numpy():
@@ -292,3 +330,36 @@ def test_wide_byte_classes_found_within_the_full_classes():
         assert np.array_equal(direct.class_of, within.class_of)
         assert np.array_equal(direct.representatives, within.representatives)
         assert direct.dead_class == within.dead_class
+
+
+def test_breadth_first_small_graphs_walk_as_the_vectorised_walk(monkeypatch):
+    """Small graphs are walked with a plain queue; on random graphs (repeated
+    and self edges, closed nodes, several roots) it gives the vectorised
+    walk's order exactly, and both give the textbook first-in first-out order."""
+    from collections import deque
+
+    from tokendfa.analysis import graph
+
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        nodes = int(rng.integers(1, 40))
+        edges = int(rng.integers(0, 120))
+        origin = np.sort(rng.integers(0, nodes, size=edges))
+        successors = rng.integers(0, nodes, size=edges)
+        starts = np.searchsorted(origin, np.arange(nodes + 1))
+        roots = rng.choice(nodes, size=int(rng.integers(1, min(nodes, 3) + 1)), replace=False)
+        closed = rng.random(nodes) < 0.2 if rng.random() < 0.5 else None
+        walks = []
+        for small_up_to in (-1, 10**9):
+            monkeypatch.setattr(graph, "_SMALL_GRAPH_EDGES", small_up_to)
+            walks.append(graph.breadth_first(starts, successors, roots, closed=closed).tolist())
+        seen = set(roots.tolist()) | (set(np.flatnonzero(closed).tolist()) if closed is not None else set())
+        queue, expected = deque(roots.tolist()), list(roots.tolist())
+        while queue:
+            node = queue.popleft()
+            for nxt in successors[starts[node]:starts[node + 1]].tolist():
+                if nxt not in seen:
+                    seen.add(nxt)
+                    expected.append(nxt)
+                    queue.append(nxt)
+        assert walks[0] == walks[1] == expected

@@ -42,7 +42,11 @@ class RawEdges:
     source: np.ndarray      # int32[E]
     group: np.ndarray       # int32[E]
     target: np.ndarray      # int32[E]
-    token_group: np.ndarray  # int32[V]: the builder's group of each token, -1 if none
+    # The tokens with a group (increasing ids) and the builder's group of each;
+    # the others are never allowed. Sparse, not an array as long as the
+    # vocabulary: a small pattern groups a few hundred tokens.
+    grouped: np.ndarray     # int64[G]
+    grouped_group: np.ndarray  # int32[G]
 
 
 def assemble(dfa: ByteDFA, raw: RawEdges, vocabulary) -> IndexArrays:
@@ -63,8 +67,8 @@ def assemble(dfa: ByteDFA, raw: RawEdges, vocabulary) -> IndexArrays:
     useful = keep[target] & keep[source] & reached[source]
     source, group, target = source[useful], group[useful], target[useful]
 
-    token_group, grouped, source, group, target = _canonical_groups(raw.token_group, source, group,
-                                                                    target)
+    token_group, grouped, source, group, target = _canonical_groups(
+        raw.grouped, raw.grouped_group, vocabulary.size, source, group, target)
     states, source, group, target = _breadth_first_numbering(source, group, target, dfa.initial)
     num_states = len(states)
     offsets = np.searchsorted(source, np.arange(num_states + 1)).astype(np.int64)
@@ -128,17 +132,18 @@ def group_dtype(num_groups: int) -> np.dtype:
     return np.dtype(np.int32)
 
 
-def _canonical_groups(token_group, source, group, target):
+def _canonical_groups(grouped, grouped_group, vocab_size, source, group, target):
     """Merge groups with equal columns and number them by smallest token.
 
-    Returns the new token -> group array, the tokens that have a group in it
-    (increasing), and the edges of the surviving groups, relabelled.
+    ``grouped`` are the tokens with a group (increasing), ``grouped_group``
+    their groups. Returns the new token -> group array, the tokens that have
+    a group in it (increasing), and the edges of the surviving groups,
+    relabelled.
     """
     with np.errstate(over="ignore"):
         order = _order_by(group, source)
         source, group, target = source[order], group[order], target[order]
-        grouped = np.flatnonzero(token_group >= 0)
-        num_old = int(max(token_group[grouped].max(initial=-1), group.max(initial=-1))) + 1
+        num_old = int(max(grouped_group.max(initial=-1), group.max(initial=-1))) + 1
         starts = np.searchsorted(group, np.arange(num_old + 1))
         counts = np.diff(starts)
         pair_hash = _mix64((source.astype(np.uint64) << np.uint64(32)) | target.astype(np.uint64))
@@ -160,7 +165,7 @@ def _canonical_groups(token_group, source, group, target):
     # Number the surviving representatives by the smallest token they cover.
     # Only the tokens with a group are read: a small pattern's few hundred,
     # not the whole vocabulary twice over.
-    token_rep = representative[token_group[grouped]]
+    token_rep = representative[grouped_group]
     alive = token_rep >= 0
     reps_in_token_order, first = np.unique(token_rep[alive], return_index=True)
     first_token = grouped[alive][first]
@@ -169,7 +174,7 @@ def _canonical_groups(token_group, source, group, target):
     new_id[reps_in_token_order[rank_order]] = np.arange(len(rank_order))
     # Made in the index's own dtype (a few hundred groups: int8 or int16), so
     # the array as long as the vocabulary is written once.
-    new_token_group = np.full(len(token_group), -1, dtype=group_dtype(len(rank_order)))
+    new_token_group = np.full(vocab_size, -1, dtype=group_dtype(len(rank_order)))
     new_token_group[grouped] = np.append(new_id, -1)[token_rep]
     still_grouped = grouped[new_token_group[grouped] >= 0]
 
@@ -197,6 +202,7 @@ def _breadth_first_numbering(source, group, target, initial):
 
 
 _MASK_BATCH = 32  # rows made at once: 32 x a 250k vocabulary of booleans is 8 MB
+_SPARSE_MASK_FRACTION = 4  # masks set word by word when fewer tokens than this part have a group
 
 
 def _unique_masks(offsets, group, finals, token_group, grouped, eos, vocab_size):
@@ -222,25 +228,37 @@ def _unique_masks(offsets, group, finals, token_group, grouped, eos, vocab_size)
     # Only tokens with a group can be allowed; a small pattern has a few
     # hundred of them, and reading just those (not a column per token of the
     # vocabulary) took the masks of (a|b)*c on Qwen2.5 from ~1.5 ms to ~0.2 ms.
-    sparse = len(grouped) * 4 < vocab_size
+    sparse = len(grouped) * _SPARSE_MASK_FRACTION < vocab_size
     if sparse:
         column = token_group[grouped].astype(np.int64) + 1
+        # Only the words holding a grouped token are made: the rows of
+        # booleans span those words, not the vocabulary (32 kB a row on a
+        # 32k vocabulary, each page faulted in by a freshly forked process).
+        used_words = distinct(grouped >> 5)
+        position = np.searchsorted(used_words, grouped >> 5) * 32 + (grouped & 31)
+        width = len(used_words) * 32
     else:
         column = token_group.astype(np.int64) + 1  # column 0 of a row's groups is "no group"
+        width = num_words * 32
     masks = np.zeros((len(first), num_words), dtype=MASK_WORD)
     for low in range(0, len(first), _MASK_BATCH):
         rows = first[low:low + _MASK_BATCH]
         edges = concatenated_ranges(offsets[rows], offsets[rows + 1])
         allowed_group = np.zeros((len(rows), num_groups + 1), dtype=bool)
         allowed_group[np.repeat(np.arange(len(rows)), np.diff(offsets)[rows]), group[edges] + 1] = True
-        allowed = np.zeros((len(rows), num_words * 32), dtype=bool)
+        allowed = np.zeros((len(rows), width), dtype=bool)
+        part = masks[low:low + len(rows)]
         if sparse:
-            allowed[:, grouped] = allowed_group[:, column]
+            allowed[:, position] = allowed_group[:, column]
+            part[:, used_words] = np.packbits(allowed, axis=1, bitorder="little").view(MASK_WORD)
+            final_rows = np.flatnonzero(finals[rows])
+            for token in eos.tolist():
+                part[final_rows, token >> 5] |= MASK_WORD.type(1 << (token & 31))
         else:
             allowed[:, :vocab_size] = allowed_group[:, column]
-        allowed[np.ix_(np.flatnonzero(finals[rows]), eos)] = True
-        masks[low:low + len(rows)] = np.packbits(allowed, axis=1, bitorder="little").view(MASK_WORD)
-    return mask_id.astype(np.int32), np.ascontiguousarray(masks, dtype=MASK_WORD)
+            allowed[np.ix_(np.flatnonzero(finals[rows]), eos)] = True
+            part[:] = np.packbits(allowed, axis=1, bitorder="little").view(MASK_WORD)
+    return mask_id.astype(np.int32), masks
 
 
 def _coverage_error(dfa: ByteDFA, raw: RawEdges) -> VocabularyCoverageError:

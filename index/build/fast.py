@@ -48,7 +48,7 @@ from ..analysis.signatures import Signatures, token_signatures
 from ..vocab.vocabulary import Vocabulary
 from .assemble import RawEdges
 from .config import BuildConfig
-from .narrow import escaped_edges, narrow_edges
+from .narrow import escaped_edges, exact_walk, narrow_edges
 from .progress import Progress
 
 # --- the prefix graph -------------------------------------------------------------
@@ -199,6 +199,13 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
     behaviour); narrow states (literals, key choices) and the walks that run
     into them are done byte by byte, so they never split the byte classes.
     """
+    if not config.in_process:  # asked for even when the pattern turns out too small to need it
+        from ..analysis.errors import import_optional
+
+        joblib = import_optional("joblib", extra="build", needed_for="a parallel build (n_jobs != 1)")
+    direct = _direct_edges(dfa, vocabulary)
+    if direct is not None:
+        return direct
     if progress is not None:
         progress.update("grouping tokens by signature")
     narrow = narrow_states(dfa, config.narrow_max_bytes)
@@ -230,9 +237,6 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
         behaviours = signature_behaviours(table, signatures.classes, signatures.lengths, everything,
                                           progress, max_bytes=config.memory_budget, starts=starts)
     else:
-        from ..analysis.errors import import_optional
-
-        joblib = import_optional("joblib", extra="build", needed_for="a parallel build (n_jobs != 1)")
         Parallel, delayed, parallel_config = joblib.Parallel, joblib.delayed, joblib.parallel_config
 
         n_jobs, backend = config.n_jobs, config.backend
@@ -251,8 +255,9 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
     # pattern has a few hundred such tokens, and arrays as long as the
     # vocabulary cost ~50 us each on Qwen2.5.
     signature_behaviour = behaviours.signature_behaviour
-    behaving = signatures.tokens[signature_behaviour[signatures.token_signature[signatures.tokens]] >= 0]
-    behaviour_of = signature_behaviour[signatures.token_signature[behaving]]
+    token_behaviour = signature_behaviour[signatures.signature]  # of each of signatures.tokens
+    behaves = token_behaviour >= 0
+    behaving, behaviour_of = signatures.tokens[behaves], token_behaviour[behaves]
     vectors = behaviours.vectors
 
     # Exact edges: from narrow states, and from wide states whose walk escaped.
@@ -271,9 +276,8 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
     # edges too; assembly merges the groups that turn out alike.
     num_behaviours = len(vectors)
     exact_tokens = distinct(exact_token)
-    token_group = np.full(vocabulary.size, -1, dtype=np.int32)
-    token_group[behaving] = behaviour_of
-    token_group[exact_tokens] = num_behaviours + np.arange(len(exact_tokens))
+    grouped, grouped_group = _token_groups(behaving, behaviour_of, exact_tokens, num_behaviours,
+                                           vocabulary.size)
     coarse = np.where(vectors == escape, DEAD, vectors)
     # Every signature has a token, so these are the behaviours tokens have.
     used = distinct(signature_behaviour[signature_behaviour >= 0])
@@ -281,7 +285,8 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
     group = used[group_of_edge]
     target = coarse[group, source]
     # The coarse edges of the exact tokens, under their own groups.
-    behaviour_of_exact = np.append(signature_behaviour, -1)[signatures.token_signature[exact_tokens]]
+    behaviour_of_exact = np.append(signature_behaviour, -1)[
+        _signatures_of(signatures, exact_tokens, vocabulary.size)]
     has_coarse = behaviour_of_exact >= 0
     rows = coarse[behaviour_of_exact[has_coarse]]
     exact_of_row, row_source = np.nonzero(rows)
@@ -292,7 +297,81 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
         np.concatenate([source, row_source, exact_source]).astype(np.int32),
         np.concatenate([group, carried_group, exact_group]).astype(np.int32),
         np.concatenate([target, carried_target, exact_target]).astype(np.int32),
-        token_group)
+        grouped, grouped_group)
+
+
+# Below one token in this many of the vocabulary, the per-token tables are
+# kept sparse (sorted ids) rather than as long as the vocabulary: filling a
+# 32k-entry table cost more than a small pattern's whole walk in a freshly
+# forked process, which faults in every page it touches.
+_SPARSE_FRACTION = 8
+
+
+def _signatures_of(signatures: Signatures, token_ids: np.ndarray, vocab_size: int) -> np.ndarray:
+    """The signature of each of ``token_ids`` (-1: none)."""
+    tokens = signatures.tokens
+    if len(token_ids) == 0 or len(tokens) == 0:
+        return np.full(len(token_ids), -1, dtype=np.int32)
+    if len(tokens) * _SPARSE_FRACTION < vocab_size:
+        order = np.argsort(tokens, kind="stable")
+        at = np.minimum(np.searchsorted(tokens[order], token_ids), len(tokens) - 1)
+        return np.where(tokens[order[at]] == token_ids, signatures.signature[order[at]], -1)
+    table = np.full(vocab_size, -1, dtype=np.int32)
+    table[tokens] = signatures.signature
+    return table[token_ids]
+
+
+def _token_groups(behaving: np.ndarray, behaviour_of: np.ndarray, exact_tokens: np.ndarray,
+                  num_behaviours: int, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The tokens with a group, increasing, and their groups: the behaviour
+    of each of ``behaving``, except that each of ``exact_tokens`` (sorted)
+    has a group of its own, ``num_behaviours`` on."""
+    exact_group = num_behaviours + np.arange(len(exact_tokens), dtype=np.int64)
+    if (len(behaving) + len(exact_tokens)) * _SPARSE_FRACTION < vocab_size:
+        if len(exact_tokens):
+            at = np.minimum(np.searchsorted(exact_tokens, behaving), len(exact_tokens) - 1)
+            coarse_only = exact_tokens[at] != behaving
+            behaving, behaviour_of = behaving[coarse_only], behaviour_of[coarse_only]
+        ids = np.concatenate([behaving, exact_tokens]).astype(np.int64)
+        order = np.argsort(ids, kind="stable")
+        return ids[order], np.concatenate([behaviour_of, exact_group]).astype(np.int32)[order]
+    token_group = np.full(vocab_size, -1, dtype=np.int32)
+    token_group[behaving] = behaviour_of
+    token_group[exact_tokens] = exact_group
+    grouped = np.flatnonzero(token_group >= 0)
+    return grouped, token_group[grouped]
+
+
+# A pattern leaving at most this many tokens (with no byte dead in every state)
+# and this many (state, token) pairs is walked token by token from every
+# state, as the reference build does, but only for those tokens: Handwritten:28
+# of JSONSchemaBench, (1|2|...|10), keeps 20 tokens of a 32k vocabulary, and
+# classes, signatures, the prefix graph and the narrow walk were three
+# quarters of its build in a freshly forked process (each module's first use
+# there copies the pages it touches).
+_DIRECT_TOKENS = 256
+_DIRECT_PAIRS = 8192
+
+
+def _direct_edges(dfa: ByteDFA, vocabulary: Vocabulary) -> RawEdges | None:
+    """Every (state, token, end) of the few tokens a small pattern can use,
+    one group per token, or None when there are more than a few. Assembly
+    merges and numbers the groups canonically, so the arrays are the ones
+    the signature walk gives."""
+    dead_everywhere = ~dfa.transitions.any(axis=0)
+    positions = vocabulary.byte_occurrences().positions_without(dead_everywhere)
+    starts = np.flatnonzero(dfa.transitions.any(axis=1))  # never the dead state
+    if len(positions) > _DIRECT_TOKENS or len(positions) * len(starts) > _DIRECT_PAIRS:
+        return None
+    tokens = np.sort(vocabulary.byte_columns().order[positions]).astype(np.int64)
+    matrix, lengths = vocabulary.byte_matrix()
+    source = np.repeat(starts, len(tokens))
+    group = np.tile(np.arange(len(tokens)), len(starts))
+    target = exact_walk(dfa.transitions, matrix, lengths, source, tokens[group],
+                        np.zeros(len(group), dtype=np.int64))
+    alive = target != DEAD
+    return RawEdges(source[alive].astype(np.int32), group[alive].astype(np.int32),
+                    target[alive].astype(np.int32), tokens, np.arange(len(tokens), dtype=np.int32))
 
 
 def _cpu_count() -> int:

@@ -43,6 +43,6 @@ def reference_edges(dfa: ByteDFA, vocab: Vocabulary) -> RawEdges:
             if nxt not in seen:
                 seen.add(nxt)
                 frontier.append(nxt)
-    token_group = np.where(lengths > 0, np.arange(len(lengths)), -1).astype(np.int32)
+    with_text = np.flatnonzero(lengths > 0)
     return RawEdges(np.concatenate(sources), np.concatenate(tokens),
-                    np.concatenate(targets), token_group)
+                    np.concatenate(targets), with_text, with_text.astype(np.int32))
