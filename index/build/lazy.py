@@ -101,9 +101,7 @@ class _VocabularyTables:
     # The loop shortcut (see LazyIndex._raw_row): a token's tail is what follows its first character.
     first_char: np.ndarray     # int8[V]: bytes of the first character; 0 when the token is not text
                                # that starts with a whole character and goes on with whole characters
-    tail_low: np.ndarray       # uint64[V]: bytes 0-63 of the tail, as a bit set
-    tail_high: np.ndarray      # uint64[V]: bytes 64-127 of the tail
-    tail_wide: np.ndarray      # bool[V]: the tail holds a character of two or more bytes
+    byte_columns: Any          # the vocabulary's ByteColumns (for _last_leaving)
     # The cached loop rows (see LazyIndex._loop_row), made on use:
     first_byte_masks: np.ndarray  # uint32[256, words]: the tokens starting with each byte
     tail_sets: dict = field(default_factory=dict)   # loop set -> _TailTokens | None
@@ -122,36 +120,19 @@ def _vocabulary_tables(vocabulary: Vocabulary) -> _VocabularyTables:
     # One contiguous row per byte position: a level of the walk reads one row
     # (a gather from the [V, L] matrix strides over L bytes per token).
     first_char = np.zeros(vocabulary.size, dtype=np.int8)
-    tail_wide = np.zeros(vocabulary.size, dtype=bool)
     for token, data in enumerate(vocabulary.tokens):
         if data:
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
                 continue  # a piece of a character: the ordinary walk
-            first = len(text[0].encode("utf-8"))
-            first_char[token] = first
-            tail_wide[token] = len(text) - 1 != len(data) - first
-    # bit b of the 128-bit set: byte b < 128 occurs after the first character;
-    # read column by column (vocabulary.byte_columns), so the work is the total bytes.
-    bits = np.zeros((vocabulary.size, 2), dtype=np.uint64)
-    columns = vocabulary.byte_columns()
-    for position, count in enumerate(columns.counts.tolist()):
-        tokens = columns.order[:count]
-        data = columns.data[columns.starts[position]:columns.starts[position] + count]
-        keep = (data < 128) & (first_char[tokens] <= position)
-        tokens, data = tokens[keep], data[keep].astype(np.uint64)
-        high = data >= 64
-        # a column holds each token once: a plain fancy |= is exact
-        bits[tokens[high], 1] |= np.left_shift(np.uint64(1), data[high] - np.uint64(64))
-        bits[tokens[~high], 0] |= np.left_shift(np.uint64(1), data[~high])
+            first_char[token] = len(text[0].encode("utf-8"))
     first_byte_masks = np.zeros((256, (vocabulary.size + 31) // 32), dtype=MASK_WORD)
     for byte in range(256):
         _set_bits(first_byte_masks[byte], order[offsets[byte]:offsets[byte + 1]])
     return _VocabularyTables(np.ascontiguousarray(matrix.T), lengths, order.astype(np.int64), offsets.astype(np.int64),
                              single, (vocabulary.size + 31) // 32, first_char,
-                             np.ascontiguousarray(bits[:, 0]), np.ascontiguousarray(bits[:, 1]), tail_wide,
-                             first_byte_masks)
+                             vocabulary.byte_columns(), first_byte_masks)
 
 
 def vocabulary_tables(vocabulary: Vocabulary) -> _VocabularyTables:
@@ -168,7 +149,6 @@ def _prepared_tables(vocabulary: Vocabulary) -> _VocabularyTables:
     string[:0x20] = string[ord('"')] = string[ord("\\")] = False
     words = np.packbits(string, bitorder="little").view(np.uint64)
     key = (int(words[0]), int(words[1]), True)
-    _last_leaving(tables, vocabulary.byte_columns(), key)
     tail = _tail_tokens(tables, key)
     if tail is not None:
         first = np.zeros(256, dtype=bool)
@@ -243,12 +223,9 @@ def _tail_tokens(tables: _VocabularyTables, key: tuple[int, int, bool]) -> _Tail
     (None when too few tokens loop to be worth it)."""
     if key in tables.tail_sets:
         return tables.tail_sets[key]
-    low, high, wide = key
-    inside = (tables.tail_low & np.uint64(~low & 0xFFFFFFFFFFFFFFFF)) == 0
-    inside &= (tables.tail_high & np.uint64(~high & 0xFFFFFFFFFFFFFFFF)) == 0
-    inside &= tables.first_char > 0
-    if not wide:
-        inside &= ~tables.tail_wide
+    # nothing after the first character leaves the loop (text tokens only:
+    # the others have first_char 0 and a last leaving position of their length)
+    inside = _last_leaving(tables, key) < tables.first_char
     found = None
     if np.count_nonzero(inside) >= _LOOP_MIN_TOKENS:
         bits = np.zeros(tables.num_words * 32, dtype=bool)
@@ -301,7 +278,7 @@ def _loop_bytes(key: tuple[int, int, bool]) -> np.ndarray:
     return loops
 
 
-def _last_leaving(tables: _VocabularyTables, columns, key: tuple[int, int, bool]) -> np.ndarray:
+def _last_leaving(tables: _VocabularyTables, key: tuple[int, int, bool]) -> np.ndarray:
     """``int16[V]``: the position of each token's last byte outside the loop
     set (-1 when there is none); the token's length when it is not text. A
     token in a state with this loop set, at a character boundary past that
@@ -309,7 +286,7 @@ def _last_leaving(tables: _VocabularyTables, columns, key: tuple[int, int, bool]
     set, column by column (~4 ms on Qwen)."""
     found = tables.last_leaving.get(key)
     if found is None:
-        loops = _loop_bytes(key)
+        loops, columns = _loop_bytes(key), tables.byte_columns
         found = np.full(len(tables.lengths), -1, dtype=np.int16)
         for position, count in enumerate(columns.counts.tolist()):
             data = columns.data[columns.starts[position]:columns.starts[position] + count]
@@ -378,6 +355,13 @@ def _distinct(values: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
     return ordered[keep]
+
+
+def _runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(distinct values, how many times each occurs)`` of a 1-d integer array."""
+    ordered = np.sort(values)
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    return ordered[starts], np.diff(np.append(starts, len(ordered)))
 
 
 def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -767,23 +751,18 @@ class LazyIndex(MaskServing):
         """Positions of the ``tokens`` (each in the state and at the byte
         position of the same place) whose every byte from there on loops on
         that state (:func:`_last_leaving`), so that they end in it."""
-        ordered = np.sort(states)
-        starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-        runs = np.diff(np.append(starts, len(ordered)))
+        values, runs = _runs(states)
         # A state few tokens reach is not worth its loop set: _loop computes
         # its whole row and walks every UTF-8 range from it (on a schema with
         # many keys this was 0.9 ms of each 2.6 ms cold row); walking those
         # tokens on costs less.
-        crowded = ordered[starts[runs >= _LOOP_MIN_SHARE]]
+        crowded = values[runs >= _LOOP_MIN_SHARE]
         stay = np.zeros(len(tokens), dtype=bool)
-        columns = None
         for state in crowded.tolist():
             key = self._loop(state)
             if not key[0] and not key[1]:
                 continue
-            if columns is None:
-                columns = self._vocabulary.byte_columns()
-            last = _last_leaving(self._tables, columns, key)
+            last = _last_leaving(self._tables, key)
             here = states == state
             stay[here] = last[tokens[here]] < positions[here]
         return np.flatnonzero(stay)
@@ -804,12 +783,10 @@ class LazyIndex(MaskServing):
         tables = self._tables
         live = np.flatnonzero(first_row)
         ascii_row = first_row[:128]
-        ordered = np.sort(ascii_row)
-        starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-        runs = np.diff(np.append(starts, 128))
-        runs[ordered[starts] == DEAD] = 0
+        values, runs = _runs(ascii_row)
+        runs[values == DEAD] = 0
         most = int(runs.argmax())
-        target = int(ordered[starts[most]])
+        target = int(values[most])
         tail = None
         if runs[most] >= _LOOP_MIN_BYTES:
             tail_key = self._loop(target)
