@@ -346,6 +346,11 @@ SHORTCUT_PATTERNS = [
     r'"[^"\\\x00-\x1f]{2}[^"\\\x00-\x1f]*"(?:,"[a-z]+")*',
     r'[a-z]+(?:-[a-z0-9]+)*\.json',
     r'"[ -~]{3,12}"',
+    # counted classes: the chain rows (ASCII; JSON string characters, wide and
+    # escaped; a count that ends in a loop)
+    r'I[0-9a-f]{40}"',
+    r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]){5,9}"',
+    r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]){11,}"',
 ]
 
 
@@ -357,6 +362,27 @@ def test_lazy_shortcuts_serve_the_eager_index_qwen(pattern):
     eager = Index.from_regex(pattern, vocab)
     assert lockstep(lazy, eager, max_pairs=25) >= 8
     assert lazy.complete().arrays.equals(eager.arrays)
+
+
+@pytest.mark.slow
+def test_counted_class_rows_follow_the_chain_qwen():
+    """A state inside ``[0-9a-f]{40}`` serves its row from the chain of the
+    next states (the tokens of n hex digits end n states on) rather than
+    a walk, and the chain's rows agree with the eager index along a hash
+    typed token by token."""
+    vocab = cached_vocabulary("qwen2.5")
+    pattern = r'I[0-9a-f]{40}"'
+    lazy = Index.from_regex(pattern, vocab, lazy=True)
+    eager = Index.from_regex(pattern, vocab)
+    lazy_state = lazy.advance(lazy.initial_state, vocab.encode("I")[0])
+    eager_state = eager.advance(eager.initial_state, vocab.encode("I")[0])
+    lazy.get_mask(lazy_state)
+    # followed as far as the longest token of hex digits (7 on Qwen), not walked
+    assert len(lazy._chain_links) >= 6
+    for token in vocab.encode("0123456789abcdef0123456789abcdef01234567" + '"'):
+        assert np.array_equal(lazy.get_mask(lazy_state), eager.get_mask(eager_state))
+        lazy_state, eager_state = lazy.advance(lazy_state, token), eager.advance(eager_state, token)
+    assert lazy.is_final(lazy_state) and eager.is_final(eager_state)
 
 
 def walk_masks(index, vocab, instances) -> list[bytes]:
