@@ -55,13 +55,14 @@ def canonical_byte_dfa(transitions: np.ndarray, finals: np.ndarray, *,
 
 
 # Tables up to this many states are made canonical with Python lists and
-# dicts (:func:`_canonical_small`). The array path's fixed cost is some forty
-# numpy calls: on the 4-state table of (1|2|...|10) it took 0.19 ms warm and
-# ~1.0 ms (190 page faults) in a freshly forked process, against 0.05 ms and
-# 0.2 ms for the lists, and Handwritten:28's first build on mistral-sp32k went
-# from ~0.88x to ~0.73x outlines-core's time. Warm, the lists stay faster up
-# to about 40 states whatever the shape ([0-9]{30}: 0.47 ms against 1.4 ms;
-# 40 keywords, 40 states: 0.36 against 0.32) and lose past ~100 (a 263-state
+# dicts (:func:`_canonical_small`). The array path's fixed cost is ~320
+# numpy-level calls (cProfile, numpy's own Python helpers included): on the
+# 4-state table of (1|2|...|10) it took 0.19 ms warm and ~1.0 ms (190 page
+# faults) in a freshly forked process, against 0.05 ms and 0.2 ms for the
+# lists; `bench_build.py --only Handwritten:28` on mistral-sp32k went from
+# 1.09-1.16x to 0.91-1.02x outlines-core's time. Warm, the lists are faster
+# or about even up to about 40 states ([0-9]{30}: 0.47 ms against 1.4 ms;
+# 13 keywords, 40 states: 0.36 against 0.32) and lose past ~100 (a 263-state
 # JSON object: 8.5 ms against 2.7 ms): Moore's rounds are quadratic in a chain.
 _SMALL_TABLE_STATES = 32
 
