@@ -424,7 +424,7 @@ class _ThompsonNFA:
 def byte_tables_from_regex(pattern: str, *, max_nfa_states: int = DEFAULT_MAX_NFA_STATES,
                            max_dfa_states: int | None = None,
                            definitions: "Mapping[str, str] | _SharedDefinitions | None" = None,
-                           ) -> tuple[np.ndarray, np.ndarray]:
+                           tree=None) -> tuple[np.ndarray, np.ndarray]:
     """Compile ``pattern`` to a complete byte table, not yet minimised.
 
     ``pattern`` is Python ``re`` syntax matched against the whole string, as
@@ -447,6 +447,10 @@ def byte_tables_from_regex(pattern: str, *, max_nfa_states: int = DEFAULT_MAX_NF
     ``definitions`` maps placeholder characters (lone surrogates) to the
     regexes they stand for (see the module notes); a definition may use the
     placeholders of others, but not its own.
+
+    ``tree`` is ``pattern``'s parse tree under ``re.ASCII`` when the caller
+    has it already (:func:`tokendfa.analysis.regex_syntax.normalize_and_parse`),
+    so the pattern is not parsed a second time.
     """
     # The build allocates hundreds of thousands of small lists and tuples, none
     # of them in a reference cycle; the cyclic collector would rescan them all
@@ -460,9 +464,12 @@ def byte_tables_from_regex(pattern: str, *, max_nfa_states: int = DEFAULT_MAX_NF
         if shared is not None and pattern in shared:
             # the whole pattern is one placeholder (a schema's root value, say): compile the
             # definition here rather than as a template that is then stamped and determinised again
-            pattern = shared.definitions[pattern]
+            pattern, tree = shared.definitions[pattern], None
         limits.check()
-        tree, flags = _parse(pattern)  # Python's parser: ~1 us a character, not interruptible
+        if tree is None:
+            tree, flags = _parse(pattern)  # Python's parser: ~1 us a character, not interruptible
+        else:
+            flags = int(tree.state.flags)
         limits.check()
         nfa = _ThompsonNFA(pattern, max_nfa_states, shared)
         start = nfa.new_state()

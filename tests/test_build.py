@@ -275,6 +275,7 @@ def test_sparse_and_dense_token_tables_give_the_same_index(monkeypatch, pattern)
     from tokendfa.build import assemble, fast
 
     vocab = cached_vocabulary("mistral-sp32k")
+    monkeypatch.setattr(assemble, "_SMALL_EDGES", 0)  # the array assembly, whose routes these are
     built = {}
     for route, fraction in (("sparse", 0), ("dense", 10**9)):
         monkeypatch.setattr(fast, "_SPARSE_FRACTION", fraction)
@@ -303,6 +304,63 @@ def test_patterns_with_few_tokens_walked_directly_give_the_signature_walk_index(
     walked = Index.from_regex(pattern, vocab).arrays
     assert calls and calls[0] is not None  # the pattern did qualify for the direct walk
     assert direct.equals(walked)
+
+
+def _assembled_both_ways(monkeypatch, dfa, raw, vocab):
+    """``assemble`` through the list path and through the array path: the
+    arrays, or the error's type and message."""
+    from tokendfa.analysis.errors import TokenDFAError
+    from tokendfa.build import assemble
+
+    results = []
+    for edges in (10**9, 0):
+        monkeypatch.setattr(assemble, "_SMALL_EDGES", edges)
+        monkeypatch.setattr(assemble, "_SMALL_GROUPED", edges)
+        try:
+            results.append(assemble.assemble(dfa, raw, vocab))
+        except TokenDFAError as exc:
+            results.append((type(exc), str(exc)))
+    return results
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+@pytest.mark.parametrize("method", ["reference", "fast"])
+def test_small_assembly_gives_the_array_assembly(monkeypatch, case, method):
+    """The list-based assembly for few edges and the array one give identical
+    arrays (dtypes included) from the same raw edges, or the same error."""
+    from tokendfa.build.fast import signature_edges
+    from tokendfa.build.reference import reference_edges
+
+    vocab = cached_vocabulary("toy")
+    dfa = byte_dfa_from_regex(case.pattern)
+    raw = (signature_edges if method == "fast" else reference_edges)(dfa, vocab)
+    small, arrays = _assembled_both_ways(monkeypatch, dfa, raw, vocab)
+    if isinstance(small, tuple) or isinstance(arrays, tuple):
+        assert small == arrays
+    else:
+        assert small.equals(arrays)
+
+
+@pytest.mark.parametrize("pattern", [r"(1|2|3|4|5|6|7|8|9|10)", r"[0-9]{3}-[0-9]{4}", r'"(yes|no)"',
+                                     r"(ab)*c?", r"[a-z0-9._%+-]+@[a-z0-9.-]+\.[a-z]{2,4}",
+                                     r'\{"id": [0-9]+, "name": "[^"]*"\}', r"[^x]*"])
+def test_small_assembly_on_a_real_vocabulary(monkeypatch, pattern):
+    """The same on mistral-sp32k, with several final states, EOS bits and
+    thousands of grouped tokens; the direct walk's and the signature walk's
+    edges both. Held to the reference build where that is quick."""
+    from tokendfa.build import fast
+
+    vocab = cached_vocabulary("mistral-sp32k")
+    dfa = byte_dfa_from_regex(pattern)
+    direct = fast._direct_edges(dfa, vocab)
+    monkeypatch.setattr(fast, "_direct_edges", lambda *args: None)
+    for raw in (direct, fast.signature_edges(dfa, vocab)):
+        if raw is None:
+            continue
+        small, arrays = _assembled_both_ways(monkeypatch, dfa, raw, vocab)
+        assert small.equals(arrays)
+    if len(pattern) < 25:
+        assert small.equals(Index.from_regex(pattern, vocab, method="reference").arrays)
 
 
 def test_unique_rows_and_distinct_agree_with_numpy():

@@ -471,9 +471,11 @@ def plain_minimal_dfa(transitions: np.ndarray, finals: np.ndarray) -> tuple[np.n
 
 def counted_hash_weights(monkeypatch, first_weights=None) -> list:
     """Count the minimiser's hashed refinements (one list entry each); with
-    ``first_weights``, the first one hashes with those weights instead."""
+    ``first_weights``, the first one hashes with those weights instead.
+    Every table goes to the array minimiser, small ones included."""
     import tokendfa.analysis.minimise as minimise
 
+    monkeypatch.setattr(minimise, "_SMALL_TABLE_STATES", 0)
     calls = []
     real = minimise._hash_weights
 
@@ -518,6 +520,39 @@ def test_minimisation_matches_plain_moore_refinement(seed, monkeypatch):
     assert np.array_equal(dfa.transitions, expected_table)
     assert np.array_equal(dfa.finals, expected_finals)
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_small_table_minimisation_matches_plain_moore_refinement(seed, monkeypatch):
+    """The list-based path for small tables, held to the textbook way on the
+    same random tables (up to 80 states: all of them take that path here)."""
+    import tokendfa.analysis.minimise as minimise
+
+    calls = counted_hash_weights(monkeypatch)
+    monkeypatch.setattr(minimise, "_SMALL_TABLE_STATES", 10**9)
+    table, finals = random_table(seed)
+    expected_table, expected_finals = plain_minimal_dfa(table, finals)
+    dfa = canonical_byte_dfa(table, finals)
+    assert calls == []  # no hashed refinement ran: the small path did it all
+    assert np.array_equal(dfa.transitions, expected_table)
+    assert np.array_equal(dfa.finals, expected_finals)
+    assert dfa.transitions.dtype == expected_table.dtype and dfa.finals.dtype == bool
+    assert not dfa.transitions.flags.writeable and not dfa.finals.flags.writeable
+
+
+@pytest.mark.parametrize("pattern", ALL_PATTERNS)
+def test_both_minimisers_give_the_same_arrays(pattern, monkeypatch):
+    """Every compiled test pattern, through the small-table path and the
+    array path: identical canonical arrays."""
+    import tokendfa.analysis.minimise as minimise
+
+    transitions, finals = byte_tables_from_regex(normalize_pattern(pattern))
+    monkeypatch.setattr(minimise, "_SMALL_TABLE_STATES", 10**9)
+    small = canonical_byte_dfa(transitions, finals)
+    monkeypatch.setattr(minimise, "_SMALL_TABLE_STATES", 0)
+    arrays = canonical_byte_dfa(transitions, finals)
+    assert np.array_equal(small.transitions, arrays.transitions)
+    assert np.array_equal(small.finals, arrays.finals)
 
 
 def test_minimisation_retries_after_a_hash_collision(monkeypatch):
