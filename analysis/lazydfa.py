@@ -542,7 +542,7 @@ class _LazyNFA:
     def _build(self, text: str, tree=None) -> tuple[int, int, tuple[int, ...]]:
         """Thompson-construct ``text`` (parsed already: ``tree``) and append it to
         the tables: ``(start, end, callees)``."""
-        tree, flags = _parse(text) if tree is None else (tree, int(tree.state.flags))
+        tree, flags = _parse(text, tree)
         builder = _CallingThompsonNFA(text, self.max_nfa_states - len(self.eps), self)
         start = builder.new_state()
         try:

@@ -201,9 +201,12 @@ def _nest_counts(outer_low: int, outer_high: int | None,
 
 # --- parsing ----------------------------------------------------------------
 
-def _parse(pattern: str):
-    """Python's parse tree of ``pattern`` under ``re.ASCII``, and its global flags."""
-    tree = parse_tree(pattern, int(re.ASCII))
+def _parse(pattern: str, tree=None):
+    """Python's parse tree of ``pattern`` under ``re.ASCII``, and its global
+    flags; ``tree`` is that tree when the caller has it already (the pattern
+    is then not parsed again)."""
+    if tree is None:
+        tree = parse_tree(pattern, int(re.ASCII))
     return tree, int(tree.state.flags)
 
 
@@ -466,10 +469,7 @@ def byte_tables_from_regex(pattern: str, *, max_nfa_states: int = DEFAULT_MAX_NF
             # definition here rather than as a template that is then stamped and determinised again
             pattern, tree = shared.definitions[pattern], None
         limits.check()
-        if tree is None:
-            tree, flags = _parse(pattern)  # Python's parser: ~1 us a character, not interruptible
-        else:
-            flags = int(tree.state.flags)
+        tree, flags = _parse(pattern, tree)  # Python's parser: ~1 us a character, not interruptible
         limits.check()
         nfa = _ThompsonNFA(pattern, max_nfa_states, shared)
         start = nfa.new_state()

@@ -153,8 +153,7 @@ def _prepared_tables(vocabulary: Vocabulary) -> _VocabularyTables:
     tables = _vocabulary_tables(vocabulary)
     string = np.ones(128, dtype=bool)
     string[:0x20] = string[ord('"')] = string[ord("\\")] = False
-    words = np.packbits(string, bitorder="little").view(np.uint64)
-    key = (int(words[0]), int(words[1]), True)
+    key = _class_key(string, True)
     tail = _tail_tokens(tables, key)
     if tail is not None:
         first = np.zeros(256, dtype=bool)
@@ -277,10 +276,17 @@ def _skips(tables: _VocabularyTables, tokens: np.ndarray, key: tuple[int, int, b
     return np.where(first > 0, skips, 0).astype(np.int16)
 
 
+def _class_key(ascii_bytes: np.ndarray, wide: bool) -> tuple[int, int, bool]:
+    """The key of a set of characters: ``ascii_bytes`` (bool[128]) as bits
+    0-63 and 64-127, and whether it holds every character of two or more bytes."""
+    words = np.packbits(ascii_bytes, bitorder="little").view(np.uint64)
+    return int(words[0]), int(words[1]), wide
+
+
 def _loops_on(key: tuple[int, int, bool], ascii_bytes: np.ndarray) -> bool:
     """Whether the loop set ``key`` holds every one of ``ascii_bytes`` (bool[128])."""
-    words = np.packbits(ascii_bytes, bitorder="little").view(np.uint64)
-    return int(words[0]) & ~key[0] == 0 and int(words[1]) & ~key[1] == 0
+    low, high, _ = _class_key(ascii_bytes, False)
+    return low & ~key[0] == 0 and high & ~key[1] == 0
 
 
 def _loop_bytes(key: tuple[int, int, bool]) -> np.ndarray:
@@ -461,6 +467,11 @@ def _runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ordered = np.sort(values)
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
     return ordered[starts], np.diff(np.append(starts, len(ordered)))
+
+
+def _grouped(items: np.ndarray, offsets: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """The ``items`` of ``groups``, where group g is ``items[offsets[g]:offsets[g + 1]]``."""
+    return items[_ranges(offsets[groups], offsets[groups + 1])]
 
 
 def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -890,24 +901,23 @@ class LazyIndex(MaskServing):
         tail = None
         if runs[most] >= _LOOP_MIN_BYTES:
             tail_key = self._loop(target)
-            if self._covered and not _loops_on(tail_key, ascii_row == target):
-                # the characters that lead to the target do not loop there: a counted class
-                return self._chain_row(state, first_row, target, live)
+            # the bytes and characters that lead to the target
+            first = np.zeros(256, dtype=bool)
+            first[:128] = ascii_row == target
+            if self._wide_target(state) == target:
+                first[_LEAD_BYTES] = True
+            if self._covered and not _loops_on(tail_key, first[:128]):
+                # they do not loop there: a counted class
+                return self._chain_row(state, first_row, first, target, live)
             tail = _tail_tokens(tables, tail_key)
         if tail is None:
-            tokens = tables.by_first_byte[_ranges(tables.first_offsets[live], tables.first_offsets[live + 1])]
+            tokens = _grouped(tables.by_first_byte, tables.first_offsets, live)
             return None, tokens, first_row[tables.columns[0][tokens]], np.ones(len(tokens), dtype=np.int64)
-        first = np.zeros(256, dtype=bool)
-        first[:128] = ascii_row == target
-        if self._wide_target(state) == target:
-            first[_LEAD_BYTES] = True
         mask = _loop_mask(tables, first, tail_key, tail)
         rest = np.flatnonzero(first)
         others = live[~first[live]]
         picked = _ranges(tail.rest_offsets[rest], tail.rest_offsets[rest + 1])
-        tokens = np.concatenate((
-            tables.by_first_byte[_ranges(tables.first_offsets[others], tables.first_offsets[others + 1])],
-            tail.rest[picked]))
+        tokens = np.concatenate((_grouped(tables.by_first_byte, tables.first_offsets, others), tail.rest[picked]))
         positions = np.ones(len(tokens), dtype=np.int64)
         skips = tail.rest_skips[picked]
         positions[len(tokens) - len(picked):] = np.maximum(skips, 1)
@@ -915,7 +925,7 @@ class LazyIndex(MaskServing):
         states[len(tokens) - len(picked):][skips > 0] = target
         return _LoopRow(mask, (target,)), tokens, states, positions
 
-    def _chain_row(self, state: int, first_row: np.ndarray, target: int, live: np.ndarray
+    def _chain_row(self, state: int, first_row: np.ndarray, first: np.ndarray, target: int, live: np.ndarray
                    ) -> tuple[_LoopRow, np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`_loop_row` where most characters lead to a state that does
         not loop on them: inside a counted class (``[0-9a-f]{40}``, a string
@@ -928,13 +938,7 @@ class LazyIndex(MaskServing):
 
         Used with a covering vocabulary only (the chain's ends are then live)."""
         tables = self._tables
-        first = np.zeros(256, dtype=bool)
-        first[:128] = first_row[:128] == target
-        same = np.packbits(first[:128], bitorder="little").view(np.uint64)
-        wide = self._wide_target(state) == target
-        if wide:
-            first[_LEAD_BYTES] = True
-        key = (int(same[0]), int(same[1]), wide)
+        key = _class_key(first[:128], bool(first[_LEAD_BYTES[0]]))
         runs = _class_runs(tables, key)
         limit = min(len(runs.full_offsets) - 2, (len(runs.partial_offsets) - 1) // 256, _CHAIN_MAX)
         chain, dies = self._chain(state, target, key, max(limit, 1))
@@ -942,8 +946,8 @@ class LazyIndex(MaskServing):
         along = np.array(chain, dtype=first_row.dtype)
         starting = np.flatnonzero(first)
         others = live[~first[live]]
-        parts = [tables.by_first_byte[_ranges(tables.first_offsets[others], tables.first_offsets[others + 1])],
-                 runs.irregular[_ranges(runs.irregular_offsets[starting], runs.irregular_offsets[starting + 1])]]
+        parts = [_grouped(tables.by_first_byte, tables.first_offsets, others),
+                 _grouped(runs.irregular, runs.irregular_offsets, starting)]
         parts_states = [first_row[tables.columns[0][part]] for part in parts]
         parts_positions = [np.ones(len(part), dtype=np.int64) for part in parts]
         # Tokens whose ASCII run stops after m <= length characters: walked on
@@ -952,8 +956,7 @@ class LazyIndex(MaskServing):
         steps, stops = np.nonzero(rows != DEAD)
         groups = (steps + 1) * 256 + stops
         groups = groups[groups < len(runs.partial_offsets) - 1]
-        picked = _ranges(runs.partial_offsets[groups], runs.partial_offsets[groups + 1])
-        parts.append(runs.partial[picked])
+        parts.append(_grouped(runs.partial, runs.partial_offsets, groups))
         parts_positions.append(runs.chars[parts[-1]].astype(np.int64))
         parts_states.append(along[parts_positions[-1]])
         # Tokens longer than the chain: dead at once where every ASCII byte of
@@ -1003,9 +1006,7 @@ class LazyIndex(MaskServing):
         found = self._loops.get(state)
         if found is None:
             row = self._dfa.row(state)
-            same = np.packbits(row[:128] == state, bitorder="little").view(np.uint64)
-            wide = self._wide_target(state) == state
-            found = self._loops[state] = (int(same[0]), int(same[1]), wide)
+            found = self._loops[state] = _class_key(row[:128] == state, self._wide_target(state) == state)
         return found
 
     def _wide_target(self, state: int) -> int:
