@@ -95,6 +95,47 @@ def test_free_value_levels_shared_one_by_one_keep_the_language(any_depth):
     assert np.array_equal(left.transitions, byte_dfa_from_regex(apart.regex).transitions)
 
 
+@pytest.mark.parametrize("low, high", [(0, 256), (3, 300), (300, None), (257, 258)])
+def test_long_string_counts_shared_by_doubling_keep_the_language(low, high):
+    # What Index.from_schema(lazy=True) asks for: a length bound of 256 or more
+    # written with O(log n) definitions (Compiler.counted), not n copies.
+    schema = {"type": "string", "minLength": low, **({} if high is None else {"maxLength": high})}
+    doubled = regex_from_schema(schema, state_budget=None, share_counts=True)
+    written = regex_from_schema(schema, state_budget=None)
+    assert len(doubled.pattern) + sum(map(len, doubled.definitions.values())) < 3_000
+    assert not written.definitions
+    left = canonical_byte_dfa(*LazyByteDFA(doubled.pattern, definitions=doubled.definitions).explore())
+    right = byte_dfa_from_regex(written.pattern)
+    assert np.array_equal(left.transitions, right.transitions)
+    assert np.array_equal(left.finals, right.finals)
+
+
+def test_many_long_strings_compile_lazily_in_a_small_nfa():
+    # Snowplow/sp_0 of JSONSchemaBench: 36 strings of maxLength 1024 and one of
+    # 65535 needed a 1.4 GiB NFA written out, over the memory budget.
+    properties = {f"p{i}": {"type": ["string", "null"], "maxLength": 1024} for i in range(40)}
+    properties["huge"] = {"type": "string", "maxLength": 65535}
+    compiled = regex_from_schema({"type": "object", "properties": properties,
+                                  "additionalProperties": False}, state_budget=None,
+                                 share_free_levels=True, share_counts=True)
+    dfa = LazyByteDFA(compiled.pattern, definitions=compiled.definitions)
+
+    def accepts(text: str) -> bool:
+        state = dfa.initial
+        for byte in text.encode():
+            state = dfa.step(state, byte)
+            if state == 0:
+                return False
+        return dfa.is_final(state)
+
+    assert dfa.num_nfa_states < 5_000
+    assert accepts('{"p0":"' + "é" * 1024 + '","p7":null,"huge":"' + "x" * 3000 + '"}')
+    assert not accepts('{"p0":"' + "é" * 1025 + '"}')
+    assert accepts('{"p3":"' + "\\n" * 1024 + '"}')
+    assert not accepts('{"p3":"' + "\\n" * 1025 + '"}')
+    assert dfa.num_nfa_states < 5_000  # entering a string compiled its definitions once
+
+
 def test_first_mask_of_an_open_object_compiles_one_free_value_level():
     from tokendfa import Vocabulary
 

@@ -172,7 +172,7 @@ class Index(MaskServing):
             compiled = regex_from_schema(
                 schema, whitespace=whitespace, lenient=lenient, max_recursion_depth=max_recursion_depth,
                 any_depth=LAZY_ANY_DEPTH if any_depth == "auto" else any_depth, state_budget=None,
-                share_free_levels=True)
+                share_free_levels=True, share_counts=True)
             return LazyIndex(compiled.pattern, vocabulary, config, definitions=compiled.definitions,
                              index_type=cls, metadata=_schema_metadata(schema, whitespace, compiled))
         compiled = regex_from_schema(schema, whitespace=whitespace, lenient=lenient,

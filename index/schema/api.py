@@ -149,7 +149,7 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
                       regex_budget: int | None = DEFAULT_REGEX_BUDGET,
                       state_budget: int | None = DEFAULT_STATE_BUDGET,
                       max_regex_length: int = DEFAULT_MAX_REGEX_LENGTH,
-                      share_free_levels: bool = False) -> SchemaRegex:
+                      share_free_levels: bool = False, share_counts: bool = False) -> SchemaRegex:
     """Compile a JSON Schema into a regex for the JSON texts of its valid instances.
 
     ``schema`` is a dict, a bool, or JSON text. ``whitespace`` is
@@ -184,6 +184,10 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
     first enters it, so the first mask compiles one level (a few hundred NFA
     states) rather than the three levels a definition otherwise holds
     (about 3,000); ``Index.from_schema(..., lazy=True)`` passes it.
+    ``share_counts=True`` writes a string length bound of 256 or more
+    with O(log n) shared definitions instead of n copies of a character
+    (the same language, see :meth:`Compiler.counted`); the lazy index
+    passes it too, since it compiles a definition only when entered.
 
     ``max_recursion_depth`` is how many times a recursive ``$ref`` is
     unrolled; values nested deeper are not accepted. If that leaves no value
@@ -212,7 +216,7 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
                                 max_recursion_depth=depth_r, max_whitespace=max_whitespace,
                                 indent=indent, any_depth=depth_a, registry=registry,
                                 default_draft=default_draft, max_regex_length=max_regex_length,
-                                share_free_levels=share_free_levels)
+                                share_free_levels=share_free_levels, share_counts=share_counts)
         try:
             return compiler, compiler.value([root], 0)
         except RecursionError:
@@ -263,7 +267,7 @@ def instance_text(schema: dict | bool | str, value: Any, *, whitespace: str = "c
 
 
 def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, indent, any_depth,
-           registry, default_draft, max_regex_length, share_free_levels=False):
+           registry, default_draft, max_regex_length, share_free_levels=False, share_counts=False):
     """Check the options and the schema; return the compiler and the root subschema."""
     if whitespace not in WHITESPACE_MODES:
         raise ValueError(f"whitespace must be one of {WHITESPACE_MODES}, not {whitespace!r}")
@@ -287,7 +291,7 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
         validator_cls=validator_cls, registry=full_registry, format_checker=_format_checker(),
         max_regex_length=max_regex_length, meta_uri=meta_uri,
         share=registry is None and not _may_hold_surrogates(schema),
-        share_free_levels=share_free_levels)
+        share_free_levels=share_free_levels, share_counts=share_counts)
     return compiler, Sub(schema, resolver, "")
 
 

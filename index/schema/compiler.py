@@ -36,13 +36,18 @@ from .ir import Choice, Constraint, Flat, Negated, Sub, json_key
 from .keywords import absorb
 from .negation import negate
 from .objects import declared, member_subs, object_
-from .regexes import alternation
+from .regexes import alternation, counted
 from .scalars import constants, literal, literals, number, string
 
 MAX_CHOICES = 256
 # A value regex this long, or longer, is written once and referred to by a
 # placeholder: one of the 2,048 lone surrogates, which no JSON text holds.
 SHARE_MIN_LENGTH = 2_000
+# With ``share_counts``, a string length bound at least this large is written
+# with doubling definitions (Compiler.counted). Snowplow/sp_0 (36 strings of
+# maxLength 1024, one of 65535) would need a 1.4 GiB NFA with each count
+# written out; below this bound the written-out repeat costs little.
+SHARED_COUNT_MIN = 256
 PLACEHOLDER_BASE = SURROGATES[0]
 MAX_DEFINITIONS = SURROGATES[1] - SURROGATES[0] + 1
 
@@ -90,7 +95,7 @@ class Compiler:
     def __init__(self, *, draft: int, layout: Layout, lenient: bool, max_recursion_depth: int,
                  any_depth: int, validator_cls, registry, format_checker,
                  max_regex_length: int, share: bool = True, meta_uri: str = "",
-                 share_free_levels: bool = False) -> None:
+                 share_free_levels: bool = False, share_counts: bool = False) -> None:
         self.draft = draft
         self.layout = layout
         self.lenient = lenient
@@ -110,6 +115,7 @@ class Compiler:
         # Shared pieces: off when the schema holds surrogates a placeholder could clash with.
         self.share = share
         self.share_free_levels = share_free_levels
+        self.share_counts = share_counts
         self.definitions: dict[str, str] = {}
         self._placeholder_of: dict[str, str] = {}
         self._values: dict = {}
@@ -130,6 +136,47 @@ class Compiler:
             self.definitions[placeholder] = regex
             self._placeholder_of[regex] = placeholder
         return placeholder
+
+    def counted(self, unit: str, lo: int, hi: int | None) -> str:
+        """``unit`` (one atom) ``lo`` to ``hi`` times (None: no bound).
+
+        With ``share_counts`` and a bound of at least ``SHARED_COUNT_MIN``,
+        the count is written with O(log n) shared definitions instead of n
+        copies of the unit: ``P[j]`` is the unit ``2**j`` times (``P[j-1]``
+        twice), ``U[k]`` is 0 to ``2**k - 1`` times (``U[k-1]``, or
+        ``P[k-1]`` then ``U[k-1]``), and 0 to n times is ``U[k]``, or
+        ``P[k]`` then 0 to ``n - 2**k`` times, for the largest ``2**k - 1 <= n``.
+        The language is the same; a lazy automaton compiles each definition
+        once, when a match first enters it, and its states stay what they
+        were (one per count reached) with O(log n) configurations each.
+        """
+        if not (self.share and self.share_counts) or max(lo, hi or 0) < SHARED_COUNT_MIN:
+            return counted(unit, lo, hi)
+        powers = [self.shared(f"(?:{unit})", always=True)]
+
+        def power(j: int) -> str:  # the unit 2**j times
+            while len(powers) <= j:
+                powers.append(self.shared(powers[-1] * 2, always=True))
+            return powers[j]
+
+        below_powers = {1: self.shared(f"{powers[0]}?", always=True)}
+
+        def below_power(k: int) -> str:  # 0 to 2**k - 1 times, k >= 1
+            if k not in below_powers:
+                lower = below_power(k - 1)
+                below_powers[k] = self.shared(f"(?:{lower}|{power(k - 1)}{lower})", always=True)
+            return below_powers[k]
+
+        def at_most(n: int) -> str:
+            if n == 0:
+                return ""
+            k = (n + 1).bit_length() - 1
+            if n == (1 << k) - 1:
+                return below_power(k)
+            return f"(?:{below_power(k)}|{power(k)}{at_most(n - (1 << k))})"
+
+        exactly = "".join(power(j) for j in range(lo.bit_length()) if lo >> j & 1)
+        return exactly + (f"{powers[0]}*" if hi is None else at_most(hi - lo))
 
     def _value_key(self, subs: list[Sub], depth: int):
         """What a value regex depends on: the schemas, their base URIs, the recursion counts."""

@@ -245,7 +245,7 @@ def string(c: "Compiler", flat: Flat) -> str | None:
             if lo == 0 and hi is None:
                 return strs.keys_except(strings)
             c.unsupported("not", "", "excluding string values together with lengths")
-        return strs.string_regex(lo, hi)
+        return strs.string_regex(lo, hi, counted=c.counted)
     if any(regex is None for regex, _, _ in musts):
         return None
     base = musts[0][0]

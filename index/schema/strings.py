@@ -205,13 +205,15 @@ def _except_units(children: list[int]) -> str | None:
 _CANONICAL_CHAR = char_set_regex([(0, MAX_CODEPOINT)])
 
 
-def string_regex(min_length: int = 0, max_length: int | None = None) -> str | None:
-    """Any JSON string (every spelling) with a length between the bounds."""
+def string_regex(min_length: int = 0, max_length: int | None = None, *, counted=_counted) -> str | None:
+    """Any JSON string (every spelling) with a length between the bounds;
+    ``counted(unit, lo, hi)`` writes the count (the compiler's may use shared
+    definitions)."""
     if max_length is not None and max_length < min_length:
         return None
     if min_length == 0 and max_length is None:
         return STRING
-    return '"' + _counted(CHAR, min_length, max_length) + '"'
+    return '"' + counted(CHAR, min_length, max_length) + '"'
 
 
 def canonical_string_regex(min_length: int = 0, max_length: int | None = None) -> str | None:
