@@ -280,6 +280,37 @@ def test_lazy_dfa_cells_are_resolved_only_when_asked():
     assert np.array_equal(lazy.transitions, eager.transitions)
 
 
+WIDE_PATTERNS = [r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4}){0,3}"', r"[^é]*x",
+                 r"(?:[α-ω]|[^\x00-\x7f])+y", r"(?:.|\n){2,4}", r"[a-z]*é|[^a]日", r"(?:[^\x00-\x7f]{2}|a)+b"]
+
+
+def _walked_wide_target(dfa: LazyByteDFA, state: int) -> int:
+    """The state every wide character leads to, walked through the DFA's
+    rows (what LazyIndex did before the NFA read it), or -1."""
+    from tokendfa.analysis.lazydfa import WIDE_SEQUENCES
+    reached = set()
+    for sequence in WIDE_SEQUENCES:
+        current = {state}
+        for lo, hi in sequence:
+            current = {int(t) for at in current for t in dfa.row(at)[lo:hi + 1]}
+        reached |= current
+    return next(iter(reached)) if len(reached) == 1 and 0 not in reached else -1
+
+
+@pytest.mark.parametrize("pattern", WIDE_PATTERNS)
+def test_wide_target_read_off_the_nfa_is_the_dfa_walk(pattern):
+    dfa = LazyByteDFA(pattern)
+    dfa.explore()
+    read = {state: dfa.wide_target(state) for state in range(1, dfa.num_states)}
+    for state, target in read.items():
+        if target is not None:
+            assert (target if target != 0 else -1) == _walked_wide_target(dfa, state), (pattern, state)
+    if "é" in pattern or "α" in pattern:  # classes that split a UTF-8 range: the walk decides
+        assert any(target is None for target in read.values())
+    else:  # the NFA read is used
+        assert any(target is not None and target > 0 for target in read.values())
+
+
 def test_lazy_dfa_bound():
     dfa = LazyByteDFA(r"(a|b)*a(a|b){24}", max_states=1000)
     with pytest.raises(BuildLimitError) as caught:
@@ -392,6 +423,8 @@ SHORTCUT_PATTERNS = [
     r'I[0-9a-f]{40}"',
     r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]){5,9}"',
     r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]){11,}"',
+    # longer than Qwen's longest token of string characters (128): the whole chain
+    r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]){0,150}"',
 ]
 
 
@@ -449,6 +482,21 @@ def test_lazy_schema_index_qwen():
     completed = lazy.complete()
     assert completed.arrays.equals(eager.arrays)
     assert completed.metadata["kind"] == "schema"
+
+
+@pytest.mark.slow
+def test_lazy_schema_with_a_doubled_length_bound_qwen():
+    # maxLength 300 is written with doubling definitions lazily, with 300 copies eagerly
+    schema = {"type": "object", "properties": {"s": {"type": "string", "minLength": 2, "maxLength": 300}},
+              "required": ["s"], "additionalProperties": False}
+    vocab = cached_vocabulary("qwen2.5")
+    lazy = Index.from_schema(schema, vocab, lazy=True)
+    eager = Index.from_schema(schema, vocab)
+    assert lazy.byte_dfa.num_nfa_states < 1_000
+    assert lockstep(lazy, eager, max_pairs=40) >= 30
+    instances = [{"s": "é日" * 150}, {"s": "ab"}, {"s": "a\\n\"" * 75}]  # 300 characters
+    assert walk_masks(lazy, vocab, instances) == walk_masks(eager, vocab, instances)
+    assert lazy.complete().arrays.equals(eager.arrays)
 
 
 def test_lazy_schema_free_values_nest_deep_by_default(toy_vocab):

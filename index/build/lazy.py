@@ -24,10 +24,12 @@ serves the same answers from the moment the NFA exists:
   state further along a chain instead of looping: a token of n characters
   of the class ends n states on, found with no walk (:meth:`LazyIndex._chain_row`);
 * :meth:`LazyIndex.advance` checks the token's bit and walks its bytes
-  through the byte automaton's cells, which computing the row resolved (the
-  walk resolves the cells of walked tokens; the loop rows whole rows of the
-  states they pass), so the token rows need no per-token successor table (a
-  state inside a JSON string allows ~147k Qwen tokens: 590 kB of successors).
+  through the byte automaton's cells, which computing the row mostly
+  resolved (the walk resolves the cells of walked tokens, the loop and chain
+  rows the ASCII cells of the states they pass; a cell inside a wide
+  character is resolved by the first advance that reads it), so the token
+  rows need no per-token successor table (a state inside a JSON string
+  allows ~147k Qwen tokens: 590 kB of successors).
 
 States are the lazy automaton's ids (the initial state is 1, not 0), and they
 are not minimal; the answers are the eager index's, state for state along any
@@ -63,8 +65,7 @@ from ..analysis.dfa import DEAD, INITIAL
 from ..analysis.minimise import canonical_byte_dfa
 from ..analysis.errors import (InvalidStateError, TokenNotAllowedError,
                                VocabularyCoverageError)
-from ..analysis.lazydfa import DEFAULT_MAX_LAZY_STATES, UNKNOWN, LazyByteDFA
-from ..analysis.utf8 import MAX_CODEPOINT, utf8_range_sequences
+from ..analysis.lazydfa import DEFAULT_MAX_LAZY_STATES, UNKNOWN, WIDE_SEQUENCES, LazyByteDFA
 from ..runtime.arrays import MASK_WORD
 from ..runtime.serving import MaskServing
 from ..vocab.vocabulary import Vocabulary
@@ -73,8 +74,6 @@ from .pipeline import BuiltIndex, build_index, readable_pattern
 
 __all__ = ["LazyIndex", "LAZY_ANY_DEPTH"]
 
-# Every UTF-8 sequence of a character of two or more bytes, as byte ranges.
-_WIDE_SEQUENCES = tuple(tuple(sequence) for sequence in utf8_range_sequences(0x80, MAX_CODEPOINT))
 
 # Free values of a schema nest this many levels in lazy mode, with no
 # any_depth="auto" measurement (which builds whole automata at several depths,
@@ -182,8 +181,12 @@ _SKIPS_MAX_TOKENS = 16384
 # tokens reach it with their first character read.
 _LOOP_MIN_SHARE = 256
 # A chain row follows a counted class at most this many characters: longer
-# tokens of the class resume their walk where the chain stops.
-_CHAIN_MAX = 48
+# tokens of the class resume their walk where the chain stops. Qwen's longest
+# token of JSON string characters has 128 (runs of spaces, dashes, "=");
+# at 48, the ~130 longer ones walked on a byte a level, ~30 numpy levels
+# in every cold row of a long counted string (1.73 -> 1.19 ms p50 a step
+# along a maxLength-1024 string, scratch measurement).
+_CHAIN_MAX = 128
 _NO_LINK = -2  # a chain stops: the class's characters part ways
 # Entries kept per vocabulary and cache. A schema has a handful of loop sets
 # (a free string, a pattern's class) and one first-byte set per state kind
@@ -359,6 +362,7 @@ class _ClassRuns:
     # in the run, not text), by first byte: walked from their first byte.
     irregular: np.ndarray
     irregular_offsets: np.ndarray  # int64[257]
+    stop_bytes: np.ndarray         # int64: the distinct bytes that stop a partial token's run
 
 
 def _class_runs(tables: _VocabularyTables, key: tuple[int, int, bool]) -> _ClassRuns:
@@ -406,7 +410,8 @@ def _class_runs(tables: _VocabularyTables, key: tuple[int, int, bool]) -> _Class
     irregular_offsets = np.searchsorted(tables.columns[0][irregular], np.arange(257))
     found = _ClassRuns(chars, ascii_run, by_chars.astype(np.int64), full_offsets.astype(np.int64),
                        partial.astype(np.int64), partial_offsets.astype(np.int64),
-                       irregular.astype(np.int64), irregular_offsets.astype(np.int64))
+                       irregular.astype(np.int64), irregular_offsets.astype(np.int64),
+                       _distinct(group % 256).astype(np.int64))
     return _remember(tables.class_runs, key, found)
 
 
@@ -649,16 +654,24 @@ class LazyIndex(MaskServing):
             data = self._tokens[token_id]
             if data is None:
                 return state  # EOS in a final state
-            # Computing the token row resolved every cell on the way (see the
-            # module docstring), and the mask was published after it: the
-            # current table has them.
+            # Computing the token row resolved the cells on the way (see the
+            # module docstring) but those inside wide characters the NFA
+            # placed, and the mask was published after it: the current table
+            # has them, and a cell still UNKNOWN (-1) is resolved below.
             table = self._dfa.table
             held, view = self._table_view
             if held is not table:
                 view = memoryview(table)
                 self._table_view = (table, view)
             for byte in data:
-                state = view[state, byte]
+                following = view[state, byte]
+                if following < 0:
+                    # a cell no row needed: the rows of states past the first
+                    # byte of a wide character are not computed when the NFA
+                    # shows where the character ends (LazyByteDFA.wide_target)
+                    following = self._dfa.step(state, byte)
+                    view = memoryview(self._dfa.table)
+                state = following
             return state
         raise TokenNotAllowedError(self._refusal(state, token_id), state=state, token_id=token_id)
 
@@ -940,7 +953,7 @@ class LazyIndex(MaskServing):
         tables = self._tables
         key = _class_key(first[:128], bool(first[_LEAD_BYTES[0]]))
         runs = _class_runs(tables, key)
-        limit = min(len(runs.full_offsets) - 2, (len(runs.partial_offsets) - 1) // 256, _CHAIN_MAX)
+        limit = min(max(len(runs.full_offsets) - 2, (len(runs.partial_offsets) - 1) // 256), _CHAIN_MAX)
         chain, dies = self._chain(state, target, key, max(limit, 1))
         length = len(chain) - 1
         along = np.array(chain, dtype=first_row.dtype)
@@ -952,9 +965,12 @@ class LazyIndex(MaskServing):
         parts_positions = [np.ones(len(part), dtype=np.int64) for part in parts]
         # Tokens whose ASCII run stops after m <= length characters: walked on
         # from the chain's m-th state where the byte that stops them lives there.
-        rows = np.stack([self._dfa.row(s) for s in chain[1:]])
-        steps, stops = np.nonzero(rows != DEAD)
-        groups = (steps + 1) * 256 + stops
+        # Only the cells of bytes that stop some token's run: a whole row of each
+        # chain state would discover a state past each first byte of a wide character.
+        stops = runs.stop_bytes
+        cells = self._dfa.successors(np.repeat(along[1:].astype(np.int64), len(stops)), np.tile(stops, length))
+        steps, which = np.nonzero((cells != DEAD).reshape(length, len(stops)))
+        groups = (steps + 1) * 256 + stops[which]
         groups = groups[groups < len(runs.partial_offsets) - 1]
         parts.append(_grouped(runs.partial, runs.partial_offsets, groups))
         parts_positions.append(runs.chars[parts[-1]].astype(np.int64))
@@ -985,7 +1001,8 @@ class LazyIndex(MaskServing):
         while len(chain) <= limit:
             following = self._chain_links.get((current, key))
             if following is None:
-                cells = self._dfa.successors(np.full(len(ascii_bytes), current, dtype=np.int64), ascii_bytes)
+                # range by range (a cell at a time cost ~30 us a link)
+                cells = self._dfa.ascii_row(current)[ascii_bytes]
                 following = int(cells[0]) if bool((cells == cells[0]).all()) else _NO_LINK
                 if following not in (DEAD, _NO_LINK) and key[2] and self._wide_target(current) != following:
                     following = _NO_LINK
@@ -1005,8 +1022,10 @@ class LazyIndex(MaskServing):
         more bytes does too."""
         found = self._loops.get(state)
         if found is None:
-            row = self._dfa.row(state)
-            found = self._loops[state] = _class_key(row[:128] == state, self._wide_target(state) == state)
+            # the ASCII cells only: the whole row would discover a state past
+            # each first byte of a wide character, which _wide_target does not need
+            ascii_row = self._dfa.ascii_row(state)
+            found = self._loops[state] = _class_key(ascii_row == state, self._wide_target(state) == state)
         return found
 
     def _wide_target(self, state: int) -> int:
@@ -1014,8 +1033,12 @@ class LazyIndex(MaskServing):
         ``state`` (checked on each range of UTF-8 sequences), or -1."""
         found = self._wide_targets.get(state)
         if found is None:
+            read = self._dfa.wide_target(state)  # off the NFA, when it shows one state
+            if read is not None:
+                found = self._wide_targets[state] = read if read != DEAD else -1
+                return found
             reached: set[int] = set()
-            for sequence in _WIDE_SEQUENCES:
+            for sequence in WIDE_SEQUENCES:
                 current = {state}
                 for lo, hi in sequence:
                     following = set()
