@@ -25,8 +25,9 @@ serves the same answers from the moment the NFA exists:
   of the class ends n states on, found with no walk (:meth:`LazyIndex._chain_row`);
 * :meth:`LazyIndex.advance` checks the token's bit and walks its bytes
   through the byte automaton's cells, which computing the row resolved (the
-  walk resolves the cells of walked tokens; the loop rows whole rows of the
-  states they pass), so the token rows need no per-token successor table (a
+  walk resolves the cells of walked tokens; the loop rows the whole rows of
+  the states they start and loop in, and the cells of every UTF-8 sequence
+  from those: :meth:`LazyIndex._wide_target`), so the token rows need no per-token successor table (a
   state inside a JSON string allows ~147k Qwen tokens: 590 kB of successors).
 
 States are the lazy automaton's ids (the initial state is 1, not 0), and they
@@ -1020,7 +1021,12 @@ class LazyIndex(MaskServing):
                 for lo, hi in sequence:
                     following = set()
                     for at in current:
-                        following.update(self._dfa.row(at)[lo:hi + 1].tolist())
+                        # The first byte's whole row, as before (the row of
+                        # ``state`` is needed anyway, and resolving it in the
+                        # same order keeps the state ids); only the cells of
+                        # the range from the states a sequence leads to.
+                        following.update(self._dfa.row(at)[lo:hi + 1].tolist() if at == state else
+                                         self._dfa.range_successors(at, lo, hi))
                     current = following
                     if DEAD in current:
                         break
