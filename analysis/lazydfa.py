@@ -64,6 +64,9 @@ from .regex_syntax import normalize_and_parse
 
 __all__ = ["LazyByteDFA", "DEFAULT_MAX_LAZY_STATES", "UNKNOWN"]
 
+# A state's cut: (range starts, range ends, targets of each range, base); see LazyByteDFA._cut_of.
+_Cut = tuple[list[int], list[int], list[tuple[int, ...]], int]
+
 # A table cell not computed yet (states are >= 0, DEAD is 0).
 UNKNOWN = -1
 
@@ -125,12 +128,15 @@ class LazyByteDFA:
             raise EmptyLanguageError(f"regex {shown} matches no string at all")
         self._kernels: list[frozenset] = [frozenset(), initial]
         self._ids: dict[frozenset, int] = {frozenset(): DEAD, initial: INITIAL}
-        self._steps: dict[frozenset, int] = {}
+        self._steps: dict[tuple[int, tuple[int, ...]], int] = {}  # (base, targets) -> state (see _step)
         capacity = 64
         self._table = np.full((capacity, 256), UNKNOWN, dtype=STATE_DTYPE)
         self._table[DEAD] = DEAD
         # state -> its byte ranges with NFA targets: (range starts, ends, targets)
-        self._cuts: dict[int, tuple[list[int], list[int], list[list[int]]]] = {}
+        self._cuts: dict[int, _Cut] = {}
+        # The cut of each kernel shape seen (the NFA states of a kernel whose
+        # configurations share one stack, as an int for one state): see _cut_of.
+        self._shape_cuts: dict = {}
         self._finals = np.zeros(capacity, dtype=bool)
         self._finals[INITIAL] = self._final in initial
         # materialised[s]: row s is complete in self._table (the dead row always is)
@@ -272,12 +278,12 @@ class LazyByteDFA:
             collecting = gc.isenabled()
             gc.disable()
             try:
-                starts, ends, targets = self._cut_of(state)
+                starts, ends, targets, base = self._cut_of(state)
                 at = max(bisect_right(starts, lo) - 1, 0)
                 while at < len(starts) and starts[at] <= hi:
                     if ends[at] >= lo and self._table[state, starts[at]] == UNKNOWN:
                         limits.check()
-                        successor = self._step(targets[at])
+                        successor = self._step(targets[at], base)
                         self._table[state, starts[at]:ends[at] + 1] = successor  # after _step: it may grow the table
                     at += 1
             finally:
@@ -294,11 +300,11 @@ class LazyByteDFA:
                     state, byte = divmod(cell, 256)
                     if self._table[state, byte] == UNKNOWN:
                         limits.check()
-                        starts, ends, targets = self._cut_of(state)
+                        starts, ends, targets, base = self._cut_of(state)
                         if self._table[state, byte] != UNKNOWN:
                             continue  # outside every range: the cut wrote DEAD there
                         at = bisect_right(starts, byte) - 1  # the range holding the byte
-                        successor = self._step(targets[at])
+                        successor = self._step(targets[at], base)
                         self._table[state, starts[at]:ends[at] + 1] = successor  # after _step: it may grow the table
             finally:
                 if collecting:
@@ -374,63 +380,98 @@ class LazyByteDFA:
         found = self._closures[config] = frozenset(kernel)
         return found
 
-    def _cut_of(self, state: int) -> tuple[list[int], list[int], list[list[int]]]:
+    def _cut_of(self, state: int) -> "_Cut":
         """The byte ranges on which ``state``'s kernel has edges, cut where
         their targets differ (the eager loop of ``regex_compiler._determinise``
-        for one state, over configurations: a byte edge keeps the stack).
-        The first call writes DEAD on every byte outside them."""
+        for one state, over configurations: a byte edge keeps the stack), as
+        ``(starts, ends, targets, base)``: range i leads to the configurations
+        ``base + t`` for t in ``targets[i]``. The first call writes DEAD on
+        every byte outside them.
+
+        A definition called from many places (a JSON string, an object's
+        keys) gives states that differ only in their stack: the same NFA
+        states, one stack. Their cut is computed once per such *shape*, with
+        targets relative to the stack (a byte edge keeps it), and made
+        absolute only for the ranges a walk steps on. Cutting each state
+        afresh cost ~10 us (Github_hard/o73917: 7.5k states, 4k shapes)."""
         found = self._cuts.get(state)
         if found is None:
-            size, edges = self._stride, self._edges
-            by_range: dict[tuple[int, int], list[int]] = {}
-            for config in self._kernels[state]:
-                stack, nfa_state = divmod(config, size)
-                base = stack * size
-                for lo, hi, target in edges[nfa_state]:
-                    targets = by_range.get((lo, hi))
-                    if targets is None:
-                        by_range[(lo, hi)] = [base + target]
-                    else:
-                        targets.append(base + target)
-            # DEAD written gap by gap between the (sorted, disjoint) pieces: a
-            # cold row discovers ~15 states, most with one to three ranges, and
-            # a bool[256] "covered" array cost ~4 us of numpy calls per state.
-            starts: list[int] = []
-            ends: list[int] = []
-            targets_of: list[list[int]] = []
+            size = self._stride
+            kernel = self._kernels[state]
+            stack = -1
+            shape = []
+            for config in kernel:
+                on, nfa_state = divmod(config, size)
+                if on != stack:
+                    if stack >= 0:
+                        break  # two stacks: cut over configurations
+                    stack = on
+                shape.append(nfa_state)
+            else:
+                key = shape[0] if len(shape) == 1 else frozenset(shape)
+                cut = self._shape_cuts.get(key)
+                if cut is None:
+                    cut = self._shape_cuts[key] = self._cut_configs(shape)
+                found = (cut[0], cut[1], cut[2], max(stack, 0) * size)
+            if found is None:
+                cut = self._cut_configs(kernel)
+                found = (cut[0], cut[1], cut[2], 0)
             row = self._table[state]
-            dead_from = 0
-            if by_range:
-                for lo, hi, targets in (_cut(by_range) if len(by_range) > 1 else
-                                        [(lo, hi, t) for (lo, hi), t in by_range.items()]):
-                    if lo > dead_from:
-                        row[dead_from:lo] = DEAD
-                    dead_from = hi + 1
-                    starts.append(lo)
-                    ends.append(hi)
-                    targets_of.append(targets)
-            if dead_from < 256:
-                row[dead_from:] = DEAD
-            found = self._cuts[state] = (starts, ends, targets_of)
+            for lo, hi in cut[3]:
+                row[lo:hi + 1] = DEAD
+            self._cuts[state] = found
         return found
 
+    def _cut_configs(self, configs) -> tuple[list[int], list[int], list[tuple[int, ...]], list[tuple[int, int]]]:
+        """``(starts, ends, targets, gaps)`` of the byte edges of ``configs``:
+        the sorted disjoint ranges, the distinct configurations each leads to
+        (sorted), and the ranges of bytes on no edge."""
+        size, edges = self._stride, self._edges
+        by_range: dict[tuple[int, int], list[int]] = {}
+        for config in configs:
+            stack, nfa_state = divmod(config, size)
+            base = stack * size
+            for lo, hi, target in edges[nfa_state]:
+                targets = by_range.get((lo, hi))
+                if targets is None:
+                    by_range[(lo, hi)] = [base + target]
+                else:
+                    targets.append(base + target)
+        starts: list[int] = []
+        ends: list[int] = []
+        targets_of: list[tuple[int, ...]] = []
+        gaps: list[tuple[int, int]] = []
+        dead_from = 0
+        for lo, hi, targets in (_cut(by_range) if by_range else ()):
+            if lo > dead_from:
+                gaps.append((dead_from, lo - 1))
+            dead_from = hi + 1
+            starts.append(lo)
+            ends.append(hi)
+            targets_of.append(tuple(sorted(set(targets))))
+        if dead_from < 256:
+            gaps.append((dead_from, 255))
+        return starts, ends, targets_of, gaps
+
     def _compute_row(self, state: int) -> None:
-        starts, ends, targets = self._cut_of(state)
+        starts, ends, targets, base = self._cut_of(state)
         for lo, hi, into in zip(starts, ends, targets):
             if self._table[state, lo] == UNKNOWN:
-                successor = self._step(into)
+                successor = self._step(into, base)
                 self._table[state, lo:hi + 1] = successor  # after _step: it may grow the table
         self._materialised[state] = 1
         self._cuts.pop(state, None)  # the row is whole: the cut is not needed again
 
-    def _step(self, targets: list[int]) -> int:
-        key = frozenset(targets)
+    def _step(self, targets: tuple[int, ...], base: int) -> int:
+        """The state of the configurations ``base + t`` for t in ``targets``
+        (distinct, sorted)."""
+        key = (base, targets)
         found = self._steps.get(key)
         if found is None:
-            if len(key) == 1:
-                closed = self._closure(targets[0])
+            if len(targets) == 1:
+                closed = self._closure(base + targets[0])
             else:
-                closed = frozenset().union(*map(self._closure, key))
+                closed = frozenset().union(*[self._closure(base + t) for t in targets])
             found = self._ids.get(closed)
             if found is None:
                 found = self._discover(closed)

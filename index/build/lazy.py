@@ -798,40 +798,56 @@ class LazyIndex(MaskServing):
         first_row = dfa.row(state)
         loop, tokens, states, positions = self._loop_row(state, first_row)
         found_tokens, found_ends = [], []
-        while len(tokens):
-            ended = lengths[tokens] == positions
-            if ended.any():
-                found_tokens.append(tokens[ended])
-                found_ends.append(states[ended])
-                keep = ~ended
-                tokens, states, positions = tokens[keep], states[keep], positions[keep]
-                if not len(tokens):
-                    break
-            if len(tokens) <= 48 or int((lengths[tokens] - positions).sum()) <= _PYTHON_WALK_BYTES:
+        ended = lengths[tokens] == positions
+        if ended.any():
+            found_tokens.append(tokens[ended])
+            found_ends.append(states[ended])
+            keep = ~ended
+            tokens, states, positions = tokens[keep], states[keep], positions[keep]
+        # A level walks three arrays: the flat index of each token's next byte
+        # in ``columns`` (position * V + token: the token and the position are
+        # that index's remainder and quotient), its state, and the bytes left
+        # after the next one; a token whose last byte was read leaves with the
+        # dead ones. About 15 numpy calls a level where there were 25: slow
+        # cold rows spent ~0.6 ms in this loop's own numpy calls (of ~1.6).
+        vocab_size = columns.shape[1]
+        flat_columns = columns.reshape(-1)
+        at = positions * vocab_size + tokens
+        left = lengths[tokens] - positions - 1
+        while len(at):
+            if len(at) <= 48 or int(left.sum()) + len(left) <= _PYTHON_WALK_BYTES:
                 # A few long tokens (runs of spaces, dashes) would take a
                 # numpy level per byte, ~40 us each: walk them in Python.
-                ends = self._walk_rest(tokens, states, positions)
+                tokens = at % vocab_size
+                ends = self._walk_rest(tokens, states, at // vocab_size)
                 alive = ends != DEAD
                 found_tokens.append(tokens[alive])
                 found_ends.append(ends[alive])
                 break
-            following = dfa.successors(states, columns[positions, tokens])
+            following = dfa.successors(states, flat_columns[at])
             # The loop shortcut: a token in a state whose every byte from here
             # on loops on that state ends there. Tried where the next byte
             # loops, so states that merely pass (a prefix of a declared key)
             # are not asked for their loop sets (a whole row each). Inside a
             # key after a declared key's first letter, tokens ("product") go
             # on in the free key's state: 1.2 -> 0.6 ms for such a cold row.
-            looping = np.flatnonzero(following == states)
-            if len(looping) >= _LOOP_MIN_SHARE:
-                stay = self._staying(tokens[looping], states[looping], positions[looping])
-                if len(stay):
-                    done = looping[stay]
-                    found_tokens.append(tokens[done])
-                    found_ends.append(states[done])
-                    following[done] = DEAD  # taken: dropped from the walk below
+            if len(at) >= _LOOP_MIN_SHARE:
+                looping = np.flatnonzero(following == states)
+                if len(looping) >= _LOOP_MIN_SHARE:
+                    stay = self._staying(at[looping] % vocab_size, states[looping], at[looping] // vocab_size)
+                    if len(stay):
+                        done = looping[stay]
+                        found_tokens.append(at[done] % vocab_size)
+                        found_ends.append(states[done])
+                        following[done] = DEAD  # taken: dropped from the walk below
             alive = following != DEAD
-            tokens, states, positions = tokens[alive], following[alive], positions[alive] + 1
+            last = left == 0
+            ended = alive & last
+            if ended.any():
+                found_tokens.append(at[ended] % vocab_size)
+                found_ends.append(following[ended])
+                alive &= ~last
+            at, states, left = at[alive] + vocab_size, following[alive], left[alive] - 1
         tokens = np.concatenate(found_tokens) if found_tokens else np.zeros(0, dtype=np.int64)
         ends = np.concatenate(found_ends) if found_ends else np.zeros(0, dtype=np.int32)
         row = _TokenRow(tokens, ends, loop)
