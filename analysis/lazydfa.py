@@ -120,6 +120,7 @@ class LazyByteDFA:
         self._stack_depth: list[int] = [0]
         self._pushes: dict[tuple[int, int], int] = {}
         self._closures: dict[int, frozenset] = {}
+        self._local_closures: dict[int, tuple[int, ...]] = {}  # NFA state -> see _local_closure
         self._lock = threading.Lock()
         initial = self._closure(nfa.start) if nfa.start >= 0 else frozenset()
         if not initial:
@@ -296,14 +297,25 @@ class LazyByteDFA:
             collecting = gc.isenabled()
             gc.disable()
             try:
+                # Sorted cells come state by state, and a state's bytes in
+                # order: the cut is looked up once a state and each range it
+                # holds resolved at its first cell (a range is resolved whole),
+                # in the order the cells give, as cell by cell; ~20 distinct
+                # cells a call, one numpy read a cell was ~10% of a cold row.
+                current = -1
                 for cell in cells:
-                    state, byte = divmod(cell, 256)
-                    if self._table[state, byte] == UNKNOWN:
+                    state = cell >> 8
+                    byte = cell & 255
+                    if state != current:
+                        current = state
                         limits.check()
                         starts, ends, targets, base = self._cut_of(state)
-                        if self._table[state, byte] != UNKNOWN:
-                            continue  # outside every range: the cut wrote DEAD there
-                        at = bisect_right(starts, byte) - 1  # the range holding the byte
+                        last = -1
+                    at = bisect_right(starts, byte) - 1  # the range that may hold the byte
+                    if at == last or at < 0 or byte > ends[at]:
+                        continue  # resolved with its range just now, or outside every range (DEAD)
+                    last = at
+                    if self._table[state, starts[at]] == UNKNOWN:
                         successor = self._step(targets[at], base)
                         self._table[state, starts[at]:ends[at] + 1] = successor  # after _step: it may grow the table
             finally:
@@ -342,6 +354,20 @@ class LazyByteDFA:
         found = self._closures.get(config)
         if found is not None:
             return found
+        if self.max_depth is None:
+            # Most closures stay inside one fragment: no call, no end on the
+            # way, so the stack plays no part and the closure is the NFA
+            # states' own, on this stack. Those are found once per NFA state
+            # (a JSON string's states are entered on many stacks): a closure
+            # from scratch cost ~2 us of set and divmod work per configuration.
+            stack, q = divmod(config, self._stride)
+            local = self._local_closures.get(q)
+            if local is None:
+                local = self._local_closures[q] = self._local_closure(q)
+            if local:
+                base = stack * self._stride
+                found = self._closures[config] = frozenset([base + t for t in local] if base else local)
+                return found
         size, eps, edges, calls, ends, final = (self._stride, self._eps, self._edges, self._calls,
                                                 self._ends, self._final)
         bound = self.max_depth
@@ -379,6 +405,28 @@ class LazyByteDFA:
                     todo.append(successor)
         found = self._closures[config] = frozenset(kernel)
         return found
+
+    def _local_closure(self, q: int) -> tuple[int, ...]:
+        """The kernel NFA states reachable from ``q`` by epsilon moves alone
+        (those with byte edges, and the final state), or ``()`` when a state
+        on the way calls a definition or ends one (the closure then depends
+        on the stack). Only for automata without a depth bound, whose
+        kernels need no stack depth check."""
+        eps, edges, calls, ends, final = self._eps, self._edges, self._calls, self._ends, self._final
+        seen = {q}
+        todo = [q]
+        kernel = []
+        while todo:
+            current = todo.pop()
+            if calls[current] or ends[current]:
+                return ()
+            if edges[current] or current == final:
+                kernel.append(current)
+            for successor in eps[current]:
+                if successor not in seen:
+                    seen.add(successor)
+                    todo.append(successor)
+        return tuple(kernel) if kernel else ()
 
     def _cut_of(self, state: int) -> "_Cut":
         """The byte ranges on which ``state``'s kernel has edges, cut where
