@@ -1053,6 +1053,7 @@ class LazyIndex(MaskServing):
         found = self._wide_targets.get(state)
         if found is None:
             reached: set[int] = set()
+            asked: dict[tuple[int, int, int], set[int]] = {}  # sequences share their later ranges
             for sequence in _WIDE_SEQUENCES:
                 current = {state}
                 for lo, hi in sequence:
@@ -1062,8 +1063,13 @@ class LazyIndex(MaskServing):
                         # ``state`` is needed anyway, and resolving it in the
                         # same order keeps the state ids); only the cells of
                         # the range from the states a sequence leads to.
-                        following.update(self._dfa.row(at)[lo:hi + 1].tolist() if at == state else
-                                         self._dfa.range_successors(at, lo, hi))
+                        if at == state:
+                            following.update(self._dfa.row(at)[lo:hi + 1].tolist())
+                        else:
+                            key = (at, lo, hi)
+                            if key not in asked:
+                                asked[key] = self._dfa.range_successors(at, lo, hi)
+                            following |= asked[key]
                     current = following
                     if DEAD in current:
                         break
