@@ -508,9 +508,17 @@ def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 
 
 def _set_bits(mask: np.ndarray, tokens: np.ndarray) -> None:
-    """Set the bits of ``tokens`` in a ``uint32`` mask (one OR a word: tokens
-    are sorted and each word's bits reduced first)."""
+    """Set the bits of ``tokens`` in a ``uint32`` mask (a few tokens: sorted,
+    each word's bits reduced first, one OR a word; many: packed from a bool
+    per token)."""
     if not len(tokens):
+        return
+    if len(tokens) > 256:
+        # Many tokens: a bool per token packed into words costs about the same
+        # whatever their number (a loop row's ~3k walked tokens: 36 -> 12 us).
+        allowed = np.zeros(len(mask) * 32, dtype=bool)
+        allowed[tokens] = True
+        mask |= np.packbits(allowed, bitorder="little").view(MASK_WORD)
         return
     ordered = np.sort(tokens)
     words = ordered >> 5
