@@ -891,20 +891,22 @@ class LazyIndex(MaskServing):
         dfa, spellings = self._dfa, self._tokens
         table = dfa.table
         view = memoryview(table)  # ~0.1 us a byte where dfa.step costs ~0.45
-        ends = np.empty(len(tokens), dtype=states.dtype)
-        for i, (token, state, at) in enumerate(zip(tokens.tolist(), states.tolist(), positions.tolist())):
+        ends = []
+        for token, state, at in zip(tokens.tolist(), states.tolist(), positions.tolist()):
             for byte in spellings[token][at:]:
                 following = view[state, byte]
-                if following == UNKNOWN:
-                    following = dfa.step(state, byte)
-                    if dfa.table is not table:  # the table grew: read the new one
-                        table = dfa.table
-                        view = memoryview(table)
+                if following <= DEAD:  # one test a byte for both (UNKNOWN is -1)
+                    if following == UNKNOWN:
+                        following = dfa.step(state, byte)
+                        if dfa.table is not table:  # the table grew: read the new one
+                            table = dfa.table
+                            view = memoryview(table)
+                    if following == DEAD:
+                        state = DEAD
+                        break
                 state = following
-                if state == DEAD:
-                    break
-            ends[i] = state
-        return ends
+            ends.append(state)
+        return np.array(ends, dtype=states.dtype)
 
     def _staying(self, tokens: np.ndarray, states: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """Positions of the ``tokens`` (each in the state and at the byte
