@@ -65,6 +65,9 @@ from .utf8 import MAX_CODEPOINT, utf8_range_sequences
 
 __all__ = ["LazyByteDFA", "DEFAULT_MAX_LAZY_STATES", "UNKNOWN", "WIDE_SEQUENCES"]
 
+# A state's cut: (range starts, range ends, targets of each range, base); see LazyByteDFA._cut_of.
+_Cut = tuple[list[int], list[int], list[tuple[int, ...]], int]
+
 # A table cell not computed yet (states are >= 0, DEAD is 0).
 UNKNOWN = -1
 
@@ -123,6 +126,7 @@ class LazyByteDFA:
         self._pushes: dict[tuple[int, int], int] = {}
         self._closures: dict[int, frozenset] = {}
         self._wide_ends: dict[int, frozenset | None] = {}  # NFA state -> see _nfa_wide_ends
+        self._local_closures: dict[int, tuple[int, ...]] = {}  # NFA state -> see _local_closure
         self._lock = threading.Lock()
         initial = self._closure(nfa.start) if nfa.start >= 0 else frozenset()
         if not initial:
@@ -131,12 +135,15 @@ class LazyByteDFA:
             raise EmptyLanguageError(f"regex {shown} matches no string at all")
         self._kernels: list[frozenset] = [frozenset(), initial]
         self._ids: dict[frozenset, int] = {frozenset(): DEAD, initial: INITIAL}
-        self._steps: dict[frozenset, int] = {}
+        self._steps: dict[tuple[int, tuple[int, ...]], int] = {}  # (base, targets) -> state (see _step)
         capacity = 64
         self._table = np.full((capacity, 256), UNKNOWN, dtype=STATE_DTYPE)
         self._table[DEAD] = DEAD
         # state -> its byte ranges with NFA targets: (range starts, ends, targets)
-        self._cuts: dict[int, tuple[list[int], list[int], list[list[int]]]] = {}
+        self._cuts: dict[int, _Cut] = {}
+        # The cut of each kernel shape seen (the NFA states of a kernel whose
+        # configurations share one stack, as an int for one state): see _cut_of.
+        self._shape_cuts: dict = {}
         self._finals = np.zeros(capacity, dtype=bool)
         self._finals[INITIAL] = self._final in initial
         # materialised[s]: row s is complete in self._table (the dead row always is)
@@ -274,13 +281,13 @@ class LazyByteDFA:
                 collecting = gc.isenabled()
                 gc.disable()
                 try:
-                    starts, ends, targets = self._cut_of(state)
+                    starts, ends, targets, base = self._cut_of(state)
                     for lo, hi, into in zip(starts, ends, targets):
                         if lo >= 128:
                             break  # the cut's ranges are sorted
                         if self._table[state, lo] == UNKNOWN:
                             limits.check()
-                            successor = self._step(into)
+                            successor = self._step(into, base)
                             self._table[state, lo:hi + 1] = successor  # after _step: it may grow the table
                 finally:
                     if collecting:
@@ -319,7 +326,7 @@ class LazyByteDFA:
             gc.disable()
             try:
                 limits.check()
-                return self._step(targets)
+                return self._step(tuple(sorted(set(targets))), 0)
             finally:
                 if collecting:
                     gc.enable()
@@ -355,20 +362,57 @@ class LazyByteDFA:
                 return None
         return found
 
+    def range_successors(self, state: int, lo: int, hi: int) -> set[int]:
+        """The distinct states the bytes ``lo..hi`` lead to from ``state``,
+        resolving the cells of those bytes only (a range of the cut at a
+        time). Following every UTF-8 sequence from a JSON string state asks
+        for one range of each of ~8 states that a character's first bytes
+        lead to; their whole rows cost ~25 us each."""
+        found = set(self._table[state, lo:hi + 1].tolist())
+        if UNKNOWN not in found:
+            return found
+        with self._lock:
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                starts, ends, targets, base = self._cut_of(state)
+                at = max(bisect_right(starts, lo) - 1, 0)
+                while at < len(starts) and starts[at] <= hi:
+                    if ends[at] >= lo and self._table[state, starts[at]] == UNKNOWN:
+                        limits.check()
+                        successor = self._step(targets[at], base)
+                        self._table[state, starts[at]:ends[at] + 1] = successor  # after _step: it may grow the table
+                    at += 1
+            finally:
+                if collecting:
+                    gc.enable()
+        return set(self._table[state, lo:hi + 1].tolist())
+
     def _resolve_cells(self, cells) -> None:
         with self._lock:
             collecting = gc.isenabled()
             gc.disable()
             try:
+                # Sorted cells come state by state, and a state's bytes in
+                # order: the cut is looked up once a state and each range it
+                # holds resolved at its first cell (a range is resolved whole),
+                # in the order the cells give, as cell by cell; ~20 distinct
+                # cells a call, one numpy read a cell was ~10% of a cold row.
+                current = -1
                 for cell in cells:
-                    state, byte = divmod(cell, 256)
-                    if self._table[state, byte] == UNKNOWN:
+                    state = cell >> 8
+                    byte = cell & 255
+                    if state != current:
+                        current = state
                         limits.check()
-                        starts, ends, targets = self._cut_of(state)
-                        if self._table[state, byte] != UNKNOWN:
-                            continue  # outside every range: the cut wrote DEAD there
-                        at = bisect_right(starts, byte) - 1  # the range holding the byte
-                        successor = self._step(targets[at])
+                        starts, ends, targets, base = self._cut_of(state)
+                        last = -1
+                    at = bisect_right(starts, byte) - 1  # the range that may hold the byte
+                    if at == last or at < 0 or byte > ends[at]:
+                        continue  # resolved with its range just now, or outside every range (DEAD)
+                    last = at
+                    if self._table[state, starts[at]] == UNKNOWN:
+                        successor = self._step(targets[at], base)
                         self._table[state, starts[at]:ends[at] + 1] = successor  # after _step: it may grow the table
             finally:
                 if collecting:
@@ -406,6 +450,20 @@ class LazyByteDFA:
         found = self._closures.get(config)
         if found is not None:
             return found
+        if self.max_depth is None:
+            # Most closures stay inside one fragment: no call, no end on the
+            # way, so the stack plays no part and the closure is the NFA
+            # states' own, on this stack. Those are found once per NFA state
+            # (a JSON string's states are entered on many stacks): a closure
+            # from scratch cost ~2 us of set and divmod work per configuration.
+            stack, q = divmod(config, self._stride)
+            local = self._local_closures.get(q)
+            if local is None:
+                local = self._local_closures[q] = self._local_closure(q)
+            if local:
+                base = stack * self._stride
+                found = self._closures[config] = frozenset([base + t for t in local] if base else local)
+                return found
         size, eps, edges, calls, ends, final = (self._stride, self._eps, self._edges, self._calls,
                                                 self._ends, self._final)
         bound = self.max_depth
@@ -444,51 +502,163 @@ class LazyByteDFA:
         found = self._closures[config] = frozenset(kernel)
         return found
 
-    def _cut_of(self, state: int) -> tuple[list[int], list[int], list[list[int]]]:
+    def _local_closure(self, q: int) -> tuple[int, ...]:
+        """The kernel NFA states reachable from ``q`` by epsilon moves alone
+        (those with byte edges, and the final state), or ``()`` when a state
+        on the way calls a definition or ends one (the closure then depends
+        on the stack). Only for automata without a depth bound, whose
+        kernels need no stack depth check."""
+        eps, edges, calls, ends, final = self._eps, self._edges, self._calls, self._ends, self._final
+        seen = {q}
+        todo = [q]
+        kernel = []
+        while todo:
+            current = todo.pop()
+            if calls[current] or ends[current]:
+                return ()
+            if edges[current] or current == final:
+                kernel.append(current)
+            for successor in eps[current]:
+                if successor not in seen:
+                    seen.add(successor)
+                    todo.append(successor)
+        return tuple(kernel) if kernel else ()
+
+    def _cut_of(self, state: int) -> "_Cut":
         """The byte ranges on which ``state``'s kernel has edges, cut where
         their targets differ (the eager loop of ``regex_compiler._determinise``
-        for one state, over configurations: a byte edge keeps the stack).
-        The first call writes DEAD on every byte outside them."""
+        for one state, over configurations: a byte edge keeps the stack), as
+        ``(starts, ends, targets, base)``: range i leads to the configurations
+        ``base + t`` for t in ``targets[i]``. The first call writes DEAD on
+        every byte outside them.
+
+        A definition called from many places (a JSON string, an object's
+        keys) gives states that differ only in their stack: the same NFA
+        states, one stack. Their cut is computed once per such *shape*, with
+        targets relative to the stack (a byte edge keeps it), and made
+        absolute only for the ranges a walk steps on. Cutting each state
+        afresh cost ~10 us (Github_hard/o73917: 7.5k states, 4k shapes)."""
         found = self._cuts.get(state)
         if found is None:
-            size, edges = self._stride, self._edges
-            by_range: dict[tuple[int, int], list[int]] = {}
-            for config in self._kernels[state]:
-                stack, nfa_state = divmod(config, size)
-                base = stack * size
-                for lo, hi, target in edges[nfa_state]:
-                    targets = by_range.get((lo, hi))
-                    if targets is None:
-                        by_range[(lo, hi)] = [base + target]
-                    else:
-                        targets.append(base + target)
-            cut = list(_cut(by_range)) if by_range else []
-            found = ([lo for lo, _, _ in cut], [hi for _, hi, _ in cut], [t for _, _, t in cut])
-            covered = np.zeros(256, dtype=bool)
-            for lo, hi, _ in cut:
-                covered[lo:hi + 1] = True
-            row = self._table[state]
-            row[~covered] = DEAD
+            size = self._stride
+            kernel = self._kernels[state]
+            stack = -1
+            shape = []
+            for config in kernel:
+                on, nfa_state = divmod(config, size)
+                if on != stack:
+                    if stack >= 0:
+                        break  # two stacks: cut over configurations
+                    stack = on
+                shape.append(nfa_state)
+            else:
+                key = shape[0] if len(shape) == 1 else frozenset(shape)
+                cut = self._shape_cuts.get(key)
+                if cut is None:
+                    starts, ends, targets, gaps = self._cut_configs(shape)
+                    # the dead bytes as one index array: a JSON string's 5-8
+                    # gaps written slice by slice took ~4 us a state, ~0.7 so
+                    dead = np.concatenate([np.arange(lo, hi + 1) for lo, hi in gaps]) if gaps else None
+                    cut = self._shape_cuts[key] = (starts, ends, targets, dead)
+                found = (cut[0], cut[1], cut[2], max(stack, 0) * size)
+                if cut[3] is not None:
+                    self._table[state, cut[3]] = DEAD
+            if found is None:
+                starts, ends, targets, gaps = self._cut_configs(kernel)
+                found = (starts, ends, targets, 0)
+                row = self._table[state]
+                for lo, hi in gaps:
+                    row[lo:hi + 1] = DEAD
             self._cuts[state] = found
         return found
 
+    def _cut_configs(self, configs) -> tuple[list[int], list[int], list[tuple[int, ...]], list[tuple[int, int]]]:
+        """``(starts, ends, targets, gaps)`` of the byte edges of ``configs``:
+        the sorted disjoint ranges, the distinct configurations each leads to
+        (sorted), and the ranges of bytes on no edge."""
+        size, edges = self._stride, self._edges
+        # Sorted, the edges of the configurations are the cut already when
+        # ranges are equal (a letter that starts several declared keys) or
+        # disjoint (a JSON string's ~15 ranges); cutting them through a dict
+        # of ranges cost ~16 us a shape.
+        if len(configs) == 1 and configs[0] < size:
+            own = sorted(edges[configs[0]])
+        else:
+            own = []
+            for config in configs:
+                stack, nfa_state = divmod(config, size)
+                base = stack * size
+                own.extend([(lo, hi, base + target) for lo, hi, target in edges[nfa_state]])
+            own.sort()
+        starts: list[int] = []
+        ends: list[int] = []
+        targets_of: list[tuple[int, ...]] = []
+        gaps: list[tuple[int, int]] = []
+        dead_from = 0
+        into: list[int] = []
+        for lo, hi, target in own:
+            if starts and lo == starts[-1] and hi == ends[-1]:
+                if target != into[-1]:
+                    into.append(target)
+                continue
+            if lo < dead_from:
+                break  # ranges that overlap in part: cut them below
+            if into:
+                targets_of.append(tuple(into))
+            if lo > dead_from:
+                gaps.append((dead_from, lo - 1))
+            dead_from = hi + 1
+            starts.append(lo)
+            ends.append(hi)
+            into = [target]
+        else:
+            if into:
+                targets_of.append(tuple(into))
+            if dead_from < 256:
+                gaps.append((dead_from, 255))
+            return starts, ends, targets_of, gaps
+        by_range: dict[tuple[int, int], list[int]] = {}
+        for lo, hi, target in own:
+            targets = by_range.get((lo, hi))
+            if targets is None:
+                by_range[(lo, hi)] = [target]
+            else:
+                targets.append(target)
+        starts: list[int] = []
+        ends: list[int] = []
+        targets_of: list[tuple[int, ...]] = []
+        gaps: list[tuple[int, int]] = []
+        dead_from = 0
+        for lo, hi, targets in (_cut(by_range) if by_range else ()):
+            if lo > dead_from:
+                gaps.append((dead_from, lo - 1))
+            dead_from = hi + 1
+            starts.append(lo)
+            ends.append(hi)
+            targets_of.append(tuple(sorted(set(targets))))
+        if dead_from < 256:
+            gaps.append((dead_from, 255))
+        return starts, ends, targets_of, gaps
+
     def _compute_row(self, state: int) -> None:
-        starts, ends, targets = self._cut_of(state)
+        starts, ends, targets, base = self._cut_of(state)
         for lo, hi, into in zip(starts, ends, targets):
             if self._table[state, lo] == UNKNOWN:
-                successor = self._step(into)
+                successor = self._step(into, base)
                 self._table[state, lo:hi + 1] = successor  # after _step: it may grow the table
         self._materialised[state] = 1
         self._cuts.pop(state, None)  # the row is whole: the cut is not needed again
 
-    def _step(self, targets: list[int]) -> int:
-        key = frozenset(targets)
+    def _step(self, targets: tuple[int, ...], base: int) -> int:
+        """The state of the configurations ``base + t`` for t in ``targets``
+        (distinct, sorted)."""
+        key = (base, targets)
         found = self._steps.get(key)
         if found is None:
-            if len(key) == 1:
-                closed = self._closure(targets[0])
+            if len(targets) == 1:
+                closed = self._closure(base + targets[0])
             else:
-                closed = frozenset().union(*map(self._closure, key))
+                closed = frozenset().union(*[self._closure(base + t) for t in targets])
             found = self._ids.get(closed)
             if found is None:
                 found = self._discover(closed)
@@ -512,8 +682,11 @@ class LazyByteDFA:
 
     def _grow(self) -> None:
         capacity = 2 * len(self._finals)
-        table = np.full((capacity, 256), UNKNOWN, dtype=STATE_DTYPE)
+        # empty, then each half written once: np.full wrote the old half twice
+        # (1.2 -> 0.9 ms at 16k states, inside the cold row that grows it)
+        table = np.empty((capacity, 256), dtype=STATE_DTYPE)
         table[:len(self._table)] = self._table
+        table[len(self._table):] = UNKNOWN
         finals = np.zeros(capacity, dtype=bool)
         finals[:len(self._finals)] = self._finals
         flags = bytearray(capacity)

@@ -311,6 +311,61 @@ def test_wide_target_read_off_the_nfa_is_the_dfa_walk(pattern):
         assert any(target is not None and target > 0 for target in read.values())
 
 
+def test_lazy_dfa_successors_resolve_every_cell_asked():
+    # Cells asked together are resolved state by state, a range at its first
+    # cell: every cell asked, however many share a range, comes back resolved.
+    dfa = LazyByteDFA(r"(?:ab|ac|[b-d]x|é)+y")
+    states = [INITIAL_STATE, dfa.step(INITIAL_STATE, ord("a")), dfa.step(INITIAL_STATE, ord("b"))]
+    order = np.random.default_rng(7).permutation(3 * 512)  # every byte of each state twice, shuffled
+    asked_states = np.repeat(np.array(states), 512)[order]
+    asked_bytes = np.tile(np.arange(256), 6)[order]
+    found = dfa.successors(asked_states, asked_bytes)
+    assert UNKNOWN not in found
+    assert dfa.num_materialised == 1
+    rows = {s: dfa.row(s) for s in states}
+    assert np.array_equal(found, [rows[s][b] for s, b in zip(asked_states.tolist(), asked_bytes.tolist())])
+
+
+def test_lazy_dfa_range_successors_resolve_only_the_range():
+    # _wide_target follows every UTF-8 sequence through these: the cells of
+    # the range get resolved (LazyIndex.advance reads them), nothing else.
+    dfa = LazyByteDFA('"(?:[^"\\\\]|\\\\n)*"')
+    inside = dfa.step(INITIAL_STATE, ord('"'))
+    assert dfa.range_successors(inside, ord("a"), ord("c")) == {inside}
+    row = dfa.table[inside]
+    assert (row[ord("a"):ord("c") + 1] == inside).all()
+    assert row[ord('"')] == UNKNOWN and row[ord("\\")] == UNKNOWN and row[0xE4] == UNKNOWN
+    lead = dfa.step(inside, 0xE4)  # a character of three bytes
+    middle = dfa.range_successors(lead, 0x90, 0x9F)  # inside the cut's range 80-BF: all of it resolved
+    assert len(middle) == 1 and UNKNOWN not in middle and 0 not in middle
+    assert (dfa.table[lead, 0x80:0xC0] == next(iter(middle))).all()
+    assert (dfa.table[lead, :0x80] == 0).all()  # outside the cut: dead
+    assert dfa.range_successors(next(iter(middle)), 0x80, 0xBF) == {inside}
+    assert dfa.num_materialised == 1  # cells only, no whole row
+    assert dfa.range_successors(inside, 0x22, 0x23) == {int(dfa.row(inside)[0x22]), inside}
+    eager = byte_dfa_from_regex('"(?:[^"\\\\]|\\\\n)*"')
+    assert np.array_equal(canonical_byte_dfa(*dfa.explore()).transitions, eager.transitions)
+
+
+# One definition called from several places: its states recur on several
+# stacks, which share cuts and closures (LazyByteDFA._cut_of, _local_closure);
+# key alternatives that share first letters give cuts of equal ranges, and
+# overlapping classes cuts in parts.
+SHAPES = {P: r'"(?:[^"\\]|\\["n])*"', Q: r"(?:ab|ac|b[a-z]|[a-c]x)+",
+          R: rf"\[{P}(?:,{P})*\]|{Q}"}
+
+
+@pytest.mark.parametrize("pattern", [rf"\{{{P}:{P},{P}:{R}\}}", rf"{R}-{R}|{Q}{P}", rf"(?:{P}|{Q})+"])
+def test_states_of_one_definition_on_many_stacks_are_the_eager_dfa(pattern):
+    explored = LazyByteDFA(pattern, definitions=SHAPES)
+    lazy = canonical_byte_dfa(*explored.explore())
+    eager = byte_dfa_from_regex(pattern, definitions=SHAPES)
+    assert np.array_equal(lazy.transitions, eager.transitions)
+    assert np.array_equal(lazy.finals, eager.finals)
+    assert explored.num_stacks > 2  # the definitions were called from several places
+    assert np.array_equal(lazy.transitions, byte_dfa_from_regex(written_out(pattern, SHAPES)).transitions)
+
+
 def test_lazy_dfa_bound():
     dfa = LazyByteDFA(r"(a|b)*a(a|b){24}", max_states=1000)
     with pytest.raises(BuildLimitError) as caught:

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,7 +109,7 @@ class _VocabularyTables:
     first_byte_masks: np.ndarray  # uint32[256, words]: the tokens starting with each byte
     tail_sets: dict = field(default_factory=dict)   # loop set -> _TailTokens | None
     last_leaving: dict = field(default_factory=dict)  # loop set -> int16[V] (see _last_leaving)
-    loop_masks: dict = field(default_factory=dict)  # (first bytes, loop set) -> uint32 mask
+    loop_masks: dict = field(default_factory=dict)  # (first bytes, loop set) -> (uint32 mask, _LoopRest)
     # The cached chain rows (see LazyIndex._chain_row), made on use:
     class_runs: dict = field(default_factory=dict)   # class -> _ClassRuns
     chain_masks: dict = field(default_factory=dict)  # (class, length) -> uint32 mask
@@ -324,10 +325,26 @@ def _last_leaving(tables: _VocabularyTables, key: tuple[int, int, bool]) -> np.n
     return found
 
 
+@dataclass(frozen=True, eq=False)
+class _LoopRest:
+    """The tokens of a loop row left to walk (see :meth:`LazyIndex._loop_row`):
+    those of the tail set's rest whose first byte leads to the loop's state,
+    by first byte then id, with the position their walk starts at (their
+    resume point, at least 1) and whether they start it in the loop's state
+    (they have a resume point). Cached with the loop's mask: the same for
+    every state of a kind (each JSON string value of a schema), and
+    gathering them took ~60 us of numpy calls a cold row."""
+
+    tokens: np.ndarray     # int64
+    positions: np.ndarray  # int64
+    skipped: np.ndarray    # bool
+
+
 def _loop_mask(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int, int, bool],
-               tail: _TailTokens) -> np.ndarray:
+               tail: _TailTokens) -> tuple[np.ndarray, _LoopRest]:
     """The tokens whose first byte is in ``first`` (bool[256]) and whose tail
-    is in the loop set, cached per vocabulary: an OR of first-byte masks over
+    is in the loop set, and the :class:`_LoopRest` of the others starting
+    there; cached per vocabulary. The mask is an OR of first-byte masks over
     the smaller side of ``first`` among the bytes a text token can start with."""
     key = (np.packbits(first).tobytes(), tail_key)
     found = tables.loop_masks.get(key)
@@ -335,12 +352,18 @@ def _loop_mask(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int
         among = first[_TEXT_FIRST_BYTES]
         if np.count_nonzero(among) * 2 <= len(among):
             starting = np.bitwise_or.reduce(tables.first_byte_masks[_TEXT_FIRST_BYTES[among]], axis=0)
-            found = starting & tail.mask
+            mask = starting & tail.mask
         else:
             others = np.bitwise_or.reduce(tables.first_byte_masks[_TEXT_FIRST_BYTES[~among]], axis=0)
-            found = tail.mask & ~others
-        found.flags.writeable = False
-        _remember(tables.loop_masks, key, found)
+            mask = tail.mask & ~others
+        mask.flags.writeable = False
+        starts = np.flatnonzero(first)
+        picked = _ranges(tail.rest_offsets[starts], tail.rest_offsets[starts + 1])
+        skips = tail.rest_skips[picked]
+        rest = _LoopRest(tail.rest[picked], np.maximum(skips, 1).astype(np.int64), skips > 0)
+        for array in (rest.tokens, rest.positions, rest.skipped):
+            array.flags.writeable = False
+        found = _remember(tables.loop_masks, key, (mask, rest))
     return found
 
 
@@ -489,9 +512,17 @@ def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 
 
 def _set_bits(mask: np.ndarray, tokens: np.ndarray) -> None:
-    """Set the bits of ``tokens`` in a ``uint32`` mask (one OR a word: tokens
-    are sorted and each word's bits reduced first)."""
+    """Set the bits of ``tokens`` in a ``uint32`` mask (a few tokens: sorted,
+    each word's bits reduced first, one OR a word; many: packed from a bool
+    per token)."""
     if not len(tokens):
+        return
+    if len(tokens) > 256:
+        # Many tokens: a bool per token packed into words costs about the same
+        # whatever their number (a loop row's ~3k walked tokens: 36 -> 12 us).
+        allowed = np.zeros(len(mask) * 32, dtype=bool)
+        allowed[tokens] = True
+        mask |= np.packbits(allowed, bitorder="little").view(MASK_WORD)
         return
     ordered = np.sort(tokens)
     words = ordered >> 5
@@ -810,40 +841,56 @@ class LazyIndex(MaskServing):
         first_row = dfa.row(state)
         loop, tokens, states, positions = self._loop_row(state, first_row)
         found_tokens, found_ends = [], []
-        while len(tokens):
-            ended = lengths[tokens] == positions
-            if ended.any():
-                found_tokens.append(tokens[ended])
-                found_ends.append(states[ended])
-                keep = ~ended
-                tokens, states, positions = tokens[keep], states[keep], positions[keep]
-                if not len(tokens):
-                    break
-            if len(tokens) <= 48 or int((lengths[tokens] - positions).sum()) <= _PYTHON_WALK_BYTES:
+        ended = lengths[tokens] == positions
+        if ended.any():
+            found_tokens.append(tokens[ended])
+            found_ends.append(states[ended])
+            keep = ~ended
+            tokens, states, positions = tokens[keep], states[keep], positions[keep]
+        # A level walks three arrays: the flat index of each token's next byte
+        # in ``columns`` (position * V + token: the token and the position are
+        # that index's remainder and quotient), its state, and the bytes left
+        # after the next one; a token whose last byte was read leaves with the
+        # dead ones. About 15 numpy calls a level where there were 25: slow
+        # cold rows spent ~0.6 ms in this loop's own numpy calls (of ~1.6).
+        vocab_size = columns.shape[1]
+        flat_columns = columns.reshape(-1)
+        at = positions * vocab_size + tokens
+        left = lengths[tokens] - positions - 1
+        while len(at):
+            if len(at) <= 48 or int(left.sum()) + len(left) <= _PYTHON_WALK_BYTES:
                 # A few long tokens (runs of spaces, dashes) would take a
                 # numpy level per byte, ~40 us each: walk them in Python.
-                ends = self._walk_rest(tokens, states, positions)
+                tokens = at % vocab_size
+                ends = self._walk_rest(tokens, states, at // vocab_size)
                 alive = ends != DEAD
                 found_tokens.append(tokens[alive])
                 found_ends.append(ends[alive])
                 break
-            following = dfa.successors(states, columns[positions, tokens])
+            following = dfa.successors(states, flat_columns[at])
             # The loop shortcut: a token in a state whose every byte from here
             # on loops on that state ends there. Tried where the next byte
             # loops, so states that merely pass (a prefix of a declared key)
             # are not asked for their loop sets (a whole row each). Inside a
             # key after a declared key's first letter, tokens ("product") go
             # on in the free key's state: 1.2 -> 0.6 ms for such a cold row.
-            looping = np.flatnonzero(following == states)
-            if len(looping) >= _LOOP_MIN_SHARE:
-                stay = self._staying(tokens[looping], states[looping], positions[looping])
-                if len(stay):
-                    done = looping[stay]
-                    found_tokens.append(tokens[done])
-                    found_ends.append(states[done])
-                    following[done] = DEAD  # taken: dropped from the walk below
+            if len(at) >= _LOOP_MIN_SHARE:
+                looping = np.flatnonzero(following == states)
+                if len(looping) >= _LOOP_MIN_SHARE:
+                    stay = self._staying(at[looping] % vocab_size, states[looping], at[looping] // vocab_size)
+                    if len(stay):
+                        done = looping[stay]
+                        found_tokens.append(at[done] % vocab_size)
+                        found_ends.append(states[done])
+                        following[done] = DEAD  # taken: dropped from the walk below
             alive = following != DEAD
-            tokens, states, positions = tokens[alive], following[alive], positions[alive] + 1
+            last = left == 0
+            ended = alive & last
+            if ended.any():
+                found_tokens.append(at[ended] % vocab_size)
+                found_ends.append(following[ended])
+                alive &= ~last
+            at, states, left = at[alive] + vocab_size, following[alive], left[alive] - 1
         tokens = np.concatenate(found_tokens) if found_tokens else np.zeros(0, dtype=np.int64)
         ends = np.concatenate(found_ends) if found_ends else np.zeros(0, dtype=np.int32)
         row = _TokenRow(tokens, ends, loop)
@@ -856,20 +903,22 @@ class LazyIndex(MaskServing):
         dfa, spellings = self._dfa, self._tokens
         table = dfa.table
         view = memoryview(table)  # ~0.1 us a byte where dfa.step costs ~0.45
-        ends = np.empty(len(tokens), dtype=states.dtype)
-        for i, (token, state, at) in enumerate(zip(tokens.tolist(), states.tolist(), positions.tolist())):
+        ends = []
+        for token, state, at in zip(tokens.tolist(), states.tolist(), positions.tolist()):
             for byte in spellings[token][at:]:
                 following = view[state, byte]
-                if following == UNKNOWN:
-                    following = dfa.step(state, byte)
-                    if dfa.table is not table:  # the table grew: read the new one
-                        table = dfa.table
-                        view = memoryview(table)
+                if following <= DEAD:  # one test a byte for both (UNKNOWN is -1)
+                    if following == UNKNOWN:
+                        following = dfa.step(state, byte)
+                        if dfa.table is not table:  # the table grew: read the new one
+                            table = dfa.table
+                            view = memoryview(table)
+                    if following == DEAD:
+                        state = DEAD
+                        break
                 state = following
-                if state == DEAD:
-                    break
-            ends[i] = state
-        return ends
+            ends.append(state)
+        return np.array(ends, dtype=states.dtype)
 
     def _staying(self, tokens: np.ndarray, states: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """Positions of the ``tokens`` (each in the state and at the byte
@@ -907,12 +956,14 @@ class LazyIndex(MaskServing):
         tables = self._tables
         live = np.flatnonzero(first_row)
         ascii_row = first_row[:128]
-        values, runs = _runs(ascii_row)
-        runs[values == DEAD] = 0
-        most = int(runs.argmax())
-        target = int(values[most])
+        # the state most ASCII bytes lead to (the smallest id of a tie): a
+        # Counter of 128 ints, ~5 us where sorting them in numpy took ~40
+        counts = Counter(ascii_row.tolist())
+        counts.pop(DEAD, None)
+        most = max(counts.values(), default=0)
         tail = None
-        if runs[most] >= _LOOP_MIN_BYTES:
+        if most >= _LOOP_MIN_BYTES:
+            target = min(s for s, count in counts.items() if count == most)
             tail_key = self._loop(target)
             # the bytes and characters that lead to the target
             first = np.zeros(256, dtype=bool)
@@ -926,16 +977,12 @@ class LazyIndex(MaskServing):
         if tail is None:
             tokens = _grouped(tables.by_first_byte, tables.first_offsets, live)
             return None, tokens, first_row[tables.columns[0][tokens]], np.ones(len(tokens), dtype=np.int64)
-        mask = _loop_mask(tables, first, tail_key, tail)
-        rest = np.flatnonzero(first)
-        others = live[~first[live]]
-        picked = _ranges(tail.rest_offsets[rest], tail.rest_offsets[rest + 1])
-        tokens = np.concatenate((_grouped(tables.by_first_byte, tables.first_offsets, others), tail.rest[picked]))
-        positions = np.ones(len(tokens), dtype=np.int64)
-        skips = tail.rest_skips[picked]
-        positions[len(tokens) - len(picked):] = np.maximum(skips, 1)
+        mask, rest = _loop_mask(tables, first, tail_key, tail)
+        others = _grouped(tables.by_first_byte, tables.first_offsets, live[~first[live]])
+        tokens = np.concatenate((others, rest.tokens))
+        positions = np.concatenate((np.ones(len(others), dtype=np.int64), rest.positions))
         states = first_row[tables.columns[0][tokens]]
-        states[len(tokens) - len(picked):][skips > 0] = target
+        states[len(others):][rest.skipped] = target
         return _LoopRow(mask, (target,)), tokens, states, positions
 
     def _chain_row(self, state: int, first_row: np.ndarray, first: np.ndarray, target: int, live: np.ndarray
@@ -1038,12 +1085,23 @@ class LazyIndex(MaskServing):
                 found = self._wide_targets[state] = read if read != DEAD else -1
                 return found
             reached: set[int] = set()
+            asked: dict[tuple[int, int, int], set[int]] = {}  # sequences share their later ranges
             for sequence in WIDE_SEQUENCES:
                 current = {state}
                 for lo, hi in sequence:
                     following = set()
                     for at in current:
-                        following.update(self._dfa.row(at)[lo:hi + 1].tolist())
+                        # The first byte's whole row, as before (the row of
+                        # ``state`` is needed anyway, and resolving it in the
+                        # same order keeps the state ids); only the cells of
+                        # the range from the states a sequence leads to.
+                        if at == state:
+                            following.update(self._dfa.row(at)[lo:hi + 1].tolist())
+                        else:
+                            key = (at, lo, hi)
+                            if key not in asked:
+                                asked[key] = self._dfa.range_successors(at, lo, hi)
+                            following |= asked[key]
                     current = following
                     if DEAD in current:
                         break
