@@ -104,7 +104,8 @@ def test_long_string_counts_shared_by_doubling_keep_the_language(low, high):
     written = regex_from_schema(schema, state_budget=None)
     assert len(doubled.pattern) + sum(map(len, doubled.definitions.values())) < 3_000
     assert not written.definitions
-    left = canonical_byte_dfa(*LazyByteDFA(doubled.pattern, definitions=doubled.definitions).explore())
+    explored = explored_like_eager(doubled.pattern, doubled.definitions)
+    left = canonical_byte_dfa(*explored.explore())
     right = byte_dfa_from_regex(written.pattern)
     assert np.array_equal(left.transitions, right.transitions)
     assert np.array_equal(left.finals, right.finals)
@@ -174,17 +175,25 @@ def accepts(dfa: LazyByteDFA, data: bytes) -> bool:
     return dfa.is_final(state)
 
 
+def explored_like_eager(pattern: str, definitions: dict[str, str]) -> LazyByteDFA:
+    """The lazy automaton of ``pattern``, explored, after checking that it
+    minimises to the eager automaton (definitions stamped in) and to the
+    automaton of the pattern with its definitions written out."""
+    explored = LazyByteDFA(pattern, definitions=definitions)
+    lazy = canonical_byte_dfa(*explored.explore())
+    eager = byte_dfa_from_regex(pattern, definitions=definitions)
+    assert np.array_equal(lazy.transitions, eager.transitions)
+    assert np.array_equal(lazy.finals, eager.finals)
+    assert np.array_equal(lazy.transitions, byte_dfa_from_regex(written_out(pattern, definitions)).transitions)
+    return explored
+
+
 @pytest.mark.parametrize("pattern", [P, f"{P}*", f"(?:{P}|{Q})+-{Q}", f"[{P}{Q}k]{{1,3}}", f"{R}{R}q",
                                      f"(?:{P}{P}){{2}}|{Q}"])
 def test_nested_definitions_are_called_not_copied(pattern):
     # The NFA holds each definition once, however often it is used.
-    explored = LazyByteDFA(pattern, definitions=NESTED)
-    lazy = canonical_byte_dfa(*explored.explore())
-    eager = byte_dfa_from_regex(pattern, definitions=NESTED)
-    assert np.array_equal(lazy.transitions, eager.transitions)
-    assert np.array_equal(lazy.finals, eager.finals)
+    explored = explored_like_eager(pattern, NESTED)
     plain = written_out(pattern, NESTED)
-    assert np.array_equal(lazy.transitions, byte_dfa_from_regex(plain).transitions)
     import re
     for text in ["axyc", "abc", "ax12zyc", "ax1yc", "x3y", "x3zy-x4y", "abcabc", "abcabcabcabc", "k", "kk",
                  "zzq", "zq", "q", "abcx1y", "x1y", "ax1zzyc"]:
@@ -357,13 +366,8 @@ SHAPES = {P: r'"(?:[^"\\]|\\["n])*"', Q: r"(?:ab|ac|b[a-z]|[a-c]x)+",
 
 @pytest.mark.parametrize("pattern", [rf"\{{{P}:{P},{P}:{R}\}}", rf"{R}-{R}|{Q}{P}", rf"(?:{P}|{Q})+"])
 def test_states_of_one_definition_on_many_stacks_are_the_eager_dfa(pattern):
-    explored = LazyByteDFA(pattern, definitions=SHAPES)
-    lazy = canonical_byte_dfa(*explored.explore())
-    eager = byte_dfa_from_regex(pattern, definitions=SHAPES)
-    assert np.array_equal(lazy.transitions, eager.transitions)
-    assert np.array_equal(lazy.finals, eager.finals)
+    explored = explored_like_eager(pattern, SHAPES)
     assert explored.num_stacks > 2  # the definitions were called from several places
-    assert np.array_equal(lazy.transitions, byte_dfa_from_regex(written_out(pattern, SHAPES)).transitions)
 
 
 def test_lazy_dfa_bound():
