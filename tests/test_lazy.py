@@ -96,15 +96,15 @@ def test_free_value_levels_shared_one_by_one_keep_the_language(any_depth):
 
 
 @pytest.mark.parametrize("low, high", [(0, 256), (3, 300), (300, None), (257, 258)])
-def test_long_string_counts_shared_by_doubling_keep_the_language(low, high):
+def test_long_string_counts_shared_by_digits_keep_the_language(low, high):
     # What Index.from_schema(lazy=True) asks for: a length bound of 256 or more
     # written with O(log n) definitions (Compiler.counted), not n copies.
     schema = {"type": "string", "minLength": low, **({} if high is None else {"maxLength": high})}
-    doubled = regex_from_schema(schema, state_budget=None, share_counts=True)
+    shared = regex_from_schema(schema, state_budget=None, share_counts=True)
     written = regex_from_schema(schema, state_budget=None)
-    assert len(doubled.pattern) + sum(map(len, doubled.definitions.values())) < 3_000
+    assert len(shared.pattern) + sum(map(len, shared.definitions.values())) < 3_000
     assert not written.definitions
-    explored = explored_like_eager(doubled.pattern, doubled.definitions)
+    explored = explored_like_eager(shared.pattern, shared.definitions)
     left = canonical_byte_dfa(*explored.explore())
     right = byte_dfa_from_regex(written.pattern)
     assert np.array_equal(left.transitions, right.transitions)
@@ -544,8 +544,8 @@ def test_lazy_schema_index_qwen():
 
 
 @pytest.mark.slow
-def test_lazy_schema_with_a_doubled_length_bound_qwen():
-    # maxLength 300 is written with doubling definitions lazily, with 300 copies eagerly
+def test_lazy_schema_with_a_shared_length_bound_qwen():
+    # maxLength 300 is written with digit definitions lazily, with 300 copies eagerly
     schema = {"type": "object", "properties": {"s": {"type": "string", "minLength": 2, "maxLength": 300}},
               "required": ["s"], "additionalProperties": False}
     vocab = cached_vocabulary("qwen2.5")

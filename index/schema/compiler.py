@@ -44,10 +44,14 @@ MAX_CHOICES = 256
 # placeholder: one of the 2,048 lone surrogates, which no JSON text holds.
 SHARE_MIN_LENGTH = 2_000
 # With ``share_counts``, a string length bound at least this large is written
-# with doubling definitions (Compiler.counted). Snowplow/sp_0 (36 strings of
+# with a few shared definitions, one per digit (Compiler.counted). Snowplow/sp_0 (36 strings of
 # maxLength 1024, one of 65535) would need a 1.4 GiB NFA with each count
 # written out; below this bound the written-out repeat costs little.
 SHARED_COUNT_MIN = 256
+# The digits of such a count: each digit is a level of nested definitions and
+# about two configurations in every state of the string. Base 2 (1024: ten
+# levels) cost 1.19 ms a token inside a maxLength-1024 string on Qwen.
+COUNT_BASE = 16
 PLACEHOLDER_BASE = SURROGATES[0]
 MAX_DEFINITIONS = SURROGATES[1] - SURROGATES[0] + 1
 
@@ -141,41 +145,56 @@ class Compiler:
         """``unit`` (one atom) ``lo`` to ``hi`` times (None: no bound).
 
         With ``share_counts`` and a bound of at least ``SHARED_COUNT_MIN``,
-        the count is written with O(log n) shared definitions instead of n
-        copies of the unit: ``P[j]`` is the unit ``2**j`` times (``P[j-1]``
-        twice), ``U[k]`` is 0 to ``2**k - 1`` times (``U[k-1]``, or
-        ``P[k-1]`` then ``U[k-1]``), and 0 to n times is ``U[k]``, or
-        ``P[k]`` then 0 to ``n - 2**k`` times, for the largest ``2**k - 1 <= n``.
-        The language is the same; a lazy automaton compiles each definition
-        once, when a match first enters it, and its states stay what they
-        were (one per count reached) with O(log n) configurations each.
+        the count is written in base ``COUNT_BASE`` with O(log n) shared
+        definitions instead of n copies of the unit: ``P[j]`` is the unit
+        ``B**j`` times (``P[j-1]`` written B times), ``U[k]`` is 0 to
+        ``B**k - 1`` times (``P[k-1]`` 0 to B - 1 times, nested, then
+        ``U[k-1]``), and 0 to n times, with ``n = d * B**k + r`` (its top
+        digit d), is ``P[k]`` 0 to d - 1 times then ``U[k]``, or ``P[k]`` d
+        times then 0 to r times. The language is the same; a lazy automaton
+        compiles each definition once, when a match first enters it, and a
+        state (one per count reached) holds about two configurations a
+        digit.
         """
         if not (self.share and self.share_counts) or max(lo, hi or 0) < SHARED_COUNT_MIN:
             return counted(unit, lo, hi)
+        base = COUNT_BASE
         powers = [self.shared(f"(?:{unit})", always=True)]
 
-        def power(j: int) -> str:  # the unit 2**j times
+        def power(j: int) -> str:  # the unit base**j times
             while len(powers) <= j:
-                powers.append(self.shared(powers[-1] * 2, always=True))
+                powers.append(self.shared(powers[-1] * base, always=True))
             return powers[j]
 
-        below_powers = {1: self.shared(f"{powers[0]}?", always=True)}
+        def up_to(piece: str, times: int) -> str:  # piece 0 to `times` times, nested optionals
+            text = ""
+            for _ in range(times):
+                text = f"(?:{piece}{text})?"
+            return text
 
-        def below_power(k: int) -> str:  # 0 to 2**k - 1 times, k >= 1
+        below_powers = {0: ""}
+
+        def below_power(k: int) -> str:  # 0 to base**k - 1 times
             if k not in below_powers:
-                lower = below_power(k - 1)
-                below_powers[k] = self.shared(f"(?:{lower}|{power(k - 1)}{lower})", always=True)
+                below_powers[k] = self.shared(up_to(power(k - 1), base - 1) + below_power(k - 1), always=True)
             return below_powers[k]
 
         def at_most(n: int) -> str:
             if n == 0:
                 return ""
-            k = (n + 1).bit_length() - 1
-            if n == (1 << k) - 1:
-                return below_power(k)
-            return f"(?:{below_power(k)}|{power(k)}{at_most(n - (1 << k))})"
+            k = 0
+            while base ** (k + 1) <= n:
+                k += 1
+            if n == base ** (k + 1) - 1:
+                return below_power(k + 1)
+            digit, rest = divmod(n, base ** k)
+            return f"(?:{up_to(power(k), digit - 1)}{below_power(k)}|{power(k) * digit}{at_most(rest)})"
 
-        exactly = "".join(power(j) for j in range(lo.bit_length()) if lo >> j & 1)
+        exactly, j, m = "", 0, lo
+        while m:
+            m, digit = divmod(m, base)
+            exactly += power(j) * digit
+            j += 1
         return exactly + (f"{powers[0]}*" if hi is None else at_most(hi - lo))
 
     def _value_key(self, subs: list[Sub], depth: int):
