@@ -50,6 +50,7 @@ from __future__ import annotations
 import gc
 import re
 import threading
+from contextlib import contextmanager
 from bisect import bisect_right
 from collections.abc import Mapping
 
@@ -235,17 +236,11 @@ class LazyByteDFA:
         missing = [s for s in states if not self._materialised[s]]
         if not missing:
             return
-        with self._lock:
-            collecting = gc.isenabled()
-            gc.disable()  # many small frozensets, no cycles: see regex_compiler
-            try:
-                for state in missing:
-                    if not self._materialised[state]:
-                        limits.check()  # explore() materialises whole levels at once
-                        self._compute_row(state)
-            finally:
-                if collecting:
-                    gc.enable()
+        with self._exclusive():
+            for state in missing:
+                if not self._materialised[state]:
+                    limits.check()  # explore() materialises whole levels at once
+                    self._compute_row(state)
 
     def successors(self, states: np.ndarray, symbols: np.ndarray) -> np.ndarray:
         """``row(states[i])[symbols[i]]`` for every ``i``, resolving only the
@@ -277,21 +272,8 @@ class LazyByteDFA:
         whole row would discover a state past each first byte of a wide
         character (~8 closures), which a loop set does not need."""
         if not self._materialised[state]:
-            with self._lock:
-                collecting = gc.isenabled()
-                gc.disable()
-                try:
-                    starts, ends, targets, base = self._cut_of(state)
-                    for lo, hi, into in zip(starts, ends, targets):
-                        if lo >= 128:
-                            break  # the cut's ranges are sorted
-                        if self._table[state, lo] == UNKNOWN:
-                            limits.check()
-                            successor = self._step(into, base)
-                            self._table[state, lo:hi + 1] = successor  # after _step: it may grow the table
-                finally:
-                    if collecting:
-                        gc.enable()
+            with self._exclusive():
+                self._resolve_span(state, 0, 127)
         return self._table[state, :128]
 
     def wide_target(self, state: int) -> int | None:
@@ -321,15 +303,9 @@ class LazyByteDFA:
             targets.extend(base + t for t in ends)
         if not targets:
             return DEAD
-        with self._lock:
-            collecting = gc.isenabled()
-            gc.disable()
-            try:
-                limits.check()
-                return self._step(tuple(sorted(set(targets))), 0)
-            finally:
-                if collecting:
-                    gc.enable()
+        with self._exclusive():
+            limits.check()
+            return self._step(tuple(sorted(set(targets))), 0)
 
     def _nfa_wide_ends(self, q: int) -> frozenset | None:
         """The NFA states every character of two or more bytes leads to from
@@ -371,52 +347,58 @@ class LazyByteDFA:
         found = set(self._table[state, lo:hi + 1].tolist())
         if UNKNOWN not in found:
             return found
-        with self._lock:
-            collecting = gc.isenabled()
-            gc.disable()
-            try:
-                starts, ends, targets, base = self._cut_of(state)
-                at = max(bisect_right(starts, lo) - 1, 0)
-                while at < len(starts) and starts[at] <= hi:
-                    if ends[at] >= lo and self._table[state, starts[at]] == UNKNOWN:
-                        limits.check()
-                        successor = self._step(targets[at], base)
-                        self._table[state, starts[at]:ends[at] + 1] = successor  # after _step: it may grow the table
-                    at += 1
-            finally:
-                if collecting:
-                    gc.enable()
+        with self._exclusive():
+            self._resolve_span(state, lo, hi)
         return set(self._table[state, lo:hi + 1].tolist())
 
-    def _resolve_cells(self, cells) -> None:
+    @contextmanager
+    def _exclusive(self):
+        """The lock that resolving cells takes, with the cyclic garbage
+        collector paused: many small frozensets, no cycles (see regex_compiler)."""
         with self._lock:
             collecting = gc.isenabled()
             gc.disable()
             try:
-                # Sorted cells come state by state, and a state's bytes in
-                # order: the cut is looked up once a state and each range it
-                # holds resolved at its first cell (a range is resolved whole),
-                # in the order the cells give, as cell by cell; ~20 distinct
-                # cells a call, one numpy read a cell was ~10% of a cold row.
-                current = -1
-                for cell in cells:
-                    state = cell >> 8
-                    byte = cell & 255
-                    if state != current:
-                        current = state
-                        limits.check()
-                        starts, ends, targets, base = self._cut_of(state)
-                        last = -1
-                    at = bisect_right(starts, byte) - 1  # the range that may hold the byte
-                    if at == last or at < 0 or byte > ends[at]:
-                        continue  # resolved with its range just now, or outside every range (DEAD)
-                    last = at
-                    if self._table[state, starts[at]] == UNKNOWN:
-                        successor = self._step(targets[at], base)
-                        self._table[state, starts[at]:ends[at] + 1] = successor  # after _step: it may grow the table
+                yield
             finally:
                 if collecting:
                     gc.enable()
+
+    def _resolve_span(self, state: int, lo: int, hi: int) -> None:
+        """Resolve every range of ``state``'s cut that holds a byte of
+        ``lo..hi`` (a range is resolved whole). The caller holds the lock."""
+        limits.check()
+        starts, ends, targets, base = self._cut_of(state)
+        at = max(bisect_right(starts, lo) - 1, 0)
+        while at < len(starts) and starts[at] <= hi:
+            if ends[at] >= lo and self._table[state, starts[at]] == UNKNOWN:
+                successor = self._step(targets[at], base)
+                self._table[state, starts[at]:ends[at] + 1] = successor  # after _step: it may grow the table
+            at += 1
+
+    def _resolve_cells(self, cells) -> None:
+        with self._exclusive():
+            # Sorted cells come state by state, and a state's bytes in
+            # order: the cut is looked up once a state and each range it
+            # holds resolved at its first cell (a range is resolved whole),
+            # in the order the cells give, as cell by cell; ~20 distinct
+            # cells a call, one numpy read a cell was ~10% of a cold row.
+            current = -1
+            for cell in cells:
+                state = cell >> 8
+                byte = cell & 255
+                if state != current:
+                    current = state
+                    limits.check()
+                    starts, ends, targets, base = self._cut_of(state)
+                    last = -1
+                at = bisect_right(starts, byte) - 1  # the range that may hold the byte
+                if at == last or at < 0 or byte > ends[at]:
+                    continue  # resolved with its range just now, or outside every range (DEAD)
+                last = at
+                if self._table[state, starts[at]] == UNKNOWN:
+                    successor = self._step(targets[at], base)
+                    self._table[state, starts[at]:ends[at] + 1] = successor  # after _step: it may grow the table
 
     def explore(self) -> tuple[np.ndarray, np.ndarray]:
         """Materialise every state breadth-first; returns ``(transitions,
@@ -641,11 +623,7 @@ class LazyByteDFA:
         return starts, ends, targets_of, gaps
 
     def _compute_row(self, state: int) -> None:
-        starts, ends, targets, base = self._cut_of(state)
-        for lo, hi, into in zip(starts, ends, targets):
-            if self._table[state, lo] == UNKNOWN:
-                successor = self._step(into, base)
-                self._table[state, lo:hi + 1] = successor  # after _step: it may grow the table
+        self._resolve_span(state, 0, 255)
         self._materialised[state] = 1
         self._cuts.pop(state, None)  # the row is whole: the cut is not needed again
 
