@@ -50,7 +50,6 @@ from __future__ import annotations
 import gc
 import re
 import threading
-from contextlib import contextmanager
 from bisect import bisect_right
 from collections.abc import Mapping
 
@@ -67,7 +66,7 @@ from .utf8 import MAX_CODEPOINT, utf8_range_sequences
 __all__ = ["LazyByteDFA", "DEFAULT_MAX_LAZY_STATES", "UNKNOWN", "WIDE_SEQUENCES"]
 
 # A state's cut: (range starts, range ends, targets of each range, base); see LazyByteDFA._cut_of.
-_Cut = tuple[list[int], list[int], list[tuple[int, ...]], int]
+_Cut = tuple[list[int], list[int], list[tuple[int, ...]], "int | tuple[int, ...]"]
 
 # A table cell not computed yet (states are >= 0, DEAD is 0).
 UNKNOWN = -1
@@ -81,6 +80,29 @@ _UNDECIDED = object()
 # the eager build allows (DEFAULT_MAX_STATES in tokendfa.build.fast, after
 # minimisation).
 DEFAULT_MAX_LAZY_STATES = 200_000
+
+
+class _Exclusive:
+    """The lock that resolving cells takes, with the cyclic garbage collector
+    paused: many small frozensets, no cycles (see regex_compiler). A class,
+    not a generator context: taken ~10 times a cold row, the generator's
+    enter and exit cost ~7 us a time (~5% of a cold row)."""
+
+    __slots__ = ("_lock", "_collecting")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._collecting = False
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self._collecting = gc.isenabled()  # under the lock: one holder at a time
+        gc.disable()
+
+    def __exit__(self, *exc) -> None:
+        if self._collecting:
+            gc.enable()
+        self._lock.release()
 
 
 class LazyByteDFA:
@@ -128,7 +150,7 @@ class LazyByteDFA:
         self._closures: dict[int, frozenset] = {}
         self._wide_ends: dict[int, frozenset | None] = {}  # NFA state -> see _nfa_wide_ends
         self._local_closures: dict[int, tuple[int, ...]] = {}  # NFA state -> see _local_closure
-        self._lock = threading.Lock()
+        self._exclusive = _Exclusive()
         initial = self._closure(nfa.start) if nfa.start >= 0 else frozenset()
         if not initial:
             shown = repr(pattern[:200]) + (f" (+{len(pattern) - 200:,} characters)"
@@ -198,7 +220,7 @@ class LazyByteDFA:
         """``bool[256]``: the bytes on some byte edge of the pruned NFA that
         the pattern reaches, i.e. every byte that can occur in a match (and,
         without a depth bound, only those). Compiles every definition."""
-        with self._lock:
+        with self._exclusive:
             self._nfa.compile_everything()
             nfa = self._nfa
             present = np.zeros(257, dtype=np.int64)
@@ -236,7 +258,7 @@ class LazyByteDFA:
         missing = [s for s in states if not self._materialised[s]]
         if not missing:
             return
-        with self._exclusive():
+        with self._exclusive:
             for state in missing:
                 if not self._materialised[state]:
                     limits.check()  # explore() materialises whole levels at once
@@ -272,9 +294,28 @@ class LazyByteDFA:
         whole row would discover a state past each first byte of a wide
         character (~8 closures), which a loop set does not need."""
         if not self._materialised[state]:
-            with self._exclusive():
+            with self._exclusive:
                 self._resolve_span(state, 0, 127)
         return self._table[state, :128]
+
+    def partial_row(self, state: int, wanted: int) -> np.ndarray:
+        """``row(state)`` with only the byte ranges that hold a byte of
+        ``wanted`` (bit b for byte b) resolved; other cells may be UNKNOWN.
+
+        Along a counted class (a string's ``maxLength``) each state's class
+        bytes lead one state on; its quote and backslash ranges lead to a
+        state of their own, and resolving them (as :meth:`ascii_row` does)
+        discovered two states a character that no token might reach."""
+        if not self._materialised[state]:
+            with self._exclusive:
+                limits.check()
+                starts, ends, targets, base = self._cut_of(state)
+                for at, lo in enumerate(starts):
+                    hi = ends[at]
+                    if (wanted >> lo) & ((2 << (hi - lo)) - 1) and self._table[state, lo] == UNKNOWN:
+                        successor = self._step(targets[at], base)
+                        self._table[state, lo:hi + 1] = successor  # after _step: it may grow the table
+        return self._table[state]
 
     def wide_target(self, state: int) -> int | None:
         """The state every character of two or more bytes leads to from
@@ -303,7 +344,7 @@ class LazyByteDFA:
             targets.extend(base + t for t in ends)
         if not targets:
             return DEAD
-        with self._exclusive():
+        with self._exclusive:
             limits.check()
             return self._step(tuple(sorted(set(targets))), 0)
 
@@ -347,22 +388,9 @@ class LazyByteDFA:
         found = set(self._table[state, lo:hi + 1].tolist())
         if UNKNOWN not in found:
             return found
-        with self._exclusive():
+        with self._exclusive:
             self._resolve_span(state, lo, hi)
         return set(self._table[state, lo:hi + 1].tolist())
-
-    @contextmanager
-    def _exclusive(self):
-        """The lock that resolving cells takes, with the cyclic garbage
-        collector paused: many small frozensets, no cycles (see regex_compiler)."""
-        with self._lock:
-            collecting = gc.isenabled()
-            gc.disable()
-            try:
-                yield
-            finally:
-                if collecting:
-                    gc.enable()
 
     def _resolve_span(self, state: int, lo: int, hi: int) -> None:
         """Resolve every range of ``state``'s cut that holds a byte of
@@ -377,7 +405,7 @@ class LazyByteDFA:
             at += 1
 
     def _resolve_cells(self, cells) -> None:
-        with self._exclusive():
+        with self._exclusive:
             # Sorted cells come state by state, and a state's bytes in
             # order: the cut is looked up once a state and each range it
             # holds resolved at its first cell (a range is resolved whole),
@@ -546,11 +574,28 @@ class LazyByteDFA:
                 if cut[3] is not None:
                     self._table[state, cut[3]] = DEAD
             if found is None:
-                starts, ends, targets, gaps = self._cut_configs(kernel)
-                found = (starts, ends, targets, 0)
-                row = self._table[state]
-                for lo, hi in gaps:
-                    row[lo:hi + 1] = DEAD
+                # Configurations on several stacks (a counted string: a
+                # character's unit inside the digits of its count, every
+                # position a new set of stacks): the shape numbers the stacks
+                # in order, slot k standing for the k-th, and the cut's
+                # targets are made absolute through them. Cutting each such
+                # state afresh was ~18% of a step inside a maxLength-1024 string.
+                stacks: list[int] = []
+                slots = []
+                for config in sorted(kernel):
+                    on, nfa_state = divmod(config, size)
+                    if not stacks or stacks[-1] != on:
+                        stacks.append(on)
+                    slots.append((len(stacks) - 1) * size + nfa_state)
+                key = tuple(slots)
+                cut = self._shape_cuts.get(key)
+                if cut is None:
+                    starts, ends, targets, gaps = self._cut_configs(slots)
+                    dead = np.concatenate([np.arange(lo, hi + 1) for lo, hi in gaps]) if gaps else None
+                    cut = self._shape_cuts[key] = (starts, ends, targets, dead)
+                found = (cut[0], cut[1], cut[2], tuple([on * size for on in stacks]))
+                if cut[3] is not None:
+                    self._table[state, cut[3]] = DEAD
             self._cuts[state] = found
         return found
 
@@ -627,16 +672,22 @@ class LazyByteDFA:
         self._materialised[state] = 1
         self._cuts.pop(state, None)  # the row is whole: the cut is not needed again
 
-    def _step(self, targets: tuple[int, ...], base: int) -> int:
+    def _step(self, targets: tuple[int, ...], base: "int | tuple[int, ...]") -> int:
         """The state of the configurations ``base + t`` for t in ``targets``
-        (distinct, sorted)."""
+        (distinct, sorted); with a tuple of bases (a cut over several
+        stacks), ``base[t // stride] + t % stride``."""
         key = (base, targets)
         found = self._steps.get(key)
         if found is None:
-            if len(targets) == 1:
-                closed = self._closure(base + targets[0])
+            if base.__class__ is tuple:  # one base a slot (see _cut_of)
+                size = self._stride
+                configs = [base[t // size] + t % size for t in targets]
             else:
-                closed = frozenset().union(*[self._closure(base + t) for t in targets])
+                configs = [base + t for t in targets]
+            if len(configs) == 1:
+                closed = self._closure(configs[0])
+            else:
+                closed = frozenset().union(*[self._closure(config) for config in configs])
             found = self._ids.get(closed)
             if found is None:
                 found = self._discover(closed)

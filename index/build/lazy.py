@@ -1014,11 +1014,14 @@ class LazyIndex(MaskServing):
         # from the chain's m-th state where the byte that stops them lives there.
         # Only the cells of bytes that stop some token's run: a whole row of each
         # chain state would discover a state past each first byte of a wide character.
+        # And only the cells some token asks for (most stop bytes stop no token
+        # that far along: each cell resolved there discovered a state).
         stops = runs.stop_bytes
-        cells = self._dfa.successors(np.repeat(along[1:].astype(np.int64), len(stops)), np.tile(stops, length))
-        steps, which = np.nonzero((cells != DEAD).reshape(length, len(stops)))
-        groups = (steps + 1) * 256 + stops[which]
+        groups = np.arange(1, length + 1, dtype=np.int64).repeat(len(stops)) * 256 + np.tile(stops, length)
         groups = groups[groups < len(runs.partial_offsets) - 1]
+        groups = groups[runs.partial_offsets[groups + 1] > runs.partial_offsets[groups]]
+        cells = self._dfa.successors(along[groups // 256].astype(np.int64), groups % 256)
+        groups = groups[cells != DEAD]
         parts.append(_grouped(runs.partial, runs.partial_offsets, groups))
         parts_positions.append(runs.chars[parts[-1]].astype(np.int64))
         parts_states.append(along[parts_positions[-1]])
@@ -1043,13 +1046,17 @@ class LazyIndex(MaskServing):
         itself); ``dies`` when every ASCII byte of the class is dead after
         the last."""
         ascii_bytes = np.flatnonzero(_loop_bytes(key)[:128])
+        wanted = key[0] | key[1] << 64
         chain = [state, target]
         current = target
         while len(chain) <= limit:
             following = self._chain_links.get((current, key))
             if following is None:
-                # range by range (a cell at a time cost ~30 us a link)
-                cells = self._dfa.ascii_row(current)[ascii_bytes]
+                # the class's ranges only (a cell at a time cost ~30 us a
+                # link; the whole ASCII row discovered the states past a
+                # quote and a backslash at every link: sp_0's steps inside a
+                # maxLength-1024 string found ~30 states each)
+                cells = self._dfa.partial_row(current, wanted)[ascii_bytes]
                 following = int(cells[0]) if bool((cells == cells[0]).all()) else _NO_LINK
                 if following not in (DEAD, _NO_LINK) and key[2] and self._wide_target(current) != following:
                     following = _NO_LINK
