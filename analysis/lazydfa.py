@@ -80,6 +80,9 @@ _UNDECIDED = object()
 # the eager build allows (DEFAULT_MAX_STATES in tokendfa.build.fast, after
 # minimisation).
 DEFAULT_MAX_LAZY_STATES = 200_000
+# Byte sets as ints (bit b for byte b), for LazyByteDFA._resolve_bytes.
+_ASCII_BYTES = (1 << 128) - 1
+_ALL_BYTES = (1 << 256) - 1
 
 
 class _Exclusive:
@@ -295,7 +298,7 @@ class LazyByteDFA:
         character (~8 closures), which a loop set does not need."""
         if not self._materialised[state]:
             with self._exclusive:
-                self._resolve_span(state, 0, 127)
+                self._resolve_bytes(state, _ASCII_BYTES)
         return self._table[state, :128]
 
     def partial_row(self, state: int, wanted: int) -> np.ndarray:
@@ -308,13 +311,7 @@ class LazyByteDFA:
         discovered two states a character that no token might reach."""
         if not self._materialised[state]:
             with self._exclusive:
-                limits.check()
-                starts, ends, targets, base = self._cut_of(state)
-                for at, lo in enumerate(starts):
-                    hi = ends[at]
-                    if (wanted >> lo) & ((2 << (hi - lo)) - 1) and self._table[state, lo] == UNKNOWN:
-                        successor = self._step(targets[at], base)
-                        self._table[state, lo:hi + 1] = successor  # after _step: it may grow the table
+                self._resolve_bytes(state, wanted)
         return self._table[state]
 
     def wide_target(self, state: int) -> int | None:
@@ -389,20 +386,20 @@ class LazyByteDFA:
         if UNKNOWN not in found:
             return found
         with self._exclusive:
-            self._resolve_span(state, lo, hi)
+            self._resolve_bytes(state, ((2 << (hi - lo)) - 1) << lo)
         return set(self._table[state, lo:hi + 1].tolist())
 
-    def _resolve_span(self, state: int, lo: int, hi: int) -> None:
+    def _resolve_bytes(self, state: int, wanted: int) -> None:
         """Resolve every range of ``state``'s cut that holds a byte of
-        ``lo..hi`` (a range is resolved whole). The caller holds the lock."""
+        ``wanted`` (bit b for byte b; a range is resolved whole), in byte
+        order. The caller holds the lock."""
         limits.check()
         starts, ends, targets, base = self._cut_of(state)
-        at = max(bisect_right(starts, lo) - 1, 0)
-        while at < len(starts) and starts[at] <= hi:
-            if ends[at] >= lo and self._table[state, starts[at]] == UNKNOWN:
+        for at, lo in enumerate(starts):
+            hi = ends[at]
+            if (wanted >> lo) & ((2 << (hi - lo)) - 1) and self._table[state, lo] == UNKNOWN:
                 successor = self._step(targets[at], base)
-                self._table[state, starts[at]:ends[at] + 1] = successor  # after _step: it may grow the table
-            at += 1
+                self._table[state, lo:hi + 1] = successor  # after _step: it may grow the table
 
     def _resolve_cells(self, cells) -> None:
         with self._exclusive:
@@ -558,22 +555,12 @@ class LazyByteDFA:
                 on, nfa_state = divmod(config, size)
                 if on != stack:
                     if stack >= 0:
-                        break  # two stacks: cut over configurations
+                        break  # two stacks
                     stack = on
                 shape.append(nfa_state)
             else:
-                key = shape[0] if len(shape) == 1 else frozenset(shape)
-                cut = self._shape_cuts.get(key)
-                if cut is None:
-                    starts, ends, targets, gaps = self._cut_configs(shape)
-                    # the dead bytes as one index array: a JSON string's 5-8
-                    # gaps written slice by slice took ~4 us a state, ~0.7 so
-                    dead = np.concatenate([np.arange(lo, hi + 1) for lo, hi in gaps]) if gaps else None
-                    cut = self._shape_cuts[key] = (starts, ends, targets, dead)
-                found = (cut[0], cut[1], cut[2], max(stack, 0) * size)
-                if cut[3] is not None:
-                    self._table[state, cut[3]] = DEAD
-            if found is None:
+                key, base = (shape[0] if len(shape) == 1 else frozenset(shape)), max(stack, 0) * size
+            if len(shape) < len(kernel):
                 # Configurations on several stacks (a counted string: a
                 # character's unit inside the digits of its count, every
                 # position a new set of stacks): the shape numbers the stacks
@@ -581,23 +568,32 @@ class LazyByteDFA:
                 # targets are made absolute through them. Cutting each such
                 # state afresh was ~18% of a step inside a maxLength-1024 string.
                 stacks: list[int] = []
-                slots = []
+                shape = []
                 for config in sorted(kernel):
                     on, nfa_state = divmod(config, size)
                     if not stacks or stacks[-1] != on:
                         stacks.append(on)
-                    slots.append((len(stacks) - 1) * size + nfa_state)
-                key = tuple(slots)
-                cut = self._shape_cuts.get(key)
-                if cut is None:
-                    starts, ends, targets, gaps = self._cut_configs(slots)
-                    dead = np.concatenate([np.arange(lo, hi + 1) for lo, hi in gaps]) if gaps else None
-                    cut = self._shape_cuts[key] = (starts, ends, targets, dead)
-                found = (cut[0], cut[1], cut[2], tuple([on * size for on in stacks]))
-                if cut[3] is not None:
-                    self._table[state, cut[3]] = DEAD
+                    shape.append((len(stacks) - 1) * size + nfa_state)
+                key, base = tuple(shape), tuple([on * size for on in stacks])
+            starts, ends, targets, dead = self._shape_cut(key, shape)
+            found = (starts, ends, targets, base)
+            if dead is not None:
+                self._table[state, dead] = DEAD
             self._cuts[state] = found
         return found
+
+    def _shape_cut(self, key, configs) -> tuple:
+        """``(starts, ends, targets, dead)`` of a kernel shape (see
+        :meth:`_cut_of`), computed once: ``configs`` numbered relative to
+        the shape's stacks, ``dead`` the bytes on no edge (None: none)."""
+        cut = self._shape_cuts.get(key)
+        if cut is None:
+            starts, ends, targets, gaps = self._cut_configs(configs)
+            # the dead bytes as one index array: a JSON string's 5-8
+            # gaps written slice by slice took ~4 us a state, ~0.7 so
+            dead = np.concatenate([np.arange(lo, hi + 1) for lo, hi in gaps]) if gaps else None
+            cut = self._shape_cuts[key] = (starts, ends, targets, dead)
+        return cut
 
     def _cut_configs(self, configs) -> tuple[list[int], list[int], list[tuple[int, ...]], list[tuple[int, int]]]:
         """``(starts, ends, targets, gaps)`` of the byte edges of ``configs``:
@@ -668,7 +664,7 @@ class LazyByteDFA:
         return starts, ends, targets_of, gaps
 
     def _compute_row(self, state: int) -> None:
-        self._resolve_span(state, 0, 255)
+        self._resolve_bytes(state, _ALL_BYTES)
         self._materialised[state] = 1
         self._cuts.pop(state, None)  # the row is whole: the cut is not needed again
 
