@@ -167,8 +167,9 @@ class LazyByteDFA:
         self._table[DEAD] = DEAD
         # state -> its byte ranges with NFA targets: (range starts, ends, targets)
         self._cuts: dict[int, _Cut] = {}
-        # The cut of each kernel shape seen (the NFA states of a kernel whose
-        # configurations share one stack, as an int for one state): see _cut_of.
+        # The cut of each kernel shape seen (see _cut_of): the NFA states of a
+        # kernel on one stack (an int for one state, else a frozenset), or a
+        # tuple of configurations whose stacks are numbered as slots.
         self._shape_cuts: dict = {}
         self._finals = np.zeros(capacity, dtype=bool)
         self._finals[INITIAL] = self._final in initial
@@ -296,10 +297,7 @@ class LazyByteDFA:
         """``row(state)[:128]``, resolving the ranges below 128 only: the
         whole row would discover a state past each first byte of a wide
         character (~8 closures), which a loop set does not need."""
-        if not self._materialised[state]:
-            with self._exclusive:
-                self._resolve_bytes(state, _ASCII_BYTES)
-        return self._table[state, :128]
+        return self.partial_row(state, _ASCII_BYTES)[:128]
 
     def partial_row(self, state: int, wanted: int) -> np.ndarray:
         """``row(state)`` with only the byte ranges that hold a byte of
@@ -613,33 +611,23 @@ class LazyByteDFA:
                 base = stack * size
                 own.extend([(lo, hi, base + target) for lo, hi, target in edges[nfa_state]])
             own.sort()
-        starts: list[int] = []
-        ends: list[int] = []
-        targets_of: list[tuple[int, ...]] = []
-        gaps: list[tuple[int, int]] = []
-        dead_from = 0
+        ranges: list[tuple[int, int, tuple[int, ...]]] = []  # (lo, hi, targets)
         into: list[int] = []
         for lo, hi, target in own:
-            if starts and lo == starts[-1] and hi == ends[-1]:
+            if ranges and lo == ranges[-1][0] and hi == ranges[-1][1]:
                 if target != into[-1]:
                     into.append(target)
                 continue
-            if lo < dead_from:
+            if ranges and lo <= ranges[-1][1]:
                 break  # ranges that overlap in part: cut them below
             if into:
-                targets_of.append(tuple(into))
-            if lo > dead_from:
-                gaps.append((dead_from, lo - 1))
-            dead_from = hi + 1
-            starts.append(lo)
-            ends.append(hi)
+                ranges[-1] = (ranges[-1][0], ranges[-1][1], tuple(into))
+            ranges.append((lo, hi, ()))
             into = [target]
         else:
             if into:
-                targets_of.append(tuple(into))
-            if dead_from < 256:
-                gaps.append((dead_from, 255))
-            return starts, ends, targets_of, gaps
+                ranges[-1] = (ranges[-1][0], ranges[-1][1], tuple(into))
+            return _with_gaps(ranges)
         by_range: dict[tuple[int, int], list[int]] = {}
         for lo, hi, target in own:
             targets = by_range.get((lo, hi))
@@ -647,21 +635,7 @@ class LazyByteDFA:
                 by_range[(lo, hi)] = [target]
             else:
                 targets.append(target)
-        starts: list[int] = []
-        ends: list[int] = []
-        targets_of: list[tuple[int, ...]] = []
-        gaps: list[tuple[int, int]] = []
-        dead_from = 0
-        for lo, hi, targets in (_cut(by_range) if by_range else ()):
-            if lo > dead_from:
-                gaps.append((dead_from, lo - 1))
-            dead_from = hi + 1
-            starts.append(lo)
-            ends.append(hi)
-            targets_of.append(tuple(sorted(set(targets))))
-        if dead_from < 256:
-            gaps.append((dead_from, 255))
-        return starts, ends, targets_of, gaps
+        return _with_gaps([(lo, hi, tuple(sorted(set(targets)))) for lo, hi, targets in _cut(by_range)])
 
     def _compute_row(self, state: int) -> None:
         self._resolve_bytes(state, _ALL_BYTES)
@@ -722,6 +696,26 @@ class LazyByteDFA:
         self._materialised = flags
         self._finals = finals
         self._table = table
+
+
+def _with_gaps(ranges) -> tuple[list[int], list[int], list[tuple[int, ...]], list[tuple[int, int]]]:
+    """``(starts, ends, targets, gaps)`` of sorted disjoint ``(lo, hi,
+    targets)`` ranges, ``gaps`` the byte ranges between and around them."""
+    starts: list[int] = []
+    ends: list[int] = []
+    targets_of: list[tuple[int, ...]] = []
+    gaps: list[tuple[int, int]] = []
+    dead_from = 0
+    for lo, hi, targets in ranges:
+        if lo > dead_from:
+            gaps.append((dead_from, lo - 1))
+        dead_from = hi + 1
+        starts.append(lo)
+        ends.append(hi)
+        targets_of.append(targets)
+    if dead_from < 256:
+        gaps.append((dead_from, 255))
+    return starts, ends, targets_of, gaps
 
 
 INFINITE = 1 << 30
