@@ -54,6 +54,7 @@ the completed index).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import Counter
@@ -62,7 +63,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.dfa import DEAD, INITIAL
+from ..analysis.dfa import DEAD, INITIAL, STATE_DTYPE
 from ..analysis.minimise import canonical_byte_dfa
 from ..analysis.errors import (InvalidStateError, TokenNotAllowedError,
                                VocabularyCoverageError)
@@ -73,7 +74,18 @@ from ..vocab.vocabulary import Vocabulary
 from .config import BuildConfig
 from .pipeline import BuiltIndex, build_index, readable_pattern
 
-__all__ = ["LazyIndex", "LAZY_ANY_DEPTH"]
+__all__ = ["LazyIndex", "LAZY_ANY_DEPTH", "NATIVE_WALK"]
+
+# The compiled walk (index/build/_cwalk.c), built with the package where a C
+# compiler is present; TOKENDFA_NATIVE=0 turns it off (the tests run both).
+# The rows are the same either way; the numpy walk is the slower one.
+try:
+    from . import _cwalk
+except ImportError:  # built without a compiler: the numpy walk serves
+    _cwalk = None
+if os.environ.get("TOKENDFA_NATIVE", "1") == "0":
+    _cwalk = None
+NATIVE_WALK = _cwalk is not None
 
 
 # Free values of a schema nest this many levels in lazy mode, with no
@@ -847,6 +859,14 @@ class LazyIndex(MaskServing):
             found_ends.append(states[ended])
             keep = ~ended
             tokens, states, positions = tokens[keep], states[keep], positions[keep]
+        if _cwalk is not None:
+            self._compiled_walk(tokens, states, positions, found_tokens, found_ends)
+            tokens = np.concatenate(found_tokens) if found_tokens else np.zeros(0, dtype=np.int64)
+            ends = np.concatenate(found_ends) if found_ends else np.zeros(0, dtype=STATE_DTYPE)
+            row = _TokenRow(tokens, ends, loop)
+            if not self._covered:
+                self._raw_rows[state] = row
+            return row
         # A level walks three arrays: the flat index of each token's next byte
         # in ``columns`` (position * V + token: the token and the position are
         # that index's remainder and quotient), its state, and the bytes left
@@ -897,6 +917,37 @@ class LazyIndex(MaskServing):
         if not self._covered:
             self._raw_rows[state] = row
         return row
+
+    def _compiled_walk(self, tokens: np.ndarray, states: np.ndarray, positions: np.ndarray,
+                       found_tokens: list, found_ends: list) -> None:
+        """Walk ``tokens`` from ``states`` at ``positions`` with the compiled
+        loop (:mod:`tokendfa.build._cwalk`), appending the live ones and their
+        end states to ``found_*``. A pass takes every token as far as the
+        resolved cells go; the cells the stopped ones need are resolved
+        together (discovering states), and the next pass goes on from there.
+        No loop shortcut: a byte costs a few nanoseconds here, and asking a
+        state for its loop set resolves its whole ASCII row."""
+        dfa = self._dfa
+        columns = self._tables.columns
+        vocab_size = columns.shape[1]
+        flat_columns = columns.reshape(-1)
+        at = positions.astype(np.int64) * vocab_size + tokens
+        states = states.astype(np.int64)
+        left = self._tables.lengths[tokens].astype(np.int64) - positions - 1
+        while len(at):
+            count = len(at)
+            ended_tokens = np.empty(count, dtype=np.int64)
+            ended_states = np.empty(count, dtype=np.int64)
+            stopped = np.empty((3, count), dtype=np.int64)
+            ended, waiting = _cwalk.walk(dfa.table.reshape(-1), flat_columns, vocab_size, at, states, left,
+                                         ended_tokens, ended_states, stopped[0], stopped[1], stopped[2])
+            if ended:
+                found_tokens.append(ended_tokens[:ended])
+                found_ends.append(ended_states[:ended].astype(STATE_DTYPE))
+            if not waiting:
+                return
+            at, states, left = stopped[0, :waiting], stopped[1, :waiting], stopped[2, :waiting]
+            dfa.successors(states, flat_columns[at])  # resolves the cells they stopped at
 
     def _walk_rest(self, tokens: np.ndarray, states: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """The states ``tokens`` end in, from ``states`` at ``positions``."""
