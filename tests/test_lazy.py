@@ -25,6 +25,7 @@ from tokendfa.analysis.construct import byte_dfa_from_regex
 from tokendfa.analysis.minimise import canonical_byte_dfa
 from tokendfa.analysis.lazydfa import UNKNOWN, LazyByteDFA
 from tokendfa.analysis.dfa import INITIAL as INITIAL_STATE
+from tokendfa.build import lazy as lazy_module
 from tokendfa.build.lazy import LAZY_ANY_DEPTH, LazyIndex
 from tokendfa.schema.api import regex_from_schema
 
@@ -50,11 +51,19 @@ def lockstep(lazy, eager, max_pairs: int | None = None) -> int:
         assert lazy.is_final(lazy_state) == eager.is_final(eager_state)
         tokens = eager.get_tokens(eager_state)
         assert np.array_equal(lazy.get_tokens(lazy_state), tokens)
+        reached = set()
         for token in tokens.tolist():
             pair = (lazy.advance(lazy_state, token), eager.advance(eager_state, token))
+            if token not in lazy.eos_token_ids:
+                reached.add(pair[0])
             if pair not in seen and (max_pairs is None or len(seen) < max_pairs):
                 seen.add(pair)
                 queue.append(pair)
+        # the row's own end states (what completion follows) hold every state
+        # the tokens lead to (a chain row names its whole chain, each length
+        # whether or not a token has it)
+        if isinstance(lazy, LazyIndex) and lazy._successors.get(lazy_state) is not None:
+            assert reached <= set(lazy._successors[lazy_state].tolist())
     return len(seen)
 
 
@@ -458,7 +467,7 @@ def cached_case(name: str) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["number", "iso_date", "email", "key_list", "json_string"])
-def test_lazy_index_serves_the_eager_index_qwen(name):
+def test_lazy_index_serves_the_eager_index_qwen(name, walk):
     vocab = cached_vocabulary("qwen2.5")
     pattern = cached_case(name)
     lazy = Index.from_regex(pattern, vocab, lazy=True)
@@ -487,9 +496,49 @@ SHORTCUT_PATTERNS = [
 ]
 
 
+@pytest.fixture(params=["compiled", "numpy"])
+def walk(request, monkeypatch):
+    """Each lazy row walked by the compiled loop (index/build/_cwalk.c) and
+    by the numpy levels it replaces where it is not built."""
+    if request.param == "numpy":
+        monkeypatch.setattr(lazy_module, "_cwalk", None)
+    elif lazy_module._cwalk is None:
+        pytest.fail("the compiled walk is not built (TOKENDFA_NATIVE=0, or no C compiler at install)")
+    return request.param
+
+
+def test_compiled_walk_is_built():
+    """The package builds its C walk wherever a compiler is (CI included):
+    an install that fell back to numpy silently would serve slower rows."""
+    import os
+    if os.environ.get("TOKENDFA_NATIVE") == "0":
+        assert not lazy_module.NATIVE_WALK
+    else:
+        assert lazy_module.NATIVE_WALK, "tokendfa.build._cwalk did not build"
+
+
+def test_compiled_walk_refuses_bad_arrays():
+    cwalk = pytest.importorskip("tokendfa.build._cwalk")
+    dfa = LazyByteDFA("ab")
+    columns = np.frombuffer(b"ab", dtype=np.uint8)
+    one = np.zeros(1, dtype=np.int64)
+    with pytest.raises(TypeError, match="8 arguments"):
+        cwalk.walk(dfa, columns)
+    with pytest.raises(ValueError, match="mismatched"):
+        cwalk.walk(dfa, columns, 1, one, np.zeros(2, dtype=np.int64), one, one.copy(), one.copy())
+    with pytest.raises(TypeError, match="items of 8 bytes"):
+        cwalk.walk(dfa, columns, 1, one.astype(np.int32), one, one, one.copy(), one.copy())
+    with pytest.raises(IndexError, match="outside the tables"):
+        cwalk.walk(dfa, columns, 1, one + 5, one + 1, one, one.copy(), one.copy())
+    ended_tokens, ended_states = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    # "ab" from the initial state, both bytes: the cells are resolved on the way
+    assert cwalk.walk(dfa, columns, 1, one, one + INITIAL_STATE, one + 1, ended_tokens, ended_states) == 1
+    assert dfa.is_final(int(ended_states[0]))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("pattern", SHORTCUT_PATTERNS)
-def test_lazy_shortcuts_serve_the_eager_index_qwen(pattern):
+def test_lazy_shortcuts_serve_the_eager_index_qwen(pattern, walk):
     vocab = cached_vocabulary("qwen2.5")
     lazy = Index.from_regex(pattern, vocab, lazy=True)
     eager = Index.from_regex(pattern, vocab)

@@ -47,25 +47,49 @@ static void release(Buffer *buffers, int count) {
     }
 }
 
-/* walk(table, columns, vocab_size, at, states, left, ended_tokens, ended_states,
- *      stopped_at, stopped_states, stopped_left) -> (ended, stopped)
+/* walk(dfa, columns, vocab_size, at, states, left, ended_tokens, ended_states) -> ended
  *
- * table:    int32[n * 256], the automaton's cells (UNKNOWN -1, DEAD 0)
+ * dfa:      the LazyByteDFA: its ``table`` (int32[n, 256], UNKNOWN -1, DEAD 0)
+ *           is read directly, and ``step(state, byte)`` resolves a cell still
+ *           UNKNOWN (discovering states: the table may grow, and is read anew)
  * columns:  uint8[L * V], byte d of token t at d * V + t
  * at:       int64[k], the flat index of each token's next byte
  * states:   int64[k], the state it is read from
  * left:     int64[k], the token's bytes after that one
  *
  * A token that reads its last byte into a live state goes to ended_* (token
- * id, state); one that meets an UNKNOWN cell to stopped_* as it stands
- * there; a dead one is dropped. The outputs must hold k items each.
+ * id, state); a dead one is dropped. The outputs must hold k items each.
+ * Returns how many ended.
  */
+static int take_table(PyObject *dfa, PyObject **table_object, Buffer *table) {
+    PyObject *current = PyObject_GetAttrString(dfa, "table");
+    if (current == NULL) {
+        return -1;
+    }
+    if (current == *table_object) {
+        Py_DECREF(current);
+        return 0;
+    }
+    release(table, 1);
+    Py_XDECREF(*table_object);
+    *table_object = current;
+    if (take(current, table, "table", 4, 0) < 0) {
+        return -1;
+    }
+    if (table->view.len % (256 * 4)) {
+        PyErr_SetString(PyExc_ValueError, "walk: the table's rows are not 256 cells");
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 11) {
-        PyErr_SetString(PyExc_TypeError, "walk takes 11 arguments");
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "walk takes 8 arguments");
         return NULL;
     }
+    PyObject *dfa = args[0];
     long long vocab_size = PyLong_AsLongLong(args[2]);
     if (vocab_size <= 0) {
         if (!PyErr_Occurred()) {
@@ -73,52 +97,59 @@ static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         return NULL;
     }
-    Buffer buffers[10] = {{0}};
-    static const char *names[10] = {"table", "columns", "at", "states", "left", "ended_tokens",
-                                    "ended_states", "stopped_at", "stopped_states", "stopped_left"};
-    static const Py_ssize_t items[10] = {4, 1, 8, 8, 8, 8, 8, 8, 8, 8};
-    static const int writable[10] = {0, 0, 0, 0, 0, 1, 1, 1, 1, 1};
-    static const int argument[10] = {0, 1, 3, 4, 5, 6, 7, 8, 9, 10};
-    for (int i = 0; i < 10; i++) {
-        if (take(args[argument[i]], &buffers[i], names[i], items[i], writable[i]) < 0) {
-            release(buffers, 10);
-            return NULL;
+    PyObject *step = PyObject_GetAttrString(dfa, "step");
+    if (step == NULL) {
+        return NULL;
+    }
+    /* buffers[0] is the table, re-taken whenever a step grows it */
+    Buffer buffers[7] = {{0}};
+    static const char *names[7] = {"table", "columns", "at", "states", "left", "ended_tokens", "ended_states"};
+    static const Py_ssize_t items[7] = {4, 1, 8, 8, 8, 8, 8};
+    static const int writable[7] = {0, 0, 0, 0, 0, 1, 1};
+    PyObject *table_object = NULL;
+    PyObject *result = NULL;
+    Py_ssize_t ended = 0;
+    if (take_table(dfa, &table_object, &buffers[0]) < 0) {
+        goto done;
+    }
+    for (int i = 1; i < 7; i++) {
+        if (take(args[i == 1 ? 1 : i + 1], &buffers[i], names[i], items[i], writable[i]) < 0) {
+            goto done;
         }
     }
-    const int32_t *table = buffers[0].view.buf;
     const uint8_t *columns = buffers[1].view.buf;
     const int64_t *at = buffers[2].view.buf, *states = buffers[3].view.buf, *left = buffers[4].view.buf;
     int64_t *ended_tokens = buffers[5].view.buf, *ended_states = buffers[6].view.buf;
-    int64_t *stopped_at = buffers[7].view.buf, *stopped_states = buffers[8].view.buf;
-    int64_t *stopped_left = buffers[9].view.buf;
-    Py_ssize_t count = buffers[2].view.len / 8;
-    Py_ssize_t cells = buffers[0].view.len / 4, bytes = buffers[1].view.len;
-    int ok = buffers[3].view.len / 8 == count && buffers[4].view.len / 8 == count;
-    for (int i = 5; i < 10; i++) {
-        ok = ok && buffers[i].view.len / 8 >= count;
-    }
-    if (!ok) {
-        release(buffers, 10);
+    Py_ssize_t count = buffers[2].view.len / 8, bytes = buffers[1].view.len;
+    if (buffers[3].view.len / 8 != count || buffers[4].view.len / 8 != count
+            || buffers[5].view.len / 8 < count || buffers[6].view.len / 8 < count) {
         PyErr_SetString(PyExc_ValueError, "walk: arrays of mismatched lengths");
-        return NULL;
+        goto done;
     }
-    Py_ssize_t ended = 0, stopped = 0;
-    int bad = 0;
-    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t index = at[i], state = states[i], rest = left[i];
         for (;;) {
+            Py_ssize_t cells = buffers[0].view.len / 4;
             if (index < 0 || index >= bytes || state < 0 || state * 256 + 255 >= cells) {
-                bad = 1;
-                break;
+                PyErr_SetString(PyExc_IndexError, "walk: a token or state outside the tables");
+                goto done;
             }
-            int32_t next = table[state * 256 + columns[index]];
+            const int32_t *table = buffers[0].view.buf;
+            int byte = columns[index];
+            int64_t next = table[state * 256 + byte];
             if (next == UNKNOWN) {
-                stopped_at[stopped] = index;
-                stopped_states[stopped] = state;
-                stopped_left[stopped] = rest;
-                stopped++;
-                break;
+                PyObject *found = PyObject_CallFunction(step, "Li", (long long)state, byte);
+                if (found == NULL) {
+                    goto done;
+                }
+                next = PyLong_AsLongLong(found);
+                Py_DECREF(found);
+                if (next == -1 && PyErr_Occurred()) {
+                    goto done;
+                }
+                if (take_table(dfa, &table_object, &buffers[0]) < 0) {
+                    goto done;
+                }
             }
             if (next == DEAD) {
                 break;
@@ -133,17 +164,13 @@ static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             index += vocab_size;
             rest--;
         }
-        if (bad) {
-            break;
-        }
     }
-    Py_END_ALLOW_THREADS
-    release(buffers, 10);
-    if (bad) {
-        PyErr_SetString(PyExc_IndexError, "walk: a token or state outside the tables");
-        return NULL;
-    }
-    return Py_BuildValue("nn", ended, stopped);
+    result = PyLong_FromSsize_t(ended);
+done:
+    release(buffers, 7);
+    Py_XDECREF(table_object);
+    Py_DECREF(step);
+    return result;
 }
 
 static PyMethodDef methods[] = {

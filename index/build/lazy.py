@@ -922,32 +922,23 @@ class LazyIndex(MaskServing):
                        found_tokens: list, found_ends: list) -> None:
         """Walk ``tokens`` from ``states`` at ``positions`` with the compiled
         loop (:mod:`tokendfa.build._cwalk`), appending the live ones and their
-        end states to ``found_*``. A pass takes every token as far as the
-        resolved cells go; the cells the stopped ones need are resolved
-        together (discovering states), and the next pass goes on from there.
+        end states to ``found_*``. A cell not resolved yet is resolved as
+        the walk meets it (``LazyByteDFA.step``): a walk in passes, the
+        stopped tokens' cells resolved together between them, paid ~40 us of
+        numpy a pass, and a token spelling ``"},{"`` needs a pass a byte.
         No loop shortcut: a byte costs a few nanoseconds here, and asking a
         state for its loop set resolves its whole ASCII row."""
-        dfa = self._dfa
         columns = self._tables.columns
         vocab_size = columns.shape[1]
-        flat_columns = columns.reshape(-1)
         at = positions.astype(np.int64) * vocab_size + tokens
-        states = states.astype(np.int64)
         left = self._tables.lengths[tokens].astype(np.int64) - positions - 1
-        while len(at):
-            count = len(at)
-            ended_tokens = np.empty(count, dtype=np.int64)
-            ended_states = np.empty(count, dtype=np.int64)
-            stopped = np.empty((3, count), dtype=np.int64)
-            ended, waiting = _cwalk.walk(dfa.table.reshape(-1), flat_columns, vocab_size, at, states, left,
-                                         ended_tokens, ended_states, stopped[0], stopped[1], stopped[2])
-            if ended:
-                found_tokens.append(ended_tokens[:ended])
-                found_ends.append(ended_states[:ended].astype(STATE_DTYPE))
-            if not waiting:
-                return
-            at, states, left = stopped[0, :waiting], stopped[1, :waiting], stopped[2, :waiting]
-            dfa.successors(states, flat_columns[at])  # resolves the cells they stopped at
+        ended_tokens = np.empty(len(at), dtype=np.int64)
+        ended_states = np.empty(len(at), dtype=np.int64)
+        ended = _cwalk.walk(self._dfa, columns.reshape(-1), vocab_size, at, states.astype(np.int64), left,
+                            ended_tokens, ended_states)
+        if ended:
+            found_tokens.append(ended_tokens[:ended])
+            found_ends.append(ended_states[:ended].astype(STATE_DTYPE))
 
     def _walk_rest(self, tokens: np.ndarray, states: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """The states ``tokens`` end in, from ``states`` at ``positions``."""
