@@ -49,9 +49,10 @@ static void release(Buffer *buffers, int count) {
 
 /* walk(dfa, columns, vocab_size, at, states, left, ended_tokens, ended_states) -> ended
  *
- * dfa:      the LazyByteDFA: its ``table`` (int32[n, 256], UNKNOWN -1, DEAD 0)
- *           is read directly, and ``step(state, byte)`` resolves a cell still
- *           UNKNOWN (discovering states: the table may grow, and is read anew)
+ * dfa:      the LazyByteDFA, its resolving lock held by the caller: its
+ *           ``table`` (int32[n, 256], UNKNOWN -1, DEAD 0) is read directly,
+ *           and ``step_held(state, byte)`` resolves a cell still UNKNOWN
+ *           (discovering states: the table may grow, and is read anew)
  * columns:  uint8[L * V], byte d of token t at d * V + t
  * at:       int64[k], the flat index of each token's next byte
  * states:   int64[k], the state it is read from
@@ -97,7 +98,7 @@ static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         return NULL;
     }
-    PyObject *step = PyObject_GetAttrString(dfa, "step");
+    PyObject *step = PyObject_GetAttrString(dfa, "step_held");
     if (step == NULL) {
         return NULL;
     }
@@ -138,7 +139,13 @@ static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             int byte = columns[index];
             int64_t next = table[state * 256 + byte];
             if (next == UNKNOWN) {
-                PyObject *found = PyObject_CallFunction(step, "Li", (long long)state, byte);
+                PyObject *cell[2] = {PyLong_FromLongLong(state), PyLong_FromLong(byte)};
+                PyObject *found = NULL;
+                if (cell[0] != NULL && cell[1] != NULL) {
+                    found = PyObject_Vectorcall(step, cell, 2, NULL);
+                }
+                Py_XDECREF(cell[0]);
+                Py_XDECREF(cell[1]);
                 if (found == NULL) {
                     goto done;
                 }

@@ -923,7 +923,8 @@ class LazyIndex(MaskServing):
         """Walk ``tokens`` from ``states`` at ``positions`` with the compiled
         loop (:mod:`tokendfa.build._cwalk`), appending the live ones and their
         end states to ``found_*``. A cell not resolved yet is resolved as
-        the walk meets it (``LazyByteDFA.step``): a walk in passes, the
+        the walk meets it (``LazyByteDFA.step_held``, the automaton's lock
+        held for the whole walk): a walk in passes, the
         stopped tokens' cells resolved together between them, paid ~40 us of
         numpy a pass, and a token spelling ``"},{"`` needs a pass a byte.
         No loop shortcut: a byte costs a few nanoseconds here, and asking a
@@ -934,8 +935,10 @@ class LazyIndex(MaskServing):
         left = self._tables.lengths[tokens].astype(np.int64) - positions - 1
         ended_tokens = np.empty(len(at), dtype=np.int64)
         ended_states = np.empty(len(at), dtype=np.int64)
-        ended = _cwalk.walk(self._dfa, columns.reshape(-1), vocab_size, at, states.astype(np.int64), left,
-                            ended_tokens, ended_states)
+        dfa = self._dfa
+        with dfa.resolving():  # once for the row, not once a cell (step_held)
+            ended = _cwalk.walk(dfa, columns.reshape(-1), vocab_size, at, states.astype(np.int64), left,
+                                ended_tokens, ended_states)
         if ended:
             found_tokens.append(ended_tokens[:ended])
             found_ends.append(ended_states[:ended].astype(STATE_DTYPE))
