@@ -520,21 +520,32 @@ def test_compiled_walk_is_built():
 def test_compiled_walk_refuses_bad_arrays():
     cwalk = pytest.importorskip("tokendfa.build._cwalk")
     dfa = LazyByteDFA("ab")
-    columns = np.frombuffer(b"ab", dtype=np.uint8)
-    one = np.zeros(1, dtype=np.int64)
+    spellings = np.frombuffer(b"ab", dtype=np.uint8)
+    offsets = np.array([0, 2], dtype=np.int64)  # one token, "ab"
+    zero, initial = np.zeros(1, dtype=np.int64), np.full(1, INITIAL_STATE, dtype=np.int64)
+
+    def walk(*arrays):
+        ended_tokens, ended_states = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+        with dfa.resolving():
+            return cwalk.walk(dfa, *arrays, ended_tokens, ended_states), ended_states
+
     with pytest.raises(TypeError, match="8 arguments"):
-        cwalk.walk(dfa, columns)
+        cwalk.walk(dfa, spellings)
     with pytest.raises(ValueError, match="mismatched"):
-        cwalk.walk(dfa, columns, 1, one, np.zeros(2, dtype=np.int64), one, one.copy(), one.copy())
+        walk(spellings, offsets, zero, np.zeros(2, dtype=np.int64), zero)
     with pytest.raises(TypeError, match="items of 8 bytes"):
-        cwalk.walk(dfa, columns, 1, one.astype(np.int32), one, one, one.copy(), one.copy())
+        walk(spellings, offsets, zero.astype(np.int32), initial, zero)
     with pytest.raises(IndexError, match="outside the tables"):
-        cwalk.walk(dfa, columns, 1, one + 5, one + 1, one, one.copy(), one.copy())
-    ended_tokens, ended_states = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    # "ab" from the initial state, both bytes: the cells are resolved on the way
-    with dfa.resolving():
-        assert cwalk.walk(dfa, columns, 1, one, one + INITIAL_STATE, one + 1, ended_tokens, ended_states) == 1
-    assert dfa.is_final(int(ended_states[0]))
+        walk(spellings, offsets, zero + 1, initial, zero)  # token 1 of a vocabulary of one
+    with pytest.raises(IndexError, match="outside the tables"):
+        walk(spellings, offsets, zero, initial + 1000, zero)  # no such state
+    with pytest.raises(IndexError, match="outside the tables"):
+        walk(spellings, offsets, zero, initial, zero + 3)  # past the token's end
+    # "ab" from the initial state: the cells are resolved on the way
+    ended, ends = walk(spellings, offsets, zero, initial, zero)
+    assert ended == 1 and dfa.is_final(int(ends[0]))
+    # "b" alone (from position 1) dies
+    assert walk(spellings, offsets, zero, initial, zero + 1)[0] == 0
 
 
 @pytest.mark.slow

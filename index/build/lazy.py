@@ -117,6 +117,10 @@ class _VocabularyTables:
     first_char: np.ndarray     # int8[V]: bytes of the first character; 0 when the token is not text
                                # that starts with a whole character and goes on with whole characters
     byte_columns: Any          # the vocabulary's ByteColumns (for _last_leaving)
+    # Every token's bytes one after another, token t at spellings[o[t]:o[t + 1]]
+    # (the compiled walk reads a token's bytes together; see _cwalk.c).
+    spellings: np.ndarray      # uint8
+    spelling_offsets: np.ndarray  # int64[V + 1]
     # The cached loop rows (see LazyIndex._loop_row), made on use:
     first_byte_masks: np.ndarray  # uint32[256, words]: the tokens starting with each byte
     tail_sets: dict = field(default_factory=dict)   # loop set -> _TailTokens | None
@@ -148,9 +152,12 @@ def _vocabulary_tables(vocabulary: Vocabulary) -> _VocabularyTables:
     first_byte_masks = np.zeros((256, (vocabulary.size + 31) // 32), dtype=MASK_WORD)
     for byte in range(256):
         _set_bits(first_byte_masks[byte], order[offsets[byte]:offsets[byte + 1]])
+    spellings = np.frombuffer(b"".join(data or b"" for data in vocabulary.tokens), dtype=np.uint8)
+    spelling_offsets = np.zeros(vocabulary.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=spelling_offsets[1:])
     return _VocabularyTables(np.ascontiguousarray(matrix.T), lengths, order.astype(np.int64), offsets.astype(np.int64),
                              single, (vocabulary.size + 31) // 32, first_char,
-                             vocabulary.byte_columns(), first_byte_masks)
+                             vocabulary.byte_columns(), spellings, spelling_offsets, first_byte_masks)
 
 
 def vocabulary_tables(vocabulary: Vocabulary) -> _VocabularyTables:
@@ -929,16 +936,13 @@ class LazyIndex(MaskServing):
         numpy a pass, and a token spelling ``"},{"`` needs a pass a byte.
         No loop shortcut: a byte costs a few nanoseconds here, and asking a
         state for its loop set resolves its whole ASCII row."""
-        columns = self._tables.columns
-        vocab_size = columns.shape[1]
-        at = positions.astype(np.int64) * vocab_size + tokens
-        left = self._tables.lengths[tokens].astype(np.int64) - positions - 1
-        ended_tokens = np.empty(len(at), dtype=np.int64)
-        ended_states = np.empty(len(at), dtype=np.int64)
+        tables = self._tables
+        ended_tokens = np.empty(len(tokens), dtype=np.int64)
+        ended_states = np.empty(len(tokens), dtype=np.int64)
         dfa = self._dfa
         with dfa.resolving():  # once for the row, not once a cell (step_held)
-            ended = _cwalk.walk(dfa, columns.reshape(-1), vocab_size, at, states.astype(np.int64), left,
-                                ended_tokens, ended_states)
+            ended = _cwalk.walk(dfa, tables.spellings, tables.spelling_offsets, tokens.astype(np.int64),
+                                states.astype(np.int64), positions.astype(np.int64), ended_tokens, ended_states)
         if ended:
             found_tokens.append(ended_tokens[:ended])
             found_ends.append(ended_states[:ended].astype(STATE_DTYPE))
