@@ -9,18 +9,14 @@ Reading order:
   -> edges -> arrays, and the build's metadata (:class:`BuiltIndex`)
 * :mod:`tokendfa.build.reference`    the brute-force build: every token from
   every state; the definition every other build is held to
-<<<<<<< HEAD
 * :mod:`tokendfa.build.fast`         the fast build: signature prefix graphs
   walked level by level, in parallel with joblib
 * :mod:`tokendfa.build.narrow`       literal and narrow states walked byte by
   byte against the sorted vocabulary (part of the fast build)
-=======
-* :mod:`tokendfa.build.fast`         the fast build: literal and narrow states
-  walked against the sorted vocabulary, signature prefix graphs walked level
-  by level, in parallel with joblib
 * :mod:`tokendfa.build.lazy`         the lazy index: token rows computed on
-  first request over a lazily determinised automaton; completes to the fast build
->>>>>>> h-lazy
+  first request over a lazily determinised automaton; completes to the fast
+  build. Its inner walk is compiled where a C compiler was at install
+  (``_cwalk.c``, an optional extension), numpy otherwise
 * :mod:`tokendfa.build.assemble`     raw edges -> canonical, compressed arrays
 * :mod:`tokendfa.build.fastforward`  forced tokens in canonical tokenization,
   found by walking the assembled arrays

@@ -10,9 +10,13 @@ serves the same answers from the moment the NFA exists:
 * a state's *token row* (its allowed-token bitset) is computed the first time
   the state is served, and kept: a revisited state costs a dict lookup
   (:meth:`LazyIndex.get_mask` returns the stored array). The tokens whose
-  first byte is live are walked through the byte automaton level by level in
-  numpy (a gather of ``cell[state, next byte]`` for the tokens still alive,
-  resolving the cells they reach first), the last few in Python. Most of a
+  first byte is live are walked through the byte automaton token by token in
+  C (``_cwalk.c``, built with the package where a compiler is; each cell not
+  yet resolved is resolved as the walk meets it), or, without it, level by
+  level in numpy (a gather of ``cell[state, next byte]`` for the tokens still
+  alive, resolving the cells they reach first), the last few in Python.
+  The compiled walk halved the steps over 1 ms of MaskBench's cold rows
+  (1,073 -> 453 of 17,540 on one machine, ``benchmarks/RESULTS.md``). Most of a
   cold row is not walked at all: where most characters lead to one state that
   loops on them (inside a JSON string or key, a pattern's class), the tokens
   that go there and stay are a mask cached per vocabulary and loop set, the
