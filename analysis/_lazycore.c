@@ -1,0 +1,507 @@
+/* The hot path of the lazy subset construction (tokendfa.analysis.lazydfa), compiled.
+ *
+ * LazyByteDFA resolves a cell by finding its state's cut (the byte ranges of
+ * its kernel's edges), the closure of the configurations a range leads to,
+ * and the id of that kernel, discovering a state when it is new. In Python
+ * each of those is a few microseconds of interpreter work around a dict
+ * lookup or a frozenset; a cold token row resolves ~70 cells and discovers
+ * ~35 states, ~0.6 ms of a 1.4 ms row (MaskBench's slow steps, Qwen). These
+ * functions do the same over the very same Python containers (the dicts,
+ * lists and frozensets of the LazyByteDFA, so every other reader keeps
+ * working), and hand the rare cases back to the Python methods: closures
+ * that call or end a definition (the stack plays a part), kernels on
+ * several stacks, shapes not cut yet, and the discovery of a state.
+ *
+ * Each function takes a context tuple made once per automaton
+ * (LazyByteDFA._native_context): the containers, the stride, and the Python
+ * methods to fall back on. Plain C API, no numpy headers.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+#define DEAD 0
+
+/* The context tuple's items, in LazyByteDFA._native_context's order. */
+enum {
+    C_DFA, C_CUTS, C_SHAPE_CUTS, C_STEPS, C_CLOSURES, C_LOCAL_CLOSURES, C_IDS, C_KERNELS,
+    C_STRIDE, C_BOUNDED, C_CHECK, C_PY_CLOSURE, C_PY_CUT_OF, C_PY_SHAPE_CUT, C_PY_LOCAL_CLOSURE,
+    C_PY_DISCOVER, C_SIZE
+};
+
+#define ITEM(ctx, i) PyTuple_GET_ITEM((ctx), (i))
+
+static int check_context(PyObject *ctx) {
+    if (!PyTuple_Check(ctx) || PyTuple_GET_SIZE(ctx) != C_SIZE) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: the first argument must be the automaton's context");
+        return -1;
+    }
+    return 0;
+}
+
+static long long stride_of(PyObject *ctx) {
+    return PyLong_AsLongLong(ITEM(ctx, C_STRIDE));
+}
+
+/* Write ``value`` into row ``state`` of the automaton's current table, bytes
+ * ``indices`` (int64 buffer; NULL: lo..hi). */
+static int write_cells(PyObject *ctx, long long state, PyObject *indices, long lo, long hi, int32_t value) {
+    PyObject *table = PyObject_GetAttrString(ITEM(ctx, C_DFA), "_table");
+    if (table == NULL) {
+        return -1;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(table, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        Py_DECREF(table);
+        return -1;
+    }
+    int status = 0;
+    if (view.itemsize != 4 || state < 0 || (state + 1) * 256 * 4 > view.len) {
+        PyErr_SetString(PyExc_IndexError, "_lazycore: a state outside the table");
+        status = -1;
+    } else {
+        int32_t *row = (int32_t *)view.buf + state * 256;
+        if (indices == NULL) {
+            for (long b = lo; b <= hi; b++) {
+                row[b] = value;
+            }
+        } else {
+            Py_buffer bytes;
+            if (PyObject_GetBuffer(indices, &bytes, PyBUF_C_CONTIGUOUS) < 0) {
+                status = -1;
+            } else {
+                if (bytes.itemsize != 8) {
+                    PyErr_SetString(PyExc_TypeError, "_lazycore: dead bytes must be int64");
+                    status = -1;
+                } else {
+                    const int64_t *at = bytes.buf;
+                    for (Py_ssize_t i = 0; i < bytes.len / 8; i++) {
+                        if (at[i] < 0 || at[i] > 255) {
+                            PyErr_SetString(PyExc_IndexError, "_lazycore: a dead byte outside 0..255");
+                            status = -1;
+                            break;
+                        }
+                        row[at[i]] = value;
+                    }
+                }
+                PyBuffer_Release(&bytes);
+            }
+        }
+    }
+    PyBuffer_Release(&view);
+    Py_DECREF(table);
+    return status;
+}
+
+/* LazyByteDFA._closure: cached, or the NFA state's own closure on this stack
+ * when no call or end is on the way; else the Python method. New reference. */
+static PyObject *closure_of(PyObject *ctx, PyObject *config) {
+    PyObject *closures = ITEM(ctx, C_CLOSURES);
+    PyObject *found = PyDict_GetItemWithError(closures, config);
+    if (found != NULL) {
+        Py_INCREF(found);
+        return found;
+    }
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (!PyObject_IsTrue(ITEM(ctx, C_BOUNDED))) {
+        long long stride = stride_of(ctx), value = PyLong_AsLongLong(config);
+        if (value == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        long long stack = value / stride, base = stack * stride;
+        PyObject *q = PyLong_FromLongLong(value % stride);
+        if (q == NULL) {
+            return NULL;
+        }
+        PyObject *locals = ITEM(ctx, C_LOCAL_CLOSURES);
+        PyObject *local = PyDict_GetItemWithError(locals, q);
+        if (local != NULL) {
+            Py_INCREF(local);
+        } else if (!PyErr_Occurred()) {
+            local = PyObject_CallOneArg(ITEM(ctx, C_PY_LOCAL_CLOSURE), q);
+            if (local != NULL && PyDict_SetItem(locals, q, local) < 0) {
+                Py_CLEAR(local);
+            }
+        }
+        Py_DECREF(q);
+        if (local == NULL) {
+            return NULL;
+        }
+        if (!PyTuple_Check(local)) {
+            Py_DECREF(local);
+            PyErr_SetString(PyExc_TypeError, "_lazycore: a local closure must be a tuple");
+            return NULL;
+        }
+        Py_ssize_t size = PyTuple_GET_SIZE(local);
+        if (size > 0) {
+            PyObject *result;
+            if (base == 0) {
+                result = PyFrozenSet_New(local);
+            } else {
+                PyObject *shifted = PyTuple_New(size);
+                if (shifted == NULL) {
+                    Py_DECREF(local);
+                    return NULL;
+                }
+                for (Py_ssize_t i = 0; i < size; i++) {
+                    long long t = PyLong_AsLongLong(PyTuple_GET_ITEM(local, i));
+                    PyObject *item = (t == -1 && PyErr_Occurred()) ? NULL : PyLong_FromLongLong(base + t);
+                    if (item == NULL) {
+                        Py_DECREF(shifted);
+                        Py_DECREF(local);
+                        return NULL;
+                    }
+                    PyTuple_SET_ITEM(shifted, i, item);
+                }
+                result = PyFrozenSet_New(shifted);
+                Py_DECREF(shifted);
+            }
+            Py_DECREF(local);
+            if (result != NULL && PyDict_SetItem(closures, config, result) < 0) {
+                Py_CLEAR(result);
+            }
+            return result;
+        }
+        Py_DECREF(local);
+    }
+    return PyObject_CallOneArg(ITEM(ctx, C_PY_CLOSURE), config);
+}
+
+/* LazyByteDFA._step. New reference (an int). */
+static PyObject *step_of(PyObject *ctx, PyObject *targets, PyObject *base) {
+    PyObject *key = PyTuple_Pack(2, base, targets);
+    if (key == NULL) {
+        return NULL;
+    }
+    PyObject *steps = ITEM(ctx, C_STEPS);
+    PyObject *found = PyDict_GetItemWithError(steps, key);
+    if (found != NULL) {
+        Py_INCREF(found);
+        Py_DECREF(key);
+        return found;
+    }
+    if (PyErr_Occurred() || !PyTuple_Check(targets)) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "_lazycore: targets must be a tuple");
+        }
+        Py_DECREF(key);
+        return NULL;
+    }
+    long long stride = stride_of(ctx);
+    int slotted = PyTuple_Check(base);
+    long long single = slotted ? 0 : PyLong_AsLongLong(base);
+    Py_ssize_t count = PyTuple_GET_SIZE(targets);
+    PyObject *closed = NULL, *gathered = NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        long long t = PyLong_AsLongLong(PyTuple_GET_ITEM(targets, i)), config;
+        if (t == -1 && PyErr_Occurred()) {
+            goto fail;
+        }
+        if (slotted) {
+            Py_ssize_t slot = (Py_ssize_t)(t / stride);
+            if (slot < 0 || slot >= PyTuple_GET_SIZE(base)) {
+                PyErr_SetString(PyExc_IndexError, "_lazycore: a target's slot outside its bases");
+                goto fail;
+            }
+            long long b = PyLong_AsLongLong(PyTuple_GET_ITEM(base, slot));
+            if (b == -1 && PyErr_Occurred()) {
+                goto fail;
+            }
+            config = b + t % stride;
+        } else {
+            config = single + t;
+        }
+        PyObject *config_object = PyLong_FromLongLong(config);
+        if (config_object == NULL) {
+            goto fail;
+        }
+        PyObject *part = closure_of(ctx, config_object);
+        Py_DECREF(config_object);
+        if (part == NULL) {
+            goto fail;
+        }
+        if (count == 1) {
+            closed = part;
+            break;
+        }
+        if (gathered == NULL) {
+            gathered = PySet_New(part);
+            Py_DECREF(part);
+            if (gathered == NULL) {
+                goto fail;
+            }
+        } else {
+            PyObject *merged = PyNumber_InPlaceOr(gathered, part);
+            Py_DECREF(part);
+            if (merged == NULL) {
+                goto fail;
+            }
+            Py_DECREF(merged);  /* the same set, updated in place */
+        }
+    }
+    if (closed == NULL) {
+        closed = gathered != NULL ? PyFrozenSet_New(gathered) : PyFrozenSet_New(NULL);
+        if (closed == NULL) {
+            goto fail;
+        }
+    }
+    found = PyDict_GetItemWithError(ITEM(ctx, C_IDS), closed);
+    if (found != NULL) {
+        Py_INCREF(found);
+    } else if (!PyErr_Occurred()) {
+        found = PyObject_CallOneArg(ITEM(ctx, C_PY_DISCOVER), closed);
+    }
+    if (found != NULL && PyDict_SetItem(steps, key, found) < 0) {
+        Py_CLEAR(found);
+    }
+    Py_DECREF(closed);
+    Py_XDECREF(gathered);
+    Py_DECREF(key);
+    return found;
+fail:
+    Py_XDECREF(closed);
+    Py_XDECREF(gathered);
+    Py_DECREF(key);
+    return NULL;
+}
+
+/* LazyByteDFA._cut_of for a kernel on one stack whose shape is cut already
+ * (the Python method for the rest). New reference. */
+static PyObject *cut_of(PyObject *ctx, PyObject *state) {
+    PyObject *cuts = ITEM(ctx, C_CUTS);
+    PyObject *found = PyDict_GetItemWithError(cuts, state);
+    if (found != NULL) {
+        Py_INCREF(found);
+        return found;
+    }
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t index = PyLong_AsSsize_t(state);
+    if (index == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *kernels = ITEM(ctx, C_KERNELS);
+    if (index < 0 || index >= PyList_GET_SIZE(kernels)) {
+        PyErr_SetString(PyExc_IndexError, "_lazycore: a state not discovered");
+        return NULL;
+    }
+    PyObject *kernel = PyList_GET_ITEM(kernels, index);
+    long long stride = stride_of(ctx), stack = -1;
+    PyObject *shape = PyList_New(0);
+    if (shape == NULL) {
+        return NULL;
+    }
+    PyObject *configs = PyObject_GetIter(kernel), *config;
+    if (configs == NULL) {
+        Py_DECREF(shape);
+        return NULL;
+    }
+    int several = 0;
+    while ((config = PyIter_Next(configs)) != NULL) {
+        long long value = PyLong_AsLongLong(config);
+        Py_DECREF(config);  /* the kernel holds it */
+        if (value == -1 && PyErr_Occurred()) {
+            Py_DECREF(configs);
+            Py_DECREF(shape);
+            return NULL;
+        }
+        long long on = value / stride;
+        if (on != stack) {
+            if (stack >= 0) {
+                several = 1;
+                break;
+            }
+            stack = on;
+        }
+        PyObject *q = PyLong_FromLongLong(value % stride);
+        if (q == NULL || PyList_Append(shape, q) < 0) {
+            Py_XDECREF(q);
+            Py_DECREF(configs);
+            Py_DECREF(shape);
+            return NULL;
+        }
+        Py_DECREF(q);
+    }
+    Py_DECREF(configs);
+    if (PyErr_Occurred()) {
+        Py_DECREF(shape);
+        return NULL;
+    }
+    if (several) {
+        Py_DECREF(shape);
+        return PyObject_CallOneArg(ITEM(ctx, C_PY_CUT_OF), state);
+    }
+    PyObject *key;
+    if (PyList_GET_SIZE(shape) == 1) {
+        key = PyList_GET_ITEM(shape, 0);
+        Py_INCREF(key);
+    } else {
+        key = PyFrozenSet_New(shape);
+    }
+    if (key == NULL) {
+        Py_DECREF(shape);
+        return NULL;
+    }
+    PyObject *cut = PyDict_GetItemWithError(ITEM(ctx, C_SHAPE_CUTS), key);
+    if (cut != NULL) {
+        Py_INCREF(cut);
+    } else if (!PyErr_Occurred()) {
+        cut = PyObject_CallFunctionObjArgs(ITEM(ctx, C_PY_SHAPE_CUT), key, shape, NULL);
+    }
+    Py_DECREF(key);
+    Py_DECREF(shape);
+    if (cut == NULL) {
+        return NULL;
+    }
+    if (!PyTuple_Check(cut) || PyTuple_GET_SIZE(cut) != 4) {
+        Py_DECREF(cut);
+        PyErr_SetString(PyExc_TypeError, "_lazycore: a shape's cut must be a 4-tuple");
+        return NULL;
+    }
+    PyObject *dead = PyTuple_GET_ITEM(cut, 3);
+    if (dead != Py_None && write_cells(ctx, index, dead, 0, 0, DEAD) < 0) {
+        Py_DECREF(cut);
+        return NULL;
+    }
+    PyObject *base = PyLong_FromLongLong((stack > 0 ? stack : 0) * stride);
+    if (base == NULL) {
+        Py_DECREF(cut);
+        return NULL;
+    }
+    found = PyTuple_Pack(4, PyTuple_GET_ITEM(cut, 0), PyTuple_GET_ITEM(cut, 1), PyTuple_GET_ITEM(cut, 2), base);
+    Py_DECREF(base);
+    Py_DECREF(cut);
+    if (found != NULL && PyDict_SetItem(cuts, state, found) < 0) {
+        Py_CLEAR(found);
+    }
+    return found;
+}
+
+/* The last index i with list[i] <= value, or -1 (bisect_right - 1). */
+static Py_ssize_t last_at_most(PyObject *list, long value, int *error) {
+    Py_ssize_t lo = 0, hi = PyList_GET_SIZE(list);
+    while (lo < hi) {
+        Py_ssize_t middle = (lo + hi) / 2;
+        long item = PyLong_AsLong(PyList_GET_ITEM(list, middle));
+        if (item == -1 && PyErr_Occurred()) {
+            *error = 1;
+            return -1;
+        }
+        if (value < item) {
+            hi = middle;
+        } else {
+            lo = middle + 1;
+        }
+    }
+    return lo - 1;
+}
+
+static PyObject *py_closure(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2 || check_context(args[0]) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "closure(context, config)");
+        }
+        return NULL;
+    }
+    return closure_of(args[0], args[1]);
+}
+
+static PyObject *py_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3 || check_context(args[0]) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "step(context, targets, base)");
+        }
+        return NULL;
+    }
+    return step_of(args[0], args[1], args[2]);
+}
+
+static PyObject *py_cut_of(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2 || check_context(args[0]) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "cut_of(context, state)");
+        }
+        return NULL;
+    }
+    return cut_of(args[0], args[1]);
+}
+
+/* LazyByteDFA.step_held: the successor of an UNKNOWN cell, its range of the
+ * cut written into the table. */
+static PyObject *py_step_held(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3 || check_context(args[0]) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "step_held(context, state, byte)");
+        }
+        return NULL;
+    }
+    PyObject *ctx = args[0];
+    long long state = PyLong_AsLongLong(args[1]);
+    long byte = PyLong_AsLong(args[2]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (byte < 0 || byte > 255) {
+        PyErr_SetString(PyExc_ValueError, "step_held: a byte is 0..255");
+        return NULL;
+    }
+    PyObject *checked = PyObject_CallNoArgs(ITEM(ctx, C_CHECK));
+    if (checked == NULL) {
+        return NULL;
+    }
+    Py_DECREF(checked);
+    PyObject *cut = cut_of(ctx, args[1]);
+    if (cut == NULL) {
+        return NULL;
+    }
+    PyObject *starts = PyTuple_GET_ITEM(cut, 0), *ends = PyTuple_GET_ITEM(cut, 1);
+    PyObject *targets = PyTuple_GET_ITEM(cut, 2), *base = PyTuple_GET_ITEM(cut, 3);
+    int error = 0;
+    Py_ssize_t at = last_at_most(starts, byte, &error);
+    if (error) {
+        Py_DECREF(cut);
+        return NULL;
+    }
+    if (at < 0 || byte > PyLong_AsLong(PyList_GET_ITEM(ends, at))) {
+        Py_DECREF(cut);
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        return PyLong_FromLong(DEAD);  /* outside every range: the cut wrote DEAD there */
+    }
+    PyObject *successor = step_of(ctx, PyList_GET_ITEM(targets, at), base);
+    if (successor != NULL) {
+        /* after the step: it may have grown the table */
+        long lo = PyLong_AsLong(PyList_GET_ITEM(starts, at)), hi = PyLong_AsLong(PyList_GET_ITEM(ends, at));
+        long long value = PyLong_AsLongLong(successor);
+        if (PyErr_Occurred() || write_cells(ctx, state, NULL, lo, hi, (int32_t)value) < 0) {
+            Py_CLEAR(successor);
+        }
+    }
+    Py_DECREF(cut);
+    return successor;
+}
+
+static PyMethodDef methods[] = {
+    {"closure", (PyCFunction)(void (*)(void))py_closure, METH_FASTCALL, "LazyByteDFA._closure, compiled."},
+    {"step", (PyCFunction)(void (*)(void))py_step, METH_FASTCALL, "LazyByteDFA._step, compiled."},
+    {"cut_of", (PyCFunction)(void (*)(void))py_cut_of, METH_FASTCALL, "LazyByteDFA._cut_of, compiled."},
+    {"step_held", (PyCFunction)(void (*)(void))py_step_held, METH_FASTCALL, "LazyByteDFA.step_held, compiled."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef definition = {
+    PyModuleDef_HEAD_INIT, "_lazycore",
+    "The hot path of the lazy subset construction (tokendfa.analysis.lazydfa), compiled.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__lazycore(void) {
+    return PyModule_Create(&definition);
+}
