@@ -26,6 +26,7 @@ from tokendfa.analysis.construct import byte_dfa_from_regex
 from tokendfa.analysis.minimise import canonical_byte_dfa
 from tokendfa.analysis.lazydfa import UNKNOWN, LazyByteDFA
 from tokendfa.analysis.dfa import INITIAL as INITIAL_STATE
+from tokendfa.analysis import lazydfa as lazydfa_module
 from tokendfa.build import lazy as lazy_module
 from tokendfa.build.lazy import LAZY_ANY_DEPTH, LazyIndex
 from tokendfa.schema.api import regex_from_schema
@@ -68,10 +69,25 @@ def lockstep(lazy, eager, max_pairs: int | None = None) -> int:
     return len(seen)
 
 
+@pytest.fixture(params=["compiled", "python"])
+def native(request, monkeypatch):
+    """Each lazy automaton and row computed by the compiled code
+    (analysis/_lazycore.c, index/build/_cwalk.c) and by the Python and numpy
+    code it stands in for where it is not built."""
+    if request.param == "python":
+        monkeypatch.setattr(lazydfa_module, "_lazycore", None)
+        monkeypatch.setattr(lazy_module, "_cwalk", None)
+    elif lazydfa_module._lazycore is None or lazy_module._cwalk is None:
+        if os.environ.get("TOKENDFA_NATIVE") == "0":
+            pytest.skip("TOKENDFA_NATIVE=0 turns the compiled code off")
+        pytest.fail("the compiled code is not built (no C compiler at install?)")
+    return request.param
+
+
 # --- the lazy byte automaton ---------------------------------------------------
 
 @pytest.mark.parametrize("pattern", [c.pattern for c in CASES] + EXTRA_PATTERNS)
-def test_explored_lazy_dfa_is_the_eager_dfa(pattern):
+def test_explored_lazy_dfa_is_the_eager_dfa(pattern, native):
     eager = byte_dfa_from_regex(pattern)
     lazy = canonical_byte_dfa(*LazyByteDFA(pattern).explore())
     assert np.array_equal(lazy.transitions, eager.transitions)
@@ -79,7 +95,7 @@ def test_explored_lazy_dfa_is_the_eager_dfa(pattern):
 
 
 @pytest.mark.parametrize("any_depth", [1, 2, 4])
-def test_explored_lazy_dfa_with_shared_definitions(any_depth):
+def test_explored_lazy_dfa_with_shared_definitions(any_depth, native):
     compiled = regex_from_schema(PERSON, any_depth=any_depth, state_budget=None)
     assert compiled.definitions  # the free value is a shared definition
     eager = byte_dfa_from_regex(compiled.pattern, definitions=compiled.definitions)
@@ -221,7 +237,7 @@ def test_definition_nfa_grows_with_the_written_pattern():
     assert accepts(dfa, b"[" * 10 + b"n" + b"]" * 10) and not accepts(dfa, b"[" * 11 + b"n" + b"]" * 11)
 
 
-def test_deep_free_values_lazily():
+def test_deep_free_values_lazily(native):
     compiled = regex_from_schema(PERSON, any_depth=12, state_budget=None)
     dfa = LazyByteDFA(compiled.pattern, definitions=compiled.definitions)
     import jsonschema
@@ -375,7 +391,7 @@ SHAPES = {P: r'"(?:[^"\\]|\\["n])*"', Q: r"(?:ab|ac|b[a-z]|[a-c]x)+",
 
 
 @pytest.mark.parametrize("pattern", [rf"\{{{P}:{P},{P}:{R}\}}", rf"{R}-{R}|{Q}{P}", rf"(?:{P}|{Q})+"])
-def test_states_of_one_definition_on_many_stacks_are_the_eager_dfa(pattern):
+def test_states_of_one_definition_on_many_stacks_are_the_eager_dfa(pattern, native):
     explored = explored_like_eager(pattern, SHAPES)
     assert explored.num_stacks > 2  # the definitions were called from several places
 
@@ -390,7 +406,7 @@ def test_lazy_dfa_bound():
 # --- the lazy index against the eager one -----------------------------------------
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_lazy_index_serves_the_eager_index_toy(case, toy_vocab):
+def test_lazy_index_serves_the_eager_index_toy(case, toy_vocab, native):
     try:
         eager = Index.from_regex(case.pattern, toy_vocab)
     except VocabularyCoverageError:
@@ -468,7 +484,7 @@ def cached_case(name: str) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["number", "iso_date", "email", "key_list", "json_string"])
-def test_lazy_index_serves_the_eager_index_qwen(name, walk):
+def test_lazy_index_serves_the_eager_index_qwen(name, native):
     vocab = cached_vocabulary("qwen2.5")
     pattern = cached_case(name)
     lazy = Index.from_regex(pattern, vocab, lazy=True)
@@ -497,26 +513,14 @@ SHORTCUT_PATTERNS = [
 ]
 
 
-@pytest.fixture(params=["compiled", "numpy"])
-def walk(request, monkeypatch):
-    """Each lazy row walked by the compiled loop (index/build/_cwalk.c) and
-    by the numpy levels it replaces where it is not built."""
-    if request.param == "numpy":
-        monkeypatch.setattr(lazy_module, "_cwalk", None)
-    elif lazy_module._cwalk is None:
-        if os.environ.get("TOKENDFA_NATIVE") == "0":
-            pytest.skip("TOKENDFA_NATIVE=0 turns the compiled walk off")
-        pytest.fail("the compiled walk is not built (no C compiler at install?)")
-    return request.param
-
-
 def test_compiled_walk_is_built():
     """The package builds its C walk wherever a compiler is (CI included):
     an install that fell back to numpy silently would serve slower rows."""
     if os.environ.get("TOKENDFA_NATIVE") == "0":
-        assert not lazy_module.NATIVE_WALK
+        assert not lazy_module.NATIVE_WALK and not lazydfa_module.NATIVE_CORE
     else:
         assert lazy_module.NATIVE_WALK, "tokendfa.build._cwalk did not build"
+        assert lazydfa_module.NATIVE_CORE, "tokendfa.analysis._lazycore did not build"
 
 
 def test_compiled_walk_refuses_bad_arrays():
@@ -552,7 +556,7 @@ def test_compiled_walk_refuses_bad_arrays():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("pattern", SHORTCUT_PATTERNS)
-def test_lazy_shortcuts_serve_the_eager_index_qwen(pattern, walk):
+def test_lazy_shortcuts_serve_the_eager_index_qwen(pattern, native):
     vocab = cached_vocabulary("qwen2.5")
     lazy = Index.from_regex(pattern, vocab, lazy=True)
     eager = Index.from_regex(pattern, vocab)
