@@ -26,7 +26,7 @@
 enum {
     C_DFA, C_CUTS, C_SHAPE_CUTS, C_STEPS, C_CLOSURES, C_LOCAL_CLOSURES, C_IDS, C_KERNELS,
     C_STRIDE, C_BOUNDED, C_CHECK, C_PY_CLOSURE, C_PY_CUT_OF, C_PY_SHAPE_CUT, C_PY_LOCAL_CLOSURE,
-    C_PY_DISCOVER, C_SIZE
+    C_PY_DISCOVER, C_EPS, C_EDGES, C_CALLS, C_ENDS, C_FINAL, C_MAX_STATES, C_SIZE
 };
 
 #define ITEM(ctx, i) PyTuple_GET_ITEM((ctx), (i))
@@ -70,17 +70,12 @@ static int write_cells(PyObject *ctx, long long state, PyObject *indices, long l
             if (PyObject_GetBuffer(indices, &bytes, PyBUF_C_CONTIGUOUS) < 0) {
                 status = -1;
             } else {
-                if (bytes.itemsize != 8) {
-                    PyErr_SetString(PyExc_TypeError, "_lazycore: dead bytes must be int64");
+                if (bytes.itemsize != 1) {
+                    PyErr_SetString(PyExc_TypeError, "_lazycore: dead bytes must be bytes");
                     status = -1;
                 } else {
-                    const int64_t *at = bytes.buf;
-                    for (Py_ssize_t i = 0; i < bytes.len / 8; i++) {
-                        if (at[i] < 0 || at[i] > 255) {
-                            PyErr_SetString(PyExc_IndexError, "_lazycore: a dead byte outside 0..255");
-                            status = -1;
-                            break;
-                        }
+                    const uint8_t *at = bytes.buf;
+                    for (Py_ssize_t i = 0; i < bytes.len; i++) {
                         row[at[i]] = value;
                     }
                 }
@@ -91,6 +86,275 @@ static int write_cells(PyObject *ctx, long long state, PyObject *indices, long l
     PyBuffer_Release(&view);
     Py_DECREF(table);
     return status;
+}
+
+/* LazyByteDFA._local_closure: the kernel NFA states reachable from ``q`` by
+ * epsilon moves alone, or () when a state on the way calls or ends a
+ * definition. New reference (a tuple). */
+static PyObject *local_closure_of(PyObject *ctx, PyObject *q) {
+    PyObject *eps = ITEM(ctx, C_EPS), *edges = ITEM(ctx, C_EDGES), *calls = ITEM(ctx, C_CALLS);
+    PyObject *ends = ITEM(ctx, C_ENDS);
+    long long final = PyLong_AsLongLong(ITEM(ctx, C_FINAL));
+    if (!PyList_Check(eps) || !PyList_Check(edges) || !PyList_Check(calls) || !PyByteArray_Check(ends)) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: the NFA's tables are not lists and a bytearray");
+        return NULL;
+    }
+    PyObject *seen = PySet_New(NULL), *todo = PyList_New(0), *kernel = PyList_New(0), *result = NULL;
+    if (seen == NULL || todo == NULL || kernel == NULL || PySet_Add(seen, q) < 0 || PyList_Append(todo, q) < 0) {
+        goto done;
+    }
+    while (PyList_GET_SIZE(todo)) {
+        Py_ssize_t last = PyList_GET_SIZE(todo) - 1;
+        PyObject *current = PyList_GET_ITEM(todo, last);
+        Py_INCREF(current);
+        if (PyList_SetSlice(todo, last, last + 1, NULL) < 0) {
+            Py_DECREF(current);
+            goto done;
+        }
+        Py_ssize_t at = PyLong_AsSsize_t(current);
+        if (at < 0 || at >= PyList_GET_SIZE(eps) || at >= PyList_GET_SIZE(edges) || at >= PyList_GET_SIZE(calls)
+                || at >= PyByteArray_GET_SIZE(ends)) {
+            Py_DECREF(current);
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_IndexError, "_lazycore: an NFA state outside the tables");
+            }
+            goto done;
+        }
+        int calling = PyObject_IsTrue(PyList_GET_ITEM(calls, at));
+        if (calling < 0) {
+            Py_DECREF(current);
+            goto done;
+        }
+        if (calling || PyByteArray_AS_STRING(ends)[at]) {
+            Py_DECREF(current);
+            result = PyTuple_New(0);
+            goto done;
+        }
+        int with_edges = PyObject_IsTrue(PyList_GET_ITEM(edges, at));
+        if (with_edges < 0 || ((with_edges || at == final) && PyList_Append(kernel, current) < 0)) {
+            Py_DECREF(current);
+            goto done;
+        }
+        Py_DECREF(current);
+        PyObject *successors = PyList_GET_ITEM(eps, at);
+        if (!PyList_Check(successors)) {
+            PyErr_SetString(PyExc_TypeError, "_lazycore: eps[q] is not a list");
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(successors); i++) {
+            PyObject *successor = PyList_GET_ITEM(successors, i);
+            int known = PySet_Contains(seen, successor);
+            if (known < 0) {
+                goto done;
+            }
+            if (!known && (PySet_Add(seen, successor) < 0 || PyList_Append(todo, successor) < 0)) {
+                goto done;
+            }
+        }
+    }
+    result = PyList_AsTuple(kernel);
+done:
+    Py_XDECREF(seen);
+    Py_XDECREF(todo);
+    Py_XDECREF(kernel);
+    return result;
+}
+
+/* LazyByteDFA._discover: a new state for ``kernel``; the Python method when
+ * the bound is reached or the table must grow. New reference (an int). */
+static PyObject *discover(PyObject *ctx, PyObject *kernel) {
+    PyObject *dfa = ITEM(ctx, C_DFA);
+    PyObject *count_object = PyObject_GetAttrString(dfa, "_count");
+    if (count_object == NULL) {
+        return NULL;
+    }
+    long long count = PyLong_AsLongLong(count_object);
+    long long bound = PyLong_AsLongLong(ITEM(ctx, C_MAX_STATES));
+    if (PyErr_Occurred()) {
+        Py_DECREF(count_object);
+        return NULL;
+    }
+    PyObject *finals = PyObject_GetAttrString(dfa, "_finals");
+    if (finals == NULL) {
+        Py_DECREF(count_object);
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(finals, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        Py_DECREF(finals);
+        Py_DECREF(count_object);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (view.itemsize != 1 || count >= bound || count >= view.len) {
+        /* the bound's error, or a table to grow: the Python method */
+        PyBuffer_Release(&view);
+        Py_DECREF(finals);
+        Py_DECREF(count_object);
+        return PyObject_CallOneArg(ITEM(ctx, C_PY_DISCOVER), kernel);
+    }
+    int final = PySet_Contains(kernel, ITEM(ctx, C_FINAL));
+    PyObject *next = final < 0 ? NULL : PyLong_FromLongLong(count + 1);
+    if (next != NULL && PyList_Append(ITEM(ctx, C_KERNELS), kernel) == 0) {
+        if (PyDict_SetItem(ITEM(ctx, C_IDS), kernel, count_object) == 0) {
+            ((uint8_t *)view.buf)[count] = (uint8_t)final;
+            if (PyObject_SetAttrString(dfa, "_count", next) == 0) {
+                result = count_object;
+                Py_INCREF(result);
+            }
+        }
+    }
+    Py_XDECREF(next);
+    PyBuffer_Release(&view);
+    Py_DECREF(finals);
+    Py_DECREF(count_object);
+    return result;
+}
+
+typedef struct {
+    long lo, hi;
+    long long target;
+} Edge;
+
+static int by_range_then_target(const void *a, const void *b) {
+    const Edge *x = a, *y = b;
+    if (x->lo != y->lo) {
+        return x->lo < y->lo ? -1 : 1;
+    }
+    if (x->hi != y->hi) {
+        return x->hi < y->hi ? -1 : 1;
+    }
+    return (x->target > y->target) - (x->target < y->target);
+}
+
+/* LazyByteDFA._shape_cut for a shape on one stack whose sorted edges are the
+ * cut already (equal or disjoint ranges: JSON strings, keys); the Python
+ * method for the rest. New reference (starts, ends, targets, dead). */
+static PyObject *shape_cut(PyObject *ctx, PyObject *key, PyObject *shape) {
+    PyObject *cuts = ITEM(ctx, C_SHAPE_CUTS), *edges = ITEM(ctx, C_EDGES);
+    Py_ssize_t total = 0, count = PyList_GET_SIZE(shape);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t q = PyLong_AsSsize_t(PyList_GET_ITEM(shape, i));
+        if (q < 0 || q >= PyList_GET_SIZE(edges)) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_IndexError, "_lazycore: an NFA state outside the tables");
+            }
+            return NULL;
+        }
+        total += PyList_Size(PyList_GET_ITEM(edges, q));
+    }
+    Edge *own = PyMem_Malloc(sizeof(Edge) * (total ? total : 1));
+    if (own == NULL) {
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *list = PyList_GET_ITEM(edges, PyLong_AsSsize_t(PyList_GET_ITEM(shape, i)));
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(list) && n < total; j++) {
+            PyObject *edge = PyList_GET_ITEM(list, j);
+            if (!PyTuple_Check(edge) || PyTuple_GET_SIZE(edge) != 3) {
+                PyMem_Free(own);
+                PyErr_SetString(PyExc_TypeError, "_lazycore: an edge is not (lo, hi, target)");
+                return NULL;
+            }
+            own[n].lo = PyLong_AsLong(PyTuple_GET_ITEM(edge, 0));
+            own[n].hi = PyLong_AsLong(PyTuple_GET_ITEM(edge, 1));
+            own[n].target = PyLong_AsLongLong(PyTuple_GET_ITEM(edge, 2));
+            n++;
+        }
+    }
+    if (PyErr_Occurred()) {
+        PyMem_Free(own);
+        return NULL;
+    }
+    qsort(own, n, sizeof(Edge), by_range_then_target);
+    /* the ranges of the cut, and where they overlap only in part: the Python cut */
+    for (Py_ssize_t i = 1; i < n; i++) {
+        int same = own[i].lo == own[i - 1].lo && own[i].hi == own[i - 1].hi;
+        if (!same && own[i].lo <= own[i - 1].hi) {
+            PyMem_Free(own);
+            return PyObject_CallFunctionObjArgs(ITEM(ctx, C_PY_SHAPE_CUT), key, shape, NULL);
+        }
+    }
+    PyObject *starts = PyList_New(0), *stops = PyList_New(0), *targets = PyList_New(0), *into = PyList_New(0);
+    unsigned char dead[256];
+    Py_ssize_t dead_count = 0;
+    long dead_from = 0;
+    PyObject *result = NULL;
+    if (starts == NULL || stops == NULL || targets == NULL || into == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i && own[i].lo == own[i - 1].lo && own[i].hi == own[i - 1].hi) {
+            if (own[i].target != own[i - 1].target) {
+                PyObject *target = PyLong_FromLongLong(own[i].target);
+                if (target == NULL || PyList_Append(into, target) < 0) {
+                    Py_XDECREF(target);
+                    goto done;
+                }
+                Py_DECREF(target);
+            }
+            continue;
+        }
+        if (i) {
+            PyObject *closed = PyList_AsTuple(into);
+            if (closed == NULL || PyList_Append(targets, closed) < 0) {
+                Py_XDECREF(closed);
+                goto done;
+            }
+            Py_DECREF(closed);
+            if (PyList_SetSlice(into, 0, PyList_GET_SIZE(into), NULL) < 0) {
+                goto done;
+            }
+        }
+        for (long b = dead_from; b < own[i].lo && b < 256; b++) {
+            dead[dead_count++] = (unsigned char)b;
+        }
+        dead_from = own[i].hi + 1;
+        PyObject *lo = PyLong_FromLong(own[i].lo), *hi = PyLong_FromLong(own[i].hi);
+        PyObject *target = PyLong_FromLongLong(own[i].target);
+        int failed = lo == NULL || hi == NULL || target == NULL || PyList_Append(starts, lo) < 0
+                     || PyList_Append(stops, hi) < 0 || PyList_Append(into, target) < 0;
+        Py_XDECREF(lo);
+        Py_XDECREF(hi);
+        Py_XDECREF(target);
+        if (failed) {
+            goto done;
+        }
+    }
+    if (n) {
+        PyObject *closed = PyList_AsTuple(into);
+        if (closed == NULL || PyList_Append(targets, closed) < 0) {
+            Py_XDECREF(closed);
+            goto done;
+        }
+        Py_DECREF(closed);
+    }
+    for (long b = dead_from; b < 256; b++) {
+        dead[dead_count++] = (unsigned char)b;
+    }
+    PyObject *dead_bytes;
+    if (dead_count) {
+        dead_bytes = PyBytes_FromStringAndSize((const char *)dead, dead_count);
+        if (dead_bytes == NULL) {
+            goto done;
+        }
+    } else {
+        dead_bytes = Py_None;
+        Py_INCREF(dead_bytes);
+    }
+    result = PyTuple_Pack(4, starts, stops, targets, dead_bytes);
+    Py_DECREF(dead_bytes);
+    if (result != NULL && PyDict_SetItem(cuts, key, result) < 0) {
+        Py_CLEAR(result);
+    }
+done:
+    PyMem_Free(own);
+    Py_XDECREF(starts);
+    Py_XDECREF(stops);
+    Py_XDECREF(targets);
+    Py_XDECREF(into);
+    return result;
 }
 
 /* LazyByteDFA._closure: cached, or the NFA state's own closure on this stack
@@ -120,7 +384,7 @@ static PyObject *closure_of(PyObject *ctx, PyObject *config) {
         if (local != NULL) {
             Py_INCREF(local);
         } else if (!PyErr_Occurred()) {
-            local = PyObject_CallOneArg(ITEM(ctx, C_PY_LOCAL_CLOSURE), q);
+            local = local_closure_of(ctx, q);
             if (local != NULL && PyDict_SetItem(locals, q, local) < 0) {
                 Py_CLEAR(local);
             }
@@ -251,7 +515,7 @@ static PyObject *step_of(PyObject *ctx, PyObject *targets, PyObject *base) {
     if (found != NULL) {
         Py_INCREF(found);
     } else if (!PyErr_Occurred()) {
-        found = PyObject_CallOneArg(ITEM(ctx, C_PY_DISCOVER), closed);
+        found = discover(ctx, closed);
     }
     if (found != NULL && PyDict_SetItem(steps, key, found) < 0) {
         Py_CLEAR(found);
@@ -349,7 +613,7 @@ static PyObject *cut_of(PyObject *ctx, PyObject *state) {
     if (cut != NULL) {
         Py_INCREF(cut);
     } else if (!PyErr_Occurred()) {
-        cut = PyObject_CallFunctionObjArgs(ITEM(ctx, C_PY_SHAPE_CUT), key, shape, NULL);
+        cut = shape_cut(ctx, key, shape);
     }
     Py_DECREF(key);
     Py_DECREF(shape);

@@ -208,7 +208,8 @@ class LazyByteDFA:
         context = (this, self._cuts, self._shape_cuts, self._steps, self._closures, self._local_closures,
                    self._ids, self._kernels, self._stride, self.max_depth is not None, limits.check,
                    cls._closure.__get__(this), cls._cut_of.__get__(this), cls._shape_cut.__get__(this),
-                   cls._local_closure.__get__(this), cls._discover.__get__(this))
+                   cls._local_closure.__get__(this), cls._discover.__get__(this),
+                   self._eps, self._edges, self._calls, self._ends, self._final, self.max_states)
         self._closure = partial(core.closure, context)
         self._step = partial(core.step, context)
         self._cut_of = partial(core.cut_of, context)
@@ -629,7 +630,7 @@ class LazyByteDFA:
             starts, ends, targets, dead = self._shape_cut(key, shape)
             found = (starts, ends, targets, base)
             if dead is not None:
-                self._table[state, dead] = DEAD
+                self._table[state, np.frombuffer(dead, dtype=np.uint8)] = DEAD
             self._cuts[state] = found
         return found
 
@@ -640,9 +641,10 @@ class LazyByteDFA:
         cut = self._shape_cuts.get(key)
         if cut is None:
             starts, ends, targets, gaps = self._cut_configs(configs)
-            # the dead bytes as one index array: a JSON string's 5-8
-            # gaps written slice by slice took ~4 us a state, ~0.7 so
-            dead = np.concatenate([np.arange(lo, hi + 1) for lo, hi in gaps]) if gaps else None
+            # the dead bytes as one index (bytes: the compiled cut writes the
+            # same): a JSON string's 5-8 gaps written slice by slice took
+            # ~4 us a state, ~0.7 so
+            dead = bytes(b for lo, hi in gaps for b in range(lo, hi + 1)) if gaps else None
             cut = self._shape_cuts[key] = (starts, ends, targets, dead)
         return cut
 
