@@ -26,7 +26,8 @@
 enum {
     C_DFA, C_CUTS, C_SHAPE_CUTS, C_STEPS, C_CLOSURES, C_LOCAL_CLOSURES, C_IDS, C_KERNELS,
     C_STRIDE, C_BOUNDED, C_CHECK, C_PY_CLOSURE, C_PY_CUT_OF, C_PY_SHAPE_CUT, C_PY_LOCAL_CLOSURE,
-    C_PY_DISCOVER, C_EPS, C_EDGES, C_CALLS, C_ENDS, C_FINAL, C_MAX_STATES, C_SIZE
+    C_PY_DISCOVER, C_EPS, C_EDGES, C_CALLS, C_ENDS, C_FINAL, C_MAX_STATES,
+    C_PUSHES, C_STACK_PARENT, C_STACK_TOP, C_STACK_DEPTH, C_RESOLVED, C_START_OF, C_ENTER, C_SIZE
 };
 
 #define ITEM(ctx, i) PyTuple_GET_ITEM((ctx), (i))
@@ -245,8 +246,10 @@ static int by_range_then_target(const void *a, const void *b) {
 static PyObject *shape_cut(PyObject *ctx, PyObject *key, PyObject *shape) {
     PyObject *cuts = ITEM(ctx, C_SHAPE_CUTS), *edges = ITEM(ctx, C_EDGES);
     Py_ssize_t total = 0, count = PyList_GET_SIZE(shape);
+    long long stride = stride_of(ctx);
     for (Py_ssize_t i = 0; i < count; i++) {
-        Py_ssize_t q = PyLong_AsSsize_t(PyList_GET_ITEM(shape, i));
+        long long config = PyLong_AsLongLong(PyList_GET_ITEM(shape, i));
+        Py_ssize_t q = config < 0 ? -1 : (Py_ssize_t)(config % stride);
         if (q < 0 || q >= PyList_GET_SIZE(edges)) {
             if (!PyErr_Occurred()) {
                 PyErr_SetString(PyExc_IndexError, "_lazycore: an NFA state outside the tables");
@@ -261,7 +264,10 @@ static PyObject *shape_cut(PyObject *ctx, PyObject *key, PyObject *shape) {
     }
     Py_ssize_t n = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *list = PyList_GET_ITEM(edges, PyLong_AsSsize_t(PyList_GET_ITEM(shape, i)));
+        /* a config of a shape is its slot (the k-th stack) * stride + its NFA state */
+        long long config = PyLong_AsLongLong(PyList_GET_ITEM(shape, i));
+        long long base = (config / stride) * stride;
+        PyObject *list = PyList_GET_ITEM(edges, (Py_ssize_t)(config % stride));
         for (Py_ssize_t j = 0; j < PyList_GET_SIZE(list) && n < total; j++) {
             PyObject *edge = PyList_GET_ITEM(list, j);
             if (!PyTuple_Check(edge) || PyTuple_GET_SIZE(edge) != 3) {
@@ -271,7 +277,7 @@ static PyObject *shape_cut(PyObject *ctx, PyObject *key, PyObject *shape) {
             }
             own[n].lo = PyLong_AsLong(PyTuple_GET_ITEM(edge, 0));
             own[n].hi = PyLong_AsLong(PyTuple_GET_ITEM(edge, 1));
-            own[n].target = PyLong_AsLongLong(PyTuple_GET_ITEM(edge, 2));
+            own[n].target = base + PyLong_AsLongLong(PyTuple_GET_ITEM(edge, 2));
             n++;
         }
     }
@@ -372,6 +378,167 @@ done:
     return result;
 }
 
+/* LazyByteDFA._push: the stack ``stack`` with ``ret`` on top. New reference (an int). */
+static PyObject *push(PyObject *ctx, long long stack, PyObject *ret) {
+    PyObject *stack_object = PyLong_FromLongLong(stack);
+    if (stack_object == NULL) {
+        return NULL;
+    }
+    PyObject *key = PyTuple_Pack(2, stack_object, ret);
+    if (key == NULL) {
+        Py_DECREF(stack_object);
+        return NULL;
+    }
+    PyObject *pushes = ITEM(ctx, C_PUSHES);
+    PyObject *found = PyDict_GetItemWithError(pushes, key);
+    if (found != NULL) {
+        Py_INCREF(found);
+    } else if (!PyErr_Occurred()) {
+        PyObject *parent = ITEM(ctx, C_STACK_PARENT), *top = ITEM(ctx, C_STACK_TOP), *depth = ITEM(ctx, C_STACK_DEPTH);
+        if (stack < 0 || stack >= PyList_GET_SIZE(depth)) {
+            PyErr_SetString(PyExc_IndexError, "_lazycore: a stack not made");
+        } else {
+            long long below = PyLong_AsLongLong(PyList_GET_ITEM(depth, stack));
+            PyObject *deeper = (below == -1 && PyErr_Occurred()) ? NULL : PyLong_FromLongLong(below + 1);
+            found = PyLong_FromSsize_t(PyList_GET_SIZE(parent));
+            if (deeper == NULL || found == NULL || PyList_Append(parent, stack_object) < 0
+                    || PyList_Append(top, ret) < 0 || PyList_Append(depth, deeper) < 0
+                    || PyDict_SetItem(pushes, key, found) < 0) {
+                Py_CLEAR(found);
+            }
+            Py_XDECREF(deeper);
+        }
+    }
+    Py_DECREF(key);
+    Py_DECREF(stack_object);
+    return found;
+}
+
+/* _LazyNFA.enter: definition ``d``'s start state; the Python method resolves
+ * a definition on its first call. */
+static long long enter(PyObject *ctx, PyObject *d) {
+    Py_ssize_t index = PyLong_AsSsize_t(d);
+    PyObject *resolved = ITEM(ctx, C_RESOLVED), *start_of = ITEM(ctx, C_START_OF);
+    if (index >= 0 && index < PyByteArray_GET_SIZE(resolved) && index < PyList_GET_SIZE(start_of)
+            && PyByteArray_AS_STRING(resolved)[index]) {
+        return PyLong_AsLongLong(PyList_GET_ITEM(start_of, index));
+    }
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    PyObject *start = PyObject_CallOneArg(ITEM(ctx, C_ENTER), d);
+    if (start == NULL) {
+        return -1;
+    }
+    long long value = PyLong_AsLongLong(start);
+    Py_DECREF(start);
+    return value;
+}
+
+/* Add ``value`` to the search of full_closure when it is new. */
+static int visit(PyObject *seen, PyObject *todo, long long value) {
+    PyObject *item = PyLong_FromLongLong(value);
+    if (item == NULL) {
+        return -1;
+    }
+    int known = PySet_Contains(seen, item);
+    int status = known < 0 ? -1 : 0;
+    if (known == 0 && (PySet_Add(seen, item) < 0 || PyList_Append(todo, item) < 0)) {
+        status = -1;
+    }
+    Py_DECREF(item);
+    return status;
+}
+
+/* LazyByteDFA._closure's search without a depth bound: epsilon moves, calls
+ * (push the return state, enter the callee) and returns (the end of a
+ * definition pops the stack). New reference (a frozenset, cached). */
+static PyObject *full_closure(PyObject *ctx, PyObject *config) {
+    PyObject *eps = ITEM(ctx, C_EPS), *edges = ITEM(ctx, C_EDGES), *calls = ITEM(ctx, C_CALLS);
+    PyObject *ends = ITEM(ctx, C_ENDS), *parent = ITEM(ctx, C_STACK_PARENT), *top = ITEM(ctx, C_STACK_TOP);
+    long long size = stride_of(ctx), final = PyLong_AsLongLong(ITEM(ctx, C_FINAL));
+    PyObject *seen = PySet_New(NULL), *todo = PyList_New(0), *kernel = PyList_New(0), *result = NULL;
+    if (seen == NULL || todo == NULL || kernel == NULL || PySet_Add(seen, config) < 0
+            || PyList_Append(todo, config) < 0) {
+        goto done;
+    }
+    while (PyList_GET_SIZE(todo)) {
+        Py_ssize_t last = PyList_GET_SIZE(todo) - 1;
+        PyObject *current = PyList_GET_ITEM(todo, last);
+        Py_INCREF(current);
+        if (PyList_SetSlice(todo, last, last + 1, NULL) < 0) {
+            Py_DECREF(current);
+            goto done;
+        }
+        long long value = PyLong_AsLongLong(current);
+        long long stack = value / size, base = stack * size;
+        Py_ssize_t q = (Py_ssize_t)(value % size);
+        if (value < 0 || q >= PyList_GET_SIZE(eps) || q >= PyList_GET_SIZE(edges) || q >= PyList_GET_SIZE(calls)
+                || q >= PyByteArray_GET_SIZE(ends)) {
+            Py_DECREF(current);
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_IndexError, "_lazycore: a configuration outside the NFA");
+            }
+            goto done;
+        }
+        int with_edges = PyObject_IsTrue(PyList_GET_ITEM(edges, q));
+        if (with_edges < 0 || ((with_edges || q == final) && PyList_Append(kernel, current) < 0)) {
+            Py_DECREF(current);
+            goto done;
+        }
+        Py_DECREF(current);
+        /* held: entering a definition may prune the NFA's lists of another fragment */
+        PyObject *successors = PyList_GET_ITEM(eps, q), *called = PyList_GET_ITEM(calls, q);
+        Py_INCREF(successors);
+        Py_INCREF(called);
+        int failed = !PyList_Check(successors) || !PyTuple_Check(called);
+        for (Py_ssize_t i = 0; !failed && i < PyList_GET_SIZE(successors); i++) {
+            long long t = PyLong_AsLongLong(PyList_GET_ITEM(successors, i));
+            failed = (t == -1 && PyErr_Occurred()) || visit(seen, todo, base + t) < 0;
+        }
+        for (Py_ssize_t i = 0; !failed && i < PyTuple_GET_SIZE(called); i++) {
+            PyObject *call = PyTuple_GET_ITEM(called, i);  /* (definition, return state) */
+            if (!PyTuple_Check(call) || PyTuple_GET_SIZE(call) != 2) {
+                failed = 1;
+                break;
+            }
+            PyObject *pushed = push(ctx, stack, PyTuple_GET_ITEM(call, 1));
+            long long start = pushed == NULL ? -1 : enter(ctx, PyTuple_GET_ITEM(call, 0));
+            long long on = pushed == NULL ? -1 : PyLong_AsLongLong(pushed);
+            Py_XDECREF(pushed);
+            failed = pushed == NULL || PyErr_Occurred() || visit(seen, todo, on * size + start) < 0;
+        }
+        Py_DECREF(successors);
+        Py_DECREF(called);
+        if (failed) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_TypeError, "_lazycore: the NFA's tables are not of the expected types");
+            }
+            goto done;
+        }
+        if (PyByteArray_AS_STRING(ends)[q] && stack) {
+            if (stack >= PyList_GET_SIZE(parent) || stack >= PyList_GET_SIZE(top)) {
+                PyErr_SetString(PyExc_IndexError, "_lazycore: a stack not made");
+                goto done;
+            }
+            long long below = PyLong_AsLongLong(PyList_GET_ITEM(parent, stack));
+            long long back = PyLong_AsLongLong(PyList_GET_ITEM(top, stack));
+            if (PyErr_Occurred() || visit(seen, todo, below * size + back) < 0) {
+                goto done;
+            }
+        }
+    }
+    result = untracked(PyFrozenSet_New(kernel));
+    if (result != NULL && PyDict_SetItem(ITEM(ctx, C_CLOSURES), config, result) < 0) {
+        Py_CLEAR(result);
+    }
+done:
+    Py_XDECREF(seen);
+    Py_XDECREF(todo);
+    Py_XDECREF(kernel);
+    return result;
+}
+
 /* LazyByteDFA._closure: cached, or the NFA state's own closure on this stack
  * when no call or end is on the way; else the Python method. New reference. */
 static PyObject *closure_of(PyObject *ctx, PyObject *config) {
@@ -444,6 +611,7 @@ static PyObject *closure_of(PyObject *ctx, PyObject *config) {
             return result;
         }
         Py_DECREF(local);
+        return full_closure(ctx, config);
     }
     return PyObject_CallOneArg(ITEM(ctx, C_PY_CLOSURE), config);
 }
@@ -609,12 +777,56 @@ static PyObject *cut_of(PyObject *ctx, PyObject *state) {
         Py_DECREF(shape);
         return NULL;
     }
+    PyObject *key, *base = NULL;
     if (several) {
+        /* configurations on several stacks (a counted string's digits): the
+         * shape numbers the stacks in order, slot k standing for the k-th */
         Py_DECREF(shape);
-        return PyObject_CallOneArg(ITEM(ctx, C_PY_CUT_OF), state);
-    }
-    PyObject *key;
-    if (PyList_GET_SIZE(shape) == 1) {
+        PyObject *sorted = PySequence_List(kernel);
+        PyObject *bases = PyList_New(0);
+        shape = PyList_New(0);
+        if (sorted == NULL || bases == NULL || shape == NULL || PyList_Sort(sorted) < 0) {
+            Py_XDECREF(sorted);
+            Py_XDECREF(bases);
+            Py_XDECREF(shape);
+            return NULL;
+        }
+        long long last = -1, slot = -1;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(sorted); i++) {
+            long long value = PyLong_AsLongLong(PyList_GET_ITEM(sorted, i));
+            long long on = value / stride;
+            PyObject *item = NULL, *stack_base = NULL;
+            int failed = value == -1 && PyErr_Occurred();
+            if (!failed && on != last) {
+                last = on;
+                slot++;
+                stack_base = PyLong_FromLongLong(on * stride);
+                failed = stack_base == NULL || PyList_Append(bases, stack_base) < 0;
+                Py_XDECREF(stack_base);
+            }
+            if (!failed) {
+                item = PyLong_FromLongLong(slot * stride + value % stride);
+                failed = item == NULL || PyList_Append(shape, item) < 0;
+                Py_XDECREF(item);
+            }
+            if (failed) {
+                Py_DECREF(sorted);
+                Py_DECREF(bases);
+                Py_DECREF(shape);
+                return NULL;
+            }
+        }
+        Py_DECREF(sorted);
+        key = untracked(PyList_AsTuple(shape));
+        base = untracked(PyList_AsTuple(bases));
+        Py_DECREF(bases);
+        if (key == NULL || base == NULL) {
+            Py_XDECREF(key);
+            Py_XDECREF(base);
+            Py_DECREF(shape);
+            return NULL;
+        }
+    } else if (PyList_GET_SIZE(shape) == 1) {
         key = PyList_GET_ITEM(shape, 0);
         Py_INCREF(key);
     } else {
@@ -623,6 +835,14 @@ static PyObject *cut_of(PyObject *ctx, PyObject *state) {
     if (key == NULL) {
         Py_DECREF(shape);
         return NULL;
+    }
+    if (base == NULL) {
+        base = PyLong_FromLongLong((stack > 0 ? stack : 0) * stride);
+        if (base == NULL) {
+            Py_DECREF(key);
+            Py_DECREF(shape);
+            return NULL;
+        }
     }
     PyObject *cut = PyDict_GetItemWithError(ITEM(ctx, C_SHAPE_CUTS), key);
     if (cut != NULL) {
@@ -633,21 +853,19 @@ static PyObject *cut_of(PyObject *ctx, PyObject *state) {
     Py_DECREF(key);
     Py_DECREF(shape);
     if (cut == NULL) {
+        Py_DECREF(base);
         return NULL;
     }
     if (!PyTuple_Check(cut) || PyTuple_GET_SIZE(cut) != 4) {
         Py_DECREF(cut);
+        Py_DECREF(base);
         PyErr_SetString(PyExc_TypeError, "_lazycore: a shape's cut must be a 4-tuple");
         return NULL;
     }
     PyObject *dead = PyTuple_GET_ITEM(cut, 3);
     if (dead != Py_None && write_cells(ctx, index, dead, 0, 0, DEAD) < 0) {
         Py_DECREF(cut);
-        return NULL;
-    }
-    PyObject *base = PyLong_FromLongLong((stack > 0 ? stack : 0) * stride);
-    if (base == NULL) {
-        Py_DECREF(cut);
+        Py_DECREF(base);
         return NULL;
     }
     found = untracked(PyTuple_Pack(4, PyTuple_GET_ITEM(cut, 0), PyTuple_GET_ITEM(cut, 1),

@@ -209,7 +209,9 @@ class LazyByteDFA:
                    self._ids, self._kernels, self._stride, self.max_depth is not None, limits.check,
                    cls._closure.__get__(this), cls._cut_of.__get__(this), cls._shape_cut.__get__(this),
                    cls._local_closure.__get__(this), cls._discover.__get__(this),
-                   self._eps, self._edges, self._calls, self._ends, self._final, self.max_states)
+                   self._eps, self._edges, self._calls, self._ends, self._final, self.max_states,
+                   self._pushes, self._stack_parent, self._stack_top, self._stack_depth,
+                   self._nfa.resolved, self._nfa.start_of, self._nfa.enter)
         self._closure = partial(core.closure, context)
         self._step = partial(core.step, context)
         self._cut_of = partial(core.cut_of, context)
