@@ -19,6 +19,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 #define DEAD 0
 
@@ -27,7 +28,8 @@ enum {
     C_DFA, C_CUTS, C_SHAPE_CUTS, C_STEPS, C_CLOSURES, C_LOCAL_CLOSURES, C_IDS, C_KERNELS,
     C_STRIDE, C_BOUNDED, C_CHECK, C_PY_CLOSURE, C_PY_CUT_OF, C_PY_SHAPE_CUT, C_PY_LOCAL_CLOSURE,
     C_PY_DISCOVER, C_EPS, C_EDGES, C_CALLS, C_ENDS, C_FINAL, C_MAX_STATES,
-    C_PUSHES, C_STACK_PARENT, C_STACK_TOP, C_STACK_DEPTH, C_RESOLVED, C_START_OF, C_ENTER, C_SIZE
+    C_PUSHES, C_STACK_PARENT, C_STACK_TOP, C_STACK_DEPTH, C_RESOLVED, C_START_OF, C_ENTER,
+    C_WIDE_ENDS, C_PY_NFA_WIDE_ENDS, C_SIZE
 };
 
 #define ITEM(ctx, i) PyTuple_GET_ITEM((ctx), (i))
@@ -987,11 +989,190 @@ static PyObject *py_step_held(PyObject *module, PyObject *const *args, Py_ssize_
     return successor;
 }
 
+/* LazyByteDFA._resolve_bytes: every range of ``state``'s cut that holds a
+ * byte of ``wanted`` (an int, bit b for byte b) resolved, in byte order. */
+static PyObject *py_resolve_bytes(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3 || check_context(args[0]) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "resolve_bytes(context, state, wanted)");
+        }
+        return NULL;
+    }
+    PyObject *ctx = args[0];
+    long long state = PyLong_AsLongLong(args[1]);
+    if (state == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *wanted = PyObject_CallMethod(args[2], "to_bytes", "is", 32, "little");
+    if (wanted == NULL) {
+        return NULL;
+    }
+    unsigned char bits[32];
+    memcpy(bits, PyBytes_AS_STRING(wanted), 32);
+    Py_DECREF(wanted);
+    PyObject *checked = PyObject_CallNoArgs(ITEM(ctx, C_CHECK));
+    if (checked == NULL) {
+        return NULL;
+    }
+    Py_DECREF(checked);
+    PyObject *cut = cut_of(ctx, args[1]);
+    if (cut == NULL) {
+        return NULL;
+    }
+    PyObject *starts = PyTuple_GET_ITEM(cut, 0), *ends = PyTuple_GET_ITEM(cut, 1);
+    PyObject *targets = PyTuple_GET_ITEM(cut, 2), *base = PyTuple_GET_ITEM(cut, 3);
+    for (Py_ssize_t at = 0; at < PyList_GET_SIZE(starts); at++) {
+        long lo = PyLong_AsLong(PyList_GET_ITEM(starts, at)), hi = PyLong_AsLong(PyList_GET_ITEM(ends, at));
+        if (PyErr_Occurred() || lo < 0 || hi > 255 || lo > hi) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_ValueError, "_lazycore: a cut's range outside 0..255");
+            }
+            Py_DECREF(cut);
+            return NULL;
+        }
+        int hit = 0;
+        for (long b = lo; b <= hi && !hit; b++) {
+            hit = (bits[b >> 3] >> (b & 7)) & 1;
+        }
+        if (!hit) {
+            continue;
+        }
+        /* the range's first cell, read from the current table */
+        PyObject *table = PyObject_GetAttrString(ITEM(ctx, C_DFA), "_table");
+        if (table == NULL) {
+            Py_DECREF(cut);
+            return NULL;
+        }
+        Py_buffer view;
+        int unknown = 0;
+        if (PyObject_GetBuffer(table, &view, PyBUF_C_CONTIGUOUS) == 0) {
+            if (view.itemsize == 4 && state >= 0 && (state + 1) * 256 * 4 <= view.len) {
+                unknown = ((int32_t *)view.buf)[state * 256 + lo] == -1;
+            } else {
+                PyErr_SetString(PyExc_IndexError, "_lazycore: a state outside the table");
+            }
+            PyBuffer_Release(&view);
+        }
+        Py_DECREF(table);
+        if (PyErr_Occurred()) {
+            Py_DECREF(cut);
+            return NULL;
+        }
+        if (!unknown) {
+            continue;
+        }
+        PyObject *successor = step_of(ctx, PyList_GET_ITEM(targets, at), base);
+        long long value = successor == NULL ? -1 : PyLong_AsLongLong(successor);
+        Py_XDECREF(successor);
+        if (successor == NULL || PyErr_Occurred() || write_cells(ctx, state, NULL, lo, hi, (int32_t)value) < 0) {
+            Py_DECREF(cut);
+            return NULL;
+        }
+    }
+    Py_DECREF(cut);
+    Py_RETURN_NONE;
+}
+
+/* LazyByteDFA._wide_targets: the configurations every character of two or
+ * more bytes leads to from ``state``'s kernel (a sorted tuple), or None. */
+static PyObject *py_wide_targets(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2 || check_context(args[0]) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "wide_targets(context, state)");
+        }
+        return NULL;
+    }
+    PyObject *ctx = args[0];
+    Py_ssize_t index = PyLong_AsSsize_t(args[1]);
+    PyObject *kernels = ITEM(ctx, C_KERNELS), *known = ITEM(ctx, C_WIDE_ENDS);
+    if (index < 0 || index >= PyList_GET_SIZE(kernels)) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_IndexError, "_lazycore: a state not discovered");
+        }
+        return NULL;
+    }
+    long long stride = stride_of(ctx);
+    PyObject *targets = PySet_New(NULL), *configs = PyObject_GetIter(PyList_GET_ITEM(kernels, index));
+    PyObject *config, *result = NULL;
+    if (targets == NULL || configs == NULL) {
+        goto done;
+    }
+    while ((config = PyIter_Next(configs)) != NULL) {
+        long long value = PyLong_AsLongLong(config);
+        Py_DECREF(config);
+        if (value == -1 && PyErr_Occurred()) {
+            goto done;
+        }
+        long long q = value % stride, base = value - q;
+        PyObject *q_object = PyLong_FromLongLong(q);
+        if (q_object == NULL) {
+            goto done;
+        }
+        PyObject *ends = PyDict_GetItemWithError(known, q_object);
+        if (ends != NULL) {
+            Py_INCREF(ends);
+        } else if (!PyErr_Occurred()) {
+            ends = PyObject_CallOneArg(ITEM(ctx, C_PY_NFA_WIDE_ENDS), q_object);
+            if (ends != NULL && PyDict_SetItem(known, q_object, ends) < 0) {
+                Py_CLEAR(ends);
+            }
+        }
+        Py_DECREF(q_object);
+        if (ends == NULL) {
+            goto done;
+        }
+        if (ends == Py_None) {
+            Py_DECREF(ends);
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+        PyObject *each = PyObject_GetIter(ends), *end;
+        Py_DECREF(ends);
+        if (each == NULL) {
+            goto done;
+        }
+        while ((end = PyIter_Next(each)) != NULL) {
+            long long t = PyLong_AsLongLong(end);
+            Py_DECREF(end);
+            PyObject *target = (t == -1 && PyErr_Occurred()) ? NULL : PyLong_FromLongLong(base + t);
+            if (target == NULL || PySet_Add(targets, target) < 0) {
+                Py_XDECREF(target);
+                Py_DECREF(each);
+                goto done;
+            }
+            Py_DECREF(target);
+        }
+        Py_DECREF(each);
+        if (PyErr_Occurred()) {
+            goto done;
+        }
+    }
+    if (PyErr_Occurred()) {
+        goto done;
+    }
+    PyObject *ordered = PySequence_List(targets);
+    if (ordered != NULL && PyList_Sort(ordered) == 0) {
+        result = untracked(PyList_AsTuple(ordered));
+    }
+    Py_XDECREF(ordered);
+done:
+    Py_XDECREF(targets);
+    Py_XDECREF(configs);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"closure", (PyCFunction)(void (*)(void))py_closure, METH_FASTCALL, "LazyByteDFA._closure, compiled."},
     {"step", (PyCFunction)(void (*)(void))py_step, METH_FASTCALL, "LazyByteDFA._step, compiled."},
     {"cut_of", (PyCFunction)(void (*)(void))py_cut_of, METH_FASTCALL, "LazyByteDFA._cut_of, compiled."},
     {"step_held", (PyCFunction)(void (*)(void))py_step_held, METH_FASTCALL, "LazyByteDFA.step_held, compiled."},
+    {"resolve_bytes", (PyCFunction)(void (*)(void))py_resolve_bytes, METH_FASTCALL,
+     "LazyByteDFA._resolve_bytes, compiled."},
+    {"wide_targets", (PyCFunction)(void (*)(void))py_wide_targets, METH_FASTCALL,
+     "LazyByteDFA._wide_targets, compiled."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -196,8 +196,8 @@ class LazyByteDFA:
             self._use_native_core(_lazycore)
 
     def _use_native_core(self, core) -> None:
-        """Serve ``_closure``, ``_step``, ``_cut_of`` and ``step_held`` with the
-        compiled functions of ``core`` (instance attributes over the methods),
+        """Serve ``_closure``, ``_step``, ``_cut_of``, ``step_held``,
+        ``_resolve_bytes`` and ``_wide_targets`` with the compiled functions of ``core`` (instance attributes over the methods),
         which fall back on the methods below for the rare cases. Measured on
         MaskBench's slow steps (Qwen): a cell resolved ~9 us -> ~3 us."""
         # The context refers to the automaton through a weak proxy: held by
@@ -211,11 +211,14 @@ class LazyByteDFA:
                    cls._local_closure.__get__(this), cls._discover.__get__(this),
                    self._eps, self._edges, self._calls, self._ends, self._final, self.max_states,
                    self._pushes, self._stack_parent, self._stack_top, self._stack_depth,
-                   self._nfa.resolved, self._nfa.start_of, self._nfa.enter)
+                   self._nfa.resolved, self._nfa.start_of, self._nfa.enter,
+                   self._wide_ends, cls._nfa_wide_ends.__get__(this))
         self._closure = partial(core.closure, context)
         self._step = partial(core.step, context)
         self._cut_of = partial(core.cut_of, context)
         self.step_held = partial(core.step_held, context)
+        self._resolve_bytes = partial(core.resolve_bytes, context)
+        self._wide_targets = partial(core.wide_targets, context)
 
     @property
     def num_nfa_states(self) -> int:
@@ -382,22 +385,31 @@ class LazyByteDFA:
         string's chain, most of a cold row there."""
         if self.max_depth is not None:
             return None
+        targets = self._wide_targets(state)
+        if targets is None:
+            return None
+        if not targets:
+            return DEAD
+        with self._exclusive:
+            limits.check()
+            return self._step(targets, 0)
+
+    def _wide_targets(self, state: int) -> tuple[int, ...] | None:
+        """The configurations (sorted, distinct) every character of two or
+        more bytes leads to from ``state``'s kernel by byte edges alone, or
+        None when the NFA does not show them (see :meth:`wide_target`)."""
         size = self._stride
-        targets = []
+        targets = set()
         for config in self._kernels[state]:
-            stack, q = divmod(config, size)
+            q = config % size
             ends = self._wide_ends.get(q, _UNDECIDED)
             if ends is _UNDECIDED:
                 ends = self._wide_ends[q] = self._nfa_wide_ends(q)
             if ends is None:
                 return None
-            base = stack * size
-            targets.extend(base + t for t in ends)
-        if not targets:
-            return DEAD
-        with self._exclusive:
-            limits.check()
-            return self._step(tuple(sorted(set(targets))), 0)
+            base = config - q
+            targets.update([base + t for t in ends] if base else ends)
+        return tuple(sorted(targets))
 
     def _nfa_wide_ends(self, q: int) -> frozenset | None:
         """The NFA states every character of two or more bytes leads to from
