@@ -934,6 +934,8 @@ class _LazyNFA:
         """``alive[q]`` for q in ``span``: q reaches ``end`` through the fragment,
         passing a call when the callee is known to match something."""
         base, stop = span
+        if _lazycore is not None:
+            return _lazycore.alive(self.eps, self.edges, self.calls, self.completes, base, stop, end)
         predecessors: list[list[int]] = [[] for _ in range(stop - base)]
         completes = self.completes
         for q in range(base, stop):
