@@ -991,17 +991,14 @@ static PyObject *py_step_held(PyObject *module, PyObject *const *args, Py_ssize_
 
 /* LazyByteDFA._resolve_bytes: every range of ``state``'s cut that holds a
  * byte of ``wanted`` (an int, bit b for byte b) resolved, in byte order. */
+static int resolve_bytes(PyObject *ctx, PyObject *state_object, const unsigned char *bits);
+
 static PyObject *py_resolve_bytes(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 3 || check_context(args[0]) < 0) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_TypeError, "resolve_bytes(context, state, wanted)");
         }
-        return NULL;
-    }
-    PyObject *ctx = args[0];
-    long long state = PyLong_AsLongLong(args[1]);
-    if (state == -1 && PyErr_Occurred()) {
         return NULL;
     }
     PyObject *wanted = PyObject_CallMethod(args[2], "to_bytes", "is", 32, "little");
@@ -1011,14 +1008,27 @@ static PyObject *py_resolve_bytes(PyObject *module, PyObject *const *args, Py_ss
     unsigned char bits[32];
     memcpy(bits, PyBytes_AS_STRING(wanted), 32);
     Py_DECREF(wanted);
-    PyObject *checked = PyObject_CallNoArgs(ITEM(ctx, C_CHECK));
-    if (checked == NULL) {
+    if (resolve_bytes(args[0], args[1], bits) < 0) {
         return NULL;
     }
+    Py_RETURN_NONE;
+}
+
+/* The ranges of ``state``'s cut that hold a byte of ``bits`` (bit b for byte
+ * b) resolved, in byte order; 0, or -1 with an exception. */
+static int resolve_bytes(PyObject *ctx, PyObject *state_object, const unsigned char *bits) {
+    long long state = PyLong_AsLongLong(state_object);
+    if (state == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    PyObject *checked = PyObject_CallNoArgs(ITEM(ctx, C_CHECK));
+    if (checked == NULL) {
+        return -1;
+    }
     Py_DECREF(checked);
-    PyObject *cut = cut_of(ctx, args[1]);
+    PyObject *cut = cut_of(ctx, state_object);
     if (cut == NULL) {
-        return NULL;
+        return -1;
     }
     PyObject *starts = PyTuple_GET_ITEM(cut, 0), *ends = PyTuple_GET_ITEM(cut, 1);
     PyObject *targets = PyTuple_GET_ITEM(cut, 2), *base = PyTuple_GET_ITEM(cut, 3);
@@ -1029,7 +1039,7 @@ static PyObject *py_resolve_bytes(PyObject *module, PyObject *const *args, Py_ss
                 PyErr_SetString(PyExc_ValueError, "_lazycore: a cut's range outside 0..255");
             }
             Py_DECREF(cut);
-            return NULL;
+            return -1;
         }
         int hit = 0;
         for (long b = lo; b <= hi && !hit; b++) {
@@ -1042,7 +1052,7 @@ static PyObject *py_resolve_bytes(PyObject *module, PyObject *const *args, Py_ss
         PyObject *table = PyObject_GetAttrString(ITEM(ctx, C_DFA), "_table");
         if (table == NULL) {
             Py_DECREF(cut);
-            return NULL;
+            return -1;
         }
         Py_buffer view;
         int unknown = 0;
@@ -1057,7 +1067,7 @@ static PyObject *py_resolve_bytes(PyObject *module, PyObject *const *args, Py_ss
         Py_DECREF(table);
         if (PyErr_Occurred()) {
             Py_DECREF(cut);
-            return NULL;
+            return -1;
         }
         if (!unknown) {
             continue;
@@ -1067,11 +1077,68 @@ static PyObject *py_resolve_bytes(PyObject *module, PyObject *const *args, Py_ss
         Py_XDECREF(successor);
         if (successor == NULL || PyErr_Occurred() || write_cells(ctx, state, NULL, lo, hi, (int32_t)value) < 0) {
             Py_DECREF(cut);
-            return NULL;
+            return -1;
         }
     }
     Py_DECREF(cut);
-    Py_RETURN_NONE;
+    return 0;
+}
+
+/* LazyByteDFA.class_successor: the one state every byte of ``wanted`` (an
+ * int, bit b for byte b) leads to from ``state``, its ranges resolved
+ * first; DEAD when every one is dead, -2 when they part ways. */
+static PyObject *py_class_successor(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3 || check_context(args[0]) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "class_successor(context, state, wanted)");
+        }
+        return NULL;
+    }
+    PyObject *ctx = args[0];
+    PyObject *wanted = PyObject_CallMethod(args[2], "to_bytes", "is", 32, "little");
+    if (wanted == NULL) {
+        return NULL;
+    }
+    unsigned char bits[32];
+    memcpy(bits, PyBytes_AS_STRING(wanted), 32);
+    Py_DECREF(wanted);
+    if (resolve_bytes(ctx, args[1], bits) < 0) {
+        return NULL;
+    }
+    long long state = PyLong_AsLongLong(args[1]);
+    PyObject *table = PyObject_GetAttrString(ITEM(ctx, C_DFA), "_table");
+    if (table == NULL) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(table, &view, PyBUF_C_CONTIGUOUS) < 0) {
+        Py_DECREF(table);
+        return NULL;
+    }
+    long long found = -3;  /* no byte wanted yet */
+    if (view.itemsize != 4 || state < 0 || (state + 1) * 256 * 4 > view.len) {
+        PyErr_SetString(PyExc_IndexError, "_lazycore: a state outside the table");
+    } else {
+        const int32_t *row = (const int32_t *)view.buf + state * 256;
+        for (int b = 0; b < 256; b++) {
+            if (!((bits[b >> 3] >> (b & 7)) & 1)) {
+                continue;
+            }
+            if (found == -3) {
+                found = row[b];
+            } else if (row[b] != found) {
+                found = -2;
+                break;
+            }
+        }
+    }
+    PyBuffer_Release(&view);
+    Py_DECREF(table);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    return PyLong_FromLongLong(found == -3 ? DEAD : found);
 }
 
 /* LazyByteDFA._wide_targets: the configurations every character of two or
@@ -1307,6 +1374,8 @@ static PyMethodDef methods[] = {
     {"wide_targets", (PyCFunction)(void (*)(void))py_wide_targets, METH_FASTCALL,
      "LazyByteDFA._wide_targets, compiled."},
     {"alive", (PyCFunction)(void (*)(void))py_alive, METH_FASTCALL, "_LazyNFA._alive, compiled."},
+    {"class_successor", (PyCFunction)(void (*)(void))py_class_successor, METH_FASTCALL,
+     "LazyByteDFA.class_successor, compiled (the caller holds the lock)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -192,6 +192,7 @@ class LazyByteDFA:
         self._materialised = bytearray(capacity)
         self._materialised[DEAD] = 1
         self._count = INITIAL + 1
+        self._core_context = None
         if _lazycore is not None:
             self._use_native_core(_lazycore)
 
@@ -213,6 +214,7 @@ class LazyByteDFA:
                    self._pushes, self._stack_parent, self._stack_top, self._stack_depth,
                    self._nfa.resolved, self._nfa.start_of, self._nfa.enter,
                    self._wide_ends, cls._nfa_wide_ends.__get__(this))
+        self._core_context = context
         self._closure = partial(core.closure, context)
         self._step = partial(core.step, context)
         self._cut_of = partial(core.cut_of, context)
@@ -370,6 +372,20 @@ class LazyByteDFA:
             with self._exclusive:
                 self._resolve_bytes(state, wanted)
         return self._table[state]
+
+    def class_successor(self, state: int, wanted: int) -> int:
+        """The one state every byte of ``wanted`` (bit b for byte b, at least
+        one) leads to from ``state``, resolving those bytes' ranges only
+        (:meth:`partial_row`); DEAD when every one is dead, -2 when they
+        lead to different states. A link of a counted class's chain (a
+        string with ``maxLength``): ~10 of them a cold row there."""
+        with self._exclusive:
+            if self._core_context is not None:
+                return _lazycore.class_successor(self._core_context, state, wanted)
+            self._resolve_bytes(state, wanted)
+            row = self._table[state]
+            cells = row[[b for b in range(256) if (wanted >> b) & 1]]
+            return int(cells[0]) if bool((cells == cells[0]).all()) else -2
 
     def wide_target(self, state: int) -> int | None:
         """The state every character of two or more bytes leads to from

@@ -1106,7 +1106,6 @@ class LazyIndex(MaskServing):
         state, up to ``limit`` characters on (a state that loops repeats
         itself); ``dies`` when every ASCII byte of the class is dead after
         the last."""
-        ascii_bytes = np.flatnonzero(_loop_bytes(key)[:128])
         wanted = key[0] | key[1] << 64
         chain = [state, target]
         current = target
@@ -1117,8 +1116,8 @@ class LazyIndex(MaskServing):
                 # link; the whole ASCII row discovered the states past a
                 # quote and a backslash at every link: sp_0's steps inside a
                 # maxLength-1024 string found ~30 states each)
-                cells = self._dfa.partial_row(current, wanted)[ascii_bytes]
-                following = int(cells[0]) if bool((cells == cells[0]).all()) else _NO_LINK
+                following = self._dfa.class_successor(current, wanted)
+                following = following if following >= DEAD else _NO_LINK
                 if following not in (DEAD, _NO_LINK) and key[2] and self._wide_target(current) != following:
                     following = _NO_LINK
                 self._chain_links[(current, key)] = following
