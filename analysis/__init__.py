@@ -19,7 +19,8 @@ Reading order:
   * :mod:`tokendfa.analysis.minimise`       trim, minimise, renumber: the canonical form
 
 * :mod:`tokendfa.analysis.lazydfa`        the same DFA, determinised one state at a
-  time on demand (the lazy index's automaton)
+  time on demand (the lazy index's automaton); its hot path is compiled where a
+  C compiler was at install (``_lazycore.c``, loaded by :mod:`tokendfa.analysis.native`)
 * :mod:`tokendfa.analysis.literals`       runs of bytes the automaton forces
 * :mod:`tokendfa.analysis.signatures`     tokens grouped by their byte-class sequence
 * :mod:`tokendfa.analysis.algebra`        products of regexes (intersection,

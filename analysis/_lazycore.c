@@ -58,49 +58,72 @@ static long long stride_of(PyObject *ctx) {
     return PyLong_AsLongLong(ITEM(ctx, C_STRIDE));
 }
 
-/* Write ``value`` into row ``state`` of the automaton's current table, bytes
- * ``indices`` (int64 buffer; NULL: lo..hi). */
-static int write_cells(PyObject *ctx, long long state, PyObject *indices, long lo, long hi, int32_t value) {
+/* The automaton's current table (it is replaced when it grows) held in
+ * ``view``; returns row ``state`` (release the view after), or NULL with an
+ * exception. */
+static int32_t *table_row(PyObject *ctx, long long state, Py_buffer *view, int writable) {
     PyObject *table = PyObject_GetAttrString(ITEM(ctx, C_DFA), "_table");
     if (table == NULL) {
-        return -1;
+        return NULL;
     }
+    int status = PyObject_GetBuffer(table, view, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0));
+    Py_DECREF(table);  /* the view holds it */
+    if (status < 0) {
+        return NULL;
+    }
+    if (view->itemsize != 4 || state < 0 || (state + 1) * 256 * 4 > view->len) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_IndexError, "_lazycore: a state outside the table");
+        return NULL;
+    }
+    return (int32_t *)view->buf + state * 256;
+}
+
+/* Write ``value`` into row ``state`` of the automaton's current table, at
+ * the bytes of ``indices`` (a bytes object; NULL: lo..hi). */
+static int write_cells(PyObject *ctx, long long state, PyObject *indices, long lo, long hi, int32_t value) {
     Py_buffer view;
-    if (PyObject_GetBuffer(table, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
-        Py_DECREF(table);
+    int32_t *row = table_row(ctx, state, &view, 1);
+    if (row == NULL) {
         return -1;
     }
     int status = 0;
-    if (view.itemsize != 4 || state < 0 || (state + 1) * 256 * 4 > view.len) {
-        PyErr_SetString(PyExc_IndexError, "_lazycore: a state outside the table");
+    if (indices == NULL) {
+        for (long b = lo; b <= hi; b++) {
+            row[b] = value;
+        }
+    } else if (!PyBytes_Check(indices)) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: dead bytes must be bytes");
         status = -1;
     } else {
-        int32_t *row = (int32_t *)view.buf + state * 256;
-        if (indices == NULL) {
-            for (long b = lo; b <= hi; b++) {
-                row[b] = value;
-            }
-        } else {
-            Py_buffer bytes;
-            if (PyObject_GetBuffer(indices, &bytes, PyBUF_C_CONTIGUOUS) < 0) {
-                status = -1;
-            } else {
-                if (bytes.itemsize != 1) {
-                    PyErr_SetString(PyExc_TypeError, "_lazycore: dead bytes must be bytes");
-                    status = -1;
-                } else {
-                    const uint8_t *at = bytes.buf;
-                    for (Py_ssize_t i = 0; i < bytes.len; i++) {
-                        row[at[i]] = value;
-                    }
-                }
-                PyBuffer_Release(&bytes);
-            }
+        const uint8_t *at = (const uint8_t *)PyBytes_AS_STRING(indices);
+        for (Py_ssize_t i = 0; i < PyBytes_GET_SIZE(indices); i++) {
+            row[at[i]] = value;
         }
     }
     PyBuffer_Release(&view);
-    Py_DECREF(table);
     return status;
+}
+
+/* ``wanted`` (an int, bit b for byte b) as 32 bytes, little-endian. */
+static int wanted_bits(PyObject *wanted, unsigned char bits[32]) {
+    PyObject *data = PyObject_CallMethod(wanted, "to_bytes", "is", 32, "little");
+    if (data == NULL) {
+        return -1;
+    }
+    memcpy(bits, PyBytes_AS_STRING(data), 32);
+    Py_DECREF(data);
+    return 0;
+}
+
+/* The arguments of a module function: ``expected`` of them, the first the
+ * automaton's context. */
+static int arguments(Py_ssize_t nargs, Py_ssize_t expected, PyObject *const *args, const char *usage) {
+    if (nargs != expected) {
+        PyErr_Format(PyExc_TypeError, "%s", usage);
+        return -1;
+    }
+    return check_context(args[0]);
 }
 
 /* LazyByteDFA._local_closure: the kernel NFA states reachable from ``q`` by
@@ -901,10 +924,7 @@ static Py_ssize_t last_at_most(PyObject *list, long value, int *error) {
 
 static PyObject *py_closure(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 2 || check_context(args[0]) < 0) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "closure(context, config)");
-        }
+    if (arguments(nargs, 2, args, "closure(context, config)") < 0) {
         return NULL;
     }
     return closure_of(args[0], args[1]);
@@ -912,10 +932,7 @@ static PyObject *py_closure(PyObject *module, PyObject *const *args, Py_ssize_t 
 
 static PyObject *py_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 3 || check_context(args[0]) < 0) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "step(context, targets, base)");
-        }
+    if (arguments(nargs, 3, args, "step(context, targets, base)") < 0) {
         return NULL;
     }
     return step_of(args[0], args[1], args[2]);
@@ -923,10 +940,7 @@ static PyObject *py_step(PyObject *module, PyObject *const *args, Py_ssize_t nar
 
 static PyObject *py_cut_of(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 2 || check_context(args[0]) < 0) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "cut_of(context, state)");
-        }
+    if (arguments(nargs, 2, args, "cut_of(context, state)") < 0) {
         return NULL;
     }
     return cut_of(args[0], args[1]);
@@ -936,10 +950,7 @@ static PyObject *py_cut_of(PyObject *module, PyObject *const *args, Py_ssize_t n
  * cut written into the table. */
 static PyObject *py_step_held(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 3 || check_context(args[0]) < 0) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "step_held(context, state, byte)");
-        }
+    if (arguments(nargs, 3, args, "step_held(context, state, byte)") < 0) {
         return NULL;
     }
     PyObject *ctx = args[0];
@@ -995,19 +1006,11 @@ static int resolve_bytes(PyObject *ctx, PyObject *state_object, const unsigned c
 
 static PyObject *py_resolve_bytes(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 3 || check_context(args[0]) < 0) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "resolve_bytes(context, state, wanted)");
-        }
-        return NULL;
-    }
-    PyObject *wanted = PyObject_CallMethod(args[2], "to_bytes", "is", 32, "little");
-    if (wanted == NULL) {
-        return NULL;
-    }
     unsigned char bits[32];
-    memcpy(bits, PyBytes_AS_STRING(wanted), 32);
-    Py_DECREF(wanted);
+    if (arguments(nargs, 3, args, "resolve_bytes(context, state, wanted)") < 0
+            || wanted_bits(args[2], bits) < 0) {
+        return NULL;
+    }
     if (resolve_bytes(args[0], args[1], bits) < 0) {
         return NULL;
     }
@@ -1049,26 +1052,14 @@ static int resolve_bytes(PyObject *ctx, PyObject *state_object, const unsigned c
             continue;
         }
         /* the range's first cell, read from the current table */
-        PyObject *table = PyObject_GetAttrString(ITEM(ctx, C_DFA), "_table");
-        if (table == NULL) {
-            Py_DECREF(cut);
-            return -1;
-        }
         Py_buffer view;
-        int unknown = 0;
-        if (PyObject_GetBuffer(table, &view, PyBUF_C_CONTIGUOUS) == 0) {
-            if (view.itemsize == 4 && state >= 0 && (state + 1) * 256 * 4 <= view.len) {
-                unknown = ((int32_t *)view.buf)[state * 256 + lo] == -1;
-            } else {
-                PyErr_SetString(PyExc_IndexError, "_lazycore: a state outside the table");
-            }
-            PyBuffer_Release(&view);
-        }
-        Py_DECREF(table);
-        if (PyErr_Occurred()) {
+        int32_t *row = table_row(ctx, state, &view, 0);
+        if (row == NULL) {
             Py_DECREF(cut);
             return -1;
         }
+        int unknown = row[lo] == -1;
+        PyBuffer_Release(&view);
         if (!unknown) {
             continue;
         }
@@ -1089,55 +1080,29 @@ static int resolve_bytes(PyObject *ctx, PyObject *state_object, const unsigned c
  * first; DEAD when every one is dead, -2 when they part ways. */
 static PyObject *py_class_successor(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 3 || check_context(args[0]) < 0) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "class_successor(context, state, wanted)");
-        }
-        return NULL;
-    }
-    PyObject *ctx = args[0];
-    PyObject *wanted = PyObject_CallMethod(args[2], "to_bytes", "is", 32, "little");
-    if (wanted == NULL) {
-        return NULL;
-    }
     unsigned char bits[32];
-    memcpy(bits, PyBytes_AS_STRING(wanted), 32);
-    Py_DECREF(wanted);
-    if (resolve_bytes(ctx, args[1], bits) < 0) {
-        return NULL;
-    }
-    long long state = PyLong_AsLongLong(args[1]);
-    PyObject *table = PyObject_GetAttrString(ITEM(ctx, C_DFA), "_table");
-    if (table == NULL) {
+    if (arguments(nargs, 3, args, "class_successor(context, state, wanted)") < 0
+            || wanted_bits(args[2], bits) < 0 || resolve_bytes(args[0], args[1], bits) < 0) {
         return NULL;
     }
     Py_buffer view;
-    if (PyObject_GetBuffer(table, &view, PyBUF_C_CONTIGUOUS) < 0) {
-        Py_DECREF(table);
+    const int32_t *row = table_row(args[0], PyLong_AsLongLong(args[1]), &view, 0);
+    if (row == NULL) {
         return NULL;
     }
     long long found = -3;  /* no byte wanted yet */
-    if (view.itemsize != 4 || state < 0 || (state + 1) * 256 * 4 > view.len) {
-        PyErr_SetString(PyExc_IndexError, "_lazycore: a state outside the table");
-    } else {
-        const int32_t *row = (const int32_t *)view.buf + state * 256;
-        for (int b = 0; b < 256; b++) {
-            if (!((bits[b >> 3] >> (b & 7)) & 1)) {
-                continue;
-            }
-            if (found == -3) {
-                found = row[b];
-            } else if (row[b] != found) {
-                found = -2;
-                break;
-            }
+    for (int b = 0; b < 256; b++) {
+        if (!((bits[b >> 3] >> (b & 7)) & 1)) {
+            continue;
+        }
+        if (found == -3) {
+            found = row[b];
+        } else if (row[b] != found) {
+            found = -2;
+            break;
         }
     }
     PyBuffer_Release(&view);
-    Py_DECREF(table);
-    if (PyErr_Occurred()) {
-        return NULL;
-    }
     return PyLong_FromLongLong(found == -3 ? DEAD : found);
 }
 
@@ -1145,10 +1110,7 @@ static PyObject *py_class_successor(PyObject *module, PyObject *const *args, Py_
  * more bytes leads to from ``state``'s kernel (a sorted tuple), or None. */
 static PyObject *py_wide_targets(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 2 || check_context(args[0]) < 0) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "wide_targets(context, state)");
-        }
+    if (arguments(nargs, 2, args, "wide_targets(context, state)") < 0) {
         return NULL;
     }
     PyObject *ctx = args[0];

@@ -523,6 +523,27 @@ def test_compiled_walk_is_built():
         assert lazydfa_module.NATIVE_CORE, "tokendfa.analysis._lazycore did not build"
 
 
+def test_native_off_serves_the_same_masks_in_a_fresh_process():
+    """``TOKENDFA_NATIVE=0`` loads neither compiled module, and a lazy index
+    then serves what the eager one does (a fresh interpreter: the modules
+    are chosen at import)."""
+    script = textwrap.dedent("""
+        from tokendfa import Index, Vocabulary
+        from tokendfa.analysis import lazydfa
+        from tokendfa.build import lazy
+        assert not lazydfa.NATIVE_CORE and not lazy.NATIVE_WALK
+        tokens = [bytes([b]) for b in range(128)] + [b'"a', b'",', b'bc"', b'ab', None]
+        vocab = Vocabulary(tokens, len(tokens) - 1)
+        pattern = '"[a-c ]{0,6}",?'
+        lazy_index, eager = Index.from_regex(pattern, vocab, lazy=True), Index.from_regex(pattern, vocab)
+        assert lazy_index.complete().arrays.equals(eager.arrays)
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TOKENDFA_NATIVE": "0"})
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
 def test_compiled_walk_refuses_bad_arrays():
     cwalk = pytest.importorskip("tokendfa.build._cwalk")
     dfa = LazyByteDFA("ab")

@@ -58,7 +58,6 @@ the completed index).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import Counter
@@ -69,6 +68,7 @@ import numpy as np
 
 from ..analysis.dfa import DEAD, INITIAL, STATE_DTYPE
 from ..analysis.minimise import canonical_byte_dfa
+from ..analysis.native import native_module
 from ..analysis.errors import (InvalidStateError, TokenNotAllowedError,
                                VocabularyCoverageError)
 from ..analysis.lazydfa import DEFAULT_MAX_LAZY_STATES, UNKNOWN, WIDE_SEQUENCES, LazyByteDFA
@@ -80,15 +80,9 @@ from .pipeline import BuiltIndex, build_index, readable_pattern
 
 __all__ = ["LazyIndex", "LAZY_ANY_DEPTH", "NATIVE_WALK"]
 
-# The compiled walk (index/build/_cwalk.c), built with the package where a C
-# compiler is present; TOKENDFA_NATIVE=0 turns it off (the tests run both).
+# The compiled walk (index/build/_cwalk.c; see tokendfa.analysis.native).
 # The rows are the same either way; the numpy walk is the slower one.
-try:
-    from . import _cwalk
-except ImportError:  # built without a compiler: the numpy walk serves
-    _cwalk = None
-if os.environ.get("TOKENDFA_NATIVE", "1") == "0":
-    _cwalk = None
+_cwalk = native_module(__package__ + "._cwalk")
 NATIVE_WALK = _cwalk is not None
 
 
@@ -867,9 +861,8 @@ class LazyIndex(MaskServing):
         found = self._raw_rows.get(state)
         if found is not None:
             return found
-        dfa, tables = self._dfa, self._tables
-        columns, lengths = tables.columns, tables.lengths
-        first_row = dfa.row(state)
+        lengths = self._tables.lengths
+        first_row = self._dfa.row(state)
         loop, tokens, states, positions = self._loop_row(state, first_row)
         found_tokens, found_ends = [], []
         ended = lengths[tokens] == positions
@@ -880,12 +873,21 @@ class LazyIndex(MaskServing):
             tokens, states, positions = tokens[keep], states[keep], positions[keep]
         if _cwalk is not None:
             self._compiled_walk(tokens, states, positions, found_tokens, found_ends)
-            tokens = np.concatenate(found_tokens) if found_tokens else np.zeros(0, dtype=np.int64)
-            ends = np.concatenate(found_ends) if found_ends else np.zeros(0, dtype=STATE_DTYPE)
-            row = _TokenRow(tokens, ends, loop)
-            if not self._covered:
-                self._raw_rows[state] = row
-            return row
+        else:
+            self._numpy_walk(tokens, states, positions, found_tokens, found_ends)
+        tokens = np.concatenate(found_tokens) if found_tokens else np.zeros(0, dtype=np.int64)
+        ends = np.concatenate(found_ends) if found_ends else np.zeros(0, dtype=STATE_DTYPE)
+        row = _TokenRow(tokens, ends, loop)
+        if not self._covered:
+            self._raw_rows[state] = row
+        return row
+
+    def _numpy_walk(self, tokens: np.ndarray, states: np.ndarray, positions: np.ndarray,
+                    found_tokens: list, found_ends: list) -> None:
+        """:meth:`_compiled_walk` without the compiled module: the tokens
+        walked a byte a level in numpy, the last few in Python."""
+        dfa = self._dfa
+        columns, lengths = self._tables.columns, self._tables.lengths
         # A level walks three arrays: the flat index of each token's next byte
         # in ``columns`` (position * V + token: the token and the position are
         # that index's remainder and quotient), its state, and the bytes left
@@ -930,12 +932,6 @@ class LazyIndex(MaskServing):
                 found_ends.append(following[ended])
                 alive &= ~last
             at, states, left = at[alive] + vocab_size, following[alive], left[alive] - 1
-        tokens = np.concatenate(found_tokens) if found_tokens else np.zeros(0, dtype=np.int64)
-        ends = np.concatenate(found_ends) if found_ends else np.zeros(0, dtype=np.int32)
-        row = _TokenRow(tokens, ends, loop)
-        if not self._covered:
-            self._raw_rows[state] = row
-        return row
 
     def _compiled_walk(self, tokens: np.ndarray, states: np.ndarray, positions: np.ndarray,
                        found_tokens: list, found_ends: list) -> None:
@@ -943,11 +939,12 @@ class LazyIndex(MaskServing):
         loop (:mod:`tokendfa.build._cwalk`), appending the live ones and their
         end states to ``found_*``. A cell not resolved yet is resolved as
         the walk meets it (``LazyByteDFA.step_held``, the automaton's lock
-        held for the whole walk): a walk in passes, the
-        stopped tokens' cells resolved together between them, paid ~40 us of
-        numpy a pass, and a token spelling ``"},{"`` needs a pass a byte.
-        No loop shortcut: a byte costs a few nanoseconds here, and asking a
-        state for its loop set resolves its whole ASCII row."""
+        held for the whole walk). Walking in passes instead, the stopped
+        tokens' cells resolved together between them, paid ~40 us of numpy
+        a pass, and a token spelling ``"},{"`` needed a pass a byte. No loop
+        shortcut: a byte costs a few nanoseconds here (~15 ns a Qwen token
+        from a JSON string state), and asking a state for its loop set
+        resolves its whole ASCII row."""
         tables = self._tables
         ended_tokens = np.empty(len(tokens), dtype=np.int64)
         ended_states = np.empty(len(tokens), dtype=np.int64)

@@ -1,0 +1,28 @@
+"""Loading the package's optional compiled modules.
+
+Two small C extensions speed up lazy indexes: ``tokendfa.analysis._lazycore``
+(the subset construction's hot path) and ``tokendfa.build._cwalk`` (the walk
+of a token row). Both are built at install where a C compiler is present and
+are optional: without them the Python and numpy code they stand in for gives
+the same answers, slower. ``TOKENDFA_NATIVE=0`` in the environment turns both
+off (the tests run both ways). Imports nothing from tokendfa.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+__all__ = ["native_module"]
+
+
+def native_module(name: str) -> ModuleType | None:
+    """The compiled module ``name`` (absolute), or None when it was not built
+    or ``TOKENDFA_NATIVE=0``."""
+    if os.environ.get("TOKENDFA_NATIVE", "1") == "0":
+        return None
+    try:
+        return importlib.import_module(name)
+    except ImportError:  # built without a compiler
+        return None
