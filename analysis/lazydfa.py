@@ -196,8 +196,8 @@ class LazyByteDFA:
         of ``core`` (instance attributes over the methods), which fall back on
         the methods for the rare cases: a definition's first call, a shape
         whose ranges overlap, a full table, a depth bound. MaskBench's lazy
-        steps over 1 ms (Qwen, 84 schemas): ~450 -> ~270 with the compiled
-        walk in both."""
+        steps over 1 ms (Qwen, 84 schemas): 453 with the compiled token walk
+        alone, 261 with this core too (``benchmarks/RESULTS.md``)."""
         # The context refers to the automaton through a weak proxy: held by
         # the automaton's own attributes, a strong reference would make a
         # cycle, and a dropped index's table (up to 200 MB) would wait for
