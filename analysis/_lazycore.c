@@ -46,6 +46,17 @@ static PyObject *untracked(PyObject *object) {
     return object;
 }
 
+/* ``*found`` = a new reference to dict[key] and 1; 0 when the key is
+ * missing; -1 with an exception. */
+static int cached(PyObject *dict, PyObject *key, PyObject **found) {
+    *found = PyDict_GetItemWithError(dict, key);
+    if (*found != NULL) {
+        Py_INCREF(*found);
+        return 1;
+    }
+    return PyErr_Occurred() ? -1 : 0;
+}
+
 static int check_context(PyObject *ctx) {
     if (!PyTuple_Check(ctx) || PyTuple_GET_SIZE(ctx) != C_SIZE) {
         PyErr_SetString(PyExc_TypeError, "_lazycore: the first argument must be the automaton's context");
@@ -414,11 +425,8 @@ static PyObject *push(PyObject *ctx, long long stack, PyObject *ret) {
         Py_DECREF(stack_object);
         return NULL;
     }
-    PyObject *pushes = ITEM(ctx, C_PUSHES);
-    PyObject *found = PyDict_GetItemWithError(pushes, key);
-    if (found != NULL) {
-        Py_INCREF(found);
-    } else if (!PyErr_Occurred()) {
+    PyObject *pushes = ITEM(ctx, C_PUSHES), *found;
+    if (cached(pushes, key, &found) == 0) {
         PyObject *parent = ITEM(ctx, C_STACK_PARENT), *top = ITEM(ctx, C_STACK_TOP), *depth = ITEM(ctx, C_STACK_DEPTH);
         if (stack < 0 || stack >= PyList_GET_SIZE(depth)) {
             PyErr_SetString(PyExc_IndexError, "_lazycore: a stack not made");
@@ -567,14 +575,10 @@ done:
 /* LazyByteDFA._closure: cached, or the NFA state's own closure on this stack
  * when no call or end is on the way; else the Python method. New reference. */
 static PyObject *closure_of(PyObject *ctx, PyObject *config) {
-    PyObject *closures = ITEM(ctx, C_CLOSURES);
-    PyObject *found = PyDict_GetItemWithError(closures, config);
-    if (found != NULL) {
-        Py_INCREF(found);
-        return found;
-    }
-    if (PyErr_Occurred()) {
-        return NULL;
+    PyObject *closures = ITEM(ctx, C_CLOSURES), *found;
+    int known = cached(closures, config, &found);
+    if (known) {
+        return found;  /* or NULL with the error */
     }
     if (!PyObject_IsTrue(ITEM(ctx, C_BOUNDED))) {
         long long stride = stride_of(ctx), value = PyLong_AsLongLong(config);
@@ -587,10 +591,8 @@ static PyObject *closure_of(PyObject *ctx, PyObject *config) {
             return NULL;
         }
         PyObject *locals = ITEM(ctx, C_LOCAL_CLOSURES);
-        PyObject *local = PyDict_GetItemWithError(locals, q);
-        if (local != NULL) {
-            Py_INCREF(local);
-        } else if (!PyErr_Occurred()) {
+        PyObject *local;
+        if (cached(locals, q, &local) == 0) {
             local = local_closure_of(ctx, q);
             if (local != NULL && PyDict_SetItem(locals, q, local) < 0) {
                 Py_CLEAR(local);
@@ -647,19 +649,14 @@ static PyObject *step_of(PyObject *ctx, PyObject *targets, PyObject *base) {
     if (key == NULL) {
         return NULL;
     }
-    PyObject *steps = ITEM(ctx, C_STEPS);
-    PyObject *found = PyDict_GetItemWithError(steps, key);
-    if (found != NULL) {
-        Py_INCREF(found);
-        Py_DECREF(key);
-        return found;
-    }
-    if (PyErr_Occurred() || !PyTuple_Check(targets)) {
-        if (!PyErr_Occurred()) {
+    PyObject *steps = ITEM(ctx, C_STEPS), *found;
+    int known = cached(steps, key, &found);
+    if (known || !PyTuple_Check(targets)) {
+        if (!known) {
             PyErr_SetString(PyExc_TypeError, "_lazycore: targets must be a tuple");
         }
         Py_DECREF(key);
-        return NULL;
+        return found;  /* or NULL with the error */
     }
     long long stride = stride_of(ctx);
     int slotted = PyTuple_Check(base);
@@ -719,10 +716,7 @@ static PyObject *step_of(PyObject *ctx, PyObject *targets, PyObject *base) {
             goto fail;
         }
     }
-    found = PyDict_GetItemWithError(ITEM(ctx, C_IDS), closed);
-    if (found != NULL) {
-        Py_INCREF(found);
-    } else if (!PyErr_Occurred()) {
+    if (cached(ITEM(ctx, C_IDS), closed, &found) == 0) {
         found = discover(ctx, closed);
     }
     if (found != NULL && PyDict_SetItem(steps, key, found) < 0) {
@@ -739,17 +733,13 @@ fail:
     return NULL;
 }
 
-/* LazyByteDFA._cut_of for a kernel on one stack whose shape is cut already
- * (the Python method for the rest). New reference. */
+/* LazyByteDFA._cut_of: a state's cut, from its shape's (on one stack, or
+ * on several numbered as slots), DEAD written on the bytes outside it. New
+ * reference. */
 static PyObject *cut_of(PyObject *ctx, PyObject *state) {
-    PyObject *cuts = ITEM(ctx, C_CUTS);
-    PyObject *found = PyDict_GetItemWithError(cuts, state);
-    if (found != NULL) {
-        Py_INCREF(found);
-        return found;
-    }
-    if (PyErr_Occurred()) {
-        return NULL;
+    PyObject *cuts = ITEM(ctx, C_CUTS), *found;
+    if (cached(cuts, state, &found)) {
+        return found;  /* or NULL with the error */
     }
     Py_ssize_t index = PyLong_AsSsize_t(state);
     if (index == -1 && PyErr_Occurred()) {
@@ -869,10 +859,8 @@ static PyObject *cut_of(PyObject *ctx, PyObject *state) {
             return NULL;
         }
     }
-    PyObject *cut = PyDict_GetItemWithError(ITEM(ctx, C_SHAPE_CUTS), key);
-    if (cut != NULL) {
-        Py_INCREF(cut);
-    } else if (!PyErr_Occurred()) {
+    PyObject *cut;
+    if (cached(ITEM(ctx, C_SHAPE_CUTS), key, &cut) == 0) {
         cut = shape_cut(ctx, key, shape);
     }
     Py_DECREF(key);
@@ -1139,10 +1127,8 @@ static PyObject *py_wide_targets(PyObject *module, PyObject *const *args, Py_ssi
         if (q_object == NULL) {
             goto done;
         }
-        PyObject *ends = PyDict_GetItemWithError(known, q_object);
-        if (ends != NULL) {
-            Py_INCREF(ends);
-        } else if (!PyErr_Occurred()) {
+        PyObject *ends;
+        if (cached(known, q_object, &ends) == 0) {
             ends = PyObject_CallOneArg(ITEM(ctx, C_PY_NFA_WIDE_ENDS), q_object);
             if (ends != NULL && PyDict_SetItem(known, q_object, ends) < 0) {
                 Py_CLEAR(ends);
