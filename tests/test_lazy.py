@@ -544,6 +544,25 @@ def test_native_off_serves_the_same_masks_in_a_fresh_process():
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
+def test_dropped_lazy_automaton_is_freed_without_the_collector(native):
+    """The compiled core's context refers to its automaton weakly: a dropped
+    automaton (and its table, up to 200 MB) goes at once, not at the cyclic
+    collector's next pass."""
+    import gc
+    import weakref
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        dfa = LazyByteDFA(r"(ab|cd)*x[0-9]{2}")
+        dfa.explore()
+        dropped = weakref.ref(dfa)
+        del dfa
+        assert dropped() is None
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def test_compiled_walk_refuses_bad_arrays():
     cwalk = pytest.importorskip("tokendfa.build._cwalk")
     dfa = LazyByteDFA("ab")
