@@ -513,9 +513,10 @@ SHORTCUT_PATTERNS = [
 ]
 
 
-def test_compiled_walk_is_built():
-    """The package builds its C walk wherever a compiler is (CI included):
-    an install that fell back to numpy silently would serve slower rows."""
+def test_compiled_modules_are_built():
+    """The package builds its C walk and automaton core wherever a compiler
+    is (CI included): an install that fell back to Python silently would
+    serve slower rows."""
     if os.environ.get("TOKENDFA_NATIVE") == "0":
         assert not lazy_module.NATIVE_WALK and not lazydfa_module.NATIVE_CORE
     else:
