@@ -39,6 +39,9 @@ enum {
  * reference cycle: the cyclic collector need not follow them. A cold row
  * makes hundreds; tracked, the collection after the row's walk took ~90 us
  * (one in 25 of a slow step's time, more in the largest). */
+/* eps[q] and edges[q]: tuples (a list is read alike) */
+#define SEQUENCE(o) (PyTuple_Check(o) || PyList_Check(o))
+
 static PyObject *untracked(PyObject *object) {
     if (object != NULL && PyObject_IS_GC(object)) {
         PyObject_GC_UnTrack(object);
@@ -186,12 +189,12 @@ static PyObject *local_closure_of(PyObject *ctx, PyObject *q) {
         }
         Py_DECREF(current);
         PyObject *successors = PyList_GET_ITEM(eps, at);
-        if (!PyList_Check(successors)) {
-            PyErr_SetString(PyExc_TypeError, "_lazycore: eps[q] is not a list");
+        if (!SEQUENCE(successors)) {
+            PyErr_SetString(PyExc_TypeError, "_lazycore: eps[q] is not a tuple");
             goto done;
         }
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(successors); i++) {
-            PyObject *successor = PyList_GET_ITEM(successors, i);
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(successors); i++) {
+            PyObject *successor = PySequence_Fast_GET_ITEM(successors, i);
             int known = PySet_Contains(seen, successor);
             if (known < 0) {
                 goto done;
@@ -292,7 +295,12 @@ static PyObject *shape_cut(PyObject *ctx, PyObject *key, PyObject *shape) {
             }
             return NULL;
         }
-        total += PyList_Size(PyList_GET_ITEM(edges, q));
+        PyObject *list = PyList_GET_ITEM(edges, q);
+        if (!SEQUENCE(list)) {
+            PyErr_SetString(PyExc_TypeError, "_lazycore: edges[q] is not a tuple");
+            return NULL;
+        }
+        total += PySequence_Fast_GET_SIZE(list);
     }
     Edge *own = PyMem_Malloc(sizeof(Edge) * (total ? total : 1));
     if (own == NULL) {
@@ -304,8 +312,8 @@ static PyObject *shape_cut(PyObject *ctx, PyObject *key, PyObject *shape) {
         long long config = PyLong_AsLongLong(PyList_GET_ITEM(shape, i));
         long long base = (config / stride) * stride;
         PyObject *list = PyList_GET_ITEM(edges, (Py_ssize_t)(config % stride));
-        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(list) && n < total; j++) {
-            PyObject *edge = PyList_GET_ITEM(list, j);
+        for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(list) && n < total; j++) {
+            PyObject *edge = PySequence_Fast_GET_ITEM(list, j);
             if (!PyTuple_Check(edge) || PyTuple_GET_SIZE(edge) != 3) {
                 PyMem_Free(own);
                 PyErr_SetString(PyExc_TypeError, "_lazycore: an edge is not (lo, hi, target)");
@@ -524,9 +532,9 @@ static PyObject *full_closure(PyObject *ctx, PyObject *config) {
         PyObject *successors = PyList_GET_ITEM(eps, q), *called = PyList_GET_ITEM(calls, q);
         Py_INCREF(successors);
         Py_INCREF(called);
-        int failed = !PyList_Check(successors) || !PyTuple_Check(called);
-        for (Py_ssize_t i = 0; !failed && i < PyList_GET_SIZE(successors); i++) {
-            long long t = PyLong_AsLongLong(PyList_GET_ITEM(successors, i));
+        int failed = !SEQUENCE(successors) || !PyTuple_Check(called);
+        for (Py_ssize_t i = 0; !failed && i < PySequence_Fast_GET_SIZE(successors); i++) {
+            long long t = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(successors, i));
             failed = (t == -1 && PyErr_Occurred()) || visit(seen, todo, base + t) < 0;
         }
         for (Py_ssize_t i = 0; !failed && i < PyTuple_GET_SIZE(called); i++) {
@@ -1228,8 +1236,8 @@ static PyObject *py_alive(PyObject *module, PyObject *const *args, Py_ssize_t na
         for (Py_ssize_t q = base; q < stop; q++) {
             PyObject *out = PyList_GET_ITEM(eps, q), *by_byte = PyList_GET_ITEM(edges, q);
             PyObject *called = PyList_GET_ITEM(calls, q);
-            Py_ssize_t n_out = PyList_Check(out) ? PyList_GET_SIZE(out) : -1;
-            Py_ssize_t n_byte = PyList_Check(by_byte) ? PyList_GET_SIZE(by_byte) : -1;
+            Py_ssize_t n_out = SEQUENCE(out) ? PySequence_Fast_GET_SIZE(out) : -1;
+            Py_ssize_t n_byte = SEQUENCE(by_byte) ? PySequence_Fast_GET_SIZE(by_byte) : -1;
             Py_ssize_t n_called = PyTuple_Check(called) ? PyTuple_GET_SIZE(called) : -1;
             if (n_out < 0 || n_byte < 0 || n_called < 0) {
                 PyErr_SetString(PyExc_TypeError, "alive: the NFA's tables are not of the expected types");
@@ -1239,9 +1247,9 @@ static PyObject *py_alive(PyObject *module, PyObject *const *args, Py_ssize_t na
             for (Py_ssize_t i = 0; i < n_out + n_byte + n_called; i++) {
                 Py_ssize_t target;
                 if (i < n_out) {
-                    target = PyLong_AsSsize_t(PyList_GET_ITEM(out, i));
+                    target = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(out, i));
                 } else if (i < n_out + n_byte) {
-                    PyObject *edge = PyList_GET_ITEM(by_byte, i - n_out);
+                    PyObject *edge = PySequence_Fast_GET_ITEM(by_byte, i - n_out);
                     target = PyTuple_Check(edge) && PyTuple_GET_SIZE(edge) == 3
                              ? PyLong_AsSsize_t(PyTuple_GET_ITEM(edge, 2)) : -1;
                 } else {
@@ -1312,7 +1320,56 @@ done:
     return alive;
 }
 
+/* untrack_rows(rows, start): each tuple of ``rows[start:]`` (a list),
+ * and each tuple inside one, untracked by the cyclic collector when it
+ * holds only ints: the NFA's eps and edges, built once and never in a
+ * cycle. The collector would untrack them itself, but only after walking
+ * them all in a collection of the young generation. */
+static int only_ints(PyObject *tuple) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++) {
+        if (!PyLong_CheckExact(PyTuple_GET_ITEM(tuple, i))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static PyObject *py_untrack_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    Py_ssize_t start = nargs == 2 ? PyLong_AsSsize_t(args[1]) : -1;
+    if (nargs != 2 || !PyList_Check(args[0]) || start < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "untrack_rows(rows: list, start: int >= 0)");
+        }
+        return NULL;
+    }
+    PyObject *rows = args[0];
+    for (Py_ssize_t q = start; q < PyList_GET_SIZE(rows); q++) {
+        PyObject *row = PyList_GET_ITEM(rows, q);
+        if (!PyTuple_CheckExact(row)) {
+            continue;
+        }
+        int plain = 1;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(row); i++) {
+            PyObject *item = PyTuple_GET_ITEM(row, i);
+            if (PyTuple_CheckExact(item) && only_ints(item)) {
+                if (PyObject_GC_IsTracked(item)) {
+                    PyObject_GC_UnTrack(item);  /* an edge (lo, hi, target) */
+                }
+            } else if (!PyLong_CheckExact(item)) {
+                plain = 0;
+            }
+        }
+        if (plain && PyObject_GC_IsTracked(row)) {
+            PyObject_GC_UnTrack(row);
+        }
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"untrack_rows", (PyCFunction)(void (*)(void))py_untrack_rows, METH_FASTCALL,
+     "Untrack the int tuples of rows[start:] (the NFA's eps and edges)."},
     {"closure", (PyCFunction)(void (*)(void))py_closure, METH_FASTCALL, "LazyByteDFA._closure, compiled."},
     {"step", (PyCFunction)(void (*)(void))py_step, METH_FASTCALL, "LazyByteDFA._step, compiled."},
     {"cut_of", (PyCFunction)(void (*)(void))py_cut_of, METH_FASTCALL, "LazyByteDFA._cut_of, compiled."},

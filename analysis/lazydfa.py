@@ -842,8 +842,12 @@ class _LazyNFA:
     def __init__(self, pattern: str, definitions, max_nfa_states: int, max_depth: int | None) -> None:
         self.max_nfa_states = max_nfa_states
         self.max_depth = max_depth
-        self.eps: list[list[int]] = []
-        self.edges: list[list[tuple[int, int, int]]] = []
+        # Tuples, made untracked by the cyclic collector (_untrack_rows): a
+        # fragment of a maxLength-1024 string has ~64k states, and as lists
+        # every collection of the generation holding them walked them all
+        # (MaskBench's sp_0: 11 collections of ~4 ms inside its steps).
+        self.eps: list[tuple[int, ...]] = []
+        self.edges: list[tuple[tuple[int, int, int], ...]] = []
         self.calls: list[tuple[tuple[int, int], ...]] = []  # calls[q]: ((definition, return state), ...)
         self.ends = bytearray()  # ends[q]: q ends a definition's fragment (a return)
         definitions = dict(definitions or {})
@@ -921,11 +925,13 @@ class _LazyNFA:
             raise RegexError(f"regex {text[:200]!r} is nested too deeply to compile") from None
         base = len(self.eps)
         if base:
-            self.eps.extend([t + base for t in targets] for targets in builder.eps)
-            self.edges.extend([(lo, hi, t + base) for lo, hi, t in state_edges] for state_edges in builder.edges)
+            self.eps.extend(tuple([t + base for t in targets]) for targets in builder.eps)
+            self.edges.extend(tuple([(lo, hi, t + base) for lo, hi, t in state_edges]) for state_edges in builder.edges)
         else:
-            self.eps.extend(builder.eps)
-            self.edges.extend(builder.edges)
+            self.eps.extend(map(tuple, builder.eps))
+            self.edges.extend(map(tuple, builder.edges))
+        _untrack_rows(self.eps, base)
+        _untrack_rows(self.edges, base)
         self.calls.extend(() for _ in builder.eps)
         self.ends.extend(bytes(len(builder.eps)))
         callees = set()
@@ -990,12 +996,12 @@ class _LazyNFA:
         eps, edges, calls, completes = self.eps, self.edges, self.calls, self.completes
         for q in range(*span):
             if not alive[q]:
-                eps[q], edges[q], calls[q] = [], [], ()
+                eps[q], edges[q], calls[q] = (), (), ()
                 continue
             if eps[q]:
-                eps[q] = [t for t in eps[q] if alive[t]]
+                eps[q] = tuple([t for t in eps[q] if alive[t]])
             if edges[q]:
-                edges[q] = [e for e in edges[q] if alive[e[2]]]
+                edges[q] = tuple([e for e in edges[q] if alive[e[2]]])
             if calls[q]:
                 calls[q] = tuple((d, r) for d, r in calls[q] if completes[d] and alive[r])
 
@@ -1033,6 +1039,14 @@ class _LazyNFA:
         self.need, self.need_byte = need, need_byte
         if not keep[self.start]:
             self.start = -1
+
+
+def _untrack_rows(rows: list, start: int) -> None:
+    """Take ``rows[start:]`` (tuples of ints, or of tuples of ints) off the
+    cyclic collector's lists; without the compiled core the collector does it
+    itself, on the first collection that sees them."""
+    if _lazycore is not None:
+        _lazycore.untrack_rows(rows, start)
 
 
 class _CallingThompsonNFA(_ThompsonNFA):
