@@ -128,6 +128,7 @@ class _VocabularyTables:
     # The cached chain rows (see LazyIndex._chain_row), made on use:
     class_runs: dict = field(default_factory=dict)   # class -> _ClassRuns
     chain_masks: dict = field(default_factory=dict)  # (class, length) -> uint32 mask
+    chain_plans: dict = field(default_factory=dict)  # (class, length, dies, other bytes) -> _ChainPlan
 
 
 def _vocabulary_tables(vocabulary: Vocabulary) -> _VocabularyTables:
@@ -467,6 +468,69 @@ def _chain_mask(tables: _VocabularyTables, key: tuple[int, int, bool], length: i
         found.flags.writeable = False
         _remember(tables.chain_masks, (key, length), found)
     return found
+
+
+@dataclass(frozen=True, eq=False)
+class _ChainPlan:
+    """The tokens a chain row walks (see :meth:`LazyIndex._chain_row`), the
+    same at every state along a chain of one class and length: each starts
+    at ``positions`` in the chain's state ``links`` (an index into the
+    chain), or, where that is -1, at position 1 in the state its first byte
+    ``first_bytes`` leads to. A chain row assembled them from cached groups
+    in ~20 numpy calls, ~0.35 ms of each cold step along sp_0's
+    maxLength-1024 strings; now it gathers two arrays."""
+
+    tokens: np.ndarray       # int64
+    links: np.ndarray        # int64
+    first_bytes: np.ndarray  # int64
+    positions: np.ndarray    # int64
+
+
+def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _ClassRuns, length: int,
+                dies: bool, others: np.ndarray) -> _ChainPlan:
+    """The :class:`_ChainPlan` of a chain of ``length`` links (``dies``: every
+    ASCII byte of the class is dead after the last) from states whose live
+    bytes outside the class are ``others``; cached per vocabulary."""
+    plan_key = (key, length, dies, others.tobytes())
+    found = tables.chain_plans.get(plan_key)
+    if found is not None:
+        return found
+    # Tokens that start outside the class, and those that start inside it
+    # but are not a run of its characters (a wide character in the run, not
+    # text): walked from their first byte.
+    inside = _loop_bytes(key)
+    inside[128:] = False
+    inside[_LEAD_BYTES] = key[2]  # the first bytes of the class's characters
+    starting = np.flatnonzero(inside)
+    parts = [_grouped(tables.by_first_byte, tables.first_offsets, others),
+             _grouped(runs.irregular, runs.irregular_offsets, starting)]
+    links = [np.full(len(parts[0]) + len(parts[1]), -1, dtype=np.int64)]
+    positions = [np.ones(len(links[0]), dtype=np.int64)]
+    # Tokens whose ASCII run stops after m <= length characters: walked on
+    # from the chain's m-th state, from the byte that stops them (a dead
+    # cell there drops them at once).
+    stop = runs.partial_offsets[min(256 * (length + 1), len(runs.partial_offsets) - 1)]
+    partial = runs.partial[runs.partial_offsets[256]:stop]
+    parts.append(partial)
+    links.append(runs.chars[partial].astype(np.int64))
+    positions.append(links[-1])
+    # Tokens longer than the chain: dead at once where every ASCII byte of
+    # the class is dead after it (the end of a count), else walked on from
+    # its last state (a longer ASCII run) or from their first byte.
+    longer = np.concatenate((runs.full_by_chars[runs.full_offsets[min(length + 1, len(runs.full_offsets) - 1)]:],
+                             runs.partial[runs.partial_offsets[min(256 * (length + 1), len(runs.partial_offsets) - 1)]:]))
+    regular = runs.ascii[longer] > length
+    if dies:
+        longer, regular = longer[~regular], regular[~regular]
+    parts.append(longer)
+    links.append(np.where(regular, length, -1).astype(np.int64))
+    positions.append(np.where(regular, length, 1).astype(np.int64))
+    tokens = np.concatenate(parts)
+    found = _ChainPlan(tokens, np.concatenate(links), tables.columns[0][tokens].astype(np.int64),
+                       np.concatenate(positions))
+    for array in (found.tokens, found.links, found.first_bytes, found.positions):
+        array.flags.writeable = False
+    return _remember(tables.chain_plans, plan_key, found)
 
 
 @dataclass(frozen=True, eq=False)
@@ -1063,40 +1127,10 @@ class LazyIndex(MaskServing):
         chain, dies = self._chain(state, target, key, max(limit, 1))
         length = len(chain) - 1
         along = np.array(chain, dtype=first_row.dtype)
-        starting = np.flatnonzero(first)
-        others = live[~first[live]]
-        parts = [_grouped(tables.by_first_byte, tables.first_offsets, others),
-                 _grouped(runs.irregular, runs.irregular_offsets, starting)]
-        parts_states = [first_row[tables.columns[0][part]] for part in parts]
-        parts_positions = [np.ones(len(part), dtype=np.int64) for part in parts]
-        # Tokens whose ASCII run stops after m <= length characters: walked on
-        # from the chain's m-th state where the byte that stops them lives there.
-        # Only the cells of bytes that stop some token's run: a whole row of each
-        # chain state would discover a state past each first byte of a wide character.
-        # And only the cells some token asks for (most stop bytes stop no token
-        # that far along: each cell resolved there discovered a state).
-        stops = runs.stop_bytes
-        groups = np.arange(1, length + 1, dtype=np.int64).repeat(len(stops)) * 256 + np.tile(stops, length)
-        groups = groups[groups < len(runs.partial_offsets) - 1]
-        groups = groups[runs.partial_offsets[groups + 1] > runs.partial_offsets[groups]]
-        cells = self._dfa.successors(along[groups // 256].astype(np.int64), groups % 256)
-        groups = groups[cells != DEAD]
-        parts.append(_grouped(runs.partial, runs.partial_offsets, groups))
-        parts_positions.append(runs.chars[parts[-1]].astype(np.int64))
-        parts_states.append(along[parts_positions[-1]])
-        # Tokens longer than the chain: dead at once where every ASCII byte of
-        # the class is dead after it (the end of a count), else walked on.
-        longer = np.concatenate((runs.full_by_chars[runs.full_offsets[min(length + 1, len(runs.full_offsets) - 1)]:],
-                                 runs.partial[runs.partial_offsets[min(256 * (length + 1), len(runs.partial_offsets) - 1)]:]))
-        regular = runs.ascii[longer] > length
-        if dies:
-            longer, regular = longer[~regular], regular[~regular]
-        parts.append(longer)
-        parts_positions.append(np.where(regular, length, 1).astype(np.int64))
-        parts_states.append(np.where(regular, along[length], first_row[tables.columns[0][longer]]))
+        plan = _chain_plan(tables, key, runs, length, dies, live[~first[live]])
+        states = np.where(plan.links >= 0, along[plan.links], first_row[plan.first_bytes])
         mask = _chain_mask(tables, key, length, runs)
-        return (_LoopRow(mask, tuple(sorted(set(chain[1:])))), np.concatenate(parts),
-                np.concatenate(parts_states), np.concatenate(parts_positions))
+        return _LoopRow(mask, tuple(sorted(set(chain[1:])))), plan.tokens, states, plan.positions
 
     def _chain(self, state: int, target: int, key: tuple[int, int, bool], limit: int) -> tuple[list[int], bool]:
         """``([state, target, ...], dies)``: while every character of the
