@@ -129,6 +129,7 @@ class _VocabularyTables:
     class_runs: dict = field(default_factory=dict)   # class -> _ClassRuns
     chain_masks: dict = field(default_factory=dict)  # (class, length) -> uint32 mask
     chain_plans: dict = field(default_factory=dict)  # (class, length, dies, other bytes) -> _ChainPlan
+    walk_plans: dict = field(default_factory=dict)   # (first bytes, loop set, other bytes) -> _WalkPlan
 
 
 def _vocabulary_tables(vocabulary: Vocabulary) -> _VocabularyTables:
@@ -484,6 +485,7 @@ class _ChainPlan:
     links: np.ndarray        # int64
     first_bytes: np.ndarray  # int64
     positions: np.ndarray    # int64
+    ended: int               # the first this many have nothing left to walk
 
 
 def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _ClassRuns, length: int,
@@ -525,12 +527,49 @@ def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _Cl
     parts.append(longer)
     links.append(np.where(regular, length, -1).astype(np.int64))
     positions.append(np.where(regular, length, 1).astype(np.int64))
-    tokens = np.concatenate(parts)
-    found = _ChainPlan(tokens, np.concatenate(links), tables.columns[0][tokens].astype(np.int64),
-                       np.concatenate(positions))
+    tokens, positions, links = _ended_first(tables, np.concatenate(parts), np.concatenate(positions),
+                                            np.concatenate(links))
+    found = _ChainPlan(tokens, links, tables.columns[0][tokens].astype(np.int64), positions,
+                       int(np.count_nonzero(tables.lengths[tokens] == positions)))
     for array in (found.tokens, found.links, found.first_bytes, found.positions):
         array.flags.writeable = False
     return _remember(tables.chain_plans, plan_key, found)
+
+
+def _ended_first(tables: _VocabularyTables, tokens: np.ndarray, positions: np.ndarray, *beside: np.ndarray
+                 ) -> tuple[np.ndarray, ...]:
+    """``tokens``, ``positions`` and the arrays ``beside`` them reordered so
+    that the tokens with nothing left to walk (their position is their
+    length: they end in the state they start in) come first."""
+    ended = tables.lengths[tokens] == positions
+    order = np.concatenate((np.flatnonzero(ended), np.flatnonzero(~ended)))
+    return tuple(array[order] for array in (tokens, positions, *beside))
+
+
+@dataclass(frozen=True, eq=False)
+class _WalkPlan:
+    """The tokens a loop row walks (see :meth:`LazyIndex._loop_row`), or a
+    row with no loop: the same for every state with the same live first
+    bytes (and loop), cached per vocabulary. Each starts at ``positions``,
+    in the state its first byte ``first_bytes`` leads to, or in the loop's
+    state where ``skipped``. The first ``ended`` have nothing left to walk.
+    Assembling them took ~70 us of numpy calls a cold row."""
+
+    tokens: np.ndarray       # int64
+    first_bytes: np.ndarray  # int64
+    positions: np.ndarray    # int64
+    skipped: np.ndarray      # bool
+    ended: int
+
+
+def _walk_plan(tables: _VocabularyTables, plan_key, tokens: np.ndarray, positions: np.ndarray,
+               skipped: np.ndarray) -> _WalkPlan:
+    tokens, positions, skipped = _ended_first(tables, tokens, positions, skipped)
+    found = _WalkPlan(tokens, tables.columns[0][tokens].astype(np.int64), positions, skipped,
+                      int(np.count_nonzero(tables.lengths[tokens] == positions)))
+    for array in (found.tokens, found.first_bytes, found.positions, found.skipped):
+        array.flags.writeable = False
+    return _remember(tables.walk_plans, plan_key, found)
 
 
 @dataclass(frozen=True, eq=False)
@@ -926,16 +965,11 @@ class LazyIndex(MaskServing):
         found = self._raw_rows.get(state)
         if found is not None:
             return found
-        lengths = self._tables.lengths
         first_row = self._dfa.row(state)
-        loop, tokens, states, positions = self._loop_row(state, first_row)
-        found_tokens, found_ends = [], []
-        ended = lengths[tokens] == positions
-        if ended.any():
-            found_tokens.append(tokens[ended])
-            found_ends.append(states[ended])
-            keep = ~ended
-            tokens, states, positions = tokens[keep], states[keep], positions[keep]
+        loop, tokens, states, positions, ended = self._loop_row(state, first_row)
+        # the first ``ended`` tokens end where their first byte leads
+        found_tokens, found_ends = [tokens[:ended]], [states[:ended]]
+        tokens, states, positions = tokens[ended:], states[ended:], positions[ended:]
         if _cwalk is not None:
             self._compiled_walk(tokens, states, positions, found_tokens, found_ends)
         else:
@@ -1015,8 +1049,10 @@ class LazyIndex(MaskServing):
         ended_states = np.empty(len(tokens), dtype=np.int64)
         dfa = self._dfa
         with dfa.resolving():  # once for the row, not once a cell (step_held)
-            ended = _cwalk.walk(dfa, tables.spellings, tables.spelling_offsets, tokens.astype(np.int64),
-                                states.astype(np.int64), positions.astype(np.int64), ended_tokens, ended_states)
+            ended = _cwalk.walk(dfa, tables.spellings, tables.spelling_offsets,
+                                np.ascontiguousarray(tokens, dtype=np.int64),
+                                np.ascontiguousarray(states, dtype=np.int64),
+                                np.ascontiguousarray(positions, dtype=np.int64), ended_tokens, ended_states)
         if ended:
             found_tokens.append(ended_tokens[:ended])
             found_ends.append(ended_states[:ended].astype(STATE_DTYPE))
@@ -1064,11 +1100,12 @@ class LazyIndex(MaskServing):
         return np.flatnonzero(stay)
 
     def _loop_row(self, state: int, first_row: np.ndarray
-                  ) -> tuple[_LoopRow | None, np.ndarray, np.ndarray, np.ndarray]:
-        """``(loop, tokens, states, positions)``: the tokens of the row found
-        with no walk (or None); the spelled tokens left to walk, whose first
-        byte is live, each with the state its walk starts in and the
-        position of its next byte there.
+                  ) -> tuple[_LoopRow | None, np.ndarray, np.ndarray, np.ndarray, int]:
+        """``(loop, tokens, states, positions, ended)``: the tokens of the row
+        found with no walk (or None); the spelled tokens left to walk, whose
+        first byte is live, each with the state its walk starts in and the
+        position of its next byte there, of which the first ``ended`` have
+        nothing left to walk (:class:`_WalkPlan`).
 
         With ``target`` the state most ASCII bytes lead to from ``state``, a
         token needs no walk when its first character leads there (its first
@@ -1098,18 +1135,28 @@ class LazyIndex(MaskServing):
                 return self._chain_row(state, first_row, first, target, live)
             tail = _tail_tokens(tables, tail_key)
         if tail is None:
-            tokens = _grouped(tables.by_first_byte, tables.first_offsets, live)
-            return None, tokens, first_row[tables.columns[0][tokens]], np.ones(len(tokens), dtype=np.int64)
+            plan_key = (live.tobytes(),)
+            plan = tables.walk_plans.get(plan_key)
+            if plan is None:
+                tokens = _grouped(tables.by_first_byte, tables.first_offsets, live)
+                plan = _walk_plan(tables, plan_key, tokens, np.ones(len(tokens), dtype=np.int64),
+                                  np.zeros(len(tokens), dtype=bool))
+            return None, plan.tokens, first_row[plan.first_bytes], plan.positions, plan.ended
         mask, rest = _loop_mask(tables, first, tail_key, tail)
-        others = _grouped(tables.by_first_byte, tables.first_offsets, live[~first[live]])
-        tokens = np.concatenate((others, rest.tokens))
-        positions = np.concatenate((np.ones(len(others), dtype=np.int64), rest.positions))
-        states = first_row[tables.columns[0][tokens]]
-        states[len(others):][rest.skipped] = target
-        return _LoopRow(mask, (target,)), tokens, states, positions
+        others = live[~first[live]]
+        plan_key = (np.packbits(first).tobytes(), tail_key, others.tobytes())
+        plan = tables.walk_plans.get(plan_key)
+        if plan is None:
+            others = _grouped(tables.by_first_byte, tables.first_offsets, others)
+            plan = _walk_plan(tables, plan_key, np.concatenate((others, rest.tokens)),
+                              np.concatenate((np.ones(len(others), dtype=np.int64), rest.positions)),
+                              np.concatenate((np.zeros(len(others), dtype=bool), rest.skipped)))
+        states = first_row[plan.first_bytes]
+        states[plan.skipped] = target
+        return _LoopRow(mask, (target,)), plan.tokens, states, plan.positions, plan.ended
 
     def _chain_row(self, state: int, first_row: np.ndarray, first: np.ndarray, target: int, live: np.ndarray
-                   ) -> tuple[_LoopRow, np.ndarray, np.ndarray, np.ndarray]:
+                   ) -> tuple[_LoopRow, np.ndarray, np.ndarray, np.ndarray, int]:
         """:meth:`_loop_row` where most characters lead to a state that does
         not loop on them: inside a counted class (``[0-9a-f]{40}``, a string
         with ``minLength``), each character of the class leads one state
@@ -1130,7 +1177,7 @@ class LazyIndex(MaskServing):
         plan = _chain_plan(tables, key, runs, length, dies, live[~first[live]])
         states = np.where(plan.links >= 0, along[plan.links], first_row[plan.first_bytes])
         mask = _chain_mask(tables, key, length, runs)
-        return _LoopRow(mask, tuple(sorted(set(chain[1:])))), plan.tokens, states, plan.positions
+        return _LoopRow(mask, tuple(sorted(set(chain[1:])))), plan.tokens, states, plan.positions, plan.ended
 
     def _chain(self, state: int, target: int, key: tuple[int, int, bool], limit: int) -> tuple[list[int], bool]:
         """``([state, target, ...], dies)``: while every character of the
