@@ -545,6 +545,27 @@ def test_native_off_serves_the_same_masks_in_a_fresh_process():
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
+def test_lazy_nfa_rows_are_immutable_and_untracked(native):
+    """The lazy NFA's per-state rows are tuples; with the compiled core they
+    are off the cyclic collector's lists from the start, definitions
+    compiled on first call included (a maxLength-1024 string's fragment has
+    ~64k states, which every collection of their generation walked as
+    lists). The explored automaton is the eager one either way."""
+    import gc
+    compiled = regex_from_schema(PERSON, any_depth=2, state_budget=None)
+    dfa = LazyByteDFA(compiled.pattern, definitions=compiled.definitions)
+    lazy = canonical_byte_dfa(*dfa.explore())
+    nfa = dfa._nfa
+    assert nfa.resolved and all(nfa.resolved)  # every definition was compiled on the way
+    assert all(type(row) is tuple for row in nfa.eps + nfa.edges)
+    tracked = sum(gc.is_tracked(row) for row in nfa.eps + nfa.edges)
+    if native == "compiled":
+        assert tracked == 0
+    eager = byte_dfa_from_regex(compiled.pattern, definitions=compiled.definitions)
+    assert np.array_equal(lazy.transitions, eager.transitions)
+    assert np.array_equal(lazy.finals, eager.finals)
+
+
 def test_dropped_lazy_automaton_is_freed_without_the_collector(native):
     """The compiled core's context refers to its automaton weakly: a dropped
     automaton (and its table, up to 200 MB) goes at once, not at the cyclic
