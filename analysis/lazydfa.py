@@ -1004,6 +1004,8 @@ class _LazyNFA:
                 edges[q] = tuple([e for e in edges[q] if alive[e[2]]])
             if calls[q]:
                 calls[q] = tuple((d, r) for d, r in calls[q] if completes[d] and alive[r])
+        _untrack_rows(eps, span[0])  # the new tuples
+        _untrack_rows(edges, span[0])
 
     def enter(self, d: int) -> int:
         """The start state of definition ``d``'s fragment, resolved (its
