@@ -485,7 +485,6 @@ class _ChainPlan:
     links: np.ndarray        # int64
     first_bytes: np.ndarray  # int64
     positions: np.ndarray    # int64
-    ended: int               # the first this many have nothing left to walk
 
 
 def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _ClassRuns, length: int,
@@ -527,23 +526,12 @@ def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _Cl
     parts.append(longer)
     links.append(np.where(regular, length, -1).astype(np.int64))
     positions.append(np.where(regular, length, 1).astype(np.int64))
-    tokens, positions, links = _ended_first(tables, np.concatenate(parts), np.concatenate(positions),
-                                            np.concatenate(links))
-    found = _ChainPlan(tokens, links, tables.columns[0][tokens].astype(np.int64), positions,
-                       int(np.count_nonzero(tables.lengths[tokens] == positions)))
+    tokens = np.concatenate(parts)
+    found = _ChainPlan(tokens, np.concatenate(links), tables.columns[0][tokens].astype(np.int64),
+                       np.concatenate(positions))
     for array in (found.tokens, found.links, found.first_bytes, found.positions):
         array.flags.writeable = False
     return _remember(tables.chain_plans, plan_key, found)
-
-
-def _ended_first(tables: _VocabularyTables, tokens: np.ndarray, positions: np.ndarray, *beside: np.ndarray
-                 ) -> tuple[np.ndarray, ...]:
-    """``tokens``, ``positions`` and the arrays ``beside`` them reordered so
-    that the tokens with nothing left to walk (their position is their
-    length: they end in the state they start in) come first."""
-    ended = tables.lengths[tokens] == positions
-    order = np.concatenate((np.flatnonzero(ended), np.flatnonzero(~ended)))
-    return tuple(array[order] for array in (tokens, positions, *beside))
 
 
 @dataclass(frozen=True, eq=False)
@@ -552,21 +540,18 @@ class _WalkPlan:
     row with no loop: the same for every state with the same live first
     bytes (and loop), cached per vocabulary. Each starts at ``positions``,
     in the state its first byte ``first_bytes`` leads to, or in the loop's
-    state where ``skipped``. The first ``ended`` have nothing left to walk.
+    state where ``skipped``.
     Assembling them took ~70 us of numpy calls a cold row."""
 
     tokens: np.ndarray       # int64
     first_bytes: np.ndarray  # int64
     positions: np.ndarray    # int64
     skipped: np.ndarray      # bool
-    ended: int
 
 
 def _walk_plan(tables: _VocabularyTables, plan_key, tokens: np.ndarray, positions: np.ndarray,
                skipped: np.ndarray) -> _WalkPlan:
-    tokens, positions, skipped = _ended_first(tables, tokens, positions, skipped)
-    found = _WalkPlan(tokens, tables.columns[0][tokens].astype(np.int64), positions, skipped,
-                      int(np.count_nonzero(tables.lengths[tokens] == positions)))
+    found = _WalkPlan(tokens, tables.columns[0][tokens].astype(np.int64), positions, skipped)
     for array in (found.tokens, found.first_bytes, found.positions, found.skipped):
         array.flags.writeable = False
     return _remember(tables.walk_plans, plan_key, found)
@@ -966,14 +951,17 @@ class LazyIndex(MaskServing):
         if found is not None:
             return found
         first_row = self._dfa.row(state)
-        loop, tokens, states, positions, ended = self._loop_row(state, first_row)
-        # the first ``ended`` tokens end where their first byte leads
-        found_tokens, found_ends = [tokens[:ended]], [states[:ended]]
-        tokens, states, positions = tokens[ended:], states[ended:], positions[ended:]
+        loop, tokens, states, positions = self._loop_row(state, first_row)
+        found_tokens, found_ends = [], []
         if _cwalk is not None:
+            # (a token with nothing left to walk ends where it starts)
             self._compiled_walk(tokens, states, positions, found_tokens, found_ends)
         else:
-            self._numpy_walk(tokens, states, positions, found_tokens, found_ends)
+            ended = self._tables.lengths[tokens] == positions
+            found_tokens.append(tokens[ended])
+            found_ends.append(states[ended])
+            keep = ~ended
+            self._numpy_walk(tokens[keep], states[keep], positions[keep], found_tokens, found_ends)
         tokens = np.concatenate(found_tokens) if found_tokens else np.zeros(0, dtype=np.int64)
         ends = np.concatenate(found_ends) if found_ends else np.zeros(0, dtype=STATE_DTYPE)
         row = _TokenRow(tokens, ends, loop)
@@ -1100,12 +1088,11 @@ class LazyIndex(MaskServing):
         return np.flatnonzero(stay)
 
     def _loop_row(self, state: int, first_row: np.ndarray
-                  ) -> tuple[_LoopRow | None, np.ndarray, np.ndarray, np.ndarray, int]:
-        """``(loop, tokens, states, positions, ended)``: the tokens of the row
-        found with no walk (or None); the spelled tokens left to walk, whose
-        first byte is live, each with the state its walk starts in and the
-        position of its next byte there, of which the first ``ended`` have
-        nothing left to walk (:class:`_WalkPlan`).
+                  ) -> tuple[_LoopRow | None, np.ndarray, np.ndarray, np.ndarray]:
+        """``(loop, tokens, states, positions)``: the tokens of the row found
+        with no walk (or None); the spelled tokens left to walk, whose first
+        byte is live, each with the state its walk starts in and the
+        position of its next byte there (:class:`_WalkPlan`).
 
         With ``target`` the state most ASCII bytes lead to from ``state``, a
         token needs no walk when its first character leads there (its first
@@ -1141,7 +1128,7 @@ class LazyIndex(MaskServing):
                 tokens = _grouped(tables.by_first_byte, tables.first_offsets, live)
                 plan = _walk_plan(tables, plan_key, tokens, np.ones(len(tokens), dtype=np.int64),
                                   np.zeros(len(tokens), dtype=bool))
-            return None, plan.tokens, first_row[plan.first_bytes], plan.positions, plan.ended
+            return None, plan.tokens, first_row[plan.first_bytes], plan.positions
         mask, rest = _loop_mask(tables, first, tail_key, tail)
         others = live[~first[live]]
         plan_key = (np.packbits(first).tobytes(), tail_key, others.tobytes())
@@ -1153,10 +1140,10 @@ class LazyIndex(MaskServing):
                               np.concatenate((np.zeros(len(others), dtype=bool), rest.skipped)))
         states = first_row[plan.first_bytes]
         states[plan.skipped] = target
-        return _LoopRow(mask, (target,)), plan.tokens, states, plan.positions, plan.ended
+        return _LoopRow(mask, (target,)), plan.tokens, states, plan.positions
 
     def _chain_row(self, state: int, first_row: np.ndarray, first: np.ndarray, target: int, live: np.ndarray
-                   ) -> tuple[_LoopRow, np.ndarray, np.ndarray, np.ndarray, int]:
+                   ) -> tuple[_LoopRow, np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`_loop_row` where most characters lead to a state that does
         not loop on them: inside a counted class (``[0-9a-f]{40}``, a string
         with ``minLength``), each character of the class leads one state
@@ -1177,7 +1164,7 @@ class LazyIndex(MaskServing):
         plan = _chain_plan(tables, key, runs, length, dies, live[~first[live]])
         states = np.where(plan.links >= 0, along[plan.links], first_row[plan.first_bytes])
         mask = _chain_mask(tables, key, length, runs)
-        return _LoopRow(mask, tuple(sorted(set(chain[1:])))), plan.tokens, states, plan.positions, plan.ended
+        return _LoopRow(mask, tuple(sorted(set(chain[1:])))), plan.tokens, states, plan.positions
 
     def _chain(self, state: int, target: int, key: tuple[int, int, bool], limit: int) -> tuple[list[int], bool]:
         """``([state, target, ...], dies)``: while every character of the
