@@ -1320,7 +1320,7 @@ done:
     return alive;
 }
 
-/* untrack_rows(rows, start): each tuple of ``rows[start:]`` (a list),
+/* untrack_rows(rows, start, stop): each tuple of ``rows[start:stop]`` (a list),
  * and each tuple inside one, untracked by the cyclic collector when it
  * holds only ints: the NFA's eps and edges, built once and never in a
  * cycle. The collector would untrack them itself, but only after walking
@@ -1336,15 +1336,16 @@ static int only_ints(PyObject *tuple) {
 
 static PyObject *py_untrack_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    Py_ssize_t start = nargs == 2 ? PyLong_AsSsize_t(args[1]) : -1;
-    if (nargs != 2 || !PyList_Check(args[0]) || start < 0) {
+    Py_ssize_t start = nargs == 3 ? PyLong_AsSsize_t(args[1]) : -1;
+    Py_ssize_t stop = nargs == 3 ? PyLong_AsSsize_t(args[2]) : -1;
+    if (nargs != 3 || !PyList_Check(args[0]) || start < 0 || stop < start) {
         if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "untrack_rows(rows: list, start: int >= 0)");
+            PyErr_SetString(PyExc_TypeError, "untrack_rows(rows: list, start: int >= 0, stop: int >= start)");
         }
         return NULL;
     }
     PyObject *rows = args[0];
-    for (Py_ssize_t q = start; q < PyList_GET_SIZE(rows); q++) {
+    for (Py_ssize_t q = start; q < stop && q < PyList_GET_SIZE(rows); q++) {
         PyObject *row = PyList_GET_ITEM(rows, q);
         if (!PyTuple_CheckExact(row)) {
             continue;
@@ -1369,7 +1370,7 @@ static PyObject *py_untrack_rows(PyObject *module, PyObject *const *args, Py_ssi
 
 static PyMethodDef methods[] = {
     {"untrack_rows", (PyCFunction)(void (*)(void))py_untrack_rows, METH_FASTCALL,
-     "Untrack the int tuples of rows[start:] (the NFA's eps and edges)."},
+     "Untrack the int tuples of rows[start:stop] (the NFA's eps and edges)."},
     {"closure", (PyCFunction)(void (*)(void))py_closure, METH_FASTCALL, "LazyByteDFA._closure, compiled."},
     {"step", (PyCFunction)(void (*)(void))py_step, METH_FASTCALL, "LazyByteDFA._step, compiled."},
     {"cut_of", (PyCFunction)(void (*)(void))py_cut_of, METH_FASTCALL, "LazyByteDFA._cut_of, compiled."},

@@ -930,8 +930,8 @@ class _LazyNFA:
         else:
             self.eps.extend(map(tuple, builder.eps))
             self.edges.extend(map(tuple, builder.edges))
-        _untrack_rows(self.eps, base)
-        _untrack_rows(self.edges, base)
+        _untrack_rows(self.eps, base, len(self.eps))
+        _untrack_rows(self.edges, base, len(self.edges))
         self.calls.extend(() for _ in builder.eps)
         self.ends.extend(bytes(len(builder.eps)))
         callees = set()
@@ -1004,8 +1004,8 @@ class _LazyNFA:
                 edges[q] = tuple([e for e in edges[q] if alive[e[2]]])
             if calls[q]:
                 calls[q] = tuple((d, r) for d, r in calls[q] if completes[d] and alive[r])
-        _untrack_rows(eps, span[0])  # the new tuples
-        _untrack_rows(edges, span[0])
+        _untrack_rows(eps, *span)  # the new tuples
+        _untrack_rows(edges, *span)
 
     def enter(self, d: int) -> int:
         """The start state of definition ``d``'s fragment, resolved (its
@@ -1043,12 +1043,12 @@ class _LazyNFA:
             self.start = -1
 
 
-def _untrack_rows(rows: list, start: int) -> None:
-    """Take ``rows[start:]`` (tuples of ints, or of tuples of ints) off the
-    cyclic collector's lists; without the compiled core the collector does it
-    itself, on the first collection that sees them."""
+def _untrack_rows(rows: list, start: int, stop: int) -> None:
+    """Take ``rows[start:stop]`` (tuples of ints, or of tuples of ints) off
+    the cyclic collector's lists; without the compiled core the collector
+    does it itself, on the first collection that sees them."""
     if _lazycore is not None:
-        _lazycore.untrack_rows(rows, start)
+        _lazycore.untrack_rows(rows, start, stop)
 
 
 class _CallingThompsonNFA(_ThompsonNFA):
