@@ -16,8 +16,9 @@ serves the same answers from the moment the NFA exists:
   level in numpy (a gather of ``cell[state, next byte]`` for the tokens still
   alive, resolving the cells they reach first), the last few in Python.
   With the compiled walk MaskBench's steps over 1 ms (all cold rows) went
-  from 1,073 to 453 of 17,540, and to 261 with the automaton's compiled core
-  too (``benchmarks/RESULTS.md``). Most of a
+  from 1,073 to 453 of 17,540, to 261 with the automaton's compiled core
+  too, and to 194 with the cached walk plans and an NFA the cyclic
+  collector does not walk (``benchmarks/RESULTS.md``). Most of a
   cold row is not walked at all: where most characters lead to one state that
   loops on them (inside a JSON string or key, a pattern's class), the tokens
   that go there and stay are a mask cached per vocabulary and loop set, the
