@@ -545,6 +545,24 @@ def test_native_off_serves_the_same_masks_in_a_fresh_process():
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
+def test_walk_plans_are_bounded_and_rows_are_the_same_without_them(monkeypatch, native):
+    """A vocabulary keeps at most _PLAN_CACHE_SIZE walk plans and none of
+    more than _PLAN_MAX_TOKENS tokens (a row whose every byte is live would
+    keep megabytes); rows whose plan was dropped or never kept are the
+    eager index's all the same."""
+    monkeypatch.setattr(lazy_module, "_PLAN_CACHE_SIZE", 2)
+    monkeypatch.setattr(lazy_module, "_PLAN_MAX_TOKENS", 3)
+    from tokendfa import Vocabulary
+    tokens = [bytes([b]) for b in b'abcdxyz"'] + [b"ab", b"abc", b"xy", b"zz", b'"a', b'c"', None]
+    vocab = Vocabulary(tokens, eos_token_ids=len(tokens) - 1)
+    pattern = r'"(ab|cd)*x[yz]{1,3}"|[a-d]+z|xyz'
+    lazy = Index.from_regex(pattern, vocab, lazy=True)
+    assert lockstep(lazy, Index.from_regex(pattern, vocab)) >= 8
+    plans = lazy_module.vocabulary_tables(vocab).walk_plans
+    assert 0 < len(plans) <= 2
+    assert all(len(plan.tokens) <= 3 for plan in plans.values())
+
+
 def test_lazy_nfa_rows_are_immutable_and_untracked(native):
     """The lazy NFA's per-state rows are tuples; with the compiled core they
     are off the cyclic collector's lists from the start, definitions

@@ -216,6 +216,11 @@ _NO_LINK = -2  # a chain stops: the class's characters part ways
 # key); an entry is a mask of V bits (19 kB on Qwen), a tail set also the ids
 # of the tokens outside it (~6k on Qwen for a JSON string).
 _LOOP_CACHE_SIZE = 256
+# Walk and chain plans kept per vocabulary, and the most tokens a kept plan
+# has: at most ~64 x 32k x 25 bytes = 51 MB on Qwen. MaskBench's sample
+# builds ~1-40 plans a schema; a JSON string's has 4.6k tokens.
+_PLAN_CACHE_SIZE = 64
+_PLAN_MAX_TOKENS = 32768
 # Bytes that can start a text token (tail sets hold text tokens only).
 _TEXT_FIRST_BYTES = np.r_[0:0x80, 0xC2:0xF5]
 _LEAD_BYTES = np.r_[0xC2:0xF5]
@@ -241,15 +246,25 @@ class _TailTokens:
 _CACHE_LOCK = threading.Lock()  # the per-vocabulary caches are shared by every lazy index
 
 
-def _remember(cache: dict, key, value):
+def _remember(cache: dict, key, value, size: int = _LOOP_CACHE_SIZE):
     """Put ``value`` in one of the per-vocabulary caches, dropping the oldest
-    entry past ``_LOOP_CACHE_SIZE``. Readers take no lock (a dict lookup);
-    two threads may compute the same entry, and either copy is right."""
+    entry past ``size``. Readers take no lock (a dict lookup); two threads
+    may compute the same entry, and either copy is right."""
     with _CACHE_LOCK:
-        if len(cache) >= _LOOP_CACHE_SIZE:
+        if len(cache) >= size:
             cache.pop(next(iter(cache)))
         cache[key] = value
     return value
+
+
+def _remember_plan(cache: dict, key, plan):
+    """:func:`_remember` for a walk or chain plan (~25 bytes a token): at most
+    ``_PLAN_CACHE_SIZE`` of them, and none of more than ``_PLAN_MAX_TOKENS``
+    tokens (a row whose every byte is live would keep ~3.7 MB on Qwen; such
+    rows are rare and their walk costs more than their plan)."""
+    if len(plan.tokens) > _PLAN_MAX_TOKENS:
+        return plan
+    return _remember(cache, key, plan, _PLAN_CACHE_SIZE)
 
 
 def _tail_tokens(tables: _VocabularyTables, key: tuple[int, int, bool]) -> _TailTokens | None:
@@ -532,7 +547,7 @@ def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _Cl
                        np.concatenate(positions))
     for array in (found.tokens, found.links, found.first_bytes, found.positions):
         array.flags.writeable = False
-    return _remember(tables.chain_plans, plan_key, found)
+    return _remember_plan(tables.chain_plans, plan_key, found)
 
 
 @dataclass(frozen=True, eq=False)
@@ -555,7 +570,7 @@ def _walk_plan(tables: _VocabularyTables, plan_key, tokens: np.ndarray, position
     found = _WalkPlan(tokens, tables.columns[0][tokens].astype(np.int64), positions, skipped)
     for array in (found.tokens, found.first_bytes, found.positions, found.skipped):
         array.flags.writeable = False
-    return _remember(tables.walk_plans, plan_key, found)
+    return _remember_plan(tables.walk_plans, plan_key, found)
 
 
 @dataclass(frozen=True, eq=False)
