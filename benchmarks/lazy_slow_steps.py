@@ -74,11 +74,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vocab", default="qwen2.5")
     parser.add_argument("--out", help="write each schema's per-step minima (ns) as JSON here")
     args = parser.parse_args(argv)
+    if args.rounds < 1 or args.per_source < 0:
+        parser.error("--rounds must be at least 1 and --per-source at least 0 (0: every schema)")
     from tokendfa import Index, Vocabulary
 
     vocab = Vocabulary.builtin(args.vocab).prepare()
     Index.from_schema({"type": "boolean"}, vocab, lazy=True)  # the lazy tables, once, before the forks
-    records = [record for source in source_names() for record in sample(source, args.per_source)]
+    records = [record for source in source_names() for record in sample(source, args.per_source or None)]
     context = multiprocessing.get_context("fork")
     best: dict[str, np.ndarray] = {}
     for _ in range(args.rounds):
@@ -96,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
             known = best.get(record.name)
             best[record.name] = steps if known is None or len(known) != len(steps) else np.minimum(known, steps)
     pooled = np.concatenate(list(best.values())) if best else np.zeros(0)
+    if not len(pooled):
+        print("no steps: no schema compiled")
+        return 1
     worst = sorted(((name, int((steps > 1e6).sum())) for name, steps in best.items()), key=lambda item: -item[1])
     print(f"{len(pooled):,} steps, {int((pooled > 1e6).sum())} over 1 ms, "
           f"p99 {np.percentile(pooled, 99) / 1e3:,.0f} us (each step's best of {args.rounds})")
