@@ -504,10 +504,11 @@ class _ChainPlan:
 
 
 def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _ClassRuns, length: int,
-                dies: bool, others: np.ndarray) -> _ChainPlan:
+                dies: bool, starting: np.ndarray, others: np.ndarray) -> _ChainPlan:
     """The :class:`_ChainPlan` of a chain of ``length`` links (``dies``: every
     ASCII byte of the class is dead after the last) from states whose live
-    bytes outside the class are ``others``; cached per vocabulary."""
+    bytes outside the class are ``others``; ``starting``: the first bytes of
+    the class's characters (given by ``key``); cached per vocabulary."""
     plan_key = (key, length, dies, others.tobytes())
     found = tables.chain_plans.get(plan_key)
     if found is not None:
@@ -515,10 +516,6 @@ def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _Cl
     # Tokens that start outside the class, and those that start inside it
     # but are not a run of its characters (a wide character in the run, not
     # text): walked from their first byte.
-    inside = _loop_bytes(key)
-    inside[128:] = False
-    inside[_LEAD_BYTES] = key[2]  # the first bytes of the class's characters
-    starting = np.flatnonzero(inside)
     parts = [_grouped(tables.by_first_byte, tables.first_offsets, others),
              _grouped(runs.irregular, runs.irregular_offsets, starting)]
     links = [np.full(len(parts[0]) + len(parts[1]), -1, dtype=np.int64)]
@@ -565,8 +562,26 @@ class _WalkPlan:
     skipped: np.ndarray      # bool
 
 
-def _walk_plan(tables: _VocabularyTables, plan_key, tokens: np.ndarray, positions: np.ndarray,
-               skipped: np.ndarray) -> _WalkPlan:
+def _walk_plan(tables: _VocabularyTables, live: np.ndarray, loop: tuple | None = None) -> _WalkPlan:
+    """The :class:`_WalkPlan` of a row whose live first bytes are ``live``
+    (int64), cached per vocabulary: with ``loop`` = ``(first, tail_key,
+    rest)`` (see :meth:`LazyIndex._loop_row`), the tokens starting with the
+    live bytes outside ``first``, then ``rest``; without, every token
+    starting with a live byte."""
+    if loop is None:
+        plan_key = (live.tobytes(),)
+    else:
+        first, tail_key, rest = loop
+        live = live[~first[live]]
+        plan_key = (np.packbits(first).tobytes(), tail_key, live.tobytes())
+    found = tables.walk_plans.get(plan_key)
+    if found is not None:
+        return found
+    tokens = _grouped(tables.by_first_byte, tables.first_offsets, live)
+    positions, skipped = np.ones(len(tokens), dtype=np.int64), np.zeros(len(tokens), dtype=bool)
+    if loop is not None:
+        tokens, positions = np.concatenate((tokens, rest.tokens)), np.concatenate((positions, rest.positions))
+        skipped = np.concatenate((skipped, rest.skipped))
     found = _WalkPlan(tokens, tables.columns[0][tokens].astype(np.int64), positions, skipped)
     for array in (found.tokens, found.first_bytes, found.positions, found.skipped):
         array.flags.writeable = False
@@ -1138,22 +1153,10 @@ class LazyIndex(MaskServing):
                 return self._chain_row(state, first_row, first, target, live)
             tail = _tail_tokens(tables, tail_key)
         if tail is None:
-            plan_key = (live.tobytes(),)
-            plan = tables.walk_plans.get(plan_key)
-            if plan is None:
-                tokens = _grouped(tables.by_first_byte, tables.first_offsets, live)
-                plan = _walk_plan(tables, plan_key, tokens, np.ones(len(tokens), dtype=np.int64),
-                                  np.zeros(len(tokens), dtype=bool))
+            plan = _walk_plan(tables, live)
             return None, plan.tokens, first_row[plan.first_bytes], plan.positions
         mask, rest = _loop_mask(tables, first, tail_key, tail)
-        others = live[~first[live]]
-        plan_key = (np.packbits(first).tobytes(), tail_key, others.tobytes())
-        plan = tables.walk_plans.get(plan_key)
-        if plan is None:
-            others = _grouped(tables.by_first_byte, tables.first_offsets, others)
-            plan = _walk_plan(tables, plan_key, np.concatenate((others, rest.tokens)),
-                              np.concatenate((np.ones(len(others), dtype=np.int64), rest.positions)),
-                              np.concatenate((np.zeros(len(others), dtype=bool), rest.skipped)))
+        plan = _walk_plan(tables, live, (first, tail_key, rest))
         states = first_row[plan.first_bytes]
         states[plan.skipped] = target
         return _LoopRow(mask, (target,)), plan.tokens, states, plan.positions
@@ -1177,7 +1180,7 @@ class LazyIndex(MaskServing):
         chain, dies = self._chain(state, target, key, max(limit, 1))
         length = len(chain) - 1
         along = np.array(chain, dtype=first_row.dtype)
-        plan = _chain_plan(tables, key, runs, length, dies, live[~first[live]])
+        plan = _chain_plan(tables, key, runs, length, dies, np.flatnonzero(first), live[~first[live]])
         states = np.where(plan.links >= 0, along[plan.links], first_row[plan.first_bytes])
         mask = _chain_mask(tables, key, length, runs)
         return _LoopRow(mask, tuple(sorted(set(chain[1:])))), plan.tokens, states, plan.positions
