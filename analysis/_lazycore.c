@@ -212,8 +212,9 @@ done:
     return result;
 }
 
-/* LazyByteDFA._discover: a new state for ``kernel``; the Python method when
- * the bound is reached or the table must grow. New reference (an int). */
+/* LazyByteDFA._discover: a new state for ``kernel``, its row set to UNKNOWN;
+ * the Python method when the bound is reached or the table must grow. New
+ * reference (an int). */
 static PyObject *discover(PyObject *ctx, PyObject *kernel) {
     PyObject *dfa = ITEM(ctx, C_DFA);
     PyObject *count_object = PyObject_GetAttrString(dfa, "_count");
@@ -246,6 +247,19 @@ static PyObject *discover(PyObject *ctx, PyObject *kernel) {
         return PyObject_CallOneArg(ITEM(ctx, C_PY_DISCOVER), kernel);
     }
     int final = PySet_Contains(kernel, ITEM(ctx, C_FINAL));
+    if (final >= 0) {
+        /* the new state's row: the table's rows past the count are undefined */
+        Py_buffer row_view;
+        int32_t *row = table_row(ctx, count, &row_view, 1);
+        if (row == NULL) {
+            final = -1;
+        } else {
+            for (int b = 0; b < 256; b++) {
+                row[b] = -1;  /* UNKNOWN */
+            }
+            PyBuffer_Release(&row_view);
+        }
+    }
     PyObject *next = final < 0 ? NULL : PyLong_FromLongLong(count + 1);
     if (next != NULL && PyList_Append(ITEM(ctx, C_KERNELS), kernel) == 0) {
         if (PyDict_SetItem(ITEM(ctx, C_IDS), kernel, count_object) == 0) {

@@ -48,6 +48,7 @@ is array for array the eager automaton (the tests hold the two equal).
 from __future__ import annotations
 
 import gc
+import mmap
 import re
 import threading
 import weakref
@@ -89,6 +90,13 @@ _UNDECIDED = object()
 # the eager build allows (DEFAULT_MAX_STATES in tokendfa.build.fast, after
 # minimisation).
 DEFAULT_MAX_LAZY_STATES = 200_000
+# Rows of the byte table reserved up front (64 MB of address space; pages
+# are touched only as states are discovered, a row each). Doubling the
+# table instead copied it inside the cold row that discovered the state
+# past its size: ~4 ms at 16k states, 15-18 of MaskBench's ~200 lazy steps
+# over 1 ms (scratch census, Qwen, 84 schemas). Past the reservation the
+# table still doubles.
+_RESERVED_ROWS = 1 << 16
 # Byte sets as ints (bit b for byte b), for LazyByteDFA._resolve_bytes.
 _ASCII_BYTES = (1 << 128) - 1
 _ALL_BYTES = (1 << 256) - 1
@@ -171,9 +179,10 @@ class LazyByteDFA:
         self._kernels: list[frozenset] = [frozenset(), initial]
         self._ids: dict[frozenset, int] = {frozenset(): DEAD, initial: INITIAL}
         self._steps: dict[tuple[int, tuple[int, ...]], int] = {}  # (base, targets) -> state (see _step)
-        capacity = 64
-        self._table = np.full((capacity, 256), UNKNOWN, dtype=STATE_DTYPE)
+        capacity = max(min(max_states, _RESERVED_ROWS), INITIAL + 1)
+        self._table = _reserved_table(capacity)  # a row is set to UNKNOWN when its state is discovered
         self._table[DEAD] = DEAD
+        self._table[INITIAL] = UNKNOWN
         # state -> its byte ranges with NFA targets: (range starts, ends, targets)
         self._cuts: dict[int, _Cut] = {}
         # The cut of each kernel shape seen (see _cut_of): the NFA states of a
@@ -249,7 +258,7 @@ class LazyByteDFA:
     def table(self) -> np.ndarray:
         """The current table: a cell is its successor or ``UNKNOWN`` (-1)
         until it is resolved, and never changes after; rows of materialised
-        states are whole. Read the flags (:meth:`materialise`) or resolve the
+        states are whole, rows past :attr:`num_states` undefined. Read the flags (:meth:`materialise`) or resolve the
         cells (:meth:`successors`) before taking the table."""
         return self._table
 
@@ -328,6 +337,8 @@ class LazyByteDFA:
 
     def step(self, state: int, byte: int) -> int:
         """One cell: the state after ``byte`` from ``state``."""
+        if not 0 <= state < self._count:  # the table's rows past the count are undefined
+            raise IndexError(f"state {state} is not discovered (the automaton has {self._count:,})")
         found = int(self._table[state, byte])
         if found == UNKNOWN:
             self._resolve_cells((state * 256 + byte,))
@@ -755,6 +766,7 @@ class LazyByteDFA:
                 reached=state + 1)
         if state == len(self._finals):
             self._grow()
+        self._table[state] = UNKNOWN
         self._kernels.append(kernel)
         self._ids[kernel] = state
         self._finals[state] = self._final in kernel
@@ -763,11 +775,8 @@ class LazyByteDFA:
 
     def _grow(self) -> None:
         capacity = 2 * len(self._finals)
-        # empty, then each half written once: np.full wrote the old half twice
-        # (1.2 -> 0.9 ms at 16k states, inside the cold row that grows it)
-        table = np.empty((capacity, 256), dtype=STATE_DTYPE)
-        table[:len(self._table)] = self._table
-        table[len(self._table):] = UNKNOWN
+        table = _reserved_table(capacity)
+        table[:self._count] = self._table[:self._count]  # the other rows are set as they are discovered
         finals = np.zeros(capacity, dtype=bool)
         finals[:len(self._finals)] = self._finals
         flags = bytearray(capacity)
@@ -778,6 +787,18 @@ class LazyByteDFA:
         self._materialised = flags
         self._finals = finals
         self._table = table
+
+
+def _reserved_table(rows: int) -> np.ndarray:
+    """``int32[rows, 256]`` whose pages the system provides when first written
+    (a private anonymous mapping: no 2 MB pages, which numpy asks for on
+    large arrays and which cost a 2 MB clearing, sometimes a compaction, in
+    the step that first writes one). Its contents are undefined to the
+    caller: each row is written before it is read."""
+    size = rows * 256 * np.dtype(STATE_DTYPE).itemsize
+    if hasattr(mmap, "MAP_PRIVATE"):
+        return np.frombuffer(mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE), dtype=STATE_DTYPE).reshape(rows, 256)
+    return np.empty((rows, 256), dtype=STATE_DTYPE)
 
 
 def _with_gaps(ranges) -> tuple[list[int], list[int], list[tuple[int, ...]], list[tuple[int, int]]]:

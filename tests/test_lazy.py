@@ -419,6 +419,30 @@ def test_lazy_index_serves_the_eager_index_toy(case, toy_vocab, native):
     assert lazy.complete().arrays.equals(eager.arrays)
 
 
+@pytest.mark.parametrize("reserved", [2, 7])
+def test_lazy_table_past_its_reserved_rows_grows_and_serves_the_same(reserved, toy_vocab, native, monkeypatch):
+    """The byte table reserves its rows (65,536 by default) and sets each one
+    when its state is discovered; past the reservation it doubles, inside
+    the walks that discover states. With a reservation of a few rows every
+    state past it comes through the growing path, and the rows, the
+    explored automaton and the completed index are still the eager ones."""
+    monkeypatch.setattr(lazydfa_module, "_RESERVED_ROWS", reserved)
+    compiled = regex_from_schema(PERSON, any_depth=2, state_budget=None)
+    dfa = LazyByteDFA(compiled.pattern, definitions=compiled.definitions)
+    assert len(dfa.table) == reserved
+    transitions, finals = dfa.explore()
+    assert len(dfa.table) >= dfa.num_states > 8 * reserved  # it grew, several times
+    explored = canonical_byte_dfa(transitions, finals)
+    eager_dfa = byte_dfa_from_regex(compiled.pattern, definitions=compiled.definitions)
+    assert np.array_equal(explored.transitions, eager_dfa.transitions)
+    with pytest.raises(IndexError, match="not discovered"):
+        dfa.step(dfa.num_states, ord("a"))  # a row past the count is undefined, not read
+    case = next(c for c in CASES if c.name == "url")  # 79 states
+    lazy, eager = Index.from_regex(case.pattern, toy_vocab, lazy=True), Index.from_regex(case.pattern, toy_vocab)
+    lockstep(lazy, eager)
+    assert lazy.complete().arrays.equals(eager.arrays)
+
+
 def test_token_liveness_when_bytes_are_not_all_tokens(toy_vocab):
     # "ab" keeps the bytes alive (ab3c) but no token spells "3": the eager
     # index refuses it, and so must the lazy one.

@@ -126,9 +126,21 @@ static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "walk: arrays of mismatched lengths");
         goto done;
     }
+    /* the states discovered so far: the table's rows past them are undefined
+     * (its pages are reserved ahead), so a starting state is checked against
+     * this, not the table's length; the states a walk reaches are cells' */
+    PyObject *count_object = PyObject_GetAttrString(dfa, "num_states");
+    long long discovered = count_object == NULL ? -1 : PyLong_AsLongLong(count_object);
+    Py_XDECREF(count_object);
+    if (discovered < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "walk: the automaton has no states");
+        }
+        goto done;
+    }
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t token = tokens[i], state = states[i];
-        if (token < 0 || token >= vocab_size || positions[i] < 0) {
+        if (token < 0 || token >= vocab_size || positions[i] < 0 || state < 0 || state >= discovered) {
             PyErr_SetString(PyExc_IndexError, "walk: a token or state outside the tables");
             goto done;
         }
