@@ -274,11 +274,123 @@ static PyObject *distinct(PyObject *module, PyObject *const *args, Py_ssize_t na
     return PyLong_FromSsize_t(found);
 }
 
+/* The spellings, their offsets and a byte set (uint8[256], non-zero: in the
+ * set), taken together for last_outside and leading_runs; the vocabulary's
+ * size, or -1 with an exception. */
+static Py_ssize_t take_spellings(PyObject *const *args, Buffer *buffers) {
+    if (take(args[0], &buffers[0], "spellings", 1, 0) < 0 || take(args[1], &buffers[1], "offsets", 8, 0) < 0
+            || take(args[2], &buffers[2], "bytes", 1, 0) < 0) {
+        return -1;
+    }
+    Py_ssize_t size = buffers[1].view.len / 8 - 1;
+    const int64_t *offsets = buffers[1].view.buf;
+    if (size < 0 || buffers[2].view.len != 256) {
+        PyErr_SetString(PyExc_ValueError, "spellings: no offsets, or a byte set that is not 256 flags");
+        return -1;
+    }
+    for (Py_ssize_t t = 0; t < size; t++) {
+        if (offsets[t] < 0 || offsets[t] > offsets[t + 1] || offsets[t + 1] > buffers[0].view.len) {
+            PyErr_SetString(PyExc_IndexError, "spellings: offsets outside the spellings");
+            return -1;
+        }
+    }
+    return size;
+}
+
+/* last_outside(spellings, offsets, inside, out): out[t] (int16) the
+ * position of token t's last byte not in ``inside``, -1 when there is none.
+ * A loop set's tail tokens on Qwen: ~1 ms, where numpy's column by column
+ * pass took ~5. */
+static PyObject *last_outside(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "last_outside takes 4 arguments");
+        return NULL;
+    }
+    Buffer buffers[4] = {{0}};
+    Py_ssize_t size = take_spellings(args, buffers);
+    if (size < 0 || take(args[3], &buffers[3], "out", 2, 1) < 0) {
+        release(buffers, 4);
+        return NULL;
+    }
+    if (buffers[3].view.len / 2 != size) {
+        release(buffers, 4);
+        PyErr_SetString(PyExc_ValueError, "last_outside: out is not one item a token");
+        return NULL;
+    }
+    const uint8_t *spellings = buffers[0].view.buf, *inside = buffers[2].view.buf;
+    const int64_t *offsets = buffers[1].view.buf;
+    int16_t *out = buffers[3].view.buf;
+    for (Py_ssize_t t = 0; t < size; t++) {
+        int64_t at = offsets[t + 1] - 1;
+        while (at >= offsets[t] && inside[spellings[at]]) {
+            at--;
+        }
+        out[t] = (int16_t)(at - offsets[t]);  /* -1 when every byte is inside */
+    }
+    release(buffers, 4);
+    Py_RETURN_NONE;
+}
+
+/* leading_runs(spellings, offsets, inside, wide, run, ascii_run, chars):
+ * for each token (int32 outputs) the bytes of its leading run of bytes in
+ * ``inside`` (its length when it is all run), the bytes of that run before
+ * its first byte of 128 or more, and the characters that start in the run
+ * (``wide``: a byte below 128 or from 0xC0 starts one; else every byte
+ * does). A class's runs on Qwen: ~2 ms, where numpy's column by column
+ * passes took ~15. */
+static PyObject *leading_runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "leading_runs takes 7 arguments");
+        return NULL;
+    }
+    int wide = PyObject_IsTrue(args[3]);
+    if (wide < 0) {
+        return NULL;
+    }
+    Buffer buffers[7] = {{0}};
+    Py_ssize_t size = take_spellings(args, buffers);
+    if (size < 0 || take(args[4], &buffers[4], "run", 4, 1) < 0
+            || take(args[5], &buffers[5], "ascii_run", 4, 1) < 0 || take(args[6], &buffers[6], "chars", 4, 1) < 0) {
+        release(buffers, 7);
+        return NULL;
+    }
+    if (buffers[4].view.len / 4 != size || buffers[5].view.len / 4 != size || buffers[6].view.len / 4 != size) {
+        release(buffers, 7);
+        PyErr_SetString(PyExc_ValueError, "leading_runs: an output is not one item a token");
+        return NULL;
+    }
+    const uint8_t *spellings = buffers[0].view.buf, *inside = buffers[2].view.buf;
+    const int64_t *offsets = buffers[1].view.buf;
+    int32_t *run = buffers[4].view.buf, *ascii_run = buffers[5].view.buf, *chars = buffers[6].view.buf;
+    for (Py_ssize_t t = 0; t < size; t++) {
+        const uint8_t *token = spellings + offsets[t];
+        int32_t length = (int32_t)(offsets[t + 1] - offsets[t]), here = 0, ascii = -1, count = 0;
+        for (; here < length && inside[token[here]]; here++) {
+            uint8_t byte = token[here];
+            if (byte >= 0x80 && ascii < 0) {
+                ascii = here;
+            }
+            count += !wide || byte < 0x80 || byte >= 0xC0;
+        }
+        run[t] = here;
+        ascii_run[t] = ascii < 0 ? here : ascii;
+        chars[t] = count;
+    }
+    release(buffers, 7);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
      "Walk tokens through a byte automaton's resolved cells (see the module source)."},
     {"set_bits", (PyCFunction)(void (*)(void))set_bits, METH_FASTCALL, "Set the bits of tokens in a uint32 mask."},
     {"distinct", (PyCFunction)(void (*)(void))distinct, METH_FASTCALL, "The distinct int32 values, first met first."},
+    {"last_outside", (PyCFunction)(void (*)(void))last_outside, METH_FASTCALL,
+     "Each token's last byte position outside a byte set (-1: none)."},
+    {"leading_runs", (PyCFunction)(void (*)(void))leading_runs, METH_FASTCALL,
+     "Each token's leading run of bytes in a set: bytes, ASCII bytes, characters."},
     {NULL, NULL, 0, NULL},
 };
 

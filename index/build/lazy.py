@@ -345,15 +345,20 @@ def _last_leaving(tables: _VocabularyTables, key: tuple[int, int, bool]) -> np.n
     set (-1 when there is none); the token's length when it is not text. A
     token in a state with this loop set, at a character boundary past that
     position, stays there to its end. Computed once per vocabulary and loop
-    set, column by column (~4 ms on Qwen)."""
+    set: ~4 ms on Qwen column by column in numpy, ~1 ms compiled, token by
+    token (5 to 22 of MaskBench's lazy steps over 1 ms were a new loop set's
+    first row)."""
     found = tables.last_leaving.get(key)
     if found is None:
         loops, columns = _loop_bytes(key), tables.byte_columns
         found = np.full(len(tables.lengths), -1, dtype=np.int16)
-        for position, count in enumerate(columns.counts.tolist()):
-            data = columns.data[columns.starts[position]:columns.starts[position] + count]
-            leaving = ~loops[data]
-            found[columns.order[:count][leaving]] = position  # later positions overwrite
+        if _cwalk is not None:
+            _cwalk.last_outside(tables.spellings, tables.spelling_offsets, loops.view(np.uint8), found)
+        else:
+            for position, count in enumerate(columns.counts.tolist()):
+                data = columns.data[columns.starts[position]:columns.starts[position] + count]
+                leaving = ~loops[data]
+                found[columns.order[:count][leaving]] = position  # later positions overwrite
         text = tables.first_char > 0
         found[~text] = tables.lengths[~text]
         found.flags.writeable = False
@@ -407,7 +412,8 @@ def _loop_mask(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int
 class _ClassRuns:
     """How each text token begins with characters of one class ``(low,
     high, wide)`` (a key as :meth:`LazyIndex._loop` makes them), computed
-    once per vocabulary and class for the chain rows (~10 ms on Qwen)."""
+    once per vocabulary and class for the chain rows (~10 ms on Qwen in
+    numpy, ~2 compiled)."""
 
     chars: np.ndarray          # int32[V]: characters in the token's leading run (0: not text)
     ascii: np.ndarray          # int32[V]: bytes of that run before its first byte of 128 or more
@@ -429,35 +435,23 @@ def _class_runs(tables: _VocabularyTables, key: tuple[int, int, bool]) -> _Class
     found = tables.class_runs.get(key)
     if found is not None:
         return found
-    inside, columns, lengths = _loop_bytes(key), tables.byte_columns, tables.lengths
-    counts = columns.counts.tolist()
-    run = lengths.astype(np.int32)  # bytes of the leading run: the first byte outside, or the length
-    ascii_run = run.copy()
-    chars = np.zeros(len(lengths), dtype=np.int32)
-    for position in range(len(counts) - 1, -1, -1):  # earlier positions overwrite
-        data = columns.data[columns.starts[position]:columns.starts[position] + counts[position]]
-        here = columns.order[:counts[position]]
-        run[here[~inside[data]]] = position
-        ascii_run[here[data >= 0x80]] = position
-    if key[2]:
-        for position, count in enumerate(counts):
-            data = columns.data[columns.starts[position]:columns.starts[position] + count]
-            here = columns.order[:count]
-            starting = (position < run[here]) & ((data < 0x80) | (data >= 0xC0))
-            chars[here[starting]] += 1  # each token once a position: no repeated index
+    inside, lengths = _loop_bytes(key), tables.lengths
+    if _cwalk is not None:
+        run, ascii_run, chars = (np.empty(len(lengths), dtype=np.int32) for _ in range(3))
+        _cwalk.leading_runs(tables.spellings, tables.spelling_offsets, inside.view(np.uint8), key[2],
+                            run, ascii_run, chars)
     else:
-        chars = run.copy()  # ASCII bytes only: a byte is a character
+        run, ascii_run, chars = _leading_runs(tables, inside, key[2])
     text = tables.first_char > 0
     chars[~text] = 0
-    ascii_run = np.minimum(ascii_run, run)
     ascii_run[~text] = 0
     full = text & (run == lengths)
     full_tokens = np.flatnonzero(full)
-    by_chars = full_tokens[np.argsort(chars[full_tokens], kind="stable")]
+    by_chars = full_tokens[_stable_order(chars[full_tokens])]
     full_offsets = np.searchsorted(chars[by_chars], np.arange(int(chars[by_chars].max(initial=0)) + 2))
     partial = np.flatnonzero(text & ~full & (chars >= 1) & (ascii_run >= chars))
     group = chars[partial].astype(np.int64) * 256 + tables.columns[run[partial], partial]
-    order = np.argsort(group, kind="stable")
+    order = _stable_order(group)
     partial, group = partial[order], group[order]
     partial_offsets = np.searchsorted(group, np.arange(256 * (int(chars[partial].max(initial=0)) + 1) + 1))
     starts_inside = np.zeros(len(lengths), dtype=bool)
@@ -472,6 +466,43 @@ def _class_runs(tables: _VocabularyTables, key: tuple[int, int, bool]) -> _Class
                        irregular.astype(np.int64), irregular_offsets.astype(np.int64),
                        _distinct(group % 256).astype(np.int64))
     return _remember(tables.class_runs, key, found)
+
+
+def _leading_runs(tables: _VocabularyTables, inside: np.ndarray, wide: bool
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(run, ascii_run, chars)`` (int32 each) of every token: the bytes of
+    its leading run of bytes in ``inside`` (bool[256]; its length when all
+    run), those before the run's first byte of 128 or more, and the
+    characters starting in the run (every byte when not ``wide``); column by
+    column in numpy, where ``_cwalk.leading_runs`` is not built."""
+    columns, lengths = tables.byte_columns, tables.lengths
+    counts = columns.counts.tolist()
+    run = lengths.astype(np.int32)  # the first byte outside, or the length
+    ascii_run = run.copy()
+    chars = np.zeros(len(lengths), dtype=np.int32)
+    for position in range(len(counts) - 1, -1, -1):  # earlier positions overwrite
+        data = columns.data[columns.starts[position]:columns.starts[position] + counts[position]]
+        here = columns.order[:counts[position]]
+        run[here[~inside[data]]] = position
+        ascii_run[here[data >= 0x80]] = position
+    if wide:
+        for position, count in enumerate(counts):
+            data = columns.data[columns.starts[position]:columns.starts[position] + count]
+            here = columns.order[:count]
+            starting = (position < run[here]) & ((data < 0x80) | (data >= 0xC0))
+            chars[here[starting]] += 1  # each token once a position: no repeated index
+    else:
+        chars = run.copy()  # ASCII bytes only: a byte is a character
+    return run, np.minimum(ascii_run, run), chars
+
+
+def _stable_order(keys: np.ndarray) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")`` for non-negative keys, as 16-bit
+    keys when they fit: numpy sorts those by radix (a wide class's ~100k
+    runs: ~2 ms by merge sort, ~0.3 by radix)."""
+    if len(keys) and 0 <= keys.min() and keys.max() < 1 << 16:
+        keys = keys.astype(np.uint16)
+    return np.argsort(keys, kind="stable")
 
 
 def _chain_mask(tables: _VocabularyTables, key: tuple[int, int, bool], length: int,
