@@ -421,3 +421,39 @@ def test_breadth_first_small_graphs_walk_as_the_vectorised_walk(monkeypatch):
                     expected.append(nxt)
                     queue.append(nxt)
         assert walks[0] == walks[1] == expected
+
+
+@pytest.mark.parametrize("vocab_name", ["qwen2.5", "mistral-sp32k"])
+def test_compiled_exact_walk_is_the_numpy_walk(monkeypatch, vocab_name):
+    """The eager build's exact walk, compiled (_cwalk.walk_table, token by
+    token over the complete table) and in numpy (a byte a level), gives the
+    same end state for every (state, token, position) and the same index for
+    schema-like patterns, whose narrow states the build walks exactly."""
+    cwalk = pytest.importorskip("tokendfa.build._cwalk")
+    from tokendfa.build import narrow
+
+    vocab = cached_vocabulary(vocab_name)
+    pattern = r'\{[ ]?"key"[ ]?:[ ]?"([^"\\\x00-\x1F\x7F-\x9F]|\\["\\/bfnrt]){0,12}"[ ]?\}'
+    dfa = byte_dfa_from_regex(pattern)
+    rng = np.random.default_rng(7)
+    count = 20_000
+    states = rng.integers(0, dfa.num_states, count)
+    tokens = rng.integers(0, vocab.size, count)
+    lengths = vocab.byte_matrix()[1]
+    positions = np.minimum(rng.integers(0, 3, count), lengths[tokens]).astype(np.int64)
+    compiled = narrow.exact_walk(dfa.transitions, vocab, states, tokens, positions)
+    monkeypatch.setattr(narrow, "_cwalk", None)
+    assert np.array_equal(compiled, narrow.exact_walk(dfa.transitions, vocab, states, tokens, positions))
+    assert (compiled != 0).sum() > 100  # some walks live: the comparison is not all zeros
+    for regex in (pattern, r'\{"id":[0-9]{1,5},"tags":\[("[a-z]{1,8}"(,"[a-z]{1,8}"){0,3})?\]\}'):
+        numpy_built = Index.from_regex(regex, vocab, n_jobs=1)
+        monkeypatch.setattr(narrow, "_cwalk", cwalk)
+        assert Index.from_regex(regex, vocab, n_jobs=1).arrays.equals(numpy_built.arrays)
+        monkeypatch.setattr(narrow, "_cwalk", None)
+    table = np.ascontiguousarray(dfa.transitions, dtype=np.int32)
+    spellings, offsets = narrow._spellings(vocab)
+    one = np.zeros(1, dtype=np.int64)
+    with pytest.raises(ValueError, match="outside the tables"):
+        cwalk.walk_table(table, spellings, offsets, one + vocab.size, one, one, np.zeros(1, dtype=np.int32))
+    with pytest.raises(ValueError, match="outside the tables"):
+        cwalk.walk_table(table, spellings, offsets, one, one + dfa.num_states, one, np.zeros(1, dtype=np.int32))

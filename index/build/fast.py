@@ -364,11 +364,9 @@ def _direct_edges(dfa: ByteDFA, vocabulary: Vocabulary) -> RawEdges | None:
     if len(positions) > _DIRECT_TOKENS or len(positions) * len(starts) > _DIRECT_PAIRS:
         return None
     tokens = np.sort(vocabulary.byte_columns().order[positions]).astype(np.int64)
-    matrix, lengths = vocabulary.byte_matrix()
     source = np.repeat(starts, len(tokens))
     group = np.tile(np.arange(len(tokens)), len(starts))
-    target = exact_walk(dfa.transitions, matrix, lengths, source, tokens[group],
-                        np.zeros(len(group), dtype=np.int64))
+    target = exact_walk(dfa.transitions, vocabulary, source, tokens[group], np.zeros(len(group), dtype=np.int64))
     alive = target != DEAD
     return RawEdges(source[alive].astype(np.int32), group[alive].astype(np.int32),
                     target[alive].astype(np.int32), tokens, np.arange(len(tokens), dtype=np.int32))
