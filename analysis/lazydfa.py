@@ -938,28 +938,31 @@ class _LazyNFA:
         """Thompson-construct ``text`` (parsed already: ``tree``) and append it to
         the tables: ``(start, end, callees)``."""
         tree, flags = _parse(text, tree)
-        builder = _CallingThompsonNFA(text, self.max_nfa_states - len(self.eps), self)
+        builder = _CallingThompsonNFA(text, self.max_nfa_states, self)
+        # The builder numbers its states from the end of the tables, past
+        # stand-ins for the states there, so its rows need no renumbering
+        # (adding the base to every target was ~1 us a state, a fifth of
+        # compiling a definition at its first call).
+        base = len(self.eps)
+        builder.eps = [()] * base
+        builder.edges = [()] * base
         start = builder.new_state()
         try:
             end = builder.build(tree, start, flags)
         except RecursionError:
             raise RegexError(f"regex {text[:200]!r} is nested too deeply to compile") from None
-        base = len(self.eps)
-        if base:
-            self.eps.extend(tuple([t + base for t in targets]) for targets in builder.eps)
-            self.edges.extend(tuple([(lo, hi, t + base) for lo, hi, t in state_edges]) for state_edges in builder.edges)
-        else:
-            self.eps.extend(map(tuple, builder.eps))
-            self.edges.extend(map(tuple, builder.edges))
+        added = len(builder.eps) - base
+        self.eps.extend(map(tuple, builder.eps[base:]))
+        self.edges.extend(map(tuple, builder.edges[base:]))
         _untrack_rows(self.eps, base, len(self.eps))
         _untrack_rows(self.edges, base, len(self.edges))
-        self.calls.extend(() for _ in builder.eps)
-        self.ends.extend(bytes(len(builder.eps)))
+        self.calls.extend(() for _ in range(added))
+        self.ends.extend(bytes(added))
         callees = set()
         for q, items in builder.calls.items():
-            self.calls[q + base] = tuple((self.number[p], ret + base) for p, ret in items)
+            self.calls[q] = tuple((self.number[p], ret) for p, ret in items)
             callees.update(self.number[p] for p, _ in items)
-        return start + base, end + base, tuple(sorted(callees))
+        return start, end, tuple(sorted(callees))
 
     def _compile(self, d: int) -> None:
         base = len(self.eps)
