@@ -216,6 +216,14 @@ done:
  * the Python method when the bound is reached or the table must grow. New
  * reference (an int). */
 static PyObject *discover(PyObject *ctx, PyObject *kernel) {
+    /* The build's time limit, checked once a new state: a cell that finds a
+     * known state is a few dictionary lookups, and the Python call a cell
+     * (limits.check) was ~25 us of a cold row's ~90 cells. */
+    PyObject *checked = PyObject_CallNoArgs(ITEM(ctx, C_CHECK));
+    if (checked == NULL) {
+        return NULL;
+    }
+    Py_DECREF(checked);
     PyObject *dfa = ITEM(ctx, C_DFA);
     PyObject *count_object = PyObject_GetAttrString(dfa, "_count");
     if (count_object == NULL) {
@@ -973,11 +981,6 @@ static PyObject *py_step_held(PyObject *module, PyObject *const *args, Py_ssize_
         PyErr_SetString(PyExc_ValueError, "step_held: a byte is 0..255");
         return NULL;
     }
-    PyObject *checked = PyObject_CallNoArgs(ITEM(ctx, C_CHECK));
-    if (checked == NULL) {
-        return NULL;
-    }
-    Py_DECREF(checked);
     PyObject *cut = cut_of(ctx, args[1]);
     if (cut == NULL) {
         return NULL;
@@ -1034,11 +1037,6 @@ static int resolve_bytes(PyObject *ctx, PyObject *state_object, const unsigned c
     if (state == -1 && PyErr_Occurred()) {
         return -1;
     }
-    PyObject *checked = PyObject_CallNoArgs(ITEM(ctx, C_CHECK));
-    if (checked == NULL) {
-        return -1;
-    }
-    Py_DECREF(checked);
     PyObject *cut = cut_of(ctx, state_object);
     if (cut == NULL) {
         return -1;
