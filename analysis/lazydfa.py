@@ -258,8 +258,9 @@ class LazyByteDFA:
     def table(self) -> np.ndarray:
         """The current table: a cell is its successor or ``UNKNOWN`` (-1)
         until it is resolved, and never changes after; rows of materialised
-        states are whole, rows past :attr:`num_states` undefined. Read the flags (:meth:`materialise`) or resolve the
-        cells (:meth:`successors`) before taking the table."""
+        states are whole, rows past :attr:`num_states` undefined. Read the
+        flags (:meth:`materialise`) or resolve the cells (:meth:`successors`)
+        before taking the table."""
         return self._table
 
     @property
