@@ -792,14 +792,26 @@ class LazyByteDFA:
 
 def _reserved_table(rows: int) -> np.ndarray:
     """``int32[rows, 256]`` whose pages the system provides when first written
-    (a private anonymous mapping: no 2 MB pages, which numpy asks for on
-    large arrays and which cost a 2 MB clearing, sometimes a compaction, in
-    the step that first writes one). Its contents are undefined to the
-    caller: each row is written before it is read."""
+    (a private anonymous mapping). Its contents are undefined to the caller:
+    each row is written before it is read. Past the first 4 MB (4,096 rows)
+    the mapping asks for 2 MB pages, as numpy does for arrays that large: a
+    table of tens of thousands of states read at random rows would miss the
+    translation cache on 4 kB pages, and a small automaton keeps its few
+    small pages."""
     size = rows * 256 * np.dtype(STATE_DTYPE).itemsize
-    if hasattr(mmap, "MAP_PRIVATE"):
-        return np.frombuffer(mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE), dtype=STATE_DTYPE).reshape(rows, 256)
-    return np.empty((rows, 256), dtype=STATE_DTYPE)
+    if not hasattr(mmap, "MAP_PRIVATE"):
+        return np.empty((rows, 256), dtype=STATE_DTYPE)
+    mapping = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
+    if size > _SMALL_PAGES_BYTES and hasattr(mmap, "MADV_HUGEPAGE"):
+        try:
+            mapping.madvise(mmap.MADV_HUGEPAGE, _SMALL_PAGES_BYTES, size - _SMALL_PAGES_BYTES)
+        except OSError:  # a kernel without transparent huge pages: 4 kB pages throughout
+            pass
+    return np.frombuffer(mapping, dtype=STATE_DTYPE).reshape(rows, 256)
+
+
+# The first bytes of a reserved table stay on 4 kB pages (see _reserved_table).
+_SMALL_PAGES_BYTES = 4 << 20
 
 
 def _with_gaps(ranges) -> tuple[list[int], list[int], list[tuple[int, ...]], list[tuple[int, int]]]:
