@@ -38,6 +38,16 @@ static int take(PyObject *object, Buffer *buffer, const char *name, Py_ssize_t i
     return 0;
 }
 
+/* Whether a module function got the ``expected`` number of arguments;
+ * -1 with a TypeError naming the function when not. */
+static int arity(Py_ssize_t nargs, Py_ssize_t expected, const char *name) {
+    if (nargs != expected) {
+        PyErr_Format(PyExc_TypeError, "%s takes %zd arguments", name, expected);
+        return -1;
+    }
+    return 0;
+}
+
 static void release(Buffer *buffers, int count) {
     for (int i = 0; i < count; i++) {
         if (buffers[i].held) {
@@ -89,8 +99,7 @@ static int take_table(PyObject *dfa, PyObject **table_object, Buffer *table) {
 
 static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "walk takes 8 arguments");
+    if (arity(nargs, 8, "walk") < 0) {
         return NULL;
     }
     PyObject *dfa = args[0];
@@ -201,8 +210,7 @@ done:
  * token cost ~30 us of numpy). */
 static PyObject *set_bits(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "set_bits takes 2 arguments");
+    if (arity(nargs, 2, "set_bits") < 0) {
         return NULL;
     }
     Buffer buffers[2] = {{0}};
@@ -232,8 +240,7 @@ static PyObject *set_bits(PyObject *module, PyObject *const *args, Py_ssize_t na
  * end states, tens of them distinct (np.sort of them was ~150 us). */
 static PyObject *distinct(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "distinct takes 3 arguments");
+    if (arity(nargs, 3, "distinct") < 0) {
         return NULL;
     }
     Buffer buffers[3] = {{0}};
@@ -283,8 +290,7 @@ static PyObject *distinct(PyObject *module, PyObject *const *args, Py_ssize_t na
  * 32k vocabulary spent 14 of its 35 ms there. */
 static PyObject *walk_table(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "walk_table takes 7 arguments");
+    if (arity(nargs, 7, "walk_table") < 0) {
         return NULL;
     }
     Buffer buffers[7] = {{0}};
@@ -364,8 +370,7 @@ static Py_ssize_t take_spellings(PyObject *const *args, Buffer *buffers) {
  * pass took ~5. */
 static PyObject *last_outside(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "last_outside takes 4 arguments");
+    if (arity(nargs, 4, "last_outside") < 0) {
         return NULL;
     }
     Buffer buffers[4] = {{0}};
@@ -402,8 +407,7 @@ static PyObject *last_outside(PyObject *module, PyObject *const *args, Py_ssize_
  * passes took ~15. */
 static PyObject *leading_runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "leading_runs takes 7 arguments");
+    if (arity(nargs, 7, "leading_runs") < 0) {
         return NULL;
     }
     int wide = PyObject_IsTrue(args[3]);
