@@ -621,6 +621,39 @@ def test_compiled_class_runs_and_last_leaving_are_the_numpy_ones(monkeypatch):
         cwalk.last_outside(np.zeros(1, np.uint8), np.array([0, 2]), np.zeros(256, np.uint8), np.zeros(1, np.int16))
 
 
+@pytest.mark.parametrize("name", ["qwen2.5", "mistral-sp32k"])
+def test_tail_sets_from_tail_bytes_are_the_last_leaving_ones(name):
+    """Whether a token's tail stays in a loop set, read off the per-token
+    tail bytes (two ANDs), is exactly "its last byte outside the set comes
+    before its first character ends", for 60 random sets (with and without
+    every wide character), the empty set and the full ones, on a byte-level
+    BPE and a SentencePiece vocabulary; and the tail set built from it keeps
+    those tokens and only those."""
+    vocab = cached_vocabulary(name)
+    tables = lazy_module._vocabulary_tables(vocab)  # fresh caches
+    everything = (1 << 64) - 1
+    keys = [(0, 0, False), (0, 0, True), (everything, everything, False), (everything, everything, True)]
+    rng = np.random.default_rng(13)
+    for _ in range(60):
+        keys.append(lazy_module._class_key(rng.random(128) < rng.random(), bool(rng.random() < 0.5)))
+    text = tables.first_char > 0
+    for key in keys:
+        inside = lazy_module._inside_tail(tables, key)
+        assert np.array_equal(inside, lazy_module._last_leaving(tables, key) < tables.first_char), key
+        assert not inside[~text].any()
+    # a JSON string's characters: most text tokens, not the ones with a quote after the first character
+    string = np.ones(128, dtype=bool)
+    string[:0x20] = string[ord('"')] = string[ord("\\")] = False
+    key = lazy_module._class_key(string, True)
+    inside = lazy_module._inside_tail(tables, key)
+    quoted = [t for t, data in enumerate(vocab.tokens) if data and b'"' in data[1:] and text[t]]
+    assert quoted and not inside[quoted].any()
+    tail = lazy_module._tail_tokens(tables, key)
+    members = np.flatnonzero(np.unpackbits(tail.mask.view(np.uint8), bitorder="little")[:vocab.size])
+    assert np.array_equal(members, np.flatnonzero(inside))
+    assert np.array_equal(np.sort(tail.rest), np.setdiff1d(tables.by_first_byte, members))
+
+
 def test_lazy_nfa_rows_are_immutable_and_untracked(native):
     """The lazy NFA's per-state rows are tuples; with the compiled core they
     are off the cyclic collector's lists from the start, definitions

@@ -123,6 +123,12 @@ class _VocabularyTables:
     spelling_offsets: np.ndarray  # int64[V + 1]
     # The cached loop rows (see LazyIndex._loop_row), made on use:
     first_byte_masks: np.ndarray  # uint32[256, words]: the tokens starting with each byte
+    # The bytes of each text token after its first character (see _tail_bytes):
+    # which ASCII bytes (bits 0-63 and 64-127, as a loop set's key), and
+    # whether a byte of 128 or more; all 0 for tokens that are not text.
+    tail_low: np.ndarray       # uint64[V]
+    tail_high: np.ndarray      # uint64[V]
+    tail_wide: np.ndarray      # bool[V]
     tail_sets: dict = field(default_factory=dict)   # loop set -> _TailTokens | None
     last_leaving: dict = field(default_factory=dict)  # loop set -> int16[V] (see _last_leaving)
     loop_masks: dict = field(default_factory=dict)  # (first bytes, loop set) -> (uint32 mask, _LoopRest)
@@ -157,9 +163,41 @@ def _vocabulary_tables(vocabulary: Vocabulary) -> _VocabularyTables:
     spellings = np.frombuffer(b"".join(data or b"" for data in vocabulary.tokens), dtype=np.uint8)
     spelling_offsets = np.zeros(vocabulary.size + 1, dtype=np.int64)
     np.cumsum(lengths, out=spelling_offsets[1:])
+    columns = vocabulary.byte_columns()
+    tail_low, tail_high, tail_wide = _tail_bytes(columns, first_char)
     return _VocabularyTables(np.ascontiguousarray(matrix.T), lengths, order.astype(np.int64), offsets.astype(np.int64),
                              single, (vocabulary.size + 31) // 32, first_char,
-                             vocabulary.byte_columns(), spellings, spelling_offsets, first_byte_masks)
+                             columns, spellings, spelling_offsets, first_byte_masks,
+                             tail_low, tail_high, tail_wide)
+
+
+def _tail_bytes(columns, first_char: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(low, high, wide)`` over the tokens: the ASCII bytes each text token
+    holds after its first character, as bits 0-63 and 64-127 (uint64), and
+    whether it holds a byte of 128 or more there; 0 for the tokens that are
+    not text. Whether a token's tail stays inside a loop set is then two
+    ANDs (:func:`_tail_tokens`); finding each token's last byte outside the
+    set took 1.4-2 ms a new loop set on Qwen, compiled (a format's or a
+    pattern's class, 15 of MaskBench's lazy steps over 1 ms)."""
+    size = len(first_char)
+    low = np.zeros(size, dtype=np.uint64)
+    high = np.zeros(size, dtype=np.uint64)
+    wide = np.zeros(size, dtype=bool)
+    one = np.uint64(1)
+    for position, count in enumerate(columns.counts.tolist()):
+        tokens = columns.order[:count]
+        data = columns.data[columns.starts[position]:columns.starts[position] + count]
+        after = (first_char[tokens] > 0) & (first_char[tokens] <= position)
+        tokens, data = tokens[after], data[after].astype(np.uint64)
+        # each token once a position: the fancy-indexed ORs do not collide
+        below = data < 64
+        low[tokens[below]] |= one << data[below]
+        middle = (data >= 64) & (data < 128)
+        high[tokens[middle]] |= one << (data[middle] - np.uint64(64))
+        wide[tokens[data >= 128]] = True
+    for array in (low, high, wide):
+        array.flags.writeable = False
+    return low, high, wide
 
 
 def vocabulary_tables(vocabulary: Vocabulary) -> _VocabularyTables:
@@ -272,9 +310,8 @@ def _tail_tokens(tables: _VocabularyTables, key: tuple[int, int, bool]) -> _Tail
     (None when too few tokens loop to be worth it)."""
     if key in tables.tail_sets:
         return tables.tail_sets[key]
-    # nothing after the first character leaves the loop (text tokens only:
-    # the others have first_char 0 and a last leaving position of their length)
-    inside = _last_leaving(tables, key) < tables.first_char
+    # nothing after the first character leaves the loop (text tokens only)
+    inside = _inside_tail(tables, key)
     found = None
     if np.count_nonzero(inside) >= _LOOP_MIN_TOKENS:
         bits = np.zeros(tables.num_words * 32, dtype=bool)
@@ -285,6 +322,23 @@ def _tail_tokens(tables: _VocabularyTables, key: tuple[int, int, bool]) -> _Tail
         offsets = np.searchsorted(tables.columns[0][rest], np.arange(257))
         found = _TailTokens(mask, rest, offsets.astype(np.int64), _skips(tables, rest, key))
     return _remember(tables.tail_sets, key, found)
+
+
+def _inside_tail(tables: _VocabularyTables, key: tuple[int, int, bool]) -> np.ndarray:
+    """``bool[V]``: the text tokens whose every byte after the first
+    character is in the loop set ``key`` (the same as
+    ``_last_leaving(tables, key) < tables.first_char``)."""
+    low, high, wide = key
+    outside_low, outside_high = np.uint64(~low & _ALL_64), np.uint64(~high & _ALL_64)
+    inside = (tables.tail_low & outside_low) == 0
+    inside &= (tables.tail_high & outside_high) == 0
+    inside &= tables.first_char > 0
+    if not wide:
+        inside &= ~tables.tail_wide
+    return inside
+
+
+_ALL_64 = (1 << 64) - 1
 
 
 def _skips(tables: _VocabularyTables, tokens: np.ndarray, key: tuple[int, int, bool]) -> np.ndarray:
@@ -344,10 +398,10 @@ def _last_leaving(tables: _VocabularyTables, key: tuple[int, int, bool]) -> np.n
     """``int16[V]``: the position of each token's last byte outside the loop
     set (-1 when there is none); the token's length when it is not text. A
     token in a state with this loop set, at a character boundary past that
-    position, stays there to its end. Computed once per vocabulary and loop
-    set: ~4 ms on Qwen column by column in numpy, ~1 ms compiled, token by
-    token (5 to 22 of MaskBench's lazy steps over 1 ms were a new loop set's
-    first row)."""
+    position, stays there to its end (the numpy walk's shortcut,
+    :meth:`LazyIndex._staying`; tail sets use :func:`_inside_tail`).
+    Computed once per vocabulary and loop set: ~4 ms on Qwen column by
+    column in numpy, 1-2 ms compiled, token by token."""
     found = tables.last_leaving.get(key)
     if found is None:
         loops, columns = _loop_bytes(key), tables.byte_columns
