@@ -622,13 +622,14 @@ def test_compiled_class_runs_and_last_leaving_are_the_numpy_ones(monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["qwen2.5", "mistral-sp32k"])
-def test_tail_sets_from_tail_bytes_are_the_last_leaving_ones(name):
+def test_tail_sets_from_tail_bytes_are_the_last_leaving_ones(name, monkeypatch):
     """Whether a token's tail stays in a loop set, read off the per-token
     tail bytes (two ANDs), is exactly "its last byte outside the set comes
     before its first character ends", for 60 random sets (with and without
     every wide character), the empty set and the full ones, on a byte-level
-    BPE and a SentencePiece vocabulary; and the tail set built from it keeps
-    those tokens and only those."""
+    BPE and a SentencePiece vocabulary; the tail set built from it keeps
+    those tokens and only those, and the compiled split (_cwalk.tail_split)
+    makes the numpy one's arrays."""
     vocab = cached_vocabulary(name)
     tables = lazy_module._vocabulary_tables(vocab)  # fresh caches
     everything = (1 << 64) - 1
@@ -652,6 +653,27 @@ def test_tail_sets_from_tail_bytes_are_the_last_leaving_ones(name):
     members = np.flatnonzero(np.unpackbits(tail.mask.view(np.uint8), bitorder="little")[:vocab.size])
     assert np.array_equal(members, np.flatnonzero(inside))
     assert np.array_equal(np.sort(tail.rest), np.setdiff1d(tables.by_first_byte, members))
+    cwalk = pytest.importorskip("tokendfa.build._cwalk")
+    compared = 0
+    for key in keys[:20]:
+        tables.tail_sets.clear()
+        compiled = lazy_module._tail_tokens(tables, key)
+        monkeypatch.setattr(lazy_module, "_cwalk", None)
+        tables.tail_sets.clear()
+        numpy = lazy_module._tail_tokens(tables, key)
+        monkeypatch.setattr(lazy_module, "_cwalk", cwalk)
+        assert (compiled is None) == (numpy is None), key
+        if compiled is not None:
+            compared += 1
+            for field in lazy_module._TailTokens.__dataclass_fields__:
+                assert np.array_equal(getattr(compiled, field), getattr(numpy, field)), (key, field)
+    assert compared >= 3
+    arrays = [tables.tail_low, tables.tail_high, tables.tail_wide.view(np.uint8), tables.first_char,
+              tables.by_first_byte, tables.first_offsets]
+    with pytest.raises(ValueError, match="mismatched"):
+        cwalk.tail_split(*arrays, 0, 0, False, np.zeros(1, np.uint32), np.zeros(1, np.int64), np.zeros(257, np.int64))
+    with pytest.raises(TypeError, match="12 arguments"):
+        cwalk.tail_split(*arrays)
 
 
 def test_lazy_nfa_rows_are_immutable_and_untracked(native):

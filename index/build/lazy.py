@@ -311,16 +311,26 @@ def _tail_tokens(tables: _VocabularyTables, key: tuple[int, int, bool]) -> _Tail
     if key in tables.tail_sets:
         return tables.tail_sets[key]
     # nothing after the first character leaves the loop (text tokens only)
-    inside = _inside_tail(tables, key)
-    found = None
-    if np.count_nonzero(inside) >= _LOOP_MIN_TOKENS:
+    if _cwalk is not None:
+        mask = np.zeros(tables.num_words, dtype=MASK_WORD)
+        rest = np.empty(len(tables.by_first_byte), dtype=np.int64)
+        offsets = np.empty(257, dtype=np.int64)
+        outside = _cwalk.tail_split(tables.tail_low, tables.tail_high, tables.tail_wide.view(np.uint8),
+                                    tables.first_char, tables.by_first_byte, tables.first_offsets,
+                                    key[0], key[1], key[2], mask, rest, offsets)
+        count, rest = len(rest) - outside, rest[:outside]
+    else:
+        inside = _inside_tail(tables, key)
+        count = np.count_nonzero(inside)
         bits = np.zeros(tables.num_words * 32, dtype=bool)
         bits[:len(inside)] = inside
         mask = np.packbits(bits, bitorder="little").view(MASK_WORD)
-        mask.flags.writeable = False
         rest = tables.by_first_byte[~inside[tables.by_first_byte]]
-        offsets = np.searchsorted(tables.columns[0][rest], np.arange(257))
-        found = _TailTokens(mask, rest, offsets.astype(np.int64), _skips(tables, rest, key))
+        offsets = np.searchsorted(tables.columns[0][rest], np.arange(257)).astype(np.int64)
+    found = None
+    if count >= _LOOP_MIN_TOKENS:
+        mask.flags.writeable = False
+        found = _TailTokens(mask, rest, offsets, _skips(tables, rest, key))
     return _remember(tables.tail_sets, key, found)
 
 
