@@ -32,6 +32,7 @@ import contextlib
 import contextvars
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import BuildLimitError, TimeLimitError
@@ -132,8 +133,11 @@ def call_within_deadline(function, *args):
     raise value
 
 
-def check_memory(nbytes: int, what: str) -> None:
-    """Raise :class:`BuildLimitError` if ``nbytes`` for ``what`` pass the memory budget."""
+def check_memory(nbytes: int, what: "str | Callable[[], str]") -> None:
+    """Raise :class:`BuildLimitError` if ``nbytes`` for ``what`` pass the memory
+    budget; ``what`` may be a function that says it, called only then (the
+    NFA construction checks before every fragment: formatting its message
+    each time was ~1.5% of a lazy step that compiles a definition)."""
     budget = _current.get().memory_budget
     if budget is None:
         # The default budget is never below 256 MiB, and reading it asks the
@@ -143,6 +147,8 @@ def check_memory(nbytes: int, what: str) -> None:
             return
         budget = default_memory_budget()
     if nbytes > budget:
+        if callable(what):
+            what = what()
         raise BuildLimitError(
             f"{what} would need {nbytes / (1 << 20):,.0f} MiB, more than the memory budget of "
             f"{budget / (1 << 20):,.0f} MiB (raise memory_budget to build it anyway)",

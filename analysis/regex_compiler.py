@@ -245,12 +245,15 @@ class _ThompsonNFA:
         reached = len(self.eps) + count
         # every fragment reserves its states, so this is where a long construction is bounded
         limits.check()
-        limits.check_memory(reached * NFA_STATE_BYTES, f"the NFA of regex {self.pattern[:100]!r}")
+        limits.check_memory(reached * NFA_STATE_BYTES, self._what)
         if reached > self.max_states:
             raise BuildLimitError(
                 f"regex {self.pattern[:200]!r} needs more than {self.max_states:,} NFA states "
                 f"(at least {reached:,}); large bounded repeats such as {{1000}} are expanded",
                 reached=reached)
+
+    def _what(self) -> str:
+        return f"the NFA of regex {self.pattern[:100]!r}"
 
     def build(self, items, source: int, flags: int) -> int:
         items = getattr(items, "data", items)  # a parser SubPattern's list: indexing it directly is cheaper

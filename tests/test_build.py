@@ -179,6 +179,18 @@ def test_memory_guard_names_the_budget():
                              np.arange(signatures.num_signatures), max_bytes=16)
 
 
+def test_nfa_memory_guard_names_the_regex():
+    """The NFA construction checks the memory budget before each fragment
+    with a message made only when it raises: it still names the regex."""
+    from tokendfa import BuildLimitError
+    from tokendfa.analysis import limits
+    from tokendfa.analysis.regex_compiler import byte_tables_from_regex
+
+    with limits.limits(memory_budget=1 << 16):
+        with pytest.raises(BuildLimitError, match=re.escape("the NFA of regex 'x[0-9]{5000}' would need 3 MiB")):
+            byte_tables_from_regex("x[0-9]{5000}")
+
+
 def test_build_config_is_frozen_and_checked(toy_vocab):
     import dataclasses
 
