@@ -668,6 +668,26 @@ def test_tail_sets_from_tail_bytes_are_the_last_leaving_ones(name, monkeypatch):
             for field in lazy_module._TailTokens.__dataclass_fields__:
                 assert np.array_equal(getattr(compiled, field), getattr(numpy, field)), (key, field)
     assert compared >= 3
+    # the loop masks of the JSON string's set for first-byte sets of every size,
+    # the compiled side (_cwalk.group_bits) against the numpy one, and against
+    # their definition: the tail set's tokens that start with a byte of the set
+    for density in (0.02, 0.3, 0.7, 0.98):
+        first = np.zeros(256, dtype=bool)
+        first[:128] = string & (rng.random(128) < density)
+        first[lazy_module._LEAD_BYTES] = density > 0.5
+        tables.loop_masks.clear()
+        mask, rest = lazy_module._loop_mask(tables, first, key, tail)
+        monkeypatch.setattr(lazy_module, "_cwalk", None)
+        tables.loop_masks.clear()
+        numpy_mask, numpy_rest = lazy_module._loop_mask(tables, first, key, tail)
+        monkeypatch.setattr(lazy_module, "_cwalk", cwalk)
+        assert np.array_equal(mask, numpy_mask) and np.array_equal(rest.tokens, numpy_rest.tokens)
+        starting = first[tables.columns[0][members]] & (tables.lengths[members] > 0)
+        expected = np.flatnonzero(np.unpackbits(mask.view(np.uint8), bitorder="little")[:vocab.size])
+        assert np.array_equal(expected, members[starting]), density
+    with pytest.raises(IndexError, match="group outside"):
+        cwalk.group_bits(np.zeros(tables.num_words, np.uint32), tables.by_first_byte, tables.first_offsets,
+                         np.array([256]))
     arrays = [tables.tail_low, tables.tail_high, tables.tail_wide.view(np.uint8), tables.first_char,
               tables.by_first_byte, tables.first_offsets]
     with pytest.raises(ValueError, match="mismatched"):

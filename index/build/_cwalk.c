@@ -234,6 +234,50 @@ static PyObject *set_bits(PyObject *module, PyObject *const *args, Py_ssize_t na
     Py_RETURN_NONE;
 }
 
+/* group_bits(mask, items, offsets, groups): set_bits for the tokens of
+ * ``groups`` (int64), group g being items[offsets[g]:offsets[g + 1]] (the
+ * tokens by first byte): a loop row's first-byte side without gathering
+ * its tokens into an array first (~2-60k tokens on Qwen). */
+static PyObject *group_bits(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 4, "group_bits") < 0) {
+        return NULL;
+    }
+    Buffer buffers[4] = {{0}};
+    static const char *names[4] = {"mask", "items", "offsets", "groups"};
+    static const Py_ssize_t items_size[4] = {4, 8, 8, 8};
+    PyObject *result = NULL;
+    for (int i = 0; i < 4; i++) {
+        if (take(args[i], &buffers[i], names[i], items_size[i], i == 0) < 0) {
+            goto done;
+        }
+    }
+    uint32_t *mask = buffers[0].view.buf;
+    const int64_t *items = buffers[1].view.buf, *offsets = buffers[2].view.buf, *groups = buffers[3].view.buf;
+    Py_ssize_t words = buffers[0].view.len / 4, count = buffers[1].view.len / 8;
+    Py_ssize_t num_groups = buffers[2].view.len / 8 - 1, asked = buffers[3].view.len / 8;
+    for (Py_ssize_t i = 0; i < asked; i++) {
+        int64_t g = groups[i];
+        if (g < 0 || g >= num_groups || offsets[g] < 0 || offsets[g] > offsets[g + 1] || offsets[g + 1] > count) {
+            PyErr_SetString(PyExc_IndexError, "group_bits: a group outside the offsets");
+            goto done;
+        }
+        for (int64_t at = offsets[g]; at < offsets[g + 1]; at++) {
+            int64_t token = items[at];
+            if (token < 0 || token >= (int64_t)words * 32) {
+                PyErr_SetString(PyExc_IndexError, "group_bits: a token outside the mask");
+                goto done;
+            }
+            mask[token >> 5] |= (uint32_t)1 << (token & 31);
+        }
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    release(buffers, 4);
+    return result;
+}
+
 /* distinct(values, marks, out) -> n: the distinct int32 ``values`` in the
  * order first met, in out[:n] (int64); ``marks`` is a zeroed uint8 array
  * longer than every value, left zeroed. The successors of a cold row: ~9k
@@ -543,6 +587,8 @@ static PyMethodDef methods[] = {
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
      "Walk tokens through a byte automaton's resolved cells (see the module source)."},
     {"set_bits", (PyCFunction)(void (*)(void))set_bits, METH_FASTCALL, "Set the bits of tokens in a uint32 mask."},
+    {"group_bits", (PyCFunction)(void (*)(void))group_bits, METH_FASTCALL,
+     "Set the bits of the tokens of some groups (by offsets) in a uint32 mask."},
     {"distinct", (PyCFunction)(void (*)(void))distinct, METH_FASTCALL, "The distinct int32 values, first met first."},
     {"walk_table", (PyCFunction)(void (*)(void))walk_table, METH_FASTCALL,
      "Walk tokens through a complete byte table: each one's end state (0: dead)."},
