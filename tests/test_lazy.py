@@ -587,6 +587,29 @@ def test_walk_plans_are_bounded_and_rows_are_the_same_without_them(monkeypatch, 
     assert all(len(plan.tokens) <= 3 for plan in plans.values())
 
 
+def test_lazy_tables_come_with_the_json_string_rows_made():
+    """A vocabulary's lazy tables are made with what any schema's strings
+    need (a free string's tail set and loop mask, a counted string's class
+    runs), so no fresh process pays them inside a mask; a lazy index of a
+    string with maxLength on Qwen finds them there and adds no class runs."""
+    vocab = cached_vocabulary("qwen2.5")
+    tables = lazy_module.vocabulary_tables(vocab)
+    string = np.ones(128, dtype=bool)
+    string[:0x20] = string[ord('"')] = string[ord("\\")] = False
+    key = lazy_module._class_key(string, True)
+    assert tables.tail_sets[key] is not None and key in tables.class_runs
+    assert any(loop_key == key for _, loop_key in tables.loop_masks)
+    runs_before = set(tables.class_runs)
+    index = Index.from_schema({"type": "string", "maxLength": 300}, vocab, lazy=True)
+    guide = Guide(index)
+    for token in vocab.encode('"hello world, this is a string"'):
+        guide.get_mask()
+        guide.advance(token)
+    assert guide.is_finished()
+    assert index._chain_links  # the rows inside the string were chain rows
+    assert set(tables.class_runs) == runs_before
+
+
 def test_compiled_class_runs_and_last_leaving_are_the_numpy_ones(monkeypatch):
     """The per-vocabulary tables of a loop set and of a counted class, made
     token by token in C (_cwalk.last_outside, _cwalk.leading_runs), are
