@@ -29,7 +29,7 @@ enum {
     C_STRIDE, C_BOUNDED, C_CHECK, C_PY_CLOSURE, C_PY_CUT_OF, C_PY_SHAPE_CUT, C_PY_LOCAL_CLOSURE,
     C_PY_DISCOVER, C_EPS, C_EDGES, C_CALLS, C_ENDS, C_FINAL, C_MAX_STATES,
     C_PUSHES, C_STACK_PARENT, C_STACK_TOP, C_STACK_DEPTH, C_RESOLVED, C_START_OF, C_ENTER,
-    C_WIDE_ENDS, C_PY_NFA_WIDE_ENDS, C_SIZE
+    C_WIDE_ENDS, C_SIZE
 };
 
 #define ITEM(ctx, i) PyTuple_GET_ITEM((ctx), (i))
@@ -1114,6 +1114,172 @@ static PyObject *py_class_successor(PyObject *module, PyObject *const *args, Py_
     return PyLong_FromLongLong(found == -3 ? DEAD : found);
 }
 
+/* Every UTF-8 sequence of a character of two or more bytes, as byte ranges
+ * (lazydfa.WIDE_SEQUENCES; the module's WIDE_SEQUENCES, which a test holds
+ * to it): {count, {lo, hi} x count}. */
+static const int wide_sequences[8][9] = {
+    {2, 0xC2, 0xDF, 0x80, 0xBF},
+    {3, 0xE0, 0xE0, 0xA0, 0xBF, 0x80, 0xBF},
+    {3, 0xE1, 0xEC, 0x80, 0xBF, 0x80, 0xBF},
+    {3, 0xED, 0xED, 0x80, 0x9F, 0x80, 0xBF},
+    {3, 0xEE, 0xEF, 0x80, 0xBF, 0x80, 0xBF},
+    {4, 0xF0, 0xF0, 0x90, 0xBF, 0x80, 0xBF, 0x80, 0xBF},
+    {4, 0xF1, 0xF3, 0x80, 0xBF, 0x80, 0xBF, 0x80, 0xBF},
+    {4, 0xF4, 0xF4, 0x80, 0x8F, 0x80, 0xBF, 0x80, 0xBF},
+};
+
+/* A small set of NFA states: sorted, distinct. */
+typedef struct {
+    long long *items;
+    Py_ssize_t count, capacity;
+} States;
+
+static int states_add(States *set, long long value) {
+    Py_ssize_t at = 0;
+    while (at < set->count && set->items[at] < value) {
+        at++;
+    }
+    if (at < set->count && set->items[at] == value) {
+        return 0;
+    }
+    if (set->count == set->capacity) {
+        Py_ssize_t capacity = set->capacity ? 2 * set->capacity : 16;
+        long long *grown = PyMem_Realloc(set->items, capacity * sizeof(long long));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        set->items = grown;
+        set->capacity = capacity;
+    }
+    memmove(set->items + at + 1, set->items + at, (set->count - at) * sizeof(long long));
+    set->items[at] = value;
+    set->count++;
+    return 0;
+}
+
+/* LazyByteDFA._nfa_wide_ends, compiled: the NFA states every character of
+ * two or more bytes leads to from NFA state ``q`` by byte edges alone (a
+ * frozenset; empty: every one dies), or None (see the Python method). In
+ * Python ~30 us an NFA state: 5% of Snowplow/sp_0's steps, whose counted
+ * strings have hundreds of NFA states in their kernels. */
+static PyObject *nfa_wide_ends(PyObject *ctx, long long q) {
+    PyObject *eps = ITEM(ctx, C_EPS), *edges = ITEM(ctx, C_EDGES), *calls = ITEM(ctx, C_CALLS);
+    PyObject *ends = ITEM(ctx, C_ENDS);
+    long long final = PyLong_AsLongLong(ITEM(ctx, C_FINAL));
+    if (final == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (!PyList_Check(eps) || !PyList_Check(edges) || !PyList_Check(calls) || !PyByteArray_Check(ends)) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: the NFA's tables are not lists and a bytearray");
+        return NULL;
+    }
+    Py_ssize_t size = PyList_GET_SIZE(edges);
+    if (PyList_GET_SIZE(eps) < size || PyList_GET_SIZE(calls) < size || PyByteArray_GET_SIZE(ends) < size) {
+        PyErr_SetString(PyExc_ValueError, "_lazycore: the NFA's tables differ in length");
+        return NULL;
+    }
+    States found = {0}, current = {0}, following = {0};
+    int have_found = 0, undecided = 0;
+    PyObject *result = NULL;
+    for (int s = 0; s < 8 && !undecided; s++) {
+        current.count = 0;
+        if (states_add(&current, q) < 0) {
+            goto done;
+        }
+        for (int position = 0; position < wide_sequences[s][0] && current.count && !undecided; position++) {
+            long lo = wide_sequences[s][1 + 2 * position], hi = wide_sequences[s][2 + 2 * position];
+            following.count = 0;
+            for (Py_ssize_t i = 0; i < current.count && !undecided; i++) {
+                long long node = current.items[i];
+                if (node < 0 || node >= size) {
+                    PyErr_SetString(PyExc_IndexError, "_lazycore: an NFA state outside the tables");
+                    goto done;
+                }
+                if (position) {
+                    PyObject *own_eps = PyList_GET_ITEM(eps, node), *own_calls = PyList_GET_ITEM(calls, node);
+                    if (!SEQUENCE(own_eps) || !SEQUENCE(own_calls)) {
+                        PyErr_SetString(PyExc_TypeError, "_lazycore: eps[q] and calls[q] must be tuples");
+                        goto done;
+                    }
+                    if (PySequence_Fast_GET_SIZE(own_eps) || PySequence_Fast_GET_SIZE(own_calls)
+                            || PyByteArray_AS_STRING(ends)[node] || node == final) {
+                        undecided = 1;
+                        break;
+                    }
+                }
+                PyObject *own_edges = PyList_GET_ITEM(edges, node);
+                if (!SEQUENCE(own_edges)) {
+                    PyErr_SetString(PyExc_TypeError, "_lazycore: edges[q] is not a tuple");
+                    goto done;
+                }
+                for (Py_ssize_t e = 0; e < PySequence_Fast_GET_SIZE(own_edges); e++) {
+                    PyObject *edge = PySequence_Fast_GET_ITEM(own_edges, e);
+                    if (!PyTuple_Check(edge) || PyTuple_GET_SIZE(edge) != 3) {
+                        PyErr_SetString(PyExc_TypeError, "_lazycore: an edge is not (lo, hi, target)");
+                        goto done;
+                    }
+                    long edge_lo = PyLong_AsLong(PyTuple_GET_ITEM(edge, 0));
+                    long edge_hi = PyLong_AsLong(PyTuple_GET_ITEM(edge, 1));
+                    long long target = PyLong_AsLongLong(PyTuple_GET_ITEM(edge, 2));
+                    if (PyErr_Occurred()) {
+                        goto done;
+                    }
+                    if (edge_hi < lo || edge_lo > hi) {
+                        continue;
+                    }
+                    if (edge_lo > lo || edge_hi < hi) {
+                        undecided = 1;  /* the range's bytes part ways */
+                        break;
+                    }
+                    if (states_add(&following, target) < 0) {
+                        goto done;
+                    }
+                }
+            }
+            States swap = current;
+            current = following;
+            following = swap;
+        }
+        if (undecided) {
+            break;
+        }
+        if (!have_found) {
+            States swap = found;
+            found = current;
+            current = swap;
+            have_found = 1;
+        } else if (found.count != current.count
+                   || (found.count && memcmp(found.items, current.items, found.count * sizeof(long long)))) {
+            undecided = 1;
+        }
+    }
+    if (undecided) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    PyObject *members = PyList_New(found.count);
+    if (members == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < found.count; i++) {
+        PyObject *item = PyLong_FromLongLong(found.items[i]);
+        if (item == NULL) {
+            Py_DECREF(members);
+            goto done;
+        }
+        PyList_SET_ITEM(members, i, item);
+    }
+    result = PyFrozenSet_New(members);
+    Py_DECREF(members);
+done:
+    PyMem_Free(found.items);
+    PyMem_Free(current.items);
+    PyMem_Free(following.items);
+    return result;
+}
+
 /* LazyByteDFA._wide_targets: the configurations every character of two or
  * more bytes leads to from ``state``'s kernel (a sorted tuple), or None. */
 static PyObject *py_wide_targets(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -1149,7 +1315,7 @@ static PyObject *py_wide_targets(PyObject *module, PyObject *const *args, Py_ssi
         }
         PyObject *ends;
         if (cached(known, q_object, &ends) == 0) {
-            ends = PyObject_CallOneArg(ITEM(ctx, C_PY_NFA_WIDE_ENDS), q_object);
+            ends = nfa_wide_ends(ctx, q);
             if (ends != NULL && PyDict_SetItem(known, q_object, ends) < 0) {
                 Py_CLEAR(ends);
             }
@@ -1380,7 +1546,48 @@ static PyObject *py_untrack_rows(PyObject *module, PyObject *const *args, Py_ssi
     Py_RETURN_NONE;
 }
 
+static PyObject *py_nfa_wide_ends(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arguments(nargs, 2, args, "nfa_wide_ends(context, q)") < 0) {
+        return NULL;
+    }
+    long long q = PyLong_AsLongLong(args[1]);
+    if (q == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    return nfa_wide_ends(args[0], q);
+}
+
+/* The sequences of nfa_wide_ends, as lazydfa.WIDE_SEQUENCES spells them. */
+static PyObject *py_wide_sequences(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    PyObject *all = PyTuple_New(8);
+    for (int s = 0; all != NULL && s < 8; s++) {
+        PyObject *sequence = PyTuple_New(wide_sequences[s][0]);
+        if (sequence == NULL) {
+            Py_CLEAR(all);
+            break;
+        }
+        PyTuple_SET_ITEM(all, s, sequence);
+        for (int position = 0; position < wide_sequences[s][0]; position++) {
+            PyObject *range = Py_BuildValue("(ii)", wide_sequences[s][1 + 2 * position],
+                                            wide_sequences[s][2 + 2 * position]);
+            if (range == NULL) {
+                Py_CLEAR(all);
+                break;
+            }
+            PyTuple_SET_ITEM(sequence, position, range);
+        }
+    }
+    return all;
+}
+
 static PyMethodDef methods[] = {
+    {"nfa_wide_ends", (PyCFunction)(void (*)(void))py_nfa_wide_ends, METH_FASTCALL,
+     "LazyByteDFA._nfa_wide_ends, compiled."},
+    {"wide_sequences", (PyCFunction)py_wide_sequences, METH_NOARGS,
+     "The UTF-8 sequences nfa_wide_ends follows (lazydfa.WIDE_SEQUENCES)."},
     {"untrack_rows", (PyCFunction)(void (*)(void))py_untrack_rows, METH_FASTCALL,
      "Untrack the int tuples of rows[start:stop] (the NFA's eps and edges)."},
     {"closure", (PyCFunction)(void (*)(void))py_closure, METH_FASTCALL, "LazyByteDFA._closure, compiled."},

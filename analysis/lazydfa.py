@@ -219,7 +219,7 @@ class LazyByteDFA:
                    self._eps, self._edges, self._calls, self._ends, self._final, self.max_states,
                    self._pushes, self._stack_parent, self._stack_top, self._stack_depth,
                    self._nfa.resolved, self._nfa.start_of, self._nfa.enter,
-                   self._wide_ends, cls._nfa_wide_ends.__get__(this))
+                   self._wide_ends)
         self._core_context = context
         self._closure = partial(core.closure, context)
         self._step = partial(core.step, context)

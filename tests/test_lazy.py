@@ -719,6 +719,66 @@ def test_tail_sets_from_tail_bytes_are_the_last_leaving_ones(name, monkeypatch):
         cwalk.tail_split(*arrays)
 
 
+def test_compiled_wide_ends_are_the_python_ones():
+    """Where every character of two or more bytes goes from an NFA state,
+    compiled (_lazycore.nfa_wide_ends, over its own copy of the UTF-8
+    sequences), is the Python method's answer for every NFA state of
+    patterns whose wide characters loop, part ways, end in a call, or die;
+    None (undecided) and empty (dead) included."""
+    core = lazydfa_module._lazycore
+    if core is None:
+        pytest.skip("the compiled core is not built")
+    assert core.wide_sequences() == lazydfa_module.WIDE_SEQUENCES
+    compiled = regex_from_schema({"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 300}, "tags": {"type": "array", "items": {"type": "string"}},
+        "any": {}}}, any_depth=2, state_budget=None)
+    cases = [(compiled.pattern, compiled.definitions),
+             ("[\u0080-\u07ff]x|[\u0800-\U0010ffff]y", None),  # parts ways after the first byte
+             ("(?:[^a]|\u00e9z)*", None),                           # a range's bytes part ways
+             ("a[\u00e0-\u00ff]+b|c", None), ("abc", None)]
+    kinds = set()
+    for pattern, definitions in cases:
+        dfa = LazyByteDFA(pattern, definitions=definitions)
+        dfa._nfa.compile_everything()
+        for q in range(len(dfa._eps)):
+            theirs = LazyByteDFA._nfa_wide_ends(dfa, q)
+            assert core.nfa_wide_ends(dfa._core_context, q) == theirs, (pattern[:40], q)
+            kinds.add("undecided" if theirs is None else "some" if theirs else "dead")
+    assert kinds == {"undecided", "some", "dead"}
+    # NFA states the regex compiler does not make, appended to the last
+    # automaton's tables (the lists its context holds): every sequence's first
+    # range covered in part only (undecided), or whole but through a state with
+    # an epsilon move, a call, a return or the final state (undecided), or
+    # whole and plain (decided)
+    eps, edges, calls, ends = dfa._eps, dfa._edges, dfa._calls, dfa._ends
+
+    def state(own_edges=(), own_eps=(), own_calls=(), end=0) -> int:
+        eps.append(tuple(own_eps))
+        edges.append(tuple(own_edges))
+        calls.append(tuple(own_calls))
+        ends.append(end)
+        return len(eps) - 1
+
+    def wide_state(partial: bool, **inner) -> int:
+        goal = state()
+        firsts = []
+        for sequence in lazydfa_module.WIDE_SEQUENCES:
+            target = goal
+            for lo, hi in reversed(sequence[1:]):
+                target = state([(lo, hi, target)], **(inner if lo == sequence[1][0] else {}))
+            lo, hi = sequence[0]
+            firsts.append((lo, lo if partial else hi, target))
+        return state(firsts)
+
+    synthetic = [wide_state(False), wide_state(True), wide_state(False, own_eps=[1]),
+                 wide_state(False, own_calls=[(0, 1)]), wide_state(False, end=1)]
+    answers = [core.nfa_wide_ends(dfa._core_context, q) for q in synthetic]
+    assert answers == [LazyByteDFA._nfa_wide_ends(dfa, q) for q in synthetic]
+    assert answers[0] and answers[1:] == [None] * 4
+    with pytest.raises(IndexError, match="outside the tables"):
+        core.nfa_wide_ends(dfa._core_context, len(dfa._eps) + 5)
+
+
 def test_lazy_nfa_rows_are_immutable_and_untracked(native):
     """The lazy NFA's per-state rows are tuples; with the compiled core they
     are off the cyclic collector's lists from the start, definitions
