@@ -875,7 +875,7 @@ static PyObject *cut_of(PyObject *ctx, PyObject *state) {
         key = PyList_GET_ITEM(shape, 0);
         Py_INCREF(key);
     } else {
-        key = PyFrozenSet_New(shape);
+        key = untracked(PyFrozenSet_New(shape));
     }
     if (key == NULL) {
         Py_DECREF(shape);
@@ -1271,7 +1271,7 @@ static PyObject *nfa_wide_ends(PyObject *ctx, long long q) {
         }
         PyList_SET_ITEM(members, i, item);
     }
-    result = PyFrozenSet_New(members);
+    result = untracked(PyFrozenSet_New(members));
     Py_DECREF(members);
 done:
     PyMem_Free(found.items);
@@ -1546,6 +1546,24 @@ static PyObject *py_untrack_rows(PyObject *module, PyObject *const *args, Py_ssi
     Py_RETURN_NONE;
 }
 
+/* untrack_table(rows): the list ``rows`` itself off the cyclic collector's
+ * lists (an NFA's eps, edges or calls: rows of ints that no cycle passes
+ * through). Built at the first mask, such a list is young during the first
+ * steps, and each collection of the younger generations walked all of it:
+ * up to 3.5 ms in one step (a 64k-state NFA), 17 of ~400 MaskBench-like
+ * steps over 1 ms only because of the collector, 9 with the lists off. */
+static PyObject *py_untrack_table(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 1 || !PyList_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "untrack_table(rows: list)");
+        return NULL;
+    }
+    if (PyObject_GC_IsTracked(args[0])) {
+        PyObject_GC_UnTrack(args[0]);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_nfa_wide_ends(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (arguments(nargs, 2, args, "nfa_wide_ends(context, q)") < 0) {
@@ -1584,6 +1602,8 @@ static PyObject *py_wide_sequences(PyObject *module, PyObject *unused) {
 }
 
 static PyMethodDef methods[] = {
+    {"untrack_table", (PyCFunction)(void (*)(void))py_untrack_table, METH_FASTCALL,
+     "Take a list of rows of ints (an NFA's table) off the cyclic collector's lists."},
     {"nfa_wide_ends", (PyCFunction)(void (*)(void))py_nfa_wide_ends, METH_FASTCALL,
      "LazyByteDFA._nfa_wide_ends, compiled."},
     {"wide_sequences", (PyCFunction)py_wide_sequences, METH_NOARGS,

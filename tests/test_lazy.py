@@ -780,11 +780,12 @@ def test_compiled_wide_ends_are_the_python_ones():
 
 
 def test_lazy_nfa_rows_are_immutable_and_untracked(native):
-    """The lazy NFA's per-state rows are tuples; with the compiled core they
-    are off the cyclic collector's lists from the start, definitions
-    compiled on first call included (a maxLength-1024 string's fragment has
-    ~64k states, which every collection of their generation walked as
-    lists). The explored automaton is the eager one either way."""
+    """The lazy NFA's per-state rows are tuples; with the compiled core they,
+    and the lists holding them, are off the cyclic collector's lists from
+    the start, definitions compiled on first call included (a
+    maxLength-1024 string's fragment has ~64k states, which every collection
+    of their generation walked). The explored automaton is the eager one
+    either way."""
     import gc
     compiled = regex_from_schema(PERSON, any_depth=2, state_budget=None)
     collecting = gc.isenabled()
@@ -794,6 +795,7 @@ def test_lazy_nfa_rows_are_immutable_and_untracked(native):
         transitions, finals = dfa.explore()
         nfa = dfa._nfa
         tracked = sum(gc.is_tracked(row) for row in nfa.eps + nfa.edges)
+        tables_tracked = [gc.is_tracked(table) for table in (nfa.eps, nfa.edges, nfa.calls)]
     finally:
         if collecting:
             gc.enable()
@@ -801,7 +803,7 @@ def test_lazy_nfa_rows_are_immutable_and_untracked(native):
     assert nfa.resolved and all(nfa.resolved)  # every definition was compiled on the way
     assert all(type(row) is tuple for row in nfa.eps + nfa.edges)
     if native == "compiled":
-        assert tracked == 0
+        assert tracked == 0 and tables_tracked == [False] * 3
     eager = byte_dfa_from_regex(compiled.pattern, definitions=compiled.definitions)
     assert np.array_equal(lazy.transitions, eager.transitions)
     assert np.array_equal(lazy.finals, eager.finals)
