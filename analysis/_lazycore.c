@@ -34,6 +34,10 @@ enum {
 
 #define ITEM(ctx, i) PyTuple_GET_ITEM((ctx), (i))
 
+/* The automaton's attributes the core reads and writes, interned once
+ * (PyObject_GetAttrString makes a string each call: a few every new state). */
+static PyObject *name_table, *name_count, *name_finals;
+
 /* Kernels, closures, step keys and cuts hold ints (and tuples and lists of
  * ints, never changed after they are made), so they cannot be part of a
  * reference cycle: the cyclic collector need not follow them. A cold row
@@ -76,7 +80,7 @@ static long long stride_of(PyObject *ctx) {
  * ``view``; returns row ``state`` (release the view after), or NULL with an
  * exception. */
 static int32_t *table_row(PyObject *ctx, long long state, Py_buffer *view, int writable) {
-    PyObject *table = PyObject_GetAttrString(ITEM(ctx, C_DFA), "_table");
+    PyObject *table = PyObject_GetAttr(ITEM(ctx, C_DFA), name_table);
     if (table == NULL) {
         return NULL;
     }
@@ -225,7 +229,7 @@ static PyObject *discover(PyObject *ctx, PyObject *kernel) {
     }
     Py_DECREF(checked);
     PyObject *dfa = ITEM(ctx, C_DFA);
-    PyObject *count_object = PyObject_GetAttrString(dfa, "_count");
+    PyObject *count_object = PyObject_GetAttr(dfa, name_count);
     if (count_object == NULL) {
         return NULL;
     }
@@ -235,7 +239,7 @@ static PyObject *discover(PyObject *ctx, PyObject *kernel) {
         Py_DECREF(count_object);
         return NULL;
     }
-    PyObject *finals = PyObject_GetAttrString(dfa, "_finals");
+    PyObject *finals = PyObject_GetAttr(dfa, name_finals);
     if (finals == NULL) {
         Py_DECREF(count_object);
         return NULL;
@@ -272,7 +276,7 @@ static PyObject *discover(PyObject *ctx, PyObject *kernel) {
     if (next != NULL && PyList_Append(ITEM(ctx, C_KERNELS), kernel) == 0) {
         if (PyDict_SetItem(ITEM(ctx, C_IDS), kernel, count_object) == 0) {
             ((uint8_t *)view.buf)[count] = (uint8_t)final;
-            if (PyObject_SetAttrString(dfa, "_count", next) == 0) {
+            if (PyObject_SetAttr(dfa, name_count, next) == 0) {
                 result = count_object;
                 Py_INCREF(result);
             }
@@ -1630,5 +1634,11 @@ static struct PyModuleDef definition = {
 };
 
 PyMODINIT_FUNC PyInit__lazycore(void) {
+    name_table = PyUnicode_InternFromString("_table");
+    name_count = PyUnicode_InternFromString("_count");
+    name_finals = PyUnicode_InternFromString("_finals");
+    if (name_table == NULL || name_count == NULL || name_finals == NULL) {
+        return NULL;
+    }
     return PyModule_Create(&definition);
 }

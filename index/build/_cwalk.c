@@ -19,6 +19,9 @@
 #define UNKNOWN (-1)
 #define DEAD 0
 
+/* The automaton's attributes the walk reads, interned once. */
+static PyObject *name_table, *name_step_held, *name_num_states;
+
 typedef struct {
     Py_buffer view;
     int held;
@@ -76,7 +79,7 @@ static void release(Buffer *buffers, int count) {
  * (~25 ns a token on Qwen, a fifth of a cold row's walk).
  */
 static int take_table(PyObject *dfa, PyObject **table_object, Buffer *table) {
-    PyObject *current = PyObject_GetAttrString(dfa, "table");
+    PyObject *current = PyObject_GetAttr(dfa, name_table);
     if (current == NULL) {
         return -1;
     }
@@ -103,7 +106,7 @@ static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *dfa = args[0];
-    PyObject *step = PyObject_GetAttrString(dfa, "step_held");
+    PyObject *step = PyObject_GetAttr(dfa, name_step_held);
     if (step == NULL) {
         return NULL;
     }
@@ -138,7 +141,7 @@ static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     /* the states discovered so far: the table's rows past them are undefined
      * (its pages are reserved ahead), so a starting state is checked against
      * this, not the table's length; the states a walk reaches are cells' */
-    PyObject *count_object = PyObject_GetAttrString(dfa, "num_states");
+    PyObject *count_object = PyObject_GetAttr(dfa, name_num_states);
     long long discovered = count_object == NULL ? -1 : PyLong_AsLongLong(count_object);
     Py_XDECREF(count_object);
     if (discovered < 0) {
@@ -607,5 +610,11 @@ static struct PyModuleDef definition = {
 };
 
 PyMODINIT_FUNC PyInit__cwalk(void) {
+    name_table = PyUnicode_InternFromString("table");
+    name_step_held = PyUnicode_InternFromString("step_held");
+    name_num_states = PyUnicode_InternFromString("num_states");
+    if (name_table == NULL || name_step_held == NULL || name_num_states == NULL) {
+        return NULL;
+    }
     return PyModule_Create(&definition);
 }
