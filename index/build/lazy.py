@@ -174,9 +174,10 @@ def _tail_bytes(columns, first_char: np.ndarray) -> tuple[np.ndarray, np.ndarray
     holds after its first character, as bits 0-63 and 64-127 (uint64), and
     whether it holds a byte of 128 or more there; 0 for the tokens that are
     not text. Whether a token's tail stays inside a loop set is then two
-    ANDs (:func:`_tail_tokens`); finding each token's last byte outside the
-    set took 1.4-2 ms a new loop set on Qwen, compiled (a format's or a
-    pattern's class, 15 of MaskBench's lazy steps over 1 ms)."""
+    ANDs (:func:`_inside_tail`, ``_cwalk.tail_split``); finding each
+    token's last byte outside the set took 1.4-2 ms a new loop set on Qwen,
+    compiled (a format's or a pattern's class, 15 of MaskBench's lazy steps
+    over 1 ms)."""
     size = len(first_char)
     low = np.zeros(size, dtype=np.uint64)
     high = np.zeros(size, dtype=np.uint64)
@@ -264,6 +265,7 @@ _PLAN_MAX_TOKENS = 32768
 # Bytes that can start a text token (tail sets hold text tokens only).
 _TEXT_FIRST_BYTES = np.r_[0:0x80, 0xC2:0xF5]
 _LEAD_BYTES = np.r_[0xC2:0xF5]
+_ALL_64 = (1 << 64) - 1  # a loop set's half, complemented as a uint64
 
 
 @dataclass(frozen=True, eq=False)
@@ -320,7 +322,8 @@ def _tail_tokens(tables: _VocabularyTables, key: tuple[int, int, bool]) -> _Tail
         outside = _cwalk.tail_split(tables.tail_low, tables.tail_high, tables.tail_wide.view(np.uint8),
                                     tables.first_char, tables.by_first_byte, tables.first_offsets,
                                     key[0], key[1], key[2], mask, rest, offsets)
-        count, rest = len(rest) - outside, rest[:outside]
+        # (a copy: the cache keeps it, and the buffer was sized for every token)
+        count, rest = len(rest) - outside, rest[:outside].copy()
     else:
         inside = _inside_tail(tables, key)
         count = np.count_nonzero(inside)
@@ -349,8 +352,6 @@ def _inside_tail(tables: _VocabularyTables, key: tuple[int, int, bool]) -> np.nd
         inside &= ~tables.tail_wide
     return inside
 
-
-_ALL_64 = (1 << 64) - 1
 
 
 def _skips(tables: _VocabularyTables, tokens: np.ndarray, key: tuple[int, int, bool]) -> np.ndarray:
