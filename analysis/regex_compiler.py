@@ -245,14 +245,14 @@ class _ThompsonNFA:
         reached = len(self.eps) + count
         # every fragment reserves its states, so this is where a long construction is bounded
         limits.check()
-        limits.check_memory(reached * NFA_STATE_BYTES, self._what)
+        limits.check_memory(reached * NFA_STATE_BYTES, self._nfa_description)
         if reached > self.max_states:
             raise BuildLimitError(
                 f"regex {self.pattern[:200]!r} needs more than {self.max_states:,} NFA states "
                 f"(at least {reached:,}); large bounded repeats such as {{1000}} are expanded",
                 reached=reached)
 
-    def _what(self) -> str:
+    def _nfa_description(self) -> str:
         return f"the NFA of regex {self.pattern[:100]!r}"
 
     def build(self, items, source: int, flags: int) -> int:
