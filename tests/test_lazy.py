@@ -610,12 +610,11 @@ def test_lazy_tables_come_with_the_json_string_rows_made():
     assert set(tables.class_runs) == runs_before
 
 
-def test_compiled_class_runs_and_last_leaving_are_the_numpy_ones(monkeypatch):
-    """The per-vocabulary tables of a loop set and of a counted class, made
-    token by token in C (_cwalk.last_outside, _cwalk.leading_runs), are
-    array for array what the numpy passes over the byte columns make, on
-    Qwen's 151k tokens, for ASCII classes and for classes with every wide
-    character."""
+def test_compiled_class_runs_are_the_numpy_ones(monkeypatch):
+    """The per-vocabulary tables of a counted class, made token by token in
+    C (_cwalk.leading_runs), are array for array what the numpy passes over
+    the byte columns make, on Qwen's 151k tokens, for ASCII classes and for
+    classes with every wide character; bad spellings are refused by name."""
     cwalk = pytest.importorskip("tokendfa.build._cwalk")
     vocab = cached_vocabulary("qwen2.5")
     classes = []
@@ -626,22 +625,19 @@ def test_compiled_class_runs_and_last_leaving_are_the_numpy_ones(monkeypatch):
         ascii_bytes[[ord(c) for c in chars]] = True
         classes.append(lazy_module._class_key(ascii_bytes, wide))
 
-    def tables_of(compiled: bool):
+    def runs_of(compiled: bool):
         monkeypatch.setattr(lazy_module, "_cwalk", cwalk if compiled else None)
         tables = lazy_module._vocabulary_tables(vocab)  # fresh caches
-        return ([lazy_module._last_leaving(tables, key) for key in classes],
-                [lazy_module._class_runs(tables, key) for key in classes])
+        return [lazy_module._class_runs(tables, key) for key in classes]
 
-    (c_leaving, c_runs), (np_leaving, np_runs) = tables_of(True), tables_of(False)
-    for ours, theirs in zip(c_leaving, np_leaving):
-        assert np.array_equal(ours, theirs)
-    for ours, theirs in zip(c_runs, np_runs):
+    for ours, theirs in zip(runs_of(True), runs_of(False)):
         for name in lazy_module._ClassRuns.__dataclass_fields__:
             assert np.array_equal(getattr(ours, name), getattr(theirs, name)), name
+    outputs = [np.zeros(1, np.int32) for _ in range(3)]
     with pytest.raises(ValueError, match="256 flags"):
-        cwalk.last_outside(np.zeros(1, np.uint8), np.zeros(2, np.int64), np.zeros(3, np.uint8), np.zeros(1, np.int16))
+        cwalk.leading_runs(np.zeros(1, np.uint8), np.zeros(2, np.int64), np.zeros(3, np.uint8), True, *outputs)
     with pytest.raises(IndexError, match="outside the spellings"):
-        cwalk.last_outside(np.zeros(1, np.uint8), np.array([0, 2]), np.zeros(256, np.uint8), np.zeros(1, np.int16))
+        cwalk.leading_runs(np.zeros(1, np.uint8), np.array([0, 2]), np.zeros(256, np.uint8), True, *outputs)
 
 
 @pytest.mark.parametrize("name", ["qwen2.5", "mistral-sp32k"])

@@ -389,7 +389,7 @@ static PyObject *walk_table(PyObject *module, PyObject *const *args, Py_ssize_t 
 }
 
 /* The spellings, their offsets and a byte set (uint8[256], non-zero: in the
- * set), taken together for last_outside and leading_runs; the vocabulary's
+ * set), taken together for leading_runs; the vocabulary's
  * size, or -1 with an exception. */
 static Py_ssize_t take_spellings(PyObject *const *args, Buffer *buffers) {
     if (take(args[0], &buffers[0], "spellings", 1, 0) < 0 || take(args[1], &buffers[1], "offsets", 8, 0) < 0
@@ -409,40 +409,6 @@ static Py_ssize_t take_spellings(PyObject *const *args, Buffer *buffers) {
         }
     }
     return size;
-}
-
-/* last_outside(spellings, offsets, inside, out): out[t] (int16) the
- * position of token t's last byte not in ``inside``, -1 when there is none.
- * A loop set's tail tokens on Qwen: ~1 ms, where numpy's column by column
- * pass took ~5. */
-static PyObject *last_outside(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    (void)module;
-    if (arity(nargs, 4, "last_outside") < 0) {
-        return NULL;
-    }
-    Buffer buffers[4] = {{0}};
-    Py_ssize_t size = take_spellings(args, buffers);
-    if (size < 0 || take(args[3], &buffers[3], "out", 2, 1) < 0) {
-        release(buffers, 4);
-        return NULL;
-    }
-    if (buffers[3].view.len / 2 != size) {
-        release(buffers, 4);
-        PyErr_SetString(PyExc_ValueError, "last_outside: out is not one item a token");
-        return NULL;
-    }
-    const uint8_t *spellings = buffers[0].view.buf, *inside = buffers[2].view.buf;
-    const int64_t *offsets = buffers[1].view.buf;
-    int16_t *out = buffers[3].view.buf;
-    for (Py_ssize_t t = 0; t < size; t++) {
-        int64_t at = offsets[t + 1] - 1;
-        while (at >= offsets[t] && inside[spellings[at]]) {
-            at--;
-        }
-        out[t] = (int16_t)(at - offsets[t]);  /* -1 when every byte is inside */
-    }
-    release(buffers, 4);
-    Py_RETURN_NONE;
 }
 
 /* leading_runs(spellings, offsets, inside, wide, run, ascii_run, chars):
@@ -595,8 +561,6 @@ static PyMethodDef methods[] = {
     {"distinct", (PyCFunction)(void (*)(void))distinct, METH_FASTCALL, "The distinct int32 values, first met first."},
     {"walk_table", (PyCFunction)(void (*)(void))walk_table, METH_FASTCALL,
      "Walk tokens through a complete byte table: each one's end state (0: dead)."},
-    {"last_outside", (PyCFunction)(void (*)(void))last_outside, METH_FASTCALL,
-     "Each token's last byte position outside a byte set (-1: none)."},
     {"leading_runs", (PyCFunction)(void (*)(void))leading_runs, METH_FASTCALL,
      "Each token's leading run of bytes in a set: bytes, ASCII bytes, characters."},
     {"tail_split", (PyCFunction)(void (*)(void))tail_split, METH_FASTCALL,

@@ -111,7 +111,6 @@ class _VocabularyTables:
     lengths: np.ndarray        # int32[V]: 0 for tokens that are not text
     by_first_byte: np.ndarray  # int64[T]: the spelled tokens, by first byte then id
     first_offsets: np.ndarray  # int64[257]: tokens starting with byte b are by_first_byte[o[b]:o[b+1]]
-    first_sizes: np.ndarray    # int64[256]: how many start with byte b
     single_byte: np.ndarray    # bool[256]: some token is exactly this one byte
     num_words: int             # uint32 words of a mask
     # The loop shortcut (see LazyIndex._raw_row): a token's tail is what follows its first character.
@@ -163,7 +162,6 @@ def _vocabulary_tables(vocabulary: Vocabulary) -> _VocabularyTables:
     columns = vocabulary.byte_columns()
     tail_low, tail_high, tail_wide = _tail_bytes(columns, first_char)
     return _VocabularyTables(np.ascontiguousarray(matrix.T), lengths, order.astype(np.int64), offsets.astype(np.int64),
-                             np.diff(offsets).astype(np.int64),
                              single, (vocabulary.size + 31) // 32, first_char,
                              columns, spellings, spelling_offsets,
                              tail_low, tail_high, tail_wide)
@@ -413,19 +411,16 @@ def _last_leaving(tables: _VocabularyTables, key: tuple[int, int, bool]) -> np.n
     token in a state with this loop set, at a character boundary past that
     position, stays there to its end (the numpy walk's shortcut,
     :meth:`LazyIndex._staying`; tail sets use :func:`_inside_tail`).
-    Computed once per vocabulary and loop set: ~4 ms on Qwen column by
-    column in numpy, 1-2 ms compiled, token by token."""
+    Computed once per vocabulary and loop set, column by column (~4 ms on
+    Qwen); only the numpy walk, without the compiled module, asks for it."""
     found = tables.last_leaving.get(key)
     if found is None:
         loops, columns = _loop_bytes(key), tables.byte_columns
         found = np.full(len(tables.lengths), -1, dtype=np.int16)
-        if _cwalk is not None:
-            _cwalk.last_outside(tables.spellings, tables.spelling_offsets, loops.view(np.uint8), found)
-        else:
-            for position, count in enumerate(columns.counts.tolist()):
-                data = columns.data[columns.starts[position]:columns.starts[position] + count]
-                leaving = ~loops[data]
-                found[columns.order[:count][leaving]] = position  # later positions overwrite
+        for position, count in enumerate(columns.counts.tolist()):
+            data = columns.data[columns.starts[position]:columns.starts[position] + count]
+            leaving = ~loops[data]
+            found[columns.order[:count][leaving]] = position  # later positions overwrite
         text = tables.first_char > 0
         found[~text] = tables.lengths[~text]
         found.flags.writeable = False
@@ -463,7 +458,7 @@ def _loop_mask(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int
         # The bits of the side with fewer tokens, set token by token: a JSON
         # string's ~40 other first bytes start ~2k tokens, where ORing their
         # 40 first-byte masks read 0.8 MB (0.16-0.41 ms a new row kind, cold).
-        sizes = tables.first_sizes
+        sizes = np.diff(tables.first_offsets)
         side = np.zeros(tables.num_words, dtype=MASK_WORD)
         fewer = starting if sizes[starting].sum() <= sizes[others].sum() else others
         if _cwalk is not None:
