@@ -569,13 +569,17 @@ def test_native_off_serves_the_same_masks_in_a_fresh_process():
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
-def test_walk_plans_are_bounded_and_rows_are_the_same_without_them(monkeypatch, native):
-    """A vocabulary keeps at most _PLAN_CACHE_SIZE walk plans and none of
-    more than _PLAN_MAX_TOKENS tokens (a row whose every byte is live would
-    keep megabytes); rows whose plan was dropped or never kept are the
-    eager index's all the same."""
-    monkeypatch.setattr(lazy_module, "_PLAN_CACHE_SIZE", 2)
-    monkeypatch.setattr(lazy_module, "_PLAN_MAX_TOKENS", 3)
+@pytest.mark.parametrize("bound", ["count", "bytes"])
+def test_walk_plans_are_bounded_and_rows_are_the_same_without_them(bound, monkeypatch, native):
+    """A vocabulary keeps at most _PLAN_CACHE_SIZE walk plans, in at most
+    _PLAN_CACHE_BYTES, and none of more than _PLAN_MAX_TOKENS tokens (a row
+    whose every byte is live would keep megabytes); rows whose plan was
+    dropped or never kept are the eager index's all the same."""
+    if bound == "count":
+        monkeypatch.setattr(lazy_module, "_PLAN_CACHE_SIZE", 2)
+        monkeypatch.setattr(lazy_module, "_PLAN_MAX_TOKENS", 3)
+    else:
+        monkeypatch.setattr(lazy_module, "_PLAN_CACHE_BYTES", 400)
     from tokendfa import Vocabulary
     tokens = [bytes([b]) for b in b'abcdxyz"'] + [b"ab", b"abc", b"xy", b"zz", b'"a', b'c"', None]
     vocab = Vocabulary(tokens, eos_token_ids=len(tokens) - 1)
@@ -583,8 +587,12 @@ def test_walk_plans_are_bounded_and_rows_are_the_same_without_them(monkeypatch, 
     lazy = Index.from_regex(pattern, vocab, lazy=True)
     assert lockstep(lazy, Index.from_regex(pattern, vocab)) >= 8
     plans = lazy_module.vocabulary_tables(vocab).walk_plans
-    assert 0 < len(plans) <= 2
-    assert all(len(plan.tokens) <= 3 for plan in plans.values())
+    if bound == "count":
+        assert 0 < len(plans) <= 2
+        assert all(len(plan.tokens) <= 3 for plan in plans.values())
+    else:
+        held = [lazy_module._plan_bytes(plan) for plan in plans.values()]
+        assert 0 < sum(held) <= 400 and len(held) < 8, held
 
 
 def test_lazy_tables_come_with_the_json_string_rows_made():
@@ -844,7 +852,7 @@ def test_compiled_walk_refuses_bad_arrays():
         walk(spellings, offsets, zero.astype(np.int32), initial, zero)
     with pytest.raises(IndexError, match="outside the tables"):
         walk(spellings, offsets, zero + 1, initial, zero)  # token 1 of a vocabulary of one
-    with pytest.raises(IndexError, match="outside the tables"):
+    with pytest.raises(IndexError, match="outside the automaton"):
         walk(spellings, offsets, zero, initial + 1000, zero)  # no such state
     with pytest.raises(IndexError, match="outside the tables"):
         walk(spellings, offsets, zero, initial, zero + 3)  # past the token's end
@@ -853,6 +861,85 @@ def test_compiled_walk_refuses_bad_arrays():
     assert ended == 1 and dfa.is_final(int(ends[0]))
     # "b" alone (from position 1) dies
     assert walk(spellings, offsets, zero, initial, zero + 1)[0] == 0
+
+
+def test_packed_walk_refuses_bad_arrays():
+    cwalk = pytest.importorskip("tokendfa.build._cwalk")
+    dfa = LazyByteDFA("ab")
+    data = np.frombuffer(b"abb", dtype=np.uint8)  # two entries: "ab" and "b"
+    offsets = np.array([0, 2, 3], dtype=np.int64)
+    initial = np.full(2, INITIAL_STATE, dtype=np.int64)
+
+    def walk(data, offsets, states):
+        ended_entries, ended_states = np.zeros(2, dtype=np.int64), np.zeros(2, dtype=np.int64)
+        with dfa.resolving():
+            ended = cwalk.walk_packed(dfa, data, offsets, states, ended_entries, ended_states)
+        return ended_entries[:ended].tolist(), ended_states[:ended]
+
+    with pytest.raises(TypeError, match="6 arguments"):
+        cwalk.walk_packed(dfa, data)
+    with pytest.raises(ValueError, match="mismatched"):
+        walk(data, offsets[:2], initial)
+    with pytest.raises(IndexError, match="outside the data"):
+        walk(data, np.array([0, 2, 4], dtype=np.int64), initial)
+    with pytest.raises(IndexError, match="outside the automaton"):
+        walk(data, offsets, initial + 1000)
+    entries, ends = walk(data, offsets, initial)  # "ab" lives, "b" dies
+    assert entries == [0] and dfa.is_final(int(ends[0]))
+    # pack: the bytes each token has left, one after another, exactly filling data
+    spellings = np.frombuffer(b"abcde", dtype=np.uint8)
+    token_offsets = np.array([0, 2, 5], dtype=np.int64)  # "ab", "cde"
+    packed = np.zeros(2, dtype=np.uint8)
+    cwalk.pack(spellings, token_offsets, np.array([1, 0]), np.array([1, 2]), packed)
+    assert packed.tobytes() == b"de"
+    with pytest.raises(ValueError, match="remaining bytes"):
+        cwalk.pack(spellings, token_offsets, np.array([1, 0]), np.array([1, 2]), np.zeros(3, dtype=np.uint8))
+    with pytest.raises(IndexError, match="outside the tables"):
+        cwalk.pack(spellings, token_offsets, np.array([2]), np.array([0]), np.zeros(0, dtype=np.uint8))
+
+
+def test_packed_plans_walk_as_the_token_ids_do():
+    """The plans a lazy index keeps on Qwen (loop rows' walk plans and a
+    counted string's chain plans) are packed from their second walk on:
+    each token's remaining bytes, in the plan's order; walked packed, from
+    the same states, they end alive in the same states as the tokens walked
+    by id."""
+    cwalk = pytest.importorskip("tokendfa.build._cwalk")
+    vocab = cached_vocabulary("qwen2.5")
+    schema = {"type": "object", "properties": {
+        "id": {"type": "string", "pattern": "^[a-f0-9]{8}-[a-z]+$"},
+        "note": {"type": "string", "maxLength": 40}, "tags": {"type": "array", "items": {"type": "string"}},
+        "n": {"type": "number"}}, "required": ["id", "note", "tags", "n"], "additionalProperties": False}
+    index = Index.from_schema(schema, vocab, lazy=True)
+    guide = Guide(index)
+    for token in vocab.encode(json.dumps({"id": "0a1b2c3d-abc", "note": "Quite a note, \u00e9t\u00e9 2024",
+                                           "tags": ["x", "y z"], "n": -1.5e3}, separators=(",", ":"))):
+        guide.get_mask()
+        guide.advance(token)
+    tables, dfa = index._tables, index._dfa
+    plans = list(tables.walk_plans.values()) + list(tables.chain_plans.values())
+    kinds = {type(plan).__name__ for plan in plans if plan.packing.packed is not None}
+    assert kinds == {"_WalkPlan", "_ChainPlan"}, kinds
+    rng = np.random.default_rng(5)
+    alive = 0
+    for plan in plans:
+        packed_bytes = plan.packing.packed or lazy_module._packed(tables, plan.tokens, plan.positions)
+        data, offsets = packed_bytes.data.tobytes(), packed_bytes.offsets
+        for i, (token, position) in enumerate(zip(plan.tokens.tolist(), plan.positions.tolist())):
+            assert data[offsets[i]:offsets[i + 1]] == vocab.tokens[token][position:]
+        states = rng.integers(1, dfa.num_states, len(plan.tokens)).astype(np.int64)
+        by_id = np.empty((2, len(plan.tokens)), dtype=np.int64)
+        packed = np.empty((2, len(plan.tokens)), dtype=np.int64)
+        with dfa.resolving():
+            ended = cwalk.walk(dfa, tables.spellings, tables.spelling_offsets, plan.tokens, states,
+                               plan.positions, by_id[0], by_id[1])
+            ended_packed = cwalk.walk_packed(dfa, packed_bytes.data, packed_bytes.offsets, states,
+                                             packed[0], packed[1])
+        assert ended == ended_packed
+        alive += ended
+        assert np.array_equal(plan.tokens[packed[0, :ended]], by_id[0, :ended])
+        assert np.array_equal(packed[1, :ended], by_id[1, :ended])
+    assert alive > 100
 
 
 @pytest.mark.slow

@@ -1,13 +1,12 @@
-/* The compiled inner loop of a lazy token row: tokens walked byte by byte
- * through the lazy byte automaton's table (tokendfa.build.lazy).
+/* The compiled inner loops of a lazy token row: tokens walked byte by byte
+ * through the lazy byte automaton's table (tokendfa.build.lazy), and the
+ * bit and group work around them.
  *
  * The numpy walk pays ~40 us a level in calls whatever the number of tokens,
- * and a cold row inside a JSON string walks ~6k tokens over a dozen levels:
- * about half of a cold row that is not spent discovering states. Here each
- * token goes as far as the resolved cells take it, in one pass; the cells it
- * stops at are resolved by the Python caller (LazyByteDFA._resolve_cells,
- * which discovers states and may grow the table), and the stopped tokens are
- * walked on in the next pass.
+ * and a cold row inside a JSON string walks ~6k tokens over a dozen levels.
+ * Here each token goes to its end or its dead byte in one go; a cell not
+ * resolved yet is resolved as the walk meets it (the automaton's
+ * ``step_held``, which discovers states and may grow the table).
  *
  * Plain C over the buffer protocol: no numpy headers at build time. The
  * module is optional; without it the numpy walk serves the same rows.
@@ -15,6 +14,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 #define UNKNOWN (-1)
 #define DEAD 0
@@ -60,12 +60,109 @@ static void release(Buffer *buffers, int count) {
     }
 }
 
+/* The automaton a walk reads: its ``table`` (int32[n, 256], UNKNOWN -1,
+ * DEAD 0) read directly, ``step_held(state, byte)`` called for a cell still
+ * UNKNOWN (discovering states: the table may grow, and is re-taken), and
+ * the number of states discovered when the walk began (the table's rows
+ * past them are undefined: its pages are reserved ahead, so a starting
+ * state is checked against this, not the table's length). */
+typedef struct {
+    PyObject *dfa, *step, *table_object;
+    Buffer table;
+    long long discovered;
+} Automaton;
+
+static int take_table(Automaton *automaton) {
+    PyObject *current = PyObject_GetAttr(automaton->dfa, name_table);
+    if (current == NULL) {
+        return -1;
+    }
+    if (current == automaton->table_object) {
+        Py_DECREF(current);
+        return 0;
+    }
+    release(&automaton->table, 1);
+    Py_XDECREF(automaton->table_object);
+    automaton->table_object = current;
+    if (take(current, &automaton->table, "table", 4, 0) < 0) {
+        return -1;
+    }
+    if (automaton->table.view.len % (256 * 4)) {
+        PyErr_SetString(PyExc_ValueError, "walk: the table's rows are not 256 cells");
+        return -1;
+    }
+    return 0;
+}
+
+static int open_automaton(PyObject *dfa, Automaton *automaton) {
+    automaton->dfa = dfa;
+    automaton->step = PyObject_GetAttr(dfa, name_step_held);
+    if (automaton->step == NULL || take_table(automaton) < 0) {
+        return -1;
+    }
+    PyObject *count_object = PyObject_GetAttr(dfa, name_num_states);
+    automaton->discovered = count_object == NULL ? -1 : PyLong_AsLongLong(count_object);
+    Py_XDECREF(count_object);
+    if (automaton->discovered < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "walk: the automaton has no states");
+        }
+        return -1;
+    }
+    return 0;
+}
+
+static void close_automaton(Automaton *automaton) {
+    release(&automaton->table, 1);
+    Py_XDECREF(automaton->table_object);
+    Py_XDECREF(automaton->step);
+}
+
+/* Walk ``count`` bytes from ``state``: 1 with the end state in ``*end`` when
+ * every byte keeps the automaton alive, 0 when one is dead, -1 on error. */
+static int walk_bytes(Automaton *automaton, int64_t state, const uint8_t *bytes, Py_ssize_t count, int64_t *end) {
+    if (state < 0 || state >= automaton->discovered) {
+        PyErr_SetString(PyExc_IndexError, "walk: a state outside the automaton");
+        return -1;
+    }
+    for (Py_ssize_t at = 0; at < count; at++) {
+        if ((state + 1) * 256 > automaton->table.view.len / 4) {
+            PyErr_SetString(PyExc_IndexError, "walk: a state outside the table");
+            return -1;
+        }
+        const int32_t *table = automaton->table.view.buf;
+        int byte = bytes[at];
+        int64_t next = table[state * 256 + byte];
+        if (next == UNKNOWN) {
+            PyObject *cell[2] = {PyLong_FromLongLong(state), PyLong_FromLong(byte)};
+            PyObject *found = NULL;
+            if (cell[0] != NULL && cell[1] != NULL) {
+                found = PyObject_Vectorcall(automaton->step, cell, 2, NULL);
+            }
+            Py_XDECREF(cell[0]);
+            Py_XDECREF(cell[1]);
+            if (found == NULL) {
+                return -1;
+            }
+            next = PyLong_AsLongLong(found);
+            Py_DECREF(found);
+            if ((next == -1 && PyErr_Occurred()) || take_table(automaton) < 0) {
+                return -1;
+            }
+        }
+        if (next == DEAD) {
+            return 0;
+        }
+        state = next;
+    }
+    *end = state;
+    return 1;
+}
+
 /* walk(dfa, spellings, offsets, tokens, states, positions, ended_tokens, ended_states) -> ended
  *
- * dfa:        the LazyByteDFA, its resolving lock held by the caller: its
- *             ``table`` (int32[n, 256], UNKNOWN -1, DEAD 0) is read directly,
- *             and ``step_held(state, byte)`` resolves a cell still UNKNOWN
- *             (discovering states: the table may grow, and is read anew)
+ * dfa:        the LazyByteDFA, its resolving lock held by the caller (see
+ *             Automaton)
  * spellings:  uint8[total], every token's bytes one after another
  * offsets:    int64[V + 1], token t is spellings[offsets[t]:offsets[t + 1]]
  * tokens:     int64[k], the tokens to walk
@@ -78,48 +175,20 @@ static void release(Buffer *buffers, int count) {
  * down the [L, V] column layout, every byte of a walk was another cache line
  * (~25 ns a token on Qwen, a fifth of a cold row's walk).
  */
-static int take_table(PyObject *dfa, PyObject **table_object, Buffer *table) {
-    PyObject *current = PyObject_GetAttr(dfa, name_table);
-    if (current == NULL) {
-        return -1;
-    }
-    if (current == *table_object) {
-        Py_DECREF(current);
-        return 0;
-    }
-    release(table, 1);
-    Py_XDECREF(*table_object);
-    *table_object = current;
-    if (take(current, table, "table", 4, 0) < 0) {
-        return -1;
-    }
-    if (table->view.len % (256 * 4)) {
-        PyErr_SetString(PyExc_ValueError, "walk: the table's rows are not 256 cells");
-        return -1;
-    }
-    return 0;
-}
-
 static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (arity(nargs, 8, "walk") < 0) {
         return NULL;
     }
-    PyObject *dfa = args[0];
-    PyObject *step = PyObject_GetAttr(dfa, name_step_held);
-    if (step == NULL) {
-        return NULL;
-    }
-    /* buffers[0] is the table, re-taken whenever a step grows it */
-    Buffer buffers[8] = {{0}};
-    static const char *names[8] = {"table", "spellings", "offsets", "tokens", "states", "positions",
+    Automaton automaton = {0};
+    Buffer buffers[8] = {{0}};  /* buffers[0] unused: the table is the automaton's */
+    static const char *names[8] = {"", "spellings", "offsets", "tokens", "states", "positions",
                                    "ended_tokens", "ended_states"};
-    static const Py_ssize_t items[8] = {4, 1, 8, 8, 8, 8, 8, 8};
+    static const Py_ssize_t items[8] = {0, 1, 8, 8, 8, 8, 8, 8};
     static const int writable[8] = {0, 0, 0, 0, 0, 0, 1, 1};
-    PyObject *table_object = NULL;
     PyObject *result = NULL;
     Py_ssize_t ended = 0;
-    if (take_table(dfa, &table_object, &buffers[0]) < 0) {
+    if (open_automaton(args[0], &automaton) < 0) {
         goto done;
     }
     for (int i = 1; i < 8; i++) {
@@ -138,73 +207,140 @@ static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "walk: arrays of mismatched lengths");
         goto done;
     }
-    /* the states discovered so far: the table's rows past them are undefined
-     * (its pages are reserved ahead), so a starting state is checked against
-     * this, not the table's length; the states a walk reaches are cells' */
-    PyObject *count_object = PyObject_GetAttr(dfa, name_num_states);
-    long long discovered = count_object == NULL ? -1 : PyLong_AsLongLong(count_object);
-    Py_XDECREF(count_object);
-    if (discovered < 0) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_ValueError, "walk: the automaton has no states");
-        }
-        goto done;
-    }
     for (Py_ssize_t i = 0; i < count; i++) {
-        int64_t token = tokens[i], state = states[i];
-        if (token < 0 || token >= vocab_size || positions[i] < 0 || state < 0 || state >= discovered) {
-            PyErr_SetString(PyExc_IndexError, "walk: a token or state outside the tables");
+        int64_t token = tokens[i];
+        if (token < 0 || token >= vocab_size || positions[i] < 0) {
+            PyErr_SetString(PyExc_IndexError, "walk: a token outside the tables");
             goto done;
         }
         int64_t at = offsets[token] + positions[i], end = offsets[token + 1];
         if (at > end || end > total) {
-            PyErr_SetString(PyExc_IndexError, "walk: a token or state outside the tables");
+            PyErr_SetString(PyExc_IndexError, "walk: a token outside the tables");
             goto done;
         }
-        for (; at < end; at++) {
-            if (state < 0 || (state + 1) * 256 > buffers[0].view.len / 4) {
-                PyErr_SetString(PyExc_IndexError, "walk: a token or state outside the tables");
-                goto done;
-            }
-            const int32_t *table = buffers[0].view.buf;
-            int byte = spellings[at];
-            int64_t next = table[state * 256 + byte];
-            if (next == UNKNOWN) {
-                PyObject *cell[2] = {PyLong_FromLongLong(state), PyLong_FromLong(byte)};
-                PyObject *found = NULL;
-                if (cell[0] != NULL && cell[1] != NULL) {
-                    found = PyObject_Vectorcall(step, cell, 2, NULL);
-                }
-                Py_XDECREF(cell[0]);
-                Py_XDECREF(cell[1]);
-                if (found == NULL) {
-                    goto done;
-                }
-                next = PyLong_AsLongLong(found);
-                Py_DECREF(found);
-                if (next == -1 && PyErr_Occurred()) {
-                    goto done;
-                }
-                if (take_table(dfa, &table_object, &buffers[0]) < 0) {
-                    goto done;
-                }
-            }
-            if (next == DEAD) {
-                break;
-            }
-            state = next;
+        int alive = walk_bytes(&automaton, states[i], spellings + at, end - at, &ended_states[ended]);
+        if (alive < 0) {
+            goto done;
         }
-        if (at == end) {
-            ended_tokens[ended] = token;
-            ended_states[ended] = state;
-            ended++;
-        }
+        ended_tokens[ended] = token;
+        ended += alive;
     }
     result = PyLong_FromSsize_t(ended);
 done:
     release(buffers, 8);
-    Py_XDECREF(table_object);
-    Py_DECREF(step);
+    close_automaton(&automaton);
+    return result;
+}
+
+/* walk_packed(dfa, data, offsets, states, ended_entries, ended_states) -> ended
+ *
+ * ``walk`` for bytes packed in walking order: entry i walks
+ * data[offsets[i]:offsets[i + 1]] from states[i] (offsets: int64[k + 1],
+ * states: int64[k]); a live one goes to ended_* as (i, end state). Every
+ * read is then sequential: read through the token ids' offsets, a cold
+ * row's ~4.6-37k tokens each cost a cache miss or two (sp_0's 4.6k-token
+ * chain rows: ~190 us cold, ~40 us packed; o65424's 10.8k-token rows: ~550
+ * against ~100 us, a warm cache's time).
+ */
+static PyObject *walk_packed(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 6, "walk_packed") < 0) {
+        return NULL;
+    }
+    Automaton automaton = {0};
+    Buffer buffers[6] = {{0}};  /* buffers[0] unused: the table is the automaton's */
+    static const char *names[6] = {"", "data", "offsets", "states", "ended_entries", "ended_states"};
+    static const Py_ssize_t items[6] = {0, 1, 8, 8, 8, 8};
+    static const int writable[6] = {0, 0, 0, 0, 1, 1};
+    PyObject *result = NULL;
+    Py_ssize_t ended = 0;
+    if (open_automaton(args[0], &automaton) < 0) {
+        goto done;
+    }
+    for (int i = 1; i < 6; i++) {
+        if (take(args[i], &buffers[i], names[i], items[i], writable[i]) < 0) {
+            goto done;
+        }
+    }
+    const uint8_t *data = buffers[1].view.buf;
+    const int64_t *offsets = buffers[2].view.buf, *states = buffers[3].view.buf;
+    int64_t *ended_entries = buffers[4].view.buf, *ended_states = buffers[5].view.buf;
+    Py_ssize_t count = buffers[3].view.len / 8, total = buffers[1].view.len;
+    if (buffers[2].view.len / 8 != count + 1 || buffers[4].view.len / 8 < count || buffers[5].view.len / 8 < count) {
+        PyErr_SetString(PyExc_ValueError, "walk_packed: arrays of mismatched lengths");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t at = offsets[i], end = offsets[i + 1];
+        if (at < 0 || at > end || end > total) {
+            PyErr_SetString(PyExc_IndexError, "walk_packed: an entry outside the data");
+            goto done;
+        }
+        int alive = walk_bytes(&automaton, states[i], data + at, end - at, &ended_states[ended]);
+        if (alive < 0) {
+            goto done;
+        }
+        ended_entries[ended] = i;
+        ended += alive;
+    }
+    result = PyLong_FromSsize_t(ended);
+done:
+    release(buffers, 6);
+    close_automaton(&automaton);
+    return result;
+}
+
+/* pack(spellings, offsets, tokens, positions, data) -> None
+ *
+ * The bytes each of ``tokens`` has left from its position (spellings and
+ * offsets as for ``walk``), one after another into ``data`` (uint8, exactly
+ * their total): what ``walk_packed`` reads.
+ */
+static PyObject *pack(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 5, "pack") < 0) {
+        return NULL;
+    }
+    Buffer buffers[5] = {{0}};
+    static const char *names[5] = {"spellings", "offsets", "tokens", "positions", "data"};
+    static const Py_ssize_t items[5] = {1, 8, 8, 8, 1};
+    static const int writable[5] = {0, 0, 0, 0, 1};
+    PyObject *result = NULL;
+    for (int i = 0; i < 5; i++) {
+        if (take(args[i], &buffers[i], names[i], items[i], writable[i]) < 0) {
+            goto done;
+        }
+    }
+    const uint8_t *spellings = buffers[0].view.buf;
+    const int64_t *offsets = buffers[1].view.buf, *tokens = buffers[2].view.buf, *positions = buffers[3].view.buf;
+    uint8_t *data = buffers[4].view.buf;
+    Py_ssize_t count = buffers[2].view.len / 8, vocab_size = buffers[1].view.len / 8 - 1;
+    Py_ssize_t total = buffers[0].view.len, room = buffers[4].view.len, filled = 0;
+    if (buffers[3].view.len / 8 != count || vocab_size < 0) {
+        PyErr_SetString(PyExc_ValueError, "pack: arrays of mismatched lengths");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t token = tokens[i];
+        if (token < 0 || token >= vocab_size || positions[i] < 0) {
+            PyErr_SetString(PyExc_IndexError, "pack: a token outside the tables");
+            goto done;
+        }
+        int64_t at = offsets[token] + positions[i], end = offsets[token + 1];
+        if (at > end || end > total || filled + (end - at) > room) {
+            PyErr_SetString(PyExc_IndexError, "pack: a token outside the tables, or more bytes than data holds");
+            goto done;
+        }
+        memcpy(data + filled, spellings + at, (size_t)(end - at));
+        filled += end - at;
+    }
+    if (filled != room) {
+        PyErr_SetString(PyExc_ValueError, "pack: data is not the tokens' remaining bytes");
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    release(buffers, 5);
     return result;
 }
 
@@ -555,6 +691,10 @@ done:
 static PyMethodDef methods[] = {
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
      "Walk tokens through a byte automaton's resolved cells (see the module source)."},
+    {"walk_packed", (PyCFunction)(void (*)(void))walk_packed, METH_FASTCALL,
+     "walk for bytes packed in walking order (see the module source)."},
+    {"pack", (PyCFunction)(void (*)(void))pack, METH_FASTCALL,
+     "Pack tokens' remaining bytes one after another, for walk_packed."},
     {"set_bits", (PyCFunction)(void (*)(void))set_bits, METH_FASTCALL, "Set the bits of tokens in a uint32 mask."},
     {"group_bits", (PyCFunction)(void (*)(void))group_bits, METH_FASTCALL,
      "Set the bits of the tokens of some groups (by offsets) in a uint32 mask."},

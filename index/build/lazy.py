@@ -103,6 +103,55 @@ NATIVE_WALK = _cwalk is not None
 LAZY_ANY_DEPTH = 32
 
 
+class _PlanCache:
+    """One vocabulary's walk or chain plans by key, the oldest dropped first
+    past ``_PLAN_CACHE_SIZE`` plans or ``_PLAN_CACHE_BYTES``; none of more
+    than ``_PLAN_MAX_TOKENS`` tokens is kept (a row whose every byte is
+    live would keep ~6 MB on Qwen; such rows are rare and their walk costs
+    more than their plan). A plan is counted at what it will hold packed
+    (:class:`_Packing`). Kept up to 32k tokens, sp_0's 37k-token chain
+    plans were made again at each of their rows: 0.9-1.9 ms, a dozen of
+    its slow steps. Readers take no lock (a dict lookup); two threads may
+    make the same plan, and either copy is right."""
+
+    def __init__(self) -> None:
+        self._plans: dict = {}
+        self._sizes: dict = {}
+        self._held = 0
+
+    def get(self, key):
+        return self._plans.get(key)
+
+    def values(self) -> list:
+        return list(self._plans.values())
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+    def remember(self, key, plan):
+        """Keep ``plan`` under ``key`` if it is small enough; return it."""
+        if len(plan.tokens) > _PLAN_MAX_TOKENS:
+            return plan
+        size = _plan_bytes(plan)
+        if size > _PLAN_CACHE_BYTES:
+            return plan
+        with _CACHE_LOCK:
+            while self._plans and (len(self._plans) >= _PLAN_CACHE_SIZE or self._held + size > _PLAN_CACHE_BYTES):
+                oldest = next(iter(self._plans))
+                del self._plans[oldest]
+                self._held -= self._sizes.pop(oldest)
+            self._plans[key] = plan
+            self._held += size - self._sizes.get(key, 0)
+            self._sizes[key] = size
+        return plan
+
+
+def _plan_bytes(plan: "_WalkPlan | _ChainPlan") -> int:
+    """What a plan holds once packed: its arrays, and 16 bytes a token for
+    its packed bytes and their offsets (Qwen's tokens average 6.6 bytes)."""
+    return sum(value.nbytes for value in vars(plan).values() if isinstance(value, np.ndarray)) + 16 * len(plan.tokens)
+
+
 @dataclass(frozen=True, eq=False)
 class _VocabularyTables:
     """What the lazy walk needs from a vocabulary, computed once per vocabulary."""
@@ -134,8 +183,8 @@ class _VocabularyTables:
     # The cached chain rows (see LazyIndex._chain_row), made on use:
     class_runs: dict = field(default_factory=dict)   # class -> _ClassRuns
     chain_masks: dict = field(default_factory=dict)  # (class, length) -> uint32 mask
-    chain_plans: dict = field(default_factory=dict)  # (class, length, dies, other bytes) -> _ChainPlan
-    walk_plans: dict = field(default_factory=dict)   # (first bytes, loop set, other bytes) -> _WalkPlan
+    chain_plans: _PlanCache = field(default_factory=_PlanCache)  # (class, length, dies, other bytes) -> _ChainPlan
+    walk_plans: _PlanCache = field(default_factory=_PlanCache)   # (first bytes, loop set, other bytes) -> _WalkPlan
 
 
 def _vocabulary_tables(vocabulary: Vocabulary) -> _VocabularyTables:
@@ -259,7 +308,8 @@ _LOOP_CACHE_SIZE = 256
 # has: at most ~64 x 32k x 25 bytes = 51 MB on Qwen. MaskBench's sample
 # builds ~1-40 plans a schema; a JSON string's has 4.6k tokens.
 _PLAN_CACHE_SIZE = 64
-_PLAN_MAX_TOKENS = 32768
+_PLAN_MAX_TOKENS = 65536
+_PLAN_CACHE_BYTES = 64 << 20
 # Bytes that can start a text token (tail sets hold text tokens only).
 _TEXT_FIRST_BYTES = np.r_[0:0x80, 0xC2:0xF5]
 _LEAD_BYTES = np.r_[0xC2:0xF5]
@@ -295,16 +345,6 @@ def _remember(cache: dict, key, value, size: int = _LOOP_CACHE_SIZE):
             cache.pop(next(iter(cache)))
         cache[key] = value
     return value
-
-
-def _remember_plan(cache: dict, key, plan):
-    """:func:`_remember` for a walk or chain plan (~25 bytes a token): at most
-    ``_PLAN_CACHE_SIZE`` of them, and none of more than ``_PLAN_MAX_TOKENS``
-    tokens (a row whose every byte is live would keep ~3.7 MB on Qwen; such
-    rows are rare and their walk costs more than their plan)."""
-    if len(plan.tokens) > _PLAN_MAX_TOKENS:
-        return plan
-    return _remember(cache, key, plan, _PLAN_CACHE_SIZE)
 
 
 def _tail_tokens(tables: _VocabularyTables, key: tuple[int, int, bool]) -> _TailTokens | None:
@@ -588,6 +628,51 @@ def _chain_mask(tables: _VocabularyTables, key: tuple[int, int, bool], length: i
 
 
 @dataclass(frozen=True, eq=False)
+class _PackedBytes:
+    """The bytes a plan's tokens have left to walk, in the plan's order, one
+    token after another: entry i is ``data[offsets[i]:offsets[i + 1]]``.
+    Walking these reads memory in order, where walking by token id met a
+    cache miss or two a token (:func:`tokendfa.build._cwalk.walk_packed`)."""
+
+    data: np.ndarray     # uint8
+    offsets: np.ndarray  # int64, one more than the plan's tokens
+
+
+class _Packing:
+    """A kept plan's :class:`_PackedBytes`, made at its second walk: packing
+    costs about one cold walk (~180 us a plan on o65424, whose 6k steps make
+    82 plans), which a plan walked once (most of a schema's) would never get
+    back. Two threads may both pack; either copy is right."""
+
+    __slots__ = ("walks", "packed")
+
+    def __init__(self) -> None:
+        self.walks = 0
+        self.packed: _PackedBytes | None = None
+
+    def bytes_for(self, tables: _VocabularyTables, tokens: np.ndarray, positions: np.ndarray
+                  ) -> _PackedBytes | None:
+        """The plan's packed bytes from its second walk on, else None."""
+        if self.packed is None:
+            self.walks += 1
+            if self.walks >= 2:
+                self.packed = _packed(tables, tokens, positions)
+        return self.packed
+
+
+def _packed(tables: _VocabularyTables, tokens: np.ndarray, positions: np.ndarray) -> _PackedBytes:
+    """The :class:`_PackedBytes` of a plan's ``tokens`` from ``positions``."""
+    offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
+    np.cumsum(tables.lengths[tokens] - positions, out=offsets[1:])
+    data = np.empty(int(offsets[-1]), dtype=np.uint8)
+    _cwalk.pack(tables.spellings, tables.spelling_offsets, np.ascontiguousarray(tokens, dtype=np.int64),
+                np.ascontiguousarray(positions, dtype=np.int64), data)
+    for array in (data, offsets):
+        array.flags.writeable = False
+    return _PackedBytes(data, offsets)
+
+
+@dataclass(frozen=True, eq=False)
 class _ChainPlan:
     """The tokens a chain row walks (see :meth:`LazyIndex._chain_row`), the
     same at every state along a chain of one class and length: each starts
@@ -601,6 +686,7 @@ class _ChainPlan:
     links: np.ndarray        # int64
     first_bytes: np.ndarray  # int64
     positions: np.ndarray    # int64
+    packing: _Packing = field(default_factory=_Packing)
 
 
 def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _ClassRuns, length: int,
@@ -639,12 +725,11 @@ def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _Cl
     parts.append(longer)
     links.append(np.where(regular, length, -1).astype(np.int64))
     positions.append(np.where(regular, length, 1).astype(np.int64))
-    tokens = np.concatenate(parts)
-    found = _ChainPlan(tokens, np.concatenate(links), tables.columns[0][tokens].astype(np.int64),
-                       np.concatenate(positions))
+    tokens, positions = np.concatenate(parts), np.concatenate(positions)
+    found = _ChainPlan(tokens, np.concatenate(links), tables.columns[0][tokens].astype(np.int64), positions)
     for array in (found.tokens, found.links, found.first_bytes, found.positions):
         array.flags.writeable = False
-    return _remember_plan(tables.chain_plans, plan_key, found)
+    return tables.chain_plans.remember(plan_key, found)
 
 
 @dataclass(frozen=True, eq=False)
@@ -660,6 +745,7 @@ class _WalkPlan:
     first_bytes: np.ndarray  # int64
     positions: np.ndarray    # int64
     skipped: np.ndarray      # bool
+    packing: _Packing = field(default_factory=_Packing)
 
 
 def _walk_plan(tables: _VocabularyTables, live: np.ndarray, loop: tuple | None = None) -> _WalkPlan:
@@ -685,7 +771,7 @@ def _walk_plan(tables: _VocabularyTables, live: np.ndarray, loop: tuple | None =
     found = _WalkPlan(tokens, tables.columns[0][tokens].astype(np.int64), positions, skipped)
     for array in (found.tokens, found.first_bytes, found.positions, found.skipped):
         array.flags.writeable = False
-    return _remember_plan(tables.walk_plans, plan_key, found)
+    return tables.walk_plans.remember(plan_key, found)
 
 
 @dataclass(frozen=True, eq=False)
@@ -1082,11 +1168,13 @@ class LazyIndex(MaskServing):
         if found is not None:
             return found
         first_row = self._dfa.row(state)
-        loop, tokens, states, positions = self._loop_row(state, first_row)
+        loop, plan, states = self._loop_row(state, first_row)
+        tokens, positions = plan.tokens, plan.positions
         found_tokens, found_ends = [], []
         if _cwalk is not None:
             # (a token with nothing left to walk ends where it starts)
-            self._compiled_walk(tokens, states, positions, found_tokens, found_ends)
+            packed = plan.packing.bytes_for(self._tables, tokens, positions)
+            self._compiled_walk(tokens, states, positions, packed, found_tokens, found_ends)
         else:
             ended = self._tables.lengths[tokens] == positions
             found_tokens.append(tokens[ended])
@@ -1152,7 +1240,7 @@ class LazyIndex(MaskServing):
             at, states, left = at[alive] + vocab_size, following[alive], left[alive] - 1
 
     def _compiled_walk(self, tokens: np.ndarray, states: np.ndarray, positions: np.ndarray,
-                       found_tokens: list, found_ends: list) -> None:
+                       packed: _PackedBytes | None, found_tokens: list, found_ends: list) -> None:
         """Walk ``tokens`` from ``states`` at ``positions`` with the compiled
         loop (:mod:`tokendfa.build._cwalk`), appending the live ones and their
         end states to ``found_*``. A cell not resolved yet is resolved as
@@ -1162,18 +1250,23 @@ class LazyIndex(MaskServing):
         a pass, and a token spelling ``"},{"`` needed a pass a byte. No loop
         shortcut: a byte costs a few nanoseconds here (~15 ns a Qwen token
         from a JSON string state), and asking a state for its loop set
-        resolves its whole ASCII row."""
+        resolves its whole ASCII row. With ``packed`` (the plan's bytes in
+        walking order) the walk reads memory in order."""
         tables = self._tables
         ended_tokens = np.empty(len(tokens), dtype=np.int64)
         ended_states = np.empty(len(tokens), dtype=np.int64)
+        states = np.ascontiguousarray(states, dtype=np.int64)
         dfa = self._dfa
         with dfa.resolving():  # once for the row, not once a cell (step_held)
-            ended = _cwalk.walk(dfa, tables.spellings, tables.spelling_offsets,
-                                np.ascontiguousarray(tokens, dtype=np.int64),
-                                np.ascontiguousarray(states, dtype=np.int64),
-                                np.ascontiguousarray(positions, dtype=np.int64), ended_tokens, ended_states)
+            if packed is not None:
+                ended = _cwalk.walk_packed(dfa, packed.data, packed.offsets, states, ended_tokens, ended_states)
+            else:
+                ended = _cwalk.walk(dfa, tables.spellings, tables.spelling_offsets,
+                                    np.ascontiguousarray(tokens, dtype=np.int64), states,
+                                    np.ascontiguousarray(positions, dtype=np.int64), ended_tokens, ended_states)
         if ended:
-            found_tokens.append(ended_tokens[:ended])
+            # walk_packed gives entries of the plan: their tokens
+            found_tokens.append(tokens[ended_tokens[:ended]] if packed is not None else ended_tokens[:ended])
             found_ends.append(ended_states[:ended].astype(STATE_DTYPE))
 
     def _walk_rest(self, tokens: np.ndarray, states: np.ndarray, positions: np.ndarray) -> np.ndarray:
@@ -1219,11 +1312,12 @@ class LazyIndex(MaskServing):
         return np.flatnonzero(stay)
 
     def _loop_row(self, state: int, first_row: np.ndarray
-                  ) -> tuple[_LoopRow | None, np.ndarray, np.ndarray, np.ndarray]:
-        """``(loop, tokens, states, positions)``: the tokens of the row found
-        with no walk (or None); the spelled tokens left to walk, whose first
-        byte is live, each with the state its walk starts in and the
-        position of its next byte there (:class:`_WalkPlan`).
+                  ) -> tuple[_LoopRow | None, _WalkPlan | _ChainPlan, np.ndarray]:
+        """``(loop, plan, states)``: the tokens of the row found with no walk
+        (or None); the plan of the spelled tokens left to walk, whose first
+        byte is live, each with the position of its next byte
+        (:class:`_WalkPlan`, :class:`_ChainPlan`); the state each one's walk
+        starts in.
 
         With ``target`` the state most ASCII bytes lead to from ``state``, a
         token needs no walk when its first character leads there (its first
@@ -1254,15 +1348,15 @@ class LazyIndex(MaskServing):
             tail = _tail_tokens(tables, tail_key)
         if tail is None:
             plan = _walk_plan(tables, live)
-            return None, plan.tokens, first_row[plan.first_bytes], plan.positions
+            return None, plan, first_row[plan.first_bytes]
         mask, rest = _loop_mask(tables, first, tail_key, tail)
         plan = _walk_plan(tables, live, (first, tail_key, rest))
         states = first_row[plan.first_bytes]
         states[plan.skipped] = target
-        return _LoopRow(mask, (target,)), plan.tokens, states, plan.positions
+        return _LoopRow(mask, (target,)), plan, states
 
     def _chain_row(self, state: int, first_row: np.ndarray, first: np.ndarray, target: int, live: np.ndarray
-                   ) -> tuple[_LoopRow, np.ndarray, np.ndarray, np.ndarray]:
+                   ) -> tuple[_LoopRow, _ChainPlan, np.ndarray]:
         """:meth:`_loop_row` where most characters lead to a state that does
         not loop on them: inside a counted class (``[0-9a-f]{40}``, a string
         with ``minLength``), each character of the class leads one state
@@ -1283,7 +1377,7 @@ class LazyIndex(MaskServing):
         plan = _chain_plan(tables, key, runs, length, dies, np.flatnonzero(first), live[~first[live]])
         states = np.where(plan.links >= 0, along[plan.links], first_row[plan.first_bytes])
         mask = _chain_mask(tables, key, length, runs)
-        return _LoopRow(mask, tuple(sorted(set(chain[1:])))), plan.tokens, states, plan.positions
+        return _LoopRow(mask, tuple(sorted(set(chain[1:])))), plan, states
 
     def _chain(self, state: int, target: int, key: tuple[int, int, bool], limit: int) -> tuple[list[int], bool]:
         """``([state, target, ...], dies)``: while every character of the
