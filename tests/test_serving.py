@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import TOY_EOS, TOY_TOKENS, cached_index
-from tokendfa import Guide, InvalidStateError, MaskBufferError, TokenNotAllowedError
+from conftest import TOY_EOS, TOY_TOKENS, cached_index, cached_vocabulary
+from tokendfa import Guide, Index, InvalidStateError, MaskBufferError, TokenNotAllowedError
 
 TOKEN = {data: i for i, data in reversed(list(enumerate(TOY_TOKENS))) if data is not None}
 
@@ -206,6 +206,28 @@ def test_write_mask_into_numpy_and_torch_rows():
     assert np.array_equal(exact.numpy().view(np.uint32), index.get_mask(1))
     with pytest.raises(MaskBufferError, match="row 2 is outside"):
         index.write_mask_into(1, tensor, row=2)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32])
+def test_lazy_write_mask_into_copies_every_bit(dtype):
+    """A lazy index's quick copy (a numpy row exactly as wide as the
+    vocabulary, alone or a row of a batch) writes the mask's words bit for
+    bit, the top bit of a word included; other buffers take the checked
+    copy and get the same words."""
+    vocab = cached_vocabulary("qwen2.5")
+    index = Index.from_regex(r"[^0-9]*", vocab, lazy=True)
+    mask = index.get_mask(index.initial_state)
+    words = len(mask)
+    assert (mask >> 31).any()  # words with their sign bit set, as int32
+    buffers = [(np.full(words, 7, dtype=dtype), None), (np.full((1, words), 7, dtype=dtype), 0),
+               (np.full((3, words), 7, dtype=dtype), 1), (np.full((2, words + 5), 7, dtype=dtype), 1)]
+    for out, row in buffers:
+        index.write_mask_into(index.initial_state, out, row)
+        target = out if row is None else out[row]
+        assert np.array_equal(target[:words].view(np.uint32), mask)
+        assert not target[words:].any()
+        if row is not None:
+            assert (np.delete(out, row, axis=0) == 7).all()
 
 
 def test_write_mask_into_a_tensor_that_changed_its_memory():

@@ -307,6 +307,7 @@ _LOOP_CACHE_SIZE = 256
 # Walk and chain plans kept per vocabulary, and the most tokens a kept plan
 # has: at most ~64 x 32k x 25 bytes = 51 MB on Qwen. MaskBench's sample
 # builds ~1-40 plans a schema; a JSON string's has 4.6k tokens.
+_INT32, _UINT32 = np.dtype(np.int32), np.dtype(np.uint32)  # the mask buffers write_mask_into takes as is
 _PLAN_CACHE_SIZE = 64
 _PLAN_MAX_TOKENS = 65536
 _PLAN_CACHE_BYTES = 64 << 20
@@ -1041,7 +1042,19 @@ class LazyIndex(MaskServing):
     def write_mask_into(self, state: int, out, row: int | None = None) -> None:
         """Copy the bitset of ``state`` into a caller's int32/uint32 buffer
         (numpy or torch, one row or a batch; see :meth:`Index.write_mask_into`)."""
-        self._copy_mask(self.get_mask(state), out, row)
+        mask = self._masks.get(state)
+        if mask is None:
+            mask = self._serve(state)
+        if type(out) is np.ndarray and (out.dtype == _INT32 or out.dtype == _UINT32):
+            target = out if row is None else self._row_of(out, row)
+            if target.shape == mask.shape:
+                # The common call: a numpy row as wide as the vocabulary. One
+                # assignment (uint32 into int32 keeps the bits) where the
+                # general copy's checks and two assignments took ~1.4 us of
+                # a ~4 us warm step.
+                target[...] = mask
+                return
+        self._copy_mask(mask, out, row)
 
     # --- completion -------------------------------------------------------------
 

@@ -17,13 +17,14 @@ from .index import Index
 class Guide:
     """Walks one generation through ``index``, token by token."""
 
-    __slots__ = ("index", "_states", "_ended")
+    __slots__ = ("index", "_states", "_ended", "_eos")
 
     def __init__(self, index: Index, state: int | None = None) -> None:
         self.index = index
         self._states = [index.initial_state if state is None else state]
         # One flag per position: whether an EOS has been accepted there.
         self._ended = [False]
+        self._eos = frozenset(index.eos_token_ids)  # asked at every advance
 
     @property
     def state(self) -> int:
@@ -46,7 +47,7 @@ class Guide:
         if self._ended[-1]:
             (out if row is None else out[row])[...] = 0
             return
-        self.index.write_mask_into(self.state, out, row)
+        self.index.write_mask_into(self._states[-1], out, row)
 
     def forced_tokens(self) -> np.ndarray:
         """Tokens the pattern forces from here (see :meth:`Index.forced_tokens`);
@@ -61,9 +62,9 @@ class Guide:
             raise TokenNotAllowedError(
                 f"token {token_id} after EOS: this generation has already ended",
                 state=self.state, token_id=token_id)
-        state = self.index.advance(self.state, token_id)
+        state = self.index.advance(self._states[-1], token_id)
         self._states.append(state)
-        self._ended.append(token_id in self.index.eos_token_ids)
+        self._ended.append(token_id in self._eos)
         return state
 
     def is_finished(self) -> bool:
@@ -96,6 +97,7 @@ class Guide:
         twin.index = self.index
         twin._states = list(self._states)
         twin._ended = list(self._ended)
+        twin._eos = self._eos
         return twin
 
     @property
