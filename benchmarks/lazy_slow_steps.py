@@ -9,11 +9,17 @@ vocabulary prepared and a trivial schema built first, untimed), ``--rounds``
 times, keeps each step's minimum over the rounds, and counts the steps over
 1 ms. A step's minimum is its cost on a quiet machine; the count is what
 issue #13's "TBM p99 <= 1 ms" target turns on (175 of 17,540 steps at most).
-Compare two versions by running it for each, the older one through
-``PYTHONPATH`` (a directory holding a ``tokendfa`` package of that commit).
+
+``--against DIR`` compares with another version (DIR holds a ``tokendfa``
+package of that commit, compiled modules built): each version runs in its
+own interpreter, and each schema runs under both, seconds apart, in
+alternating order. Two whole runs one after the other differed by up to 80
+slow steps with the machine's load; paired per schema, the totals moved by
+under a dozen from one try to the next.
 
     python benchmarks/lazy_slow_steps.py                    # 3 rounds, 4 per source (~40 s)
     python benchmarks/lazy_slow_steps.py --rounds 5 --out steps.json
+    python benchmarks/lazy_slow_steps.py --against /tmp/old  # this code against /tmp/old/tokendfa (1-4 min)
 
 This is a development aid, not the benchmark of record: MaskBench's tables
 come from ``bench_maskbench.py``, one run with every engine.
@@ -24,6 +30,8 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -67,15 +75,93 @@ def _child(record, vocab, queue) -> None:
     queue.put(_steps(record, vocab))
 
 
+def _run_forked(context, record, vocab) -> np.ndarray:
+    """The record's steps (ns) in a forked child; none if it died or hung."""
+    queue = context.Queue()
+    child = context.Process(target=_child, args=(record, vocab, queue))
+    child.start()
+    try:
+        steps = np.array(queue.get(timeout=120), dtype=float)
+    except Exception:  # noqa: BLE001 - a child that died or hung counts no steps
+        steps = np.zeros(0)
+    child.join(5)
+    if child.is_alive():
+        child.kill()
+    return steps
+
+
+def _serve_requests(vocab_name: str, per_source: int) -> int:
+    """``--worker``: the schema names of the sample on the first line, then
+    one line of step times for each schema name read from stdin."""
+    from tokendfa import Index, Vocabulary
+
+    vocab = Vocabulary.builtin(vocab_name).prepare()
+    Index.from_schema({"type": "boolean"}, vocab, lazy=True)
+    records = {record.name: record for source in source_names() for record in sample(source, per_source or None)}
+    context = multiprocessing.get_context("fork")
+    print(json.dumps(list(records)), flush=True)
+    for line in sys.stdin:
+        print(json.dumps(_run_forked(context, records[line.strip()], vocab).tolist()), flush=True)
+    return 0
+
+
+def _paired(args) -> int:
+    """This code against ``args.against``, schema by schema (see the module docstring)."""
+    against = Path(args.against).resolve()
+    if not (against / "tokendfa" / "__init__.py").is_file():
+        print(f"--against {against}: no tokendfa package there", file=sys.stderr)
+        return 2
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker",
+               "--vocab", args.vocab, "--per-source", str(args.per_source)]
+    paths = {"this": os.environ.get("PYTHONPATH", ""),
+             "against": os.pathsep.join(filter(None, [str(against), os.environ.get("PYTHONPATH", "")]))}
+    workers = {name: subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                      env={**os.environ, "PYTHONPATH": path})
+               for name, path in paths.items()}
+    try:
+        names = [json.loads(worker.stdout.readline()) for worker in workers.values()][0]
+        best: dict[str, dict[str, np.ndarray]] = {name: {} for name in workers}
+        for round_ in range(args.rounds):
+            for i, schema in enumerate(names):
+                order = list(workers) if (i + round_) % 2 == 0 else list(reversed(workers))
+                for name in order:
+                    workers[name].stdin.write(schema + "\n")
+                    workers[name].stdin.flush()
+                    steps = np.array(json.loads(workers[name].stdout.readline()), dtype=float)
+                    known = best[name].get(schema)
+                    best[name][schema] = steps if known is None or len(known) != len(steps) else np.minimum(known, steps)
+    finally:
+        for worker in workers.values():
+            worker.stdin.close()
+            worker.wait(30)
+    for name in workers:
+        pooled = np.concatenate([steps for steps in best[name].values() if len(steps)])
+        cold = pooled[pooled > 3e5].sum() / 1e6
+        print(f"{name:8s} {len(pooled):,} steps, {int((pooled > 1e6).sum())} over 1 ms, "
+              f"p99 {np.percentile(pooled, 99) / 1e3:,.0f} us, steps over 0.3 ms: {cold:,.0f} ms in all")
+    moved = sorted(((int((best["this"][schema] > 1e6).sum()) - int((best["against"][schema] > 1e6).sum()), schema)
+                    for schema in names if len(best["this"][schema]) == len(best["against"][schema])))
+    print("fewest slow steps here: " + ", ".join(f"{schema} {change:+d}" for change, schema in moved[:5]))
+    print("most slow steps here:   " + ", ".join(f"{schema} {change:+d}" for change, schema in moved[-5:][::-1]))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--per-source", type=int, default=4)
     parser.add_argument("--vocab", default="qwen2.5")
     parser.add_argument("--out", help="write each schema's per-step minima (ns) as JSON here")
+    parser.add_argument("--against", metavar="DIR",
+                        help="compare with the tokendfa package in DIR, schema by schema (see above)")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.per_source < 0:
         parser.error("--rounds must be at least 1 and --per-source at least 0 (0: every schema)")
+    if args.worker:
+        return _serve_requests(args.vocab, args.per_source)
+    if args.against:
+        return _paired(args)
     from tokendfa import Index, Vocabulary
 
     vocab = Vocabulary.builtin(args.vocab).prepare()
@@ -85,16 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     best: dict[str, np.ndarray] = {}
     for _ in range(args.rounds):
         for record in records:
-            queue = context.Queue()
-            child = context.Process(target=_child, args=(record, vocab, queue))
-            child.start()
-            try:
-                steps = np.array(queue.get(timeout=120), dtype=float)
-            except Exception:  # noqa: BLE001 - a child that died or hung counts no steps
-                steps = np.zeros(0)
-            child.join(5)
-            if child.is_alive():
-                child.kill()
+            steps = _run_forked(context, record, vocab)
             known = best.get(record.name)
             best[record.name] = steps if known is None or len(known) != len(steps) else np.minimum(known, steps)
     pooled = np.concatenate(list(best.values())) if best else np.zeros(0)
