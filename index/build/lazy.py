@@ -304,10 +304,11 @@ _NO_LINK = -2  # a chain stops: the class's characters part ways
 # key); an entry is a mask of V bits (19 kB on Qwen), a tail set also the ids
 # of the tokens outside it (~6k on Qwen for a JSON string).
 _LOOP_CACHE_SIZE = 256
-# Walk and chain plans kept per vocabulary, and the most tokens a kept plan
-# has: at most ~64 x 32k x 25 bytes = 51 MB on Qwen. MaskBench's sample
-# builds ~1-40 plans a schema; a JSON string's has 4.6k tokens.
 _INT32, _UINT32 = np.dtype(np.int32), np.dtype(np.uint32)  # the mask buffers write_mask_into takes as is
+# Walk plans and chain plans kept per vocabulary (each kind: at most 64 plans
+# in 64 MB, see _PlanCache), and the most tokens a kept plan has. MaskBench's
+# sample builds ~1-80 plans a schema; a JSON string's has 4.6k tokens, a
+# maxLength-1024 string's chain plans up to 37k.
 _PLAN_CACHE_SIZE = 64
 _PLAN_MAX_TOKENS = 65536
 _PLAN_CACHE_BYTES = 64 << 20
@@ -641,7 +642,7 @@ class _PackedBytes:
 
 class _Packing:
     """A kept plan's :class:`_PackedBytes`, made at its second walk: packing
-    costs about one cold walk (~180 us a plan on o65424, whose 6k steps make
+    costs about one cold walk (~200 us a plan on o65424, whose 6k steps make
     82 plans), which a plan walked once (most of a schema's) would never get
     back. Two threads may both pack; either copy is right."""
 
