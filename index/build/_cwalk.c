@@ -238,9 +238,9 @@ done:
  * data[offsets[i]:offsets[i + 1]] from states[i] (offsets: int64[k + 1],
  * states: int64[k]); a live one goes to ended_* as (i, end state). Every
  * read is then sequential: read through the token ids' offsets, a cold
- * row's ~4.6-37k tokens each cost a cache miss or two (sp_0's 4.6k-token
- * chain rows: ~190 us cold, ~40 us packed; o65424's 10.8k-token rows: ~550
- * against ~100 us, a warm cache's time).
+ * row's ~4.6-37k tokens each cost a cache miss or two (with the caches
+ * flushed, sp_0's 4.6k-token chain rows: ~190 us by id, ~40 us packed;
+ * o65424's 10.8k-token rows: ~550 against ~100 us, a warm cache's time).
  */
 static PyObject *walk_packed(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
