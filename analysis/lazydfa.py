@@ -55,6 +55,7 @@ import weakref
 from bisect import bisect_right
 from collections.abc import Mapping
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
@@ -62,8 +63,8 @@ from .dfa import DEAD, INITIAL, STATE_DTYPE
 from . import limits
 from .native import native_module
 from .errors import BuildLimitError, EmptyLanguageError, RegexError
-from .regex_compiler import (DEFAULT_MAX_NFA_STATES, _cut, _parse, _SharedDefinitions,
-                             _ThompsonNFA)
+from .regex_compiler import (DEFAULT_MAX_NFA_STATES, NFA_STATE_BYTES, _cut, _parse,
+                             _SharedDefinitions, _ThompsonNFA)
 from .regex_syntax import normalize_and_parse
 from .utf8 import MAX_CODEPOINT, utf8_range_sequences
 
@@ -902,6 +903,7 @@ class _LazyNFA:
         self.callees: list[tuple[int, ...] | None] = [None] * count
         self.completes: list[bool | None] = [None] * count
         self.resolved = bytearray(count)
+        self.templates: dict[tuple, _FragmentTemplate] = {}
         if max_depth is None:
             self._refuse_recursion()
         body, tree = normalize_and_parse(pattern, int(re.ASCII))
@@ -985,10 +987,67 @@ class _LazyNFA:
 
     def _compile(self, d: int) -> None:
         base = len(self.eps)
-        start, end, callees = self._build(self.texts[d])
+        shape, order = self._shape(self.texts[d])
+        template = self.templates.get(shape) if shape is not None else None
+        if template is not None and base + len(template.eps) <= self.max_nfa_states:
+            start, end, callees = self._stamp_template(template, order)
+        else:
+            start, end, callees = self._build(self.texts[d])
+            if template is None and shape is not None:
+                self.templates[shape] = self._template(base, start, end, order)
         self.start_of[d], self.end_of[d], self.callees[d] = start, end, callees
         self.span[d] = (base, len(self.eps))
         self.ends[end] = 1
+
+    # --- fragments of one shape, built once ------------------------------------
+
+    def _shape(self, text: str) -> tuple[tuple | None, tuple[int, ...]]:
+        """``text`` with each placeholder replaced by the order of its first
+        appearance, and the definitions in that order: two texts of one shape
+        have the same Thompson construction but for the callees' names. None
+        for a text with a range between placeholders, whose meaning depends on
+        their code points."""
+        if _PLACEHOLDER_RANGE.search(text):
+            return None, ()
+        parts = _PLACEHOLDER_SPLIT.split(text)
+        order: dict[int, int] = {}
+        for i in range(1, len(parts), 2):
+            number = self.number.get(parts[i])
+            if number is not None:
+                parts[i] = order.setdefault(number, len(order))
+        return tuple(parts), tuple(order)
+
+    def _template(self, base: int, start: int, end: int, order: tuple[int, ...]) -> "_FragmentTemplate":
+        """What :meth:`_stamp_template` needs to make another fragment of the
+        shape just built at ``base`` (its rows, before any pruning)."""
+        position = {number: i for i, number in enumerate(order)}
+        stop = len(self.eps)
+        calls = tuple((q - base, tuple((position[d], ret - base) for d, ret in self.calls[q]))
+                      for q in range(base, stop) if self.calls[q])
+        return _FragmentTemplate(base, tuple(self.eps[base:stop]), tuple(self.edges[base:stop]),
+                                 calls, start - base, end - base)
+
+    def _stamp_template(self, template: "_FragmentTemplate", order: tuple[int, ...]) -> tuple[int, int, tuple[int, ...]]:
+        """Append a copy of ``template``'s fragment calling the definitions of
+        ``order``: what :meth:`_build` of a text of that shape appends, for a
+        tenth of its time (a JSON Schema's free value nested 32 deep: 32
+        definitions of one 281-character shape, 1.7 ms each to parse and build)."""
+        base = len(self.eps)
+        size = len(template.eps)
+        limits.check()  # what the construction checks before each of its fragments
+        limits.check_memory((base + size) * NFA_STATE_BYTES, "the NFA of a shared definition")
+        offset = base - template.base
+        self.eps.extend([tuple([t + offset for t in row]) if row else () for row in template.eps])
+        self.edges.extend([tuple([(lo, hi, t + offset) for lo, hi, t in row]) if row else ()
+                           for row in template.edges])
+        _untrack_rows(self.eps, base, len(self.eps))
+        _untrack_rows(self.edges, base, len(self.edges))
+        self.calls.extend(() for _ in range(size))
+        self.ends.extend(bytes(size))
+        for q, items in template.calls:
+            self.calls[base + q] = tuple((order[i], ret + base) for i, ret in items)
+        callees = tuple(sorted({order[i] for _, items in template.calls for i, _ in items}))
+        return template.start + base, template.end + base, callees
 
     # --- deciding and pruning, one fragment at a time -------------------------------
 
@@ -1084,6 +1143,24 @@ class _LazyNFA:
         self.need, self.need_byte = need, need_byte
         if not keep[self.start]:
             self.start = -1
+
+
+class _FragmentTemplate(NamedTuple):
+    """A compiled fragment kept as the pattern for others of its shape
+    (:meth:`_LazyNFA._shape`): its rows as built at ``base`` (targets
+    absolute), and its calls, start and end relative to ``base``, the callees
+    as positions in the shape's order."""
+    base: int
+    eps: tuple[tuple[int, ...], ...]
+    edges: tuple[tuple[tuple[int, int, int], ...], ...]
+    calls: tuple[tuple[int, tuple[tuple[int, int], ...]], ...]
+    start: int
+    end: int
+
+
+# Placeholders are lone surrogates, which no other text holds (regex_compiler).
+_PLACEHOLDER_SPLIT = re.compile("([\ud800-\udfff])")
+_PLACEHOLDER_RANGE = re.compile("[\ud800-\udfff]-[\ud800-\udfff]")
 
 
 def _untrack_rows(rows: list, start: int, stop: int) -> None:

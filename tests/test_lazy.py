@@ -184,11 +184,14 @@ def written_out(pattern: str, definitions: dict[str, str]) -> str:
     (a class of plain characters and placeholders becomes an alternation)."""
     import re
 
-    pattern = re.sub(r"\[([^\]\\]*[\ud800-\udfff][^\]\\]*)\]",
-                     lambda m: "(?:" + "|".join(m.group(1)) + ")", pattern)
+    def classes_out(text: str) -> str:
+        return re.sub(r"\[([^\]\\]*[\ud800-\udfff][^\]\\]*)\]",
+                      lambda m: "(?:" + "|".join(m.group(1)) + ")", text)
+
+    pattern = classes_out(pattern)
     while any(p in pattern for p in definitions):
         for placeholder, text in definitions.items():
-            pattern = pattern.replace(placeholder, f"(?:{text})")
+            pattern = pattern.replace(placeholder, f"(?:{classes_out(text)})")
     return pattern
 
 
@@ -235,6 +238,57 @@ def test_definition_nfa_grows_with_the_written_pattern():
     assert dfa.num_nfa_states < 400
     assert accepts(dfa, b"[[[n,n],n]]") and not accepts(dfa, b"[[n,n]")
     assert accepts(dfa, b"[" * 10 + b"n" + b"]" * 10) and not accepts(dfa, b"[" * 11 + b"n" + b"]" * 11)
+
+
+class _EveryFragmentBuilt(lazydfa_module._LazyNFA):
+    """Parses and builds every definition from its own text, never from
+    another of the same shape."""
+
+    def _shape(self, text):
+        return None, ()
+
+
+S, T = "\ud803", "\ud804"
+SAME_SHAPES = [
+    # a JSON Schema's free value, one definition a level: every level one shape
+    ("free values", *(lambda c: (c.pattern, c.definitions))(regex_from_schema(
+        PERSON, any_depth=3, state_budget=None, share_free_levels=True)), None),
+    # two texts of one shape calling their callees in the other order
+    ("callees swapped", f"{P}-{S}|{T}", {P: f"a{Q}b{R}", S: f"a{R}b{Q}", T: f"[{Q}{R}]c[{R}{Q}]",
+                                         Q: "x+", R: "y?"}, None),
+    # recursion under a stack bound: everything compiled up front
+    ("mutual recursion", P, {P: rf"\({Q}?\)", Q: rf"\({P}?\)"}, 4),
+]
+
+
+@pytest.mark.parametrize("name, pattern, definitions, max_depth", SAME_SHAPES,
+                         ids=[case[0] for case in SAME_SHAPES])
+def test_fragments_of_one_shape_are_copied_as_built(name, pattern, definitions, max_depth):
+    # A definition whose text has the shape of one compiled before is a copy of
+    # that fragment with its states and callees renamed: the tables are those
+    # of building it from its text, state for state.
+    copied = lazydfa_module._LazyNFA(pattern, definitions, lazydfa_module.DEFAULT_MAX_NFA_STATES, max_depth)
+    built = _EveryFragmentBuilt(pattern, definitions, lazydfa_module.DEFAULT_MAX_NFA_STATES, max_depth)
+    for nfa in (copied, built):
+        nfa.compile_everything()
+    compiled = sum(start >= 0 for start in copied.start_of)
+    assert compiled > len(copied.templates) >= 1  # some fragments were copies
+    assert not built.templates
+    for table in ("eps", "edges", "calls", "ends", "start_of", "end_of", "callees", "span",
+                  "completes", "need", "need_byte"):
+        assert getattr(copied, table) == getattr(built, table), table
+    if max_depth is None:
+        explored_like_eager(pattern, definitions)
+    dfa = LazyByteDFA(pattern, definitions=definitions, max_depth=max_depth)
+    for text, matches in SAME_SHAPE_TEXTS.get(name, []):
+        assert accepts(dfa, text.encode()) == matches, text
+
+
+SAME_SHAPE_TEXTS = {
+    "callees swapped": [("axby-abx", True), ("axxb-aybxx", True), ("axb-ayb", False), ("ab-abx", False),
+                        ("xcy", True), ("ycx", True), ("c", True), ("xxcyy", False)],
+    "mutual recursion": [("()", True), ("(())", True), ("(()", False), ("()()", False)],
+}
 
 
 def test_deep_free_values_lazily(native):
