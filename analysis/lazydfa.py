@@ -870,6 +870,11 @@ class _LazyNFA:
     many stack levels each state needs to finish, which the automaton
     checks against the depth of each configuration.
 
+    **Shapes.** Texts that differ only in which placeholders they call
+    (a JSON Schema's free value: 32 levels, each calling the one below) are
+    parsed and built once; the others are copies of that fragment with its
+    states and callees renamed (:meth:`_shape`, :meth:`_stamp_template`).
+
     A syntax error in a definition surfaces when the definition is first
     reached, not at construction (generated definitions do not have any).
     """
