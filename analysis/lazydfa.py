@@ -53,6 +53,7 @@ import re
 import threading
 import weakref
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Mapping
 from functools import partial
 from typing import NamedTuple
@@ -909,6 +910,11 @@ class _LazyNFA:
         self.completes: list[bool | None] = [None] * count
         self.resolved = bytearray(count)
         self.templates: dict[tuple, _FragmentTemplate] = {}
+        # Texts of one shape have one length (a placeholder is one character):
+        # a text of a length no other has is built without a shape or a
+        # template (o65424: 22 of its 23 shapes occur once, and their
+        # templates would have kept 10 MB of rows for nothing).
+        self.length_count = Counter(map(len, self.texts))
         if max_depth is None:
             self._refuse_recursion()
         body, tree = normalize_and_parse(pattern, int(re.ASCII))
@@ -992,12 +998,13 @@ class _LazyNFA:
 
     def _compile(self, d: int) -> None:
         base = len(self.eps)
-        shape, order = self._shape(self.texts[d])
+        text = self.texts[d]
+        shape, order = self._shape(text) if self.length_count[len(text)] > 1 else (None, ())
         template = self.templates.get(shape) if shape is not None else None
         if template is not None and base + len(template.eps) <= self.max_nfa_states:
             start, end, callees = self._stamp_template(template, order)
         else:
-            start, end, callees = self._build(self.texts[d])
+            start, end, callees = self._build(text)
             if template is None and shape is not None:
                 self.templates[shape] = self._template(base, start, end, order)
         self.start_of[d], self.end_of[d], self.callees[d] = start, end, callees
@@ -1105,12 +1112,24 @@ class _LazyNFA:
             if not alive[q]:
                 eps[q], edges[q], calls[q] = (), (), ()
                 continue
-            if eps[q]:
-                eps[q] = tuple([t for t in eps[q] if alive[t]])
-            if edges[q]:
-                edges[q] = tuple([e for e in edges[q] if alive[e[2]]])
-            if calls[q]:
-                calls[q] = tuple((d, r) for d, r in calls[q] if completes[d] and alive[r])
+            # A row that loses nothing stays the same tuple: a fragment's
+            # template (:meth:`_template`) holds the rows as built, and new
+            # copies of unchanged rows doubled what kb_484's templates kept.
+            row = eps[q]
+            if row:
+                kept = [t for t in row if alive[t]]
+                if len(kept) != len(row):
+                    eps[q] = tuple(kept)
+            row = edges[q]
+            if row:
+                kept = [e for e in row if alive[e[2]]]
+                if len(kept) != len(row):
+                    edges[q] = tuple(kept)
+            row = calls[q]
+            if row:
+                kept = [(d, r) for d, r in row if completes[d] and alive[r]]
+                if len(kept) != len(row):
+                    calls[q] = tuple(kept)
         _untrack_rows(eps, *span)  # the new tuples
         _untrack_rows(edges, *span)
 
