@@ -376,11 +376,11 @@ def measure_vocabulary(name: str, workloads: list[Workload], args, timed_out: di
         1, calibration.metadata.get("build", {}).get("byte_dfa_states") or calibration.num_states)
     del calibration
 
+    warm_up = None if args.cold_child else CHILD_WARM_UP_PATTERN
     rows = []
     for w in workloads:
         row: dict[str, Any] = {"workload": w.name, "kind": w.kind, "regex_chars": len(w.pattern)}
         common = dict(timeout=args.timeout, runs_if_fast=3, repeat_under=args.repeat_under)
-        warm_up = None if args.cold_child else CHILD_WARM_UP_PATTERN
         def earlier_timeout(engine: str) -> dict | None:
             smaller = timed_out.get((engine, w.name))
             if smaller is not None and smaller <= size:
