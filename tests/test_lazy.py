@@ -277,6 +277,16 @@ def test_fragments_of_one_shape_are_copied_as_built(name, pattern, definitions, 
     for table in ("eps", "edges", "calls", "ends", "start_of", "end_of", "callees", "span",
                   "completes", "need", "need_byte"):
         assert getattr(copied, table) == getattr(built, table), table
+    # templates only for texts whose length another text shares (one shape, one length)
+    shared = {copied._shape(text)[0] for d, text in enumerate(copied.texts)
+              if copied.start_of[d] >= 0 and copied.length_count[len(text)] > 1}
+    assert set(copied.templates) == shared - {None}
+    # a template shares the rows its fragment kept whole through pruning
+    for template in copied.templates.values():
+        for rows, kept in ((template.eps, copied.eps), (template.edges, copied.edges)):
+            for i, row in enumerate(rows):
+                now = kept[template.base + i]
+                assert now is row or now != row
     if max_depth is None:
         explored_like_eager(pattern, definitions)
     dfa = LazyByteDFA(pattern, definitions=definitions, max_depth=max_depth)
