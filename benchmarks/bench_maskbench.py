@@ -359,6 +359,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"--engines: unknown {', '.join(sorted(unknown))}; choose from {', '.join(ENGINES)}")
     if args.per_source < 0 or args.jobs < 1 or args.timeout <= 0 or args.memory <= 0:
         p.error("--per-source must be >= 0, --jobs >= 1, --timeout and --memory > 0")
+    if args.out.suffix == ".json":
+        # the raw results go to the report's name with .json: the same file,
+        # which would overwrite the report after a 13-minute run
+        p.error(f"--out {args.out} is the markdown report; the raw results are written next to it "
+                f"as .json, so give a name ending in .md (e.g. {args.out.with_suffix('.md')})")
     return args
 
 
