@@ -89,7 +89,7 @@ _UNDECIDED = object()
 
 # States a lazy automaton may discover (before minimisation) before it stops
 # with BuildLimitError: 200k rows of 256 int32 are 200 MB, the order of what
-# the eager build allows (DEFAULT_MAX_STATES in tokendfa.build.fast, after
+# the eager build allows (DEFAULT_MAX_STATES in tokendfa.builder.fast, after
 # minimisation).
 DEFAULT_MAX_LAZY_STATES = 200_000
 # Rows of the byte table reserved up front (64 MB of address space; pages

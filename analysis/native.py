@@ -1,7 +1,7 @@
 """Loading the package's optional compiled modules.
 
 Two small C extensions speed up lazy indexes: ``tokendfa.analysis._lazycore``
-(the subset construction's hot path) and ``tokendfa.build._cwalk`` (the walk
+(the subset construction's hot path) and ``tokendfa.builder._cwalk`` (the walk
 of a token row). Both are built at install where a C compiler is present and
 are optional: without them the Python and numpy code they stand in for gives
 the same answers, slower. ``TOKENDFA_NATIVE=0`` in the environment turns both

@@ -147,7 +147,7 @@ def _warm_pool(vocab, n_jobs: int) -> None:
 
     from tokendfa import Index
 
-    Parallel(n_jobs=n_jobs)(delayed(exec)("import tokendfa.build.fast") for _ in range(2 * n_jobs))
+    Parallel(n_jobs=n_jobs)(delayed(exec)("import tokendfa.builder.fast") for _ in range(2 * n_jobs))
     Index.from_regex(WARM_UP_PATTERN, vocab, n_jobs=n_jobs)
 
 

@@ -385,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     vocab.prepare()
     setup_seconds = {"tokendfa": time.perf_counter() - t0}
     # Import the compilers now: every child runs the same, already loaded, code.
-    import tokendfa.build.fast  # noqa: F401
+    import tokendfa.builder.fast  # noqa: F401
 
     unavailable: dict[str, str] = {}
     if TOKENDFA_LAZY in args.engines and not lazy_available(vocab):

@@ -230,7 +230,7 @@ def main(argv=None) -> int:
     vocab.byte_matrix()
     vocab.prepare()
     # import the compilers before forking: every child runs the same code
-    import tokendfa.build.fast  # noqa: F401
+    import tokendfa.builder.fast  # noqa: F401
     import tokendfa.schema.api  # noqa: F401
     import tokendfa.schema.compiler  # noqa: F401
     if "outlines" in args.engines:

@@ -8,7 +8,7 @@ holds and what it may import):
   byte classes, literals, signatures, the regex algebra, the one exception tree
 * :mod:`tokendfa.vocab`         :class:`Vocabulary` and the tokenizer adapters
 * :mod:`tokendfa.schema`        JSON Schema -> regex
-* :mod:`tokendfa.build`         byte DFA + vocabulary -> index arrays
+* :mod:`tokendfa.builder`         byte DFA + vocabulary -> index arrays
 * :mod:`tokendfa.runtime`       :class:`Index`, :class:`Guide`, index files
 * :mod:`tokendfa.cache`         built indexes on disk, shared by every process
 * :mod:`tokendfa.integrations`  generators: transformers

@@ -148,7 +148,7 @@ def test_state_bound_fails_early(toy_vocab):
 def test_progress_line_only_for_slow_builds():
     import io
 
-    from tokendfa.build.progress import Progress
+    from tokendfa.builder.progress import Progress
 
     quick = io.StringIO()
     reporter = Progress(True, delay=60, stream=quick)
@@ -165,7 +165,7 @@ def test_progress_line_only_for_slow_builds():
 
 def test_memory_guard_names_the_budget():
     from tokendfa import BuildLimitError
-    from tokendfa.build.fast import signature_behaviours
+    from tokendfa.builder.fast import signature_behaviours
 
     dfa = byte_dfa_from_regex(r"[a-c]{0,6}")
     from tokendfa.analysis.byteclasses import byte_classes, class_table
@@ -194,7 +194,7 @@ def test_nfa_memory_guard_names_the_regex():
 def test_build_config_is_frozen_and_checked(toy_vocab):
     import dataclasses
 
-    from tokendfa.build import BuildConfig, build_index
+    from tokendfa.builder import BuildConfig, build_index
 
     config = BuildConfig(method="reference", max_states=50)
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -211,15 +211,15 @@ def test_build_config_is_frozen_and_checked(toy_vocab):
 
 
 def test_the_builder_never_imports_the_index():
-    """Builders pass arrays: nothing in tokendfa.build may import
+    """Builders pass arrays: nothing in tokendfa.builder may import
     tokendfa.runtime.index (Index.from_regex imports the builder, not the
     other way round)."""
     import ast
     from pathlib import Path
 
-    import tokendfa.build
+    import tokendfa.builder
 
-    sources = sorted(Path(tokendfa.build.__path__[0]).glob("*.py"))
+    sources = sorted(Path(tokendfa.builder.__path__[0]).glob("*.py"))
     assert {p.name for p in sources} >= {"pipeline.py", "fast.py", "narrow.py", "assemble.py"}
     for source in sources:
         for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
@@ -284,7 +284,7 @@ def test_sparse_and_dense_token_tables_give_the_same_index(monkeypatch, pattern)
     """Small patterns keep their per-token tables sparse (sorted ids) and set
     their masks word by word; forcing either route gives the same arrays,
     narrow states and escaped walks included."""
-    from tokendfa.build import assemble, fast
+    from tokendfa.builder import assemble, fast
 
     vocab = cached_vocabulary("mistral-sp32k")
     monkeypatch.setattr(assemble, "_SMALL_EDGES", 0)  # the array assembly, whose routes these are
@@ -306,7 +306,7 @@ def test_patterns_with_few_tokens_walked_directly_give_the_signature_walk_index(
                                                                                  pattern):
     """A pattern that leaves a few tokens is walked token by token from every
     state; the arrays are the signature walk's (forced below its threshold)."""
-    from tokendfa.build import fast
+    from tokendfa.builder import fast
 
     vocab = cached_vocabulary(vocab_name)
     direct = Index.from_regex(pattern, vocab).arrays
@@ -322,7 +322,7 @@ def _assembled_both_ways(monkeypatch, dfa, raw, vocab):
     """``assemble`` through the list path and through the array path: the
     arrays, or the error's type and message."""
     from tokendfa.analysis.errors import TokenDFAError
-    from tokendfa.build import assemble
+    from tokendfa.builder import assemble
 
     results = []
     for edges in (10**9, 0):
@@ -340,8 +340,8 @@ def _assembled_both_ways(monkeypatch, dfa, raw, vocab):
 def test_small_assembly_gives_the_array_assembly(monkeypatch, case, method):
     """The list-based assembly for few edges and the array one give identical
     arrays (dtypes included) from the same raw edges, or the same error."""
-    from tokendfa.build.fast import signature_edges
-    from tokendfa.build.reference import reference_edges
+    from tokendfa.builder.fast import signature_edges
+    from tokendfa.builder.reference import reference_edges
 
     vocab = cached_vocabulary("toy")
     dfa = byte_dfa_from_regex(case.pattern)
@@ -360,7 +360,7 @@ def test_small_assembly_on_a_real_vocabulary(monkeypatch, pattern):
     """The same on mistral-sp32k, with several final states, EOS bits and
     thousands of grouped tokens; the direct walk's and the signature walk's
     edges both. Held to the reference build where that is quick."""
-    from tokendfa.build import fast
+    from tokendfa.builder import fast
 
     vocab = cached_vocabulary("mistral-sp32k")
     dfa = byte_dfa_from_regex(pattern)
@@ -377,7 +377,7 @@ def test_small_assembly_on_a_real_vocabulary(monkeypatch, pattern):
 
 def test_unique_rows_and_distinct_agree_with_numpy():
     from tokendfa.analysis.graph import distinct
-    from tokendfa.build.assemble import unique_rows
+    from tokendfa.builder.assemble import unique_rows
 
     rng = np.random.default_rng(3)
     for size in (0, 1, 2, 40, 3000):
@@ -441,8 +441,8 @@ def test_compiled_exact_walk_is_the_numpy_walk(monkeypatch, vocab_name):
     token over the complete table) and in numpy (a byte a level), gives the
     same end state for every (state, token, position) and the same index for
     schema-like patterns, whose narrow states the build walks exactly."""
-    cwalk = pytest.importorskip("tokendfa.build._cwalk")
-    from tokendfa.build import narrow
+    cwalk = pytest.importorskip("tokendfa.builder._cwalk")
+    from tokendfa.builder import narrow
 
     vocab = cached_vocabulary(vocab_name)
     pattern = r'\{[ ]?"key"[ ]?:[ ]?"([^"\\\x00-\x1F\x7F-\x9F]|\\["\\/bfnrt]){0,12}"[ ]?\}'

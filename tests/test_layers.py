@@ -58,7 +58,7 @@ GRAPH = {name: _module_level_imports(name, path, _modules()) for name, path in _
 
 
 def test_the_layout_is_read():
-    assert {"tokendfa.analysis.dfa", "tokendfa.build.fast", "tokendfa.runtime.index",
+    assert {"tokendfa.analysis.dfa", "tokendfa.builder.fast", "tokendfa.runtime.index",
             "tokendfa.schema.keywords", "tokendfa.vocab.vocabulary"} <= set(GRAPH)
 
 
@@ -67,7 +67,7 @@ def test_the_layout_is_read():
     ("tokendfa.runtime", ("tokendfa.runtime", "tokendfa.analysis.errors", "tokendfa.analysis.limits")),
     ("tokendfa.vocab", ("tokendfa.vocab", "tokendfa.analysis")),
     ("tokendfa.schema", ("tokendfa.schema", "tokendfa.analysis")),
-    ("tokendfa.build", ("tokendfa.build", "tokendfa.analysis", "tokendfa.vocab",
+    ("tokendfa.builder", ("tokendfa.builder", "tokendfa.analysis", "tokendfa.vocab",
                         "tokendfa.runtime.arrays", "tokendfa.runtime.serving")),
 ])
 def test_each_layer_imports_only_what_its_docstring_allows(layer, allowed):

@@ -791,7 +791,7 @@ def test_an_automaton_over_the_state_budget_is_compiled_shallower(monkeypatch, t
     from tokendfa.analysis.regex_compiler import byte_tables_from_regex
     from tokendfa import Index
     from tokendfa.schema import depth as schema_module
-    from tokendfa.build import build_index
+    from tokendfa.builder import build_index
 
     monkeypatch.setattr(schema_module, "STATE_CHECK_CHARS", 0)  # check even this small schema
     def unminimised_states(result):

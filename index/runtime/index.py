@@ -95,7 +95,7 @@ class Index(MaskServing):
         terminal). ``pattern`` may also be the result of
         :func:`tokendfa.schema.api.regex_from_schema`, whose shared pieces are then
         compiled once each. ``lazy=True`` returns a
-        :class:`~tokendfa.build.lazy.LazyIndex` instead: the same answers,
+        :class:`~tokendfa.builder.lazy.LazyIndex` instead: the same answers,
         computed state by state as they are asked for (first mask in
         milliseconds); its ``complete()`` is this index.
 
@@ -108,11 +108,11 @@ class Index(MaskServing):
         nothing. For a lazy index they bound ``complete()`` and the
         background completion, each from its start.
 
-        The builder (:mod:`tokendfa.build`) is imported here, inside the call,
+        The builder (:mod:`tokendfa.builder`) is imported here, inside the call,
         so that loading and serving an index never pays for it; it returns
         arrays and metadata, which this wraps.
         """
-        from ..build import BuildConfig, build_index
+        from ..builder import BuildConfig, build_index
 
         config = BuildConfig(method=method, n_jobs=n_jobs, backend=backend,
                              max_states=max_states, progress=progress, time_limit=time_limit,
@@ -121,7 +121,7 @@ class Index(MaskServing):
         if not isinstance(pattern, str) and hasattr(pattern, "definitions"):
             pattern, definitions, dfa = pattern.pattern, pattern.definitions, pattern.automaton
         if lazy:
-            from ..build.lazy import LazyIndex
+            from ..builder.lazy import LazyIndex
 
             return LazyIndex(pattern, vocabulary, config, definitions=definitions, index_type=cls)
         built = build_index(pattern, vocabulary, config, definitions=definitions, dfa=dfa)
@@ -147,13 +147,13 @@ class Index(MaskServing):
         limit and the memory budget cover the schema's compilation too. The
         schema compiler and the builder are imported inside the call.
 
-        ``lazy=True`` returns a :class:`~tokendfa.build.lazy.LazyIndex`; free
+        ``lazy=True`` returns a :class:`~tokendfa.builder.lazy.LazyIndex`; free
         values then nest a fixed ``LAZY_ANY_DEPTH`` levels unless ``any_depth``
         is a number, and the automaton's size is not measured first (both
         would build it whole).
         """
-        from ..build import BuildConfig
-        from ..build.pipeline import bounded_resources
+        from ..builder import BuildConfig
+        from ..builder.pipeline import bounded_resources
 
         config = BuildConfig(**build_options)  # an unknown option is a TypeError before any work
         with config.limits(), bounded_resources():
@@ -163,11 +163,11 @@ class Index(MaskServing):
     @classmethod
     def _from_schema(cls, schema, vocabulary, config, whitespace, lenient, max_recursion_depth,
                      any_depth, lazy) -> "Index":
-        from ..build import build_index
+        from ..builder import build_index
         from ..schema.api import regex_from_schema
 
         if lazy:
-            from ..build.lazy import LAZY_ANY_DEPTH, LazyIndex
+            from ..builder.lazy import LAZY_ANY_DEPTH, LazyIndex
 
             compiled = regex_from_schema(
                 schema, whitespace=whitespace, lenient=lenient, max_recursion_depth=max_recursion_depth,
@@ -321,7 +321,7 @@ class Index(MaskServing):
     def forced_tokens(self, state: int) -> np.ndarray:
         """Tokens the pattern forces from ``state``, in the tokenizer's own
         segmentation, stopping early where the model could choose a longer
-        token (see :mod:`tokendfa.build.fastforward`). Empty when nothing is forced."""
+        token (see :mod:`tokendfa.builder.fastforward`). Empty when nothing is forced."""
         self._check_state(state)
         return self._arrays.forced_tokens[self._arrays.forced_offsets[state]:
                                           self._arrays.forced_offsets[state + 1]]

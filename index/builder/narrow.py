@@ -3,7 +3,7 @@
 Literals (JSON keys, punctuation) and choices among a few keys leave only a
 handful of bytes live in each state. Walking them through byte *classes*
 would split the classes that the rest of the automaton shares (every key
-letter its own class), so the fast build (:mod:`tokendfa.build.fast`) walks
+letter its own class), so the fast build (:mod:`tokendfa.builder.fast`) walks
 these *narrow* states (:func:`tokendfa.analysis.literals.narrow_states`)
 exactly instead: the vocabulary's sorted spellings are cut by each live
 byte with two bisections, so a prefix that dies discards its whole range of
@@ -21,7 +21,7 @@ from ..analysis.dfa import DEAD, ByteDFA
 from ..analysis.native import native_module
 from ..vocab.vocabulary import Vocabulary
 
-# The compiled walk (index/build/_cwalk.c; see tokendfa.analysis.native).
+# The compiled walk (index/builder/_cwalk.c; see tokendfa.analysis.native).
 _cwalk = native_module(__package__ + "._cwalk")
 
 

@@ -1,6 +1,6 @@
 """The fast build: walk each signature once, as a prefix graph, in parallel.
 
-The reference build (:mod:`tokendfa.build.reference`) walks every token from every
+The reference build (:mod:`tokendfa.builder.reference`) walks every token from every
 state. This build gives the identical index with far less work:
 
 1. *Static analysis* of the byte DFA (:mod:`tokendfa.analysis`): byte classes, dead
@@ -19,14 +19,14 @@ state. This build gives the identical index with far less work:
    the behaviour vector's non-dead entries.
    *Narrow states* (literals, choices among a few keys) are left out of the
    coarse walk, which would split the byte classes for them, and walked byte
-   by byte instead (:mod:`tokendfa.build.narrow`); the tokens they touch get
+   by byte instead (:mod:`tokendfa.builder.narrow`); the tokens they touch get
    groups of their own.
 5. *Parallel*: the trie splits into disjoint subtrees by first class; joblib
    workers walk them (any joblib backend: ``loky`` here, Dask or Ray on a
    cluster) and their behaviour tables are merged.
 
 Edges then go through the same canonical assembly as the reference build
-(:mod:`tokendfa.build.assemble`), which keeps only states reachable from the initial
+(:mod:`tokendfa.builder.assemble`), which keeps only states reachable from the initial
 one, so both builds give the same arrays.
 """
 

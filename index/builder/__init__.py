@@ -3,24 +3,24 @@
 
 Reading order:
 
-* :mod:`tokendfa.build.config`       :class:`BuildConfig`, the frozen build
+* :mod:`tokendfa.builder.config`       :class:`BuildConfig`, the frozen build
   configuration (method, jobs, limits, progress) passed down whole
-* :mod:`tokendfa.build.pipeline`     :func:`build_index`: pattern -> byte DFA
+* :mod:`tokendfa.builder.pipeline`     :func:`build_index`: pattern -> byte DFA
   -> edges -> arrays, and the build's metadata (:class:`BuiltIndex`)
-* :mod:`tokendfa.build.reference`    the brute-force build: every token from
+* :mod:`tokendfa.builder.reference`    the brute-force build: every token from
   every state; the definition every other build is held to
-* :mod:`tokendfa.build.fast`         the fast build: signature prefix graphs
+* :mod:`tokendfa.builder.fast`         the fast build: signature prefix graphs
   walked level by level, in parallel with joblib
-* :mod:`tokendfa.build.narrow`       literal and narrow states walked byte by
+* :mod:`tokendfa.builder.narrow`       literal and narrow states walked byte by
   byte against the sorted vocabulary (part of the fast build)
-* :mod:`tokendfa.build.lazy`         the lazy index: token rows computed on
+* :mod:`tokendfa.builder.lazy`         the lazy index: token rows computed on
   first request over a lazily determinised automaton; completes to the fast
   build. Its inner walk is compiled where a C compiler was at install
   (``_cwalk.c``, an optional extension), numpy otherwise
-* :mod:`tokendfa.build.assemble`     raw edges -> canonical, compressed arrays
-* :mod:`tokendfa.build.fastforward`  forced tokens in canonical tokenization,
+* :mod:`tokendfa.builder.assemble`     raw edges -> canonical, compressed arrays
+* :mod:`tokendfa.builder.fastforward`  forced tokens in canonical tokenization,
   found by walking the assembled arrays
-* :mod:`tokendfa.build.progress`     the progress line of long builds
+* :mod:`tokendfa.builder.progress`     the progress line of long builds
 
 May import: :mod:`tokendfa.analysis`, :mod:`tokendfa.vocab`,
 :mod:`tokendfa.runtime.arrays`, numpy and joblib; never

@@ -2,8 +2,8 @@
 
 :func:`build_index` compiles the pattern to a byte DFA (unless the caller
 has it), checks its size against the configuration, runs the chosen build
-(:mod:`tokendfa.build.reference` or :mod:`tokendfa.build.fast`), assembles
-the arrays (:mod:`tokendfa.build.assemble`) and describes the build in a
+(:mod:`tokendfa.builder.reference` or :mod:`tokendfa.builder.fast`), assembles
+the arrays (:mod:`tokendfa.builder.assemble`) and describes the build in a
 metadata dict. It returns a :class:`BuiltIndex`, plain data: wrapping it in
 an :class:`~tokendfa.Index` is the runtime's business
 (:meth:`tokendfa.Index.from_regex`), so the builder never imports it.

@@ -1,6 +1,6 @@
 """The lazy index: the first mask in milliseconds, every later one as fast as a built index's.
 
-The eager build (:mod:`tokendfa.build.fast`) determinises and minimises the
+The eager build (:mod:`tokendfa.builder.fast`) determinises and minimises the
 whole automaton and walks the vocabulary from every state before it can
 serve anything: about two seconds for a typical schema. :class:`LazyIndex`
 serves the same answers from the moment the NFA exists:
@@ -82,7 +82,7 @@ from .pipeline import BuiltIndex, build_index, readable_pattern
 
 __all__ = ["LazyIndex", "LAZY_ANY_DEPTH", "NATIVE_WALK"]
 
-# The compiled walk (index/build/_cwalk.c; see tokendfa.analysis.native).
+# The compiled walk (index/builder/_cwalk.c; see tokendfa.analysis.native).
 # The rows are the same either way; the numpy walk is the slower one.
 _cwalk = native_module(__package__ + "._cwalk")
 NATIVE_WALK = _cwalk is not None
@@ -634,7 +634,7 @@ class _PackedBytes:
     """The bytes a plan's tokens have left to walk, in the plan's order, one
     token after another: entry i is ``data[offsets[i]:offsets[i + 1]]``.
     Walking these reads memory in order, where walking by token id met a
-    cache miss or two a token (:func:`tokendfa.build._cwalk.walk_packed`)."""
+    cache miss or two a token (:func:`tokendfa.builder._cwalk.walk_packed`)."""
 
     data: np.ndarray     # uint8
     offsets: np.ndarray  # int64, one more than the plan's tokens
@@ -1256,7 +1256,7 @@ class LazyIndex(MaskServing):
     def _compiled_walk(self, tokens: np.ndarray, states: np.ndarray, positions: np.ndarray,
                        packed: _PackedBytes | None, found_tokens: list, found_ends: list) -> None:
         """Walk ``tokens`` from ``states`` at ``positions`` with the compiled
-        loop (:mod:`tokendfa.build._cwalk`), appending the live ones and their
+        loop (:mod:`tokendfa.builder._cwalk`), appending the live ones and their
         end states to ``found_*``. A cell not resolved yet is resolved as
         the walk meets it (``LazyByteDFA.step_held``, the automaton's lock
         held for the whole walk). Walking in passes instead, the stopped
