@@ -19,43 +19,47 @@ The first front end went through interegular's DFA over characters; it took
 
 from __future__ import annotations
 
-import re
+from collections.abc import Mapping
 
 from . import limits
 from .dfa import INITIAL, ByteDFA
 from .errors import EmptyLanguageError
 from .minimise import canonical_byte_dfa
 from .regex_compiler import DEFAULT_MAX_NFA_STATES, byte_tables_from_regex
-from .regex_syntax import normalize_and_parse
+from .regex_tree import Node, parse_regex, to_regex
 
 __all__ = ["byte_dfa_from_regex"]
 
 
-def byte_dfa_from_regex(pattern: str, *, max_nfa_states: int | None = None,
-                        definitions: "dict[str, str] | None" = None,
+def byte_dfa_from_regex(pattern: "str | Node", *, max_nfa_states: int | None = None,
+                        definitions: "Mapping | None" = None,
                         max_dfa_states: int | None = None) -> ByteDFA:
-    """Compile ``pattern`` (Python ``re`` syntax with ``re.ASCII`` classes,
-    whole-string match) to a canonical byte DFA.
+    """Compile ``pattern`` (a regex tree, or Python ``re`` syntax with
+    ``re.ASCII`` classes, whole-string match) to a canonical byte DFA.
 
-    ``definitions`` are shared pieces the pattern refers to by placeholder
-    (see :mod:`tokendfa.analysis.regex_compiler`); ``max_dfa_states`` bounds the
-    automaton before minimisation (:class:`~tokendfa.analysis.errors.BuildLimitError`).
+    ``definitions`` are shared pieces the pattern calls (key -> tree, or
+    placeholder -> text; see :mod:`tokendfa.analysis.regex_compiler`);
+    ``max_dfa_states`` bounds the automaton before minimisation
+    (:class:`~tokendfa.analysis.errors.BuildLimitError`).
 
     Raises :class:`RegexError`, :class:`UnsupportedRegexError`,
     :class:`EmptyLanguageError` or (past ``max_nfa_states``)
     :class:`~tokendfa.analysis.errors.BuildLimitError`, each naming the problem.
     """
     limits.check()
-    # One parse serves the checks and the construction: Python's parser is ~1 us
-    # a character, not interruptible, and parsing twice was ~0.05 ms of a
-    # 2.7 ms first build of a 22-character pattern in a freshly forked process.
-    body, tree = normalize_and_parse(pattern, int(re.ASCII))
+    # One cached parse serves the checks and the construction (Python's parser is
+    # ~1 us a character and not interruptible); a tree is taken as it is.
+    tree = pattern if isinstance(pattern, Node) else parse_regex(pattern, calls=bool(definitions))
     limit = DEFAULT_MAX_NFA_STATES if max_nfa_states is None else max_nfa_states
-    transitions, finals = byte_tables_from_regex(body, max_nfa_states=limit, definitions=definitions,
+    transitions, finals = byte_tables_from_regex(pattern, max_nfa_states=limit, definitions=definitions,
                                                  max_dfa_states=max_dfa_states, tree=tree)
-    dfa = canonical_byte_dfa(transitions, finals, pattern=pattern)
+    text = pattern if isinstance(pattern, str) else ""
+    dfa = canonical_byte_dfa(transitions, finals, pattern=text)
     if dfa.num_states <= INITIAL:
+        if not text:
+            text = to_regex(pattern, definitions if definitions and isinstance(
+                next(iter(definitions.values())), Node) else None)
         # a generated regex can run to megabytes: its head is enough to recognise it
-        shown = repr(pattern[:200]) + (f" (+{len(pattern) - 200:,} characters)" if len(pattern) > 200 else "")
+        shown = repr(text[:200]) + (f" (+{len(text) - 200:,} characters)" if len(text) > 200 else "")
         raise EmptyLanguageError(f"regex {shown} matches no string at all")
     return dfa

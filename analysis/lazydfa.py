@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import gc
 import mmap
-import re
 import threading
 import weakref
 from bisect import bisect_right
@@ -64,9 +63,9 @@ from .dfa import DEAD, INITIAL, STATE_DTYPE
 from . import limits
 from .native import native_module
 from .errors import BuildLimitError, EmptyLanguageError, RegexError
-from .regex_compiler import (DEFAULT_MAX_NFA_STATES, NFA_STATE_BYTES, _cut, _parse,
+from .regex_compiler import (DEFAULT_MAX_NFA_STATES, NFA_STATE_BYTES, _cut,
                              _SharedDefinitions, _ThompsonNFA)
-from .regex_syntax import normalize_and_parse
+from .regex_tree import Alt, Call, Concat, Node, Repeat, calls_in, parse_regex, to_regex
 from .utf8 import MAX_CODEPOINT, utf8_range_sequences
 
 __all__ = ["LazyByteDFA", "DEFAULT_MAX_LAZY_STATES", "UNKNOWN", "WIDE_SEQUENCES", "NATIVE_CORE"]
@@ -142,7 +141,7 @@ class LazyByteDFA:
     (``None``: no bound, and a definition may not use itself).
     """
 
-    def __init__(self, pattern: str, *, definitions: "Mapping[str, str] | None" = None,
+    def __init__(self, pattern: "str | Node", *, definitions: "Mapping | None" = None,
                  max_nfa_states: int = DEFAULT_MAX_NFA_STATES,
                  max_states: int = DEFAULT_MAX_LAZY_STATES,
                  max_depth: int | None = None) -> None:
@@ -175,8 +174,9 @@ class LazyByteDFA:
         self._exclusive = _Exclusive()
         initial = self._closure(nfa.start) if nfa.start >= 0 else frozenset()
         if not initial:
-            shown = repr(pattern[:200]) + (f" (+{len(pattern) - 200:,} characters)"
-                                           if len(pattern) > 200 else "")
+            text = self._shown()
+            shown = repr(text[:200]) + (f" (+{len(text) - 200:,} characters)"
+                                        if len(text) > 200 else "")
             raise EmptyLanguageError(f"regex {shown} matches no string at all")
         self._kernels: list[frozenset] = [frozenset(), initial]
         self._ids: dict[frozenset, int] = {frozenset(): DEAD, initial: INITIAL}
@@ -229,6 +229,10 @@ class LazyByteDFA:
         self.step_held = partial(core.step_held, context)
         self._resolve_bytes = partial(core.resolve_bytes, context)
         self._wide_targets = partial(core.wide_targets, context)
+
+    def _shown(self) -> str:
+        """The pattern as text, for a message (a tree is written out)."""
+        return self.pattern if isinstance(self.pattern, str) else to_regex(self.pattern)
 
     @property
     def num_nfa_states(self) -> int:
@@ -764,7 +768,7 @@ class LazyByteDFA:
         state = self._count
         if state >= self.max_states:
             raise BuildLimitError(
-                f"regex {self.pattern[:200]!r} needs more than {self.max_states:,} DFA states "
+                f"regex {self._shown()[:200]!r} needs more than {self.max_states:,} DFA states "
                 f"(lazy, before minimisation; {self.num_materialised:,} rows materialised)",
                 reached=state + 1)
         if state == len(self._finals):
@@ -880,7 +884,8 @@ class _LazyNFA:
     reached, not at construction (generated definitions do not have any).
     """
 
-    def __init__(self, pattern: str, definitions, max_nfa_states: int, max_depth: int | None) -> None:
+    def __init__(self, pattern: "str | Node", definitions, max_nfa_states: int,
+                 max_depth: int | None) -> None:
         self.max_nfa_states = max_nfa_states
         self.max_depth = max_depth
         # Tuples, made untracked by the cyclic collector (_untrack_rows): a
@@ -901,6 +906,7 @@ class _LazyNFA:
         _SharedDefinitions(definitions, max_nfa_states)  # checks the placeholders
         self.placeholders = list(definitions)
         self.number = {placeholder: i for i, placeholder in enumerate(self.placeholders)}
+        # each definition's tree, or its regex text (read when first called)
         self.texts = [definitions[p] for p in self.placeholders]
         count = len(self.placeholders)
         self.start_of = [-1] * count
@@ -914,13 +920,13 @@ class _LazyNFA:
         # a text of a length no other has is built without a shape or a
         # template (o65424: 22 of its 23 shapes occur once, and their
         # templates would have kept 10 MB of rows for nothing).
-        self.length_count = Counter(map(len, self.texts))
+        self.length_count = Counter(map(_source_length, self.texts))
         if max_depth is None:
             self._refuse_recursion()
-        body, tree = normalize_and_parse(pattern, int(re.ASCII))
-        if body in self.number:
-            body, tree = self.texts[self.number[body]], None  # the whole pattern is one placeholder
-        self.start, self.final, main_callees = self._build(body, tree)
+        main = pattern if isinstance(pattern, Node) else parse_regex(pattern, calls=count > 0)
+        if main.__class__ is Call and main.key in self.number:
+            main = self._tree(self.number[main.key])  # the whole pattern is one definition
+        self.start, self.final, main_callees = self._build(main)
         self.main_span = (0, len(self.eps))
         self.need: list[int] | None = None
         self.need_byte: list[int] | None = None
@@ -945,8 +951,14 @@ class _LazyNFA:
     def template(self, placeholder: str) -> str:
         return placeholder
 
+    def _tree(self, d: int) -> Node:
+        source = self.texts[d]
+        return source if isinstance(source, Node) else parse_regex(source, calls=True, anchors=False)
+
     def _refuse_recursion(self) -> None:
-        uses = [sorted({self.number[c] for c in set(text) if c in self.number}) for text in self.texts]
+        number = self.number
+        uses = [sorted({number[c] for c in set(text) if c in number}) if isinstance(text, str)
+                else sorted({number[k] for k in calls_in(text) if k in number}) for text in self.texts]
         state = bytearray(len(uses))  # 0 new, 1 on the path, 2 done
         for root in range(len(uses)):
             if state[root]:
@@ -960,17 +972,15 @@ class _LazyNFA:
                     state[node] = 2
                     path.pop()
                 elif state[nxt] == 1:
-                    raise RegexError(f"shared definition {ord(self.placeholders[nxt]):#x} uses itself "
+                    raise RegexError(f"shared definition {_key_name(self.placeholders[nxt])} uses itself "
                                      "(recursion needs a stack bound, max_depth)")
                 elif state[nxt] == 0:
                     state[nxt] = 1
                     path.append((nxt, iter(uses[nxt])))
 
-    def _build(self, text: str, tree=None) -> tuple[int, int, tuple[int, ...]]:
-        """Thompson-construct ``text`` (parsed already: ``tree``) and append it to
-        the tables: ``(start, end, callees)``."""
-        tree, flags = _parse(text, tree)
-        builder = _CallingThompsonNFA(text, self.max_nfa_states, self)
+    def _build(self, tree: Node) -> tuple[int, int, tuple[int, ...]]:
+        """Thompson-construct ``tree`` and append it to the tables: ``(start, end, callees)``."""
+        builder = _CallingThompsonNFA(tree, self.max_nfa_states, self)
         # The builder numbers its states from the end of the tables, past
         # stand-ins for the states there, so its rows need no renumbering
         # (adding the base to every target was ~1 us a state, a fifth of
@@ -980,9 +990,9 @@ class _LazyNFA:
         builder.edges = [()] * base
         start = builder.new_state()
         try:
-            end = builder.build(tree, start, flags)
+            end = builder.build(tree, start)
         except RecursionError:
-            raise RegexError(f"regex {text[:200]!r} is nested too deeply to compile") from None
+            raise RegexError(f"regex {builder.shown()[:200]!r} is nested too deeply to compile") from None
         added = len(builder.eps) - base
         self.eps.extend(map(tuple, builder.eps[base:]))
         self.edges.extend(map(tuple, builder.edges[base:]))
@@ -998,13 +1008,14 @@ class _LazyNFA:
 
     def _compile(self, d: int) -> None:
         base = len(self.eps)
-        text = self.texts[d]
-        shape, order = self._shape(text) if self.length_count[len(text)] > 1 else (None, ())
+        tree = self._tree(d)
+        shape, order = (self._shape(tree) if self.length_count[_source_length(self.texts[d])] > 1
+                        else (None, ()))
         template = self.templates.get(shape) if shape is not None else None
         if template is not None and base + len(template.eps) <= self.max_nfa_states:
             start, end, callees = self._stamp_template(template, order)
         else:
-            start, end, callees = self._build(text)
+            start, end, callees = self._build(tree)
             if template is None and shape is not None:
                 self.templates[shape] = self._template(base, start, end, order)
         self.start_of[d], self.end_of[d], self.callees[d] = start, end, callees
@@ -1013,21 +1024,33 @@ class _LazyNFA:
 
     # --- fragments of one shape, built once ------------------------------------
 
-    def _shape(self, text: str) -> tuple[tuple | None, tuple[int, ...]]:
-        """``text`` with each placeholder replaced by the order of its first
-        appearance, and the definitions in that order: two texts of one shape
-        have the same Thompson construction but for the callees' names. None
-        for a text with a range between placeholders, whose meaning depends on
-        their code points."""
-        if _PLACEHOLDER_RANGE.search(text):
-            return None, ()
-        parts = _PLACEHOLDER_SPLIT.split(text)
+    def _shape(self, tree: Node) -> tuple[Node, tuple[int, ...]]:
+        """``tree`` with each call of a definition renamed to the order of its
+        first appearance, and the definitions in that order: two trees of one
+        shape have the same Thompson construction but for the callees."""
         order: dict[int, int] = {}
-        for i in range(1, len(parts), 2):
-            number = self.number.get(parts[i])
-            if number is not None:
-                parts[i] = order.setdefault(number, len(order))
-        return tuple(parts), tuple(order)
+        number = self.number
+        memo: dict[int, Node] = {}
+
+        def renamed(node: Node) -> Node:
+            cls = node.__class__
+            if cls is Call:
+                d = number.get(node.key)
+                return node if d is None else Call(order.setdefault(d, len(order)))
+            if cls is Concat or cls is Alt:
+                found = memo.get(id(node))
+                if found is None:
+                    items = [renamed(item) for item in node.items]
+                    found = node if all(a is b for a, b in zip(items, node.items)) else cls(tuple(items))
+                    memo[id(node)] = found
+                return found
+            if cls is Repeat:
+                body = renamed(node.body)
+                return node if body is node.body else Repeat(body, node.lo, node.hi)
+            return node
+
+        shape = renamed(tree)
+        return shape, tuple(order)
 
     def _template(self, base: int, start: int, end: int, order: tuple[int, ...]) -> "_FragmentTemplate":
         """What :meth:`_stamp_template` needs to make another fragment of the
@@ -1182,9 +1205,15 @@ class _FragmentTemplate(NamedTuple):
     end: int
 
 
-# Placeholders are lone surrogates, which no other text holds (regex_compiler).
-_PLACEHOLDER_SPLIT = re.compile("([\ud800-\udfff])")
-_PLACEHOLDER_RANGE = re.compile("[\ud800-\udfff]-[\ud800-\udfff]")
+def _source_length(source: "str | Node") -> tuple[bool, int]:
+    """What two definitions of one shape share: a text's length (a
+    placeholder is one character), or a tree's size."""
+    return (True, len(source)) if isinstance(source, str) else (False, source.size)
+
+
+def _key_name(key) -> str:
+    """A definition's key for a message: a placeholder by its code point."""
+    return f"{ord(key):#x}" if isinstance(key, str) and len(key) == 1 else repr(key)
 
 
 def _untrack_rows(rows: list, start: int, stop: int) -> None:
@@ -1203,9 +1232,9 @@ class _CallingThompsonNFA(_ThompsonNFA):
     ``return_state``. Fresh return states keep the construction's
     invariants (edges only leave ``source``; the returned end has none)."""
 
-    def __init__(self, pattern: str, max_states: int, shared=None) -> None:
+    def __init__(self, pattern: "str | Node", max_states: int, shared=None) -> None:
         super().__init__(pattern, max_states, shared)
-        self.calls: dict[int, list[tuple[str, int]]] = {}
+        self.calls: dict[int, list[tuple[object, int]]] = {}
 
     def _stamp(self, template, source: int) -> int:
         ret = self.new_state()

@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import re
 from collections.abc import Mapping
 
 import numpy as np
@@ -63,9 +62,8 @@ from .dfa import STATE_DTYPE
 from . import limits
 from .errors import BuildLimitError, RegexError, UnsupportedRegexError
 from .minimise import canonical_byte_dfa
-from .regex_syntax import (ASCII_SPACE, EVERYTHING, class_escapes, parse_tree, set_ranges,
-                           sre as _sre)
-from .utf8 import MAX_CODEPOINT, SURROGATES, CodepointRange, utf8_range_sequences
+from .regex_tree import Alt, Call, Chars, Concat, Node, Repeat, Text, parse_regex, to_regex
+from .utf8 import SURROGATES, CodepointRange, utf8_range_sequences
 
 __all__ = ["byte_tables_from_regex", "DEFAULT_MAX_NFA_STATES"]
 
@@ -76,38 +74,7 @@ DEFAULT_MAX_NFA_STATES = 2_000_000
 NFA_STATE_BYTES = 350
 DFA_STATE_BYTES = 1_500
 
-# The opcodes of the parse tree that this compiler handles.
-_LITERAL, _NOT_LITERAL, _ANY, _IN = _sre.LITERAL, _sre.NOT_LITERAL, _sre.ANY, _sre.IN
-_BRANCH, _SUBPATTERN = _sre.BRANCH, _sre.SUBPATTERN
-_MAX_REPEAT, _MIN_REPEAT = _sre.MAX_REPEAT, _sre.MIN_REPEAT
-_MAXREPEAT = _sre.MAXREPEAT  # the "high" of an unbounded repeat
-
-# Names for the opcodes it rejects, by the opcode's name (the last two exist
-# from Python 3.11 on). normalize_pattern rejects most of them first; this is
-# the second line of defence. A possessive repeat is not a greedy one: it never
-# gives back, so "a*+a" matches nothing and "(a|ab)*+" does not match "ab".
-_UNSUPPORTED_OPCODES = {
-    "AT": "anchor or word boundary",
-    "ASSERT": "lookaround",
-    "ASSERT_NOT": "negative lookaround",
-    "GROUPREF": "backreference",
-    "GROUPREF_EXISTS": "conditional group",
-    "ATOMIC_GROUP": "atomic group (?>...)",
-    "POSSESSIVE_REPEAT": "possessive repeat (*+, ++, ?+, {n,m}+)",
-}
-
 # --- character sets as code-point ranges ----------------------------------
-
-_ESCAPES = class_escapes(ASCII_SPACE)
-_NOT_NEWLINE: tuple[CodepointRange, ...] = ((0, 0x09), (0x0B, MAX_CODEPOINT))
-
-
-def _set_ranges(op, av, flags: int) -> tuple[CodepointRange, ...]:
-    """Code-point ranges of a one-character item: LITERAL, NOT_LITERAL, ANY, IN."""
-    return set_ranges(op, av, escapes=_ESCAPES,
-                      dot=EVERYTHING if flags & _sre.SRE_FLAG_DOTALL else _NOT_NEWLINE,
-                      ignore_case=bool(flags & _sre.SRE_FLAG_IGNORECASE))
-
 
 @functools.lru_cache(maxsize=4096)
 def _set_template(ranges: tuple[CodepointRange, ...]):
@@ -138,87 +105,19 @@ def _set_template(ranges: tuple[CodepointRange, ...]):
 
 
 def _may_be_placeholder(code: int) -> bool:
-    """Placeholders of shared definitions are lone surrogates, which no text holds."""
+    """Placeholders of shared definitions written as text are lone surrogates, which no text holds."""
     return SURROGATES[0] <= code <= SURROGATES[1]
-
-
-def _counted_set(items, flags: int):
-    """``(ranges, low, high)`` when ``items`` is one character set repeated
-    ``low`` to ``high`` times (``high=None``: unbounded), perhaps inside groups
-    and nested repeats; ``None`` for anything else."""
-    if len(items) != 1:
-        return None
-    op, av = items[0]
-    if (op is _LITERAL and _may_be_placeholder(av)) or (
-            op is _IN and any(o is _LITERAL and _may_be_placeholder(a) for o, a in av)):
-        return None  # perhaps a placeholder of a shared definition: the general path stamps it
-    if op is _LITERAL or op is _NOT_LITERAL or op is _ANY or op is _IN:
-        return _set_ranges(op, av, flags), 1, 1
-    if op is _SUBPATTERN:
-        _group, add_flags, del_flags, sub = av
-        if add_flags & _sre.SRE_FLAG_UNICODE:
-            return None  # the builder rejects it with a proper message
-        return _counted_set(sub, (flags | add_flags) & ~del_flags)
-    if op is _MAX_REPEAT or op is _MIN_REPEAT:
-        low, high, sub = av
-        inner = _counted_set(sub, flags)
-        if inner is None:
-            return None
-        counts = _nest_counts(low, None if high == _MAXREPEAT else high, inner[1], inner[2])
-        return None if counts is None else (inner[0],) + counts
-    return None
-
-
-def _nest_counts(outer_low: int, outer_high: int | None,
-                 inner_low: int, inner_high: int | None) -> tuple[int, int | None] | None:
-    """``(X{a,b}){c,d}`` as ``X{c*a, d*b}`` when X is one character, if the
-    counts it allows have no gap; ``None`` otherwise.
-
-    Nested counted repeats are the one shape where the NFA's positions blow up
-    the subset construction: ``(?:x{1,3}){1,50}`` has 150 positions, and
-    after k characters almost any of them may be current. As a single count
-    it is a chain whose subsets have two states. The counts allowed are the
-    union of the intervals ``[k*a, k*b]`` for ``k`` from ``c`` to ``d``; the
-    union is one interval when each next interval starts at most one past the
-    end of the previous one, and the first gap, if any, is between the
-    first two intervals, since they get closer as ``k`` grows.
-    """
-    if outer_high == 0 or inner_high == 0:
-        return 0, 0
-    if outer_high != outer_low and inner_high is not None:
-        if outer_low == 0:
-            contiguous = inner_low <= 1
-        else:
-            contiguous = (outer_low + 1) * inner_low <= outer_low * inner_high + 1
-        if not contiguous:
-            return None
-    low = outer_low * inner_low
-    high = None if outer_high is None or inner_high is None else outer_high * inner_high
-    if outer_low == 0 and high is None and inner_low > 1:
-        return None  # {0} then [a, inf): a gap when a > 1
-    return low, high
-
-
-# --- parsing ----------------------------------------------------------------
-
-def _parse(pattern: str, tree=None):
-    """Python's parse tree of ``pattern`` under ``re.ASCII``, and its global
-    flags; ``tree`` is that tree when the caller has it already (the pattern
-    is then not parsed again)."""
-    if tree is None:
-        tree = parse_tree(pattern, int(re.ASCII))
-    return tree, int(tree.state.flags)
 
 
 # --- Thompson construction ----------------------------------------------------
 
 class _ThompsonNFA:
-    """An NFA over byte ranges with epsilon moves, built from a parse tree.
+    """An NFA over byte ranges with epsilon moves, built from a regex tree.
 
     ``eps[q]`` lists the epsilon successors of state ``q`` and ``edges[q]``
-    its ``(lo, hi, target)`` byte-range edges. ``build(items, source)`` adds
-    the states for ``items`` after ``source`` and returns the state where a
-    match of ``items`` ends. Two invariants make the construction composable
+    its ``(lo, hi, target)`` byte-range edges. ``build(node, source)`` adds
+    the states for ``node`` after ``source`` and returns the state where a
+    match of ``node`` ends. Two invariants make the construction composable
     without extra epsilon moves:
 
     * a fragment only adds *outgoing* edges to ``source``, never edges into
@@ -229,8 +128,8 @@ class _ThompsonNFA:
     Loops therefore always go back to a fresh state owned by the repeat.
     """
 
-    def __init__(self, pattern: str, max_states: int, shared: "_SharedDefinitions | None" = None) -> None:
-        self.pattern = pattern
+    def __init__(self, pattern: "str | Node", max_states: int, shared=None) -> None:
+        self.pattern = pattern  # for messages: the text, or the tree (written out on demand)
         self.max_states = max_states
         self.shared = shared
         self.eps: list[list[int]] = []
@@ -248,37 +147,67 @@ class _ThompsonNFA:
         limits.check_memory(reached * NFA_STATE_BYTES, self._nfa_description)
         if reached > self.max_states:
             raise BuildLimitError(
-                f"regex {self.pattern[:200]!r} needs more than {self.max_states:,} NFA states "
+                f"regex {self.shown()[:200]!r} needs more than {self.max_states:,} NFA states "
                 f"(at least {reached:,}); large bounded repeats such as {{1000}} are expanded",
                 reached=reached)
 
     def _nfa_description(self) -> str:
-        return f"the NFA of regex {self.pattern[:100]!r}"
+        return f"the NFA of regex {self.shown()[:100]!r}"
 
-    def build(self, items, source: int, flags: int) -> int:
-        items = getattr(items, "data", items)  # a parser SubPattern's list: indexing it directly is cheaper
-        if flags & _sre.SRE_FLAG_IGNORECASE:
-            for op, av in items:
-                source = self._build_item(op, av, source, flags)
+    def shown(self) -> str:
+        """The pattern as text, for a message."""
+        if isinstance(self.pattern, str):
+            return self.pattern
+        return to_regex(self.pattern)
+
+    def build(self, node: Node, source: int) -> int:
+        cls = node.__class__
+        if cls is Text:
+            return self._text(node.text, source)
+        if cls is Chars:
+            return self._character_set(node.ranges, source)
+        if cls is Concat:
+            for item in node.items:
+                source = self.build(item, source)
             return source
-        i, count = 0, len(items)
-        while i < count:
-            op, av = items[i]
-            i += 1
-            if op is _LITERAL and av < 0x80:
-                # A run of ASCII literals (property names, mostly: half the items of
-                # a schema's regex) is a chain of one-byte edges, the states
-                # _character_set would make one call per character (3 us each).
-                run = [av]
-                while i < count and items[i][0] is _LITERAL and items[i][1] < 0x80:
-                    run.append(items[i][1])
-                    i += 1
+        if cls is Alt:
+            end = self.new_state()
+            for branch in node.items:
+                self.eps[self.build(branch, source)].append(end)
+            return end
+        if cls is Repeat:
+            body = node.body
+            if body.__class__ is Chars:
+                ranges = body.ranges
+                return self._repeat(lambda entry: self._character_set(ranges, entry),
+                                    node.lo, node.hi, source)
+            return self._repeat(lambda entry: self.build(body, entry), node.lo, node.hi, source)
+        if cls is Call:
+            if self.shared is not None and node.key in self.shared:
+                return self._stamp(self.shared.template(node.key), source)
+            return self.new_state()  # a definition nobody gave: no string (a lone surrogate)
+        raise TypeError(f"not a regex tree node: {node!r}")
+
+    def _text(self, value: str, source: int) -> int:
+        """A literal string: runs of ASCII as chains of one-byte edges (property
+        names, mostly: half of a schema's regex), other characters as sets."""
+        if value.isascii():
+            return self._ascii_chain(value.encode(), source)
+        run: list[int] = []
+        for ch in value:
+            code = ord(ch)
+            if code < 0x80:
+                run.append(code)
+                continue
+            if run:
                 source = self._ascii_chain(run, source)
-            else:
-                source = self._build_item(op, av, source, flags)
+                run = []
+            source = self._character_set(((code, code),), source)
+        if run:
+            source = self._ascii_chain(run, source)
         return source
 
-    def _ascii_chain(self, codes: list[int], source: int) -> int:
+    def _ascii_chain(self, codes, source: int) -> int:
         """``codes`` (ASCII, so one byte each) one after the other after ``source``."""
         count = len(codes)
         self._reserve(count)
@@ -289,39 +218,6 @@ class _ThompsonNFA:
         self.edges.append([])
         return base + count - 1
 
-    def _build_item(self, op, av, source: int, flags: int) -> int:
-        if self.shared is not None:
-            if op is _LITERAL and chr(av) in self.shared:
-                return self._stamp(self.shared.template(chr(av)), source)
-            if op is _IN and any(o is _LITERAL and chr(a) in self.shared for o, a in av):
-                return self._set_with_placeholders(av, source, flags)
-        if op is _LITERAL or op is _NOT_LITERAL or op is _ANY or op is _IN:
-            return self._character_set(_set_ranges(op, av, flags), source)
-        if op is _SUBPATTERN:
-            _group, add_flags, del_flags, sub = av
-            if add_flags & _sre.SRE_FLAG_UNICODE:
-                raise UnsupportedRegexError(
-                    f"unsupported regex construct: the Unicode flag (?u:...) in {self.pattern!r} "
-                    r"(\d, \w, \s and (?i) are ASCII only here)")
-            return self.build(sub, source, (flags | add_flags) & ~del_flags)
-        if op is _BRANCH:
-            end = self.new_state()
-            for branch in av[1]:
-                self.eps[self.build(branch, source, flags)].append(end)
-            return end
-        if op is _MAX_REPEAT or op is _MIN_REPEAT:
-            # Lazy and greedy repeats accept the same whole strings.
-            counted = _counted_set([(op, av)], flags)
-            if counted is not None:
-                ranges, low, high = counted
-                return self._repeat(lambda entry: self._character_set(ranges, entry),
-                                    low, high, source)
-            low, high, sub = av
-            high = None if high == _MAXREPEAT else high
-            return self._repeat(lambda entry: self.build(sub, entry, flags), low, high, source)
-        name = _UNSUPPORTED_OPCODES.get(str(op), str(op))
-        raise UnsupportedRegexError(f"unsupported regex construct: {name} in {self.pattern!r}")
-
     def _character_set(self, ranges: tuple[CodepointRange, ...], source: int) -> int:
         num_nodes, template = _set_template(ranges)
         self._reserve(num_nodes - 1)
@@ -331,21 +227,6 @@ class _ThompsonNFA:
                           for node_edges in template[1:])
         self.edges[source].extend((lo, hi, base + t) for lo, hi, t in template[0])
         return base + 1
-
-    def _set_with_placeholders(self, items, source: int, flags: int) -> int:
-        """``[...]`` holding placeholders, which the parser made of ``(?:P|Q|a)``."""
-        if items and items[0][0] is _sre.NEGATE:
-            raise RegexError(f"a shared definition's placeholder in a negated class in {self.pattern!r}")
-        end = self.new_state()
-        rest = []
-        for op, av in items:
-            if op is _LITERAL and chr(av) in self.shared:
-                self.eps[self._stamp(self.shared.template(chr(av)), source)].append(end)
-            else:
-                rest.append((op, av))
-        if rest:
-            self.eps[self._character_set(_set_ranges(_IN, rest, flags), source)].append(end)
-        return end
 
     def _stamp(self, template, source: int) -> int:
         """A copy of a definition's minimal DFA after ``source``; returns its end.
@@ -427,14 +308,16 @@ class _ThompsonNFA:
 
 # --- the public entry point -------------------------------------------------
 
-def byte_tables_from_regex(pattern: str, *, max_nfa_states: int = DEFAULT_MAX_NFA_STATES,
+def byte_tables_from_regex(pattern: "str | Node", *, max_nfa_states: int = DEFAULT_MAX_NFA_STATES,
                            max_dfa_states: int | None = None,
-                           definitions: "Mapping[str, str] | _SharedDefinitions | None" = None,
+                           definitions: "Mapping | _SharedDefinitions | None" = None,
                            tree=None) -> tuple[np.ndarray, np.ndarray]:
     """Compile ``pattern`` to a complete byte table, not yet minimised.
 
-    ``pattern`` is Python ``re`` syntax matched against the whole string, as
-    returned by :func:`tokendfa.analysis.regex_syntax.normalize_pattern`. Returns
+    ``pattern`` is a regex tree (:mod:`tokendfa.analysis.regex_tree`) or
+    Python ``re`` syntax matched against the whole string, as returned by
+    :func:`tokendfa.analysis.regex_syntax.normalize_pattern` (read through
+    :func:`~tokendfa.analysis.regex_tree.parse_regex`'s cache). Returns
     ``(transitions, finals)``: ``int32[n, 256]`` and ``bool[n]``, with state 0
     dead (its row all zeros) and state 1 initial, ready for
     :func:`tokendfa.analysis.minimise.canonical_byte_dfa`.
@@ -450,13 +333,12 @@ def byte_tables_from_regex(pattern: str, *, max_nfa_states: int = DEFAULT_MAX_NF
       ``(?:(?:a|b){1000}){1000}`` would need millions), or the DFA more than
       ``max_dfa_states`` (no bound by default); ``reached`` says how many.
 
-    ``definitions`` maps placeholder characters (lone surrogates) to the
-    regexes they stand for (see the module notes); a definition may use the
-    placeholders of others, but not its own.
+    ``definitions`` maps keys to the trees (or regex texts) they stand for
+    (see the module notes): a tree calls one with :class:`~.regex_tree.Call`;
+    in a text, a placeholder character (a lone surrogate) is the key. A
+    definition may call others, but not itself.
 
-    ``tree`` is ``pattern``'s parse tree under ``re.ASCII`` when the caller
-    has it already (:func:`tokendfa.analysis.regex_syntax.normalize_and_parse`),
-    so the pattern is not parsed a second time.
+    ``tree`` is ``pattern``'s tree when the caller has it already.
     """
     # The build allocates hundreds of thousands of small lists and tuples, none
     # of them in a reference cycle; the cyclic collector would rescan them all
@@ -467,55 +349,71 @@ def byte_tables_from_regex(pattern: str, *, max_nfa_states: int = DEFAULT_MAX_NF
         shared = definitions
         if definitions is not None and not isinstance(definitions, _SharedDefinitions):
             shared = _SharedDefinitions(definitions, max_nfa_states) if definitions else None
-        if shared is not None and pattern in shared:
-            # the whole pattern is one placeholder (a schema's root value, say): compile the
+        limits.check()
+        node = tree if isinstance(tree, Node) else pattern_tree(pattern, calls=shared is not None)
+        if shared is not None and node.__class__ is Call and node.key in shared:
+            # the whole pattern is one definition (a schema's root value, say): compile the
             # definition here rather than as a template that is then stamped and determinised again
-            pattern, tree = shared.definitions[pattern], None
+            node = shared.tree(node.key)
         limits.check()
-        tree, flags = _parse(pattern, tree)  # Python's parser: ~1 us a character, not interruptible
-        limits.check()
-        nfa = _ThompsonNFA(pattern, max_nfa_states, shared)
+        shown = pattern if isinstance(pattern, str) else None
+        nfa = _ThompsonNFA(shown if shown is not None else node, max_nfa_states, shared)
         start = nfa.new_state()
         try:
-            final = nfa.build(tree, start, flags)
+            final = nfa.build(node, start)
         except RecursionError:
-            raise RegexError(f"regex {pattern[:200]!r} is nested too deeply to compile") from None
-        return _determinise(nfa.eps, nfa.edges, start, final, max_dfa_states, pattern)
+            raise RegexError(f"regex {nfa.shown()[:200]!r} is nested too deeply to compile") from None
+        return _determinise(nfa.eps, nfa.edges, start, final, max_dfa_states, nfa.shown())
     finally:
         if collecting:
             gc.enable()
 
 
-class _SharedDefinitions:
-    """Placeholder -> definition, each compiled on first use to a stampable minimal DFA."""
+def pattern_tree(pattern: "str | Node", *, calls: bool = False) -> Node:
+    """``pattern`` as a tree: itself when it is one, else its text read
+    without outer anchors (:func:`~.regex_tree.parse_regex`, cached)."""
+    if isinstance(pattern, Node):
+        return pattern
+    return parse_regex(pattern, calls=calls, anchors=False)
 
-    def __init__(self, definitions: "Mapping[str, str]", max_nfa_states: int) -> None:
-        for placeholder in definitions:
-            if len(placeholder) != 1 or not _may_be_placeholder(ord(placeholder)):
-                raise ValueError(f"a placeholder must be one surrogate character, not {placeholder!r}")
+
+class _SharedDefinitions:
+    """Key -> definition (a tree, or a regex text read when first used), each
+    compiled on first use to a stampable minimal DFA."""
+
+    def __init__(self, definitions: "Mapping", max_nfa_states: int) -> None:
+        for key, value in definitions.items():
+            if isinstance(value, str) and (len(key) != 1 or not _may_be_placeholder(ord(key))):
+                raise ValueError(f"a placeholder must be one surrogate character, not {key!r}")
         self.definitions = dict(definitions)
         self.max_nfa_states = max_nfa_states
-        self._templates: dict[str, tuple] = {}
-        self._compiling: set[str] = set()
+        self._templates: dict = {}
+        self._compiling: set = set()
 
-    def __contains__(self, placeholder: str) -> bool:
-        return placeholder in self.definitions
+    def __contains__(self, key) -> bool:
+        return key in self.definitions
 
-    def template(self, placeholder: str) -> tuple:
-        template = self._templates.get(placeholder)
+    def tree(self, key) -> Node:
+        value = self.definitions[key]
+        return value if isinstance(value, Node) else parse_regex(value, calls=True, anchors=False)
+
+    def template(self, key) -> tuple:
+        template = self._templates.get(key)
         if template is None:
-            if placeholder in self._compiling:
-                raise RegexError(f"shared definition {ord(placeholder):#x} uses itself")
-            self._compiling.add(placeholder)
+            if key in self._compiling:
+                shown = f"{ord(key):#x}" if isinstance(key, str) and len(key) == 1 else repr(key)
+                raise RegexError(f"shared definition {shown} uses itself")
+            self._compiling.add(key)
             try:
-                template = self._templates[placeholder] = self._compile(placeholder)
+                template = self._templates[key] = self._compile(key)
             finally:
-                self._compiling.discard(placeholder)
+                self._compiling.discard(key)
         return template
 
-    def _compile(self, placeholder: str) -> tuple:
+    def _compile(self, key) -> tuple:
         transitions, finals = byte_tables_from_regex(
-            self.definitions[placeholder], max_nfa_states=self.max_nfa_states, definitions=self)
+            self.definitions[key], max_nfa_states=self.max_nfa_states, definitions=self,
+            tree=self.tree(key))
         dfa = canonical_byte_dfa(transitions, finals)
         # local state i is DFA state i + 1 (the dead state 0 is dropped; 1 is initial)
         table = dfa.transitions[1:]

@@ -278,8 +278,9 @@ def test_fragments_of_one_shape_are_copied_as_built(name, pattern, definitions, 
                   "completes", "need", "need_byte"):
         assert getattr(copied, table) == getattr(built, table), table
     # templates only for texts whose length another text shares (one shape, one length)
-    shared = {copied._shape(text)[0] for d, text in enumerate(copied.texts)
-              if copied.start_of[d] >= 0 and copied.length_count[len(text)] > 1}
+    shared = {copied._shape(copied._tree(d))[0] for d, text in enumerate(copied.texts)
+              if copied.start_of[d] >= 0
+              and copied.length_count[lazydfa_module._source_length(text)] > 1}
     assert set(copied.templates) == shared - {None}
     # a template shares the rows its fragment kept whole through pruning
     for template in copied.templates.values():

@@ -1,0 +1,585 @@
+"""Regexes as typed trees: what the automaton builders take, and what the schema compiler writes.
+
+A regex here is a small immutable tree (:class:`Node`): a character set as
+code-point ranges (:class:`Chars`), a literal string (:class:`Text`), a
+concatenation (:class:`Concat`), an alternation (:class:`Alt`), a bounded or
+unbounded repeat (:class:`Repeat`) and a call of a shared definition
+(:class:`Call`, by a key the caller's definitions map to their trees). Nodes
+are hashable and compare by structure; each computes its hash and its
+:attr:`Node.size` (about the characters its regex text would take) once, when
+it is made, since trees are compared, deduplicated and used as cache keys.
+
+Make nodes with the functions, not the classes: :func:`chars`, :func:`text`,
+:func:`concat`, :func:`alt`, :func:`repeat`, :func:`optional`, :func:`call`
+and :func:`literal_set` normalise as they go (nested concatenations and
+alternations flattened, adjacent texts joined, duplicate branches dropped,
+``(X{a,b}){c,d}`` of one character set counted as one repeat when the counts
+have no gap), so two spellings of one construction give one tree. The
+constants :data:`EMPTY` (the empty string) and :data:`NOTHING` (no string)
+close the algebra.
+
+Text meets trees at two places only:
+
+* :func:`to_regex` renders a tree in our dialect (Python ``re`` syntax under
+  ``re.ASCII``, matched against the whole text), for users who want a regex;
+* :func:`parse_regex` reads a regex in that dialect (anchors at the very
+  ends allowed, ``(?i)`` folding ASCII letters only, ``(?s)``, and the same
+  refusals and error classes as :mod:`tokendfa.analysis.regex_syntax`) into
+  a tree, once per distinct text: the trees live in a bounded process-wide
+  cache (:data:`PARSE_CACHE_ENTRIES` texts, :data:`PARSE_CACHE_CHARACTERS`
+  characters of text at most), so a user's ``pattern`` seen again costs a
+  dictionary lookup, not Python's parser (~1 us a character).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+
+from . import limits
+from .errors import RegexError, UnsupportedRegexError
+from .regex_syntax import (ASCII_SPACE, EVERYTHING, class_escapes, normalize_pattern, parse_tree,
+                           regex_char, set_ranges, sre as _sre)
+from .utf8 import MAX_CODEPOINT, SURROGATES, CodepointRange, merge_ranges
+
+__all__ = ["Node", "Chars", "Text", "Concat", "Alt", "Repeat", "Call", "EMPTY", "NOTHING",
+           "chars", "char", "text", "concat", "alt", "repeat", "optional", "call", "literal_set",
+           "to_regex", "parse_regex", "calls_in", "PARSE_CACHE_ENTRIES", "PARSE_CACHE_CHARACTERS"]
+
+
+class Node:
+    """A regex tree node: immutable, hashable, compared by structure."""
+
+    __slots__ = ("_hash", "size")
+
+    def _key(self) -> tuple:
+        raise NotImplementedError
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        if self is other:
+            return True
+        return (other.__class__ is self.__class__ and other._hash == self._hash
+                and other._key() == self._key())
+
+    def __ne__(self, other) -> bool:
+        return not self.__eq__(other)
+
+    def __repr__(self) -> str:
+        shown = to_regex(self, placeholders=False)
+        if len(shown) > 120:
+            shown = shown[:120] + "..."
+        return f"<{type(self).__name__} {shown!r}>"
+
+    def __setattr__(self, name, value):  # immutable after __init__
+        if hasattr(self, "_hash"):
+            raise AttributeError(f"{type(self).__name__} is immutable")
+        object.__setattr__(self, name, value)
+
+
+class Chars(Node):
+    """One character from ``ranges`` (sorted, disjoint, inclusive code-point ranges)."""
+
+    __slots__ = ("ranges",)
+
+    def __init__(self, ranges: tuple[CodepointRange, ...]) -> None:
+        object.__setattr__(self, "ranges", ranges)
+        object.__setattr__(self, "size", 1 if len(ranges) == 1 and ranges[0][0] == ranges[0][1]
+                           else 2 + 3 * len(ranges))
+        object.__setattr__(self, "_hash", hash((1, ranges)))
+
+    def _key(self) -> tuple:
+        return self.ranges
+
+
+class Text(Node):
+    """The literal string ``text`` (not empty)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, value: str) -> None:
+        object.__setattr__(self, "text", value)
+        object.__setattr__(self, "size", len(value))
+        object.__setattr__(self, "_hash", hash((2, value)))
+
+    def _key(self) -> tuple:
+        return (self.text,)
+
+
+class Concat(Node):
+    """``items`` one after the other (none: the empty string)."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: tuple[Node, ...]) -> None:
+        object.__setattr__(self, "items", items)
+        object.__setattr__(self, "size", sum(item.size for item in items))
+        object.__setattr__(self, "_hash", hash((3, items)))
+
+    def _key(self) -> tuple:
+        return self.items
+
+
+class Alt(Node):
+    """One of ``items`` (at least two, distinct)."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: tuple[Node, ...]) -> None:
+        object.__setattr__(self, "items", items)
+        object.__setattr__(self, "size", sum(item.size for item in items) + len(items) + 3)
+        object.__setattr__(self, "_hash", hash((4, items)))
+
+    def _key(self) -> tuple:
+        return self.items
+
+
+class Repeat(Node):
+    """``body`` ``lo`` to ``hi`` times (``hi`` None: no bound)."""
+
+    __slots__ = ("body", "lo", "hi")
+
+    def __init__(self, body: Node, lo: int, hi: int | None) -> None:
+        object.__setattr__(self, "body", body)
+        object.__setattr__(self, "lo", lo)
+        object.__setattr__(self, "hi", hi)
+        object.__setattr__(self, "size", body.size + 4)
+        object.__setattr__(self, "_hash", hash((5, body, lo, hi)))
+
+    def _key(self) -> tuple:
+        return (self.body, self.lo, self.hi)
+
+
+class Call(Node):
+    """The language of the shared definition ``key`` (the builder's definitions map keys to trees)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key) -> None:
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "size", 1)
+        object.__setattr__(self, "_hash", hash((6, key)))
+
+    def _key(self) -> tuple:
+        return (self.key,)
+
+
+EMPTY = Concat(())
+NOTHING = Chars(())
+
+
+# --- making nodes ----------------------------------------------------------------
+
+def chars(ranges) -> Node:
+    """One character of the code-point ``ranges`` (any order, may overlap)."""
+    return Chars(tuple(merge_ranges(list(ranges))))
+
+
+def char(cp: int) -> Chars:
+    return Chars(((cp, cp),))
+
+
+def text(value: str) -> Node:
+    """The literal string ``value`` (EMPTY when it is empty)."""
+    return Text(value) if value else EMPTY
+
+
+def concat(*items: Node) -> Node:
+    """``items`` one after the other: nested concatenations flattened, adjacent
+    texts joined, empty strings dropped; NOTHING when an item is NOTHING."""
+    flat: list[Node] = []
+    for item in items:
+        if item.__class__ is Concat:
+            parts = item.items
+        elif item is NOTHING:
+            return NOTHING
+        else:
+            parts = (item,)
+        for part in parts:
+            if part.__class__ is Text and flat and flat[-1].__class__ is Text:
+                flat[-1] = Text(flat[-1].text + part.text)
+            elif part is NOTHING or (part.__class__ is Chars and not part.ranges):
+                return NOTHING
+            else:
+                flat.append(part)
+    if not flat:
+        return EMPTY
+    if len(flat) == 1:
+        return flat[0]
+    return Concat(tuple(flat))
+
+
+def alt(items) -> Node:
+    """One of ``items``: nested alternations flattened, duplicates and NOTHING
+    dropped (first occurrence kept); NOTHING when none is left."""
+    flat: dict[Node, None] = {}
+    for item in items:
+        if item.__class__ is Alt:
+            for part in item.items:
+                flat[part] = None
+        elif item.__class__ is Chars and not item.ranges:
+            continue
+        else:
+            flat[item] = None
+    if not flat:
+        return NOTHING
+    if len(flat) == 1:
+        return next(iter(flat))
+    return Alt(tuple(flat))
+
+
+def repeat(body: Node, lo: int, hi: int | None) -> Node:
+    """``body`` ``lo`` to ``hi`` times (None: no bound; ``hi <= 0``: the empty
+    string). A repeat of a repeat of one character set is counted as one
+    repeat when the counts it allows have no gap (see :func:`_nest_counts`)."""
+    if hi is not None and hi <= 0:
+        return EMPTY
+    if lo < 0:
+        lo = 0
+    if body is EMPTY or (body.__class__ is Concat and not body.items):
+        return EMPTY
+    if body.__class__ is Chars and not body.ranges:
+        return EMPTY if lo == 0 else NOTHING
+    if lo == 1 and hi == 1:
+        return body
+    if body.__class__ is Repeat and body.body.__class__ is Chars:
+        counts = _nest_counts(lo, hi, body.lo, body.hi)
+        if counts is not None:
+            return repeat(body.body, *counts)
+    return Repeat(body, lo, hi)
+
+
+def optional(body: Node) -> Node:
+    return repeat(body, 0, 1)
+
+
+def call(key) -> Call:
+    return Call(key)
+
+
+def literal_set(strings) -> Node:
+    """One of the literal ``strings``. An alternation of their texts for now;
+    the one place to switch to a literal-set node built as a minimal acyclic
+    automaton."""
+    return alt([text(s) for s in strings])
+
+
+def _nest_counts(outer_low: int, outer_high: int | None,
+                 inner_low: int, inner_high: int | None) -> tuple[int, int | None] | None:
+    """``(X{a,b}){c,d}`` as ``X{c*a, d*b}`` when X is one character, if the
+    counts it allows have no gap; ``None`` otherwise.
+
+    Nested counted repeats are the one shape where the NFA's positions blow up
+    the subset construction: ``(?:x{1,3}){1,50}`` has 150 positions, and
+    after k characters almost any of them may be current. As a single count
+    it is a chain whose subsets have two states. The counts allowed are the
+    union of the intervals ``[k*a, k*b]`` for ``k`` from ``c`` to ``d``; the
+    union is one interval when each next interval starts at most one past the
+    end of the previous one, and the first gap, if any, is between the
+    first two intervals, since they get closer as ``k`` grows.
+    """
+    if outer_high == 0 or inner_high == 0:
+        return 0, 0
+    if outer_high != outer_low and inner_high is not None:
+        if outer_low == 0:
+            contiguous = inner_low <= 1
+        else:
+            contiguous = (outer_low + 1) * inner_low <= outer_low * inner_high + 1
+        if not contiguous:
+            return None
+    low = outer_low * inner_low
+    high = None if outer_high is None or inner_high is None else outer_high * inner_high
+    if outer_low == 0 and high is None and inner_low > 1:
+        return None  # {0} then [a, inf): a gap when a > 1
+    return low, high
+
+
+def calls_in(node: Node) -> list:
+    """The keys of the definitions ``node`` calls, in order of first appearance."""
+    found: dict = {}
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        cls = current.__class__
+        if cls is Call:
+            found.setdefault(current.key, None)
+        elif cls is Concat or cls is Alt:
+            for item in reversed(current.items):
+                if item.__class__ is not Chars and item.__class__ is not Text and id(item) not in seen:
+                    seen.add(id(item))
+                    stack.append(item)
+        elif cls is Repeat:
+            stack.append(current.body)
+    return list(found)
+
+
+# --- rendering -------------------------------------------------------------------
+
+def to_regex(node: Node, definitions=None, *, placeholders: bool = True) -> str:
+    """``node`` as regex text in our dialect (Python ``re`` syntax under
+    ``re.ASCII``, whole-text match).
+
+    A call renders as its definition in a group when ``definitions`` (key ->
+    tree) has it, else as its key when the key is one character (the
+    placeholders of :class:`~tokendfa.schema.api.SchemaRegex`, lone
+    surrogates) and ``placeholders`` is true, else as ``<key>`` text for a
+    reader (not a regex)."""
+    memo: dict[int, str] = {}
+    expanded: dict = {}
+
+    def render(current: Node) -> str:
+        found = memo.get(id(current))
+        if found is not None:
+            return found
+        cls = current.__class__
+        if cls is Text:
+            out = "".join([regex_char(ord(c), False) for c in current.text])
+        elif cls is Chars:
+            out = _render_set(current.ranges)
+        elif cls is Concat:
+            out = "".join([_group(item, render(item)) if item.__class__ is Alt else render(item)
+                           for item in current.items])
+        elif cls is Alt:
+            out = "|".join([render(item) for item in current.items])
+        elif cls is Repeat:
+            body = current.body
+            inner = render(body)
+            if not _is_atom(body):
+                inner = "(?:" + inner + ")"
+            out = inner + _quantifier(current.lo, current.hi)
+        elif cls is Call:
+            key = current.key
+            if definitions is not None and key in definitions:
+                out = expanded.get(key)
+                if out is None:
+                    out = expanded[key] = "(?:" + render(definitions[key]) + ")"
+            elif placeholders and isinstance(key, str) and len(key) == 1:
+                out = key
+            else:
+                out = f"<{key}>"
+        else:
+            raise TypeError(f"not a regex tree node: {current!r}")
+        memo[id(current)] = out
+        return out
+
+    try:
+        return render(node)
+    except RecursionError:
+        raise RegexError("a regex tree nested too deeply to write as text") from None
+
+
+def _group(node: Node, rendered: str) -> str:
+    return "(?:" + rendered + ")"
+
+
+def _is_atom(node: Node) -> bool:
+    cls = node.__class__
+    if cls is Chars or cls is Call:
+        return True
+    return cls is Text and len(node.text) == 1
+
+
+def _quantifier(lo: int, hi: int | None) -> str:
+    if hi is None:
+        return "*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}"
+    if lo == hi:
+        return f"{{{lo}}}"
+    if lo == 0 and hi == 1:
+        return "?"
+    return f"{{{lo},{hi}}}"
+
+
+def _render_set(ranges: tuple[CodepointRange, ...]) -> str:
+    if not ranges:
+        return r"[^\x00-\U0010ffff]"
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return regex_char(ranges[0][0], False)
+    if ranges == ((0, MAX_CODEPOINT),):
+        return r"[\x00-\U0010ffff]"
+    complement = []
+    start = 0
+    for lo, hi in ranges:
+        if lo > start:
+            complement.append((start, lo - 1))
+        start = hi + 1
+    if start <= MAX_CODEPOINT:
+        complement.append((start, MAX_CODEPOINT))
+    # surrogates are no characters: a complement that differs only there is as good
+    negated = [r for r in complement if not (SURROGATES[0] <= r[0] and r[1] <= SURROGATES[1])]
+    if negated and len(negated) < len(ranges):
+        return "[^" + _class_items(negated) + "]"
+    return "[" + _class_items(ranges) + "]"
+
+
+def _class_items(ranges) -> str:
+    out = []
+    for lo, hi in ranges:
+        if lo == hi:
+            out.append(regex_char(lo, True))
+        elif hi == lo + 1:
+            out.append(regex_char(lo, True) + regex_char(hi, True))
+        else:
+            out.append(regex_char(lo, True) + "-" + regex_char(hi, True))
+    return "".join(out)
+
+
+# --- reading text ----------------------------------------------------------------
+
+# The parse cache's bounds: texts kept, and their characters in all (a schema's
+# regex written out can be megabytes; a user's patterns are short).
+PARSE_CACHE_ENTRIES = 4096
+PARSE_CACHE_CHARACTERS = 16_000_000
+
+_cache: OrderedDict = OrderedDict()
+_cache_characters = [0]
+_cache_lock = threading.Lock()
+
+
+def parse_regex(pattern: str, *, calls: bool = False, anchors: bool = True) -> Node:
+    """The tree of ``pattern`` (our dialect), from a bounded process-wide cache.
+
+    ``anchors``: a ``^`` at the very start and a ``$`` at the very end are
+    allowed and say nothing (whole-text match); false for a text already
+    without them (an inner or outer anchor is then refused as any other).
+    ``calls``: a lone surrogate (a placeholder of a shared definition) is a
+    :class:`Call` of that character, also inside a class, where it is one
+    more alternative (and refused in a negated class).
+
+    # Errors
+
+    :class:`RegexError` for invalid syntax or nesting too deep,
+    :class:`UnsupportedRegexError` for what no automaton expresses (anchors
+    inside, lookarounds, backreferences, possessive repeats, atomic groups,
+    ``(?u)``), naming the construct; errors are not cached.
+    """
+    key = (pattern, calls, anchors)
+    with _cache_lock:
+        found = _cache.get(key)
+        if found is not None:
+            _cache.move_to_end(key)
+            return found
+    if not isinstance(pattern, str):
+        raise RegexError(f"a regex must be a str, not {type(pattern).__name__}")
+    body = normalize_pattern(pattern) if anchors else pattern
+    limits.check()
+    parsed = parse_tree(body, int(re.ASCII))
+    limits.check()
+    try:
+        node = _Converter(body, calls).items(parsed, int(parsed.state.flags))
+    except RecursionError:
+        raise RegexError(f"regex {body[:200]!r} is nested too deeply to compile") from None
+    with _cache_lock:
+        if key not in _cache:
+            _cache[key] = node
+            _cache_characters[0] += len(pattern)
+            while _cache and (len(_cache) > PARSE_CACHE_ENTRIES
+                              or _cache_characters[0] > PARSE_CACHE_CHARACTERS):
+                (old, _, _), _ = _cache.popitem(last=False)
+                _cache_characters[0] -= len(old)
+    return node
+
+
+def parse_cache_info() -> tuple[int, int]:
+    """``(texts, characters)`` held by :func:`parse_regex`'s cache."""
+    with _cache_lock:
+        return len(_cache), _cache_characters[0]
+
+
+def clear_parse_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+        _cache_characters[0] = 0
+
+
+_LITERAL, _NOT_LITERAL, _ANY, _IN = _sre.LITERAL, _sre.NOT_LITERAL, _sre.ANY, _sre.IN
+_BRANCH, _SUBPATTERN = _sre.BRANCH, _sre.SUBPATTERN
+_MAX_REPEAT, _MIN_REPEAT = _sre.MAX_REPEAT, _sre.MIN_REPEAT
+_MAXREPEAT = _sre.MAXREPEAT
+_ESCAPES = class_escapes(ASCII_SPACE)
+_NOT_NEWLINE: tuple[CodepointRange, ...] = ((0, 0x09), (0x0B, MAX_CODEPOINT))
+
+# Names for the opcodes refused, by the opcode's name (the last two exist from
+# Python 3.11 on). normalize_pattern rejects most of them first. A possessive
+# repeat is not a greedy one: it never gives back, so "a*+a" matches nothing.
+_UNSUPPORTED_OPCODES = {
+    "AT": "anchor or word boundary",
+    "ASSERT": "lookaround",
+    "ASSERT_NOT": "negative lookaround",
+    "GROUPREF": "backreference",
+    "GROUPREF_EXISTS": "conditional group",
+    "ATOMIC_GROUP": "atomic group (?>...)",
+    "POSSESSIVE_REPEAT": "possessive repeat (*+, ++, ?+, {n,m}+)",
+}
+
+
+def _is_placeholder(code: int) -> bool:
+    return SURROGATES[0] <= code <= SURROGATES[1]
+
+
+class _Converter:
+    """Python's parse tree (under ``re.ASCII``) to a :class:`Node`, flags resolved."""
+
+    def __init__(self, pattern: str, calls: bool) -> None:
+        self.pattern = pattern
+        self.calls = calls
+        self.count = 0
+
+    def items(self, items, flags: int) -> Node:
+        items = getattr(items, "data", items)
+        parts: list[Node] = []
+        run: list[str] = []
+        fold = flags & _sre.SRE_FLAG_IGNORECASE
+        for op, av in items:
+            if op is _LITERAL and not (fold and (0x41 <= av <= 0x5A or 0x61 <= av <= 0x7A)) and not (
+                    self.calls and _is_placeholder(av)):
+                run.append(chr(av))
+                continue
+            if run:
+                parts.append(Text("".join(run)))
+                run = []
+            parts.append(self.item(op, av, flags))
+        if run:
+            parts.append(Text("".join(run)))
+        return concat(*parts)
+
+    def item(self, op, av, flags: int) -> Node:
+        self.count += 1
+        if self.count & 1023 == 0:
+            limits.check()
+        if op is _LITERAL and self.calls and _is_placeholder(av):
+            return Call(chr(av))
+        if op is _IN and self.calls and any(o is _LITERAL and _is_placeholder(a) for o, a in av):
+            if av and av[0][0] is _sre.NEGATE:
+                raise RegexError(f"a shared definition's placeholder in a negated class in {self.pattern!r}")
+            rest = [(o, a) for o, a in av if not (o is _LITERAL and _is_placeholder(a))]
+            branches = [Call(chr(a)) for o, a in av if o is _LITERAL and _is_placeholder(a)]
+            if rest:
+                branches.append(Chars(self._ranges(_IN, rest, flags)))
+            return alt(branches)
+        if op is _LITERAL or op is _NOT_LITERAL or op is _ANY or op is _IN:
+            return Chars(self._ranges(op, av, flags))
+        if op is _SUBPATTERN:
+            _group, add_flags, del_flags, sub = av
+            if add_flags & _sre.SRE_FLAG_UNICODE:
+                raise UnsupportedRegexError(
+                    f"unsupported regex construct: the Unicode flag (?u:...) in {self.pattern!r} "
+                    r"(\d, \w, \s and (?i) are ASCII only here)")
+            return self.items(sub, (flags | add_flags) & ~del_flags)
+        if op is _BRANCH:
+            return alt([self.items(branch, flags) for branch in av[1]])
+        if op is _MAX_REPEAT or op is _MIN_REPEAT:
+            # Lazy and greedy repeats accept the same whole strings.
+            low, high, sub = av
+            return repeat(self.items(sub, flags), low, None if high == _MAXREPEAT else high)
+        name = _UNSUPPORTED_OPCODES.get(str(op), str(op))
+        raise UnsupportedRegexError(f"unsupported regex construct: {name} in {self.pattern!r}")
+
+    @staticmethod
+    def _ranges(op, av, flags: int) -> tuple[CodepointRange, ...]:
+        return set_ranges(op, av, escapes=_ESCAPES,
+                          dot=EVERYTHING if flags & _sre.SRE_FLAG_DOTALL else _NOT_NEWLINE,
+                          ignore_case=bool(flags & _sre.SRE_FLAG_IGNORECASE))
