@@ -68,6 +68,12 @@ class Node:
     def __ne__(self, other) -> bool:
         return not self.__eq__(other)
 
+    def __add__(self, other):
+        """``a + b`` is :func:`concat` of the two trees."""
+        if isinstance(other, Node):
+            return concat(self, other)
+        return NotImplemented
+
     def __repr__(self) -> str:
         shown = to_regex(self, placeholders=False)
         if len(shown) > 120:
@@ -337,7 +343,8 @@ def to_regex(node: Node, definitions=None, *, placeholders: bool = True) -> str:
             return found
         cls = current.__class__
         if cls is Text:
-            out = "".join([regex_char(ord(c), False) for c in current.text])
+            out = "".join([c if c in _PLAIN_CHARS else regex_char(ord(c), False)
+                           for c in current.text])
         elif cls is Chars:
             out = _render_set(current.ranges)
         elif cls is Concat:
@@ -370,6 +377,10 @@ def to_regex(node: Node, definitions=None, *, placeholders: bool = True) -> str:
         return render(node)
     except RecursionError:
         raise RegexError("a regex tree nested too deeply to write as text") from None
+
+
+# printable ASCII that means itself outside a class (and "#", " " mean themselves without (?x))
+_PLAIN_CHARS = frozenset(chr(c) for c in range(0x20, 0x7F)) - set("\\.^$*+?{}[]|()")
 
 
 def _group(node: Node, rendered: str) -> str:

@@ -921,7 +921,7 @@ class LazyIndex(MaskServing):
         self._stop = threading.Event()
         if not self._is_token_live(INITIAL):
             raise VocabularyCoverageError(
-                f"the vocabulary cannot express the pattern {pattern[:200]!r}: no sequence of "
+                f"the vocabulary cannot express the pattern {readable_pattern(pattern, {})[:200]!r}: no sequence of "
                 "its tokens spells a match", state=INITIAL)
         self._seconds = round(time.perf_counter() - started, 4)
         self._extra_metadata = dict(metadata or {})

@@ -122,8 +122,13 @@ def build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = Bui
     return assemble(dfa, raw, vocabulary)
 
 
-def readable_pattern(text: str, definitions: dict[str, str]) -> str:
-    """A pattern for the metadata: placeholders (lone surrogates, not UTF-8) as ``<shared N>``."""
+def readable_pattern(text, definitions: dict) -> str:
+    """A pattern (text, or a regex tree written out) for the metadata:
+    placeholders (lone surrogates, not UTF-8) as ``<shared N>``."""
+    if not isinstance(text, str):
+        from ..analysis.regex_tree import to_regex
+
+        text = to_regex(text)
     for number, placeholder in enumerate(definitions):
         text = text.replace(placeholder, f"<shared {number}>")
     return text

@@ -119,7 +119,7 @@ class Index(MaskServing):
                              memory_budget=memory_budget)
         definitions = dfa = None
         if not isinstance(pattern, str) and hasattr(pattern, "definitions"):
-            pattern, definitions, dfa = pattern.pattern, pattern.definitions, pattern.automaton
+            pattern, definitions, dfa = pattern.tree, pattern.tree_definitions, pattern.automaton
         if lazy:
             from ..builder.lazy import LazyIndex
 
@@ -173,12 +173,12 @@ class Index(MaskServing):
                 schema, whitespace=whitespace, lenient=lenient, max_recursion_depth=max_recursion_depth,
                 any_depth=LAZY_ANY_DEPTH if any_depth == "auto" else any_depth, state_budget=None,
                 share_free_levels=True, share_counts=True)
-            return LazyIndex(compiled.pattern, vocabulary, config, definitions=compiled.definitions,
+            return LazyIndex(compiled.tree, vocabulary, config, definitions=compiled.tree_definitions,
                              index_type=cls, metadata=_schema_metadata(schema, whitespace, compiled))
         compiled = regex_from_schema(schema, whitespace=whitespace, lenient=lenient,
                                      max_recursion_depth=max_recursion_depth, any_depth=any_depth)
-        built = build_index(compiled.pattern, vocabulary, config,
-                            definitions=compiled.definitions, dfa=compiled.automaton)
+        built = build_index(compiled.tree, vocabulary, config,
+                            definitions=compiled.tree_definitions, dfa=compiled.automaton)
         metadata = dict(built.metadata)
         metadata.update(_schema_metadata(schema, whitespace, compiled))
         return cls(built.arrays, metadata, vocabulary)

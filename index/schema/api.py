@@ -70,6 +70,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..analysis.errors import SchemaError, UnsupportedSchemaError
+from ..analysis.regex_tree import Node, to_regex
 from .depth import (DEFAULT_REGEX_BUDGET, DEFAULT_STATE_BUDGET, Compiled, compile_within_bounds,
                     written_size)
 
@@ -97,31 +98,45 @@ class SchemaRegex:
     (recursion cut, formats not checked); ``draft`` is the dialect the
     schema was read as.
 
-    Large schemas repeat large pieces (a ``$ref`` used in many places, values
-    nested in values). The compiler writes each such piece once:
-    ``pattern`` holds a placeholder character (a lone surrogate, which no
-    JSON text contains) wherever ``definitions[placeholder]`` stands, and
-    the build compiles each definition once (see
-    :mod:`tokendfa.analysis.regex_compiler`). ``regex`` is the same language written
-    out in full, built on first use; it can be far longer than ``size``.
+    The compiler writes a regex tree (:mod:`tokendfa.analysis.regex_tree`),
+    ``tree``, which the builders take as it is. Large schemas repeat large
+    pieces (a ``$ref`` used in many places, values nested in values); the
+    compiler writes each such piece once, as ``tree_definitions[key]``, and
+    calls it (:class:`~tokendfa.analysis.regex_tree.Call`) wherever it
+    stands; the build compiles each definition once (see
+    :mod:`tokendfa.analysis.regex_compiler`). The keys are placeholder
+    characters (lone surrogates, which no JSON text contains), so the same
+    is also regex text: ``pattern`` with ``definitions`` (written from the
+    trees on first use), and ``regex``, the language written out in full; it
+    can be far longer than ``size``.
     """
 
-    pattern: str
+    tree: Node
     widenings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     draft: str = ""
-    definitions: dict[str, str] = field(default_factory=dict)
+    tree_definitions: dict = field(default_factory=dict)
     # the byte DFA, when regex_from_schema built it to check its size (the build reuses it)
     automaton: Any = field(default=None, compare=False, repr=False)
 
     @functools.cached_property
+    def pattern(self) -> str:
+        """The regex text with a placeholder wherever a definition is called."""
+        return to_regex(self.tree)
+
+    @functools.cached_property
+    def definitions(self) -> dict[str, str]:
+        """Placeholder -> the regex text of its definition."""
+        return {key: to_regex(node) for key, node in self.tree_definitions.items()}
+
+    @functools.cached_property
     def regex(self) -> str:
-        return expand_definitions(self.pattern, self.definitions)
+        return to_regex(self.tree, self.tree_definitions)
 
     @property
     def size(self) -> int:
-        """Characters of the pattern and of every definition, each written once."""
-        return written_size(self.pattern, self.definitions)
+        """About the characters of the pattern and of every definition, each written once."""
+        return written_size(self.tree, self.tree_definitions)
 
 
 def expand_definitions(pattern: str, definitions: dict[str, str]) -> str:

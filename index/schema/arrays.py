@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 
 from ..analysis import algebra
 from .ir import Flat, Sub
-from .regexes import alternation, optional, repeat
+from ..analysis.regex_tree import concat
+from .regexes import EMPTY, Node, alternation, optional, repeat
 from .scalars import admitted_values
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ MAX_SEVERAL_CONTAINS = 3   # several contains: 13 orderings of hits for 3, 75 fo
 MAX_CONTAINS_ITEMS = 8     # contains with maxItems: one alternative per position of the hit
 
 
-def array(c: "Compiler", flat: Flat, depth: int) -> str | None:
+def array(c: "Compiler", flat: Flat, depth: int) -> Node | None:
     lo, hi = flat.min_items, flat.max_items
     if hi is not None and hi < lo:
         return None
@@ -71,13 +72,13 @@ def array(c: "Compiler", flat: Flat, depth: int) -> str | None:
         if rest is not None and (tail_hi is None or tail_hi >= 1):
             body = rest + repeat(comma + rest, max(0, tail_lo - 1),
                                  None if tail_hi is None else tail_hi - 1)
-        return c.container("\\[", "\\]", body, lo == 0, depth)
-    body = "" if rest is None else repeat(comma + rest, tail_lo, tail_hi)
+        return c.container("[", "]", body, lo == 0, depth)
+    body = EMPTY if rest is None else repeat(comma + rest, tail_lo, tail_hi)
     for i in range(n - 1, 0, -1):
         segment = comma + positions[i] + body
         body = segment if i < lo else optional(segment)
     body = positions[0] + body
-    return c.container("\\[", "\\]", body, lo == 0, depth)
+    return c.container("[", "]", body, lo == 0, depth)
 
 
 def _items(flat: Flat) -> list[Sub]:
@@ -86,7 +87,7 @@ def _items(flat: Flat) -> list[Sub]:
 
 
 def _without(c: "Compiler", flat: Flat, depth: int, keyword: str, pointer: str, detail: str,
-             **changes) -> str | None:
+             **changes) -> Node | None:
     """Report ``keyword`` and write the array with ``changes`` to the flat (lenient: wider)."""
     c.unsupported(keyword, pointer, detail)
     flat = flat.copy()
@@ -95,7 +96,7 @@ def _without(c: "Compiler", flat: Flat, depth: int, keyword: str, pointer: str, 
     return array(c, flat, depth)
 
 
-def _unique(c: "Compiler", flat: Flat, depth: int) -> str | None:
+def _unique(c: "Compiler", flat: Flat, depth: int) -> Node | None:
     """``uniqueItems`` where the items are a few literals (an ``enum``, ``const``).
 
     Arrays of distinct values from a finite set: each value once at most,
@@ -120,7 +121,7 @@ def _unique(c: "Compiler", flat: Flat, depth: int) -> str | None:
     comma = c.layout.comma(depth)
     memo: dict = {}
 
-    def rest(left: frozenset, count: int) -> str | None:
+    def rest(left: frozenset, count: int) -> Node | None:
         """After ``count`` elements, with the values ``left`` still unused."""
         key = (left, count)
         if key not in memo:
@@ -128,17 +129,17 @@ def _unique(c: "Compiler", flat: Flat, depth: int) -> str | None:
             if count < hi:
                 for i in sorted(left):
                     tail = rest(left - {i}, count + 1)
-                    head = (comma if count else "") + texts[i]
+                    head = (comma + texts[i]) if count else texts[i]
                     options.append(head if tail is None else
-                                   head + (f"(?:{tail})?" if count + 1 >= lo else f"(?:{tail})"))
+                                   head + (optional(tail) if count + 1 >= lo else tail))
             memo[key] = alternation(options)
-            if memo[key] is not None and len(memo[key]) > algebra.MAX_LENGTH:
+            if memo[key] is not None and memo[key].size > algebra.MAX_LENGTH:
                 c.unsupported("uniqueItems", pointer, "the orderings of the distinct values "
                               f"would exceed {algebra.MAX_LENGTH:,} characters")
         return memo[key]
 
     body = rest(frozenset(range(len(values))), 0)
-    return c.container("\\[", "\\]", body, lo == 0, depth)
+    return c.container("[", "]", body, lo == 0, depth)
 
 
 def _finite_values(c: "Compiler", subs: list[Sub]) -> list | None:
@@ -157,7 +158,7 @@ def _finite_values(c: "Compiler", subs: list[Sub]) -> list | None:
 
 
 def _with_contains(c: "Compiler", flat: Flat, positions, lo: int, hi: int | None,
-                   depth: int) -> str | None:
+                   depth: int) -> Node | None:
     """Arrays with ``contains``: some element (after a run of any) satisfies it too."""
     pointer = flat.contains[0].pointer
     prefixed = any(p.prefix for p in flat.arr_parts) or positions
@@ -191,11 +192,11 @@ def _with_contains(c: "Compiler", flat: Flat, positions, lo: int, hi: int | None
             if after_lo <= after_hi:
                 bodies.append(repeat(element + comma, before, before) + hit
                               + repeat(comma + element, after_lo, after_hi))
-    return c.container("\\[", "\\]", alternation(bodies), False, depth)
+    return c.container("[", "]", alternation(bodies), False, depth)
 
 
 def _with_several_contains(c: "Compiler", flat: Flat, lo: int, hi: int | None,
-                           depth: int) -> str | None:
+                           depth: int) -> Node | None:
     """Arrays with several ``contains`` (no prefix, no maxItems, minItems <= 1).
 
     Every ``contains`` needs a hit; one element may be the hit of several.
@@ -215,7 +216,7 @@ def _with_several_contains(c: "Compiler", flat: Flat, lo: int, hi: int | None,
     comma = c.layout.comma(depth)
     hits: dict[frozenset, str | None] = {}
 
-    def hit(group: frozenset) -> str | None:
+    def hit(group: frozenset) -> Node | None:
         if group not in hits:
             hits[group] = c.value(items + [flat.contains[i] for i in sorted(group)], depth + 1)
         return hits[group]
@@ -237,6 +238,6 @@ def _with_several_contains(c: "Compiler", flat: Flat, lo: int, hi: int | None,
         regexes = [hit(g) for g in groups]
         if any(r is None for r in regexes):
             continue
-        bodies.append(repeat(element + comma, 0, None) + regexes[0]
-                      + "".join(gap + comma + r for r in regexes[1:]) + gap)
-    return c.container("\\[", "\\]", alternation(bodies), False, depth)
+        bodies.append(concat(repeat(element + comma, 0, None), regexes[0],
+                             *[gap + comma + r for r in regexes[1:]], gap))
+    return c.container("[", "]", alternation(bodies), False, depth)

@@ -36,7 +36,8 @@ from .ir import Choice, Constraint, Flat, Negated, Sub, json_key
 from .keywords import absorb
 from .negation import negate
 from .objects import declared, member_subs, object_
-from .regexes import alternation, counted
+from ..analysis.regex_tree import Call, calls_in, char, chars, concat
+from .regexes import EMPTY, Node, alternation, counted, lit, optional, repeat
 from .scalars import constants, literal, literals, number, string
 
 MAX_CHOICES = 256
@@ -56,41 +57,44 @@ PLACEHOLDER_BASE = SURROGATES[0]
 MAX_DEFINITIONS = SURROGATES[1] - SURROGATES[0] + 1
 
 
+# JSON whitespace between tokens, in flexible layout
+_WHITESPACE = chars([(0x09, 0x0A), (0x0D, 0x0D), (0x20, 0x20)])
+
+
 class Layout:
     """Where whitespace goes: compact, flexible (bounded) or pretty (indented)."""
 
     def __init__(self, mode: str, max_whitespace: int, indent: int) -> None:
         self.mode = mode
         self.indent = indent
-        self.ws = "" if mode != "flexible" else (
-            f"[ \\t\\n\\r]{{0,{max_whitespace}}}" if max_whitespace > 0 else "")
+        self.ws = EMPTY if mode != "flexible" or max_whitespace <= 0 else (
+            repeat(_WHITESPACE, 0, max_whitespace))
 
-    def _nl(self, depth: int) -> str:
-        spaces = self.indent * depth
-        return "\\n" + ("" if spaces == 0 else " " if spaces == 1 else f" {{{spaces}}}")
+    def _nl(self, depth: int) -> Node:
+        return lit("\n" + " " * (self.indent * depth))
 
-    def open(self, bracket: str, depth: int) -> str:
+    def open(self, bracket: str, depth: int) -> Node:
         if self.mode == "pretty":
-            return bracket + self._nl(depth + 1)
-        return bracket + self.ws
+            return lit(bracket) + self._nl(depth + 1)
+        return lit(bracket) + self.ws
 
-    def close(self, bracket: str, depth: int) -> str:
+    def close(self, bracket: str, depth: int) -> Node:
         if self.mode == "pretty":
-            return self._nl(depth) + bracket
-        return self.ws + bracket
+            return self._nl(depth) + lit(bracket)
+        return self.ws + lit(bracket)
 
-    def empty(self, open_bracket: str, close_bracket: str) -> str:
-        return open_bracket + self.ws + close_bracket
+    def empty(self, open_bracket: str, close_bracket: str) -> Node:
+        return concat(lit(open_bracket), self.ws, lit(close_bracket))
 
-    def comma(self, depth: int) -> str:
+    def comma(self, depth: int) -> Node:
         if self.mode == "pretty":
-            return "," + self._nl(depth + 1)
-        return self.ws + "," + self.ws
+            return lit(",") + self._nl(depth + 1)
+        return concat(self.ws, lit(","), self.ws)
 
-    def colon(self) -> str:
+    def colon(self) -> Node:
         if self.mode == "pretty":
-            return ": "
-        return self.ws + ":" + self.ws
+            return lit(": ")
+        return concat(self.ws, lit(":"), self.ws)
 
 
 class Compiler:
@@ -120,18 +124,19 @@ class Compiler:
         self.share = share
         self.share_free_levels = share_free_levels
         self.share_counts = share_counts
-        self.definitions: dict[str, str] = {}
-        self._placeholder_of: dict[str, str] = {}
+        self.definitions: dict[str, Node] = {}
+        self._placeholder_of: dict[Node, str] = {}
         self._values: dict = {}
 
     # --- shared pieces -------------------------------------------------------------
 
-    def shared(self, regex: str | None, *, always: bool = False) -> str | None:
-        """``regex``, or the placeholder that stands for it when it is long (or ``always``)."""
-        if not self.share or regex is None or (len(regex) < SHARE_MIN_LENGTH and not always):
+    def shared(self, regex: Node | None, *, always: bool = False) -> Node | None:
+        """``regex``, or a call of the definition that stands for it when it is
+        large (or ``always``)."""
+        if not self.share or regex is None or (regex.size < SHARE_MIN_LENGTH and not always):
             return regex
-        if len(regex) == 1 and regex in self.definitions:
-            return regex  # already a placeholder
+        if regex.__class__ is Call and regex.key in self.definitions:
+            return regex  # already a definition
         placeholder = self._placeholder_of.get(regex)
         if placeholder is None:
             if len(self.definitions) >= MAX_DEFINITIONS:
@@ -139,10 +144,10 @@ class Compiler:
             placeholder = chr(PLACEHOLDER_BASE + len(self.definitions))
             self.definitions[placeholder] = regex
             self._placeholder_of[regex] = placeholder
-        return placeholder
+        return Call(placeholder)
 
-    def counted(self, unit: str, lo: int, hi: int | None) -> str:
-        """``unit`` (one atom) ``lo`` to ``hi`` times (None: no bound).
+    def counted(self, unit: Node, lo: int, hi: int | None) -> Node:
+        """``unit`` ``lo`` to ``hi`` times (None: no bound).
 
         With ``share_counts`` and a bound of at least ``SHARED_COUNT_MIN``,
         the count is written in base ``COUNT_BASE`` with O(log n) shared
@@ -159,43 +164,45 @@ class Compiler:
         if not (self.share and self.share_counts) or max(lo, hi or 0) < SHARED_COUNT_MIN:
             return counted(unit, lo, hi)
         base = COUNT_BASE
-        powers = [self.shared(f"(?:{unit})", always=True)]
+        powers = [self.shared(unit, always=True)]
 
-        def power(j: int) -> str:  # the unit base**j times
+        def power(j: int) -> Node:  # the unit base**j times
             while len(powers) <= j:
-                powers.append(self.shared(powers[-1] * base, always=True))
+                powers.append(self.shared(concat(*[powers[-1]] * base), always=True))
             return powers[j]
 
-        def up_to(piece: str, times: int) -> str:  # piece 0 to `times` times, nested optionals
-            text = ""
+        def up_to(piece: Node, times: int) -> Node:  # piece 0 to `times` times, nested optionals
+            node = EMPTY
             for _ in range(times):
-                text = f"(?:{piece}{text})?"
-            return text
+                node = optional(piece + node)
+            return node
 
-        below_powers = {0: ""}
+        below_powers: dict[int, Node] = {0: EMPTY}
 
-        def below_power(k: int) -> str:  # 0 to base**k - 1 times
+        def below_power(k: int) -> Node:  # 0 to base**k - 1 times
             if k not in below_powers:
-                below_powers[k] = self.shared(up_to(power(k - 1), base - 1) + below_power(k - 1), always=True)
+                below_powers[k] = self.shared(up_to(power(k - 1), base - 1) + below_power(k - 1),
+                                              always=True)
             return below_powers[k]
 
-        def at_most(n: int) -> str:
+        def at_most(n: int) -> Node:
             if n == 0:
-                return ""
+                return EMPTY
             k = 0
             while base ** (k + 1) <= n:
                 k += 1
             if n == base ** (k + 1) - 1:
                 return below_power(k + 1)
             digit, rest = divmod(n, base ** k)
-            return f"(?:{up_to(power(k), digit - 1)}{below_power(k)}|{power(k) * digit}{at_most(rest)})"
+            return alternation([up_to(power(k), digit - 1) + below_power(k),
+                                concat(*[power(k)] * digit) + at_most(rest)])
 
-        exactly, j, m = "", 0, lo
+        exactly, j, m = [], 0, lo
         while m:
             m, digit = divmod(m, base)
-            exactly += power(j) * digit
+            exactly.extend([power(j)] * digit)
             j += 1
-        return exactly + (f"{powers[0]}*" if hi is None else at_most(hi - lo))
+        return concat(*exactly, repeat(powers[0], 0, None) if hi is None else at_most(hi - lo))
 
     def _value_key(self, subs: list[Sub], depth: int):
         """What a value regex depends on: the schemas, their base URIs, the recursion counts."""
@@ -203,17 +210,17 @@ class Compiler:
             (id(sub.schema), getattr(sub.resolver, "_base_uri", id(sub.resolver)),
              tuple(sorted(Counter(sub.refs).items())), sub.internal) for sub in subs)
 
-    def used_definitions(self, regex: str | None) -> dict[str, str]:
+    def used_definitions(self, regex: Node | None) -> dict[str, Node]:
         """The definitions ``regex`` reaches, directly or through other definitions."""
-        used: dict[str, str] = {}
-        pending = [regex or ""]
+        used: dict[str, Node] = {}
+        pending = [] if regex is None else [regex]
         while pending:
             # sorted: the order of the definitions (and so the lazy automaton's
             # state numbering) does not depend on the hash seed
-            for char in sorted(set(pending.pop()) & self.definitions.keys()):
-                if char not in used:
-                    used[char] = self.definitions[char]
-                    pending.append(used[char])
+            for key in sorted(set(calls_in(pending.pop())) & self.definitions.keys()):
+                if key not in used:
+                    used[key] = self.definitions[key]
+                    pending.append(used[key])
         return used
 
     # --- reporting -------------------------------------------------------------
@@ -231,8 +238,8 @@ class Compiler:
         if message not in self.notes:
             self.notes.append(message)
 
-    def _check_size(self, regex: str | None, pointer: str) -> str | None:
-        if regex is not None and len(regex) > self.max_regex_length:
+    def _check_size(self, regex: Node | None, pointer: str) -> Node | None:
+        if regex is not None and regex.size > self.max_regex_length:
             raise RegexTooLongError(
                 f"the regex for the schema at {pointer or '/'} exceeds {self.max_regex_length:,} "
                 "characters (references expanded inline); raise max_regex_length or simplify")
@@ -240,7 +247,7 @@ class Compiler:
 
     # --- the entry point ---------------------------------------------------------
 
-    def value(self, subs: list[Sub], depth: int) -> str | None:
+    def value(self, subs: list[Sub], depth: int) -> Node | None:
         """Regex for a JSON value satisfying every subschema in ``subs`` (None: no value)."""
         if not self.share:
             return self._value(subs, depth)
@@ -254,7 +261,7 @@ class Compiler:
         self._values[key] = (tuple(subs), regex)  # holding subs keeps their ids unique
         return regex
 
-    def _value(self, subs: list[Sub], depth: int) -> str | None:
+    def _value(self, subs: list[Sub], depth: int) -> Node | None:
         flat = Flat()
         for sub in subs:
             self.absorb(flat, sub)
@@ -265,7 +272,7 @@ class Compiler:
             return self.any_value(depth)
         return self._check_size(self._split(flat, depth, 0), pointer)
 
-    def _split(self, flat: Flat, depth: int, fanout: int) -> str | None:
+    def _split(self, flat: Flat, depth: int, fanout: int) -> Node | None:
         """Split the choices of ``flat`` one after the other, then emit each branch."""
         if flat.false:
             return None
@@ -304,10 +311,10 @@ class Compiler:
         """Add what ``sub`` says to ``flat`` (see :func:`.keywords.absorb`)."""
         absorb(self, flat, sub)
 
-    def emit(self, flat: Flat, depth: int) -> str | None:
+    def emit(self, flat: Flat, depth: int) -> Node | None:
         """The regex of a flat without choices: one alternative per type it allows."""
         types = flat.types
-        parts: list[str | None] = constants(flat)
+        parts: list[Node | None] = constants(flat)
         if types & {"integer", "fraction"}:
             parts.append(number(self, flat))
         if "string" in types:
@@ -348,7 +355,7 @@ class Compiler:
         return (all(self.valid(value, s) for s in flat.sources)
                 and not any(self.valid(value, s) for s in flat.negated + flat.nots))
 
-    def literal(self, value, depth: int) -> str:
+    def literal(self, value, depth: int) -> Node:
         return literal(self, value, depth)
 
     def pattern_matches(self, pattern: str, name: str, keyword: str, pointer: str, *,
@@ -362,14 +369,14 @@ class Compiler:
                 self.unsupported(keyword, pointer, str(exc))
             return default
 
-    def element(self, subs: list[Sub], depth: int) -> str | None:
+    def element(self, subs: list[Sub], depth: int) -> Node | None:
         """A value satisfying ``subs``, the generic value when there are none."""
         if not subs:
             return self.shared(self.any_value(depth))  # as value() writes it, so they compare
         return self.value(subs, depth)
 
-    def container(self, open_b: str, close_b: str, body: str | None, can_be_empty: bool,
-                  depth: int) -> str | None:
+    def container(self, open_b: str, close_b: str, body: Node | None, can_be_empty: bool,
+                  depth: int) -> Node | None:
         """Brackets around ``body`` (None: no content), or the empty container too."""
         layout = self.layout
         parts = []
@@ -381,7 +388,7 @@ class Compiler:
 
     # --- the generic value ---------------------------------------------------------------------
 
-    def any_value(self, depth: int, levels: int | None = None) -> str:
+    def any_value(self, depth: int, levels: int | None = None) -> Node:
         """Any JSON value, arrays and objects nested ``any_depth`` levels at most.
 
         With ``share_free_levels`` every level is a shared definition of its
@@ -395,19 +402,19 @@ class Compiler:
         cached = self._any_cache.get(key)
         if cached is not None:
             return cached
-        scalars = ["null", "true", "false", nums.NUMBER, strs.STRING]
+        scalars = [lit("null"), lit("true"), lit("false"), nums.NUMBER_TREE, strs.STRING]
         if levels > 0:
             inner = self.shared(self.any_value(depth + 1, levels - 1))
             comma = self.layout.comma(depth)
             colon = self.layout.colon()
-            array_body = inner + f"(?:{comma}{inner})*"
+            array_body = inner + repeat(comma + inner, 0, None)
             member = strs.STRING + colon + inner
-            object_body = member + f"(?:{comma}{member})*"
-            scalars.append(self.container("\\[", "\\]", array_body, True, depth))
-            scalars.append(self.container("\\{", "\\}", object_body, True, depth))
+            object_body = member + repeat(comma + member, 0, None)
+            scalars.append(self.container("[", "]", array_body, True, depth))
+            scalars.append(self.container("{", "}", object_body, True, depth))
         else:
-            scalars.append(self.container("\\[", "\\]", None, True, depth))
-            scalars.append(self.container("\\{", "\\}", None, True, depth))
+            scalars.append(self.container("[", "]", None, True, depth))
+            scalars.append(self.container("{", "}", None, True, depth))
         regex = alternation(scalars)
         if self.share_free_levels:
             regex = self.shared(regex, always=True)

@@ -51,19 +51,20 @@ AUTO_DEPTH_STATES = 30_000
 class Compiled:
     """The regex chosen, the compiler that wrote it, the depth notes, and what was measured."""
 
-    regex: str
+    regex: Any                     # the tree
     compiler: Any
     notes: list
     automaton: Any = None          # the byte DFA, when it was built to measure it
     used: dict | None = None       # the definitions the regex reaches
 
 
-def written_size(pattern: str, definitions: dict[str, str]) -> int:
-    """Characters of a pattern and of every definition, each written once."""
-    return len(pattern) + sum(len(text) for text in definitions.values())
+def written_size(pattern, definitions: dict) -> int:
+    """About the characters of a pattern and of every definition as regex
+    text, each written once (:attr:`~tokendfa.analysis.regex_tree.Node.size`)."""
+    return pattern.size + sum(node.size for node in definitions.values())
 
 
-def _automaton(regex: str, definitions: dict[str, str], state_budget: int | None):
+def _automaton(regex, definitions: dict, state_budget: int | None):
     from ..analysis.construct import byte_dfa_from_regex
 
     return byte_dfa_from_regex(regex, definitions=definitions, max_dfa_states=state_budget)
@@ -76,7 +77,7 @@ def _free_value_states(depth: int, whitespace: str, max_whitespace: int, indent:
 
     free = regex_from_schema(True, whitespace=whitespace, max_whitespace=max_whitespace,
                              indent=indent, any_depth=depth, regex_budget=None, state_budget=None)
-    return _automaton(free.pattern, free.definitions, None).num_states
+    return _automaton(free.tree, free.tree_definitions, None).num_states
 
 
 def compile_within_bounds(compile_at: Callable[[int, int], tuple], *, any_depth: int | str,

@@ -19,10 +19,13 @@ value is checked the way the regex would check it.
 
 from __future__ import annotations
 
+import functools
+
 from ..analysis.utf8 import complement_ranges, merge_ranges
+from ..analysis.regex_tree import Node, parse_regex
 from .strings import char_set_regex
 
-__all__ = ["FORMATS", "FORMAT_WIDTHS", "format_regex"]
+__all__ = ["FORMATS", "FORMAT_WIDTHS", "format_regex", "format_tree"]
 
 _HEX = "[0-9a-fA-F]"
 _YEAR = "[0-9]{4}"
@@ -115,3 +118,10 @@ def format_regex(name: str) -> str | None:
 
 # formats whose strings all have one length (min, max): lengths around them are settled here
 FORMAT_WIDTHS = {"date": (10, 10), "uuid": (36, 36)}
+
+
+@functools.lru_cache(maxsize=None)
+def format_tree(name: str) -> Node | None:
+    """:func:`format_regex` as a tree, read once per process (None: not a known format)."""
+    regex = format_regex(name)
+    return None if regex is None else parse_regex(regex, anchors=False)

@@ -35,7 +35,8 @@ from __future__ import annotations
 from decimal import Decimal, localcontext
 from fractions import Fraction
 
-from .regexes import alternation, counted, group
+from ..analysis.regex_tree import parse_regex
+from .regexes import text_alternation as alternation, text_counted as counted, text_group as group
 
 __all__ = [
     "INTEGER", "NUMBER", "integer_range_regex", "number_regex", "literal_alternation",
@@ -44,6 +45,8 @@ __all__ = [
 
 INTEGER = r"-?(?:0|[1-9][0-9]*)"
 NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+# Any JSON number as a tree (read once, when the module is imported).
+NUMBER_TREE = parse_regex(NUMBER)
 _EXPONENT = r"(?:[eE][+-]?[0-9]+)?"
 _ANY_FRACTION = r"(?:\.[0-9]+)?"
 # Past this many multiples in a range, listing them is not worth it.

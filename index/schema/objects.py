@@ -27,7 +27,6 @@ Key sets are compared with a product of byte DFAs (:func:`regex_subset`,
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,7 +34,7 @@ from ..analysis import algebra
 from ..analysis.errors import TimeLimitError
 from . import strings as strs
 from .ir import Flat, Negated, ObjPart, SomeMember, Sub
-from .regexes import alternation, optional, repeat
+from .regexes import (Node, alternation, difference, fullmatch, intersect, optional, repeat)
 from .scalars import string
 
 if TYPE_CHECKING:
@@ -58,7 +57,7 @@ class _Extra:
     of keys (a pattern's, the complement of the patterns', ``propertyNames``').
     """
 
-    key: str | None
+    key: Node | None
     subs: list
     all_but: tuple | None = None
 
@@ -67,8 +66,8 @@ class _Extra:
 class _Piece:
     """One ``patternProperties`` pattern (or key region) on its way to an :class:`_Extra`."""
 
-    key: str
-    value: str | None      # the value regex (None: no value fits)
+    key: Node
+    value: Node | None      # the value regex (None: no value fits)
     pattern: str | None
     subs: list
     all_but: tuple | None = None
@@ -104,13 +103,13 @@ def member_subs(c: "Compiler", part: ObjPart, name: str, report: bool = True) ->
     return subs
 
 
-def object_(c: "Compiler", flat: Flat, depth: int) -> str | None:
+def object_(c: "Compiler", flat: Flat, depth: int) -> Node | None:
     if flat.witnesses:
         return _with_witness(c, flat, depth)
     return _object_members(c, flat, depth, None)
 
 
-def _with_witness(c: "Compiler", flat: Flat, depth: int) -> str | None:
+def _with_witness(c: "Compiler", flat: Flat, depth: int) -> Node | None:
     """An object with a member that breaks a negated schema (:class:`~.ir.SomeMember`).
 
     The member is either one of the declared names (then it is required
@@ -148,7 +147,7 @@ def _with_witness(c: "Compiler", flat: Flat, depth: int) -> str | None:
     return alternation(alternatives)
 
 
-def _object_members(c: "Compiler", flat: Flat, depth: int, witness: SomeMember | None) -> str | None:
+def _object_members(c: "Compiler", flat: Flat, depth: int, witness: SomeMember | None) -> Node | None:
     parts: list[ObjPart] = flat.obj_parts
     required = set(flat.required)
     names_subs = flat.property_names
@@ -184,7 +183,7 @@ def _object_members(c: "Compiler", flat: Flat, depth: int, witness: SomeMember |
     return _members(c, entries, extra, flat.min_props, flat.max_props, depth, witnessed)
 
 
-def _witness_key(c: "Compiler", extra: _Extra, witness: SomeMember) -> str | None:
+def _witness_key(c: "Compiler", extra: _Extra, witness: SomeMember) -> Node | None:
     """The keys of the additional members ``extra`` that can be the witness.
 
     Raises :class:`_Widened` in lenient mode where the intersection has no exact regex.
@@ -197,7 +196,7 @@ def _witness_key(c: "Compiler", extra: _Extra, witness: SomeMember) -> str | Non
             fitting = _key(c, [witness.key_schema], [], witness.pointer)
             keys = strs.canonical_string_regex()
             if fitting is not None:
-                keys = algebra.difference(keys, fitting)
+                keys = difference(keys, fitting)
         elif witness.pattern is not None:
             keys = strs.translate_pattern(witness.pattern)
         elif witness.others:
@@ -205,11 +204,11 @@ def _witness_key(c: "Compiler", extra: _Extra, witness: SomeMember) -> str | Non
         else:
             keys = strs.keys_except([])
         if keys is not None and extra.all_but is None:
-            keys = algebra.intersect(extra.key, keys)
+            keys = intersect(extra.key, keys)
         # declared names (of this object and of the negated schema) are witnesses elsewhere
         avoid = sorted(set(witness.names) | set(extra.all_but or ()))
         if keys is not None and avoid:
-            keys = algebra.difference(keys, _names(avoid))
+            keys = difference(keys, _names(avoid))
         return keys
     except (strs.PatternUnsupported, algebra.NoExactRegex):
         pass
@@ -218,7 +217,7 @@ def _witness_key(c: "Compiler", extra: _Extra, witness: SomeMember) -> str | Non
     raise _Widened()
 
 
-def _names(names) -> str | None:
+def _names(names) -> Node | None:
     """The JSON texts of these names, as one alternation."""
     return alternation([strs.json_string_literal(n) for n in names])
 
@@ -260,7 +259,7 @@ def _extras(c: "Compiler", flat: Flat, parts: list[ObjPart], excluded: list[str]
                  for name in excluded):
             # the declared names are written with the declared members, not again here
             try:
-                key = algebra.difference(key, _names(excluded))
+                key = difference(key, _names(excluded))
             except algebra.NoExactRegex as exc:
                 c.unsupported("patternProperties", part.pointer,
                               f"pattern {pattern!r} also matches a declared property name ({exc})")
@@ -297,7 +296,7 @@ def _extras(c: "Compiler", flat: Flat, parts: list[ObjPart], excluded: list[str]
         try:
             rest = _keys_matching_none(patterns)
             if rest is not None and excluded:
-                rest = algebra.difference(rest, _names(excluded))
+                rest = difference(rest, _names(excluded))
             return result + ([_Extra(rest, rest_subs)] if rest is not None else [])
         except (algebra.NoExactRegex, strs.PatternUnsupported):
             pass
@@ -319,21 +318,21 @@ def _key_regions(c: "Compiler", pieces: list[_Piece], others: list[Sub], pointer
     differences of the key regexes); one member alternative per non-empty
     region, its value held to the union of the schemas.
     """
-    regions: list[tuple[str, list[int]]] = []
+    regions: list[tuple[Node, list[int]]] = []
     try:
         for i, piece in enumerate(pieces):
             refined, alone = [], piece.key
             for region, members in regions:
-                both = algebra.intersect(region, piece.key)
+                both = intersect(region, piece.key)
                 if both is None:
                     refined.append((region, members))
                     continue
                 refined.append((both, members + [i]))
-                left = algebra.difference(region, piece.key)
+                left = difference(region, piece.key)
                 if left is not None:
                     refined.append((left, members))
                 if alone is not None:
-                    alone = algebra.difference(alone, region)
+                    alone = difference(alone, region)
             if alone is not None:
                 refined.append((alone, [i]))
             regions = refined
@@ -353,7 +352,7 @@ def _key_regions(c: "Compiler", pieces: list[_Piece], others: list[Sub], pointer
     return split
 
 
-def _key(c: "Compiler", key_subs: list[Sub], excluded: list[str], pointer: str) -> str | None:
+def _key(c: "Compiler", key_subs: list[Sub], excluded: list[str], pointer: str) -> Node | None:
     """Regex for the undeclared keys that ``propertyNames`` (``key_subs``) allow."""
     if not key_subs:
         return strs.keys_except(excluded)
@@ -371,7 +370,7 @@ def _key(c: "Compiler", key_subs: list[Sub], excluded: list[str], pointer: str) 
         try:
             regex = _names_satisfying(c, key_subs, 0)
             if regex is not None and excluded:
-                regex = algebra.difference(regex, _names(excluded))
+                regex = difference(regex, _names(excluded))
             return regex
         except (algebra.NoExactRegex, strs.PatternUnsupported, _NoKeyRegex) as exc:
             c.unsupported("propertyNames", pointer, f"propertyNames with combinators: {exc}")
@@ -380,7 +379,7 @@ def _key(c: "Compiler", key_subs: list[Sub], excluded: list[str], pointer: str) 
     regex = string(c, flat)
     if regex is None:
         return None
-    if any(re.fullmatch(regex, json.dumps(n, ensure_ascii=False)) for n in excluded):
+    if any(fullmatch(regex, json.dumps(n, ensure_ascii=False)) for n in excluded):
         if flat.patterns or flat.formats:
             c.unsupported("propertyNames", pointer,
                           "a declared property name also fits propertyNames")
@@ -399,7 +398,7 @@ class _NoKeyRegex(Exception):
 MAX_KEY_NESTING = 8
 
 
-def _names_satisfying(c: "Compiler", subs: list, nesting: int) -> str | None:
+def _names_satisfying(c: "Compiler", subs: list, nesting: int) -> Node | None:
     """The canonical JSON texts of the names every item of ``subs`` accepts
     (``Sub`` or :class:`~.ir.Negated`; None: no name).
 
@@ -435,36 +434,36 @@ def _names_satisfying(c: "Compiler", subs: list, nesting: int) -> str | None:
     regex = string(c, plain)
     if regex is not None:
         # canonical spellings only, as every other key regex
-        regex = algebra.intersect(regex, strs.canonical_string_regex())
+        regex = intersect(regex, strs.canonical_string_regex())
     for choice in flat.choices:
         if regex is None:
             return None
         options = [_names_satisfying(c, list(option), nesting + 1) for option in choice.alternatives]
         union = alternation([o for o in options if o is not None])
-        regex = None if union is None else algebra.intersect(regex, union)
+        regex = None if union is None else intersect(regex, union)
     for sub in negated:
         if regex is None:
             return None
         names = _names_satisfying(c, [sub], nesting + 1)
         if names is not None:
-            regex = algebra.difference(regex, names)
+            regex = difference(regex, names)
     return regex
 
 
-def _disjoint_keys(regexes: list[str]) -> bool:
+def _disjoint_keys(regexes: list[Node]) -> bool:
     return all(regex_disjoint(a, b) for i, a in enumerate(regexes) for b in regexes[i + 1:])
 
 
-def _keys_matching_none(patterns: list[str]) -> str | None:
+def _keys_matching_none(patterns: list[str]) -> Node | None:
     """Keys (JSON text) that match none of the ECMA ``patterns`` (raises NoExactRegex/PatternUnsupported)."""
     matched = alternation([strs.translate_pattern(p) for p in patterns])
     if matched is None:
         return strs.keys_except([])
-    return algebra.difference(strs.keys_except([]), matched)
+    return difference(strs.keys_except([]), matched)
 
 
 def _members(c: "Compiler", entries, extras, min_props: int, max_props: int | None,
-             depth: int, witnessed: list | None = None) -> str | None:
+             depth: int, witnessed: list | None = None) -> Node | None:
     """The object: declared members in order (O(k) regex), then extra members.
 
     ``entries`` are ``(key, value, required)`` regexes of the declared
@@ -491,7 +490,7 @@ def _members(c: "Compiler", entries, extras, min_props: int, max_props: int | No
         max_props = None
     counting = min_props > 0 or max_props is not None
     if not counting:
-        chain: str | None = None     # at least one member written, after the members so far
+        chain: Node | None = None     # at least one member written, after the members so far
         seen_required = False
         for member, req in members:
             if chain is None:
@@ -507,27 +506,27 @@ def _members(c: "Compiler", entries, extras, min_props: int, max_props: int | No
             hit = alternation([k + colon + v for k, v in witnessed])
             if hit is None or extra is None:
                 return None
-            around = f"(?:{comma}{extra})*"
+            around = repeat(comma + extra, 0, None)
             if chain is not None:
                 bodies.append(chain + around + comma + hit + around)
             if not seen_required:
-                bodies.append(f"(?:{extra}{comma})*" + hit + around)
-            return c.container("\\{", "\\}", alternation(bodies), False, depth)
+                bodies.append(repeat(extra + comma, 0, None) + hit + around)
+            return c.container("{", "}", alternation(bodies), False, depth)
         if chain is not None:
-            bodies.append(chain + (f"(?:{comma}{extra})*" if extra else ""))
-        if extra and not seen_required:
-            bodies.append(f"{extra}(?:{comma}{extra})*")
-        return c.container("\\{", "\\}", alternation(bodies), not seen_required, depth)
+            bodies.append(chain + repeat(comma + extra, 0, None) if extra is not None else chain)
+        if extra is not None and not seen_required:
+            bodies.append(extra + repeat(comma + extra, 0, None))
+        return c.container("{", "}", alternation(bodies), not seen_required, depth)
     # with a count: chains[c] = written exactly c members (c capped at cap)
     cap = len(members)
     if cap > MAX_PROPERTY_COUNT_CHAIN:
         c.unsupported("maxProperties" if max_props is not None else "minProperties", "",
                       f"property counts on an object of more than {MAX_PROPERTY_COUNT_CHAIN} properties")
         return _members(c, entries, extras, 0, None, depth)
-    chains: dict[int, str] = {}
+    chains: dict[int, Node] = {}
     seen_required = False
     for member, req in members:
-        new: dict[int, list[str]] = {}
+        new: dict[int, list[Node]] = {}
         for count, regex in chains.items():
             new.setdefault(count + 1, []).append(regex + comma + member)
             if not req:
@@ -535,7 +534,7 @@ def _members(c: "Compiler", entries, extras, min_props: int, max_props: int | No
         if not seen_required:
             new.setdefault(1, []).append(member)
         seen_required = seen_required or req
-        merged: dict[int, list[str]] = {}
+        merged: dict[int, list[Node]] = {}
         for count, rs in new.items():
             if max_props is not None and count > max_props:
                 continue
@@ -551,30 +550,30 @@ def _members(c: "Compiler", entries, extras, min_props: int, max_props: int | No
             if a == 0:
                 bodies.append(regex)
             continue
-        bodies.append(regex + repeat(f"{comma}{extra}", a, b))
+        bodies.append(regex + repeat(comma + extra, a, b))
     if not seen_required and extra is not None:
         a = max(1, min_props)
         b = max_props
         if b is None or b >= 1:
-            bodies.append(extra + repeat(f"{comma}{extra}", a - 1, None if b is None else b - 1))
+            bodies.append(extra + repeat(comma + extra, a - 1, None if b is None else b - 1))
     can_be_empty = not seen_required and min_props == 0
-    return c.container("\\{", "\\}", alternation(bodies), can_be_empty, depth)
+    return c.container("{", "}", alternation(bodies), can_be_empty, depth)
 
 
 # --- comparing key sets ------------------------------------------------------------------------
 
-def regex_subset(a: str, b: str) -> bool:
+def regex_subset(a: Node, b: Node) -> bool:
     """Whether every text ``a`` matches, ``b`` matches too (byte DFA product; False if unsure)."""
     # b's dead state is followed too: a text a still matches after b died is a counterexample.
     return _product_reaches(a, b, lambda in_a, in_b: in_a and not in_b, b_may_die=True) is False
 
 
-def regex_disjoint(a: str, b: str) -> bool:
+def regex_disjoint(a: Node, b: Node) -> bool:
     """Whether two regexes (our dialect) match no common text: a product of their byte DFAs."""
     return _product_reaches(a, b, lambda in_a, in_b: in_a and in_b, b_may_die=False) is False
 
 
-def _product_reaches(a: str, b: str, wanted, *, b_may_die: bool) -> bool | None:
+def _product_reaches(a: Node, b: Node, wanted, *, b_may_die: bool) -> bool | None:
     """Whether some pair of states reachable in the product of the byte DFAs
     of ``a`` and ``b`` has ``wanted(a final, b final)``; None when either
     regex cannot be compiled (the callers then answer "not known")."""

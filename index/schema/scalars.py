@@ -27,10 +27,11 @@ from ..analysis import algebra
 from ..analysis.errors import UnsupportedSchemaError
 from . import numbers as nums
 from . import strings as strs
-from .formats import FORMAT_WIDTHS, FORMATS, format_regex
+from .formats import FORMAT_WIDTHS, FORMATS, format_tree
 from .ir import Flat, json_key, type_of
 from .numbers import to_decimal
-from .regexes import alternation
+from ..analysis.regex_tree import char, concat, optional, repeat
+from .regexes import Node, alternation, difference, from_text, fullmatch, intersect, lit, text_alternation
 
 if TYPE_CHECKING:
     from .compiler import Compiler
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 # --- literals -----------------------------------------------------------------------------
 
-def literals(c: "Compiler", flat: Flat, depth: int) -> str | None:
+def literals(c: "Compiler", flat: Flat, depth: int) -> Node | None:
     """The ``enum`` values of ``flat`` that satisfy everything else it says, as one alternation."""
     return alternation([literal(c, value, depth) for value in admitted_values(c, flat, flat.enum)])
 
@@ -59,36 +60,66 @@ def admitted_values(c: "Compiler", flat: Flat, candidates, unique: bool = False)
     return values
 
 
-def literal(c: "Compiler", value, depth: int) -> str:
+def literal(c: "Compiler", value, depth: int) -> Node:
     """Regex for one JSON value, written with the layout's whitespace."""
     layout = c.layout
     if value is None:
-        return "null"
+        return lit("null")
     if value is True:
-        return "true"
+        return lit("true")
     if value is False:
-        return "false"
+        return lit("false")
     if isinstance(value, (int, float)):
         return number_literal(value)
     if isinstance(value, str):
         return strs.json_string_literal(value)
     if isinstance(value, list):
         if not value:
-            return layout.empty("\\[", "\\]")
-        inner = layout.comma(depth).join(literal(c, v, depth + 1) for v in value)
-        return layout.open("\\[", depth) + inner + layout.close("\\]", depth)
+            return layout.empty("[", "]")
+        comma = layout.comma(depth)
+        parts = []
+        for i, v in enumerate(value):
+            parts.extend((comma, literal(c, v, depth + 1)) if i else (literal(c, v, depth + 1),))
+        return concat(layout.open("[", depth), *parts, layout.close("]", depth))
     if isinstance(value, dict):
         if not value:
-            return layout.empty("\\{", "\\}")
-        inner = layout.comma(depth).join(
-            strs.json_string_literal(k) + layout.colon() + literal(c, v, depth + 1)
-            for k, v in value.items())
-        return layout.open("\\{", depth) + inner + layout.close("\\}", depth)
+            return layout.empty("{", "}")
+        comma, colon = layout.comma(depth), layout.colon()
+        parts = []
+        for i, (k, v) in enumerate(value.items()):
+            if i:
+                parts.append(comma)
+            parts.extend((strs.json_string_literal(k), colon, literal(c, v, depth + 1)))
+        return concat(layout.open("{", depth), *parts, layout.close("}", depth))
     raise UnsupportedSchemaError(f"not a JSON value: {value!r}")
 
 
-def number_literal(value) -> str:
+_ZEROS = repeat(char(0x30), 0, None)
+_POINT_ZEROS = optional(lit(".") + repeat(char(0x30), 1, None))
+
+
+def number_literal(value) -> Node:
     """The value's decimal spelling, trailing zeros allowed, or json.dumps' own."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UnsupportedSchemaError(f"{value!r} is not a JSON number")
+    text = format(to_decimal(value), "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    negative = text.startswith("-")
+    digits = text[1:] if negative else text
+    plain = lit(digits) + (_ZEROS if "." in digits else _POINT_ZEROS)
+    if digits == "0":
+        tree = optional(lit("-")) + plain
+    else:
+        tree = (lit("-") if negative else lit("")) + plain
+    dumped = json.dumps(value)
+    if dumped != text and not re.fullmatch(number_literal_text(value), dumped):
+        tree = alternation([tree, lit(dumped)])
+    return tree
+
+
+def number_literal_text(value) -> str:
+    """:func:`number_literal` as regex text."""
     if isinstance(value, float) and not math.isfinite(value):
         raise UnsupportedSchemaError(f"{value!r} is not a JSON number")
     text = format(to_decimal(value), "f")
@@ -112,17 +143,23 @@ def number_literal(value) -> str:
 
 # --- null and booleans ------------------------------------------------------------------------
 
-def constants(flat: Flat) -> list[str]:
+def constants(flat: Flat) -> list[Node]:
     """``null``, ``true``, ``false`` as far as the types and excluded values allow."""
     excluded = {json_key(v) for v in flat.not_values}
-    return [word for word, value, kind in (("null", None, "null"), ("true", True, "boolean"),
+    return [lit(word) for word, value, kind in (("null", None, "null"), ("true", True, "boolean"),
                                            ("false", False, "boolean"))
             if kind in flat.types and json_key(value) not in excluded]
 
 
 # --- numbers -------------------------------------------------------------------------------
 
-def number(c: "Compiler", flat: Flat) -> str | None:
+def number(c: "Compiler", flat: Flat) -> Node | None:
+    """The numbers ``flat`` allows, as a tree (computed as text by :mod:`.numbers`
+    and read once per distinct text)."""
+    return from_text(_number_text(c, flat))
+
+
+def _number_text(c: "Compiler", flat: Flat) -> str | None:
     regex = _number_range(c, flat)
     if regex is None or not flat.not_multiple_of:
         return regex
@@ -178,7 +215,7 @@ def _number_range(c: "Compiler", flat: Flat) -> str | None:
                     pieces.append(nums.integer_range_regex(cursor, v - 1))
                     cursor = v + 1
             pieces.append(nums.integer_range_regex(cursor, high))
-            return alternation(pieces)
+            return text_alternation(pieces)
         if excluded and integer:
             # integers have one spelling each (and -0): take them out of the regex
             regex = in_range(multiple_of=step)
@@ -200,7 +237,7 @@ def _number_range(c: "Compiler", flat: Flat) -> str | None:
 
 # --- strings -------------------------------------------------------------------------------
 
-def string(c: "Compiler", flat: Flat) -> str | None:
+def string(c: "Compiler", flat: Flat) -> Node | None:
     lo, hi = flat.min_length, flat.max_length
     strings = [v for v in flat.not_values if isinstance(v, str)]
     patterns = list(flat.patterns)
@@ -213,14 +250,15 @@ def string(c: "Compiler", flat: Flat) -> str | None:
         c.unsupported("format", known[1][1], "several different formats")
         known = known[:1]
     # what the string must match, each a regex of canonical JSON text: intersected below
-    musts: list[tuple[str | None, str, str]] = [   # (regex, keyword, pointer)
-        (regex, "not", pointer) for regex, pointer in flat.string_regexes]
+    musts: list[tuple[Node | None, str, str]] = [   # (regex, keyword, pointer)
+        (from_text(regex) if isinstance(regex, str) else regex, "not", pointer)
+        for regex, pointer in flat.string_regexes]
     lengths = lo > 0 or hi is not None
     length_keyword = "maxLength" if hi is not None else "minLength"
     if known:
         name, pointer = known[0]
         width = FORMAT_WIDTHS.get(name)
-        musts.append((format_regex(name), "format", pointer))
+        musts.append((format_tree(name), "format", pointer))
         if lengths and width:
             if hi is not None and hi < width[0] or lo > width[1]:
                 return None
@@ -251,17 +289,17 @@ def string(c: "Compiler", flat: Flat) -> str | None:
     base = musts[0][0]
     for regex, keyword, pointer in musts[1:]:
         try:
-            base = algebra.intersect(base, regex)
+            base = intersect(base, regex)
         except algebra.NoExactRegex as exc:
             c.unsupported(keyword, pointer, f"no exact regex for {musts[0][1]} together "
                           f"with {keyword}: {exc}")
         if base is None:
             return None
     if strings:
-        taken = [v for v in strings if re.fullmatch(base, json.dumps(v, ensure_ascii=False))]
+        taken = [v for v in strings if fullmatch(base, json.dumps(v, ensure_ascii=False))]
         if taken:
             try:
-                base = algebra.difference(base, alternation([strs.json_string_literal(v) for v in taken]))
+                base = difference(base, alternation([strs.json_string_literal(v) for v in taken]))
             except algebra.NoExactRegex as exc:
                 c.unsupported("not", "", f"excluding string values from a pattern or format: {exc}")
     return base

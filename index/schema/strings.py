@@ -34,13 +34,15 @@ them; otherwise the schema compiler intersects the two regexes
 
 from __future__ import annotations
 
+import functools
 import re
 
 from ..analysis.errors import RegexError
 from ..analysis.regex_syntax import class_escapes, parse_tree, regex_char, set_ranges
 from ..analysis.regex_syntax import sre as _sre, sre_parse as _sre_parse
 from ..analysis.utf8 import MAX_CODEPOINT, SURROGATES, complement_ranges, merge_ranges
-from .regexes import counted as _counted
+from ..analysis.regex_tree import Node, Text, alt, chars, concat, parse_regex, repeat, text
+from .regexes import from_text, text_counted as _counted
 
 __all__ = [
     "STRING", "CHAR", "string_regex", "json_string_literal", "keys_except",
@@ -55,10 +57,17 @@ CHAR = (r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}
 # Without a length to count, every escape may stand alone (a lone surrogate
 # escape is grammatical JSON), which keeps the regex short.
 CHAR_LOOSE = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
-STRING = f'"{CHAR_LOOSE}*"'
+STRING_TEXT = f'"{CHAR_LOOSE}*"'
+# The same as trees, read once when the module is imported.
+STRING = parse_regex(STRING_TEXT)
+CHAR_TREE = parse_regex(CHAR)
+_QUOTE = text('"')
 
 _SHORT_ESCAPES = {0x22: '\\\\"', 0x5C: r"\\\\", 0x08: r"\\b", 0x0C: r"\\f",
                   0x0A: r"\\n", 0x0D: r"\\r", 0x09: r"\\t"}
+# the text each short escape is (a backslash and a letter)
+_SHORT_TEXT = {0x22: '\\"', 0x5C: "\\\\", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r",
+               0x09: "\\t"}
 
 
 class PatternUnsupported(ValueError):
@@ -138,13 +147,36 @@ def char_set_regex(ranges) -> str | None:
     return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
 
 
-def json_string_literal(value: str) -> str:
-    """Regex for the canonical JSON text of ``value``, quotes included."""
+def json_string_literal(value: str) -> Node:
+    """The canonical JSON text of ``value``, quotes included, as a tree."""
+    if _PLAIN.fullmatch(value):
+        return Text('"' + value + '"')
+    return concat(_QUOTE, *[_canonical_unit_tree(ord(ch)) for ch in value], _QUOTE)
+
+
+def json_string_literal_text(value: str) -> str:
+    """Regex text for the canonical JSON text of ``value``, quotes included."""
     return '"' + "".join(_canonical_unit(ord(ch)) for ch in value) + '"'
 
 
-def keys_except(names) -> str:
-    """Regex for a JSON string (canonical spelling) that is none of ``names``.
+# characters written as themselves (no escape), surrogates aside
+_PLAIN = re.compile('[^"\\\\\x00-\x1f]*')
+_HEX_DIGIT = chars([(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)])
+
+
+def _canonical_unit_tree(cp: int) -> Node:
+    """The canonical JSON spelling of one character (hex digits in either case), as a tree."""
+    if cp in _SHORT_ESCAPES:
+        return Text(_SHORT_TEXT[cp])
+    if cp < 0x20:
+        low = cp & 15
+        digit = chars([(ord(f"{low:x}"),) * 2, (ord(f"{low:X}"),) * 2]) if low > 9 else Text(f"{low:x}")
+        return concat(Text(f"\\u00{cp >> 4:x}"), digit)
+    return Text(chr(cp))
+
+
+def keys_except(names) -> Node:
+    """A JSON string (canonical spelling) that is none of ``names``, as a tree.
 
     A string that is not a name either stops at a proper prefix of some
     name (a trie node that is not a name itself), or leaves the trie: it
@@ -153,8 +185,9 @@ def keys_except(names) -> str:
     ``"(EXITS ANY* | PREFIXES)"`` with both finite parts written as tries.
     """
     names = [n for n in dict.fromkeys(names)]
+    any_run = repeat(_CANONICAL_CHAR, 0, None)
     if not names:
-        return f'"{_CANONICAL_CHAR}*"'
+        return concat(_QUOTE, any_run, _QUOTE)
     trie: dict = {}
     for name in names:
         node = trie
@@ -162,50 +195,61 @@ def keys_except(names) -> str:
             node = node.setdefault(ord(ch), {})
         node[-1] = {}
 
-    def exits(node: dict) -> str:
+    def exits(node: dict) -> Node:
         children = [cp for cp in node if cp >= 0]
         parts = []
         other = _except_units(children)
         if other is not None:
             parts.append(other)
-        parts.extend(_canonical_unit(cp) + exits(node[cp]) for cp in children)
-        return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+        parts.extend(_canonical_unit_tree(cp) + exits(node[cp]) for cp in children)
+        return alt(parts)
 
-    def prefixes(node: dict) -> str | None:
+    def prefixes(node: dict) -> Node | None:
         """Proper prefixes below ``node`` that are not names (relative to it)."""
         parts = []
         for cp, child in node.items():
             if cp < 0:
                 continue
             below = prefixes(child)
-            here = _canonical_unit(cp)
+            here = _canonical_unit_tree(cp)
             if -1 in child:
                 if below is not None:
                     parts.append(here + below)
             else:
-                parts.append(here + (f"(?:{below})?" if below is not None else ""))
+                parts.append(here + repeat(below, 0, 1) if below is not None else here)
         if not parts:
             return None
-        return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+        return alt(parts)
 
-    body = exits(trie) + _CANONICAL_CHAR + "*"
+    body = exits(trie) + any_run
     short = prefixes(trie)
-    alternatives = [body] + ([] if -1 in trie else [""]) + ([short] if short is not None else [])
-    return '"(?:' + "|".join(alternatives) + ')"'
+    alternatives = [body] + ([] if -1 in trie else [text("")]) + ([short] if short is not None else [])
+    return concat(_QUOTE, alt(alternatives), _QUOTE)
 
 
-def _except_units(children: list[int]) -> str | None:
+# one canonical character: not a quote, a backslash or a control; or a short escape; or \u00XX
+_ESCAPED_CONTROL = alt([concat(Text("\\"), chars([(ord(c), ord(c)) for c in '"\\bfnrt'])),
+                        concat(Text("\\u00"), chars([(0x30, 0x31)]), _HEX_DIGIT)])
+
+
+def _except_units(children: list[int]) -> Node | None:
     """One canonical character that is none of ``children`` (short form for ASCII children)."""
     if all(0x20 <= cp < 0x7F and cp not in (0x22, 0x5C) for cp in children):
-        listed = "".join(regex_char(cp, True) for cp in sorted(children))
-        return f'(?:[^"\\\\\\x00-\\x1f{listed}]|\\\\["\\\\bfnrt]|\\\\u00[01][0-9a-fA-F])'
-    return char_set_regex(_complement([(cp, cp) for cp in children]))
+        taken = [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)] + [(cp, cp) for cp in children]
+        return alt([chars(_complement(taken)), _ESCAPED_CONTROL])
+    return char_set_tree(_complement([(cp, cp) for cp in children]))
 
 
-_CANONICAL_CHAR = char_set_regex([(0, MAX_CODEPOINT)])
+def char_set_tree(ranges) -> Node | None:
+    """:func:`char_set_regex` as a tree (None: no character)."""
+    return from_text(char_set_regex(ranges))
 
 
-def string_regex(min_length: int = 0, max_length: int | None = None, *, counted=_counted) -> str | None:
+_CANONICAL_CHAR_TEXT = char_set_regex([(0, MAX_CODEPOINT)])
+_CANONICAL_CHAR = parse_regex(_CANONICAL_CHAR_TEXT)
+
+
+def string_regex(min_length: int = 0, max_length: int | None = None, *, counted=repeat) -> Node | None:
     """Any JSON string (every spelling) with a length between the bounds;
     ``counted(unit, lo, hi)`` writes the count (the compiler's may use shared
     definitions)."""
@@ -213,14 +257,14 @@ def string_regex(min_length: int = 0, max_length: int | None = None, *, counted=
         return None
     if min_length == 0 and max_length is None:
         return STRING
-    return '"' + counted(CHAR, min_length, max_length) + '"'
+    return concat(_QUOTE, counted(CHAR_TREE, min_length, max_length), _QUOTE)
 
 
-def canonical_string_regex(min_length: int = 0, max_length: int | None = None) -> str | None:
+def canonical_string_regex(min_length: int = 0, max_length: int | None = None) -> Node | None:
     """Any JSON string in its canonical spelling with a length between the bounds."""
     if max_length is not None and max_length < min_length:
         return None
-    return '"' + _counted(_CANONICAL_CHAR, min_length, max_length) + '"'
+    return concat(_QUOTE, repeat(_CANONICAL_CHAR, min_length, max_length), _QUOTE)
 
 
 # --- ECMA-262 patterns ----------------------------------------------------------
@@ -427,13 +471,19 @@ def _width(items) -> tuple[int, int | None]:
     return lo, (None if hi >= _sre.MAXREPEAT else hi)
 
 
+@functools.lru_cache(maxsize=4096)
 def translate_pattern(pattern: str, min_length: int = 0,
-                      max_length: int | None = None) -> str | None:
-    """Regex (JSON text, quotes included) for strings that contain a match of
-    the ECMA ``pattern`` and whose length is within the bounds.
+                      max_length: int | None = None) -> Node | None:
+    """The JSON texts (quotes included) of strings that contain a match of
+    the ECMA ``pattern`` and whose length is within the bounds, as a tree;
+    computed once per distinct pattern and bounds (a bounded process-wide cache).
 
     Raises :class:`PatternUnsupported` for what cannot be written exactly.
     """
+    return from_text(_translate_pattern_text(pattern, min_length, max_length))
+
+
+def _translate_pattern_text(pattern: str, min_length: int, max_length: int | None) -> str | None:
     tree = _parse(pattern)
     alternatives = _anchored_alternatives(list(tree), pattern)
     out = []
@@ -491,7 +541,12 @@ def _alternative(core, left: bool, right: bool, min_length: int, max_length: int
     return _emit(items, pattern)
 
 
-def pattern_complement(pattern: str) -> str | None:
+def pattern_complement(pattern: str) -> Node | None:
+    """The JSON texts of the strings that do *not* contain a match of ``pattern``, as a tree."""
+    return from_text(_pattern_complement_text(pattern))
+
+
+def _pattern_complement_text(pattern: str) -> str | None:
     """Regex (JSON text) for the strings that do *not* contain a match of ``pattern``.
 
     Only two common shapes are handled (else None): a whole-string run of one
@@ -506,7 +561,7 @@ def pattern_complement(pattern: str) -> str | None:
     if len(alternatives) != 1:
         return None
     left, right, core = alternatives[0]
-    any_unit = _CANONICAL_CHAR
+    any_unit = _CANONICAL_CHAR_TEXT
     if left and right and len(core) == 1 and core[0][0] in (_sre.MAX_REPEAT, _sre.MIN_REPEAT):
         lo, hi, sub = core[0][1]
         if len(sub) != 1 or sub[0][0] not in _SETS:
@@ -540,10 +595,16 @@ def pattern_complement(pattern: str) -> str | None:
 
 def pattern_matches(pattern: str, value: str) -> bool:
     """Whether ``value`` contains a match of the ECMA ``pattern`` (our reading of it)."""
-    regex = translate_pattern(pattern)
-    if regex is None:
+    compiled = _pattern_compiled(pattern)
+    if compiled is None:
         return False
     import json
 
-    text = json.dumps(value, ensure_ascii=False)
-    return re.fullmatch(regex, text) is not None
+    return compiled.fullmatch(json.dumps(value, ensure_ascii=False)) is not None
+
+
+@functools.lru_cache(maxsize=1024)
+def _pattern_compiled(pattern: str):
+    """The ECMA ``pattern``'s translation, compiled by Python's ``re`` (None: it matches nothing)."""
+    regex = _translate_pattern_text(pattern, 0, None)
+    return None if regex is None else re.compile(regex)
