@@ -1131,6 +1131,10 @@ class _LazyNFA:
 
     def _prune(self, span: tuple[int, int], alive: bytearray) -> None:
         eps, edges, calls, completes = self.eps, self.edges, self.calls, self.completes
+        base, stop = span
+        if alive.count(1, base, stop) == stop - base and all(
+                completes[d] for q in range(base, stop) if calls[q] for d, _ in calls[q]):
+            return  # every state alive and every callee matching: nothing to drop (the usual case)
         for q in range(*span):
             if not alive[q]:
                 eps[q], edges[q], calls[q] = (), (), ()

@@ -48,10 +48,26 @@ __all__ = ["Node", "Chars", "Text", "Concat", "Alt", "Repeat", "Call", "EMPTY", 
            "to_regex", "parse_regex", "calls_in", "PARSE_CACHE_ENTRIES", "PARSE_CACHE_CHARACTERS"]
 
 
-class Node:
-    """A regex tree node: immutable, hashable, compared by structure."""
+_NO_CALLS: frozenset = frozenset()
 
-    __slots__ = ("_hash", "size")
+
+def _union_calls(items) -> frozenset:
+    """The keys the items call (each node keeps its own: :func:`calls_in` is a lookup)."""
+    found = [item.calls for item in items if item.calls]
+    if not found:
+        return _NO_CALLS
+    if len(found) == 1:
+        return found[0]
+    return frozenset().union(*found)
+
+
+class Node:
+    """A regex tree node: immutable, hashable, compared by structure.
+
+    ``size`` is about the characters of its regex text, ``calls`` the keys
+    of the definitions it calls; both computed once, when it is made."""
+
+    __slots__ = ("_hash", "size", "calls")
 
     def _key(self) -> tuple:
         raise NotImplementedError
@@ -93,6 +109,7 @@ class Chars(Node):
 
     def __init__(self, ranges: tuple[CodepointRange, ...]) -> None:
         object.__setattr__(self, "ranges", ranges)
+        object.__setattr__(self, "calls", _NO_CALLS)
         object.__setattr__(self, "size", 1 if len(ranges) == 1 and ranges[0][0] == ranges[0][1]
                            else 2 + 3 * len(ranges))
         object.__setattr__(self, "_hash", hash((1, ranges)))
@@ -108,6 +125,7 @@ class Text(Node):
 
     def __init__(self, value: str) -> None:
         object.__setattr__(self, "text", value)
+        object.__setattr__(self, "calls", _NO_CALLS)
         object.__setattr__(self, "size", len(value))
         object.__setattr__(self, "_hash", hash((2, value)))
 
@@ -122,6 +140,7 @@ class Concat(Node):
 
     def __init__(self, items: tuple[Node, ...]) -> None:
         object.__setattr__(self, "items", items)
+        object.__setattr__(self, "calls", _union_calls(items))
         object.__setattr__(self, "size", sum(item.size for item in items))
         object.__setattr__(self, "_hash", hash((3, items)))
 
@@ -136,6 +155,7 @@ class Alt(Node):
 
     def __init__(self, items: tuple[Node, ...]) -> None:
         object.__setattr__(self, "items", items)
+        object.__setattr__(self, "calls", _union_calls(items))
         object.__setattr__(self, "size", sum(item.size for item in items) + len(items) + 3)
         object.__setattr__(self, "_hash", hash((4, items)))
 
@@ -150,6 +170,7 @@ class Repeat(Node):
 
     def __init__(self, body: Node, lo: int, hi: int | None) -> None:
         object.__setattr__(self, "body", body)
+        object.__setattr__(self, "calls", body.calls)
         object.__setattr__(self, "lo", lo)
         object.__setattr__(self, "hi", hi)
         object.__setattr__(self, "size", body.size + 4)
@@ -166,6 +187,7 @@ class Call(Node):
 
     def __init__(self, key) -> None:
         object.__setattr__(self, "key", key)
+        object.__setattr__(self, "calls", frozenset((key,)))
         object.__setattr__(self, "size", 1)
         object.__setattr__(self, "_hash", hash((6, key)))
 
@@ -303,24 +325,9 @@ def _nest_counts(outer_low: int, outer_high: int | None,
     return low, high
 
 
-def calls_in(node: Node) -> list:
-    """The keys of the definitions ``node`` calls, in order of first appearance."""
-    found: dict = {}
-    seen: set[int] = set()
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        cls = current.__class__
-        if cls is Call:
-            found.setdefault(current.key, None)
-        elif cls is Concat or cls is Alt:
-            for item in reversed(current.items):
-                if item.__class__ is not Chars and item.__class__ is not Text and id(item) not in seen:
-                    seen.add(id(item))
-                    stack.append(item)
-        elif cls is Repeat:
-            stack.append(current.body)
-    return list(found)
+def calls_in(node: Node) -> frozenset:
+    """The keys of the definitions ``node`` calls (kept on the node)."""
+    return node.calls
 
 
 # --- rendering -------------------------------------------------------------------
