@@ -332,15 +332,15 @@ def calls_in(node: Node) -> frozenset:
 
 # --- rendering -------------------------------------------------------------------
 
-def to_regex(node: Node, definitions=None, *, placeholders: bool = True) -> str:
+def to_regex(node: Node, definitions=None, *, placeholders: bool = True, names=None) -> str:
     """``node`` as regex text in our dialect (Python ``re`` syntax under
     ``re.ASCII``, whole-text match).
 
     A call renders as its definition in a group when ``definitions`` (key ->
     tree) has it, else as its key when the key is one character (the
     placeholders of :class:`~tokendfa.schema.api.SchemaRegex`, lone
-    surrogates) and ``placeholders`` is true, else as ``<key>`` text for a
-    reader (not a regex)."""
+    surrogates) and ``placeholders`` is true, else as ``names[key]`` when
+    ``names`` has it, else as ``<key>`` text for a reader (not a regex)."""
     memo: dict[int, str] = {}
     expanded: dict = {}
 
@@ -371,6 +371,8 @@ def to_regex(node: Node, definitions=None, *, placeholders: bool = True) -> str:
                 out = expanded.get(key)
                 if out is None:
                     out = expanded[key] = "(?:" + render(definitions[key]) + ")"
+            elif names is not None and key in names:
+                out = names[key]
             elif placeholders and isinstance(key, str) and len(key) == 1:
                 out = key
             else:

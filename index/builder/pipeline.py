@@ -128,7 +128,7 @@ def readable_pattern(text, definitions: dict) -> str:
     if not isinstance(text, str):
         from ..analysis.regex_tree import to_regex
 
-        text = to_regex(text)
+        return to_regex(text, names={key: f"<shared {number}>" for number, key in enumerate(definitions)})
     for number, placeholder in enumerate(definitions):
         text = text.replace(placeholder, f"<shared {number}>")
     return text

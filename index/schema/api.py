@@ -71,6 +71,7 @@ from typing import Any
 
 from ..analysis.errors import SchemaError, UnsupportedSchemaError
 from ..analysis.regex_tree import Node, to_regex
+from ..analysis.utf8 import SURROGATES
 from .depth import (DEFAULT_REGEX_BUDGET, DEFAULT_STATE_BUDGET, Compiled, compile_within_bounds,
                     written_size)
 
@@ -122,12 +123,18 @@ class SchemaRegex:
     @functools.cached_property
     def pattern(self) -> str:
         """The regex text with a placeholder wherever a definition is called."""
-        return to_regex(self.tree)
+        return to_regex(self.tree, names=self._placeholders)
 
     @functools.cached_property
     def definitions(self) -> dict[str, str]:
         """Placeholder -> the regex text of its definition."""
-        return {key: to_regex(node) for key, node in self.tree_definitions.items()}
+        names = self._placeholders
+        return {names[key]: to_regex(node, names=names) for key, node in self.tree_definitions.items()}
+
+    @functools.cached_property
+    def _placeholders(self) -> dict:
+        """Definition key -> its placeholder in the text: lone surrogates, in order."""
+        return {key: chr(SURROGATES[0] + i) for i, key in enumerate(self.tree_definitions)}
 
     @functools.cached_property
     def regex(self) -> str:

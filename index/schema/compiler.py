@@ -61,6 +61,18 @@ MAX_DEFINITIONS = SURROGATES[1] - SURROGATES[0] + 1
 _WHITESPACE = chars([(0x09, 0x0A), (0x0D, 0x0D), (0x20, 0x20)])
 
 
+# Free values (Compiler.any_value) by options, depth and levels: the tree and
+# the definitions it calls, made once per process; the same in every schema.
+_FREE_VALUES: dict = {}
+_FREE_VALUES_KEPT = 512
+
+
+def _key_order(key) -> tuple:
+    """Definition keys in an order that does not depend on the hash seed:
+    the numbered placeholders, then the named pieces."""
+    return (0, key) if isinstance(key, str) else (1, repr(key))
+
+
 class Layout:
     """Where whitespace goes: compact, flexible (bounded) or pretty (indented)."""
 
@@ -124,19 +136,28 @@ class Compiler:
         self.share = share
         self.share_free_levels = share_free_levels
         self.share_counts = share_counts
-        self.definitions: dict[str, Node] = {}
-        self._placeholder_of: dict[Node, str] = {}
+        self.definitions: dict = {}  # key -> tree: placeholder characters, or names (tuples)
+        self._placeholder_of: dict = {}
         self._values: dict = {}
 
     # --- shared pieces -------------------------------------------------------------
 
-    def shared(self, regex: Node | None, *, always: bool = False) -> Node | None:
+    def shared(self, regex: Node | None, *, always: bool = False, key=None) -> Node | None:
         """``regex``, or a call of the definition that stands for it when it is
-        large (or ``always``)."""
+        large (or ``always``). ``key`` names the definition where the same
+        piece is the same in every compilation with these options (a free
+        value's level: see :meth:`any_value`); otherwise it is numbered here."""
         if not self.share or regex is None or (regex.size < SHARE_MIN_LENGTH and not always):
             return regex
         if regex.__class__ is Call and regex.key in self.definitions:
             return regex  # already a definition
+        if key is not None:
+            if key not in self.definitions:
+                if len(self.definitions) >= MAX_DEFINITIONS:
+                    return regex
+                self.definitions[key] = regex
+                self._placeholder_of.setdefault(regex, key)
+            return Call(key)
         placeholder = self._placeholder_of.get(regex)
         if placeholder is None:
             if len(self.definitions) >= MAX_DEFINITIONS:
@@ -217,7 +238,7 @@ class Compiler:
         while pending:
             # sorted: the order of the definitions (and so the lazy automaton's
             # state numbering) does not depend on the hash seed
-            for key in sorted(set(calls_in(pending.pop())) & self.definitions.keys()):
+            for key in sorted(calls_in(pending.pop()) & self.definitions.keys(), key=_key_order):
                 if key not in used:
                     used[key] = self.definitions[key]
                     pending.append(used[key])
@@ -402,9 +423,18 @@ class Compiler:
         cached = self._any_cache.get(key)
         if cached is not None:
             return cached
+        # the same in every compilation with these options: built once per process
+        layout = self.layout
+        everywhere = ("free value", layout.mode, layout.ws, layout.indent, self.share,
+                      self.share_free_levels) + key
+        found = _FREE_VALUES.get(everywhere)
+        if found is not None and self._adopt(found[1]):
+            self._any_cache[key] = found[0]
+            return found[0]
         scalars = [lit("null"), lit("true"), lit("false"), nums.NUMBER_TREE, strs.STRING]
         if levels > 0:
-            inner = self.shared(self.any_value(depth + 1, levels - 1))
+            below = everywhere[:-2] + (depth + 1 if layout.mode == "pretty" else 0, levels - 1)
+            inner = self.shared(self.any_value(depth + 1, levels - 1), key=below)
             comma = self.layout.comma(depth)
             colon = self.layout.colon()
             array_body = inner + repeat(comma + inner, 0, None)
@@ -417,9 +447,24 @@ class Compiler:
             scalars.append(self.container("{", "}", None, True, depth))
         regex = alternation(scalars)
         if self.share_free_levels:
-            regex = self.shared(regex, always=True)
+            regex = self.shared(regex, always=True, key=everywhere)
         self._any_cache[key] = regex
+        used = self.used_definitions(regex)
+        if all(isinstance(k, tuple) for k in used):  # no piece numbered by this compilation
+            if len(_FREE_VALUES) >= _FREE_VALUES_KEPT:
+                _FREE_VALUES.clear()
+            _FREE_VALUES[everywhere] = (regex, tuple(used.items()))
         return regex
+
+    def _adopt(self, definitions) -> bool:
+        """Take the definitions a free value built elsewhere calls (False: too many)."""
+        missing = [(k, tree) for k, tree in definitions if k not in self.definitions]
+        if len(self.definitions) + len(missing) > MAX_DEFINITIONS:
+            return False
+        for k, tree in missing:
+            self.definitions[k] = tree
+            self._placeholder_of.setdefault(tree, k)
+        return True
 
     # --- instances in the order the regex writes them ----------------------------------------
 
