@@ -64,25 +64,30 @@ def _union_calls(items) -> frozenset:
 class Node:
     """A regex tree node: immutable, hashable, compared by structure.
 
-    ``size`` is about the characters of its regex text, ``calls`` the keys
-    of the definitions it calls; both computed once, when it is made."""
+    Nodes are interned (hash-consed): making a node equal to one that
+    exists returns that one, so structural equality is identity and
+    comparing two large trees costs nothing (deduplicating the branches of
+    an alternation, looking a piece up among the shared ones). ``size`` is
+    about the characters of its regex text, ``calls`` the keys of the
+    definitions it calls; both computed once, when it is made."""
 
     __slots__ = ("_hash", "size", "calls")
 
-    def _key(self) -> tuple:
+    def _args(self) -> tuple:
         raise NotImplementedError
 
     def __hash__(self) -> int:
         return self._hash
 
     def __eq__(self, other) -> bool:
-        if self is other:
-            return True
-        return (other.__class__ is self.__class__ and other._hash == self._hash
-                and other._key() == self._key())
+        return self is other or (other.__class__ is self.__class__ and other._hash == self._hash
+                                 and other._args() == self._args())
 
     def __ne__(self, other) -> bool:
         return not self.__eq__(other)
+
+    def __reduce__(self):
+        return (self.__class__, self._args())
 
     def __add__(self, other):
         """``a + b`` is :func:`concat` of the two trees."""
@@ -96,10 +101,26 @@ class Node:
             shown = shown[:120] + "..."
         return f"<{type(self).__name__} {shown!r}>"
 
-    def __setattr__(self, name, value):  # immutable after __init__
-        if hasattr(self, "_hash"):
-            raise AttributeError(f"{type(self).__name__} is immutable")
-        object.__setattr__(self, name, value)
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+
+# Nodes made, by their class and fields (children are interned already, so a
+# key compares by identity below the first level). Strong references, and the
+# table is emptied past INTERN_LIMIT entries: weak references with callbacks
+# made a node cost 3x more (keys_except of 15 names: 4.4 ms, against 0.3 ms
+# for its regex text), most of it in the cyclic collector. After a purge an
+# older node and a newer equal one are two objects, which __eq__ still finds
+# equal by their fields.
+INTERN_LIMIT = 1 << 20
+_INTERNED: dict = {}
+_set = object.__setattr__
+
+
+def _keep(key: tuple, node: "Node") -> None:
+    if len(_INTERNED) >= INTERN_LIMIT:
+        _INTERNED.clear()
+    _INTERNED[key] = node
 
 
 class Chars(Node):
@@ -107,15 +128,21 @@ class Chars(Node):
 
     __slots__ = ("ranges",)
 
-    def __init__(self, ranges: tuple[CodepointRange, ...]) -> None:
-        object.__setattr__(self, "ranges", ranges)
-        object.__setattr__(self, "calls", _NO_CALLS)
-        object.__setattr__(self, "size", 1 if len(ranges) == 1 and ranges[0][0] == ranges[0][1]
-                           else 2 + 3 * len(ranges))
-        object.__setattr__(self, "_hash", hash((1, ranges)))
+    def __new__(cls, ranges: tuple[CodepointRange, ...]):
+        key = (1, ranges)
+        self = _INTERNED.get(key)
+        if self is None:
+            self = object.__new__(cls)
+            _set(self, "ranges", ranges)
+            _set(self, "calls", _NO_CALLS)
+            _set(self, "size", 1 if len(ranges) == 1 and ranges[0][0] == ranges[0][1]
+                 else 2 + 3 * len(ranges))
+            _set(self, "_hash", hash(key))
+            _keep(key, self)
+        return self
 
-    def _key(self) -> tuple:
-        return self.ranges
+    def _args(self) -> tuple:
+        return (self.ranges,)
 
 
 class Text(Node):
@@ -123,13 +150,19 @@ class Text(Node):
 
     __slots__ = ("text",)
 
-    def __init__(self, value: str) -> None:
-        object.__setattr__(self, "text", value)
-        object.__setattr__(self, "calls", _NO_CALLS)
-        object.__setattr__(self, "size", len(value))
-        object.__setattr__(self, "_hash", hash((2, value)))
+    def __new__(cls, value: str):
+        key = (2, value)
+        self = _INTERNED.get(key)
+        if self is None:
+            self = object.__new__(cls)
+            _set(self, "text", value)
+            _set(self, "calls", _NO_CALLS)
+            _set(self, "size", len(value))
+            _set(self, "_hash", hash(key))
+            _keep(key, self)
+        return self
 
-    def _key(self) -> tuple:
+    def _args(self) -> tuple:
         return (self.text,)
 
 
@@ -138,14 +171,20 @@ class Concat(Node):
 
     __slots__ = ("items",)
 
-    def __init__(self, items: tuple[Node, ...]) -> None:
-        object.__setattr__(self, "items", items)
-        object.__setattr__(self, "calls", _union_calls(items))
-        object.__setattr__(self, "size", sum(item.size for item in items))
-        object.__setattr__(self, "_hash", hash((3, items)))
+    def __new__(cls, items: tuple[Node, ...]):
+        key = (3, items)
+        self = _INTERNED.get(key)
+        if self is None:
+            self = object.__new__(cls)
+            _set(self, "items", items)
+            _set(self, "calls", _union_calls(items))
+            _set(self, "size", sum([item.size for item in items]))
+            _set(self, "_hash", hash(key))
+            _keep(key, self)
+        return self
 
-    def _key(self) -> tuple:
-        return self.items
+    def _args(self) -> tuple:
+        return (self.items,)
 
 
 class Alt(Node):
@@ -153,14 +192,20 @@ class Alt(Node):
 
     __slots__ = ("items",)
 
-    def __init__(self, items: tuple[Node, ...]) -> None:
-        object.__setattr__(self, "items", items)
-        object.__setattr__(self, "calls", _union_calls(items))
-        object.__setattr__(self, "size", sum(item.size for item in items) + len(items) + 3)
-        object.__setattr__(self, "_hash", hash((4, items)))
+    def __new__(cls, items: tuple[Node, ...]):
+        key = (4, items)
+        self = _INTERNED.get(key)
+        if self is None:
+            self = object.__new__(cls)
+            _set(self, "items", items)
+            _set(self, "calls", _union_calls(items))
+            _set(self, "size", sum([item.size for item in items]) + len(items) + 3)
+            _set(self, "_hash", hash(key))
+            _keep(key, self)
+        return self
 
-    def _key(self) -> tuple:
-        return self.items
+    def _args(self) -> tuple:
+        return (self.items,)
 
 
 class Repeat(Node):
@@ -168,15 +213,21 @@ class Repeat(Node):
 
     __slots__ = ("body", "lo", "hi")
 
-    def __init__(self, body: Node, lo: int, hi: int | None) -> None:
-        object.__setattr__(self, "body", body)
-        object.__setattr__(self, "calls", body.calls)
-        object.__setattr__(self, "lo", lo)
-        object.__setattr__(self, "hi", hi)
-        object.__setattr__(self, "size", body.size + 4)
-        object.__setattr__(self, "_hash", hash((5, body, lo, hi)))
+    def __new__(cls, body: Node, lo: int, hi: int | None):
+        key = (5, body, lo, hi)
+        self = _INTERNED.get(key)
+        if self is None:
+            self = object.__new__(cls)
+            _set(self, "body", body)
+            _set(self, "calls", body.calls)
+            _set(self, "lo", lo)
+            _set(self, "hi", hi)
+            _set(self, "size", body.size + 4)
+            _set(self, "_hash", hash(key))
+            _keep(key, self)
+        return self
 
-    def _key(self) -> tuple:
+    def _args(self) -> tuple:
         return (self.body, self.lo, self.hi)
 
 
@@ -185,13 +236,19 @@ class Call(Node):
 
     __slots__ = ("key",)
 
-    def __init__(self, key) -> None:
-        object.__setattr__(self, "key", key)
-        object.__setattr__(self, "calls", frozenset((key,)))
-        object.__setattr__(self, "size", 1)
-        object.__setattr__(self, "_hash", hash((6, key)))
+    def __new__(cls, name):
+        key = (6, name)
+        self = _INTERNED.get(key)
+        if self is None:
+            self = object.__new__(cls)
+            _set(self, "key", name)
+            _set(self, "calls", frozenset((name,)))
+            _set(self, "size", 1)
+            _set(self, "_hash", hash(key))
+            _keep(key, self)
+        return self
 
-    def _key(self) -> tuple:
+    def _args(self) -> tuple:
         return (self.key,)
 
 

@@ -41,7 +41,8 @@ from ..analysis.errors import RegexError
 from ..analysis.regex_syntax import class_escapes, parse_tree, regex_char, set_ranges
 from ..analysis.regex_syntax import sre as _sre, sre_parse as _sre_parse
 from ..analysis.utf8 import MAX_CODEPOINT, SURROGATES, complement_ranges, merge_ranges
-from ..analysis.regex_tree import Node, Text, alt, chars, concat, parse_regex, repeat, text
+from ..analysis.regex_tree import (Alt, Concat, Node, Repeat, Text, alt, chars, concat, parse_regex,
+                                   repeat, text)
 from .regexes import from_text, text_counted as _counted
 
 __all__ = [
@@ -164,6 +165,11 @@ _PLAIN = re.compile('[^"\\\\\x00-\x1f]*')
 _HEX_DIGIT = chars([(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)])
 
 
+@functools.lru_cache(maxsize=4096)
+def _unit(cp: int) -> Node:
+    return _canonical_unit_tree(cp)
+
+
 def _canonical_unit_tree(cp: int) -> Node:
     """The canonical JSON spelling of one character (hex digits in either case), as a tree."""
     if cp in _SHORT_ESCAPES:
@@ -184,7 +190,12 @@ def keys_except(names) -> Node:
     anything. The "anything" is shared by every exit, so the regex is
     ``"(EXITS ANY* | PREFIXES)"`` with both finite parts written as tries.
     """
-    names = [n for n in dict.fromkeys(names)]
+    return _keys_except(tuple(dict.fromkeys(names)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _keys_except(names: tuple[str, ...]) -> Node:
+    # objects with the same names recur within a schema (Kubernetes:376: 82 distinct of 181)
     any_run = repeat(_CANONICAL_CHAR, 0, None)
     if not names:
         return concat(_QUOTE, any_run, _QUOTE)
@@ -195,14 +206,16 @@ def keys_except(names) -> Node:
             node = node.setdefault(ord(ch), {})
         node[-1] = {}
 
+    # Trie nodes are many (Kubernetes:188: 8k for 45 objects): the trees are made
+    # directly, their parts being distinct already
     def exits(node: dict) -> Node:
         children = [cp for cp in node if cp >= 0]
         parts = []
         other = _except_units(children)
         if other is not None:
             parts.append(other)
-        parts.extend(_canonical_unit_tree(cp) + exits(node[cp]) for cp in children)
-        return alt(parts)
+        parts.extend(Concat((_unit(cp), exits(node[cp]))) for cp in children)
+        return parts[0] if len(parts) == 1 else Alt(tuple(parts))
 
     def prefixes(node: dict) -> Node | None:
         """Proper prefixes below ``node`` that are not names (relative to it)."""
@@ -211,15 +224,15 @@ def keys_except(names) -> Node:
             if cp < 0:
                 continue
             below = prefixes(child)
-            here = _canonical_unit_tree(cp)
+            here = _unit(cp)
             if -1 in child:
                 if below is not None:
-                    parts.append(here + below)
+                    parts.append(Concat((here, below)))
             else:
-                parts.append(here + repeat(below, 0, 1) if below is not None else here)
+                parts.append(Concat((here, Repeat(below, 0, 1))) if below is not None else here)
         if not parts:
             return None
-        return alt(parts)
+        return parts[0] if len(parts) == 1 else Alt(tuple(parts))
 
     body = exits(trie) + any_run
     short = prefixes(trie)
@@ -234,6 +247,12 @@ _ESCAPED_CONTROL = alt([concat(Text("\\"), chars([(ord(c), ord(c)) for c in '"\\
 
 def _except_units(children: list[int]) -> Node | None:
     """One canonical character that is none of ``children`` (short form for ASCII children)."""
+    return _except_units_of(tuple(sorted(children)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _except_units_of(children: tuple[int, ...]) -> Node | None:
+    # a long name's trie is a chain of one-child nodes: the same few sets again and again
     if all(0x20 <= cp < 0x7F and cp not in (0x22, 0x5C) for cp in children):
         taken = [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)] + [(cp, cp) for cp in children]
         return alt([chars(_complement(taken)), _ESCAPED_CONTROL])
