@@ -45,8 +45,9 @@ __all__ = [
 
 INTEGER = r"-?(?:0|[1-9][0-9]*)"
 NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
-# Any JSON number as a tree (read once, when the module is imported).
+# Any JSON number, any integer, as trees (read once, when the module is imported).
 NUMBER_TREE = parse_regex(NUMBER)
+INTEGER_TREE = parse_regex(INTEGER)
 _EXPONENT = r"(?:[eE][+-]?[0-9]+)?"
 _ANY_FRACTION = r"(?:\.[0-9]+)?"
 # Past this many multiples in a range, listing them is not worth it.

@@ -156,7 +156,12 @@ def constants(flat: Flat) -> list[Node]:
 def number(c: "Compiler", flat: Flat) -> Node | None:
     """The numbers ``flat`` allows, as a tree (computed as text by :mod:`.numbers`
     and read once per distinct text)."""
-    return from_text(_number_text(c, flat))
+    regex = _number_text(c, flat)
+    if regex == nums.NUMBER:
+        return nums.NUMBER_TREE
+    if regex == nums.INTEGER:
+        return nums.INTEGER_TREE
+    return from_text(regex)
 
 
 def _number_text(c: "Compiler", flat: Flat) -> str | None:

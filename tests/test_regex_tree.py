@@ -1,0 +1,216 @@
+"""Regex trees (tokendfa.analysis.regex_tree): text in and out, the parse cache,
+and the schema compiler writing trees without reading text back.
+
+* ``to_regex`` round trip: the text a tree renders reads back to a tree with
+  the same minimal byte DFA;
+* the schema corpus: a schema's tree with its definitions (what the builders
+  take) has the minimal byte DFA of its regex text written out in full
+  (``SchemaRegex.regex``, which Python's parser reads as any user regex);
+* the parse cache is bounded, by texts and by characters;
+* a schema without ``pattern`` (and without number bounds, which are still
+  computed as text) compiles without Python's regex parser.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import pickle
+import re
+from pathlib import Path
+
+import pytest
+
+from tokendfa.analysis import regex_tree
+from tokendfa.analysis.errors import RegexError, TokenDFAError, UnsupportedRegexError
+from tokendfa.analysis.minimise import canonical_byte_dfa
+from tokendfa.analysis.regex_compiler import byte_tables_from_regex
+from tokendfa.analysis.regex_syntax import normalize_pattern
+from tokendfa.analysis.regex_tree import (EMPTY, NOTHING, Alt, Call, Chars, Concat, Repeat, Text, alt,
+                                          chars, concat, parse_regex, repeat, text, to_regex)
+from tokendfa.schema.api import regex_from_schema
+from cases import CASES
+from test_regex_compiler import EXTRA_PATTERNS
+
+BENCH = Path(os.environ.get("TOKENDFA_JSONSCHEMABENCH",
+                            Path(__file__).resolve().parents[2] / "shared/data/jsonschemabench"))
+
+PATTERNS = [case.pattern for case in CASES] + EXTRA_PATTERNS
+
+
+def _dfa(pattern, definitions=None):
+    return canonical_byte_dfa(*byte_tables_from_regex(pattern, definitions=definitions))
+
+
+def _same(a, b) -> bool:
+    return (a.transitions.shape == b.transitions.shape and bool((a.transitions == b.transitions).all())
+            and bool((a.finals == b.finals).all()))
+
+
+def _readable(pattern: str):
+    try:
+        return parse_regex(pattern)
+    except TokenDFAError:
+        return None
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_round_trip_keeps_the_language(pattern):
+    tree = _readable(pattern)
+    if tree is None:
+        pytest.skip("refused (the regex compiler's tests check the refusal)")
+    written = to_regex(tree)
+    assert re.compile(written)  # Python's own syntax
+    again = parse_regex(written)
+    assert _same(_dfa(tree), _dfa(again)), written
+    assert to_regex(again) == written  # one spelling per tree, and a fixed point
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_tree_and_text_build_one_automaton(pattern):
+    tree = _readable(pattern)
+    if tree is None:
+        pytest.skip("refused")
+    assert _same(_dfa(tree), _dfa(normalize_pattern(pattern)))
+
+
+def test_nodes_are_interned_and_normalised():
+    a = concat(text("ab"), chars([(0x30, 0x39)]), text("c"))
+    b = concat(text("a"), text("b"), Chars(((0x30, 0x39),)), text("c"))
+    assert a is b and hash(a) == hash(b)
+    assert alt([a, b, NOTHING]) is a
+    assert alt([text("x"), alt([text("y"), text("x")])]) == Alt((Text("x"), Text("y")))
+    assert concat(a, EMPTY) is a and concat(a, NOTHING) is NOTHING
+    assert repeat(repeat(chars([(0x61, 0x61)]), 1, 3), 2, 2) is Repeat(Chars(((0x61, 0x61),)), 2, 6)
+    assert repeat(a, 0, 0) is EMPTY and repeat(a, 1, 1) is a
+    assert (text("a") + text("b")) is Text("ab")
+    assert pickle.loads(pickle.dumps(a)) is a
+    called = concat(text("x"), Call("k"), repeat(Call("j"), 0, None))
+    assert regex_tree.calls_in(called) == {"k", "j"}
+    with pytest.raises(AttributeError):
+        a.size = 3
+
+
+def test_equal_trees_across_an_intern_purge(monkeypatch):
+    before = concat(text("purge"), chars([(0x61, 0x7A)]))
+    monkeypatch.setattr(regex_tree, "_INTERNED", {})
+    after = concat(text("purge"), chars([(0x61, 0x7A)]))
+    assert after is not before and after == before and hash(after) == hash(before)
+
+
+def test_calls_render_as_definitions_or_names():
+    tree = concat(text("<"), Call("d"), text(">"))
+    assert to_regex(tree, {"d": alt([text("a"), text("b")])}) == "<(?:a|b)>"
+    assert to_regex(tree, names={"d": "\ud800"}) == "<\ud800>"
+    assert _same(_dfa(tree, {"d": repeat(text("a"), 1, None)}), _dfa("<a+>"))
+
+
+def test_refusals_keep_their_error_classes():
+    for pattern, error in [("a(?=b)", UnsupportedRegexError), ("a\\b", UnsupportedRegexError),
+                           ("(?u)a", UnsupportedRegexError), ("(a)\\1", UnsupportedRegexError),
+                           ("a^b", UnsupportedRegexError), ("(ab", RegexError), ("a{2,1}", RegexError)]:
+        with pytest.raises(error):
+            parse_regex(pattern)
+
+
+def test_flags_are_resolved_when_read():
+    assert parse_regex("(?i)k") == chars([(0x4B, 0x4B), (0x6B, 0x6B)])  # not the Kelvin sign
+    assert parse_regex("(?i)é") == text("é")
+    assert parse_regex("(?s).") == chars([(0, 0x10FFFF)])
+    assert parse_regex(".") == chars([(0, 9), (11, 0x10FFFF)])
+    assert parse_regex("^ab$") == text("ab")
+
+
+def test_parse_cache_is_bounded(monkeypatch):
+    monkeypatch.setattr(regex_tree, "PARSE_CACHE_ENTRIES", 8)
+    monkeypatch.setattr(regex_tree, "PARSE_CACHE_CHARACTERS", 200)
+    regex_tree.clear_parse_cache()
+    for i in range(50):
+        parse_regex(f"a{{{i}}}b")
+        texts, characters = regex_tree.parse_cache_info()
+        assert texts <= 8 and characters <= 200
+    parse_regex("x" * 150)
+    parse_regex("y" * 150)
+    texts, characters = regex_tree.parse_cache_info()
+    assert characters <= 200
+    first = parse_regex("a{49}b")
+    assert parse_regex("a{49}b") is first  # a hit
+    regex_tree.clear_parse_cache()
+    assert regex_tree.parse_cache_info() == (0, 0)
+
+
+def test_a_text_is_parsed_once(monkeypatch):
+    regex_tree.clear_parse_cache()
+    calls = []
+    real = regex_tree.parse_tree
+    monkeypatch.setattr(regex_tree, "parse_tree", lambda *a: calls.append(a) or real(*a))
+    for _ in range(3):
+        parse_regex("[a-z]+@[a-z]+")
+    assert len(calls) == 1
+
+
+NO_PATTERN_SCHEMAS = [
+    {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "string", "maxLength": 30},
+                                      "c": {"type": "integer"}, "d": {"type": "boolean"},
+                                      "e": {"enum": ["x", "y", 3, None]}, "f": {}},
+     "required": ["a"]},
+    {"type": "array", "items": {"type": "object", "properties": {"k": {"const": "v"}},
+                                "additionalProperties": False}, "minItems": 1, "maxItems": 3},
+    {"anyOf": [{"type": "string", "minLength": 2}, {"type": "null"}]},
+    {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}},
+    True,
+]
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_no_regex_parser_for_a_schema_without_pattern(monkeypatch, lazy):
+    # the compiler's constants (a JSON string, a number) are read once, when it is imported
+    import tokendfa.schema.compiler  # noqa: F401
+
+    regex_tree.clear_parse_cache()
+
+    def refuse(*args):
+        raise AssertionError(f"Python's regex parser called on {args[0][:80]!r}")
+
+    monkeypatch.setattr(regex_tree, "parse_tree", refuse)
+    for schema in NO_PATTERN_SCHEMAS:
+        compiled = regex_from_schema(schema, share_free_levels=lazy, share_counts=lazy,
+                                     state_budget=None if lazy else 80_000)
+        _dfa(compiled.tree, compiled.tree_definitions)
+
+
+def _bench_schemas(per_source: int = 3):
+    for path in sorted(BENCH.glob("*.jsonl.gz")):
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            for i, line in enumerate(handle):
+                if i == per_source:
+                    break
+                yield f"{path.name[:-9]}:{i}", json.loads(line)["schema"]
+
+
+SCHEMAS = [("object", NO_PATTERN_SCHEMAS[0]), ("array", NO_PATTERN_SCHEMAS[1]),
+           ("pattern", {"type": "object", "properties": {"id": {"type": "string", "pattern": "^[a-z]{2,4}$"},
+                                                         "at": {"type": "string", "format": "date"}}}),
+           ("counted", {"type": "string", "maxLength": 300})]
+
+
+@pytest.mark.parametrize("name, schema", SCHEMAS + list(_bench_schemas()),
+                         ids=[n for n, _ in SCHEMAS] + [n for n, _ in _bench_schemas()])
+def test_schema_tree_and_its_text_build_one_automaton(name, schema):
+    # the tree with its definitions (as the builders take it) against the
+    # regex text written out in full, read back by Python's parser
+    try:
+        compiled = regex_from_schema(schema, lenient=True, any_depth=2, share_counts=True,
+                                     share_free_levels=True, state_budget=None)
+    except TokenDFAError:
+        pytest.skip("not compiled")
+    if len(compiled.regex) > 200_000:
+        pytest.skip("written out, too long to build twice here")
+    try:
+        from_tree = _dfa(compiled.tree, compiled.tree_definitions)
+    except TokenDFAError:
+        pytest.skip("over a build limit")
+    assert _same(from_tree, _dfa(compiled.regex))
+    # the text with placeholders and its text definitions: the same again
+    assert _same(from_tree, _dfa(compiled.pattern, compiled.definitions))
