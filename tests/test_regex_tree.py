@@ -7,8 +7,8 @@ and the schema compiler writing trees without reading text back.
   take) has the minimal byte DFA of its regex text written out in full
   (``SchemaRegex.regex``, which Python's parser reads as any user regex);
 * the parse cache is bounded, by texts and by characters;
-* a schema without ``pattern`` (and without number bounds, which are still
-  computed as text) compiles without Python's regex parser.
+* a schema without ``pattern`` (nor ``multipleOf``, ``format``, negations,
+  which are still computed as text) compiles without Python's regex parser.
 """
 
 from __future__ import annotations
@@ -159,6 +159,9 @@ NO_PATTERN_SCHEMAS = [
                                 "additionalProperties": False}, "minItems": 1, "maxItems": 3},
     {"anyOf": [{"type": "string", "minLength": 2}, {"type": "null"}]},
     {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}},
+    {"type": "object", "properties": {"i": {"type": "integer", "minimum": 3, "maximum": 250},
+                                      "n": {"type": "number", "minimum": -1.5, "exclusiveMaximum": 10},
+                                      "m": {"type": "number", "minimum": 0}}},
     True,
 ]
 

@@ -35,7 +35,8 @@ from __future__ import annotations
 from decimal import Decimal, localcontext
 from fractions import Fraction
 
-from ..analysis.regex_tree import parse_regex
+from ..analysis.regex_tree import EMPTY, Alt, Node, chars, optional, parse_regex, repeat, text, to_regex
+from .regexes import alternation as tree_alternation
 from .regexes import text_alternation as alternation, text_counted as counted, text_group as group
 
 __all__ = [
@@ -48,7 +49,14 @@ NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 # Any JSON number, any integer, as trees (read once, when the module is imported).
 NUMBER_TREE = parse_regex(NUMBER)
 INTEGER_TREE = parse_regex(INTEGER)
+_DIGIT = chars([(0x30, 0x39)])
+_NONZERO = chars([(0x31, 0x39)])
+_DIGITS_0 = repeat(_DIGIT, 0, None)
+_DIGITS_1 = repeat(_DIGIT, 1, None)
+_ZEROS_0 = repeat(chars([(0x30, 0x30)]), 0, None)
+_ZEROS_1 = repeat(chars([(0x30, 0x30)]), 1, None)
 _EXPONENT = r"(?:[eE][+-]?[0-9]+)?"
+_EXPONENT_TREE = parse_regex(_EXPONENT)
 _ANY_FRACTION = r"(?:\.[0-9]+)?"
 # Past this many multiples in a range, listing them is not worth it.
 MAX_LISTED_MULTIPLES = 1000
@@ -59,6 +67,10 @@ class NumberUnsupported(ValueError):
 
 
 # --- small regex helpers ------------------------------------------------------
+
+def _digits(lo: int, hi: int) -> Node:
+    return text(str(lo)) if lo == hi else chars([(0x30 + lo, 0x30 + hi)])
+
 
 def _digit_class(lo: int, hi: int) -> str:
     if lo == hi:
@@ -72,34 +84,34 @@ def _digit_class(lo: int, hi: int) -> str:
 
 # --- integers -------------------------------------------------------------------
 
-def _same_length(lo: str, hi: str) -> list[str]:
+def _same_length(lo: str, hi: str) -> list[Node]:
     """Alternatives for the digit strings between ``lo`` and ``hi`` (same length)."""
     if lo == hi:
-        return [lo]
+        return [text(lo)]
     n = len(lo)
     if lo[0] == hi[0]:
-        return [lo[0] + rest for rest in [alternation(_same_length(lo[1:], hi[1:]))]]
+        return [text(lo[0]) + tree_alternation(_same_length(lo[1:], hi[1:]))]
     rest = n - 1
     first_lo, first_hi = int(lo[0]), int(hi[0])
-    out: list[str] = []
+    out: list[Node] = []
     # lo[0] followed by lo[1:]..99..9, unless lo[1:] is all zeros (then it joins the middle)
     if rest and lo[1:] != "0" * rest:
-        out.append(lo[0] + alternation(_same_length(lo[1:], "9" * rest)))
+        out.append(text(lo[0]) + tree_alternation(_same_length(lo[1:], "9" * rest)))
         first_lo += 1
     top_full = not rest or hi[1:] == "9" * rest
     middle_hi = first_hi if top_full else first_hi - 1
     if first_lo <= middle_hi:
-        out.append(_digit_class(first_lo, middle_hi) + counted("[0-9]", rest, rest))
+        out.append(_digits(first_lo, middle_hi) + repeat(_DIGIT, rest, rest))
     if not top_full:
-        out.append(hi[0] + alternation(_same_length("0" * rest, hi[1:])))
+        out.append(text(hi[0]) + tree_alternation(_same_length("0" * rest, hi[1:])))
     return out
 
 
-def _magnitude_range(lo: int, hi: int | None) -> str | None:
+def _magnitude_tree(lo: int, hi: int | None) -> Node | None:
     """Canonical digit strings of the integers in ``[lo, hi]`` (``lo >= 0``; ``hi`` None: no bound)."""
     if hi is not None and hi < lo:
         return None
-    parts: list[str] = []
+    parts: list[Node] = []
     lo_len = len(str(lo))
     top_len = lo_len if hi is None else len(str(hi))
     for length in range(lo_len, top_len + 1):
@@ -110,37 +122,58 @@ def _magnitude_range(lo: int, hi: int | None) -> str | None:
         if a <= b:
             parts.extend(_same_length(str(a), str(b)))
     if hi is None:
-        parts.append(f"[1-9][0-9]{{{lo_len},}}")
-    return alternation(parts)
+        parts.append(_NONZERO + repeat(_DIGIT, lo_len, None))
+    return tree_alternation(parts)
 
 
-def integer_range_regex(lo: int | None, hi: int | None) -> str | None:
-    """A regex for the JSON integers ``n`` with ``lo <= n <= hi`` (None: unbounded).
+def _magnitude_range(lo: int, hi: int | None) -> str | None:
+    """:func:`_magnitude_tree` as regex text (one atom)."""
+    return _atom_text(_magnitude_tree(lo, hi))
+
+
+def integer_range_tree(lo: int | None, hi: int | None) -> Node | None:
+    """The JSON integers ``n`` with ``lo <= n <= hi`` (None: unbounded), as a tree.
 
     Integers are spelled canonically (no leading zeros, no fraction); ``-0``
     is accepted exactly when 0 is in range, as the plain integer regex does.
     Returns None when the range is empty.
-
-    Example::
-
-        >>> integer_range_regex(-5, 12)
-        '(?:-(?:0|[1-5])|(?:[0-9]|1[0-2]))'
     """
     if lo is not None and hi is not None and lo > hi:
         return None
     if lo is None and hi is None:
-        return INTEGER
-    parts: list[str | None] = []
+        return INTEGER_TREE
+    parts: list[Node | None] = []
     # negative side: magnitudes in [max(0, -hi), -lo], and -0 when 0 is in range
     if lo is None or lo <= 0:
         neg_lo = 0 if hi is None or hi >= 0 else -hi
         neg_hi = None if lo is None else -lo
-        magnitudes = _magnitude_range(neg_lo, neg_hi)
+        magnitudes = _magnitude_tree(neg_lo, neg_hi)
         if magnitudes is not None:
-            parts.append("-" + group(magnitudes))
+            parts.append(text("-") + magnitudes)
     if hi is None or hi >= 0:
-        parts.append(_magnitude_range(max(lo, 0) if lo is not None else 0, hi))
-    return alternation(parts)
+        parts.append(_magnitude_tree(max(lo, 0) if lo is not None else 0, hi))
+    return tree_alternation(parts)
+
+
+def integer_range_regex(lo: int | None, hi: int | None) -> str | None:
+    """:func:`integer_range_tree` as regex text.
+
+    Example::
+
+        >>> integer_range_regex(-5, 12)
+        '(?:-[0-5]|[0-9]|1[0-2])'
+    """
+    if lo is None and hi is None:
+        return INTEGER
+    return _atom_text(integer_range_tree(lo, hi))
+
+
+def _atom_text(node: Node | None) -> str | None:
+    """A tree as regex text that is one atom where an alternation would not be."""
+    if node is None:
+        return None
+    written = to_regex(node)
+    return f"(?:{written})" if isinstance(node, Alt) else written
 
 
 # --- decimal fractions ------------------------------------------------------------
@@ -150,32 +183,32 @@ def _strip(digits: str) -> str:
 
 
 def _fraction(lo: str | None, lo_incl: bool, hi: str | None, hi_incl: bool,
-              limit: int | None) -> tuple[str | None, bool]:
+              limit: int | None) -> tuple[Node | None, bool]:
     """Digit strings ``F`` (after the point) with ``lo <= 0.F <= hi``.
 
     ``lo``/``hi`` are digit strings (None: no bound; ``hi`` None means below
     1, always true), compared as fractions, so ``"5"`` and ``"50"`` are the
     same bound. ``limit`` caps the digits that may be non-zero (for
     ``multipleOf: 0.01``), trailing zeros are always allowed. Returns
-    ``(regex for non-empty F or None, whether the empty F, i.e. 0, is in)``.
+    ``(tree for non-empty F or None, whether the empty F, i.e. 0, is in)``.
     """
     lo = _strip(lo) if lo is not None else None
     hi = _strip(hi) if hi is not None else None
     zero_ok = ((lo is None or lo == "" and lo_incl)
                and (hi is None or hi != "" or hi_incl))
     if limit == 0:
-        return ("0+" if zero_ok else None), zero_ok
+        return (_ZEROS_1 if zero_ok else None), zero_ok
     lo_free = lo is None or (lo == "" and lo_incl)
     if lo_free and hi is None:
         if limit is None:
-            return "[0-9]+", True
-        return f"[0-9]{{1,{limit}}}0*", True
+            return _DIGITS_1, True
+        return repeat(_DIGIT, 1, limit) + _ZEROS_0, True
     if lo == "" and not lo_incl and hi is None and limit is None:
-        return "[0-9]*[1-9][0-9]*", False
+        return _DIGITS_0 + _NONZERO + _DIGITS_0, False
     if hi == "" and not (lo_free and hi_incl):
         return None, False          # below or at 0 but 0 excluded
     if hi == "":
-        return "0+", True
+        return _ZEROS_1, True
     parts = []
     low_digit = int(lo[0]) if lo else 0
     high_digit = int(hi[0]) if hi is not None else 9
@@ -193,21 +226,21 @@ def _fraction(lo: str | None, lo_incl: bool, hi: str | None, hi_incl: bool,
             continue
         rest, rest_empty = _fraction(sub_lo, sub_lo_incl, sub_hi, sub_hi_incl, next_limit)
         if rest is not None:
-            parts.append(str(d) + (f"(?:{rest})?" if rest_empty else group(rest)))
+            parts.append(text(str(d)) + (optional(rest) if rest_empty else rest))
         elif rest_empty:
-            parts.append(str(d))
+            parts.append(text(str(d)))
     if free_from is not None:
-        tail = "[0-9]*" if next_limit is None else f"[0-9]{{0,{next_limit}}}0*"
-        parts.insert(0, _digit_class(free_from, free_to) + tail)
-    return alternation(parts), zero_ok
+        tail = _DIGITS_0 if next_limit is None else repeat(_DIGIT, 0, next_limit) + _ZEROS_0
+        parts.insert(0, _digits(free_from, free_to) + tail)
+    return tree_alternation(parts), zero_ok
 
 
-def _fraction_part(lo, lo_incl, hi, hi_incl, limit) -> str | None:
+def _fraction_part(lo, lo_incl, hi, hi_incl, limit) -> Node | None:
     """``(\\.F)?`` for the fractions in range, or None if none is."""
     body, empty_ok = _fraction(lo, lo_incl, hi, hi_incl, limit)
     if body is None:
-        return "" if empty_ok else None
-    return f"(?:\\.{body})?" if empty_ok else f"\\.{body}"
+        return EMPTY if empty_ok else None
+    return optional(text(".") + body) if empty_ok else text(".") + body
 
 
 def _split(value: Decimal) -> tuple[int, str]:
@@ -218,33 +251,90 @@ def _split(value: Decimal) -> tuple[int, str]:
 
 
 def _magnitudes(lo: Decimal, lo_incl: bool, hi: Decimal | None, hi_incl: bool,
-                limit: int | None, exponent: bool) -> str | None:
+                limit: int | None, exponent: bool) -> Node | None:
     """Plain decimals ``I(.F)?`` with ``lo <= value <= hi`` (``lo >= 0``)."""
     li, lf = _split(lo)
-    parts: list[str | None] = []
+    parts: list[Node | None] = []
     frac_any = _fraction_part(None, True, None, True, limit)
+    tail = _EXPONENT_TREE if exponent else EMPTY
     if hi is None:
-        above = _magnitude_range(li + 1, None)
+        above = _magnitude_tree(li + 1, None)
         if above is not None:
-            parts.append(above + frac_any + (_EXPONENT if exponent else ""))
+            parts.append(above + frac_any + tail)
         head = _fraction_part(lf, lo_incl, None, True, limit)
         if head is not None:
-            parts.append(str(li) + head + (_EXPONENT if exponent else ""))
-        return alternation(parts)
+            parts.append(text(str(li)) + head + tail)
+        return tree_alternation(parts)
     hi_i, hf = _split(hi)
     if li == hi_i:
         frac = _fraction_part(lf, lo_incl, hf, hi_incl, limit)
-        return None if frac is None else str(li) + frac
-    middle = _magnitude_range(li + 1, hi_i - 1) if hi_i - 1 >= li + 1 else None
+        return None if frac is None else text(str(li)) + frac
+    middle = _magnitude_tree(li + 1, hi_i - 1) if hi_i - 1 >= li + 1 else None
     if middle is not None:
         parts.append(middle + frac_any)
     low = _fraction_part(lf, lo_incl, None, True, limit)
     if low is not None:
-        parts.append(str(li) + low)
+        parts.append(text(str(li)) + low)
     high = _fraction_part(None, True, hf, hi_incl, limit)
     if high is not None:
-        parts.append(str(hi_i) + high)
-    return alternation(parts)
+        parts.append(text(str(hi_i)) + high)
+    return tree_alternation(parts)
+
+
+def _signed_magnitudes(lo, lo_incl, hi, hi_incl, limit) -> Node | None:
+    """Plain decimals with ``lo <= value <= hi`` and the exponent where the
+    sign alone decides, both signs, ``-0`` spellings included: the end of
+    :func:`number_regex` (and of :func:`number_tree`)."""
+    parts: list[Node | None] = []
+    # non-negative side
+    if hi is None or hi > 0 or (hi == 0 and hi_incl):
+        if lo is None or lo < 0:
+            p_lo, p_incl = Decimal(0), True
+        else:
+            p_lo, p_incl = lo, lo_incl
+        exponent = hi is None and limit is None and p_lo == 0
+        # with lo == 0 and no upper bound the sign alone decides: a
+        # mantissa >= 0 (> 0) keeps its sign whatever the exponent
+        parts.append(_magnitudes(p_lo, p_incl, hi, hi_incl, limit, exponent))
+    # negative side: -x with x in [max(0, -hi), -lo]
+    if lo is None or lo < 0:
+        if hi is None or hi >= 0:
+            n_lo, n_incl = Decimal(0), False
+        else:
+            n_lo, n_incl = -hi, hi_incl
+        n_hi, n_hi_incl = (None, True) if lo is None else (-lo, lo_incl)
+        exponent = n_hi is None and limit is None and n_lo == 0
+        mags = _magnitudes(n_lo, n_incl, n_hi, n_hi_incl, limit, exponent)
+        if mags is not None:
+            parts.append(text("-") + mags)
+    # -0 and its decimal spellings are the value 0
+    if (lo is None or lo < 0 or (lo == 0 and lo_incl)) and (hi is None or hi > 0 or (hi == 0 and hi_incl)):
+        parts.append(text("-0") + optional(text(".") + _ZEROS_1))
+    return tree_alternation(parts)
+
+
+def number_tree(*, lo=None, lo_incl: bool = True, hi=None, hi_incl: bool = True,
+                integer: bool = False, multiple_of=None, nonzero_fraction: bool = False) -> Node | None:
+    """:func:`number_regex` as a tree. Ranges of integers and of numbers are
+    built as trees; ``multipleOf`` and ``nonzero_fraction`` (rarer, and
+    worked with the algebra on automata) are computed as text and read once
+    per distinct text."""
+    if multiple_of is not None or nonzero_fraction:
+        regex = number_regex(lo=lo, lo_incl=lo_incl, hi=hi, hi_incl=hi_incl, integer=integer,
+                             multiple_of=multiple_of, nonzero_fraction=nonzero_fraction)
+        return None if regex is None else parse_regex(regex, anchors=False)
+    with localcontext() as ctx:
+        ctx.prec = 200
+        lo = None if lo is None else to_decimal(lo)
+        hi = None if hi is None else to_decimal(hi)
+        if lo is not None and hi is not None and (lo > hi or lo == hi and not (lo_incl and hi_incl)):
+            return None
+        if integer:
+            return integer_range_tree(None if lo is None else _ceil(lo, lo_incl),
+                                      None if hi is None else _floor(hi, hi_incl))
+        if lo is None and hi is None:
+            return NUMBER_TREE
+        return _signed_magnitudes(lo, lo_incl, hi, hi_incl, None)
 
 
 def to_decimal(value) -> Decimal:
@@ -352,32 +442,7 @@ def number_regex(*, lo=None, lo_incl: bool = True, hi=None, hi_incl: bool = True
                 return None if bounded is None else algebra.intersect(bounded, fraction)
             except algebra.NoExactRegex as exc:
                 raise NumberUnsupported(f"a non-integer number with bounds or multipleOf: {exc}") from None
-        parts: list[str | None] = []
-        # non-negative side
-        if hi is None or hi > 0 or (hi == 0 and hi_incl):
-            if lo is None or lo < 0:
-                p_lo, p_incl = Decimal(0), True
-            else:
-                p_lo, p_incl = lo, lo_incl
-            exponent = hi is None and limit is None and p_lo == 0
-            # with lo == 0 and no upper bound the sign alone decides: a
-            # mantissa >= 0 (> 0) keeps its sign whatever the exponent
-            parts.append(_magnitudes(p_lo, p_incl, hi, hi_incl, limit, exponent))
-        # negative side: -x with x in [max(0, -hi), -lo]
-        if lo is None or lo < 0:
-            if hi is None or hi >= 0:
-                n_lo, n_incl = Decimal(0), False
-            else:
-                n_lo, n_incl = -hi, hi_incl
-            n_hi, n_hi_incl = (None, True) if lo is None else (-lo, lo_incl)
-            exponent = n_hi is None and limit is None and n_lo == 0
-            mags = _magnitudes(n_lo, n_incl, n_hi, n_hi_incl, limit, exponent)
-            if mags is not None:
-                parts.append("-" + group(mags))
-        # -0 and its decimal spellings are the value 0
-        if (lo is None or lo < 0 or (lo == 0 and lo_incl)) and (hi is None or hi > 0 or (hi == 0 and hi_incl)):
-            parts.append("-0(?:\\.0+)?")
-        return alternation(parts)
+        return _atom_text(_signed_magnitudes(lo, lo_incl, hi, hi_incl, limit))
 
 
 def integer_multiples_regex(k: int, *, lo: int | None = None, hi: int | None = None,

@@ -31,7 +31,7 @@ from .formats import FORMAT_WIDTHS, FORMATS, format_tree
 from .ir import Flat, json_key, type_of
 from .numbers import to_decimal
 from ..analysis.regex_tree import char, concat, optional, repeat
-from .regexes import Node, alternation, difference, from_text, fullmatch, intersect, lit, text_alternation
+from .regexes import Node, alternation, difference, from_text, fullmatch, intersect, lit
 
 if TYPE_CHECKING:
     from .compiler import Compiler
@@ -156,7 +156,9 @@ def constants(flat: Flat) -> list[Node]:
 def number(c: "Compiler", flat: Flat) -> Node | None:
     """The numbers ``flat`` allows, as a tree (computed as text by :mod:`.numbers`
     and read once per distinct text)."""
-    regex = _number_text(c, flat)
+    regex = _number_with_exclusions(c, flat)
+    if regex is None or isinstance(regex, Node):
+        return regex
     if regex == nums.NUMBER:
         return nums.NUMBER_TREE
     if regex == nums.INTEGER:
@@ -164,7 +166,8 @@ def number(c: "Compiler", flat: Flat) -> Node | None:
     return from_text(regex)
 
 
-def _number_text(c: "Compiler", flat: Flat) -> str | None:
+def _number_with_exclusions(c: "Compiler", flat: Flat) -> "Node | str | None":
+    """A tree, or regex text where the algebra on automata wrote it."""
     regex = _number_range(c, flat)
     if regex is None or not flat.not_multiple_of:
         return regex
@@ -184,7 +187,7 @@ def _number_text(c: "Compiler", flat: Flat) -> str | None:
     return regex
 
 
-def _number_range(c: "Compiler", flat: Flat) -> str | None:
+def _number_range(c: "Compiler", flat: Flat) -> "Node | str | None":
     types = flat.types
     integer = "fraction" not in types
     nonint = "integer" not in types
@@ -203,6 +206,10 @@ def _number_range(c: "Compiler", flat: Flat) -> str | None:
         return nums.number_regex(lo=lo, lo_incl=flat.lo_incl, hi=hi, hi_incl=flat.hi_incl,
                                  integer=integer, **options)
 
+    def in_tree(**options) -> Node | None:
+        return nums.number_tree(lo=lo, lo_incl=flat.lo_incl, hi=hi, hi_incl=flat.hi_incl,
+                                integer=integer, **options)
+
     excluded = sorted(Fraction(to_decimal(v)) for v in flat.not_values
                       if isinstance(v, (int, float)) and not isinstance(v, bool))
     try:
@@ -217,10 +224,10 @@ def _number_range(c: "Compiler", flat: Flat) -> str | None:
                     continue
                 v = int(v)
                 if (cursor is None or v >= cursor) and (high is None or v <= high):
-                    pieces.append(nums.integer_range_regex(cursor, v - 1))
+                    pieces.append(nums.integer_range_tree(cursor, v - 1))
                     cursor = v + 1
-            pieces.append(nums.integer_range_regex(cursor, high))
-            return text_alternation(pieces)
+            pieces.append(nums.integer_range_tree(cursor, high))
+            return alternation(pieces)
         if excluded and integer:
             # integers have one spelling each (and -0): take them out of the regex
             regex = in_range(multiple_of=step)
@@ -234,10 +241,10 @@ def _number_range(c: "Compiler", flat: Flat) -> str | None:
                 raise nums.NumberUnsupported(f"excluding number values: {exc}") from None
         if excluded:
             c.unsupported("not", pointer or "", "excluding number values from a non-integer range")
-        return in_range(multiple_of=step, nonzero_fraction=nonint)
+        return in_tree(multiple_of=step, nonzero_fraction=nonint)
     except nums.NumberUnsupported as exc:
         c.unsupported("multipleOf" if step is not None else "not", pointer, str(exc))
-        return in_range(nonzero_fraction=nonint and lo is None and hi is None)
+        return in_tree(nonzero_fraction=nonint and lo is None and hi is None)
 
 
 # --- strings -------------------------------------------------------------------------------
