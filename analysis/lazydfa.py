@@ -52,7 +52,7 @@ import mmap
 import threading
 import weakref
 from bisect import bisect_right
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Mapping
 from functools import partial
 from typing import NamedTuple
@@ -1009,15 +1009,28 @@ class _LazyNFA:
     def _compile(self, d: int) -> None:
         base = len(self.eps)
         tree = self._tree(d)
-        shape, order = (self._shape(tree) if self.length_count[_source_length(self.texts[d])] > 1
-                        else (None, ()))
-        template = self.templates.get(shape) if shape is not None else None
+        source = self.texts[d]
+        # a text's shape is found only where another text of its length may share it;
+        # a tree's always, since the process keeps the fragments of trees
+        local = self.length_count[_source_length(source)] > 1
+        shape, order = self._shape(tree) if local or isinstance(source, Node) else (None, ())
+        template = None
+        if shape is not None:
+            template = self.templates.get(shape)
+            if template is None:
+                template = _SHARED_FRAGMENTS.get(shape)
+                if template is not None and local:
+                    self.templates[shape] = template
         if template is not None and base + len(template.eps) <= self.max_nfa_states:
             start, end, callees = self._stamp_template(template, order)
         else:
             start, end, callees = self._build(tree)
             if template is None and shape is not None:
-                self.templates[shape] = self._template(base, start, end, order)
+                template = self._template(base, start, end, order)
+                if local:
+                    self.templates[shape] = template
+                if isinstance(source, Node):
+                    _SHARED_FRAGMENTS.keep(shape, template)
         self.start_of[d], self.end_of[d], self.callees[d] = start, end, callees
         self.span[d] = (base, len(self.eps))
         self.ends[end] = 1
@@ -1196,6 +1209,49 @@ class _LazyNFA:
             self.start = -1
 
 
+class _SharedFragments:
+    """The fragments of definitions given as trees, by shape, kept for the
+    whole process: a JSON Schema's free value levels and counted strings
+    are the same trees in every schema (with the same options), so a
+    schema's first call of one stamps a copy (:meth:`_LazyNFA._stamp_template`)
+    instead of building it. Bounded: fragments of at most
+    ``MAX_FRAGMENT_STATES`` states, ``MAX_STATES`` states in all, the least
+    recently used dropped first."""
+
+    MAX_FRAGMENT_STATES = 20_000
+    MAX_STATES = 200_000
+
+    def __init__(self) -> None:
+        self._kept: "OrderedDict[Node, _FragmentTemplate]" = OrderedDict()
+        self._states = 0
+        self._lock = threading.Lock()
+
+    def get(self, shape: Node) -> "_FragmentTemplate | None":
+        with self._lock:
+            found = self._kept.get(shape)
+            if found is not None:
+                self._kept.move_to_end(shape)
+            return found
+
+    def keep(self, shape: Node, template: "_FragmentTemplate") -> None:
+        size = len(template.eps)
+        if size > self.MAX_FRAGMENT_STATES:
+            return
+        with self._lock:
+            if shape in self._kept:
+                return
+            self._kept[shape] = template
+            self._states += size
+            while self._states > self.MAX_STATES:
+                _, dropped = self._kept.popitem(last=False)
+                self._states -= len(dropped.eps)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+            self._states = 0
+
+
 class _FragmentTemplate(NamedTuple):
     """A compiled fragment kept as the pattern for others of its shape
     (:meth:`_LazyNFA._shape`): its rows as built at ``base`` (targets
@@ -1207,6 +1263,9 @@ class _FragmentTemplate(NamedTuple):
     calls: tuple[tuple[int, tuple[tuple[int, int], ...]], ...]
     start: int
     end: int
+
+
+_SHARED_FRAGMENTS = _SharedFragments()
 
 
 def _source_length(source: "str | Node") -> tuple[bool, int]:

@@ -217,3 +217,31 @@ def test_schema_tree_and_its_text_build_one_automaton(name, schema):
     assert _same(from_tree, _dfa(compiled.regex))
     # the text with placeholders and its text definitions: the same again
     assert _same(from_tree, _dfa(compiled.pattern, compiled.definitions))
+
+
+def test_definitions_of_trees_are_built_once_per_process(monkeypatch):
+    # a free value's levels are the same trees in every schema: the second
+    # schema's lazy automaton stamps the fragments the first one built
+    from tokendfa.analysis import lazydfa
+
+    monkeypatch.setattr(lazydfa, "_SHARED_FRAGMENTS", lazydfa._SharedFragments())
+    built = []
+    real = lazydfa._LazyNFA._build
+    monkeypatch.setattr(lazydfa._LazyNFA, "_build", lambda self, tree: built.append(tree) or real(self, tree))
+
+    def explored(schema):
+        compiled = regex_from_schema(schema, any_depth=3, share_free_levels=True, share_counts=True,
+                                     state_budget=None)
+        dfa = lazydfa.LazyByteDFA(compiled.tree, definitions=compiled.tree_definitions)
+        lazy = canonical_byte_dfa(*dfa.explore())
+        assert _same(lazy, _dfa(compiled.tree, compiled.tree_definitions))
+        return compiled
+
+    first = explored({"type": "object", "properties": {"a": {"type": "string"}}})
+    first_builds = len(built)
+    built.clear()
+    second = explored({"type": "array", "items": {"type": "object", "properties": {"b": {}}}})
+    shared = set(first.tree_definitions) & set(second.tree_definitions)
+    assert shared  # the free value's levels
+    assert len(built) < first_builds
+    assert not {tree for tree in built} & {first.tree_definitions[k] for k in shared}
