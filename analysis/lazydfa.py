@@ -3,8 +3,8 @@
 :func:`tokendfa.analysis.construct.byte_dfa_from_regex` determinises the whole
 NFA, minimises it and only then can anything be served; on a schema that is
 most of a second. :class:`LazyByteDFA` keeps the NFA of
-:mod:`tokendfa.analysis.regex_compiler` (same parser, same Thompson
-construction) and computes a DFA state's successors the first time someone
+:mod:`tokendfa.analysis.regex_compiler` (the same regex trees, the same
+Thompson construction) and computes a DFA state's successors the first time someone
 asks for them, so the first rows are ready in the time it takes to build the
 NFA. A whole row (:meth:`LazyByteDFA.row`) computes the successor of every
 byte range; a walk of a vocabulary asks for single cells
@@ -13,11 +13,12 @@ a state inside an object with declared keys has one successor per letter
 that starts a key, and each is a closure to compute (a cold token row on a
 schema with many keys discovered ~20 states it never entered).
 
-**Shared definitions are called.** A placeholder of a shared definition is
-not a copy of the definition's automaton (as in the eager compiler) but a
-*call* of one NFA fragment per definition, compiled the first time something
-calls it (:class:`_LazyNFA`). A DFA state is then a set of *configurations*
-``(call stack, NFA state)``: entering a placeholder pushes the state to
+**Shared definitions are called.** A call of a shared definition (a
+:class:`~tokendfa.analysis.regex_tree.Call` in a tree, a placeholder in
+text) is not a copy of the definition's automaton (as in the eager compiler)
+but a *call* of one NFA fragment per definition, compiled the first time
+something calls it (:class:`_LazyNFA`). A DFA state is then a set of
+*configurations* ``(call stack, NFA state)``: entering a call pushes the state to
 return to, the end of a definition's fragment pops it. The NFA grows with
 the written pattern, not the expanded one, and a definition that no match
 has reached yet costs nothing: free values of a JSON Schema may nest many
@@ -850,14 +851,14 @@ class _LazyNFA:
 
     The eager compiler determinises and minimises each definition once (a
     JSON Schema's free value: 0.2 s) and stamps a copy of it wherever its
-    placeholder stands, so free values nested D levels deep cost about 4^D
-    states. Here a placeholder is a *call*: the lazy automaton pushes the
+    call stands, so free values nested D levels deep cost about 4^D
+    states. Here a call is a *call*: the lazy automaton pushes the
     return state and runs the definition's fragment (see
     :class:`LazyByteDFA`); the NFA grows with the written pattern, not the
-    expanded one. And a fragment is parsed and built only when a closure
-    first reaches a call to it: a Kubernetes schema's 70 definitions are
-    516k characters of regex (3.8 s to build), of which the first masks
-    reach the root's 8k and its three callees' 12k.
+    expanded one. And a fragment is built (a text definition read) only
+    when a closure first reaches a call to it: a Kubernetes schema's 70
+    definitions are 516k characters of regex (3.8 s to build), of which the
+    first masks reach the root's 8k and its three callees' 12k.
 
     **Exact liveness, lazily.** Every kept state can reach the end of its
     fragment (dead is empty, as without calls). When a fragment is *entered*
@@ -869,16 +870,19 @@ class _LazyNFA:
     fragment's states that cannot reach its end are dropped, once.
 
     **Recursion.** Without a stack bound, a definition that reaches itself
-    through the placeholders in the definitions' texts is refused (found on
-    the texts, before anything is compiled). With ``max_depth``, recursion
+    through the calls of the definitions is refused (found on the trees'
+    :attr:`~tokendfa.analysis.regex_tree.Node.calls` and the texts'
+    placeholders, before anything is compiled). With ``max_depth``, recursion
     is allowed: everything is compiled up front and :func:`_needs` finds how
     many stack levels each state needs to finish, which the automaton
     checks against the depth of each configuration.
 
-    **Shapes.** Texts that differ only in which placeholders they call
+    **Shapes.** Definitions that differ only in which definitions they call
     (a JSON Schema's free value: 32 levels, each calling the one below) are
-    parsed and built once; the others are copies of that fragment with its
-    states and callees renamed (:meth:`_shape`, :meth:`_stamp_template`).
+    built once; the others are copies of that fragment with its states and
+    callees renamed (:meth:`_shape`, :meth:`_stamp_template`). The fragments
+    of definitions given as trees are kept for the whole process
+    (:class:`_SharedFragments`): the next schema's free values are copies too.
 
     A syntax error in a definition surfaces when the definition is first
     reached, not at construction (generated definitions do not have any).
@@ -916,10 +920,11 @@ class _LazyNFA:
         self.completes: list[bool | None] = [None] * count
         self.resolved = bytearray(count)
         self.templates: dict[tuple, _FragmentTemplate] = {}
-        # Texts of one shape have one length (a placeholder is one character):
-        # a text of a length no other has is built without a shape or a
-        # template (o65424: 22 of its 23 shapes occur once, and their
-        # templates would have kept 10 MB of rows for nothing).
+        # Texts of one shape have one length (a placeholder is one character),
+        # trees one size: one of a length no other has keeps no template of
+        # its own (o65424: 22 of its 23 shapes occur once, and their
+        # templates would have kept 10 MB of rows for nothing); a tree's goes
+        # to the process's bounded store of fragments (_SharedFragments).
         self.length_count = Counter(map(_source_length, self.texts))
         if max_depth is None:
             self._refuse_recursion()
@@ -945,11 +950,11 @@ class _LazyNFA:
 
     # --- building fragments -------------------------------------------------
 
-    def __contains__(self, placeholder: str) -> bool:  # the interface _ThompsonNFA asks of shared definitions
-        return placeholder in self.number
+    def __contains__(self, key) -> bool:  # the interface _ThompsonNFA asks of shared definitions
+        return key in self.number
 
-    def template(self, placeholder: str) -> str:
-        return placeholder
+    def template(self, key):
+        return key
 
     def _tree(self, d: int) -> Node:
         source = self.texts[d]

@@ -1,46 +1,45 @@
 """A regex straight to a byte automaton, with no character automaton between.
 
-The first version went regex -> interegular character FSM -> byte NFA -> byte
-DFA. interegular builds its FSM by products of FSMs over a shared alphabet,
-which is quadratic and worse on the alternation-heavy patterns that JSON
-schemas generate (33 s for one 15k-character regex). This module does the
-classic thing instead:
+The input is a regex tree (:mod:`tokendfa.analysis.regex_tree`): what the
+schema compiler writes, or regex text read into a tree once per distinct
+text (:func:`~tokendfa.analysis.regex_tree.parse_regex`, with Python's own
+parser under ``re.ASCII``, so the accepted syntax and the meaning of
+``\\d``, ``\\w``, ``\\s`` and ``(?i)`` are exactly those of
+``re.fullmatch(pattern, text, re.ASCII)``, which the tests check). Then:
 
-1. **Parse** with Python's own parser
-   (:func:`tokendfa.analysis.regex_syntax.parse_tree`, which also reads the
-   character sets), so the accepted syntax is exactly Python's, and with ``re.ASCII`` so
-   the tree has Python's ASCII semantics: ``\\d`` is ``[0-9]``, ``\\w`` is
-   ``[0-9A-Za-z_]``, ``\\s`` is ``[ \\t\\n\\r\\f\\v]``, and ``(?i)`` folds
-   the ASCII letters only (``é`` does not match ``É``). This is what
-   ``re.fullmatch(pattern, text, re.ASCII)`` does, which the tests check.
-2. **Thompson construction** of an NFA over *byte ranges* with epsilon moves.
-   Every character set (a literal, ``.``, a class) becomes code-point ranges,
-   and the ranges become UTF-8 byte-range sequences through
-   :mod:`tokendfa.analysis.utf8`, the one place where characters turn into bytes. Each
-   set is compiled once into a small template (its sequences chained through
-   intermediate states that are shared by suffix, so ``.`` needs ten states,
-   not thousands) and the template is stamped in wherever the set occurs. A
+1. **Thompson construction** of an NFA over *byte ranges* with epsilon moves
+   (:class:`_ThompsonNFA`). Every character set is code-point ranges, and
+   the ranges become UTF-8 byte-range sequences through
+   :mod:`tokendfa.analysis.utf8`, the one place where characters turn into
+   bytes. Each set is compiled once into a small template (its sequences
+   chained through intermediate states that are shared by suffix, so ``.``
+   needs ten states, not thousands) and the template is stamped in wherever
+   the set occurs; a run of ASCII text is a chain of one-byte edges. A
    bounded repeat ``X{n,m}`` builds ``X`` once and copies its block of states.
-3. **Subset construction** to a complete ``int32[n, 256]`` table with the
+2. **Subset construction** to a complete ``int32[n, 256]`` table with the
    dead state 0 and the initial state 1, the contract of
    :func:`tokendfa.analysis.minimise.canonical_byte_dfa`, which then trims, minimises
    and numbers it. Epsilon closures are computed once per NFA state and the
    step from a DFA state is computed on the cuts between byte ranges, not on
    256 bytes.
 
+(interegular's character FSMs, built by products over a shared alphabet,
+took 33 s on one 15k-character schema regex; this construction is linear.)
+
 Surrogates are never matched (:mod:`tokendfa.analysis.utf8` skips them), and invalid
 UTF-8 leads only to the dead state.
 
 **Shared definitions.** A generated regex can repeat one large piece many
 times (a JSON Schema ``$ref`` used in twenty places, values nested inside
-values). ``definitions`` maps a placeholder character, a lone surrogate
-(which no text can contain), to the regex it stands for; each definition is
-compiled once to its minimal DFA, and every occurrence of the placeholder
-stamps in a copy of that DFA's states instead of the Thompson states of its
-text. The language is the one of the pattern with every placeholder replaced
-by its definition in a group; the NFA is proportional to the minimal DFAs,
-not to the expanded text. A definition is compiled on its own: flags around
-a placeholder, such as ``(?i)``, do not reach into it.
+values). ``definitions`` maps a key to the tree it stands for, which a tree
+calls with :class:`~tokendfa.analysis.regex_tree.Call` (in regex text, the
+key is a placeholder character, a lone surrogate, which no text can
+contain); each definition is compiled once to its minimal DFA, and every
+call stamps in a copy of that DFA's states instead of the Thompson states of
+its tree. The language is the one of the pattern with every call replaced
+by its definition; the NFA is proportional to the minimal DFAs, not to the
+expanded tree. A definition is compiled on its own: flags around a
+placeholder in text, such as ``(?i)``, do not reach into it.
 
 Example::
 

@@ -146,24 +146,6 @@ class SchemaRegex:
         return written_size(self.tree, self.tree_definitions)
 
 
-def expand_definitions(pattern: str, definitions: dict[str, str]) -> str:
-    """``pattern`` with every placeholder replaced by its definition, in a group."""
-    if not definitions:
-        return pattern
-    placeholder = re.compile("[" + "".join(sorted(definitions)) + "]")
-    expanded: dict[str, str] = {}
-
-    def expand(text: str) -> str:
-        return placeholder.sub(lambda m: group(m.group()), text)
-
-    def group(key: str) -> str:
-        if key not in expanded:
-            expanded[key] = "(?:" + expand(definitions[key]) + ")"
-        return expanded[key]
-
-    return expand(pattern)
-
-
 def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
                       lenient: bool = False, max_recursion_depth: int = 3,
                       max_whitespace: int = 4, indent: int = 2, any_depth: int | str = "auto",
