@@ -175,12 +175,21 @@ class Concat(Node):
         key = (3, items)
         self = _INTERNED.get(key)
         if self is None:
+            # made inline, not through helpers: a schema makes thousands (~3 us each with them)
             self = object.__new__(cls)
+            calls = _NO_CALLS
+            size = 0
+            for item in items:
+                size += item.size
+                if item.calls:
+                    calls = item.calls if not calls else calls | item.calls
             _set(self, "items", items)
-            _set(self, "calls", _union_calls(items))
-            _set(self, "size", sum([item.size for item in items]))
+            _set(self, "calls", calls)
+            _set(self, "size", size)
             _set(self, "_hash", hash(key))
-            _keep(key, self)
+            if len(_INTERNED) >= INTERN_LIMIT:
+                _INTERNED.clear()
+            _INTERNED[key] = self
         return self
 
     def _args(self) -> tuple:
@@ -196,12 +205,21 @@ class Alt(Node):
         key = (4, items)
         self = _INTERNED.get(key)
         if self is None:
+            # made inline, not through helpers: a schema makes thousands (~3 us each with them)
             self = object.__new__(cls)
+            calls = _NO_CALLS
+            size = 0
+            for item in items:
+                size += item.size
+                if item.calls:
+                    calls = item.calls if not calls else calls | item.calls
             _set(self, "items", items)
-            _set(self, "calls", _union_calls(items))
-            _set(self, "size", sum([item.size for item in items]) + len(items) + 3)
+            _set(self, "calls", calls)
+            _set(self, "size", size + len(items) + 3)
             _set(self, "_hash", hash(key))
-            _keep(key, self)
+            if len(_INTERNED) >= INTERN_LIMIT:
+                _INTERNED.clear()
+            _INTERNED[key] = self
         return self
 
     def _args(self) -> tuple:
