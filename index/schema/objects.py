@@ -34,6 +34,7 @@ from ..analysis import algebra
 from ..analysis.errors import TimeLimitError
 from . import strings as strs
 from .ir import Flat, Negated, ObjPart, SomeMember, Sub
+from ..analysis.regex_tree import Text, literal_set
 from .regexes import (Node, alternation, difference, fullmatch, intersect, optional, repeat)
 from .scalars import string
 
@@ -218,8 +219,11 @@ def _witness_key(c: "Compiler", extra: _Extra, witness: SomeMember) -> Node | No
 
 
 def _names(names) -> Node | None:
-    """The JSON texts of these names, as one alternation."""
-    return alternation([strs.json_string_literal(n) for n in names])
+    """The JSON texts of these names, as one alternation (a literal set when all are plain text)."""
+    trees = [strs.json_string_literal(n) for n in names]
+    if len(trees) > 1 and all(tree.__class__ is Text for tree in trees):
+        return literal_set(tree.text for tree in trees)
+    return alternation(trees)
 
 
 def _extras(c: "Compiler", flat: Flat, parts: list[ObjPart], excluded: list[str],

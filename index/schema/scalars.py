@@ -30,7 +30,7 @@ from . import strings as strs
 from .formats import FORMAT_WIDTHS, FORMATS, format_tree
 from .ir import Flat, json_key, type_of
 from .numbers import to_decimal
-from ..analysis.regex_tree import char, concat, optional, repeat
+from ..analysis.regex_tree import Text, char, concat, literal_set, optional, repeat
 from .regexes import Node, alternation, difference, from_text, fullmatch, intersect, lit
 
 if TYPE_CHECKING:
@@ -40,8 +40,12 @@ if TYPE_CHECKING:
 # --- literals -----------------------------------------------------------------------------
 
 def literals(c: "Compiler", flat: Flat, depth: int) -> Node | None:
-    """The ``enum`` values of ``flat`` that satisfy everything else it says, as one alternation."""
-    return alternation([literal(c, value, depth) for value in admitted_values(c, flat, flat.enum)])
+    """The ``enum`` values of ``flat`` that satisfy everything else it says, as one alternation
+    (a literal set when every value is written as plain text, as strings mostly are)."""
+    trees = [literal(c, value, depth) for value in admitted_values(c, flat, flat.enum)]
+    if len(trees) > 1 and all(tree.__class__ is Text for tree in trees):
+        return literal_set(tree.text for tree in trees)
+    return alternation(trees)
 
 
 def admitted_values(c: "Compiler", flat: Flat, candidates, unique: bool = False) -> list:
