@@ -294,20 +294,21 @@ def concat(*items: Node) -> Node:
     """``items`` one after the other: nested concatenations flattened, adjacent
     texts joined, empty strings dropped; NOTHING when an item is NOTHING."""
     flat: list[Node] = []
+    run: list[Node] = []  # adjacent texts, joined into one text when the run ends
     for item in items:
-        if item.__class__ is Concat:
-            parts = item.items
-        elif item is NOTHING:
-            return NOTHING
-        else:
-            parts = (item,)
-        for part in parts:
-            if part.__class__ is Text and flat and flat[-1].__class__ is Text:
-                flat[-1] = Text(flat[-1].text + part.text)
-            elif part is NOTHING or (part.__class__ is Chars and not part.ranges):
+        for part in (item.items if item.__class__ is Concat else (item,)):
+            cls = part.__class__
+            if cls is Text:
+                run.append(part)
+                continue
+            if cls is Chars and not part.ranges:
                 return NOTHING
-            else:
-                flat.append(part)
+            if run:
+                flat.append(run[0] if len(run) == 1 else Text("".join([t.text for t in run])))
+                run = []
+            flat.append(part)
+    if run:
+        flat.append(run[0] if len(run) == 1 else Text("".join([t.text for t in run])))
     if not flat:
         return EMPTY
     if len(flat) == 1:
