@@ -10,8 +10,9 @@ NFA. A whole row (:meth:`LazyByteDFA.row`) computes the successor of every
 byte range; a walk of a vocabulary asks for single cells
 (:meth:`LazyByteDFA.successors`), which computes only the ranges asked for:
 a state inside an object with declared keys has one successor per letter
-that starts a key, and each is a closure to compute (a cold token row on a
-schema with many keys discovered ~20 states it never entered).
+that starts a key, and each is a closure to compute (whole rows would
+discover states no walk enters: ~20 in a cold token row on a schema with
+many keys).
 
 **Shared definitions are called.** A placeholder of a shared definition is
 not a copy of the definition's automaton (as in the eager compiler) but a

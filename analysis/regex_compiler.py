@@ -1,10 +1,10 @@
 """A regex straight to a byte automaton, with no character automaton between.
 
-The first version went regex -> interegular character FSM -> byte NFA -> byte
-DFA. interegular builds its FSM by products of FSMs over a shared alphabet,
-which is quadratic and worse on the alternation-heavy patterns that JSON
-schemas generate (33 s for one 15k-character regex). This module does the
-classic thing instead:
+A character automaton first (interegular's FSM, say) would be built by
+products of FSMs over a shared alphabet, which is quadratic and worse on the
+alternation-heavy patterns that JSON schemas generate (33 s for one
+15k-character regex through interegular). This module does the classic
+thing instead:
 
 1. **Parse** with Python's own parser
    (:func:`tokendfa.analysis.regex_syntax.parse_tree`, which also reads the

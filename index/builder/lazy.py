@@ -15,17 +15,13 @@ serves the same answers from the moment the NFA exists:
   yet resolved is resolved as the walk meets it), or, without it, level by
   level in numpy (a gather of ``cell[state, next byte]`` for the tokens still
   alive, resolving the cells they reach first), the last few in Python.
-  With the compiled walk MaskBench's steps over 1 ms (all cold rows) went
-  from 1,073 to 453 of 17,540, to 261 with the automaton's compiled core
-  too, and to 194 with the cached walk plans and an NFA the cyclic
-  collector does not walk (``benchmarks/RESULTS.md``). Most of a
-  cold row is not walked at all: where most characters lead to one state that
+  Most of a cold row is not walked at all: where most characters lead to one state that
   loops on them (inside a JSON string or key, a pattern's class), the tokens
   that go there and stay are a mask cached per vocabulary and loop set, the
   others start their walk where they first leave the loop, and tokens that
   reach a looping state mid-walk stop where nothing of theirs leaves it (see
-  :meth:`LazyIndex._raw_row`). A cold JSON string state on Qwen: 7-9 ms of
-  walking 147k tokens before, ~0.6 ms now. Inside a counted class
+  :meth:`LazyIndex._raw_row`). A cold JSON string state on Qwen: ~0.6 ms,
+  where walking its 147k tokens takes 7-9 ms. Inside a counted class
   (``[0-9a-f]{40}``, a string with ``minLength``) the characters lead one
   state further along a chain instead of looping: a token of n characters
   of the class ends n states on, found with no walk (:meth:`LazyIndex._chain_row`);
@@ -109,9 +105,9 @@ class _PlanCache:
     than ``_PLAN_MAX_TOKENS`` tokens is kept (a row whose every byte is
     live would keep ~6 MB on Qwen; such rows are rare and their walk costs
     more than their plan). A plan is counted at what it will hold packed
-    (:class:`_Packing`). Kept up to 32k tokens, sp_0's 37k-token chain
-    plans were made again at each of their rows: 0.9-1.9 ms, a dozen of
-    its slow steps. Readers take no lock (a dict lookup); two threads may
+    (:class:`_Packing`). The 64k bound keeps sp_0's 37k-token chain plans,
+    which would otherwise be made again at each of their rows (0.9-1.9 ms,
+    a dozen of its slow steps). Readers take no lock (a dict lookup); two threads may
     make the same plan, and either copy is right."""
 
     def __init__(self) -> None:
@@ -477,8 +473,8 @@ class _LoopRest:
     by first byte then id, with the position their walk starts at (their
     resume point, at least 1) and whether they start it in the loop's state
     (they have a resume point). Cached with the loop's mask: the same for
-    every state of a kind (each JSON string value of a schema), and
-    gathering them took ~60 us of numpy calls a cold row."""
+    every state of a kind (each JSON string value of a schema): gathering
+    them costs ~60 us of numpy calls, paid once, not at every cold row."""
 
     tokens: np.ndarray     # int64
     positions: np.ndarray  # int64
@@ -680,9 +676,9 @@ class _ChainPlan:
     same at every state along a chain of one class and length: each starts
     at ``positions`` in the chain's state ``links`` (an index into the
     chain), or, where that is -1, at position 1 in the state its first byte
-    ``first_bytes`` leads to. A chain row assembled them from cached groups
-    in ~20 numpy calls, ~0.35 ms of each cold step along sp_0's
-    maxLength-1024 strings; now it gathers two arrays."""
+    ``first_bytes`` leads to. A chain row gathers two arrays from it, where
+    assembling the tokens from cached groups takes ~20 numpy calls, ~0.35 ms
+    of each cold step along sp_0's maxLength-1024 strings."""
 
     tokens: np.ndarray       # int64
     links: np.ndarray        # int64
@@ -741,7 +737,8 @@ class _WalkPlan:
     bytes (and loop), cached per vocabulary. Each starts at ``positions``,
     in the state its first byte ``first_bytes`` leads to, or in the loop's
     state where ``skipped``.
-    Assembling them took ~70 us of numpy calls a cold row."""
+    Assembling them costs ~70 us of numpy calls, paid once per plan, not at
+    every cold row."""
 
     tokens: np.ndarray       # int64
     first_bytes: np.ndarray  # int64
