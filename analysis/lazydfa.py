@@ -207,22 +207,30 @@ class LazyByteDFA:
         ``_resolve_bytes`` and ``_wide_targets`` with the compiled functions
         of ``core`` (instance attributes over the methods), which fall back on
         the methods for the rare cases: a definition's first call, a shape
-        whose ranges overlap, a full table, a depth bound. MaskBench's lazy
-        steps over 1 ms (Qwen, 84 schemas): 453 with the compiled token walk
-        alone, 261 with this core too (``benchmarks/RESULTS.md``)."""
+        whose ranges overlap, a full table, a depth bound.
+
+        What the core reads and writes is one ``core.Context``, built with a
+        keyword for each field: the C side names its fields, refuses a
+        missing or unknown one, and reads them by name, so no order has to
+        be kept in step by hand."""
         # The context refers to the automaton through a weak proxy: held by
         # the automaton's own attributes, a strong reference would make a
         # cycle, and a dropped index's table (up to 200 MB) would wait for
         # the cyclic collector.
         cls, this = type(self), weakref.proxy(self)
-        context = (this, self._cuts, self._shape_cuts, self._steps, self._closures, self._local_closures,
-                   self._ids, self._kernels, self._stride, self.max_depth is not None, limits.check,
-                   cls._closure.__get__(this), cls._cut_of.__get__(this), cls._shape_cut.__get__(this),
-                   cls._local_closure.__get__(this), cls._discover.__get__(this),
-                   self._eps, self._edges, self._calls, self._ends, self._final, self.max_states,
-                   self._pushes, self._stack_parent, self._stack_top, self._stack_depth,
-                   self._nfa.resolved, self._nfa.start_of, self._nfa.enter,
-                   self._wide_ends)
+        context = core.Context(
+            dfa=this, cuts=self._cuts, shape_cuts=self._shape_cuts, steps=self._steps,
+            closures=self._closures, local_closures=self._local_closures, ids=self._ids,
+            kernels=self._kernels, stride=self._stride, bounded=self.max_depth is not None,
+            check=limits.check,
+            py_closure=cls._closure.__get__(this), py_cut_of=cls._cut_of.__get__(this),
+            py_shape_cut=cls._shape_cut.__get__(this), py_local_closure=cls._local_closure.__get__(this),
+            py_discover=cls._discover.__get__(this),
+            eps=self._eps, edges=self._edges, calls=self._calls, ends=self._ends, final=self._final,
+            max_states=self.max_states, pushes=self._pushes, stack_parent=self._stack_parent,
+            stack_top=self._stack_top, stack_depth=self._stack_depth,
+            resolved=self._nfa.resolved, start_of=self._nfa.start_of, enter=self._nfa.enter,
+            wide_ends=self._wide_ends)
         self._core_context = context
         self._closure = partial(core.closure, context)
         self._step = partial(core.step, context)

@@ -968,6 +968,8 @@ def test_packed_plans_walk_as_the_token_ids_do():
     each token's remaining bytes, in the plan's order; walked packed, from
     the same states, they end alive in the same states as the tokens walked
     by id."""
+    if not lazy_module.NATIVE_WALK:
+        pytest.skip("plans are packed only for the compiled walk, which is off (TOKENDFA_NATIVE=0 or not built)")
     cwalk = pytest.importorskip("tokendfa.builder._cwalk")
     vocab = cached_vocabulary("qwen2.5")
     schema = {"type": "object", "properties": {
@@ -1221,3 +1223,34 @@ def test_background_completion_stops_at_its_time_limit():
         lazy.wait_completion(timeout=30)
     assert time.perf_counter() - started < 1.5
     assert lazy.is_allowed(lazy.initial_state, 0)  # "a" is still allowed at the start
+
+
+@pytest.mark.skipif(not lazydfa_module.NATIVE_CORE, reason="the compiled core is not built here")
+def test_the_native_core_context_is_named_field_by_field():
+    """The compiled core reads the automaton through a Context of named
+    fields: each is the automaton's own object, and a missing or unknown
+    field is refused by name (no positional order to keep in step)."""
+    from tokendfa.analysis import _lazycore
+
+    dfa = LazyByteDFA("[a-c]+x?")
+    context = dfa._core_context
+    assert isinstance(context, _lazycore.Context)
+    assert context.cuts is dfa._cuts and context.eps is dfa._eps and context.wide_ends is dfa._wide_ends
+    assert context.resolved is dfa._nfa.resolved and context.max_states == dfa.max_states
+    fields = {name: getattr(context, name) for name in (
+        "dfa", "cuts", "shape_cuts", "steps", "closures", "local_closures", "ids", "kernels",
+        "stride", "bounded", "check", "py_closure", "py_cut_of", "py_shape_cut", "py_local_closure",
+        "py_discover", "eps", "edges", "calls", "ends", "final", "max_states", "pushes",
+        "stack_parent", "stack_top", "stack_depth", "resolved", "start_of", "enter", "wide_ends")}
+    again = _lazycore.Context(**fields)
+    assert again.steps is dfa._steps
+    with pytest.raises(TypeError, match="'kernels' is missing"):
+        _lazycore.Context(**{k: v for k, v in fields.items() if k != "kernels"})
+    with pytest.raises(TypeError, match="no field named 'kernel'"):
+        _lazycore.Context(**fields, kernel=1)
+    with pytest.raises(TypeError, match="keyword only"):
+        _lazycore.Context(*fields.values())
+    with pytest.raises(TypeError, match="Context"):
+        _lazycore.closure(tuple(fields.values()), 0)
+    # the core serves through it: "a" leads somewhere live, "x" first is dead
+    assert dfa.step(dfa.initial, ord("a")) != 0 and dfa.step(dfa.initial, ord("x")) == 0
