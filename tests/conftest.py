@@ -66,8 +66,10 @@ def cached_vocabulary(name: str) -> Vocabulary:
 
 @functools.lru_cache(maxsize=256)
 def cached_index(pattern: str, vocab_name: str, method: str = "fast", n_jobs: int = 1) -> Index:
-    """Indexes are immutable, so tests share them across the session."""
-    return Index.from_regex(pattern, cached_vocabulary(vocab_name), method=method, n_jobs=n_jobs)
+    """The eager build (the tests of its arrays use these); indexes are
+    immutable, so tests share them across the session."""
+    return Index.from_regex(pattern, cached_vocabulary(vocab_name), method=method, n_jobs=n_jobs,
+                            lazy=False)
 
 
 @pytest.fixture(scope="session")

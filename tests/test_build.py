@@ -76,7 +76,7 @@ def test_toy_index_equals_brute_force(case, method):
     expected = brute_force_transitions(dfa, TOY_TOKENS)
     if expected is None:
         with pytest.raises(VocabularyCoverageError):
-            Index.from_regex(case.pattern, cached_vocabulary("toy"), method=method)
+            Index.from_regex(case.pattern, cached_vocabulary("toy"), method=method, lazy=False)
         return
     index = cached_index(case.pattern, "toy", method)
     assert_index_matches(index, dfa, expected, [TOY_EOS])
@@ -89,7 +89,7 @@ def test_toy_fast_build_equals_reference(case, n_jobs):
         pytest.skip(f"the toy vocabulary cannot spell {case.pattern!r}: no arrays to compare "
                     "(test_toy_index_equals_brute_force checks the coverage error)")
     reference = cached_index(case.pattern, "toy", "reference")
-    fast = Index.from_regex(case.pattern, cached_vocabulary("toy"), n_jobs=n_jobs)
+    fast = Index.from_regex(case.pattern, cached_vocabulary("toy"), n_jobs=n_jobs, lazy=False)
     assert fast.arrays.equals(reference.arrays)
 
 
@@ -129,7 +129,7 @@ def test_tokens_into_unfinishable_states_are_dropped(toy_vocab):
 
 def test_vocabulary_that_cannot_express_the_pattern(toy_vocab):
     with pytest.raises(VocabularyCoverageError) as caught:
-        Index.from_regex(r"ab(z|y)", toy_vocab)
+        Index.from_regex(r"ab(z|y)", toy_vocab, lazy=False)
     message = str(caught.value)
     assert "cannot express" in message and "b'y'" in message and "b'z'" in message
     assert "after b'ab'" in message
@@ -140,9 +140,9 @@ def test_state_bound_fails_early(toy_vocab):
     from tokendfa import BuildLimitError
 
     with pytest.raises(BuildLimitError, match="has 10 states, more than the limit of 5") as caught:
-        Index.from_regex(r"[0-9]{9}", toy_vocab, max_states=5)
+        Index.from_regex(r"[0-9]{9}", toy_vocab, max_states=5, lazy=False)
     assert caught.value.reached == 10
-    assert Index.from_regex(r"[0-9]{9}", toy_vocab, max_states=10).num_states == 10
+    assert Index.from_regex(r"[0-9]{9}", toy_vocab, max_states=10, lazy=False).num_states == 10
 
 
 def test_progress_line_only_for_slow_builds():
@@ -292,8 +292,8 @@ def test_sparse_and_dense_token_tables_give_the_same_index(monkeypatch, pattern)
     for route, fraction in (("sparse", 0), ("dense", 10**9)):
         monkeypatch.setattr(fast, "_SPARSE_FRACTION", fraction)
         monkeypatch.setattr(assemble, "_SPARSE_MASK_FRACTION", fraction)
-        built[route] = Index.from_regex(pattern, vocab).arrays
-    reference = Index.from_regex(pattern, vocab, method="reference").arrays if len(pattern) < 30 else None
+        built[route] = Index.from_regex(pattern, vocab, lazy=False).arrays
+    reference = Index.from_regex(pattern, vocab, method="reference", lazy=False).arrays if len(pattern) < 30 else None
     assert built["sparse"].equals(built["dense"])
     if reference is not None:
         assert built["sparse"].equals(reference)
@@ -309,11 +309,11 @@ def test_patterns_with_few_tokens_walked_directly_give_the_signature_walk_index(
     from tokendfa.builder import fast
 
     vocab = cached_vocabulary(vocab_name)
-    direct = Index.from_regex(pattern, vocab).arrays
+    direct = Index.from_regex(pattern, vocab, lazy=False).arrays
     calls = []
     real = fast._direct_edges
     monkeypatch.setattr(fast, "_direct_edges", lambda *args: calls.append(real(*args)))
-    walked = Index.from_regex(pattern, vocab).arrays
+    walked = Index.from_regex(pattern, vocab, lazy=False).arrays
     assert calls and calls[0] is not None  # the pattern did qualify for the direct walk
     assert direct.equals(walked)
 
@@ -372,7 +372,7 @@ def test_small_assembly_on_a_real_vocabulary(monkeypatch, pattern):
         small, arrays = _assembled_both_ways(monkeypatch, dfa, raw, vocab)
         assert small.equals(arrays)
     if len(pattern) < 25:
-        assert small.equals(Index.from_regex(pattern, vocab, method="reference").arrays)
+        assert small.equals(Index.from_regex(pattern, vocab, method="reference", lazy=False).arrays)
 
 
 def test_unique_rows_and_distinct_agree_with_numpy():
@@ -458,9 +458,9 @@ def test_compiled_exact_walk_is_the_numpy_walk(monkeypatch, vocab_name):
     assert np.array_equal(compiled, narrow.exact_walk(dfa.transitions, vocab, states, tokens, positions))
     assert (compiled != 0).sum() > 100  # some walks live: the comparison is not all zeros
     for regex in (pattern, r'\{"id":[0-9]{1,5},"tags":\[("[a-z]{1,8}"(,"[a-z]{1,8}"){0,3})?\]\}'):
-        numpy_built = Index.from_regex(regex, vocab, n_jobs=1)
+        numpy_built = Index.from_regex(regex, vocab, n_jobs=1, lazy=False)
         monkeypatch.setattr(narrow, "_cwalk", cwalk)
-        assert Index.from_regex(regex, vocab, n_jobs=1).arrays.equals(numpy_built.arrays)
+        assert Index.from_regex(regex, vocab, n_jobs=1, lazy=False).arrays.equals(numpy_built.arrays)
         monkeypatch.setattr(narrow, "_cwalk", None)
     table = np.ascontiguousarray(dfa.transitions, dtype=np.int32)
     spellings, offsets = narrow._spellings(vocab)

@@ -472,7 +472,7 @@ def test_lazy_dfa_bound():
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_lazy_index_serves_the_eager_index_toy(case, toy_vocab, native):
     try:
-        eager = Index.from_regex(case.pattern, toy_vocab)
+        eager = Index.from_regex(case.pattern, toy_vocab, lazy=False)
     except VocabularyCoverageError:
         with pytest.raises(VocabularyCoverageError):
             Index.from_regex(case.pattern, toy_vocab, lazy=True)
@@ -502,7 +502,7 @@ def test_lazy_table_past_its_reserved_rows_grows_and_serves_the_same(reserved, t
     with pytest.raises(IndexError, match="not discovered"):
         dfa.step(dfa.num_states, ord("a"))  # a row past the count is undefined, not read
     case = next(c for c in CASES if c.name == "url")  # 79 states
-    lazy, eager = Index.from_regex(case.pattern, toy_vocab, lazy=True), Index.from_regex(case.pattern, toy_vocab)
+    lazy, eager = Index.from_regex(case.pattern, toy_vocab, lazy=True), Index.from_regex(case.pattern, toy_vocab, lazy=False)
     lockstep(lazy, eager)
     assert lazy.complete().arrays.equals(eager.arrays)
 
@@ -511,7 +511,7 @@ def test_token_liveness_when_bytes_are_not_all_tokens(toy_vocab):
     # "ab" keeps the bytes alive (ab3c) but no token spells "3": the eager
     # index refuses it, and so must the lazy one.
     lazy = Index.from_regex(r"(ab3|a)c", toy_vocab, lazy=True)
-    eager = Index.from_regex(r"(ab3|a)c", toy_vocab)
+    eager = Index.from_regex(r"(ab3|a)c", toy_vocab, lazy=False)
     assert lazy.is_allowed(lazy.initial_state, TOKEN[b"a"])
     assert not lazy.is_allowed(lazy.initial_state, TOKEN[b"ab"])
     lockstep(lazy, eager)
@@ -546,11 +546,26 @@ def test_serving_errors_eos_and_buffers(toy_vocab):
     assert guide.is_finished() and guide.get_tokens().size == 0
 
 
+def test_the_default_index_is_lazy_and_lazy_false_is_the_eager_build(toy_vocab, tmp_path):
+    regex = Index.from_regex(r"[a-c]{2,4}x?", toy_vocab)
+    schema = Index.from_schema({"type": "integer", "maximum": 99}, toy_vocab)
+    assert isinstance(regex, LazyIndex) and isinstance(schema, LazyIndex)
+    assert regex.num_served_states == 0  # nothing computed before it is asked for
+    eager = Index.from_regex(r"[a-c]{2,4}x?", toy_vocab, lazy=False)
+    assert type(eager) is Index
+    assert regex.complete().arrays.equals(eager.arrays)
+    # a file always holds the whole index
+    Index.from_regex(r"[a-c]{2,4}x?", toy_vocab).save(tmp_path / "default.tdfa")
+    assert Index.load(tmp_path / "default.tdfa", toy_vocab).arrays.equals(eager.arrays)
+    assert schema.complete().arrays.equals(
+        Index.from_schema({"type": "integer", "maximum": 99}, toy_vocab, lazy=False).arrays)
+
+
 def test_save_writes_the_completed_index(toy_vocab, tmp_path):
     lazy = Index.from_regex(r"[a-c]{2,4}x?", toy_vocab, lazy=True)
     lazy.save(tmp_path / "lazy.tdfa")
     loaded = Index.load(tmp_path / "lazy.tdfa", toy_vocab)
-    assert loaded.arrays.equals(Index.from_regex(r"[a-c]{2,4}x?", toy_vocab).arrays)
+    assert loaded.arrays.equals(Index.from_regex(r"[a-c]{2,4}x?", toy_vocab, lazy=False).arrays)
 
 
 def test_background_completion(toy_vocab):
@@ -558,7 +573,7 @@ def test_background_completion(toy_vocab):
     lazy.start_completion()
     assert lazy.wait_completion(timeout=60)
     served = lazy.num_served_states
-    eager = Index.from_regex(cached_case("url"), toy_vocab)
+    eager = Index.from_regex(cached_case("url"), toy_vocab, lazy=False)
     assert served >= eager.num_states  # lazy states are not minimal
     lockstep(lazy, eager)
     assert lazy.num_served_states == served  # nothing was left to compute
@@ -576,7 +591,7 @@ def test_lazy_index_serves_the_eager_index_qwen(name, native):
     vocab = cached_vocabulary("qwen2.5")
     pattern = cached_case(name)
     lazy = Index.from_regex(pattern, vocab, lazy=True)
-    eager = Index.from_regex(pattern, vocab)
+    eager = Index.from_regex(pattern, vocab, lazy=False)
     lockstep(lazy, eager, max_pairs=60)
     assert lazy.complete().arrays.equals(eager.arrays)
 
@@ -624,7 +639,7 @@ def test_native_off_serves_the_same_masks_in_a_fresh_process():
         tokens = [bytes([b]) for b in range(128)] + [b'"a', b'",', b'bc"', b'ab', None]
         vocab = Vocabulary(tokens, len(tokens) - 1)
         pattern = '"[a-c ]{0,6}",?'
-        lazy_index, eager = Index.from_regex(pattern, vocab, lazy=True), Index.from_regex(pattern, vocab)
+        lazy_index, eager = Index.from_regex(pattern, vocab, lazy=True), Index.from_regex(pattern, vocab, lazy=False)
         assert lazy_index.complete().arrays.equals(eager.arrays)
         print("ok")
     """)
@@ -649,7 +664,7 @@ def test_walk_plans_are_bounded_and_rows_are_the_same_without_them(bound, monkey
     vocab = Vocabulary(tokens, eos_token_ids=len(tokens) - 1)
     pattern = r'"(ab|cd)*x[yz]{1,3}"|[a-d]+z|xyz'
     lazy = Index.from_regex(pattern, vocab, lazy=True)
-    assert lockstep(lazy, Index.from_regex(pattern, vocab)) >= 8
+    assert lockstep(lazy, Index.from_regex(pattern, vocab, lazy=False)) >= 8
     plans = lazy_module.vocabulary_tables(vocab).walk_plans
     if bound == "count":
         assert 0 < len(plans) <= 2
@@ -1011,7 +1026,7 @@ def test_packed_plans_walk_as_the_token_ids_do():
 def test_lazy_shortcuts_serve_the_eager_index_qwen(pattern, native):
     vocab = cached_vocabulary("qwen2.5")
     lazy = Index.from_regex(pattern, vocab, lazy=True)
-    eager = Index.from_regex(pattern, vocab)
+    eager = Index.from_regex(pattern, vocab, lazy=False)
     assert lockstep(lazy, eager, max_pairs=25) >= 8
     assert lazy.complete().arrays.equals(eager.arrays)
 
@@ -1025,7 +1040,7 @@ def test_counted_class_rows_follow_the_chain_qwen():
     vocab = cached_vocabulary("qwen2.5")
     pattern = r'I[0-9a-f]{40}"'
     lazy = Index.from_regex(pattern, vocab, lazy=True)
-    eager = Index.from_regex(pattern, vocab)
+    eager = Index.from_regex(pattern, vocab, lazy=False)
     lazy_state = lazy.advance(lazy.initial_state, vocab.encode("I")[0])
     eager_state = eager.advance(eager.initial_state, vocab.encode("I")[0])
     lazy.get_mask(lazy_state)
@@ -1072,7 +1087,7 @@ def walk_masks(index, vocab, instances) -> list[bytes]:
 def test_lazy_schema_index_qwen():
     vocab = cached_vocabulary("qwen2.5")
     lazy = Index.from_schema(PERSON, vocab, lazy=True, any_depth=2)
-    eager = Index.from_schema(PERSON, vocab, any_depth=2)
+    eager = Index.from_schema(PERSON, vocab, any_depth=2, lazy=False)
     assert walk_masks(lazy, vocab, PERSON_INSTANCES) == walk_masks(eager, vocab, PERSON_INSTANCES)
     assert lazy.metadata["kind"] == "schema" and lazy.metadata["build"]["method"] == "lazy"
     completed = lazy.complete()
@@ -1087,7 +1102,7 @@ def test_lazy_schema_with_a_shared_length_bound_qwen():
               "required": ["s"], "additionalProperties": False}
     vocab = cached_vocabulary("qwen2.5")
     lazy = Index.from_schema(schema, vocab, lazy=True)
-    eager = Index.from_schema(schema, vocab)
+    eager = Index.from_schema(schema, vocab, lazy=False)
     assert lazy.byte_dfa.num_nfa_states < 1_000
     assert lockstep(lazy, eager, max_pairs=40) >= 30
     instances = [{"s": "é日" * 150}, {"s": "ab"}, {"s": "a\\n\"" * 75}]  # 300 characters
@@ -1120,7 +1135,7 @@ def test_lazy_schema_free_values_nest_deep_by_default(toy_vocab):
 @pytest.mark.slow
 def test_many_guides_on_threads_agree_with_serial_use():
     vocab = cached_vocabulary("qwen2.5")
-    eager = Index.from_schema(PERSON, vocab, any_depth=2)
+    eager = Index.from_schema(PERSON, vocab, any_depth=2, lazy=False)
     expected = walk_masks(eager, vocab, PERSON_INSTANCES)
     lazy = Index.from_schema(PERSON, vocab, lazy=True, any_depth=2)  # cold: threads race to fill it
     results: dict[int, list] = {}
@@ -1184,7 +1199,7 @@ def test_hostile_pattern_eager_build_stops_at_its_bound():
         from conftest import toy_vocabulary
         from tokendfa import BuildLimitError, Index
         try:
-            Index.from_regex({HOSTILE!r}, toy_vocabulary(), max_states=5000)
+            Index.from_regex({HOSTILE!r}, toy_vocabulary(), max_states=5000, lazy=False)
         except BuildLimitError as exc:
             print(exc.reached)
     """, timeout=120)
@@ -1197,7 +1212,7 @@ def test_hostile_pattern_eager_build_default_bound_within_memory():
     done = run_limited(f"""
         from tokendfa import BuildLimitError, Index, Vocabulary
         try:
-            Index.from_regex({HOSTILE!r}, Vocabulary([b"a", b"b", None], eos_token_ids=2))
+            Index.from_regex({HOSTILE!r}, Vocabulary([b"a", b"b", None], eos_token_ids=2), lazy=False)
         except BuildLimitError as exc:
             print(exc.reached)
     """, timeout=300)
