@@ -21,7 +21,7 @@ import pytest
 from cases import CASES
 from conftest import TOY_EOS, TOY_TOKENS, cached_vocabulary
 from tokendfa import (BuildLimitError, EmptyLanguageError, Guide, Index, InvalidStateError,
-                      TokenNotAllowedError, VocabularyCoverageError)
+                      TokenNotAllowedError, Vocabulary, VocabularyCoverageError)
 from tokendfa.analysis.construct import byte_dfa_from_regex
 from tokendfa.analysis.minimise import canonical_byte_dfa
 from tokendfa.analysis.lazydfa import UNKNOWN, LazyByteDFA
@@ -672,6 +672,32 @@ def test_walk_plans_are_bounded_and_rows_are_the_same_without_them(bound, monkey
     else:
         held = [lazy_module._plan_bytes(plan) for plan in plans.values()]
         assert 0 < sum(held) <= 400 and len(held) < 8, held
+
+
+def test_prepare_leaves_the_first_schema_no_table_to_make(monkeypatch):
+    """Vocabulary.prepare() makes the lazy engine's per-vocabulary tables
+    (through the preparer the package registers), so a prepared process's
+    first schema makes none: its first mask and walk never call the makers."""
+    vocab = Vocabulary.builtin("qwen2.5")  # a fresh object: nothing made yet
+    assert not lazy_module.tables_ready(vocab)
+    vocab.prepare()
+    assert lazy_module.tables_ready(vocab)
+    tables = lazy_module.vocabulary_tables(vocab)
+    tail_sets, class_runs = set(tables.tail_sets), set(tables.class_runs)
+
+    def made_again(*args):
+        raise AssertionError("a per-vocabulary table was made after prepare()")
+
+    monkeypatch.setattr(lazy_module, "_vocabulary_tables", made_again)
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "code": {"type": "string", "maxLength": 12},
+                                               "n": {"type": "integer"}}}
+    index = Index.from_schema(schema, vocab)
+    guide = Guide(index)
+    for token in vocab.encode('{"name":"Ada Lovelace","code":"x1","n":42}'):
+        guide.get_mask()
+        guide.advance(token)
+    assert guide.can_end()
+    assert set(tables.tail_sets) == tail_sets and set(tables.class_runs) == class_runs
 
 
 def test_lazy_tables_come_with_the_json_string_rows_made():

@@ -247,7 +247,23 @@ def _tail_bytes(columns, first_char: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def vocabulary_tables(vocabulary: Vocabulary) -> _VocabularyTables:
-    return vocabulary.derived("lazy-walk", _prepared_tables)
+    """The lazy walk's tables for ``vocabulary``, made on first use and kept
+    with it (:meth:`Vocabulary.derived`)."""
+    return vocabulary.derived(_TABLES_KEY, _prepared_tables)
+
+
+def prepare_vocabulary(vocabulary: Vocabulary) -> None:
+    """Make the lazy engine's per-vocabulary tables now (what
+    :meth:`Vocabulary.prepare` calls, through the runtime's preparer)."""
+    vocabulary_tables(vocabulary)
+
+
+def tables_ready(vocabulary: Vocabulary) -> bool:
+    """Whether the lazy engine's tables for ``vocabulary`` are made already."""
+    return vocabulary.has_derived(_TABLES_KEY)
+
+
+_TABLES_KEY = "lazy-walk"
 
 
 def _prepared_tables(vocabulary: Vocabulary) -> _VocabularyTables:

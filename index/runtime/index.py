@@ -388,6 +388,42 @@ class Index(MaskServing):
         return f"token {token_id}{spelled} is not allowed in state {state}"
 
 
+# A small schema of the common kinds (free and bounded strings, integers,
+# numbers, booleans, an array, an enum): compiling it and serving its first
+# rows at start-up loads the schema compiler and jsonschema and fills the
+# per-process caches a first schema would otherwise fill.
+_WARM_UP_SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "code": {"type": "string", "maxLength": 8},
+                   "count": {"type": "integer", "minimum": 0}, "ratio": {"type": "number"},
+                   "flag": {"type": "boolean"}, "tags": {"type": "array", "items": {"type": "string"}},
+                   "kind": {"enum": ["a", "b"]}},
+    "required": ["name"],
+}
+
+
+def prepare_builds(vocabulary: "Vocabulary") -> None:
+    """What a first build for ``vocabulary`` would otherwise pay, done now:
+    the lazy engine's per-vocabulary tables, and one small schema compiled
+    and served (imports, per-process caches). Called by
+    :meth:`Vocabulary.prepare` (the package registers it); without the
+    builder's dependencies (a serving-only install) it does nothing."""
+    from ..analysis.errors import TokenDFAError
+    from ..builder.lazy import prepare_vocabulary
+
+    prepare_vocabulary(vocabulary)
+    try:
+        index = Index.from_schema(_WARM_UP_SCHEMA, vocabulary)
+        state = index.initial_state
+        for token_id in vocabulary.encode('{"name":"x","count":1}'):
+            index.get_mask(state)
+            state = index.advance(state, token_id)
+    except TokenDFAError:
+        # no jsonschema (MissingDependencyError), or a vocabulary that cannot
+        # spell JSON (the toy ones of the tests): nothing more to warm
+        pass
+
+
 def _schema_metadata(schema, whitespace: str, compiled) -> dict[str, Any]:
     """What an index built from a schema says of it, besides the build's own metadata."""
     import json
