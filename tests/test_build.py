@@ -84,7 +84,7 @@ def test_toy_index_equals_brute_force(case, method):
 
 @pytest.mark.parametrize("case", CASES, ids=ids)
 @pytest.mark.parametrize("n_jobs", [1, 2])
-def test_toy_fast_build_equals_reference(case, n_jobs):
+def test_toy_fast_build_equals_reference(case, n_jobs, parallel_always):
     if brute_force_transitions(byte_dfa_from_regex(case.pattern), TOY_TOKENS) is None:
         pytest.skip(f"the toy vocabulary cannot spell {case.pattern!r}: no arrays to compare "
                     "(test_toy_index_equals_brute_force checks the coverage error)")
@@ -125,6 +125,32 @@ def test_tokens_into_unfinishable_states_are_dropped(toy_vocab):
     allowed = {TOY_TOKENS[t] for t in index.get_tokens(0)}
     assert "日".encode() not in allowed
     assert "é".encode() in allowed and b"\xc3" in allowed
+
+
+def test_small_parallel_build_stays_in_process(monkeypatch):
+    """n_jobs=2 on a walk below PARALLEL_MIN_WORK does not start joblib
+    workers (on qwen2.5 a JSON string took 195 ms so against 45 in process),
+    and gives the same index; at the threshold it goes parallel."""
+    import joblib
+
+    from tokendfa.builder import config
+
+    started = []
+
+    class Recording(joblib.Parallel):
+        def __init__(self, *args, **kwargs):
+            started.append(kwargs.get("n_jobs"))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(joblib, "Parallel", Recording)
+    vocab = cached_vocabulary("qwen2.5")
+    pattern = r'"([^"\\\x00-\x1f]|\\["\\/bfnrt])*"'  # a JSON string: 17 states x 29k signatures
+    alone = Index.from_regex(pattern, vocab, lazy=False)
+    assert Index.from_regex(pattern, vocab, n_jobs=2, lazy=False).arrays.equals(alone.arrays)
+    assert started == []
+    monkeypatch.setattr(config, "PARALLEL_MIN_WORK", 1)
+    assert Index.from_regex(pattern, vocab, n_jobs=2, backend="threading", lazy=False).arrays.equals(alone.arrays)
+    assert started == [2]
 
 
 def test_vocabulary_that_cannot_express_the_pattern(toy_vocab):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from tokendfa import (
     Vocabulary,
     VocabularyCoverageError,
 )
+from tokendfa.builder import config as build_config
 from tokendfa.runtime.files import decode_index, encode_index
 
 # --- random regexes from a small grammar, random toy vocabularies --------------------
@@ -62,7 +64,9 @@ def test_fast_build_equals_reference_on_random_input(pattern, vocab, n_jobs):
         with pytest.raises(VocabularyCoverageError):
             Index.from_regex(pattern, vocab, n_jobs=n_jobs, lazy=False)
         return
-    fast = Index.from_regex(pattern, vocab, n_jobs=n_jobs, backend="threading" if n_jobs > 1 else None, lazy=False)
+    with mock.patch.object(build_config, "PARALLEL_MIN_WORK", 0):  # the parallel walk however small
+        fast = Index.from_regex(pattern, vocab, n_jobs=n_jobs, backend="threading" if n_jobs > 1 else None,
+                                lazy=False)
     assert fast.arrays.equals(reference.arrays), pattern
 
 
@@ -144,7 +148,7 @@ def test_build_on_a_local_dask_cluster():
     expected = cached_index(pattern, "mistral-sp32k")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster, \
-            distributed.Client(cluster):
+            distributed.Client(cluster), mock.patch.object(build_config, "PARALLEL_MIN_WORK", 0):
         on_cluster = Index.from_regex(pattern, expected.vocabulary, n_jobs=2, backend="dask", lazy=False)
     assert on_cluster.arrays.equals(expected.arrays)
 
