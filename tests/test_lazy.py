@@ -561,6 +561,88 @@ def test_the_default_index_is_lazy_and_lazy_false_is_the_eager_build(toy_vocab, 
         Index.from_schema({"type": "integer", "maximum": 99}, toy_vocab, lazy=False).arrays)
 
 
+def _lockstep_through_the_map(lazy, completed, vocab, walks: int, steps: int, seed: int = 0) -> int:
+    """Random token walks through ``lazy``, checking at every state that
+    ``completed_state`` gives the completed index's state with the same mask,
+    finality, and successors; returns the number of steps checked."""
+    rng = np.random.default_rng(seed)
+    checked = 0
+    for _ in range(walks):
+        state = lazy.initial_state
+        assert lazy.completed_state(state) == completed.initial_state
+        for _ in range(steps):
+            mapped = lazy.completed_state(state)
+            assert np.array_equal(lazy.get_mask(state), completed.get_mask(mapped))
+            assert lazy.is_final(state) == completed.is_final(mapped)
+            allowed = [t for t in lazy.get_tokens(state).tolist() if t not in vocab.eos_token_ids]
+            if not allowed:
+                break
+            token = int(rng.choice(allowed))
+            state = lazy.advance(state, token)
+            assert lazy.completed_state(state) == completed.advance(mapped, token)
+            checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.name in ("number", "url", "json_string", "iso_date")],
+                         ids=lambda c: c.name)
+def test_lazy_states_map_onto_the_completed_index_toy(case, toy_vocab):
+    lazy = Index.from_regex(case.pattern, toy_vocab)
+    first = int(lazy.get_tokens(lazy.initial_state)[0])
+    before = lazy.advance(lazy.initial_state, first)
+    completed = lazy.complete()
+    assert lazy.advance(lazy.initial_state, first) == before  # served ids stay what they were
+    assert _lockstep_through_the_map(lazy, completed, toy_vocab, walks=20, steps=30) > 20
+    assert lazy.state_map()[0] == -1
+    with pytest.raises(InvalidStateError):
+        lazy.completed_state(0)
+
+
+def test_guide_over_a_lazy_index_goes_on_across_completion_qwen():
+    vocab = cached_vocabulary("qwen2.5")
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"}},
+              "required": ["name", "n"], "additionalProperties": False}
+    lazy = Index.from_schema(schema, vocab)
+    guide = Guide(lazy)
+    tokens = vocab.encode('{"name":"Ada","n":42}')
+    for token in tokens[:3]:
+        guide.advance(token)
+    completed = lazy.complete()
+    moved = Guide(completed, lazy.completed_state(guide.state))
+    for token in tokens[3:]:
+        assert np.array_equal(guide.get_mask(), moved.get_mask())
+        assert lazy.completed_state(guide.advance(token)) == moved.advance(token)
+    assert guide.can_end() and moved.can_end()
+    assert _lockstep_through_the_map(lazy, completed, vocab, walks=5, steps=25) > 10
+
+
+def test_completion_explores_the_served_automaton_without_compiling_again(toy_vocab, monkeypatch):
+    """complete() minimises the lazy automaton explored from where serving
+    left it: the pattern is not compiled again, and the states materialised
+    while serving are not computed again."""
+    from tokendfa.builder import pipeline
+
+    lazy = Index.from_regex(cached_case("url"), toy_vocab)
+    guide = Guide(lazy)
+    for token in toy_vocab.encode("ab.abc.xa"):
+        guide.advance(token)
+    served = lazy.byte_dfa.num_states
+
+    def compiled_again(*args, **kwargs):
+        raise AssertionError("the pattern was compiled again")
+
+    monkeypatch.setattr(pipeline, "byte_dfa_from_regex", compiled_again)
+    dfa = lazy.byte_dfa
+    rows_before = {state for state in range(served) if dfa._materialised[state]}
+    computed = []
+    compute_row = dfa._compute_row
+    monkeypatch.setattr(dfa, "_compute_row", lambda state: (computed.append(state), compute_row(state))[1])
+    completed = lazy.complete()
+    assert rows_before and computed and not rows_before & set(computed)
+    monkeypatch.undo()
+    assert completed.arrays.equals(Index.from_regex(cached_case("url"), toy_vocab, lazy=False).arrays)
+
+
 def test_save_writes_the_completed_index(toy_vocab, tmp_path):
     lazy = Index.from_regex(r"[a-c]{2,4}x?", toy_vocab, lazy=True)
     lazy.save(tmp_path / "lazy.tdfa")
