@@ -760,7 +760,8 @@ def test_prepare_leaves_the_first_schema_no_table_to_make(monkeypatch):
     """Vocabulary.prepare() makes the lazy engine's per-vocabulary tables
     (through the preparer the package registers), so a prepared process's
     first schema makes none: its first mask and walk never call the makers."""
-    vocab = Vocabulary.builtin("qwen2.5")  # a fresh object: nothing made yet
+    qwen = cached_vocabulary("qwen2.5")
+    vocab = Vocabulary(qwen.tokens, qwen.eos_token_ids, name="qwen2.5 copy")  # a fresh object: nothing made yet
     assert not lazy_module.tables_ready(vocab)
     vocab.prepare()
     assert lazy_module.tables_ready(vocab)
