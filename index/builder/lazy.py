@@ -929,15 +929,17 @@ def _index_states_of_byte_states(dfa, arrays, tokens) -> np.ndarray:
 class LazyIndex(MaskServing):
     """The serving API of :class:`~tokendfa.runtime.index.Index`, computed on demand.
 
-    Build one with ``Index.from_regex(pattern, vocabulary, lazy=True)`` or
-    ``Index.from_schema(schema, vocabulary, lazy=True)``; a
-    :class:`~tokendfa.runtime.guide.Guide` walks it like an index. Thread-safe:
-    any number of guides on any number of threads share one lazy index.
+    ``Index.from_regex(pattern, vocabulary)`` and
+    ``Index.from_schema(schema, vocabulary)`` return one (the default,
+    ``lazy=True``); a :class:`~tokendfa.runtime.guide.Guide` walks it like an
+    index. Thread-safe: any number of guides on any number of threads share
+    one lazy index.
 
     ``config.max_states`` bounds the states of the lazy byte automaton
     (:class:`~tokendfa.analysis.errors.BuildLimitError` when a request needs
     more). :meth:`start_completion` fills the remaining token rows in a
-    background thread; :meth:`complete` returns the eager :class:`Index`.
+    background thread; :meth:`complete` returns the eager :class:`Index`, and
+    :meth:`completed_state` the state of it that a state of this one is.
     """
 
     def __init__(self, pattern: str, vocabulary: Vocabulary, config: BuildConfig | None = None, *,
