@@ -926,6 +926,10 @@ def _index_states_of_byte_states(dfa, arrays, tokens) -> np.ndarray:
     return found
 
 
+# What only a whole Index has (see LazyIndex.__getattr__).
+_WHOLE_INDEX_ONLY = frozenset({"arrays", "num_states", "final_states", "num_transitions", "nbytes"})
+
+
 class LazyIndex(MaskServing):
     """The serving API of :class:`~tokendfa.runtime.index.Index`, computed on demand.
 
@@ -1040,6 +1044,16 @@ class LazyIndex(MaskServing):
     def num_served_states(self) -> int:
         """States whose token row has been computed so far."""
         return len(self._masks)
+
+    def __getattr__(self, name: str):
+        # Only for names not found otherwise: what the whole Index has and a
+        # lazy one cannot know before it is complete. Since lazy became the
+        # default, code written for the eager result meets this first.
+        if name in _WHOLE_INDEX_ONLY:
+            raise AttributeError(
+                f"a lazy index has no {name!r} until it is complete: use index.complete().{name}, "
+                "or build the whole index with lazy=False")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __repr__(self) -> str:
         return (f"LazyIndex(pattern={self.pattern[:80]!r}, vocabulary={self._vocabulary.name!r}, "
