@@ -645,6 +645,22 @@ def test_completion_explores_the_served_automaton_without_compiling_again(toy_vo
     assert completed.arrays.equals(Index.from_regex(cached_case("url"), toy_vocab, lazy=False).arrays)
 
 
+def test_completing_a_lazy_schema_past_its_bound_says_what_to_do(tmp_path):
+    """The default lazy schema index nests free values 32 levels, which an
+    open object's completion cannot hold: save() says to build the whole
+    index with lazy=False (as tokendfa build does)."""
+    vocab = cached_vocabulary("qwen2.5")
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    lazy = Index.from_schema(schema, vocab, max_states=2000)
+    with pytest.raises(BuildLimitError, match="lazy=False"):
+        lazy.save(tmp_path / "open.tdfa")
+    assert not (tmp_path / "open.tdfa").exists()
+    Index.from_schema(schema, vocab, lazy=False).save(tmp_path / "open.tdfa")  # the advice works
+    with pytest.raises(BuildLimitError) as caught:  # a chosen depth: nothing to advise
+        Index.from_schema(schema, vocab, any_depth=30, max_states=2000).complete()
+    assert "lazy=False" not in str(caught.value)
+
+
 def test_save_writes_the_completed_index(toy_vocab, tmp_path):
     lazy = Index.from_regex(r"[a-c]{2,4}x?", toy_vocab, lazy=True)
     lazy.save(tmp_path / "lazy.tdfa")

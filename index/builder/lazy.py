@@ -71,7 +71,7 @@ import numpy as np
 from ..analysis.dfa import DEAD, INITIAL, STATE_DTYPE
 from ..analysis.minimise import canonical_byte_dfa
 from ..analysis.native import native_module
-from ..analysis.errors import (InvalidStateError, TokenNotAllowedError,
+from ..analysis.errors import (BuildLimitError, InvalidStateError, TokenNotAllowedError,
                                VocabularyCoverageError)
 from ..analysis.lazydfa import DEFAULT_MAX_LAZY_STATES, UNKNOWN, WIDE_SEQUENCES, LazyByteDFA
 from ..runtime.arrays import MASK_WORD
@@ -948,8 +948,12 @@ class LazyIndex(MaskServing):
 
     def __init__(self, pattern: str, vocabulary: Vocabulary, config: BuildConfig | None = None, *,
                  definitions: dict[str, str] | None = None,
-                 metadata: dict[str, Any] | None = None, index_type: Any = None) -> None:
+                 metadata: dict[str, Any] | None = None, index_type: Any = None,
+                 completion_advice: str | None = None) -> None:
         started = time.perf_counter()
+        # Said with a bound that complete() trips (what the caller knows of why
+        # its automaton may be too large to complete, e.g. a schema's free values).
+        self._completion_advice = completion_advice
         self._pattern = pattern
         self._definitions = dict(definitions or {})
         self._vocabulary = vocabulary
@@ -1200,10 +1204,15 @@ class LazyIndex(MaskServing):
         same with 277 states served first or none)."""
         with self._complete_lock, self._config.limits():  # the time limit from here on
             if self._completed is None:
-                transitions, finals = self._dfa.explore()
-                dfa = canonical_byte_dfa(transitions, finals, pattern=self._pattern)
-                built = build_index(self._pattern, self._vocabulary, self._config,
-                                    definitions=self._definitions or None, dfa=dfa)
+                try:
+                    transitions, finals = self._dfa.explore()
+                    dfa = canonical_byte_dfa(transitions, finals, pattern=self._pattern)
+                    built = build_index(self._pattern, self._vocabulary, self._config,
+                                        definitions=self._definitions or None, dfa=dfa)
+                except BuildLimitError as exc:
+                    if self._completion_advice is None:
+                        raise
+                    raise type(exc)(f"{exc}; {self._completion_advice}", reached=exc.reached) from exc
                 metadata = dict(built.metadata)
                 metadata.update(self._extra_metadata)
                 built = BuiltIndex(built.arrays, metadata)

@@ -188,8 +188,15 @@ class Index(MaskServing):
                 schema, whitespace=whitespace, lenient=lenient, max_recursion_depth=max_recursion_depth,
                 any_depth=LAZY_ANY_DEPTH if any_depth == "auto" else any_depth, state_budget=None,
                 share_free_levels=True, share_counts=True)
+            advice = None
+            if any_depth == "auto":
+                advice = (f"free values (an empty schema, additional properties) nest {LAZY_ANY_DEPTH} "
+                          "levels in a lazy schema index; for the whole index or a file, build it with "
+                          "Index.from_schema(..., lazy=False) or `tokendfa build` (free values as deep as "
+                          "keeps the automaton small), or pass a small any_depth")
             return LazyIndex(compiled.pattern, vocabulary, config, definitions=compiled.definitions,
-                             index_type=cls, metadata=_schema_metadata(schema, whitespace, compiled))
+                             index_type=cls, metadata=_schema_metadata(schema, whitespace, compiled),
+                             completion_advice=advice)
         compiled = regex_from_schema(schema, whitespace=whitespace, lenient=lenient,
                                      max_recursion_depth=max_recursion_depth, any_depth=any_depth)
         built = build_index(compiled.pattern, vocabulary, config,
