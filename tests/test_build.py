@@ -153,9 +153,10 @@ def test_small_parallel_build_stays_in_process(monkeypatch):
     assert started == [2]
 
 
-def test_vocabulary_that_cannot_express_the_pattern(toy_vocab):
+@pytest.mark.parametrize("lazy", [False, True])
+def test_vocabulary_that_cannot_express_the_pattern(toy_vocab, lazy):
     with pytest.raises(VocabularyCoverageError) as caught:
-        Index.from_regex(r"ab(z|y)", toy_vocab, lazy=False)
+        Index.from_regex(r"ab(z|y)", toy_vocab, lazy=lazy)
     message = str(caught.value)
     assert "cannot express" in message and "b'y'" in message and "b'z'" in message
     assert "after b'ab'" in message

@@ -993,9 +993,7 @@ class LazyIndex(MaskServing):
         self._completion_error: BaseException | None = None
         self._stop = threading.Event()
         if not self._is_token_live(INITIAL):
-            raise VocabularyCoverageError(
-                f"the vocabulary cannot express the pattern {pattern[:200]!r}: no sequence of "
-                "its tokens spells a match", state=INITIAL)
+            raise self._coverage_error()
         self._seconds = round(time.perf_counter() - started, 4)
         self._extra_metadata = dict(metadata or {})
         self._metadata: dict[str, Any] | None = None
@@ -1638,6 +1636,43 @@ class LazyIndex(MaskServing):
                 self._token_live[found] = True
                 found = parent[found]
             return True
+
+    def _coverage_error(self) -> VocabularyCoverageError:
+        """The error of a pattern the vocabulary cannot finish, naming, as
+        the eager build does, the first state (breadth-first over token
+        rows) where no token goes on, the bytes the pattern takes there, and
+        the shortest text that leads there."""
+        order, seen = [INITIAL], {INITIAL}
+        stuck = INITIAL
+        for state in order:  # grows while we go
+            following = self._raw_row(state).successors().tolist()
+            if not following:
+                stuck = state
+                break
+            for nxt in following:
+                if nxt not in seen:
+                    seen.add(nxt)
+                    order.append(nxt)
+        needed = bytes(np.flatnonzero(self._dfa.row(stuck) != DEAD).tolist())
+        shown = ", ".join(repr(bytes([b])) for b in needed[:12]) + (
+            f" and {len(needed) - 12} more" if len(needed) > 12 else "")
+        return VocabularyCoverageError(
+            f"the vocabulary cannot express the pattern {self._pattern[:200]!r}: after "
+            f"{self._shortest_text_to(stuck)!r} it needs one of the bytes {shown}, and no token "
+            "spelling them leads on to a match", state=stuck, needed_bytes=needed)
+
+    def _shortest_text_to(self, goal: int) -> bytes:
+        """The shortest bytes leading from the initial state to ``goal``."""
+        path = {INITIAL: b""}
+        queue = [INITIAL]
+        for state in queue:  # grows while we go
+            if state == goal:
+                return path[state]
+            for byte, nxt in enumerate(self._dfa.row(state).tolist()):
+                if nxt != DEAD and nxt not in path:
+                    path[nxt] = path[state] + bytes([byte])
+                    queue.append(nxt)
+        return b""
 
     # --- helpers ------------------------------------------------------------------------
 
