@@ -610,11 +610,14 @@ def test_guide_over_a_lazy_index_goes_on_across_completion_qwen():
     for token in tokens[:3]:
         guide.advance(token)
     completed = lazy.complete()
-    moved = Guide(completed, lazy.completed_state(guide.state))
+    moved = guide.completed()
+    assert moved.index is completed and moved.num_tokens == 3
     for token in tokens[3:]:
         assert np.array_equal(guide.get_mask(), moved.get_mask())
         assert lazy.completed_state(guide.advance(token)) == moved.advance(token)
     assert guide.can_end() and moved.can_end()
+    moved.rollback(len(tokens) - 1)  # the history came across too
+    assert moved.num_tokens == 1 and moved.state == lazy.completed_state(lazy.advance(lazy.initial_state, tokens[0]))
     assert _lockstep_through_the_map(lazy, completed, vocab, walks=5, steps=25) > 10
 
 
