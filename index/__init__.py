@@ -38,8 +38,12 @@ from .analysis.errors import (
     VocabularyMismatchError,
 )
 from .runtime.guide import Guide
-from .runtime.index import Index
-from .vocab.vocabulary import Vocabulary
+from .runtime.index import Index, prepare_builds
+from .vocab.vocabulary import Vocabulary, register_preparer
+
+# Vocabulary.prepare() also makes the lazy engine's tables and warms the
+# schema compiler (the vocabulary layer cannot import the builder itself).
+register_preparer(prepare_builds)
 
 __all__ = [
     "Index", "Guide", "Vocabulary",

@@ -21,7 +21,7 @@ import pytest
 from cases import CASES
 from conftest import TOY_EOS, TOY_TOKENS, cached_vocabulary
 from tokendfa import (BuildLimitError, EmptyLanguageError, Guide, Index, InvalidStateError,
-                      TokenNotAllowedError, VocabularyCoverageError)
+                      TokenNotAllowedError, Vocabulary, VocabularyCoverageError)
 from tokendfa.analysis.construct import byte_dfa_from_regex
 from tokendfa.analysis.minimise import canonical_byte_dfa
 from tokendfa.analysis.lazydfa import UNKNOWN, LazyByteDFA
@@ -472,7 +472,7 @@ def test_lazy_dfa_bound():
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_lazy_index_serves_the_eager_index_toy(case, toy_vocab, native):
     try:
-        eager = Index.from_regex(case.pattern, toy_vocab)
+        eager = Index.from_regex(case.pattern, toy_vocab, lazy=False)
     except VocabularyCoverageError:
         with pytest.raises(VocabularyCoverageError):
             Index.from_regex(case.pattern, toy_vocab, lazy=True)
@@ -502,7 +502,7 @@ def test_lazy_table_past_its_reserved_rows_grows_and_serves_the_same(reserved, t
     with pytest.raises(IndexError, match="not discovered"):
         dfa.step(dfa.num_states, ord("a"))  # a row past the count is undefined, not read
     case = next(c for c in CASES if c.name == "url")  # 79 states
-    lazy, eager = Index.from_regex(case.pattern, toy_vocab, lazy=True), Index.from_regex(case.pattern, toy_vocab)
+    lazy, eager = Index.from_regex(case.pattern, toy_vocab, lazy=True), Index.from_regex(case.pattern, toy_vocab, lazy=False)
     lockstep(lazy, eager)
     assert lazy.complete().arrays.equals(eager.arrays)
 
@@ -511,7 +511,7 @@ def test_token_liveness_when_bytes_are_not_all_tokens(toy_vocab):
     # "ab" keeps the bytes alive (ab3c) but no token spells "3": the eager
     # index refuses it, and so must the lazy one.
     lazy = Index.from_regex(r"(ab3|a)c", toy_vocab, lazy=True)
-    eager = Index.from_regex(r"(ab3|a)c", toy_vocab)
+    eager = Index.from_regex(r"(ab3|a)c", toy_vocab, lazy=False)
     assert lazy.is_allowed(lazy.initial_state, TOKEN[b"a"])
     assert not lazy.is_allowed(lazy.initial_state, TOKEN[b"ab"])
     lockstep(lazy, eager)
@@ -546,11 +546,129 @@ def test_serving_errors_eos_and_buffers(toy_vocab):
     assert guide.is_finished() and guide.get_tokens().size == 0
 
 
+def test_the_default_index_is_lazy_and_lazy_false_is_the_eager_build(toy_vocab, tmp_path):
+    regex = Index.from_regex(r"[a-c]{2,4}x?", toy_vocab)
+    schema = Index.from_schema({"type": "integer", "maximum": 99}, toy_vocab)
+    assert isinstance(regex, LazyIndex) and isinstance(schema, LazyIndex)
+    assert regex.num_served_states == 0  # nothing computed before it is asked for
+    with pytest.raises(AttributeError, match="lazy=False"):
+        regex.arrays  # code written for the eager default is told what to do
+    eager = Index.from_regex(r"[a-c]{2,4}x?", toy_vocab, lazy=False)
+    assert type(eager) is Index
+    assert regex.complete().arrays.equals(eager.arrays)
+    # a file always holds the whole index
+    Index.from_regex(r"[a-c]{2,4}x?", toy_vocab).save(tmp_path / "default.tdfa")
+    assert Index.load(tmp_path / "default.tdfa", toy_vocab).arrays.equals(eager.arrays)
+    assert schema.complete().arrays.equals(
+        Index.from_schema({"type": "integer", "maximum": 99}, toy_vocab, lazy=False).arrays)
+
+
+def _lockstep_through_the_map(lazy, completed, vocab, walks: int, steps: int, seed: int = 0) -> int:
+    """Random token walks through ``lazy``, checking at every state that
+    ``completed_state`` gives the completed index's state with the same mask,
+    finality, and successors; returns the number of steps checked."""
+    rng = np.random.default_rng(seed)
+    checked = 0
+    for _ in range(walks):
+        state = lazy.initial_state
+        assert lazy.completed_state(state) == completed.initial_state
+        for _ in range(steps):
+            mapped = lazy.completed_state(state)
+            assert np.array_equal(lazy.get_mask(state), completed.get_mask(mapped))
+            assert lazy.is_final(state) == completed.is_final(mapped)
+            allowed = [t for t in lazy.get_tokens(state).tolist() if t not in vocab.eos_token_ids]
+            if not allowed:
+                break
+            token = int(rng.choice(allowed))
+            state = lazy.advance(state, token)
+            assert lazy.completed_state(state) == completed.advance(mapped, token)
+            checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.name in ("number", "url", "json_string", "iso_date")],
+                         ids=lambda c: c.name)
+def test_lazy_states_map_onto_the_completed_index_toy(case, toy_vocab):
+    lazy = Index.from_regex(case.pattern, toy_vocab)
+    first = int(lazy.get_tokens(lazy.initial_state)[0])
+    before = lazy.advance(lazy.initial_state, first)
+    completed = lazy.complete()
+    assert lazy.advance(lazy.initial_state, first) == before  # served ids stay what they were
+    assert _lockstep_through_the_map(lazy, completed, toy_vocab, walks=20, steps=30) > 20
+    assert lazy.state_map()[0] == -1
+    with pytest.raises(InvalidStateError):
+        lazy.completed_state(0)
+
+
+def test_guide_over_a_lazy_index_goes_on_across_completion_qwen():
+    vocab = cached_vocabulary("qwen2.5")
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"}},
+              "required": ["name", "n"], "additionalProperties": False}
+    lazy = Index.from_schema(schema, vocab)
+    guide = Guide(lazy)
+    tokens = vocab.encode('{"name":"Ada","n":42}')
+    for token in tokens[:3]:
+        guide.advance(token)
+    completed = lazy.complete()
+    moved = guide.completed()
+    assert moved.index is completed and moved.num_tokens == 3
+    for token in tokens[3:]:
+        assert np.array_equal(guide.get_mask(), moved.get_mask())
+        assert lazy.completed_state(guide.advance(token)) == moved.advance(token)
+    assert guide.can_end() and moved.can_end()
+    moved.rollback(len(tokens) - 1)  # the history came across too
+    assert moved.num_tokens == 1 and moved.state == lazy.completed_state(lazy.advance(lazy.initial_state, tokens[0]))
+    assert _lockstep_through_the_map(lazy, completed, vocab, walks=5, steps=25) > 10
+
+
+def test_completion_explores_the_served_automaton_without_compiling_again(toy_vocab, monkeypatch):
+    """complete() minimises the lazy automaton explored from where serving
+    left it: the pattern is not compiled again, and the states materialised
+    while serving are not computed again."""
+    from tokendfa.builder import pipeline
+
+    lazy = Index.from_regex(cached_case("url"), toy_vocab)
+    guide = Guide(lazy)
+    for token in toy_vocab.encode("ab.abc.xa"):
+        guide.advance(token)
+    served = lazy.byte_dfa.num_states
+
+    def compiled_again(*args, **kwargs):
+        raise AssertionError("the pattern was compiled again")
+
+    monkeypatch.setattr(pipeline, "byte_dfa_from_regex", compiled_again)
+    dfa = lazy.byte_dfa
+    rows_before = {state for state in range(served) if dfa._materialised[state]}
+    computed = []
+    compute_row = dfa._compute_row
+    monkeypatch.setattr(dfa, "_compute_row", lambda state: (computed.append(state), compute_row(state))[1])
+    completed = lazy.complete()
+    assert rows_before and computed and not rows_before & set(computed)
+    monkeypatch.undo()
+    assert completed.arrays.equals(Index.from_regex(cached_case("url"), toy_vocab, lazy=False).arrays)
+
+
+def test_completing_a_lazy_schema_past_its_bound_says_what_to_do(tmp_path):
+    """The default lazy schema index nests free values 32 levels, which an
+    open object's completion cannot hold: save() says to build the whole
+    index with lazy=False (as tokendfa build does)."""
+    vocab = cached_vocabulary("qwen2.5")
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    lazy = Index.from_schema(schema, vocab, max_states=2000)
+    with pytest.raises(BuildLimitError, match="lazy=False"):
+        lazy.save(tmp_path / "open.tdfa")
+    assert not (tmp_path / "open.tdfa").exists()
+    Index.from_schema(schema, vocab, lazy=False).save(tmp_path / "open.tdfa")  # the advice works
+    with pytest.raises(BuildLimitError) as caught:  # a chosen depth: nothing to advise
+        Index.from_schema(schema, vocab, any_depth=30, max_states=2000).complete()
+    assert "lazy=False" not in str(caught.value)
+
+
 def test_save_writes_the_completed_index(toy_vocab, tmp_path):
     lazy = Index.from_regex(r"[a-c]{2,4}x?", toy_vocab, lazy=True)
     lazy.save(tmp_path / "lazy.tdfa")
     loaded = Index.load(tmp_path / "lazy.tdfa", toy_vocab)
-    assert loaded.arrays.equals(Index.from_regex(r"[a-c]{2,4}x?", toy_vocab).arrays)
+    assert loaded.arrays.equals(Index.from_regex(r"[a-c]{2,4}x?", toy_vocab, lazy=False).arrays)
 
 
 def test_background_completion(toy_vocab):
@@ -558,7 +676,7 @@ def test_background_completion(toy_vocab):
     lazy.start_completion()
     assert lazy.wait_completion(timeout=60)
     served = lazy.num_served_states
-    eager = Index.from_regex(cached_case("url"), toy_vocab)
+    eager = Index.from_regex(cached_case("url"), toy_vocab, lazy=False)
     assert served >= eager.num_states  # lazy states are not minimal
     lockstep(lazy, eager)
     assert lazy.num_served_states == served  # nothing was left to compute
@@ -576,7 +694,7 @@ def test_lazy_index_serves_the_eager_index_qwen(name, native):
     vocab = cached_vocabulary("qwen2.5")
     pattern = cached_case(name)
     lazy = Index.from_regex(pattern, vocab, lazy=True)
-    eager = Index.from_regex(pattern, vocab)
+    eager = Index.from_regex(pattern, vocab, lazy=False)
     lockstep(lazy, eager, max_pairs=60)
     assert lazy.complete().arrays.equals(eager.arrays)
 
@@ -624,7 +742,7 @@ def test_native_off_serves_the_same_masks_in_a_fresh_process():
         tokens = [bytes([b]) for b in range(128)] + [b'"a', b'",', b'bc"', b'ab', None]
         vocab = Vocabulary(tokens, len(tokens) - 1)
         pattern = '"[a-c ]{0,6}",?'
-        lazy_index, eager = Index.from_regex(pattern, vocab, lazy=True), Index.from_regex(pattern, vocab)
+        lazy_index, eager = Index.from_regex(pattern, vocab, lazy=True), Index.from_regex(pattern, vocab, lazy=False)
         assert lazy_index.complete().arrays.equals(eager.arrays)
         print("ok")
     """)
@@ -649,7 +767,7 @@ def test_walk_plans_are_bounded_and_rows_are_the_same_without_them(bound, monkey
     vocab = Vocabulary(tokens, eos_token_ids=len(tokens) - 1)
     pattern = r'"(ab|cd)*x[yz]{1,3}"|[a-d]+z|xyz'
     lazy = Index.from_regex(pattern, vocab, lazy=True)
-    assert lockstep(lazy, Index.from_regex(pattern, vocab)) >= 8
+    assert lockstep(lazy, Index.from_regex(pattern, vocab, lazy=False)) >= 8
     plans = lazy_module.vocabulary_tables(vocab).walk_plans
     if bound == "count":
         assert 0 < len(plans) <= 2
@@ -657,6 +775,33 @@ def test_walk_plans_are_bounded_and_rows_are_the_same_without_them(bound, monkey
     else:
         held = [lazy_module._plan_bytes(plan) for plan in plans.values()]
         assert 0 < sum(held) <= 400 and len(held) < 8, held
+
+
+def test_prepare_leaves_the_first_schema_no_table_to_make(monkeypatch):
+    """Vocabulary.prepare() makes the lazy engine's per-vocabulary tables
+    (through the preparer the package registers), so a prepared process's
+    first schema makes none: its first mask and walk never call the makers."""
+    qwen = cached_vocabulary("qwen2.5")
+    vocab = Vocabulary(qwen.tokens, qwen.eos_token_ids, name="qwen2.5 copy")  # a fresh object: nothing made yet
+    assert not lazy_module.tables_ready(vocab)
+    vocab.prepare()
+    assert lazy_module.tables_ready(vocab)
+    tables = lazy_module.vocabulary_tables(vocab)
+    tail_sets, class_runs = set(tables.tail_sets), set(tables.class_runs)
+
+    def made_again(*args):
+        raise AssertionError("a per-vocabulary table was made after prepare()")
+
+    monkeypatch.setattr(lazy_module, "_vocabulary_tables", made_again)
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "code": {"type": "string", "maxLength": 12},
+                                               "n": {"type": "integer"}}}
+    index = Index.from_schema(schema, vocab)
+    guide = Guide(index)
+    for token in vocab.encode('{"name":"Ada Lovelace","code":"x1","n":42}'):
+        guide.get_mask()
+        guide.advance(token)
+    assert guide.can_end()
+    assert set(tables.tail_sets) == tail_sets and set(tables.class_runs) == class_runs
 
 
 def test_lazy_tables_come_with_the_json_string_rows_made():
@@ -1013,7 +1158,7 @@ def test_packed_plans_walk_as_the_token_ids_do():
 def test_lazy_shortcuts_serve_the_eager_index_qwen(pattern, native):
     vocab = cached_vocabulary("qwen2.5")
     lazy = Index.from_regex(pattern, vocab, lazy=True)
-    eager = Index.from_regex(pattern, vocab)
+    eager = Index.from_regex(pattern, vocab, lazy=False)
     assert lockstep(lazy, eager, max_pairs=25) >= 8
     assert lazy.complete().arrays.equals(eager.arrays)
 
@@ -1027,7 +1172,7 @@ def test_counted_class_rows_follow_the_chain_qwen():
     vocab = cached_vocabulary("qwen2.5")
     pattern = r'I[0-9a-f]{40}"'
     lazy = Index.from_regex(pattern, vocab, lazy=True)
-    eager = Index.from_regex(pattern, vocab)
+    eager = Index.from_regex(pattern, vocab, lazy=False)
     lazy_state = lazy.advance(lazy.initial_state, vocab.encode("I")[0])
     eager_state = eager.advance(eager.initial_state, vocab.encode("I")[0])
     lazy.get_mask(lazy_state)
@@ -1074,7 +1219,7 @@ def walk_masks(index, vocab, instances) -> list[bytes]:
 def test_lazy_schema_index_qwen():
     vocab = cached_vocabulary("qwen2.5")
     lazy = Index.from_schema(PERSON, vocab, lazy=True, any_depth=2)
-    eager = Index.from_schema(PERSON, vocab, any_depth=2)
+    eager = Index.from_schema(PERSON, vocab, any_depth=2, lazy=False)
     assert walk_masks(lazy, vocab, PERSON_INSTANCES) == walk_masks(eager, vocab, PERSON_INSTANCES)
     assert lazy.metadata["kind"] == "schema" and lazy.metadata["build"]["method"] == "lazy"
     completed = lazy.complete()
@@ -1089,7 +1234,7 @@ def test_lazy_schema_with_a_shared_length_bound_qwen():
               "required": ["s"], "additionalProperties": False}
     vocab = cached_vocabulary("qwen2.5")
     lazy = Index.from_schema(schema, vocab, lazy=True)
-    eager = Index.from_schema(schema, vocab)
+    eager = Index.from_schema(schema, vocab, lazy=False)
     assert lazy.byte_dfa.num_nfa_states < 1_000
     assert lockstep(lazy, eager, max_pairs=40) >= 30
     instances = [{"s": "é日" * 150}, {"s": "ab"}, {"s": "a\\n\"" * 75}]  # 300 characters
@@ -1122,7 +1267,7 @@ def test_lazy_schema_free_values_nest_deep_by_default(toy_vocab):
 @pytest.mark.slow
 def test_many_guides_on_threads_agree_with_serial_use():
     vocab = cached_vocabulary("qwen2.5")
-    eager = Index.from_schema(PERSON, vocab, any_depth=2)
+    eager = Index.from_schema(PERSON, vocab, any_depth=2, lazy=False)
     expected = walk_masks(eager, vocab, PERSON_INSTANCES)
     lazy = Index.from_schema(PERSON, vocab, lazy=True, any_depth=2)  # cold: threads race to fill it
     results: dict[int, list] = {}
@@ -1186,7 +1331,7 @@ def test_hostile_pattern_eager_build_stops_at_its_bound():
         from conftest import toy_vocabulary
         from tokendfa import BuildLimitError, Index
         try:
-            Index.from_regex({HOSTILE!r}, toy_vocabulary(), max_states=5000)
+            Index.from_regex({HOSTILE!r}, toy_vocabulary(), max_states=5000, lazy=False)
         except BuildLimitError as exc:
             print(exc.reached)
     """, timeout=120)
@@ -1199,7 +1344,7 @@ def test_hostile_pattern_eager_build_default_bound_within_memory():
     done = run_limited(f"""
         from tokendfa import BuildLimitError, Index, Vocabulary
         try:
-            Index.from_regex({HOSTILE!r}, Vocabulary([b"a", b"b", None], eos_token_ids=2))
+            Index.from_regex({HOSTILE!r}, Vocabulary([b"a", b"b", None], eos_token_ids=2), lazy=False)
         except BuildLimitError as exc:
             print(exc.reached)
     """, timeout=300)

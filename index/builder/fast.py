@@ -23,7 +23,8 @@ state. This build gives the identical index with far less work:
    groups of their own.
 5. *Parallel*: the trie splits into disjoint subtrees by first class; joblib
    workers walk them (any joblib backend: ``loky`` here, Dask or Ray on a
-   cluster) and their behaviour tables are merged.
+   cluster) and their behaviour tables are merged, when the walk is large
+   enough to pay for it (:data:`tokendfa.builder.config.PARALLEL_MIN_WORK`).
 
 Edges then go through the same canonical assembly as the reference build
 (:mod:`tokendfa.builder.assemble`), which keeps only states reachable from the initial
@@ -233,7 +234,7 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
     starts = np.append(wide, False)
     starts[DEAD] = False
     everything = np.arange(signatures.num_signatures)
-    if config.in_process:
+    if config.walks_in_process(int(starts.sum()) * signatures.num_signatures):
         behaviours = signature_behaviours(table, signatures.classes, signatures.lengths, everything,
                                           progress, max_bytes=config.memory_budget, starts=starts)
     else:
