@@ -29,7 +29,7 @@ from support.isolation import run_in_child  # noqa: E402
 
 def measure(record, vocab, depth):
     from tokendfa.analysis.lazydfa import LazyByteDFA
-    from tokendfa.builder.lazy import LazyIndex
+    from tokendfa.lazy import LazyIndex
     from tokendfa.schema.api import regex_from_schema
 
     t0 = time.perf_counter()
@@ -67,7 +67,7 @@ def main() -> None:
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     from tokendfa import Index, Vocabulary
-    from tokendfa.builder.lazy import LAZY_ANY_DEPTH
+    from tokendfa.lazy import LAZY_ANY_DEPTH
 
     depth = LAZY_ANY_DEPTH if args.depth is None else args.depth
     vocab = Vocabulary.builtin("qwen2.5").prepare()

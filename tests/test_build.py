@@ -468,7 +468,7 @@ def test_compiled_exact_walk_is_the_numpy_walk(monkeypatch, vocab_name):
     token over the complete table) and in numpy (a byte a level), gives the
     same end state for every (state, token, position) and the same index for
     schema-like patterns, whose narrow states the build walks exactly."""
-    cwalk = pytest.importorskip("tokendfa.builder._cwalk")
+    cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
     from tokendfa.builder import narrow
 
     vocab = cached_vocabulary(vocab_name)

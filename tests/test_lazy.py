@@ -27,8 +27,8 @@ from tokendfa.analysis.minimise import canonical_byte_dfa
 from tokendfa.analysis.lazydfa import UNKNOWN, LazyByteDFA
 from tokendfa.analysis.dfa import INITIAL as INITIAL_STATE
 from tokendfa.analysis import lazydfa as lazydfa_module
-from tokendfa.builder import lazy as lazy_module
-from tokendfa.builder.lazy import LAZY_ANY_DEPTH, LazyIndex
+from tokendfa.lazy import index as lazy_module
+from tokendfa.lazy import LAZY_ANY_DEPTH, LazyIndex
 from tokendfa.schema.api import regex_from_schema
 
 TOKEN = {data: i for i, data in reversed(list(enumerate(TOY_TOKENS))) if data is not None}
@@ -72,7 +72,7 @@ def lockstep(lazy, eager, max_pairs: int | None = None) -> int:
 @pytest.fixture(params=["compiled", "python"])
 def native(request, monkeypatch):
     """Each lazy automaton and row computed by the compiled code
-    (analysis/_lazycore.c, index/builder/_cwalk.c) and by the Python and numpy
+    (analysis/_lazycore.c, index/lazy/_cwalk.c) and by the Python and numpy
     code it stands in for where it is not built."""
     if request.param == "python":
         monkeypatch.setattr(lazydfa_module, "_lazycore", None)
@@ -726,7 +726,7 @@ def test_compiled_modules_are_built():
     if os.environ.get("TOKENDFA_NATIVE") == "0":
         assert not lazy_module.NATIVE_WALK and not lazydfa_module.NATIVE_CORE
     else:
-        assert lazy_module.NATIVE_WALK, "tokendfa.builder._cwalk did not build"
+        assert lazy_module.NATIVE_WALK, "tokendfa.lazy._cwalk did not build"
         assert lazydfa_module.NATIVE_CORE, "tokendfa.analysis._lazycore did not build"
 
 
@@ -737,7 +737,7 @@ def test_native_off_serves_the_same_masks_in_a_fresh_process():
     script = textwrap.dedent("""
         from tokendfa import Index, Vocabulary
         from tokendfa.analysis import lazydfa
-        from tokendfa.builder import lazy
+        import tokendfa.lazy as lazy
         assert not lazydfa.NATIVE_CORE and not lazy.NATIVE_WALK
         tokens = [bytes([b]) for b in range(128)] + [b'"a', b'",', b'bc"', b'ab', None]
         vocab = Vocabulary(tokens, len(tokens) - 1)
@@ -832,7 +832,7 @@ def test_compiled_class_runs_are_the_numpy_ones(monkeypatch):
     C (_cwalk.leading_runs), are array for array what the numpy passes over
     the byte columns make, on Qwen's 151k tokens, for ASCII classes and for
     classes with every wide character; bad spellings are refused by name."""
-    cwalk = pytest.importorskip("tokendfa.builder._cwalk")
+    cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
     vocab = cached_vocabulary("qwen2.5")
     classes = []
     for chars, wide in [("0123456789abcdef", False), ("abcdefghijklmnopqrstuvwxyz ", False),
@@ -889,7 +889,7 @@ def test_tail_sets_from_tail_bytes_are_the_last_leaving_ones(name, monkeypatch):
     members = np.flatnonzero(np.unpackbits(tail.mask.view(np.uint8), bitorder="little")[:vocab.size])
     assert np.array_equal(members, np.flatnonzero(inside))
     assert np.array_equal(np.sort(tail.rest), np.setdiff1d(tables.by_first_byte, members))
-    cwalk = pytest.importorskip("tokendfa.builder._cwalk")
+    cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
     compared = 0
     for key in keys[:20]:
         tables.tail_sets.clear()
@@ -1042,7 +1042,7 @@ def test_dropped_lazy_automaton_is_freed_without_the_collector(native):
 
 
 def test_compiled_walk_refuses_bad_arrays():
-    cwalk = pytest.importorskip("tokendfa.builder._cwalk")
+    cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
     dfa = LazyByteDFA("ab")
     spellings = np.frombuffer(b"ab", dtype=np.uint8)
     offsets = np.array([0, 2], dtype=np.int64)  # one token, "ab"
@@ -1073,7 +1073,7 @@ def test_compiled_walk_refuses_bad_arrays():
 
 
 def test_packed_walk_refuses_bad_arrays():
-    cwalk = pytest.importorskip("tokendfa.builder._cwalk")
+    cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
     dfa = LazyByteDFA("ab")
     data = np.frombuffer(b"abb", dtype=np.uint8)  # two entries: "ab" and "b"
     offsets = np.array([0, 2, 3], dtype=np.int64)
@@ -1115,7 +1115,7 @@ def test_packed_plans_walk_as_the_token_ids_do():
     by id."""
     if not lazy_module.NATIVE_WALK:
         pytest.skip("plans are packed only for the compiled walk, which is off (TOKENDFA_NATIVE=0 or not built)")
-    cwalk = pytest.importorskip("tokendfa.builder._cwalk")
+    cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
     vocab = cached_vocabulary("qwen2.5")
     schema = {"type": "object", "properties": {
         "id": {"type": "string", "pattern": "^[a-f0-9]{8}-[a-z]+$"},

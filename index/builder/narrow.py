@@ -18,11 +18,12 @@ import bisect
 import numpy as np
 
 from ..analysis.dfa import DEAD, ByteDFA
-from ..analysis.native import native_module
+from ..analysis.native import COMPILED_WALK, native_module
 from ..vocab.vocabulary import Vocabulary
 
-# The compiled walk (index/builder/_cwalk.c; see tokendfa.analysis.native).
-_cwalk = native_module(__package__ + "._cwalk")
+# The compiled walk (index/lazy/_cwalk.c, the lazy engine's extension, whose
+# walk_table serves this build; see tokendfa.analysis.native).
+_cwalk = native_module(COMPILED_WALK)
 
 
 def exact_walk(transitions: np.ndarray, vocabulary: Vocabulary,

@@ -19,7 +19,7 @@ interegular, joblib, transformers or torch at module level: a generator that
 loads an index file pays for none of them (a test checks). The convenience
 constructors ``Index.from_regex`` / ``Index.from_schema`` import the builder
 inside the call (and return a lazy index by default:
-:class:`tokendfa.builder.lazy.LazyIndex`; ``lazy=False`` builds the whole
+:class:`tokendfa.lazy.LazyIndex`; ``lazy=False`` builds the whole
 :class:`Index`).
 """
 

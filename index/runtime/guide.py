@@ -94,7 +94,7 @@ class Guide:
 
     def completed(self) -> "Guide":
         """This generation over the completed index: for a guide over a lazy
-        index (:class:`~tokendfa.builder.lazy.LazyIndex`), a guide over its
+        index (:class:`~tokendfa.lazy.LazyIndex`), a guide over its
         ``complete()`` with the same history in that index's state ids (so
         :meth:`rollback` goes on working); for a guide over a whole
         :class:`Index`, a copy. The lazy index keeps serving too: both

@@ -35,7 +35,7 @@ from .serving import MaskServing
 if TYPE_CHECKING:  # pragma: no cover
     from ..vocab.vocabulary import Vocabulary
     from ..schema.api import SchemaRegex
-    from ..builder.lazy import LazyIndex
+    from ..lazy import LazyIndex
 
 
 class Index(MaskServing):
@@ -90,7 +90,7 @@ class Index(MaskServing):
         whole text) for ``vocabulary``.
 
         By default (``lazy=True``) this returns a
-        :class:`~tokendfa.builder.lazy.LazyIndex` that serves at once: each
+        :class:`~tokendfa.lazy.LazyIndex` that serves at once: each
         state's mask is computed the first time it is asked for (the first
         mask in milliseconds), and ``complete()`` / ``save()`` explore it to
         the end and give this eager :class:`Index`. ``lazy=False`` builds the
@@ -130,7 +130,7 @@ class Index(MaskServing):
         if not isinstance(pattern, str) and hasattr(pattern, "definitions"):
             pattern, definitions, dfa = pattern.pattern, pattern.definitions, pattern.automaton
         if lazy:
-            from ..builder.lazy import LazyIndex
+            from ..lazy import LazyIndex
             from ..builder.pipeline import bounded_resources
 
             with config.limits(), bounded_resources():  # the pattern's parse and first row too
@@ -160,7 +160,7 @@ class Index(MaskServing):
         schema compiler and the builder are imported inside the call.
 
         By default (``lazy=True``) this returns a
-        :class:`~tokendfa.builder.lazy.LazyIndex` that serves at once (see
+        :class:`~tokendfa.lazy.LazyIndex` that serves at once (see
         :meth:`from_regex`); free values then nest a fixed ``LAZY_ANY_DEPTH``
         levels unless ``any_depth`` is a number, and the automaton's size is
         not measured first (both would build it whole). ``lazy=False`` builds
@@ -182,7 +182,7 @@ class Index(MaskServing):
         from ..schema.api import regex_from_schema
 
         if lazy:
-            from ..builder.lazy import LAZY_ANY_DEPTH, LazyIndex
+            from ..lazy import LAZY_ANY_DEPTH, LazyIndex
 
             compiled = regex_from_schema(
                 schema, whitespace=whitespace, lenient=lenient, max_recursion_depth=max_recursion_depth,
@@ -416,7 +416,7 @@ def prepare_builds(vocabulary: "Vocabulary") -> None:
     :meth:`Vocabulary.prepare` (the package registers it); without the
     builder's dependencies (a serving-only install) it does nothing."""
     from ..analysis.errors import TokenDFAError
-    from ..builder.lazy import prepare_vocabulary
+    from ..lazy import prepare_vocabulary
 
     prepare_vocabulary(vocabulary)
     try:

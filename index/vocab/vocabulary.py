@@ -108,7 +108,7 @@ class Vocabulary:
         self._sorted_spellings: tuple[list[bytes], np.ndarray] | None = None
         self._ids_by_bytes: dict[bytes, tuple[int, ...]] | None = None
         self._token_lengths: tuple[int, ...] | None = None
-        # tables other modules derive from the tokens, computed once (see tokendfa.builder.lazy)
+        # tables other modules derive from the tokens, computed once (see tokendfa.lazy)
         self._derived: dict[str, Any] = {}
 
     # --- what it is ------------------------------------------------------
@@ -244,7 +244,7 @@ class Vocabulary:
 
     def derived(self, key: str, make: "Callable[[Vocabulary], Any]") -> Any:
         """``make(self)``, computed on the first call for ``key`` and kept: the
-        per-vocabulary tables of other modules (:mod:`tokendfa.builder.lazy`)."""
+        per-vocabulary tables of other modules (:mod:`tokendfa.lazy`)."""
         found = self._derived.get(key)
         if found is None:
             found = self._derived[key] = make(self)

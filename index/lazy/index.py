@@ -66,21 +66,21 @@ import numpy as np
 
 from ..analysis.dfa import DEAD, INITIAL, STATE_DTYPE
 from ..analysis.minimise import canonical_byte_dfa
-from ..analysis.native import native_module
+from ..analysis.native import COMPILED_WALK, native_module
 from ..analysis.errors import (BuildLimitError, InvalidStateError, TokenNotAllowedError,
                                VocabularyCoverageError)
 from ..analysis.lazydfa import DEFAULT_MAX_LAZY_STATES, UNKNOWN, WIDE_SEQUENCES, LazyByteDFA
 from ..runtime.arrays import MASK_WORD
 from ..runtime.serving import MaskServing
 from ..vocab.vocabulary import Vocabulary
-from .config import BuildConfig
-from .pipeline import BuiltIndex, build_index, readable_pattern
+from ..builder.config import BuildConfig
+from ..builder.pipeline import BuiltIndex, build_index, readable_pattern
 
 __all__ = ["LazyIndex", "LAZY_ANY_DEPTH", "NATIVE_WALK"]
 
-# The compiled walk (index/builder/_cwalk.c; see tokendfa.analysis.native).
+# The compiled walk (index/lazy/_cwalk.c; see tokendfa.analysis.native).
 # The rows are the same either way; the numpy walk is the slower one.
-_cwalk = native_module(__package__ + "._cwalk")
+_cwalk = native_module(COMPILED_WALK)
 NATIVE_WALK = _cwalk is not None
 
 
@@ -646,7 +646,7 @@ class _PackedBytes:
     """The bytes a plan's tokens have left to walk, in the plan's order, one
     token after another: entry i is ``data[offsets[i]:offsets[i + 1]]``.
     Walking these reads memory in order, where walking by token id met a
-    cache miss or two a token (:func:`tokendfa.builder._cwalk.walk_packed`)."""
+    cache miss or two a token (:func:`tokendfa.lazy._cwalk.walk_packed`)."""
 
     data: np.ndarray     # uint8
     offsets: np.ndarray  # int64, one more than the plan's tokens
@@ -1380,7 +1380,7 @@ class LazyIndex(MaskServing):
     def _compiled_walk(self, tokens: np.ndarray, states: np.ndarray, positions: np.ndarray,
                        packed: _PackedBytes | None, found_tokens: list, found_ends: list) -> None:
         """Walk ``tokens`` from ``states`` at ``positions`` with the compiled
-        loop (:mod:`tokendfa.builder._cwalk`), appending the live ones and their
+        loop (:mod:`tokendfa.lazy._cwalk`), appending the live ones and their
         end states to ``found_*``. A cell not resolved yet is resolved as
         the walk meets it (``LazyByteDFA.step_held``, the automaton's lock
         held for the whole walk). Walking in passes instead, the stopped
