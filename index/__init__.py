@@ -9,6 +9,8 @@ holds and what it may import):
 * :mod:`tokendfa.vocab`         :class:`Vocabulary` and the tokenizer adapters
 * :mod:`tokendfa.schema`        JSON Schema -> regex
 * :mod:`tokendfa.builder`         byte DFA + vocabulary -> index arrays
+* :mod:`tokendfa.lazy`          the lazy engine: an index whose token rows are
+  computed on first request; completes to the builder's arrays
 * :mod:`tokendfa.runtime`       :class:`Index`, :class:`Guide`, index files
 * :mod:`tokendfa.cache`         built indexes on disk, shared by every process
 * :mod:`tokendfa.integrations`  generators: transformers

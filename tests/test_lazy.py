@@ -27,7 +27,9 @@ from tokendfa.analysis.minimise import canonical_byte_dfa
 from tokendfa.analysis.lazydfa import UNKNOWN, LazyByteDFA
 from tokendfa.analysis.dfa import INITIAL as INITIAL_STATE
 from tokendfa.analysis import lazydfa as lazydfa_module
-from tokendfa.lazy import index as lazy_module
+import tokendfa.lazy as lazy_module
+from tokendfa.lazy import index as lazy_index_module, kernels as lazy_kernels, plans as lazy_plans
+from tokendfa.lazy import tables as lazy_tables
 from tokendfa.lazy import LAZY_ANY_DEPTH, LazyIndex
 from tokendfa.schema.api import regex_from_schema
 
@@ -69,6 +71,13 @@ def lockstep(lazy, eager, max_pairs: int | None = None) -> int:
     return len(seen)
 
 
+def compiled_walk(monkeypatch, module) -> None:
+    """Use ``module`` as the compiled walk (None: the numpy code) in every
+    module of the lazy engine that calls it."""
+    for holder in (lazy_kernels, lazy_plans, lazy_tables, lazy_index_module):
+        monkeypatch.setattr(holder, "_cwalk", module)
+
+
 @pytest.fixture(params=["compiled", "python"])
 def native(request, monkeypatch):
     """Each lazy automaton and row computed by the compiled code
@@ -76,8 +85,8 @@ def native(request, monkeypatch):
     code it stands in for where it is not built."""
     if request.param == "python":
         monkeypatch.setattr(lazydfa_module, "_lazycore", None)
-        monkeypatch.setattr(lazy_module, "_cwalk", None)
-    elif lazydfa_module._lazycore is None or lazy_module._cwalk is None:
+        compiled_walk(monkeypatch, None)
+    elif lazydfa_module._lazycore is None or lazy_kernels._cwalk is None:
         if os.environ.get("TOKENDFA_NATIVE") == "0":
             pytest.skip("TOKENDFA_NATIVE=0 turns the compiled code off")
         pytest.fail("the compiled code is not built (no C compiler at install?)")
@@ -758,10 +767,10 @@ def test_walk_plans_are_bounded_and_rows_are_the_same_without_them(bound, monkey
     whose every byte is live would keep megabytes); rows whose plan was
     dropped or never kept are the eager index's all the same."""
     if bound == "count":
-        monkeypatch.setattr(lazy_module, "_PLAN_CACHE_SIZE", 2)
-        monkeypatch.setattr(lazy_module, "_PLAN_MAX_TOKENS", 3)
+        monkeypatch.setattr(lazy_plans, "_PLAN_CACHE_SIZE", 2)
+        monkeypatch.setattr(lazy_plans, "_PLAN_MAX_TOKENS", 3)
     else:
-        monkeypatch.setattr(lazy_module, "_PLAN_CACHE_BYTES", 400)
+        monkeypatch.setattr(lazy_plans, "_PLAN_CACHE_BYTES", 400)
     from tokendfa import Vocabulary
     tokens = [bytes([b]) for b in b'abcdxyz"'] + [b"ab", b"abc", b"xy", b"zz", b'"a', b'c"', None]
     vocab = Vocabulary(tokens, eos_token_ids=len(tokens) - 1)
@@ -773,7 +782,7 @@ def test_walk_plans_are_bounded_and_rows_are_the_same_without_them(bound, monkey
         assert 0 < len(plans) <= 2
         assert all(len(plan.tokens) <= 3 for plan in plans.values())
     else:
-        held = [lazy_module._plan_bytes(plan) for plan in plans.values()]
+        held = [lazy_plans._plan_bytes(plan) for plan in plans.values()]
         assert 0 < sum(held) <= 400 and len(held) < 8, held
 
 
@@ -792,7 +801,7 @@ def test_prepare_leaves_the_first_schema_no_table_to_make(monkeypatch):
     def made_again(*args):
         raise AssertionError("a per-vocabulary table was made after prepare()")
 
-    monkeypatch.setattr(lazy_module, "_vocabulary_tables", made_again)
+    monkeypatch.setattr(lazy_tables, "_vocabulary_tables", made_again)
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "code": {"type": "string", "maxLength": 12},
                                                "n": {"type": "integer"}}}
     index = Index.from_schema(schema, vocab)
@@ -813,7 +822,7 @@ def test_lazy_tables_come_with_the_json_string_rows_made():
     tables = lazy_module.vocabulary_tables(vocab)
     string = np.ones(128, dtype=bool)
     string[:0x20] = string[ord('"')] = string[ord("\\")] = False
-    key = lazy_module._class_key(string, True)
+    key = lazy_tables._class_key(string, True)
     assert tables.tail_sets[key] is not None and key in tables.class_runs
     assert any(loop_key == key for _, loop_key in tables.loop_masks)
     runs_before = set(tables.class_runs)
@@ -840,15 +849,15 @@ def test_compiled_class_runs_are_the_numpy_ones(monkeypatch):
                         ("", True)]:
         ascii_bytes = np.zeros(128, dtype=bool)
         ascii_bytes[[ord(c) for c in chars]] = True
-        classes.append(lazy_module._class_key(ascii_bytes, wide))
+        classes.append(lazy_tables._class_key(ascii_bytes, wide))
 
     def runs_of(compiled: bool):
-        monkeypatch.setattr(lazy_module, "_cwalk", cwalk if compiled else None)
-        tables = lazy_module._vocabulary_tables(vocab)  # fresh caches
-        return [lazy_module._class_runs(tables, key) for key in classes]
+        compiled_walk(monkeypatch, cwalk if compiled else None)
+        tables = lazy_tables._vocabulary_tables(vocab)  # fresh caches
+        return [lazy_tables._class_runs(tables, key) for key in classes]
 
     for ours, theirs in zip(runs_of(True), runs_of(False)):
-        for name in lazy_module._ClassRuns.__dataclass_fields__:
+        for name in lazy_tables._ClassRuns.__dataclass_fields__:
             assert np.array_equal(getattr(ours, name), getattr(theirs, name)), name
     outputs = [np.zeros(1, np.int32) for _ in range(3)]
     with pytest.raises(ValueError, match="256 flags"):
@@ -867,25 +876,25 @@ def test_tail_sets_from_tail_bytes_are_the_last_leaving_ones(name, monkeypatch):
     those tokens and only those, and the compiled split (_cwalk.tail_split)
     makes the numpy one's arrays."""
     vocab = cached_vocabulary(name)
-    tables = lazy_module._vocabulary_tables(vocab)  # fresh caches
+    tables = lazy_tables._vocabulary_tables(vocab)  # fresh caches
     everything = (1 << 64) - 1
     keys = [(0, 0, False), (0, 0, True), (everything, everything, False), (everything, everything, True)]
     rng = np.random.default_rng(13)
     for _ in range(60):
-        keys.append(lazy_module._class_key(rng.random(128) < rng.random(), bool(rng.random() < 0.5)))
+        keys.append(lazy_tables._class_key(rng.random(128) < rng.random(), bool(rng.random() < 0.5)))
     text = tables.first_char > 0
     for key in keys:
-        inside = lazy_module._inside_tail(tables, key)
-        assert np.array_equal(inside, lazy_module._last_leaving(tables, key) < tables.first_char), key
+        inside = lazy_tables._inside_tail(tables, key)
+        assert np.array_equal(inside, lazy_tables._last_leaving(tables, key) < tables.first_char), key
         assert not inside[~text].any()
     # a JSON string's characters: most text tokens, not the ones with a quote after the first character
     string = np.ones(128, dtype=bool)
     string[:0x20] = string[ord('"')] = string[ord("\\")] = False
-    key = lazy_module._class_key(string, True)
-    inside = lazy_module._inside_tail(tables, key)
+    key = lazy_tables._class_key(string, True)
+    inside = lazy_tables._inside_tail(tables, key)
     quoted = [t for t, data in enumerate(vocab.tokens) if data and b'"' in data[1:] and text[t]]
     assert quoted and not inside[quoted].any()
-    tail = lazy_module._tail_tokens(tables, key)
+    tail = lazy_tables._tail_tokens(tables, key)
     members = np.flatnonzero(np.unpackbits(tail.mask.view(np.uint8), bitorder="little")[:vocab.size])
     assert np.array_equal(members, np.flatnonzero(inside))
     assert np.array_equal(np.sort(tail.rest), np.setdiff1d(tables.by_first_byte, members))
@@ -893,15 +902,15 @@ def test_tail_sets_from_tail_bytes_are_the_last_leaving_ones(name, monkeypatch):
     compared = 0
     for key in keys[:20]:
         tables.tail_sets.clear()
-        compiled = lazy_module._tail_tokens(tables, key)
-        monkeypatch.setattr(lazy_module, "_cwalk", None)
+        compiled = lazy_tables._tail_tokens(tables, key)
+        compiled_walk(monkeypatch, None)
         tables.tail_sets.clear()
-        numpy = lazy_module._tail_tokens(tables, key)
-        monkeypatch.setattr(lazy_module, "_cwalk", cwalk)
+        numpy = lazy_tables._tail_tokens(tables, key)
+        compiled_walk(monkeypatch, cwalk)
         assert (compiled is None) == (numpy is None), key
         if compiled is not None:
             compared += 1
-            for field in lazy_module._TailTokens.__dataclass_fields__:
+            for field in lazy_tables._TailTokens.__dataclass_fields__:
                 assert np.array_equal(getattr(compiled, field), getattr(numpy, field)), (key, field)
     assert compared >= 3
     # the loop masks of the JSON string's set for first-byte sets of every size,
@@ -910,13 +919,13 @@ def test_tail_sets_from_tail_bytes_are_the_last_leaving_ones(name, monkeypatch):
     for density in (0.02, 0.3, 0.7, 0.98):
         first = np.zeros(256, dtype=bool)
         first[:128] = string & (rng.random(128) < density)
-        first[lazy_module._LEAD_BYTES] = density > 0.5
+        first[lazy_tables._LEAD_BYTES] = density > 0.5
         tables.loop_masks.clear()
-        mask, rest = lazy_module._loop_mask(tables, first, key, tail)
-        monkeypatch.setattr(lazy_module, "_cwalk", None)
+        mask, rest = lazy_tables._loop_mask(tables, first, key, tail)
+        compiled_walk(monkeypatch, None)
         tables.loop_masks.clear()
-        numpy_mask, numpy_rest = lazy_module._loop_mask(tables, first, key, tail)
-        monkeypatch.setattr(lazy_module, "_cwalk", cwalk)
+        numpy_mask, numpy_rest = lazy_tables._loop_mask(tables, first, key, tail)
+        compiled_walk(monkeypatch, cwalk)
         assert np.array_equal(mask, numpy_mask) and np.array_equal(rest.tokens, numpy_rest.tokens)
         starting = first[tables.columns[0][members]] & (tables.lengths[members] > 0)
         expected = np.flatnonzero(np.unpackbits(mask.view(np.uint8), bitorder="little")[:vocab.size])
@@ -1134,7 +1143,7 @@ def test_packed_plans_walk_as_the_token_ids_do():
     rng = np.random.default_rng(5)
     alive = 0
     for plan in plans:
-        packed_bytes = plan.packing.packed or lazy_module._packed(tables, plan.tokens, plan.positions)
+        packed_bytes = plan.packing.packed or lazy_plans._packed(tables, plan.tokens, plan.positions)
         data, offsets = packed_bytes.data.tobytes(), packed_bytes.offsets
         for i, (token, position) in enumerate(zip(plan.tokens.tolist(), plan.positions.tolist())):
             assert data[offsets[i]:offsets[i + 1]] == vocab.tokens[token][position:]

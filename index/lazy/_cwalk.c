@@ -599,7 +599,7 @@ static PyObject *leading_runs(PyObject *module, PyObject *const *args, Py_ssize_
 /* tail_split(tail_low, tail_high, tail_wide, first_char, by_first_byte,
  *            first_offsets, low, high, wide, mask, rest, rest_offsets) -> n
  *
- * A loop set's tail set (tokendfa.lazy._tail_tokens) in two passes:
+ * A loop set's tail set (tokendfa.lazy.tables._tail_tokens) in two passes:
  * token t is inside when it is text (first_char[t] > 0) and its tail bytes
  * (tail_low[t], tail_high[t]: uint64 bits of the ASCII bytes after its first
  * character; tail_wide[t]: a byte of 128 or more there) are in the set
