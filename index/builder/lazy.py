@@ -73,7 +73,8 @@ from ..analysis.minimise import canonical_byte_dfa
 from ..analysis.native import native_module
 from ..analysis.errors import (InvalidStateError, TokenNotAllowedError,
                                VocabularyCoverageError)
-from ..analysis.lazydfa import DEFAULT_MAX_LAZY_STATES, UNKNOWN, WIDE_SEQUENCES, LazyByteDFA
+from ..analysis.lazydfa import (DEFAULT_MAX_LAZY_STATES, UNKNOWN, WIDE_SEQUENCES, DefinitionSource,
+                                LazyByteDFA)
 from ..runtime.arrays import MASK_WORD
 from ..runtime.serving import MaskServing
 from ..vocab.vocabulary import Vocabulary
@@ -881,17 +882,21 @@ class LazyIndex(MaskServing):
 
     def __init__(self, pattern: str, vocabulary: Vocabulary, config: BuildConfig | None = None, *,
                  definitions: dict[str, str] | None = None,
-                 metadata: dict[str, Any] | None = None, index_type: Any = None) -> None:
+                 metadata: dict[str, Any] | None = None, index_type: Any = None,
+                 deferred: DefinitionSource | None = None) -> None:
         started = time.perf_counter()
         self._pattern = pattern
-        self._definitions = dict(definitions or {})
+        # With `deferred` (a schema's recursion, see tokendfa.schema.compiler), the
+        # automaton pulls definitions from it as matches reach them, and
+        # `definitions` is the dict they are added to: kept, not copied.
+        self._definitions = dict(definitions or {}) if deferred is None else definitions
         self._vocabulary = vocabulary
         self._config = config or BuildConfig()
         # The runtime passes its Index class down (the builder never imports it);
         # without one, complete() gives the built arrays and metadata.
         self._index_type = index_type
         max_states = self._config.max_states
-        self._dfa = LazyByteDFA(pattern, definitions=self._definitions or None,
+        self._dfa = LazyByteDFA(pattern, definitions=deferred or self._definitions or None,
                                 max_states=DEFAULT_MAX_LAZY_STATES if max_states is None else max_states)
         self._tables = vocabulary_tables(vocabulary)
         self._tokens = vocabulary.tokens
@@ -903,7 +908,10 @@ class LazyIndex(MaskServing):
         # of its own. With all 256 bytes tokens (byte-level BPE) the pattern's
         # alphabet is not needed, which would compile every definition.
         single = self._tables.single_byte
-        self._covered = bool(single.all()) or bool(np.all(single[self._dfa.byte_alphabet()]))
+        # Nor with deferred definitions, which it would compute whole (the
+        # recursion unrolled every way): the token walk then checks liveness.
+        self._covered = bool(single.all()) or (
+            deferred is None and bool(np.all(single[self._dfa.byte_alphabet()])))
         self._token_live: dict[int, bool] = {}
         self._loops: dict[int, tuple[int, int, bool]] = {}
         self._wide_targets: dict[int, int] = {}

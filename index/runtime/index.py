@@ -167,14 +167,8 @@ class Index(MaskServing):
         from ..schema.api import regex_from_schema
 
         if lazy:
-            from ..builder.lazy import LAZY_ANY_DEPTH, LazyIndex
-
-            compiled = regex_from_schema(
-                schema, whitespace=whitespace, lenient=lenient, max_recursion_depth=max_recursion_depth,
-                any_depth=LAZY_ANY_DEPTH if any_depth == "auto" else any_depth, state_budget=None,
-                share_free_levels=True, share_counts=True)
-            return LazyIndex(compiled.pattern, vocabulary, config, definitions=compiled.definitions,
-                             index_type=cls, metadata=_schema_metadata(schema, whitespace, compiled))
+            return cls._lazy_from_schema(schema, vocabulary, config, whitespace, lenient,
+                                         max_recursion_depth, any_depth)
         compiled = regex_from_schema(schema, whitespace=whitespace, lenient=lenient,
                                      max_recursion_depth=max_recursion_depth, any_depth=any_depth)
         built = build_index(compiled.pattern, vocabulary, config,
@@ -182,6 +176,38 @@ class Index(MaskServing):
         metadata = dict(built.metadata)
         metadata.update(_schema_metadata(schema, whitespace, compiled))
         return cls(built.arrays, metadata, vocabulary)
+
+    @classmethod
+    def _lazy_from_schema(cls, schema, vocabulary, config, whitespace, lenient, max_recursion_depth,
+                          any_depth) -> "Index":
+        """The lazy index; recursion is deferred (see :func:`regex_from_schema`'s
+        ``defer_recursion``), so a schema left with no value only because its
+        recursion was cut is found empty by the lazy automaton, and unrolled
+        deeper here, as the eager compilation does."""
+        from ..analysis.errors import EmptyLanguageError
+        from ..builder.lazy import LAZY_ANY_DEPTH, LazyIndex
+        from ..schema.api import regex_from_schema
+        from ..schema.depth import AUTO_RECURSION_DEPTH
+
+        depth = max_recursion_depth
+        while True:
+            compiled = regex_from_schema(
+                schema, whitespace=whitespace, lenient=lenient, max_recursion_depth=depth,
+                any_depth=LAZY_ANY_DEPTH if any_depth == "auto" else any_depth, state_budget=None,
+                share_free_levels=True, share_counts=True, defer_recursion=True)
+            if depth != max_recursion_depth:
+                compiled.notes.append(f"no value within {max_recursion_depth} recursion unrolling(s): "
+                                      f"unrolled {depth} times instead")
+            deferred = compiled.deferred
+            try:
+                return LazyIndex(compiled.pattern, vocabulary, config, definitions=compiled.definitions,
+                                 index_type=cls, metadata=_schema_metadata(schema, whitespace, compiled),
+                                 deferred=deferred)
+            except EmptyLanguageError:
+                if (deferred is None or not deferred.compiler.recursion_cut
+                        or depth >= max(max_recursion_depth, AUTO_RECURSION_DEPTH)):
+                    raise
+            depth += 1
 
     def save(self, path: str | PathLike, *, compress: bool = True) -> None:
         """Write the index to ``path`` atomically (see :mod:`tokendfa.runtime.files`).
