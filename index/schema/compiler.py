@@ -284,7 +284,15 @@ class Compiler:
         return exactly + (f"{powers[0]}*" if hi is None else at_most(hi - lo))
 
     def _value_key(self, subs: list[Sub], depth: int):
-        """What a value regex depends on: the schemas, their base URIs, the recursion counts."""
+        """What a value regex depends on: the schemas, their base URIs, the recursion counts.
+
+        With ``defer_recursion``, a value from which no recursive reference
+        can be reached is keyed without the counts: only a recursive
+        reference is ever cut (a reference taken twice on one chain reaches
+        itself), so its text is the same whatever the counts, and it is
+        written once rather than once per way of reaching it."""
+        if self.defer_recursion and not any(self._references.reaches_recursion(sub) for sub in subs):
+            return (depth if self.layout.mode == "pretty" else 0,) + tuple(_where(sub) for sub in subs)
         return (depth if self.layout.mode == "pretty" else 0,) + tuple(
             (id(sub.schema), getattr(sub.resolver, "_base_uri", id(sub.resolver)),
              tuple(sorted(Counter(sub.refs).items())), sub.internal) for sub in subs)
@@ -575,6 +583,8 @@ class _References:
         self._recursive: dict[int, bool] = {}
         self._enters: dict[int, tuple] = {}    # id(schema) -> (schema, answer)
         self._pending_targets: list = []
+        self._reaches: dict[int, tuple] = {}     # id(schema) -> (schema, answer)
+        self._target_reach: dict[int, bool] = {}
 
     @staticmethod
     def _resolve(resolver, ref: str):
@@ -637,6 +647,64 @@ class _References:
                 stack.extend(self._targets[node][1])
         self._recursive[key] = key in seen
         return self._recursive[key]
+
+    def reaches_recursion(self, sub: Sub) -> bool:
+        """Whether a recursive reference can be reached from ``sub``, at any depth."""
+        schema = sub.schema
+        if isinstance(schema, Constraint):
+            return any(self.reaches_recursion(inner) for inner in _subs_in(schema))
+        if not isinstance(schema, dict):
+            return False
+        known = self._reaches.get(id(schema))
+        if known is not None:
+            return known[1]
+        self._pending_targets = []
+        under = self._under_from(schema, sub.resolver)
+        answer = any(self._target_reaches(t) for t in under)
+        self._reaches[id(schema)] = (schema, answer)
+        return answer
+
+    def _under_from(self, schema, resolver) -> tuple[int, ...]:
+        """The targets of the references under ``schema`` (not registered as a target)."""
+        found: dict[int, None] = {}
+        stack = [(schema, resolver)]
+        while stack:
+            node, res = stack.pop()
+            if isinstance(node, list):
+                stack.extend((item, res) for item in node)
+                continue
+            if not isinstance(node, dict):
+                continue
+            res = enter(res, node)
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                target = self._resolve(res, ref)
+                if target is not None:
+                    found[id(target[0])] = None
+                    self.recursive(*target)  # registers it and what it reaches
+            stack.extend((value, res) for name, value in node.items()
+                         if name not in _NOT_SCHEMAS and isinstance(value, (dict, list)))
+        return tuple(found)
+
+    def _target_reaches(self, key: int) -> bool:
+        """Whether the registered target ``key`` is recursive or reaches one that is."""
+        known = self._target_reach.get(key)
+        if known is not None:
+            return known
+        seen: set[int] = set()
+        stack = [key]
+        answer = False
+        while stack:
+            node = stack.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            if self._recursive.get(node) or self.recursive(*self._targets[node][0:1], None):
+                answer = True
+                break
+            stack.extend(self._targets[node][1])
+        self._target_reach[key] = answer
+        return answer
 
     def enters_recursion(self, sub: Sub) -> bool:
         schema = sub.schema
