@@ -21,7 +21,11 @@ calls it (:class:`_LazyNFA`). A DFA state is then a set of *configurations*
 return to, the end of a definition's fragment pops it. The NFA grows with
 the written pattern, not the expanded one, and a definition that no match
 has reached yet costs nothing: free values of a JSON Schema may nest many
-levels at the price of one fragment a level. Definitions do not recurse,
+levels at the price of one fragment a level. The definitions may even
+be unknown at the start: a :class:`DefinitionSource` computes each one
+when a match first calls it (a JSON Schema's recursive ``$ref``, unrolled a
+bounded number of times, so that only the levels a generation reaches are
+written). Definitions do not recurse,
 so stacks are bounded by their nesting; with ``max_depth`` a definition may
 use itself, and stacks deeper than the bound are cut (exactly: the language
 is the pattern's with recursion at most ``max_depth`` calls deep).

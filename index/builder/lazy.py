@@ -878,6 +878,16 @@ class LazyIndex(MaskServing):
     (:class:`~tokendfa.analysis.errors.BuildLimitError` when a request needs
     more). :meth:`start_completion` fills the remaining token rows in a
     background thread; :meth:`complete` returns the eager :class:`Index`.
+
+    ``deferred`` (a :class:`~tokendfa.analysis.lazydfa.DefinitionSource`;
+    a schema's recursion, see :mod:`tokendfa.schema.compiler`) gives the
+    definitions that are computed when a match first reaches them, and are
+    added to ``definitions`` as they are: the index then holds the schema
+    compiler, and through it the user's schema, for as long as it lives.
+    Such a definition is computed under the lock that resolving cells takes,
+    and under the limits of the request that reaches it (the construction's,
+    ``complete()``'s and the background completion's time limit; none while
+    serving, as for any fragment the lazy automaton compiles).
     """
 
     def __init__(self, pattern: str, vocabulary: Vocabulary, config: BuildConfig | None = None, *,

@@ -117,13 +117,19 @@ class Index(MaskServing):
         config = BuildConfig(method=method, n_jobs=n_jobs, backend=backend,
                              max_states=max_states, progress=progress, time_limit=time_limit,
                              memory_budget=memory_budget)
-        definitions = dfa = None
+        definitions = dfa = deferred = None
         if not isinstance(pattern, str) and hasattr(pattern, "definitions"):
-            pattern, definitions, dfa = pattern.pattern, pattern.definitions, pattern.automaton
+            deferred = getattr(pattern, "deferred", None)  # recursion left to a lazy automaton
+            if deferred is not None and not lazy:
+                definitions = deferred.everything()  # the eager build needs every definition
+            else:
+                definitions = pattern.definitions
+            pattern, dfa = pattern.pattern, pattern.automaton
         if lazy:
             from ..builder.lazy import LazyIndex
 
-            return LazyIndex(pattern, vocabulary, config, definitions=definitions, index_type=cls)
+            return LazyIndex(pattern, vocabulary, config, definitions=definitions, index_type=cls,
+                             deferred=deferred)
         built = build_index(pattern, vocabulary, config, definitions=definitions, dfa=dfa)
         return cls(built.arrays, built.metadata, vocabulary)
 
@@ -150,7 +156,10 @@ class Index(MaskServing):
         ``lazy=True`` returns a :class:`~tokendfa.builder.lazy.LazyIndex`; free
         values then nest a fixed ``LAZY_ANY_DEPTH`` levels unless ``any_depth``
         is a number, and the automaton's size is not measured first (both
-        would build it whole).
+        would build it whole). A value that enters a recursive ``$ref`` is then
+        written when a match first reaches it (``defer_recursion``), so
+        mutually recursive definitions cost the levels a generation reaches,
+        not every unrolling up front.
         """
         from ..builder import BuildConfig
         from ..builder.pipeline import bounded_resources
