@@ -157,3 +157,16 @@ def test_from_regex_takes_a_deferred_schema_regex_in_both_modes(toy_vocab):
     eager = Index.from_schema(TREE, toy_vocab, any_depth=1)
     assert eager_from_deferred.arrays.equals(eager.arrays)
     assert lazy.complete().arrays.equals(eager.arrays)
+
+
+
+def test_values_keyed_without_counts_keep_json_types_apart():
+    """Values that reach no recursion are keyed by what they hold (a
+    constraint the compiler wrote is a new object each time): ``1`` and
+    ``true``, equal in Python, must not share a key."""
+    from tokendfa.schema.compiler import _where
+    from tokendfa.schema.ir import NotValues, Sub
+
+    one, true = Sub(NotValues((1,)), None, ""), Sub(NotValues((True,)), None, "")
+    assert _where(one) != _where(true)
+    assert _where(one) == _where(Sub(NotValues((1,)), None, ""))

@@ -805,8 +805,8 @@ def _where(item):
     if isinstance(item, (tuple, list)):
         return tuple(_where(x) for x in item)
     if isinstance(item, (dict, frozenset, set)) or not _hashable(item):
-        return ("id", id(item))
-    return item
+        return ("id", id(item))  # held by the subs the key is stored with
+    return (type(item).__name__, item)  # 1, 1.0 and True are equal in Python, not in JSON
 
 
 def _hashable(item) -> bool:
