@@ -952,7 +952,9 @@ class LazyIndex(MaskServing):
         """As an eager index's, with ``build.method`` ``"lazy"``; made on first
         use (the vocabulary's fingerprint hashes every token: 0.25 s on Qwen)."""
         if self._metadata is None:
-            readable = readable_pattern(self._pattern, self._definitions)
+            # a copy (one C call, atomic under the GIL): deferred definitions may be
+            # added by a thread serving a mask meanwhile
+            readable = readable_pattern(self._pattern, dict(self._definitions))
             vocabulary = self._vocabulary
             metadata = {
                 "kind": "regex",
@@ -1131,7 +1133,7 @@ class LazyIndex(MaskServing):
                 transitions, finals = self._dfa.explore()
                 dfa = canonical_byte_dfa(transitions, finals, pattern=self._pattern)
                 built = build_index(self._pattern, self._vocabulary, self._config,
-                                    definitions=self._definitions or None, dfa=dfa)
+                                    definitions=dict(self._definitions) or None, dfa=dfa)
                 metadata = dict(built.metadata)
                 metadata.update(self._extra_metadata)
                 built = BuiltIndex(built.arrays, metadata)
