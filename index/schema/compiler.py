@@ -166,8 +166,8 @@ class Compiler:
         """``regex``, or the placeholder that stands for it when it is long (or ``always``)."""
         if not self.share or regex is None or (len(regex) < SHARE_MIN_LENGTH and not always):
             return regex
-        if len(regex) == 1 and regex in self.definitions:
-            return regex  # already a placeholder
+        if len(regex) == 1 and self.is_placeholder(regex):
+            return regex  # already a placeholder (written or deferred)
         placeholder = self._placeholder_of.get(regex)
         if placeholder is None:
             placeholder = self._new_placeholder()
