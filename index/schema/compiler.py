@@ -572,8 +572,10 @@ class _References:
     A target is recursive when it reaches itself through the references
     anywhere under it (not under ``$defs``, which only a reference reaches);
     a subschema *enters* a recursive reference when it, or a subschema
-    read into the same flat (``allOf``, ``anyOf``, ``if``, ...), holds a
-    ``$ref`` to a recursive target. Found on the JSON once per target and
+    read into the same flat (``allOf``, ``anyOf``, ``if``, ..., and the
+    target of a reference that is not recursive), holds a ``$ref`` to a
+    recursive target; a subschema *reaches* recursion when a recursive
+    target is reachable from it at all. Found on the JSON once per target and
     subschema; a reference that does not resolve counts as none here (the
     compilation reports it).
     """
@@ -699,7 +701,7 @@ class _References:
             if node in seen:
                 continue
             seen.add(node)
-            if self._recursive.get(node) or self.recursive(*self._targets[node][0:1], None):
+            if self.recursive(self._targets[node][0], None):  # registered: no resolver needed
                 answer = True
                 break
             stack.extend(self._targets[node][1])
@@ -730,8 +732,11 @@ class _References:
             ref = node.get("$ref")
             if isinstance(ref, str):
                 target = self._resolve(res, ref)
-                if target is not None and self.recursive(*target):
-                    answer = True
+                if target is not None:
+                    if self.recursive(*target):
+                        answer = True
+                    else:
+                        stack.append(target)  # read in place too; not recursive, so this ends
             for name in _IN_PLACE:
                 value = node.get(name)
                 if name in ("dependentSchemas", "dependencies") and isinstance(value, dict):
