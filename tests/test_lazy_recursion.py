@@ -148,13 +148,14 @@ def test_unsupported_keyword_in_a_recursive_definition_is_reported_at_once(toy_v
     assert np.any(Guide(lazy).get_mask())
 
 
-def test_from_regex_takes_a_deferred_schema_regex_in_both_modes(toy_vocab):
-    result = regex_from_schema(TREE, any_depth=1, defer_recursion=True)
+@pytest.mark.parametrize("schema", [TREE, MUTUAL, NEGATED, BESIDE], ids=["tree", "mutual", "negated", "beside"])
+def test_from_regex_takes_a_deferred_schema_regex_in_both_modes(schema, toy_vocab):
+    result = regex_from_schema(schema, any_depth=1, defer_recursion=True)
     assert result.deferred.waiting > 0
     lazy = Index.from_regex(result, toy_vocab, lazy=True)
-    eager_from_deferred = Index.from_regex(regex_from_schema(TREE, any_depth=1, defer_recursion=True),
+    eager_from_deferred = Index.from_regex(regex_from_schema(schema, any_depth=1, defer_recursion=True),
                                            toy_vocab)
-    eager = Index.from_schema(TREE, toy_vocab, any_depth=1)
+    eager = Index.from_schema(schema, toy_vocab, any_depth=1)
     assert eager_from_deferred.arrays.equals(eager.arrays)
     assert lazy.complete().arrays.equals(eager.arrays)
 
