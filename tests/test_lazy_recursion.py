@@ -171,3 +171,44 @@ def test_values_keyed_without_counts_keep_json_types_apart():
     one, true = Sub(NotValues((1,)), None, ""), Sub(NotValues((True,)), None, "")
     assert _where(one) != _where(true)
     assert _where(one) == _where(Sub(NotValues((1,)), None, ""))
+
+
+class _Source:
+    """A growing DefinitionSource over fixed texts that counts what it is asked."""
+
+    def __init__(self, texts: dict[str, str]) -> None:
+        self.texts, self.read = texts, []
+
+    def is_placeholder(self, char: str) -> bool:
+        return char in self.texts
+
+    def text(self, placeholder: str) -> str:
+        self.read.append(placeholder)
+        return self.texts[placeholder]
+
+
+P, Q, R = "\ud800", "\ud801", "\ud802"
+
+
+def test_growing_source_is_read_when_called_and_gives_the_mapping_automaton():
+    from tokendfa.analysis.lazydfa import DefinitionSource, LazyByteDFA
+    from tokendfa.analysis.minimise import canonical_byte_dfa
+
+    texts = {P: f"a{Q}|b", Q: f"c{R}?", R: "d+"}
+    source = _Source(texts)
+    assert isinstance(source, DefinitionSource)
+    dfa = LazyByteDFA(f"x{P}", definitions=source)
+    assert R not in source.read  # Q is decided without its optional callee
+    assert source.read.count(P) == 1
+    grown = canonical_byte_dfa(*dfa.explore())
+    assert sorted(source.read) == sorted(texts)  # each read once
+    fixed = canonical_byte_dfa(*LazyByteDFA(f"x{P}", definitions=texts).explore())
+    assert np.array_equal(grown.transitions, fixed.transitions)
+
+
+def test_growing_source_that_calls_itself_is_refused():
+    from tokendfa.analysis.errors import RegexError
+    from tokendfa.analysis.lazydfa import LazyByteDFA
+
+    with pytest.raises(RegexError, match="uses itself"):
+        LazyByteDFA(P, definitions=_Source({P: f"a{Q}|b", Q: f"c{P}"})).explore()

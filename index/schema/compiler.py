@@ -764,6 +764,13 @@ class DeferredDefinitions:
     keyword, a widening, a format not checked) is reported before anything
     is served, as the eager compilation does; only the further unrollings
     of the same points are left for the automaton.
+
+    Placeholders are lone surrogates, 2,048 in all: past them a value is
+    written where it stands, as without deferral (the same language, and
+    the eager compiler's cost, with its exponential count of values, for
+    what is left of the unrolling). ``complete()`` computes the whole
+    unrolling and may meet that bound, or ``max_regex_length``, where the
+    eager compilation would too.
     """
 
     def __init__(self, compiler: Compiler) -> None:
