@@ -22,7 +22,11 @@ calls it (:class:`_LazyNFA`). A DFA state is then a set of *configurations*
 return to, the end of a definition's fragment pops it. The NFA grows with
 the written pattern, not the expanded one, and a definition that no match
 has reached yet costs nothing: free values of a JSON Schema may nest many
-levels at the price of one fragment a level. Definitions do not recurse,
+levels at the price of one fragment a level. The definitions may even
+be unknown at the start: a :class:`DefinitionSource` computes each one
+when a match first calls it (a JSON Schema's recursive ``$ref``, unrolled a
+bounded number of times, so that only the levels a generation reaches are
+written). Definitions do not recurse,
 so stacks are bounded by their nesting; with ``max_depth`` a definition may
 use itself, and stacks deeper than the bound are cut (exactly: the language
 is the pattern's with recursion at most ``max_depth`` calls deep).
@@ -57,7 +61,7 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Mapping
 from functools import partial
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -70,7 +74,8 @@ from .regex_compiler import (DEFAULT_MAX_NFA_STATES, NFA_STATE_BYTES, _cut, _par
 from .regex_syntax import normalize_and_parse
 from .utf8 import MAX_CODEPOINT, utf8_range_sequences
 
-__all__ = ["LazyByteDFA", "DEFAULT_MAX_LAZY_STATES", "UNKNOWN", "WIDE_SEQUENCES", "NATIVE_CORE"]
+__all__ = ["LazyByteDFA", "DefinitionSource", "DEFAULT_MAX_LAZY_STATES", "UNKNOWN", "WIDE_SEQUENCES",
+           "NATIVE_CORE"]
 
 # The compiled hot path of the subset construction (analysis/_lazycore.c; see
 # tokendfa.analysis.native): it stands in for the methods of LazyByteDFA that
@@ -103,6 +108,33 @@ _RESERVED_ROWS = 1 << 16
 # Byte sets as ints (bit b for byte b), for LazyByteDFA._resolve_bytes.
 _ASCII_BYTES = (1 << 128) - 1
 _ALL_BYTES = (1 << 256) - 1
+
+
+@runtime_checkable
+class DefinitionSource(Protocol):
+    """Shared definitions that grow while the lazy automaton runs.
+
+    A plain mapping (placeholder -> regex text) gives every definition up
+    front. A source instead computes a definition's text the first time a
+    match calls it (:meth:`text`), and that text may name placeholders no
+    text named before, themselves computed only when a match first calls
+    them: a JSON Schema's recursive ``$ref``, unrolled a bounded number of
+    times, is written this way (:mod:`tokendfa.schema`), so a lazy index
+    compiles the levels of the recursion a generation reaches and no others.
+
+    ``is_placeholder(char)`` says, without computing anything, whether
+    ``char`` (a lone surrogate found in a text) stands for a definition.
+    ``text(placeholder)`` is called at most once per placeholder, under the
+    automaton's lock; it may raise the errors of
+    :mod:`tokendfa.analysis.errors` (a time limit, say), which surface from
+    the request that reached the definition. Its definitions must not call
+    themselves, directly or through others (the source bounds the recursion
+    it writes); the automaton checks this as fragments are compiled.
+    """
+
+    def is_placeholder(self, char: str) -> bool: ...
+
+    def text(self, placeholder: str) -> str: ...
 
 
 class _Exclusive:
@@ -141,9 +173,12 @@ class LazyByteDFA:
     (a definition's syntax error surfaces when the definition is first called).
     ``max_depth`` bounds the call stack and allows recursive definitions
     (``None``: no bound, and a definition may not use itself).
+    ``definitions`` is a mapping, or a :class:`DefinitionSource` whose
+    definitions are computed when a match first calls them (not with
+    ``max_depth``, which compiles everything up front).
     """
 
-    def __init__(self, pattern: str, *, definitions: "Mapping[str, str] | None" = None,
+    def __init__(self, pattern: str, *, definitions: "Mapping[str, str] | DefinitionSource | None" = None,
                  max_nfa_states: int = DEFAULT_MAX_NFA_STATES,
                  max_states: int = DEFAULT_MAX_LAZY_STATES,
                  max_depth: int | None = None) -> None:
@@ -873,9 +908,18 @@ class _LazyNFA:
     compiles just the direct callees. With every callee decided, the
     fragment's states that cannot reach its end are dropped, once.
 
+    **Growing definitions.** From a :class:`DefinitionSource` the
+    definitions are not all known at the start: a placeholder is numbered
+    when a text that names it is read, and its own text is read (computed
+    by the source) only when its fragment is compiled, that is when a
+    closure first reaches a call to it or when deciding a caller needs it.
+    Every table indexed by definition grows then, in place.
+
     **Recursion.** Without a stack bound, a definition that reaches itself
-    through the placeholders in the definitions' texts is refused (found on
-    the texts, before anything is compiled). With ``max_depth``, recursion
+    through the placeholders in the definitions' texts is refused: from a
+    mapping on the texts, before anything is compiled; from a growing
+    source as each fragment is compiled (:meth:`_check_acyclic`), since the
+    texts are not all known. With ``max_depth``, recursion
     is allowed: everything is compiled up front and :func:`_needs` finds how
     many stack levels each state needs to finish, which the automaton
     checks against the depth of each configuration.
@@ -906,29 +950,45 @@ class _LazyNFA:
             # walked them whole (up to 3.5 ms in one step on sp_0)
             for table in (self.eps, self.edges, self.calls):
                 _lazycore.untrack_table(table)
-        definitions = dict(definitions or {})
-        _SharedDefinitions(definitions, max_nfa_states)  # checks the placeholders
-        self.placeholders = list(definitions)
-        self.number = {placeholder: i for i, placeholder in enumerate(self.placeholders)}
-        self.texts = [definitions[p] for p in self.placeholders]
-        count = len(self.placeholders)
-        self.start_of = [-1] * count
-        self.end_of = [-1] * count
-        self.span = [(0, 0)] * count       # states base..end of a compiled fragment
-        self.callees: list[tuple[int, ...] | None] = [None] * count
-        self.completes: list[bool | None] = [None] * count
-        self.resolved = bytearray(count)
+        # Definitions are numbered as they become known: all at once from a
+        # mapping, and from a growing source as the texts that name them are
+        # read (_text). The C core holds these lists and this bytearray and
+        # reads their current lengths: they grow in place, never rebound.
+        self.placeholders: list[str] = []
+        self.number: dict[str, int] = {}
+        self.texts: list[str | None] = []  # None: not read from the source yet
+        self.start_of: list[int] = []
+        self.end_of: list[int] = []
+        self.span: list[tuple[int, int]] = []  # states base..end of a compiled fragment
+        self.callees: list[tuple[int, ...] | None] = []
+        self.completes: list[bool | None] = []
+        self.resolved = bytearray()
         self.templates: dict[tuple, _FragmentTemplate] = {}
+        if isinstance(definitions, DefinitionSource):
+            if max_depth is not None:
+                raise ValueError("max_depth compiles every definition up front: "
+                                 "it takes a mapping of definitions, not a growing source")
+            self.source: DefinitionSource | None = definitions
+        else:
+            definitions = dict(definitions or {})
+            _SharedDefinitions(definitions, max_nfa_states)  # checks the placeholders
+            self.source = None
+            for placeholder, text in definitions.items():
+                self._register(placeholder, text)
         # Texts of one shape have one length (a placeholder is one character):
         # a text of a length no other has is built without a shape or a
         # template (o65424: 22 of its 23 shapes occur once, and their
-        # templates would have kept 10 MB of rows for nothing).
+        # templates would have kept 10 MB of rows for nothing). From a
+        # growing source the lengths are those of the texts read so far, so
+        # the first text of a shape is built alone and the second makes the
+        # template.
         self.length_count = Counter(map(len, self.texts))
-        if max_depth is None:
+        if max_depth is None and self.source is None:
             self._refuse_recursion()
         body, tree = normalize_and_parse(pattern, int(re.ASCII))
+        self._discover(body)
         if body in self.number:
-            body, tree = self.texts[self.number[body]], None  # the whole pattern is one placeholder
+            body, tree = self._text(self.number[body]), None  # the whole pattern is one placeholder
         self.start, self.final, main_callees = self._build(body, tree)
         self.main_span = (0, len(self.eps))
         self.need: list[int] | None = None
@@ -941,10 +1001,59 @@ class _LazyNFA:
             if not alive[self.start]:
                 self.start = -1
         else:
-            for d in range(count):
+            for d in range(len(self.placeholders)):
                 if self.start_of[d] < 0:
                     self._compile(d)
             self._bounded(max_depth)
+
+    # --- the definitions, as they become known ------------------------------
+
+    def _register(self, placeholder: str, text: str | None = None) -> None:
+        self.number[placeholder] = len(self.placeholders)
+        self.placeholders.append(placeholder)
+        self.texts.append(text)
+        self.start_of.append(-1)
+        self.end_of.append(-1)
+        self.span.append((0, 0))
+        self.callees.append(None)
+        self.completes.append(None)
+        self.resolved.append(0)
+
+    def _discover(self, text: str) -> None:
+        """Number the placeholders of a growing source that ``text`` names
+        (in order of appearance), without computing their definitions."""
+        source = self.source
+        if source is None:
+            return
+        for char in dict.fromkeys(_PLACEHOLDER.findall(text)):
+            if char not in self.number and source.is_placeholder(char):
+                self._register(char)
+
+    def _text(self, d: int) -> str:
+        """Definition ``d``'s text, read from a growing source on first use."""
+        text = self.texts[d]
+        if text is None:
+            text = self.source.text(self.placeholders[d])
+            self.texts[d] = text
+            self.length_count[len(text)] += 1
+            self._discover(text)
+        return text
+
+    def _check_acyclic(self, d: int) -> None:
+        """Refuse a fragment of a growing source that reaches itself through
+        compiled fragments (the source promises none: this keeps a broken
+        promise from looping in a closure). Each cycle is found when its last
+        fragment is compiled; the search stops at fragments not compiled yet,
+        which a new fragment's callees mostly are."""
+        seen: set[int] = set()
+        stack = list(self.callees[d])
+        while stack:
+            c = stack.pop()
+            if c == d:
+                raise RegexError(f"shared definition {ord(self.placeholders[d]):#x} uses itself")
+            if c not in seen and self.callees[c] is not None:
+                seen.add(c)
+                stack.extend(self.callees[c])
 
     # --- building fragments -------------------------------------------------
 
@@ -1006,8 +1115,8 @@ class _LazyNFA:
         return start, end, tuple(sorted(callees))
 
     def _compile(self, d: int) -> None:
+        text = self._text(d)
         base = len(self.eps)
-        text = self.texts[d]
         shape, order = self._shape(text) if self.length_count[len(text)] > 1 else (None, ())
         template = self.templates.get(shape) if shape is not None else None
         if template is not None and base + len(template.eps) <= self.max_nfa_states:
@@ -1019,6 +1128,8 @@ class _LazyNFA:
         self.start_of[d], self.end_of[d], self.callees[d] = start, end, callees
         self.span[d] = (base, len(self.eps))
         self.ends[end] = 1
+        if self.source is not None:
+            self._check_acyclic(d)
 
     # --- fragments of one shape, built once ------------------------------------
 
@@ -1192,6 +1303,7 @@ class _FragmentTemplate(NamedTuple):
 
 
 # Placeholders are lone surrogates, which no other text holds (regex_compiler).
+_PLACEHOLDER = re.compile("[\ud800-\udfff]")
 _PLACEHOLDER_SPLIT = re.compile("([\ud800-\udfff])")
 _PLACEHOLDER_RANGE = re.compile("[\ud800-\udfff]-[\ud800-\udfff]")
 

@@ -68,7 +68,8 @@ from ..analysis.dfa import DEAD, INITIAL, STATE_DTYPE
 from ..analysis.minimise import canonical_byte_dfa
 from ..analysis.errors import (BuildLimitError, InvalidStateError, TokenNotAllowedError,
                                VocabularyCoverageError)
-from ..analysis.lazydfa import DEFAULT_MAX_LAZY_STATES, UNKNOWN, WIDE_SEQUENCES, LazyByteDFA
+from ..analysis.lazydfa import (DEFAULT_MAX_LAZY_STATES, UNKNOWN, WIDE_SEQUENCES, DefinitionSource,
+                                LazyByteDFA)
 from ..runtime.arrays import MASK_WORD
 from ..runtime.serving import MaskServing
 from ..vocab.vocabulary import Vocabulary
@@ -162,25 +163,39 @@ class LazyIndex(MaskServing):
     more). :meth:`start_completion` fills the remaining token rows in a
     background thread; :meth:`complete` returns the eager :class:`Index`, and
     :meth:`completed_state` the state of it that a state of this one is.
+
+    ``deferred`` (a :class:`~tokendfa.analysis.lazydfa.DefinitionSource`;
+    a schema's recursion, see :mod:`tokendfa.schema.compiler`) gives the
+    definitions that are computed when a match first reaches them, and are
+    added to ``definitions`` as they are: the index then holds the schema
+    compiler, and through it the user's schema, for as long as it lives.
+    Such a definition is computed under the lock that resolving cells takes,
+    and under the limits of the request that reaches it (the construction's,
+    ``complete()``'s and the background completion's time limit; none while
+    serving, as for any fragment the lazy automaton compiles).
     """
 
     def __init__(self, pattern: str, vocabulary: Vocabulary, config: BuildConfig | None = None, *,
                  definitions: dict[str, str] | None = None,
                  metadata: dict[str, Any] | None = None, index_type: Any = None,
-                 completion_advice: str | None = None) -> None:
+                 completion_advice: str | None = None,
+                 deferred: DefinitionSource | None = None) -> None:
         started = time.perf_counter()
         # Said with a bound that complete() trips (what the caller knows of why
         # its automaton may be too large to complete, e.g. a schema's free values).
         self._completion_advice = completion_advice
         self._pattern = pattern
-        self._definitions = dict(definitions or {})
+        # With `deferred` (a schema's recursion, see tokendfa.schema.compiler), the
+        # automaton pulls definitions from it as matches reach them, and
+        # `definitions` is the dict they are added to: kept, not copied.
+        self._definitions = dict(definitions or {}) if deferred is None else definitions
         self._vocabulary = vocabulary
         self._config = config or BuildConfig()
         # The runtime passes its Index class down (the builder never imports it);
         # without one, complete() gives the built arrays and metadata.
         self._index_type = index_type
         max_states = self._config.max_states
-        self._dfa = LazyByteDFA(pattern, definitions=self._definitions or None,
+        self._dfa = LazyByteDFA(pattern, definitions=deferred or self._definitions or None,
                                 max_states=DEFAULT_MAX_LAZY_STATES if max_states is None else max_states)
         self._tables = vocabulary_tables(vocabulary)
         self._tokens = vocabulary.tokens
@@ -192,7 +207,10 @@ class LazyIndex(MaskServing):
         # of its own. With all 256 bytes tokens (byte-level BPE) the pattern's
         # alphabet is not needed, which would compile every definition.
         single = self._tables.single_byte
-        self._covered = bool(single.all()) or bool(np.all(single[self._dfa.byte_alphabet()]))
+        # Nor with deferred definitions, which it would compute whole (the
+        # recursion unrolled every way): the token walk then checks liveness.
+        self._covered = bool(single.all()) or (
+            deferred is None and bool(np.all(single[self._dfa.byte_alphabet()])))
         self._token_live: dict[int, bool] = {}
         self._loops: dict[int, tuple[int, int, bool]] = {}
         self._wide_targets: dict[int, int] = {}
@@ -224,7 +242,9 @@ class LazyIndex(MaskServing):
         use (the vocabulary's fingerprint hashes every token: 0.25 s on Qwen)."""
         if self._metadata is None:
             from ..builder.pipeline import readable_pattern  # the builder, inside the call (see tokendfa.lazy)
-            readable = readable_pattern(self._pattern, self._definitions)
+            # a copy (one C call, atomic under the GIL): deferred definitions may be
+            # added by a thread serving a mask meanwhile
+            readable = readable_pattern(self._pattern, dict(self._definitions))
             vocabulary = self._vocabulary
             metadata = {
                 "kind": "regex",
@@ -426,7 +446,7 @@ class LazyIndex(MaskServing):
                     transitions, finals = self._dfa.explore()
                     dfa = canonical_byte_dfa(transitions, finals, pattern=self._pattern)
                     built = build_index(self._pattern, self._vocabulary, self._config,
-                                        definitions=self._definitions or None, dfa=dfa)
+                                        definitions=dict(self._definitions) or None, dfa=dfa)
                 except BuildLimitError as exc:
                     if self._completion_advice is None:
                         raise

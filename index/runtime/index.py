@@ -126,15 +126,21 @@ class Index(MaskServing):
         config = BuildConfig(method=method, n_jobs=n_jobs, backend=backend,
                              max_states=max_states, progress=progress, time_limit=time_limit,
                              memory_budget=memory_budget)
-        definitions = dfa = None
+        definitions = dfa = deferred = None
         if not isinstance(pattern, str) and hasattr(pattern, "definitions"):
-            pattern, definitions, dfa = pattern.pattern, pattern.definitions, pattern.automaton
+            deferred = getattr(pattern, "deferred", None)  # recursion left to a lazy automaton
+            if deferred is not None and not lazy:
+                definitions = deferred.everything()  # the eager build needs every definition
+            else:
+                definitions = pattern.definitions
+            pattern, dfa = pattern.pattern, pattern.automaton
         if lazy:
             from ..lazy import LazyIndex
             from ..builder.pipeline import bounded_resources
 
             with config.limits(), bounded_resources():  # the pattern's parse and first row too
-                return LazyIndex(pattern, vocabulary, config, definitions=definitions, index_type=cls)
+                return LazyIndex(pattern, vocabulary, config, definitions=definitions, index_type=cls,
+                                 deferred=deferred)
         built = build_index(pattern, vocabulary, config, definitions=definitions, dfa=dfa)
         return cls(built.arrays, built.metadata, vocabulary)
 
@@ -165,7 +171,10 @@ class Index(MaskServing):
         levels unless ``any_depth`` is a number, and the automaton's size is
         not measured first (both would build it whole). ``lazy=False`` builds
         the eager index, with ``any_depth="auto"`` as deep as keeps the
-        automaton small: what ``tokendfa build`` and the index cache store.
+        automaton small: what ``tokendfa build`` and the index cache store. A value that enters a recursive ``$ref`` is
+        then written when a match first reaches it (``defer_recursion``), so
+        mutually recursive definitions cost the levels a generation reaches,
+        not every unrolling up front.
         """
         from ..builder import BuildConfig
         from ..builder.pipeline import bounded_resources
@@ -182,21 +191,8 @@ class Index(MaskServing):
         from ..schema.api import regex_from_schema
 
         if lazy:
-            from ..lazy import LAZY_ANY_DEPTH, LazyIndex
-
-            compiled = regex_from_schema(
-                schema, whitespace=whitespace, lenient=lenient, max_recursion_depth=max_recursion_depth,
-                any_depth=LAZY_ANY_DEPTH if any_depth == "auto" else any_depth, state_budget=None,
-                share_free_levels=True, share_counts=True)
-            advice = None
-            if any_depth == "auto":
-                advice = (f"free values (an empty schema, additional properties) nest {LAZY_ANY_DEPTH} "
-                          "levels in a lazy schema index; for the whole index or a file, build it with "
-                          "Index.from_schema(..., lazy=False) or `tokendfa build` (free values as deep as "
-                          "keeps the automaton small), or pass a small any_depth")
-            return LazyIndex(compiled.pattern, vocabulary, config, definitions=compiled.definitions,
-                             index_type=cls, metadata=_schema_metadata(schema, whitespace, compiled),
-                             completion_advice=advice)
+            return cls._lazy_from_schema(schema, vocabulary, config, whitespace, lenient,
+                                         max_recursion_depth, any_depth)
         compiled = regex_from_schema(schema, whitespace=whitespace, lenient=lenient,
                                      max_recursion_depth=max_recursion_depth, any_depth=any_depth)
         built = build_index(compiled.pattern, vocabulary, config,
@@ -204,6 +200,45 @@ class Index(MaskServing):
         metadata = dict(built.metadata)
         metadata.update(_schema_metadata(schema, whitespace, compiled))
         return cls(built.arrays, metadata, vocabulary)
+
+    @classmethod
+    def _lazy_from_schema(cls, schema, vocabulary, config, whitespace, lenient, max_recursion_depth,
+                          any_depth) -> "Index":
+        """The lazy index; recursion is deferred (see :func:`regex_from_schema`'s
+        ``defer_recursion``), so a schema left with no value only because its
+        recursion was cut is found empty by the lazy automaton, and unrolled
+        deeper here, as the eager compilation does."""
+        from ..analysis.errors import EmptyLanguageError
+        from ..lazy import LAZY_ANY_DEPTH, LazyIndex
+        from ..schema.api import regex_from_schema
+        from ..schema.depth import AUTO_RECURSION_DEPTH
+
+        advice = None
+        if any_depth == "auto":
+            advice = (f"free values (an empty schema, additional properties) nest {LAZY_ANY_DEPTH} "
+                      "levels in a lazy schema index; for the whole index or a file, build it with "
+                      "Index.from_schema(..., lazy=False) or `tokendfa build` (free values as deep as "
+                      "keeps the automaton small), or pass a small any_depth")
+
+        depth = max_recursion_depth
+        while True:
+            compiled = regex_from_schema(
+                schema, whitespace=whitespace, lenient=lenient, max_recursion_depth=depth,
+                any_depth=LAZY_ANY_DEPTH if any_depth == "auto" else any_depth, state_budget=None,
+                share_free_levels=True, share_counts=True, defer_recursion=True)
+            if depth != max_recursion_depth:
+                compiled.notes.append(f"no value within {max_recursion_depth} recursion unrolling(s): "
+                                      f"unrolled {depth} times instead")
+            deferred = compiled.deferred
+            try:
+                return LazyIndex(compiled.pattern, vocabulary, config, definitions=compiled.definitions,
+                                 index_type=cls, metadata=_schema_metadata(schema, whitespace, compiled),
+                                 completion_advice=advice, deferred=deferred)
+            except EmptyLanguageError:
+                if (deferred is None or not deferred.compiler.recursion_cut
+                        or depth >= max(max_recursion_depth, AUTO_RECURSION_DEPTH)):
+                    raise
+            depth += 1
 
     def save(self, path: str | PathLike, *, compress: bool = True) -> None:
         """Write the index to ``path`` atomically (see :mod:`tokendfa.runtime.files`).

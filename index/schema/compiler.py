@@ -19,11 +19,32 @@ that the reference is the empty schema ``false`` (an optional recursive
 property is left out, a required one makes that branch impossible). The
 generic value of ``{}`` nests arrays and objects ``any_depth`` levels deep
 (:meth:`Compiler.any_value`).
+
+**Deferred recursion** (``defer_recursion``, for a lazy index). A value is
+keyed by the counts of the references taken to reach it, so mutually
+recursive references give a number of distinct values exponential in the
+number of references, all written before anything is served. With
+``defer_recursion`` a value whose subschemas enter a *recursive*
+reference (a ``$ref`` whose target can reach itself through references:
+:class:`_References`) is not written: it gets a placeholder at once, and
+its text is computed the first time the lazy automaton calls it
+(:class:`DeferredDefinitions`, a
+:class:`~tokendfa.analysis.lazydfa.DefinitionSource`). Its text names
+the placeholders of the values it holds, deferred in turn, so the set of
+definitions grows as matches reach deeper levels. The language is the
+same: a deferred value that no JSON value satisfies is a class of no
+character (:data:`NOTHING`), which the automaton finds empty, where the
+eager compiler writes the value as ``None`` and drops what holds it.
+Deferred definitions never call themselves, as values never hold
+themselves: a value's key is a point of the schema with the counts of its
+references, and a value holds values deeper in the schema or reached
+through one more reference.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import fields
 from typing import Any
 
 from ..analysis import limits
@@ -32,7 +53,7 @@ from ..analysis.utf8 import SURROGATES
 from . import numbers as nums
 from . import strings as strs
 from .arrays import array
-from .ir import Choice, Constraint, Flat, Negated, Sub, json_key
+from .ir import Choice, Constraint, Flat, Negated, Sub, enter, json_key
 from .keywords import absorb
 from .negation import negate
 from .objects import declared, member_subs, object_
@@ -54,6 +75,14 @@ SHARED_COUNT_MIN = 256
 COUNT_BASE = 16
 PLACEHOLDER_BASE = SURROGATES[0]
 MAX_DEFINITIONS = SURROGATES[1] - SURROGATES[0] + 1
+# The text of a deferred value that no JSON value satisfies: a class of no character.
+NOTHING = "[^\\x00-\\U0010ffff]"
+# Keywords whose subschemas are read into the same flat as the schema holding them
+# (see keywords.absorb): a $ref under them is entered by the value of that schema.
+_IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas",
+             "dependencies")
+# Keywords whose values are data, or schemas reached only through a $ref.
+_NOT_SCHEMAS = frozenset({"enum", "const", "examples", "default", "$defs", "definitions"})
 
 
 class Layout:
@@ -99,7 +128,8 @@ class Compiler:
     def __init__(self, *, draft: int, layout: Layout, lenient: bool, max_recursion_depth: int,
                  any_depth: int, validator_cls, registry, format_checker,
                  max_regex_length: int, share: bool = True, meta_uri: str = "",
-                 share_free_levels: bool = False, share_counts: bool = False) -> None:
+                 share_free_levels: bool = False, share_counts: bool = False,
+                 defer_recursion: bool = False) -> None:
         self.draft = draft
         self.layout = layout
         self.lenient = lenient
@@ -123,6 +153,12 @@ class Compiler:
         self.definitions: dict[str, str] = {}
         self._placeholder_of: dict[str, str] = {}
         self._values: dict = {}
+        self._placeholders = 0              # placeholders handed out, deferred ones included
+        # Deferred values (see the module notes): placeholder -> (subs, depth), until computed.
+        self.defer_recursion = defer_recursion and share
+        self.pending: dict[str, tuple[tuple[Sub, ...], int]] = {}
+        self.deferred_computed = 0
+        self._references = _References()
 
     # --- shared pieces -------------------------------------------------------------
 
@@ -130,16 +166,66 @@ class Compiler:
         """``regex``, or the placeholder that stands for it when it is long (or ``always``)."""
         if not self.share or regex is None or (len(regex) < SHARE_MIN_LENGTH and not always):
             return regex
-        if len(regex) == 1 and regex in self.definitions:
-            return regex  # already a placeholder
+        if len(regex) == 1 and self.is_placeholder(regex):
+            return regex  # already a placeholder (written or deferred)
         placeholder = self._placeholder_of.get(regex)
         if placeholder is None:
-            if len(self.definitions) >= MAX_DEFINITIONS:
+            placeholder = self._new_placeholder()
+            if placeholder is None:
                 return regex
-            placeholder = chr(PLACEHOLDER_BASE + len(self.definitions))
             self.definitions[placeholder] = regex
             self._placeholder_of[regex] = placeholder
         return placeholder
+
+    def _new_placeholder(self) -> str | None:
+        if self._placeholders >= MAX_DEFINITIONS:
+            return None
+        self._placeholders += 1
+        return chr(PLACEHOLDER_BASE + self._placeholders - 1)
+
+    def is_placeholder(self, char: str) -> bool:
+        """Whether ``char`` stands for a definition, computed or deferred."""
+        return char in self.definitions or char in self.pending
+
+    def define(self, placeholder: str) -> str:
+        """The text of a deferred value, computed now (see the module notes).
+
+        A text written already under another placeholder is that
+        placeholder (one call, not a second copy), and an empty value is
+        :data:`NOTHING`."""
+        subs, depth = self.pending[placeholder]
+        try:
+            regex = self._value(list(subs), depth)
+        except RecursionError:
+            raise UnsupportedSchemaError("the schema nests too deeply to compile") from None
+        del self.pending[placeholder]
+        text = NOTHING if regex is None else regex
+        if not (len(text) == 1 and self.is_placeholder(text)):
+            other = self._placeholder_of.get(text)
+            if other is not None:
+                text = other
+            else:
+                self._placeholder_of[text] = placeholder
+        self.definitions[placeholder] = text
+        self.deferred_computed += 1
+        return text
+
+    def visit_each_point(self) -> None:
+        """Compute the first deferred value met at each point of the schema
+        (see :class:`DeferredDefinitions`): one text per point, whatever
+        the reference counts, in the order they are met."""
+        seen: set = set()
+        while True:
+            todo = [p for p, (subs, depth) in self.pending.items()
+                    if _point(self, subs, depth) not in seen]
+            if not todo:
+                return
+            for placeholder in todo:
+                subs, depth = self.pending[placeholder]
+                point = _point(self, subs, depth)
+                if point not in seen:
+                    seen.add(point)
+                    self.define(placeholder)
 
     def counted(self, unit: str, lo: int, hi: int | None) -> str:
         """``unit`` (one atom) ``lo`` to ``hi`` times (None: no bound).
@@ -198,7 +284,15 @@ class Compiler:
         return exactly + (f"{powers[0]}*" if hi is None else at_most(hi - lo))
 
     def _value_key(self, subs: list[Sub], depth: int):
-        """What a value regex depends on: the schemas, their base URIs, the recursion counts."""
+        """What a value regex depends on: the schemas, their base URIs, the recursion counts.
+
+        With ``defer_recursion``, a value from which no recursive reference
+        can be reached is keyed without the counts: only a recursive
+        reference is ever cut (a reference taken twice on one chain reaches
+        itself), so its text is the same whatever the counts, and it is
+        written once rather than once per way of reaching it."""
+        if self.defer_recursion and not any(self._references.reaches_recursion(sub) for sub in subs):
+            return (depth if self.layout.mode == "pretty" else 0,) + tuple(_where(sub) for sub in subs)
         return (depth if self.layout.mode == "pretty" else 0,) + tuple(
             (id(sub.schema), getattr(sub.resolver, "_base_uri", id(sub.resolver)),
              tuple(sorted(Counter(sub.refs).items())), sub.internal) for sub in subs)
@@ -248,6 +342,12 @@ class Compiler:
         known = self._values.get(key)
         if known is not None:
             return known[1]
+        if self.defer_recursion and any(self._references.enters_recursion(sub) for sub in subs):
+            placeholder = self._new_placeholder()
+            if placeholder is not None:  # else written now, as without deferral
+                self.pending[placeholder] = (tuple(subs), depth)
+                self._values[key] = (tuple(subs), placeholder)
+                return placeholder
         # Only a $ref reaches the same schema objects twice, and what is reported
         # inside names the referenced schema's pointer, so nothing is lost here.
         regex = self.shared(self._value(subs, depth))
@@ -464,3 +564,278 @@ class Compiler:
         return {name: self.arrange([s for part in flat.obj_parts
                                     for s in member_subs(self, part, name, report=False)], value[name])
                 for name in order}
+
+
+class _References:
+    """Which ``$ref`` targets are recursive, and which subschemas enter one.
+
+    A target is recursive when it reaches itself through the references
+    anywhere under it (not under ``$defs``, which only a reference reaches);
+    a subschema *enters* a recursive reference when it, or a subschema
+    read into the same flat (``allOf``, ``anyOf``, ``if``, ..., and the
+    target of a reference that is not recursive), holds a ``$ref`` to a
+    recursive target; a subschema *reaches* recursion when a recursive
+    target is reachable from it at all. Found on the JSON once per target and
+    subschema; a reference that does not resolve counts as none here (the
+    compilation reports it).
+    """
+
+    def __init__(self) -> None:
+        self._targets: dict[int, tuple] = {}   # id(target) -> (target, ids of the targets under it)
+        self._recursive: dict[int, bool] = {}
+        self._enters: dict[int, tuple] = {}    # id(schema) -> (schema, answer)
+        self._pending_targets: list = []
+        self._reaches: dict[int, tuple] = {}     # id(schema) -> (schema, answer)
+        self._target_reach: dict[int, bool] = {}
+
+    @staticmethod
+    def _resolve(resolver, ref: str):
+        try:
+            resolved = resolver.lookup(ref)
+        except Exception:  # noqa: BLE001 - reported by the compilation itself
+            return None
+        contents = resolved.contents
+        inner = resolved.resolver
+        if isinstance(contents, dict):
+            inner = enter(inner, contents)
+        return contents, inner
+
+    def _under(self, contents, resolver) -> tuple[int, ...]:
+        """The targets of the references anywhere under ``contents``, registered."""
+        key = id(contents)
+        known = self._targets.get(key)
+        if known is not None:
+            return known[1]
+        self._targets[key] = (contents, ())   # a target under itself: found by the search below
+        found: dict[int, None] = {}
+        stack = [(contents, resolver)]
+        while stack:
+            limits.check()
+            node, res = stack.pop()
+            if isinstance(node, list):
+                stack.extend((item, res) for item in node)
+                continue
+            if not isinstance(node, dict):
+                continue
+            res = enter(res, node)
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                target = self._resolve(res, ref)
+                if target is not None:
+                    found[id(target[0])] = None
+                    if id(target[0]) not in self._targets:
+                        self._pending_targets.append(target)
+            stack.extend((value, res) for name, value in node.items()
+                         if name not in _NOT_SCHEMAS and isinstance(value, (dict, list)))
+        self._targets[key] = (contents, tuple(found))
+        return self._targets[key][1]
+
+    def recursive(self, contents, resolver) -> bool:
+        """Whether the target ``contents`` reaches itself through references."""
+        key = id(contents)
+        known = self._recursive.get(key)
+        if known is not None:
+            return known
+        self._pending_targets = [(contents, resolver)]
+        while self._pending_targets:  # every target reachable, with what lies under it
+            target, res = self._pending_targets.pop()
+            self._under(target, res)
+        seen: set[int] = set()
+        stack = list(self._targets[key][1])
+        while stack and key not in seen:
+            node = stack.pop()
+            if node not in seen:
+                seen.add(node)
+                stack.extend(self._targets[node][1])
+        self._recursive[key] = key in seen
+        return self._recursive[key]
+
+    def reaches_recursion(self, sub: Sub) -> bool:
+        """Whether a recursive reference can be reached from ``sub``, at any depth."""
+        schema = sub.schema
+        if isinstance(schema, Constraint):
+            return any(self.reaches_recursion(inner) for inner in _subs_in(schema))
+        if not isinstance(schema, dict):
+            return False
+        known = self._reaches.get(id(schema))
+        if known is not None:
+            return known[1]
+        self._pending_targets = []
+        under = self._under_from(schema, sub.resolver)
+        answer = any(self._target_reaches(t) for t in under)
+        self._reaches[id(schema)] = (schema, answer)
+        return answer
+
+    def _under_from(self, schema, resolver) -> tuple[int, ...]:
+        """The targets of the references under ``schema`` (not registered as a target)."""
+        found: dict[int, None] = {}
+        stack = [(schema, resolver)]
+        while stack:
+            node, res = stack.pop()
+            if isinstance(node, list):
+                stack.extend((item, res) for item in node)
+                continue
+            if not isinstance(node, dict):
+                continue
+            res = enter(res, node)
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                target = self._resolve(res, ref)
+                if target is not None:
+                    found[id(target[0])] = None
+                    self.recursive(*target)  # registers it and what it reaches
+            stack.extend((value, res) for name, value in node.items()
+                         if name not in _NOT_SCHEMAS and isinstance(value, (dict, list)))
+        return tuple(found)
+
+    def _target_reaches(self, key: int) -> bool:
+        """Whether the registered target ``key`` is recursive or reaches one that is."""
+        known = self._target_reach.get(key)
+        if known is not None:
+            return known
+        seen: set[int] = set()
+        stack = [key]
+        answer = False
+        while stack:
+            node = stack.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            if self.recursive(self._targets[node][0], None):  # registered: no resolver needed
+                answer = True
+                break
+            stack.extend(self._targets[node][1])
+        self._target_reach[key] = answer
+        return answer
+
+    def enters_recursion(self, sub: Sub) -> bool:
+        schema = sub.schema
+        if isinstance(schema, Constraint):
+            # what the compiler wrote (a negation, a conjunction, members...): the
+            # subschemas it holds, some read in place (a negated schema), some not
+            return any(self.enters_recursion(inner) for inner in _subs_in(schema))
+        if not isinstance(schema, dict):
+            return False
+        cache_key = id(schema)
+        known = self._enters.get(cache_key)
+        if known is not None:
+            return known[1]
+        answer = False
+        stack = [(schema, sub.resolver)]
+        while stack and not answer:
+            node, res = stack.pop()
+            if isinstance(node, list):
+                stack.extend((item, res) for item in node)
+                continue
+            if not isinstance(node, dict):
+                continue
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                target = self._resolve(res, ref)
+                if target is not None:
+                    if self.recursive(*target):
+                        answer = True
+                    else:
+                        stack.append(target)  # read in place too; not recursive, so this ends
+            for name in _IN_PLACE:
+                value = node.get(name)
+                if name in ("dependentSchemas", "dependencies") and isinstance(value, dict):
+                    stack.extend((v, res) for v in value.values() if isinstance(v, dict))
+                elif isinstance(value, (dict, list)):
+                    stack.extend((child, enter(res, child) if isinstance(child, dict) else res)
+                                 for child in (value if isinstance(value, list) else [value]))
+        self._enters[cache_key] = (schema, answer)  # holding the schema keeps its id unique
+        return answer
+
+
+class DeferredDefinitions:
+    """The definitions of a compilation with deferred recursion, computed as a
+    lazy automaton asks for them: a :class:`~tokendfa.analysis.lazydfa.DefinitionSource`.
+
+    It holds the :class:`Compiler` (and through it the user's schema) for
+    as long as the lazy index that uses it lives. A definition is computed
+    under the limits of the request that reaches it (those of the lazy
+    index's construction and of ``complete()``; none while serving masks,
+    as for any fragment the lazy automaton compiles).
+
+    At compilation, :meth:`Compiler.visit_each_point` computes one definition for
+    every point of the schema that deferred values stand at (whatever their
+    reference counts), so that what the compilation reports (an unsupported
+    keyword, a widening, a format not checked) is reported before anything
+    is served, as the eager compilation does; only the further unrollings
+    of the same points are left for the automaton.
+
+    Placeholders are lone surrogates, 2,048 in all: past them a value is
+    written where it stands, as without deferral (the same language, and
+    the eager compiler's cost, with its exponential count of values, for
+    what is left of the unrolling). ``complete()`` computes the whole
+    unrolling and may meet that bound, or ``max_regex_length``, where the
+    eager compilation would too.
+    """
+
+    def __init__(self, compiler: Compiler) -> None:
+        self.compiler = compiler
+
+    def is_placeholder(self, char: str) -> bool:
+        return self.compiler.is_placeholder(char)
+
+    def text(self, placeholder: str) -> str:
+        known = self.compiler.definitions.get(placeholder)
+        if known is not None:
+            return known
+        return self.compiler.define(placeholder)
+
+    @property
+    def computed(self) -> int:
+        """Deferred definitions computed so far."""
+        return self.compiler.deferred_computed
+
+    @property
+    def waiting(self) -> int:
+        """Deferred definitions known and not computed yet."""
+        return len(self.compiler.pending)
+
+    def everything(self) -> dict[str, str]:
+        """Every definition, the deferred ones computed (the whole unrolling: may be huge)."""
+        while self.compiler.pending:
+            self.text(next(iter(self.compiler.pending)))
+        return self.compiler.definitions
+
+
+def _point(compiler: Compiler, subs, depth: int) -> tuple:
+    """A value's key without its reference counts: where it stands in the schema
+    (a constraint the compiler wrote by what it holds, as each is a new object)."""
+    return (depth if compiler.layout.mode == "pretty" else 0,) + tuple(_where(sub) for sub in subs)
+
+
+def _where(item):
+    if isinstance(item, Sub):
+        return (_where(item.schema), getattr(item.resolver, "_base_uri", id(item.resolver)),
+                item.internal)
+    if isinstance(item, Constraint):
+        return (type(item).__name__,) + tuple(_where(getattr(item, f.name)) for f in fields(item))
+    if isinstance(item, (tuple, list)):
+        return tuple(_where(x) for x in item)
+    if isinstance(item, (dict, frozenset, set)) or not _hashable(item):
+        return ("id", id(item))  # held by the subs the key is stored with
+    return (type(item).__name__, item)  # 1, 1.0 and True are equal in Python, not in JSON
+
+
+def _hashable(item) -> bool:
+    try:
+        hash(item)
+    except TypeError:
+        return False
+    return True
+
+
+def _subs_in(item):
+    """The subschemas a constraint holds, at any depth."""
+    if isinstance(item, Sub):
+        yield item
+    elif isinstance(item, Constraint):
+        for f in fields(item):
+            yield from _subs_in(getattr(item, f.name))
+    elif isinstance(item, (tuple, list)):
+        for x in item:
+            yield from _subs_in(x)
