@@ -74,7 +74,7 @@ def _deferred(index):
 def test_lazy_recursive_schema_completes_to_the_eager_index(name, schema, depth, toy_vocab):
     lazy = Index.from_schema(schema, toy_vocab, lazy=True, any_depth=1, max_recursion_depth=depth)
     assert _deferred(lazy) is not None  # the recursion was deferred
-    eager = Index.from_schema(schema, toy_vocab, any_depth=1, max_recursion_depth=depth)
+    eager = Index.from_schema(schema, toy_vocab, any_depth=1, max_recursion_depth=depth, lazy=False)
     assert lazy.complete().arrays.equals(eager.arrays)
     assert any("unrolled" in note for note in lazy.metadata["notes"])
 
@@ -154,8 +154,8 @@ def test_from_regex_takes_a_deferred_schema_regex_in_both_modes(schema, toy_voca
     assert result.deferred.waiting > 0
     lazy = Index.from_regex(result, toy_vocab, lazy=True)
     eager_from_deferred = Index.from_regex(regex_from_schema(schema, any_depth=1, defer_recursion=True),
-                                           toy_vocab)
-    eager = Index.from_schema(schema, toy_vocab, any_depth=1)
+                                           toy_vocab, lazy=False)
+    eager = Index.from_schema(schema, toy_vocab, any_depth=1, lazy=False)
     assert eager_from_deferred.arrays.equals(eager.arrays)
     assert lazy.complete().arrays.equals(eager.arrays)
 

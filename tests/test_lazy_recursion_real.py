@@ -49,7 +49,8 @@ def test_completed_lazy_index_is_the_eager_index_on_recursive_schemas():
     for source, line in RECURSIVE:
         schema = _schema(source, line)
         try:
-            eager = Index.from_schema(schema, vocab, any_depth=2, lenient=True, max_states=20_000)
+            eager = Index.from_schema(schema, vocab, any_depth=2, lenient=True, max_states=20_000,
+                                      lazy=False)
         except TokenDFAError:
             continue
         lazy = Index.from_schema(schema, vocab, any_depth=2, lenient=True, lazy=True)
