@@ -66,6 +66,7 @@ from .native import native_module
 from .errors import BuildLimitError, EmptyLanguageError, RegexError
 from .regex_compiler import (DEFAULT_MAX_NFA_STATES, NFA_STATE_BYTES, _cut, _parse,
                              _SharedDefinitions, _ThompsonNFA)
+from .literal_sets import LiteralAlternation
 from .regex_syntax import normalize_and_parse
 from .utf8 import MAX_CODEPOINT, utf8_range_sequences
 
@@ -917,7 +918,10 @@ class _LazyNFA:
         self.length_count = Counter(map(len, self.texts))
         if max_depth is None:
             self._refuse_recursion()
-        body, tree = normalize_and_parse(pattern, int(re.ASCII))
+        if isinstance(pattern, LiteralAlternation):
+            body, tree = pattern, None  # built from its members, never parsed
+        else:
+            body, tree = normalize_and_parse(pattern, int(re.ASCII))
         if body in self.number:
             body, tree = self.texts[self.number[body]], None  # the whole pattern is one placeholder
         self.start, self.final, main_callees = self._build(body, tree)
@@ -946,7 +950,9 @@ class _LazyNFA:
         return placeholder
 
     def _refuse_recursion(self) -> None:
-        uses = [sorted({self.number[c] for c in set(text) if c in self.number}) for text in self.texts]
+        # a literal set holds no placeholder (LiteralAlternation refuses surrogates)
+        uses = [[] if isinstance(text, LiteralAlternation) else
+                sorted({self.number[c] for c in set(text) if c in self.number}) for text in self.texts]
         state = bytearray(len(uses))  # 0 new, 1 on the path, 2 done
         for root in range(len(uses)):
             if state[root]:
@@ -969,7 +975,9 @@ class _LazyNFA:
     def _build(self, text: str, tree=None) -> tuple[int, int, tuple[int, ...]]:
         """Thompson-construct ``text`` (parsed already: ``tree``) and append it to
         the tables: ``(start, end, callees)``."""
-        tree, flags = _parse(text, tree)
+        literal_set = isinstance(text, LiteralAlternation)
+        if not literal_set:
+            tree, flags = _parse(text, tree)
         builder = _CallingThompsonNFA(text, self.max_nfa_states, self)
         # The builder numbers its states from the end of the tables, past
         # stand-ins for the states there, so its rows need no renumbering
@@ -980,7 +988,10 @@ class _LazyNFA:
         builder.edges = [()] * base
         start = builder.new_state()
         try:
-            end = builder.build(tree, start, flags)
+            if literal_set:
+                end = builder.literal_set(text.automaton(), start)
+            else:
+                end = builder.build(tree, start, flags)
         except RecursionError:
             raise RegexError(f"regex {text[:200]!r} is nested too deeply to compile") from None
         added = len(builder.eps) - base
@@ -999,7 +1010,8 @@ class _LazyNFA:
     def _compile(self, d: int) -> None:
         base = len(self.eps)
         text = self.texts[d]
-        shape, order = self._shape(text) if self.length_count[len(text)] > 1 else (None, ())
+        shape, order = (self._shape(text) if self.length_count[len(text)] > 1
+                        and not isinstance(text, LiteralAlternation) else (None, ()))
         template = self.templates.get(shape) if shape is not None else None
         if template is not None and base + len(template.eps) <= self.max_nfa_states:
             start, end, callees = self._stamp_template(template, order)

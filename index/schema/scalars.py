@@ -39,8 +39,31 @@ if TYPE_CHECKING:
 # --- literals -----------------------------------------------------------------------------
 
 def literals(c: "Compiler", flat: Flat, depth: int) -> str | None:
-    """The ``enum`` values of ``flat`` that satisfy everything else it says, as one alternation."""
-    return alternation([literal(c, value, depth) for value in admitted_values(c, flat, flat.enum)])
+    """The ``enum`` values of ``flat`` that satisfy everything else it says, as one alternation.
+
+    Strings with one JSON spelling (no control character written with a hex
+    letter, which either case spells) are many when they are many: at
+    ``LITERAL_SET_MIN`` or more they go in as one literal set
+    (:meth:`Compiler.literal_set`), built as a minimal automaton instead of
+    written as regex text and parsed back."""
+    values = admitted_values(c, flat, flat.enum)
+    spelled = [json.dumps(v, ensure_ascii=False) for v in values
+               if isinstance(v, str) and not _TWO_SPELLINGS.search(v)] \
+        if len(values) >= LITERAL_SET_MIN else []
+    if len(spelled) < LITERAL_SET_MIN:
+        return alternation([literal(c, value, depth) for value in values])
+    rest = [literal(c, v, depth) for v in values
+            if not isinstance(v, str) or _TWO_SPELLINGS.search(v)]
+    return alternation([c.literal_set(spelled)] + rest)
+
+
+# Control characters whose JSON escape has a hex letter (\u001a or \u001A): the
+# other characters of a string have one canonical spelling, json.dumps's.
+_TWO_SPELLINGS = re.compile("[\x0b\x0e\x0f\x1a-\x1f\ud800-\udfff]")
+# Enum strings from this many on are a literal set (see literals). Measured on
+# qwen2.5, lazy, compile + first mask: 300 values 25 ms as text, 17 ms as a set;
+# 100 values 9.3 ms and 9.7 ms; 30 values 4.7 ms and 5.2 ms.
+LITERAL_SET_MIN = 100
 
 
 def admitted_values(c: "Compiler", flat: Flat, candidates, unique: bool = False) -> list:
