@@ -33,7 +33,7 @@ from ..analysis.utf8 import SURROGATES
 from . import numbers as nums
 from . import strings as strs
 from .arrays import array
-from .ir import Choice, Constraint, Flat, Negated, Sub, json_key
+from .ir import Choice, Constraint, Flat, Negated, Sub, json_key, type_key
 from .keywords import absorb
 from .negation import negate
 from .objects import declared, member_subs, object_
@@ -99,12 +99,6 @@ class Layout:
 _TYPE_ONLY = frozenset({"type", "title", "description", "$comment", "default", "examples",
                         "deprecated", "readOnly", "writeOnly", "$id", "$schema", "$defs",
                         "definitions"})
-
-
-def _type_key(value) -> tuple:
-    """What ``type`` can tell apart in a value: its Python type, and for a float
-    whether it is integral (an ``integer`` in drafts 6 and later)."""
-    return (type(value), value.is_integer() if isinstance(value, float) else None)
 
 
 class Compiler:
@@ -355,7 +349,7 @@ class Compiler:
         two keywords are not checked again. The validator scans the enum for
         each value: a 60,000-value enum took 3.6 * 10^9 comparisons. What is
         left is often only ``type``, whose answer depends on the value's type
-        alone: it is then found once per type (:func:`_type_key`)."""
+        alone: it is then found once per type (:func:`type_key`)."""
         limits.check()
         if isinstance(sub.schema, Constraint):
             return sub.schema.holds(value, self.valid)
@@ -373,10 +367,10 @@ class Compiler:
             validator = self._validators[key] = (validator, sub, by_type)  # keep sub alive: its id stays unique
         validator, _, by_type = validator
         if by_type is not None:
-            type_key = _type_key(value)
-            known = by_type.get(type_key)
+            kind = type_key(value)
+            known = by_type.get(kind)
             if known is None:
-                known = by_type[type_key] = self._is_valid(validator, value, sub)
+                known = by_type[kind] = self._is_valid(validator, value, sub)
             return known
         return self._is_valid(validator, value, sub)
 
@@ -395,6 +389,14 @@ class Compiler:
         (negations not yet split, ``flat.nots``, count as much as those split already)."""
         return (all(self.valid(value, s, listed=True) for s in flat.sources)
                 and not any(self.valid(value, s) for s in flat.negated + flat.nots))
+
+    def type_decides(self, flat: Flat) -> bool:
+        """Whether :meth:`admitted` depends on a value's type alone (:func:`type_key`)
+        for the candidates of ``flat.enum``: nothing negated, and every source
+        says no more than its type, its ``enum``/``const`` and annotations."""
+        return not flat.negated and not flat.nots and all(
+            isinstance(s.schema, dict) and s.schema.keys() - {"enum", "const"} <= _TYPE_ONLY
+            for s in flat.sources)
 
     def literal(self, value, depth: int) -> str:
         return literal(self, value, depth)
