@@ -239,7 +239,7 @@ def minimal_literal_dfa(strings: Iterable[str | bytes]) -> LiteralDFA:
     begins = np.ones(len(byte), dtype=bool)
     begins[1:] = (source[1:] != source[:-1]) | (byte[1:] != byte[:-1] + 1) | (target[1:] != target[:-1])
     at = np.flatnonzero(begins)
-    ends = np.append(at[1:], len(byte)) - 1
+    ends = np.append(at[1:], len(byte)) - 1 if len(at) else at
     starts = np.zeros(classes + 1, dtype=np.int64)
     np.cumsum(np.bincount(source[at], minlength=classes), out=starts[1:])
     return LiteralDFA(starts, byte[at], byte[ends], target[at], final[reps])
