@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from conftest import cached_vocabulary
 from tokendfa import Guide, Index
-from tokendfa.analysis import regex_compiler
+from tokendfa.analysis import lazydfa, literal_sets, regex_compiler
 from tokendfa.analysis.construct import byte_dfa_from_regex
 from tokendfa.analysis.errors import RegexError
 from tokendfa.analysis.lazydfa import LazyByteDFA
@@ -34,6 +34,7 @@ def thompson_only(monkeypatch):
     """Alternations of literals built as Thompson branches (the reference here)."""
     def use(on: bool):
         monkeypatch.setattr(regex_compiler, "LITERAL_SET_MIN_BRANCHES", 2 if on else 10**9)
+        monkeypatch.setattr(lazydfa, "LAZY_LITERAL_SET_MIN_BRANCHES", 2 if on else 10**9)
     return use
 
 
@@ -58,10 +59,16 @@ def thompson_dfa(strings):
 _TEXT = st.text(alphabet=st.sampled_from("ab0é日"), max_size=6)
 
 
+@pytest.mark.parametrize("construction", ["incremental", "arrays"])
 @settings(max_examples=150, deadline=None)
-@given(st.lists(_TEXT, min_size=1, max_size=40))
-def test_minimal_automaton_is_the_canonical_dfa_of_the_alternation(strings):
-    literal = minimal_literal_dfa(strings)
+@given(strings=st.lists(_TEXT, min_size=1, max_size=40))
+def test_minimal_automaton_is_the_canonical_dfa_of_the_alternation(construction, strings):
+    saved = literal_sets._SMALL_SET_BYTES
+    literal_sets._SMALL_SET_BYTES = 10**9 if construction == "incremental" else -1
+    try:
+        literal = minimal_literal_dfa(strings)
+    finally:
+        literal_sets._SMALL_SET_BYTES = saved
     expected = thompson_dfa(strings)
     assert same_dfa(canonical_byte_dfa(*literal.table()), expected)
     # minimal already: the canonical form only adds the dead state
@@ -77,16 +84,16 @@ def test_minimal_automaton_is_the_canonical_dfa_of_the_alternation(strings):
 @given(st.lists(_TEXT, min_size=2, max_size=30), st.sampled_from(["", "x", "(?:ab)+"]))
 def test_regex_alternation_built_as_a_literal_set_keeps_the_language(strings, tail):
     pattern = alternation_of(strings) + tail
-    saved = regex_compiler.LITERAL_SET_MIN_BRANCHES
+    saved = regex_compiler.LITERAL_SET_MIN_BRANCHES, lazydfa.LAZY_LITERAL_SET_MIN_BRANCHES
     try:
         regex_compiler.LITERAL_SET_MIN_BRANCHES = 10**9
         expected = byte_dfa_from_regex(pattern)
-        regex_compiler.LITERAL_SET_MIN_BRANCHES = 2
+        regex_compiler.LITERAL_SET_MIN_BRANCHES = lazydfa.LAZY_LITERAL_SET_MIN_BRANCHES = 2
         assert same_dfa(byte_dfa_from_regex(pattern), expected)
         lazy = LazyByteDFA(pattern)
         assert same_dfa(canonical_byte_dfa(*lazy.explore()), expected)
     finally:
-        regex_compiler.LITERAL_SET_MIN_BRANCHES = saved
+        regex_compiler.LITERAL_SET_MIN_BRANCHES, lazydfa.LAZY_LITERAL_SET_MIN_BRANCHES = saved
 
 
 def test_literal_set_is_used_and_merges_byte_ranges(thompson_only):
