@@ -28,6 +28,15 @@ classic thing instead:
    step from a DFA state is computed on the cuts between byte ranges, not on
    256 bytes.
 
+**Literal sets.** An alternation of many plain literals (``apple|banana|...``,
+case-sensitive, ``LITERAL_SET_MIN_BRANCHES`` branches or more) is not built
+as Thompson branches but as the set's minimal acyclic DFA
+(:mod:`tokendfa.analysis.literal_sets`), stamped in where it stands. A
+:class:`~tokendfa.analysis.literal_sets.LiteralAlternation` (the text of a
+set that carries the set: a JSON Schema ``enum``), as the whole pattern or
+as a shared definition, is built the same way from its strings and never
+parsed; as the whole pattern it needs no subset construction at all.
+
 Surrogates are never matched (:mod:`tokendfa.analysis.utf8` skips them), and invalid
 UTF-8 leads only to the dead state.
 
