@@ -53,7 +53,8 @@ from typing import NamedTuple
 import numpy as np
 
 from . import limits
-from .dfa import STATE_DTYPE
+from .dfa import INITIAL, STATE_DTYPE, ByteDFA
+from .graph import breadth_first
 from .errors import RegexError
 
 __all__ = ["LiteralDFA", "LiteralAlternation", "minimal_literal_dfa", "encode_literals",
@@ -117,6 +118,32 @@ class LiteralDFA(NamedTuple):
         """``(edges, finals)`` over local states, state 0 initial: the form of
         a shared definition's minimal DFA in the regex compiler."""
         return tuple(self.edge_rows()), tuple(np.flatnonzero(self.finals).tolist())
+
+    def byte_dfa(self, pattern: str = "") -> ByteDFA:
+        """The canonical :class:`ByteDFA` (what
+        :func:`~tokendfa.analysis.minimise.canonical_byte_dfa` makes of
+        :meth:`table`): the automaton is minimal and every state live already,
+        so only the breadth-first numbering is left to do (60,000 enum values,
+        97k states: ~0.2 s against 2.4 s through the minimisation)."""
+        n = self.num_states
+        limits.check_memory((n + 1) * 256 * 4, "the table of a literal set")
+        number = np.zeros(n, dtype=np.int64)
+        if n:
+            order = breadth_first(self.starts, self.target, np.array([0]))
+            number[order] = INITIAL + np.arange(len(order))
+        transitions = np.zeros((n + 1, 256), dtype=STATE_DTYPE)
+        if len(self.lo):
+            lengths = self.hi - self.lo + 1
+            sources = number[np.repeat(np.arange(n, dtype=np.int64), np.diff(self.starts))]
+            cells = np.repeat(sources * 256 + self.lo, lengths)
+            cells += np.arange(len(cells)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+            transitions.ravel()[cells] = np.repeat(number[self.target], lengths)
+        finals = np.zeros(n + 1, dtype=bool)
+        finals[number] = self.finals
+        finals[0] = False
+        transitions.flags.writeable = False
+        finals.flags.writeable = False
+        return ByteDFA(transitions, finals, pattern)
 
     def table(self) -> tuple[np.ndarray, np.ndarray]:
         """The complete byte table: ``int32[num_states + 1, 256]`` with the

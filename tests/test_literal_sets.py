@@ -71,6 +71,7 @@ def test_minimal_automaton_is_the_canonical_dfa_of_the_alternation(construction,
         literal_sets._SMALL_SET_BYTES = saved
     expected = thompson_dfa(strings)
     assert same_dfa(canonical_byte_dfa(*literal.table()), expected)
+    assert same_dfa(literal.byte_dfa(), expected)  # numbered without minimising again
     # minimal already: the canonical form only adds the dead state
     assert literal.num_states == expected.num_states - 1
     # every edge goes forward, the last state is the one final state without edges
