@@ -258,3 +258,65 @@ def test_enum_of_60000_strings_qwen():
         assert not accepts(index, vocab, '"ABC1000-alpha"')    # codes go to 999
         assert not accepts(index, vocab, texts[0][:-1] + 'x"')
         assert not accepts(index, vocab, texts[0][:-2] + '"')
+
+
+# --- the eager token build of a mostly narrow automaton --------------------------------
+
+@pytest.mark.parametrize("steps", [10**6, 0])  # the walk byte by byte everywhere, or its fallback
+def test_exact_walk_everywhere_is_the_reference_toy(steps, monkeypatch):
+    from cases import CASES
+
+    from tokendfa.builder import fast
+    from tokendfa.builder import narrow as narrow_module
+
+    vocab = cached_vocabulary("toy")
+    monkeypatch.setattr(fast, "EXACT_MIN_STATES", 0)
+    monkeypatch.setattr(fast, "EXACT_MIN_NARROW", 0.0)
+    monkeypatch.setattr(fast, "EXACT_STEPS_PER_STATE", steps)
+    monkeypatch.setattr(fast, "_DIRECT_TOKENS", 0)  # the toy vocabulary is small enough for that
+    walked = []
+    original = narrow_module.narrow_edges
+
+    def counting(dfa, narrow, vocabulary, max_steps=None):
+        if max_steps is not None:
+            walked.append(max_steps)
+        return original(dfa, narrow, vocabulary, max_steps)
+
+    monkeypatch.setattr(fast, "narrow_edges", counting)
+    compared = 0
+    for case in CASES:
+        try:
+            reference = Index.from_regex(case.pattern, vocab, method="reference")
+        except Exception:  # noqa: BLE001 - cases the toy vocabulary cannot spell
+            continue
+        assert Index.from_regex(case.pattern, vocab).arrays.equals(reference.arrays), case.name
+        compared += 1
+    assert compared >= 10 and walked  # the path was taken
+
+
+@pytest.mark.slow
+def test_enum_of_5000_strings_walked_byte_by_byte_is_the_reference_qwen(monkeypatch):
+    from tokendfa.builder import fast
+
+    vocab = cached_vocabulary("qwen2.5")
+    rng = random.Random(5)
+    values = sorted({"".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(4, 9)))
+                     + f"-{rng.randint(0, 99)}" for _ in range(5000)})
+    schema = {"type": "string", "enum": values}
+    walked = []
+    original = fast.narrow_edges
+
+    def recording(dfa, narrow, vocabulary, max_steps=None):
+        result = original(dfa, narrow, vocabulary, max_steps)
+        walked.append((max_steps, int(narrow.sum())))
+        return result
+
+    monkeypatch.setattr(fast, "narrow_edges", recording)
+    eager = Index.from_schema(schema, vocab)
+    assert walked[0][0] is not None and walked[0][1] >= fast.EXACT_MIN_STATES  # walked everywhere
+    # the same arrays as the coarse walk (which the tests hold to the reference build)
+    monkeypatch.setattr(fast, "EXACT_MIN_STATES", 10**9)
+    walked.clear()
+    coarse = Index.from_schema(schema, vocab)
+    assert walked[0][0] is None
+    assert coarse.arrays.equals(eager.arrays)
