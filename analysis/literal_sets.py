@@ -29,13 +29,23 @@ the incremental construction itself (:func:`_incremental`), where the
 arrays' fixed cost would be most of the work.
 
 The result, :class:`LiteralDFA`, has state 0 initial, every edge going to a
-higher-numbered state (the numbering is by decreasing height), one final
-state without edges (the last one), and consecutive bytes with the same
-target merged into byte ranges. :func:`stamp_literal_dfa` copies it into a
-Thompson NFA's tables (what both the eager and the lazy constructions of
-:mod:`tokendfa.analysis.regex_compiler` and :mod:`tokendfa.analysis.lazydfa`
-hold); :meth:`LiteralDFA.table` gives the complete byte table that
-:func:`~tokendfa.analysis.minimise.canonical_byte_dfa` takes.
+higher-numbered state, one final state without edges (the last one), and
+consecutive bytes with the same target merged into byte ranges, as arrays
+(CSR). Its uses:
+
+* :func:`stamp_literal_dfa` copies it into a Thompson NFA's tables (what
+  both the eager and the lazy constructions of
+  :mod:`tokendfa.analysis.regex_compiler` and :mod:`tokendfa.analysis.lazydfa`
+  hold), at one NFA state per DFA state but the initial one;
+* :meth:`LiteralDFA.template` is the ``(edges, finals)`` form of a shared
+  definition's automaton in the eager compiler;
+* :meth:`LiteralDFA.byte_dfa` is the canonical
+  :class:`~tokendfa.analysis.dfa.ByteDFA` (a breadth-first numbering: it is
+  minimal already), :meth:`LiteralDFA.table` the complete table before that.
+
+:class:`LiteralAlternation` is how a generator of regex text hands a set
+over: the text ``(?:a|b|...)`` that carries its members, which the
+compilers build from the members instead of parsing it.
 
 Example::
 
@@ -60,9 +70,9 @@ from .errors import RegexError
 __all__ = ["LiteralDFA", "LiteralAlternation", "minimal_literal_dfa", "encode_literals",
            "stamp_literal_dfa"]
 
-# Bytes the construction holds per input byte at its peak (a trie node's
-# parent, label, depth, height and class as int64, the sorts' copies):
-# checked against the memory budget before it starts.
+# Bytes the construction holds per input byte at its peak, estimated: a trie
+# node's parent, label, depth, height, class and edge index as int64, and the
+# sorts' copies. Checked against the memory budget before it starts.
 _BYTES_PER_INPUT_BYTE = 120
 # Bytes and rows of the padded matrix of one step of the common-prefix computation.
 _LCP_CELLS = 1 << 22
