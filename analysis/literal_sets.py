@@ -217,15 +217,20 @@ def minimal_literal_dfa(strings: Iterable[str | bytes]) -> LiteralDFA:
     added = lengths - lcp
     first = 1 + np.cumsum(added) - added          # the first node string i adds
     num_nodes = 1 + int(added.sum())
-    anchors = _anchors(lcp.tolist(), first.tolist())
     owner = np.repeat(np.arange(n, dtype=np.int64), added)
     k = np.arange(num_nodes - 1, dtype=np.int64) - np.repeat(first - 1, added)  # 0.. within the string
     depth = np.zeros(num_nodes, dtype=np.int64)
     depth[1:] = lcp[owner] + 1 + k
+    by_depth = np.argsort(_small(depth), kind="stable")  # by depth, then by id
+    # String i's nodes hang from its prefix of lcp[i] bytes: the node at that depth
+    # added last before string i's own (a later one at that depth would have
+    # come from a string between, which shares the prefix: it would be the same node).
+    keys = depth[by_depth] * num_nodes + by_depth
+    anchors = by_depth[np.searchsorted(keys, lcp * num_nodes + first) - 1]
     label = np.zeros(num_nodes, dtype=np.int64)
     label[1:] = buffer[offsets[owner] + depth[1:] - 1]
     parent = np.zeros(num_nodes, dtype=np.int64)
-    parent[1:] = np.where(k == 0, np.asarray(anchors, dtype=np.int64)[owner],
+    parent[1:] = np.where(k == 0, anchors[owner],
                           np.arange(num_nodes - 1, dtype=np.int64))
     final = np.zeros(num_nodes, dtype=bool)
     final[np.where(added > 0, first + added - 1, anchors)] = True  # anchors: a string added nothing
@@ -233,7 +238,6 @@ def minimal_literal_dfa(strings: Iterable[str | bytes]) -> LiteralDFA:
 
     # --- heights, deepest nodes first (a child is one level below its parent) ---
     height = np.zeros(num_nodes, dtype=np.int64)
-    by_depth = np.argsort(depth, kind="stable")
     level_ends = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2))
     for d in range(int(depth.max()), 0, -1):
         nodes = by_depth[level_ends[d]:level_ends[d + 1]]
@@ -242,11 +246,11 @@ def minimal_literal_dfa(strings: Iterable[str | bytes]) -> LiteralDFA:
             limits.check()
 
     # --- classes, lowest height first; a node's edges are its children in byte order ---
-    children = np.argsort(parent[1:], kind="stable") + 1   # nodes were added in byte order
+    children = np.argsort(parent[1:].astype(np.int32), kind="stable") + 1   # nodes were added in byte order
     degree = np.bincount(parent[1:], minlength=num_nodes)
     edge_start = np.cumsum(degree) - degree
     cls = np.full(num_nodes, -1, dtype=np.int64)
-    by_height = np.argsort(height, kind="stable")
+    by_height = np.argsort(_small(height), kind="stable")
     height_ends = np.searchsorted(height[by_height], np.arange(int(height.max()) + 2))
     classes = 0
     representative: list[np.ndarray] = []
@@ -368,6 +372,12 @@ def _incremental(data: list[bytes]) -> LiteralDFA:
                       np.array([final[state] for state in order], dtype=bool))
 
 
+def _small(values: np.ndarray) -> np.ndarray:
+    """``values`` (>= 0) as 16-bit integers when they fit: numpy sorts those
+    stably by radix, in linear time."""
+    return values.astype(np.uint16) if int(values.max(initial=0)) < 1 << 16 else values
+
+
 def _common_prefixes(data: list[bytes], lengths: np.ndarray) -> np.ndarray:
     """``lcp[i]``: the longest common prefix of ``data[i - 1]`` and ``data[i]`` (0 for i = 0)."""
     n = len(data)
@@ -390,23 +400,6 @@ def _common_prefixes(data: list[bytes], lengths: np.ndarray) -> np.ndarray:
         lcp[i:stop] = np.minimum(mismatch, np.minimum(lengths[i - 1:stop - 1], lengths[i:stop]))
         i = stop
     return lcp
-
-
-def _anchors(lcp: list[int], first: list[int]) -> list[int]:
-    """``anchors[i]``: the trie node of string ``i``'s first ``lcp[i]`` bytes,
-    where its own nodes hang. That node was added by the last earlier string
-    ``j`` with ``lcp[j] < lcp[i]`` (the strings between share the prefix), a
-    previous-smaller-value search with a stack."""
-    anchors = [0] * len(lcp)
-    stack: list[int] = []
-    for i, d in enumerate(lcp):
-        while stack and lcp[stack[-1]] >= d:
-            stack.pop()
-        if d:
-            j = stack[-1]
-            anchors[i] = first[j] + d - lcp[j] - 1
-        stack.append(i)
-    return anchors
 
 
 def stamp_literal_dfa(dfa: LiteralDFA, eps: list, edges: list, source: int) -> int:
