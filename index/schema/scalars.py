@@ -44,11 +44,11 @@ if TYPE_CHECKING:
 def literals(c: "Compiler", flat: Flat, depth: int) -> str | None:
     """The ``enum`` values of ``flat`` that satisfy everything else it says, as one alternation.
 
-    Strings with one JSON spelling (no control character written with a hex
-    letter, which either case spells) are many when they are many: at
-    ``LITERAL_SET_MIN`` or more they go in as one literal set
+    When ``LITERAL_SET_MIN`` or more of them are strings with one JSON
+    spelling (no control character whose escape has a hex letter, which
+    either case spells), those go in as one literal set
     (:meth:`Compiler.literal_set`), built as a minimal automaton instead of
-    written as regex text and parsed back."""
+    written as regex text and parsed back; the other values are text."""
     values = admitted_values(c, flat, flat.enum)
     spelled = _json_texts([v for v in values if isinstance(v, str) and not _TWO_SPELLINGS.search(v)]) \
         if len(values) >= LITERAL_SET_MIN else []
