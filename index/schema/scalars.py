@@ -83,7 +83,18 @@ def admitted_values(c: "Compiler", flat: Flat, candidates, unique: bool = False)
     (:meth:`Compiler.admitted`); ``unique``: each value once."""
     excluded = {json_key(v) for v in flat.not_values}
     keyed = unique or bool(excluded)
-    # where the verdict depends on the value's type alone, it is found once per type
+    if not keyed and c.type_decides(flat):
+        # the verdict depends on the value's type alone: found once per type
+        verdicts: dict = {}
+        values = []
+        for value in candidates:
+            kind = type_key(value)
+            verdict = verdicts.get(kind)
+            if verdict is None:
+                verdict = verdicts[kind] = type_of(value) in flat.types and c.admitted(flat, value)
+            if verdict:
+                values.append(value)
+        return values
     by_type: dict | None = {} if c.type_decides(flat) else None
     values, seen = [], set()
     for value in candidates:
