@@ -320,3 +320,22 @@ def test_enum_of_5000_strings_walked_byte_by_byte_is_the_reference_qwen(monkeypa
     coarse = Index.from_schema(schema, vocab)
     assert walked[0][0] is None
     assert coarse.arrays.equals(eager.arrays)
+
+
+def test_enum_inside_an_object_is_compiled_when_first_reached_qwen():
+    from test_lazy import lockstep
+
+    vocab = cached_vocabulary("qwen2.5")  # byte-level: no alphabet to compile up front
+    values = enum_values(200, seed=17)
+    schema = {"type": "object", "properties": {"code": {"enum": values}}, "required": ["code"],
+              "additionalProperties": False}
+    lazy = Index.from_schema(schema, vocab, lazy=True)
+    Guide(lazy).get_mask()
+    before = lazy.byte_dfa.num_nfa_states
+    eager = Index.from_schema(schema, vocab)
+    texts = [json.dumps({"code": v}, ensure_ascii=False, separators=(",", ":")) for v in values[::41]]
+    assert walk(lazy, vocab, texts) == walk(eager, vocab, texts)
+    # the set's automaton joined the NFA only when a match reached it
+    assert lazy.byte_dfa.num_nfa_states > before + 100
+    assert lockstep(lazy, eager, max_pairs=60) >= 30
+    assert not accepts(lazy, vocab, '{"code":"' + values[0] + 'x"}')
