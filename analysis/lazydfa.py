@@ -71,6 +71,7 @@ from .native import native_module
 from .errors import BuildLimitError, EmptyLanguageError, RegexError
 from .regex_compiler import (DEFAULT_MAX_NFA_STATES, NFA_STATE_BYTES, _cut, _parse,
                              _SharedDefinitions, _ThompsonNFA)
+from .literal_sets import LiteralAlternation
 from .regex_syntax import normalize_and_parse
 from .utf8 import MAX_CODEPOINT, utf8_range_sequences
 
@@ -105,6 +106,12 @@ DEFAULT_MAX_LAZY_STATES = 200_000
 # over 1 ms (scratch census, Qwen, 84 schemas). Past the reservation the
 # table still doubles.
 _RESERVED_ROWS = 1 << 16
+# The lazy builder's LITERAL_SET_MIN_BRANCHES (regex_compiler): a lazy automaton
+# determinises only the rows asked for, so Thompson branches cost little more than
+# the literal set's construction. Measured on qwen2.5, random words, compile and
+# first mask (medians of a noisy shared machine): 500 words 21 ms as a set, 17 ms
+# as branches; 1,000 words 33 and 35 ms; 5,000 words 52 and 74 ms.
+LAZY_LITERAL_SET_MIN_BRANCHES = 1000
 # Byte sets as ints (bit b for byte b), for LazyByteDFA._resolve_bytes.
 _ASCII_BYTES = (1 << 128) - 1
 _ALL_BYTES = (1 << 256) - 1
@@ -985,7 +992,10 @@ class _LazyNFA:
         self.length_count = Counter(map(len, self.texts))
         if max_depth is None and self.source is None:
             self._refuse_recursion()
-        body, tree = normalize_and_parse(pattern, int(re.ASCII))
+        if isinstance(pattern, LiteralAlternation):
+            body, tree = pattern, None  # built from its members, never parsed
+        else:
+            body, tree = normalize_and_parse(pattern, int(re.ASCII))
         self._discover(body)
         if body in self.number:
             body, tree = self._text(self.number[body]), None  # the whole pattern is one placeholder
@@ -1064,7 +1074,9 @@ class _LazyNFA:
         return placeholder
 
     def _refuse_recursion(self) -> None:
-        uses = [sorted({self.number[c] for c in set(text) if c in self.number}) for text in self.texts]
+        # a literal set holds no placeholder (LiteralAlternation refuses surrogates)
+        uses = [[] if isinstance(text, LiteralAlternation) else
+                sorted({self.number[c] for c in set(text) if c in self.number}) for text in self.texts]
         state = bytearray(len(uses))  # 0 new, 1 on the path, 2 done
         for root in range(len(uses)):
             if state[root]:
@@ -1087,7 +1099,9 @@ class _LazyNFA:
     def _build(self, text: str, tree=None) -> tuple[int, int, tuple[int, ...]]:
         """Thompson-construct ``text`` (parsed already: ``tree``) and append it to
         the tables: ``(start, end, callees)``."""
-        tree, flags = _parse(text, tree)
+        literal_set = isinstance(text, LiteralAlternation)
+        if not literal_set:
+            tree, flags = _parse(text, tree)
         builder = _CallingThompsonNFA(text, self.max_nfa_states, self)
         # The builder numbers its states from the end of the tables, past
         # stand-ins for the states there, so its rows need no renumbering
@@ -1098,7 +1112,10 @@ class _LazyNFA:
         builder.edges = [()] * base
         start = builder.new_state()
         try:
-            end = builder.build(tree, start, flags)
+            if literal_set:
+                end = builder.literal_set(text.automaton(), start)
+            else:
+                end = builder.build(tree, start, flags)
         except RecursionError:
             raise RegexError(f"regex {text[:200]!r} is nested too deeply to compile") from None
         added = len(builder.eps) - base
@@ -1117,7 +1134,8 @@ class _LazyNFA:
     def _compile(self, d: int) -> None:
         text = self._text(d)
         base = len(self.eps)
-        shape, order = self._shape(text) if self.length_count[len(text)] > 1 else (None, ())
+        shape, order = (self._shape(text) if self.length_count[len(text)] > 1
+                        and not isinstance(text, LiteralAlternation) else (None, ()))
         template = self.templates.get(shape) if shape is not None else None
         if template is not None and base + len(template.eps) <= self.max_nfa_states:
             start, end, callees = self._stamp_template(template, order)
@@ -1216,6 +1234,12 @@ class _LazyNFA:
         if known is not None:
             return known
         if self.start_of[d] < 0:
+            if isinstance(self.texts[d], LiteralAlternation):
+                # a set of one string or more matches something: compiled when first
+                # entered (a 60,000-value enum inside an object: ~0.2 s the first
+                # mask no longer pays)
+                self.completes[d] = True
+                return True
             self._compile(d)
         start = self.start_of[d]
         if not self._alive(self.span[d], self.end_of[d])[start]:
@@ -1258,6 +1282,8 @@ class _LazyNFA:
         callees decided, its dead states dropped) on the first call."""
         if not self.resolved[d]:
             self._decide(d)
+            if self.start_of[d] < 0:
+                self._compile(d)  # decided without compiling it (a literal set)
             for callee in self.callees[d]:
                 self._decide(callee)
             self._prune(self.span[d], self._alive(self.span[d], self.end_of[d]))
@@ -1327,6 +1353,9 @@ class _CallingThompsonNFA(_ThompsonNFA):
     def __init__(self, pattern: str, max_states: int, shared=None) -> None:
         super().__init__(pattern, max_states, shared)
         self.calls: dict[int, list[tuple[str, int]]] = {}
+
+    def _literal_set_min_branches(self) -> int:
+        return LAZY_LITERAL_SET_MIN_BRANCHES
 
     def _stamp(self, template, source: int) -> int:
         ret = self.new_state()

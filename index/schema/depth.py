@@ -25,6 +25,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..analysis.literal_sets import LiteralAlternation
 from ..analysis.errors import (BuildLimitError, EmptyLanguageError, RegexTooLongError,
                                TimeLimitError, UnsupportedSchemaError)
 
@@ -60,8 +61,12 @@ class Compiled:
 
 
 def written_size(pattern: str, definitions: dict[str, str]) -> int:
-    """Characters of a pattern and of every definition, each written once."""
-    return len(pattern) + sum(len(text) for text in definitions.values())
+    """Characters of a pattern and of every definition, each written once.
+
+    A literal set (an ``enum`` of many strings) is not counted: no depth
+    changes it, and the compilers build it from its strings, not its text."""
+    return len(pattern) + sum(len(text) for text in definitions.values()
+                              if not isinstance(text, LiteralAlternation))
 
 
 def _automaton(regex: str, definitions: dict[str, str], state_budget: int | None):

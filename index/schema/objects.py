@@ -364,8 +364,10 @@ def _key(c: "Compiler", key_subs: list[Sub], excluded: list[str], pointer: str) 
         return None
     if flat.enum is not None:
         # jsonschema checks each name against the whole of propertyNames, combinators too
-        names = [v for v in flat.enum if isinstance(v, str) and v not in excluded
-                 and all(c.valid(v, s) for s in key_subs)]
+        # (not against the enum each name comes from: listed)
+        taken = set(excluded)
+        names = [v for v in flat.enum if isinstance(v, str) and v not in taken
+                 and all(c.valid(v, s, listed=True) for s in key_subs)]
         return _names(names)
     if flat.choices or flat.nots:
         try:
@@ -423,7 +425,7 @@ def _names_satisfying(c: "Compiler", subs: list, nesting: int) -> str | None:
     negated += flat.nots
     if flat.enum is not None:
         return _names([v for v in flat.enum if isinstance(v, str)
-                       and all(c.valid(v, s) for s in subs if isinstance(s, Sub))
+                       and all(c.valid(v, s, listed=True) for s in subs if isinstance(s, Sub))
                        and not any(c.valid(v, s) for s in negated)])
     if "string" not in flat.types:
         return None
