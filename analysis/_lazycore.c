@@ -18,12 +18,16 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #define DEAD 0
 
-/* The context tuple's items, in LazyByteDFA._native_context's order. */
+/* The automaton's context: what the core reads and writes of a LazyByteDFA,
+ * one named field each (lazydfa.LazyByteDFA._use_native_core builds it with
+ * keywords, so the two sides cannot disagree on an order). */
 enum {
     C_DFA, C_CUTS, C_SHAPE_CUTS, C_STEPS, C_CLOSURES, C_LOCAL_CLOSURES, C_IDS, C_KERNELS,
     C_STRIDE, C_BOUNDED, C_CHECK, C_PY_CLOSURE, C_PY_CUT_OF, C_PY_SHAPE_CUT, C_PY_LOCAL_CLOSURE,
@@ -32,7 +36,23 @@ enum {
     C_WIDE_ENDS, C_SIZE
 };
 
-#define ITEM(ctx, i) PyTuple_GET_ITEM((ctx), (i))
+/* The fields' names, in the enum's order. */
+static const char *const context_fields[C_SIZE] = {
+    "dfa", "cuts", "shape_cuts", "steps", "closures", "local_closures", "ids", "kernels",
+    "stride", "bounded", "check", "py_closure", "py_cut_of", "py_shape_cut", "py_local_closure",
+    "py_discover", "eps", "edges", "calls", "ends", "final", "max_states",
+    "pushes", "stack_parent", "stack_top", "stack_depth", "resolved", "start_of", "enter",
+    "wide_ends",
+};
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *items[C_SIZE];
+} ContextObject;
+
+static PyTypeObject *context_type;
+
+#define ITEM(ctx, i) (((ContextObject *)(ctx))->items[(i)])
 
 /* The automaton's attributes the core reads and writes, interned once
  * (PyObject_GetAttrString makes a string each call: a few every new state). */
@@ -65,8 +85,8 @@ static int cached(PyObject *dict, PyObject *key, PyObject **found) {
 }
 
 static int check_context(PyObject *ctx) {
-    if (!PyTuple_Check(ctx) || PyTuple_GET_SIZE(ctx) != C_SIZE) {
-        PyErr_SetString(PyExc_TypeError, "_lazycore: the first argument must be the automaton's context");
+    if (!Py_IS_TYPE(ctx, context_type)) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: the first argument must be the automaton's Context");
         return -1;
     }
     return 0;
@@ -1605,6 +1625,89 @@ static PyObject *py_wide_sequences(PyObject *module, PyObject *unused) {
     return all;
 }
 
+/* --- the Context type ------------------------------------------------------ */
+
+/* Context(**fields): every field by name, each exactly once. */
+static PyObject *context_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    if (PyTuple_GET_SIZE(args) != 0) {
+        PyErr_SetString(PyExc_TypeError, "Context takes its fields by keyword only");
+        return NULL;
+    }
+    Py_ssize_t given = kwds == NULL ? 0 : PyDict_GET_SIZE(kwds);
+    ContextObject *self = (ContextObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    for (int i = 0; i < C_SIZE; i++) {
+        PyObject *value = kwds == NULL ? NULL : PyDict_GetItemString(kwds, context_fields[i]);
+        if (value == NULL) {
+            PyErr_Format(PyExc_TypeError, "Context: field '%s' is missing", context_fields[i]);
+            Py_DECREF(self);
+            return NULL;
+        }
+        Py_INCREF(value);
+        self->items[i] = value;
+    }
+    if (given != C_SIZE) {  /* every field was found, so some other keyword was given too */
+        PyObject *key, *value;
+        Py_ssize_t position = 0;
+        while (PyDict_Next(kwds, &position, &key, &value)) {
+            int known = 0;
+            for (int i = 0; i < C_SIZE && !known; i++) {
+                known = PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, context_fields[i]) == 0;
+            }
+            if (!known) {
+                PyErr_Format(PyExc_TypeError, "Context: no field named %R", key);
+                break;
+            }
+        }
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static int context_traverse(ContextObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    for (int i = 0; i < C_SIZE; i++) {
+        Py_VISIT(self->items[i]);
+    }
+    return 0;
+}
+
+static int context_clear(ContextObject *self) {
+    for (int i = 0; i < C_SIZE; i++) {
+        Py_CLEAR(self->items[i]);
+    }
+    return 0;
+}
+
+static void context_dealloc(ContextObject *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    context_clear(self);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
+}
+
+/* One read-only member a field, named as in context_fields (filled at import). */
+static PyMemberDef context_members[C_SIZE + 1];
+
+static PyType_Slot context_slots[] = {
+    {Py_tp_doc, (void *)"What the compiled core reads and writes of a LazyByteDFA, one named field each."},
+    {Py_tp_new, context_new},
+    {Py_tp_traverse, context_traverse},
+    {Py_tp_clear, context_clear},
+    {Py_tp_dealloc, context_dealloc},
+    {Py_tp_members, context_members},
+    {0, NULL},
+};
+
+static PyType_Spec context_spec = {
+    "tokendfa.analysis._lazycore.Context", sizeof(ContextObject), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, context_slots,
+};
+
 static PyMethodDef methods[] = {
     {"untrack_table", (PyCFunction)(void (*)(void))py_untrack_table, METH_FASTCALL,
      "Take a list of rows of ints (an NFA's table) off the cyclic collector's lists."},
@@ -1640,5 +1743,18 @@ PyMODINIT_FUNC PyInit__lazycore(void) {
     if (name_table == NULL || name_count == NULL || name_finals == NULL) {
         return NULL;
     }
-    return PyModule_Create(&definition);
+    for (int i = 0; i < C_SIZE; i++) {
+        context_members[i] = (PyMemberDef){(char *)context_fields[i], T_OBJECT_EX,
+                                           offsetof(ContextObject, items) + i * sizeof(PyObject *), READONLY, NULL};
+    }
+    PyObject *module = PyModule_Create(&definition);
+    if (module == NULL) {
+        return NULL;
+    }
+    context_type = (PyTypeObject *)PyType_FromSpec(&context_spec);
+    if (context_type == NULL || PyModule_AddObjectRef(module, "Context", (PyObject *)context_type) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

@@ -25,8 +25,10 @@ from . import limits
 from .dfa import INITIAL, ByteDFA
 from .errors import EmptyLanguageError
 from .minimise import canonical_byte_dfa
+from .literal_sets import minimal_literal_dfa
+from . import regex_compiler
 from .regex_compiler import DEFAULT_MAX_NFA_STATES, byte_tables_from_regex
-from .regex_tree import Node, parse_regex, to_regex
+from .regex_tree import Alt, Call, LiteralSet, Node, literal_members, parse_regex, to_regex
 
 __all__ = ["byte_dfa_from_regex"]
 
@@ -50,11 +52,22 @@ def byte_dfa_from_regex(pattern: "str | Node", *, max_nfa_states: int | None = N
     # One cached parse serves the checks and the construction (Python's parser is
     # ~1 us a character and not interruptible); a tree is taken as it is.
     tree = pattern if isinstance(pattern, Node) else parse_regex(pattern, calls=bool(definitions))
-    limit = DEFAULT_MAX_NFA_STATES if max_nfa_states is None else max_nfa_states
-    transitions, finals = byte_tables_from_regex(pattern, max_nfa_states=limit, definitions=definitions,
-                                                 max_dfa_states=max_dfa_states, tree=tree)
     text = pattern if isinstance(pattern, str) else ""
-    dfa = canonical_byte_dfa(transitions, finals, pattern=text)
+    whole = tree
+    if whole.__class__ is Call and definitions and whole.key in definitions:
+        whole = definitions[whole.key]
+    members = (literal_members(whole) if whole.__class__ is Alt
+               and len(whole.items) >= regex_compiler.LITERAL_SET_MIN_BRANCHES else None)
+    if whole.__class__ is LiteralSet or members:
+        # a set of literals (a schema's enum, a regex's alternation of words) as the
+        # whole pattern: minimal from the start
+        automaton = whole.automaton() if whole.__class__ is LiteralSet else minimal_literal_dfa(members)
+        dfa = automaton.byte_dfa(text)
+    else:
+        limit = DEFAULT_MAX_NFA_STATES if max_nfa_states is None else max_nfa_states
+        transitions, finals = byte_tables_from_regex(pattern, max_nfa_states=limit, definitions=definitions,
+                                                     max_dfa_states=max_dfa_states, tree=tree)
+        dfa = canonical_byte_dfa(transitions, finals, pattern=text)
     if dfa.num_states <= INITIAL:
         if not text:
             text = to_regex(pattern, definitions if definitions and isinstance(

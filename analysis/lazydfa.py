@@ -10,8 +10,9 @@ NFA. A whole row (:meth:`LazyByteDFA.row`) computes the successor of every
 byte range; a walk of a vocabulary asks for single cells
 (:meth:`LazyByteDFA.successors`), which computes only the ranges asked for:
 a state inside an object with declared keys has one successor per letter
-that starts a key, and each is a closure to compute (a cold token row on a
-schema with many keys discovered ~20 states it never entered).
+that starts a key, and each is a closure to compute (whole rows would
+discover states no walk enters: ~20 in a cold token row on a schema with
+many keys).
 
 **Shared definitions are called.** A call of a shared definition (a
 :class:`~tokendfa.analysis.regex_tree.Call` in a tree, a placeholder in
@@ -22,7 +23,11 @@ something calls it (:class:`_LazyNFA`). A DFA state is then a set of
 return to, the end of a definition's fragment pops it. The NFA grows with
 the written pattern, not the expanded one, and a definition that no match
 has reached yet costs nothing: free values of a JSON Schema may nest many
-levels at the price of one fragment a level. Definitions do not recurse,
+levels at the price of one fragment a level. The definitions may even
+be unknown at the start: a :class:`DefinitionSource` computes each one
+when a match first calls it (a JSON Schema's recursive ``$ref``, unrolled a
+bounded number of times, so that only the levels a generation reaches are
+written). Definitions do not recurse,
 so stacks are bounded by their nesting; with ``max_depth`` a definition may
 use itself, and stacks deeper than the bound are cut (exactly: the language
 is the pattern's with recursion at most ``max_depth`` calls deep).
@@ -56,7 +61,7 @@ from bisect import bisect_right
 from collections import Counter, OrderedDict
 from collections.abc import Mapping
 from functools import partial
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -66,10 +71,11 @@ from .native import native_module
 from .errors import BuildLimitError, EmptyLanguageError, RegexError
 from .regex_compiler import (DEFAULT_MAX_NFA_STATES, NFA_STATE_BYTES, _cut,
                              _SharedDefinitions, _ThompsonNFA)
-from .regex_tree import Alt, Call, Concat, Node, Repeat, calls_in, parse_regex, to_regex
+from .regex_tree import Alt, Call, Concat, LiteralSet, Node, Repeat, calls_in, parse_regex, to_regex
 from .utf8 import MAX_CODEPOINT, utf8_range_sequences
 
-__all__ = ["LazyByteDFA", "DEFAULT_MAX_LAZY_STATES", "UNKNOWN", "WIDE_SEQUENCES", "NATIVE_CORE"]
+__all__ = ["LazyByteDFA", "DefinitionSource", "DEFAULT_MAX_LAZY_STATES", "UNKNOWN", "WIDE_SEQUENCES",
+           "NATIVE_CORE"]
 
 # The compiled hot path of the subset construction (analysis/_lazycore.c; see
 # tokendfa.analysis.native): it stands in for the methods of LazyByteDFA that
@@ -99,9 +105,44 @@ DEFAULT_MAX_LAZY_STATES = 200_000
 # over 1 ms (scratch census, Qwen, 84 schemas). Past the reservation the
 # table still doubles.
 _RESERVED_ROWS = 1 << 16
+# The lazy builder's LITERAL_SET_MIN_BRANCHES (regex_compiler): a lazy automaton
+# determinises only the rows asked for, so Thompson branches cost little more than
+# the literal set's construction. Measured on qwen2.5, random words, compile and
+# first mask (medians of a noisy shared machine): 500 words 21 ms as a set, 17 ms
+# as branches; 1,000 words 33 and 35 ms; 5,000 words 52 and 74 ms.
+LAZY_LITERAL_SET_MIN_BRANCHES = 1000
 # Byte sets as ints (bit b for byte b), for LazyByteDFA._resolve_bytes.
 _ASCII_BYTES = (1 << 128) - 1
 _ALL_BYTES = (1 << 256) - 1
+
+
+@runtime_checkable
+class DefinitionSource(Protocol):
+    """Shared definitions that grow while the lazy automaton runs.
+
+    A plain mapping (key -> regex tree, or placeholder -> regex text) gives
+    every definition up front. A source instead computes a definition's
+    tree the first time a match calls it (:meth:`tree`), and that tree may
+    call definitions no tree called before
+    (:attr:`~tokendfa.analysis.regex_tree.Node.calls`), themselves computed
+    only when a match first calls them: a JSON Schema's recursive ``$ref``,
+    unrolled a bounded number of times, is written this way
+    (:mod:`tokendfa.schema`), so a lazy index compiles the levels of the
+    recursion a generation reaches and no others.
+
+    ``defines(key)`` says, without computing anything, whether the source
+    has a definition for ``key`` (a call of a key it does not define matches
+    nothing). ``tree(key)`` is called at most once per key, under the
+    automaton's lock; it may raise the errors of
+    :mod:`tokendfa.analysis.errors` (a time limit, say), which surface from
+    the request that reached the definition. Its definitions must not call
+    themselves, directly or through others (the source bounds the recursion
+    it writes); the automaton checks this as fragments are compiled.
+    """
+
+    def defines(self, key) -> bool: ...
+
+    def tree(self, key) -> "Node": ...
 
 
 class _Exclusive:
@@ -140,9 +181,12 @@ class LazyByteDFA:
     (a definition's syntax error surfaces when the definition is first called).
     ``max_depth`` bounds the call stack and allows recursive definitions
     (``None``: no bound, and a definition may not use itself).
+    ``definitions`` is a mapping, or a :class:`DefinitionSource` whose
+    definitions are computed when a match first calls them (not with
+    ``max_depth``, which compiles everything up front).
     """
 
-    def __init__(self, pattern: "str | Node", *, definitions: "Mapping | None" = None,
+    def __init__(self, pattern: "str | Node", *, definitions: "Mapping | DefinitionSource | None" = None,
                  max_nfa_states: int = DEFAULT_MAX_NFA_STATES,
                  max_states: int = DEFAULT_MAX_LAZY_STATES,
                  max_depth: int | None = None) -> None:
@@ -207,22 +251,30 @@ class LazyByteDFA:
         ``_resolve_bytes`` and ``_wide_targets`` with the compiled functions
         of ``core`` (instance attributes over the methods), which fall back on
         the methods for the rare cases: a definition's first call, a shape
-        whose ranges overlap, a full table, a depth bound. MaskBench's lazy
-        steps over 1 ms (Qwen, 84 schemas): 453 with the compiled token walk
-        alone, 261 with this core too (``benchmarks/RESULTS.md``)."""
+        whose ranges overlap, a full table, a depth bound.
+
+        What the core reads and writes is one ``core.Context``, built with a
+        keyword for each field: the C side names its fields, refuses a
+        missing or unknown one, and reads them by name, so no order has to
+        be kept in step by hand."""
         # The context refers to the automaton through a weak proxy: held by
         # the automaton's own attributes, a strong reference would make a
         # cycle, and a dropped index's table (up to 200 MB) would wait for
         # the cyclic collector.
         cls, this = type(self), weakref.proxy(self)
-        context = (this, self._cuts, self._shape_cuts, self._steps, self._closures, self._local_closures,
-                   self._ids, self._kernels, self._stride, self.max_depth is not None, limits.check,
-                   cls._closure.__get__(this), cls._cut_of.__get__(this), cls._shape_cut.__get__(this),
-                   cls._local_closure.__get__(this), cls._discover.__get__(this),
-                   self._eps, self._edges, self._calls, self._ends, self._final, self.max_states,
-                   self._pushes, self._stack_parent, self._stack_top, self._stack_depth,
-                   self._nfa.resolved, self._nfa.start_of, self._nfa.enter,
-                   self._wide_ends)
+        context = core.Context(
+            dfa=this, cuts=self._cuts, shape_cuts=self._shape_cuts, steps=self._steps,
+            closures=self._closures, local_closures=self._local_closures, ids=self._ids,
+            kernels=self._kernels, stride=self._stride, bounded=self.max_depth is not None,
+            check=limits.check,
+            py_closure=cls._closure.__get__(this), py_cut_of=cls._cut_of.__get__(this),
+            py_shape_cut=cls._shape_cut.__get__(this), py_local_closure=cls._local_closure.__get__(this),
+            py_discover=cls._discover.__get__(this),
+            eps=self._eps, edges=self._edges, calls=self._calls, ends=self._ends, final=self._final,
+            max_states=self.max_states, pushes=self._pushes, stack_parent=self._stack_parent,
+            stack_top=self._stack_top, stack_depth=self._stack_depth,
+            resolved=self._nfa.resolved, start_of=self._nfa.start_of, enter=self._nfa.enter,
+            wide_ends=self._wide_ends)
         self._core_context = context
         self._closure = partial(core.closure, context)
         self._step = partial(core.step, context)
@@ -869,10 +921,19 @@ class _LazyNFA:
     compiles just the direct callees. With every callee decided, the
     fragment's states that cannot reach its end are dropped, once.
 
+    **Growing definitions.** From a :class:`DefinitionSource` the
+    definitions are not all known at the start: a placeholder is numbered
+    when a text that names it is read, and its own text is read (computed
+    by the source) only when its fragment is compiled, that is when a
+    closure first reaches a call to it or when deciding a caller needs it.
+    Every table indexed by definition grows then, in place.
+
     **Recursion.** Without a stack bound, a definition that reaches itself
     through the calls of the definitions is refused (found on the trees'
     :attr:`~tokendfa.analysis.regex_tree.Node.calls` and the texts'
-    placeholders, before anything is compiled). With ``max_depth``, recursion
+    placeholders): from a mapping before anything is compiled; from a
+    growing source as each fragment is compiled (:meth:`_check_acyclic`),
+    since the definitions are not all known. With ``max_depth``, recursion
     is allowed: everything is compiled up front and :func:`_needs` finds how
     many stack levels each state needs to finish, which the automaton
     checks against the depth of each configuration.
@@ -906,29 +967,46 @@ class _LazyNFA:
             # walked them whole (up to 3.5 ms in one step on sp_0)
             for table in (self.eps, self.edges, self.calls):
                 _lazycore.untrack_table(table)
-        definitions = dict(definitions or {})
-        _SharedDefinitions(definitions, max_nfa_states)  # checks the placeholders
-        self.placeholders = list(definitions)
-        self.number = {placeholder: i for i, placeholder in enumerate(self.placeholders)}
-        # each definition's tree, or its regex text (read when first called)
-        self.texts = [definitions[p] for p in self.placeholders]
-        count = len(self.placeholders)
-        self.start_of = [-1] * count
-        self.end_of = [-1] * count
-        self.span = [(0, 0)] * count       # states base..end of a compiled fragment
-        self.callees: list[tuple[int, ...] | None] = [None] * count
-        self.completes: list[bool | None] = [None] * count
-        self.resolved = bytearray(count)
+        # Definitions are numbered as they become known: all at once from a
+        # mapping, and from a growing source as the trees that call them are
+        # read (_tree). The C core holds these lists and this bytearray and
+        # reads their current lengths: they grow in place, never rebound.
+        self.placeholders: list = []
+        self.number: dict = {}
+        # each definition's tree, or its regex text (read when first called);
+        # None: not read from the growing source yet
+        self.texts: list = []
+        self.start_of: list[int] = []
+        self.end_of: list[int] = []
+        self.span: list[tuple[int, int]] = []  # states base..end of a compiled fragment
+        self.callees: list[tuple[int, ...] | None] = []
+        self.completes: list[bool | None] = []
+        self.resolved = bytearray()
         self.templates: dict[tuple, _FragmentTemplate] = {}
+        if isinstance(definitions, DefinitionSource):
+            if max_depth is not None:
+                raise ValueError("max_depth compiles every definition up front: "
+                                 "it takes a mapping of definitions, not a growing source")
+            self.source: DefinitionSource | None = definitions
+        else:
+            definitions = dict(definitions or {})
+            _SharedDefinitions(definitions, max_nfa_states)  # checks the placeholders
+            self.source = None
+            for key, value in definitions.items():
+                self._register(key, value)
         # Texts of one shape have one length (a placeholder is one character),
         # trees one size: one of a length no other has keeps no template of
         # its own (o65424: 22 of its 23 shapes occur once, and their
         # templates would have kept 10 MB of rows for nothing); a tree's goes
         # to the process's bounded store of fragments (_SharedFragments).
-        self.length_count = Counter(map(_source_length, self.texts))
-        if max_depth is None:
+        # From a growing source the lengths are those of the definitions read
+        # so far.
+        self.length_count = Counter(_source_length(text) for text in self.texts if text is not None)
+        if max_depth is None and self.source is None:
             self._refuse_recursion()
-        main = pattern if isinstance(pattern, Node) else parse_regex(pattern, calls=count > 0)
+        main = pattern if isinstance(pattern, Node) else parse_regex(
+            pattern, calls=bool(self.placeholders) or self.source is not None)
+        self._discover(main)
         if main.__class__ is Call and main.key in self.number:
             main = self._tree(self.number[main.key])  # the whole pattern is one definition
         self.start, self.final, main_callees = self._build(main)
@@ -943,10 +1021,64 @@ class _LazyNFA:
             if not alive[self.start]:
                 self.start = -1
         else:
-            for d in range(count):
+            for d in range(len(self.placeholders)):
                 if self.start_of[d] < 0:
                     self._compile(d)
             self._bounded(max_depth)
+
+    # --- the definitions, as they become known ------------------------------
+
+    def _register(self, key, value=None) -> None:
+        self.number[key] = len(self.placeholders)
+        self.placeholders.append(key)
+        self.texts.append(value)
+        self.start_of.append(-1)
+        self.end_of.append(-1)
+        self.span.append((0, 0))
+        self.callees.append(None)
+        self.completes.append(None)
+        self.resolved.append(0)
+
+    def _discover(self, tree: Node) -> None:
+        """Number the definitions of a growing source that ``tree`` calls
+        (:attr:`~tokendfa.analysis.regex_tree.Node.calls`, in an order that
+        does not depend on the hash seed), without computing them."""
+        source = self.source
+        if source is None or not tree.calls:
+            return
+        number = self.number
+        new = [key for key in tree.calls if key not in number and source.defines(key)]
+        for key in sorted(new, key=_key_order):
+            self._register(key)
+
+    def _tree(self, d: int) -> Node:
+        """Definition ``d``'s tree: read from a growing source on first use,
+        a text read through the parse cache."""
+        value = self.texts[d]
+        if value is None:
+            value = self.source.tree(self.placeholders[d])
+            if not isinstance(value, Node):
+                raise TypeError(f"a definition source gave {type(value).__name__}, not a regex tree")
+            self.texts[d] = value
+            self.length_count[_source_length(value)] += 1
+            self._discover(value)
+        return value if isinstance(value, Node) else parse_regex(value, calls=True, anchors=False)
+
+    def _check_acyclic(self, d: int) -> None:
+        """Refuse a fragment of a growing source that reaches itself through
+        compiled fragments (the source promises none: this keeps a broken
+        promise from looping in a closure). Each cycle is found when its last
+        fragment is compiled; the search stops at fragments not compiled yet,
+        which a new fragment's callees mostly are."""
+        seen: set[int] = set()
+        stack = list(self.callees[d])
+        while stack:
+            c = stack.pop()
+            if c == d:
+                raise RegexError(f"shared definition {_key_name(self.placeholders[d])} uses itself")
+            if c not in seen and self.callees[c] is not None:
+                seen.add(c)
+                stack.extend(self.callees[c])
 
     # --- building fragments -------------------------------------------------
 
@@ -955,10 +1087,6 @@ class _LazyNFA:
 
     def template(self, key):
         return key
-
-    def _tree(self, d: int) -> Node:
-        source = self.texts[d]
-        return source if isinstance(source, Node) else parse_regex(source, calls=True, anchors=False)
 
     def _refuse_recursion(self) -> None:
         number = self.number
@@ -1016,9 +1144,11 @@ class _LazyNFA:
         tree = self._tree(d)
         source = self.texts[d]
         # a text's shape is found only where another text of its length may share it;
-        # a tree's always, since the process keeps the fragments of trees
+        # a tree's always, since the process keeps the fragments of trees; a literal
+        # set is its own shape (built from its strings, no callee to rename)
         local = self.length_count[_source_length(source)] > 1
-        shape, order = self._shape(tree) if local or isinstance(source, Node) else (None, ())
+        shape, order = (self._shape(tree) if (local or isinstance(source, Node))
+                        and tree.__class__ is not LiteralSet else (None, ()))
         template = None
         if shape is not None:
             template = self.templates.get(shape)
@@ -1039,6 +1169,8 @@ class _LazyNFA:
         self.start_of[d], self.end_of[d], self.callees[d] = start, end, callees
         self.span[d] = (base, len(self.eps))
         self.ends[end] = 1
+        if self.source is not None:
+            self._check_acyclic(d)
 
     # --- fragments of one shape, built once ------------------------------------
 
@@ -1137,6 +1269,12 @@ class _LazyNFA:
         if known is not None:
             return known
         if self.start_of[d] < 0:
+            if self.texts[d].__class__ is LiteralSet:
+                # a set of one string or more matches something: compiled when first
+                # entered (a 60,000-value enum inside an object: ~0.2 s the first
+                # mask no longer pays)
+                self.completes[d] = True
+                return True
             self._compile(d)
         start = self.start_of[d]
         if not self._alive(self.span[d], self.end_of[d])[start]:
@@ -1183,6 +1321,8 @@ class _LazyNFA:
         callees decided, its dead states dropped) on the first call."""
         if not self.resolved[d]:
             self._decide(d)
+            if self.start_of[d] < 0:
+                self._compile(d)  # decided without compiling it (a literal set)
             for callee in self.callees[d]:
                 self._decide(callee)
             self._prune(self.span[d], self._alive(self.span[d], self.end_of[d]))
@@ -1279,6 +1419,11 @@ def _source_length(source: "str | Node") -> tuple[bool, int]:
     return (True, len(source)) if isinstance(source, str) else (False, source.size)
 
 
+def _key_order(key) -> tuple:
+    """Definition keys in an order that does not depend on the hash seed."""
+    return (0, key) if isinstance(key, str) else (1, repr(key))
+
+
 def _key_name(key) -> str:
     """A definition's key for a message: a placeholder by its code point."""
     return f"{ord(key):#x}" if isinstance(key, str) and len(key) == 1 else repr(key)
@@ -1303,6 +1448,9 @@ class _CallingThompsonNFA(_ThompsonNFA):
     def __init__(self, pattern: "str | Node", max_states: int, shared=None) -> None:
         super().__init__(pattern, max_states, shared)
         self.calls: dict[int, list[tuple[object, int]]] = {}
+
+    def _literal_set_min_branches(self) -> int:
+        return LAZY_LITERAL_SET_MIN_BRANCHES
 
     def _stamp(self, template, source: int) -> int:
         ret = self.new_state()

@@ -1,9 +1,10 @@
 """Loading the package's optional compiled modules.
 
 Two small C extensions speed up lazy indexes: ``tokendfa.analysis._lazycore``
-(the subset construction's hot path) and ``tokendfa.builder._cwalk`` (the walk
-of a token row). Both are built at install where a C compiler is present and
-are optional: without them the Python and numpy code they stand in for gives
+(the subset construction's hot path) and ``tokendfa.lazy._cwalk`` (the walk
+of a token row, :data:`COMPILED_WALK`; the eager build's exact walk uses it
+too). Both are built at install where a C compiler is present and are
+optional: without them the Python and numpy code they stand in for gives
 the same answers, slower. ``TOKENDFA_NATIVE=0`` in the environment turns both
 off (the tests run both ways). Imports nothing from tokendfa.
 """
@@ -14,7 +15,11 @@ import importlib
 import os
 from types import ModuleType
 
-__all__ = ["native_module"]
+__all__ = ["COMPILED_WALK", "native_module"]
+
+# The compiled token walk's module, named here once for the two layers that
+# load it: the lazy engine (its rows) and the builder (its exact walk).
+COMPILED_WALK = "tokendfa.lazy._cwalk"
 
 
 def native_module(name: str) -> ModuleType | None:

@@ -148,7 +148,7 @@ def _warm_pool(vocab, n_jobs: int) -> None:
     from tokendfa import Index
 
     Parallel(n_jobs=n_jobs)(delayed(exec)("import tokendfa.builder.fast") for _ in range(2 * n_jobs))
-    Index.from_regex(WARM_UP_PATTERN, vocab, n_jobs=n_jobs)
+    Index.from_regex(WARM_UP_PATTERN, vocab, n_jobs=n_jobs, lazy=False)
 
 
 def _joblib_leftovers(pid: int) -> list[str]:
@@ -223,7 +223,7 @@ def _ours_job(pattern: str, vocab, method: str, n_jobs: int, runs: int, steps: i
             if n_jobs != 1:
                 _warm_pool(vocab, n_jobs)
             if warm_up is not None:
-                Index.from_regex(warm_up, vocab, method=method, n_jobs=n_jobs)
+                Index.from_regex(warm_up, vocab, method=method, n_jobs=n_jobs, lazy=False)
             for _ in range(runs):
                 index = None
                 _release_free_memory()
@@ -232,7 +232,7 @@ def _ours_job(pattern: str, vocab, method: str, n_jobs: int, runs: int, steps: i
                 meter = PeakMeter(with_children=n_jobs != 1)
                 meter.start()
                 cpu0, t0 = _cpu_seconds(), time.perf_counter()
-                index = Index.from_regex(pattern, vocab, method=method, n_jobs=n_jobs)
+                index = Index.from_regex(pattern, vocab, method=method, n_jobs=n_jobs, lazy=False)
                 seconds.append(time.perf_counter() - t0)
                 cpu.append(_cpu_seconds() - cpu0)
                 peaks.append(meter.stop())
@@ -369,9 +369,9 @@ def measure_vocabulary(name: str, workloads: list[Workload], args, timed_out: di
     # build need not make them all) and the reference build's cost per state,
     # to decide when to skip it.
     vocab.prepare()
-    Index.from_regex(WARM_UP_PATTERN, vocab)
+    Index.from_regex(WARM_UP_PATTERN, vocab, lazy=False)
     t0 = _cpu_seconds()
-    calibration = Index.from_regex("[0-9]{3}-[0-9]{4}", vocab, method="reference")
+    calibration = Index.from_regex("[0-9]{3}-[0-9]{4}", vocab, method="reference", lazy=False)
     reference_rate = (_cpu_seconds() - t0) / max(
         1, calibration.metadata.get("build", {}).get("byte_dfa_states") or calibration.num_states)
     del calibration
@@ -767,7 +767,7 @@ def render(results: list[dict], meta: dict, plot_path: Path | None, out_path: Pa
     add("## How it is measured")
     add("")
     add("- Times are wall-clock seconds around the one call that builds the index "
-        "(`Index.from_regex(...)` or `outlines_core.Index(regex, vocabulary)`), in a child process "
+        "(`Index.from_regex(..., lazy=False)` or `outlines_core.Index(regex, vocabulary)`), in a child process "
         "forked from one that already holds the vocabulary, its byte matrix and the outlines-core "
         "vocabulary. " + (
             "Each build is the first in its child (`--cold-child`), so it includes the pages "
@@ -920,7 +920,7 @@ def load_library() -> None:
 
     toy = Vocabulary([b"0", b"1", b"-", b"01", None], eos_token_ids=4)
     for method in ("fast", "reference"):
-        Index.from_regex("[0-9]{2}-[0-9]", toy, method=method)
+        Index.from_regex("[0-9]{2}-[0-9]", toy, method=method, lazy=False)
 
 
 def rerender(args) -> int:

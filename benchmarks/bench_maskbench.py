@@ -23,10 +23,10 @@ An instance is its compact JSON text (``json.dumps(data, separators=(",", ":"),
 ensure_ascii=False)``) tokenized with the vocabulary's own tokenizer
 (``Vocabulary.encode``). Engines (``--engines``):
 
-* ``tokendfa``: ``Index.from_schema(schema, vocab)`` walked by a ``Guide``
-  (``write_mask_into`` an int32 numpy row, ``advance``);
-* ``tokendfa-lazy``: the same with ``lazy=True``, reported as n/a while the
-  installed tokendfa has no such option;
+* ``tokendfa``: ``Index.from_schema(schema, vocab, lazy=False)`` (the eager
+  build) walked by a ``Guide`` (``write_mask_into`` an int32 numpy row, ``advance``);
+* ``tokendfa-lazy``: the same with ``lazy=True`` (the library's default),
+  reported as n/a while the installed tokendfa has no such option;
 * ``outlines-core``: ``build_regex_from_schema``, ``Index`` over our token
   bytes, ``Guide.write_mask_into`` / ``advance``;
 * ``xgrammar``: ``GrammarCompiler.compile_json_schema`` (defaults; compiler

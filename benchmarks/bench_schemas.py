@@ -76,7 +76,7 @@ def run_ours(record: SchemaRecord, vocab, lenient: bool) -> dict:
     start = time.perf_counter()
     result = regex_from_schema(record.schema, lenient=lenient)
     compiled = time.perf_counter()
-    index = Index.from_regex(result, vocab)  # shared pieces compiled once each
+    index = Index.from_regex(result, vocab, lazy=False)  # shared pieces compiled once each
     built = time.perf_counter()
     valid, invalid = _texts(record)
     accepted = [_accepts(index, vocab, t) for t in valid]
@@ -102,7 +102,7 @@ def run_outlines_index(record: SchemaRecord, regex: str, vocab, check: str) -> d
     else:
         from tokendfa import Index
 
-        index = Index.from_regex(regex, vocab)
+        index = Index.from_regex(regex, vocab, lazy=False)
         built = time.perf_counter()
         accepted = [_accepts(index, vocab, t) for t in valid]
         rejected = [not _accepts(index, vocab, t) for t in invalid]

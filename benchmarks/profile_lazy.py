@@ -29,15 +29,15 @@ from support.isolation import run_in_child  # noqa: E402
 
 def measure(record, vocab, depth):
     from tokendfa.analysis.lazydfa import LazyByteDFA
-    from tokendfa.builder.lazy import LazyIndex
+    from tokendfa.lazy import LazyIndex
     from tokendfa.schema.api import regex_from_schema
 
     t0 = time.perf_counter()
     compiled = regex_from_schema(record.schema, any_depth=depth, state_budget=None, share_free_levels=True)
     t1 = time.perf_counter()
-    dfa = LazyByteDFA(compiled.pattern, definitions=compiled.definitions or None)
+    dfa = LazyByteDFA(compiled.tree, definitions=compiled.tree_definitions or None)
     t2 = time.perf_counter()
-    index = LazyIndex(compiled.pattern, vocab, definitions=compiled.definitions)
+    index = LazyIndex(compiled.tree, vocab, definitions=compiled.tree_definitions)
     t3 = time.perf_counter()
     index.get_mask(index.initial_state)
     t4 = time.perf_counter()
@@ -67,7 +67,7 @@ def main() -> None:
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     from tokendfa import Index, Vocabulary
-    from tokendfa.builder.lazy import LAZY_ANY_DEPTH
+    from tokendfa.lazy import LAZY_ANY_DEPTH
 
     depth = LAZY_ANY_DEPTH if args.depth is None else args.depth
     vocab = Vocabulary.builtin("qwen2.5").prepare()

@@ -67,7 +67,7 @@ def select_schemas(vocab, outlines_vocab, *, count: int, workdir: Path, schema_d
 
     def build_ours(regex: str, path: Path) -> dict:
         t0 = time.perf_counter()
-        index = Index.from_regex(regex, vocab, progress=False)
+        index = Index.from_regex(regex, vocab, progress=False, lazy=False)
         seconds = time.perf_counter() - t0
         index.save(path)
         return {"seconds": seconds, "states": index.num_states}

@@ -9,6 +9,8 @@ holds and what it may import):
 * :mod:`tokendfa.vocab`         :class:`Vocabulary` and the tokenizer adapters
 * :mod:`tokendfa.schema`        JSON Schema -> regex
 * :mod:`tokendfa.builder`         byte DFA + vocabulary -> index arrays
+* :mod:`tokendfa.lazy`          the lazy engine: an index whose token rows are
+  computed on first request; completes to the builder's arrays
 * :mod:`tokendfa.runtime`       :class:`Index`, :class:`Guide`, index files
 * :mod:`tokendfa.cache`         built indexes on disk, shared by every process
 * :mod:`tokendfa.integrations`  generators: transformers
@@ -38,8 +40,12 @@ from .analysis.errors import (
     VocabularyMismatchError,
 )
 from .runtime.guide import Guide
-from .runtime.index import Index
-from .vocab.vocabulary import Vocabulary
+from .runtime.index import Index, prepare_builds
+from .vocab.vocabulary import Vocabulary, register_preparer
+
+# Vocabulary.prepare() also makes the lazy engine's tables and warms the
+# schema compiler (the vocabulary layer cannot import the builder itself).
+register_preparer(prepare_builds)
 
 __all__ = [
     "Index", "Guide", "Vocabulary",

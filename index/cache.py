@@ -377,9 +377,12 @@ def _build(kind: str, source: Any, vocabulary: "Vocabulary", result_options: dic
            build_options: dict[str, Any]) -> "Index":
     from .runtime.index import Index
 
+    # An entry is a file: the eager build (a lazy index would complete at
+    # save(), with a schema's free values at the lazy depth rather than the
+    # measured "auto" one that the key names).
     if kind == "regex":
-        return Index.from_regex(source, vocabulary, **build_options)
-    return Index.from_schema(source, vocabulary, **result_options, **build_options)
+        return Index.from_regex(source, vocabulary, lazy=False, **build_options)
+    return Index.from_schema(source, vocabulary, lazy=False, **result_options, **build_options)
 
 
 # --- filling the cache ahead of time (the CLI's ``tokendfa cache fill``) ---------

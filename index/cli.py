@@ -193,8 +193,10 @@ def _build(args) -> int:
     started = time.perf_counter()
     # The limits are checked inside the build's loops (tokendfa.analysis.limits):
     # no signal handler, so the same limits hold for a library caller and in threads.
+    # lazy=False: the file must hold the whole index, built at once (a schema's
+    # free values as deep as keeps the automaton small, any_depth="auto").
     options = dict(method=args.method, n_jobs=args.jobs, max_states=args.max_states,
-                   time_limit=args.time_limit, memory_budget=args.memory_budget)
+                   time_limit=args.time_limit, memory_budget=args.memory_budget, lazy=False)
     if schema is not None:
         index = Index.from_schema(schema, vocabulary, whitespace=args.whitespace,
                                   lenient=args.lenient, any_depth=args.any_depth, **options)
@@ -380,8 +382,12 @@ def _demo(args) -> int:
           f"(loaded and prepared in {time.perf_counter() - started:.2f} s)")
     print(f"schema      {json.dumps(DEMO_SCHEMA)}")
     started = time.perf_counter()
-    index = Index.from_schema(DEMO_SCHEMA, vocabulary)
-    print(f"built       {index.num_states} states, {len(index.arrays.masks)} distinct masks "
+    lazy = Index.from_schema(DEMO_SCHEMA, vocabulary)  # lazy: serves at once
+    lazy.get_mask(lazy.initial_state)
+    print(f"lazy        compiled and first mask in {(time.perf_counter() - started) * 1000:.1f} ms")
+    started = time.perf_counter()
+    index = lazy.complete()  # the whole index, for a file
+    print(f"completed   {index.num_states} states, {len(index.arrays.masks)} distinct masks "
           f"in {time.perf_counter() - started:.2f} s")
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "demo.tdfa")

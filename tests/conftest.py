@@ -64,10 +64,21 @@ def cached_vocabulary(name: str) -> Vocabulary:
     return toy_vocabulary() if name == "toy" else Vocabulary.builtin(name)
 
 
+@pytest.fixture
+def parallel_always(monkeypatch):
+    """Builds asked for n_jobs != 1 walk in parallel however small (the
+    tests of the parallel walk; by default a small one stays in process)."""
+    from tokendfa.builder import config
+
+    monkeypatch.setattr(config, "PARALLEL_MIN_WORK", 0)
+
+
 @functools.lru_cache(maxsize=256)
 def cached_index(pattern: str, vocab_name: str, method: str = "fast", n_jobs: int = 1) -> Index:
-    """Indexes are immutable, so tests share them across the session."""
-    return Index.from_regex(pattern, cached_vocabulary(vocab_name), method=method, n_jobs=n_jobs)
+    """The eager build (the tests of its arrays use these); indexes are
+    immutable, so tests share them across the session."""
+    return Index.from_regex(pattern, cached_vocabulary(vocab_name), method=method, n_jobs=n_jobs,
+                            lazy=False)
 
 
 @pytest.fixture(scope="session")

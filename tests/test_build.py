@@ -76,7 +76,7 @@ def test_toy_index_equals_brute_force(case, method):
     expected = brute_force_transitions(dfa, TOY_TOKENS)
     if expected is None:
         with pytest.raises(VocabularyCoverageError):
-            Index.from_regex(case.pattern, cached_vocabulary("toy"), method=method)
+            Index.from_regex(case.pattern, cached_vocabulary("toy"), method=method, lazy=False)
         return
     index = cached_index(case.pattern, "toy", method)
     assert_index_matches(index, dfa, expected, [TOY_EOS])
@@ -84,12 +84,12 @@ def test_toy_index_equals_brute_force(case, method):
 
 @pytest.mark.parametrize("case", CASES, ids=ids)
 @pytest.mark.parametrize("n_jobs", [1, 2])
-def test_toy_fast_build_equals_reference(case, n_jobs):
+def test_toy_fast_build_equals_reference(case, n_jobs, parallel_always):
     if brute_force_transitions(byte_dfa_from_regex(case.pattern), TOY_TOKENS) is None:
         pytest.skip(f"the toy vocabulary cannot spell {case.pattern!r}: no arrays to compare "
                     "(test_toy_index_equals_brute_force checks the coverage error)")
     reference = cached_index(case.pattern, "toy", "reference")
-    fast = Index.from_regex(case.pattern, cached_vocabulary("toy"), n_jobs=n_jobs)
+    fast = Index.from_regex(case.pattern, cached_vocabulary("toy"), n_jobs=n_jobs, lazy=False)
     assert fast.arrays.equals(reference.arrays)
 
 
@@ -127,9 +127,36 @@ def test_tokens_into_unfinishable_states_are_dropped(toy_vocab):
     assert "é".encode() in allowed and b"\xc3" in allowed
 
 
-def test_vocabulary_that_cannot_express_the_pattern(toy_vocab):
+def test_small_parallel_build_stays_in_process(monkeypatch):
+    """n_jobs=2 on a walk below PARALLEL_MIN_WORK does not start joblib
+    workers (on qwen2.5 a JSON string took 195 ms so against 45 in process),
+    and gives the same index; at the threshold it goes parallel."""
+    import joblib
+
+    from tokendfa.builder import config
+
+    started = []
+
+    class Recording(joblib.Parallel):
+        def __init__(self, *args, **kwargs):
+            started.append(kwargs.get("n_jobs"))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(joblib, "Parallel", Recording)
+    vocab = cached_vocabulary("qwen2.5")
+    pattern = r'"([^"\\\x00-\x1f]|\\["\\/bfnrt])*"'  # a JSON string: 17 states x 29k signatures
+    alone = Index.from_regex(pattern, vocab, lazy=False)
+    assert Index.from_regex(pattern, vocab, n_jobs=2, lazy=False).arrays.equals(alone.arrays)
+    assert started == []
+    monkeypatch.setattr(config, "PARALLEL_MIN_WORK", 1)
+    assert Index.from_regex(pattern, vocab, n_jobs=2, backend="threading", lazy=False).arrays.equals(alone.arrays)
+    assert started == [2]
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_vocabulary_that_cannot_express_the_pattern(toy_vocab, lazy):
     with pytest.raises(VocabularyCoverageError) as caught:
-        Index.from_regex(r"ab(z|y)", toy_vocab)
+        Index.from_regex(r"ab(z|y)", toy_vocab, lazy=lazy)
     message = str(caught.value)
     assert "cannot express" in message and "b'y'" in message and "b'z'" in message
     assert "after b'ab'" in message
@@ -140,9 +167,9 @@ def test_state_bound_fails_early(toy_vocab):
     from tokendfa import BuildLimitError
 
     with pytest.raises(BuildLimitError, match="has 10 states, more than the limit of 5") as caught:
-        Index.from_regex(r"[0-9]{9}", toy_vocab, max_states=5)
+        Index.from_regex(r"[0-9]{9}", toy_vocab, max_states=5, lazy=False)
     assert caught.value.reached == 10
-    assert Index.from_regex(r"[0-9]{9}", toy_vocab, max_states=10).num_states == 10
+    assert Index.from_regex(r"[0-9]{9}", toy_vocab, max_states=10, lazy=False).num_states == 10
 
 
 def test_progress_line_only_for_slow_builds():
@@ -292,8 +319,8 @@ def test_sparse_and_dense_token_tables_give_the_same_index(monkeypatch, pattern)
     for route, fraction in (("sparse", 0), ("dense", 10**9)):
         monkeypatch.setattr(fast, "_SPARSE_FRACTION", fraction)
         monkeypatch.setattr(assemble, "_SPARSE_MASK_FRACTION", fraction)
-        built[route] = Index.from_regex(pattern, vocab).arrays
-    reference = Index.from_regex(pattern, vocab, method="reference").arrays if len(pattern) < 30 else None
+        built[route] = Index.from_regex(pattern, vocab, lazy=False).arrays
+    reference = Index.from_regex(pattern, vocab, method="reference", lazy=False).arrays if len(pattern) < 30 else None
     assert built["sparse"].equals(built["dense"])
     if reference is not None:
         assert built["sparse"].equals(reference)
@@ -309,11 +336,11 @@ def test_patterns_with_few_tokens_walked_directly_give_the_signature_walk_index(
     from tokendfa.builder import fast
 
     vocab = cached_vocabulary(vocab_name)
-    direct = Index.from_regex(pattern, vocab).arrays
+    direct = Index.from_regex(pattern, vocab, lazy=False).arrays
     calls = []
     real = fast._direct_edges
     monkeypatch.setattr(fast, "_direct_edges", lambda *args: calls.append(real(*args)))
-    walked = Index.from_regex(pattern, vocab).arrays
+    walked = Index.from_regex(pattern, vocab, lazy=False).arrays
     assert calls and calls[0] is not None  # the pattern did qualify for the direct walk
     assert direct.equals(walked)
 
@@ -372,7 +399,7 @@ def test_small_assembly_on_a_real_vocabulary(monkeypatch, pattern):
         small, arrays = _assembled_both_ways(monkeypatch, dfa, raw, vocab)
         assert small.equals(arrays)
     if len(pattern) < 25:
-        assert small.equals(Index.from_regex(pattern, vocab, method="reference").arrays)
+        assert small.equals(Index.from_regex(pattern, vocab, method="reference", lazy=False).arrays)
 
 
 def test_unique_rows_and_distinct_agree_with_numpy():
@@ -441,7 +468,7 @@ def test_compiled_exact_walk_is_the_numpy_walk(monkeypatch, vocab_name):
     token over the complete table) and in numpy (a byte a level), gives the
     same end state for every (state, token, position) and the same index for
     schema-like patterns, whose narrow states the build walks exactly."""
-    cwalk = pytest.importorskip("tokendfa.builder._cwalk")
+    cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
     from tokendfa.builder import narrow
 
     vocab = cached_vocabulary(vocab_name)
@@ -458,9 +485,9 @@ def test_compiled_exact_walk_is_the_numpy_walk(monkeypatch, vocab_name):
     assert np.array_equal(compiled, narrow.exact_walk(dfa.transitions, vocab, states, tokens, positions))
     assert (compiled != 0).sum() > 100  # some walks live: the comparison is not all zeros
     for regex in (pattern, r'\{"id":[0-9]{1,5},"tags":\[("[a-z]{1,8}"(,"[a-z]{1,8}"){0,3})?\]\}'):
-        numpy_built = Index.from_regex(regex, vocab, n_jobs=1)
+        numpy_built = Index.from_regex(regex, vocab, n_jobs=1, lazy=False)
         monkeypatch.setattr(narrow, "_cwalk", cwalk)
-        assert Index.from_regex(regex, vocab, n_jobs=1).arrays.equals(numpy_built.arrays)
+        assert Index.from_regex(regex, vocab, n_jobs=1, lazy=False).arrays.equals(numpy_built.arrays)
         monkeypatch.setattr(narrow, "_cwalk", None)
     table = np.ascontiguousarray(dfa.transitions, dtype=np.int32)
     spellings, offsets = narrow._spellings(vocab)

@@ -108,7 +108,7 @@ def test_a_damaged_entry_is_deleted_and_rebuilt(toy_vocab, tmp_path, damage):
     cache = IndexCache(tmp_path)
     index = cache.get_or_build("schema", SCHEMA, toy_vocab)
     assert (cache.stats.repaired, cache.stats.builds, cache.stats.hits) == (1, 1, 0)
-    assert same_index(index, Index.from_schema(SCHEMA, toy_vocab))
+    assert same_index(index, Index.from_schema(SCHEMA, toy_vocab, lazy=False))
     assert same_index(Index.load(path, toy_vocab), index)  # written again, whole
 
 
@@ -276,7 +276,7 @@ def test_a_build_killed_midway_leaves_nothing_served(tmp_path):
     assert [p for p in tmp_path.rglob("*") if p.suffix == ".tdfa"] == []  # no partial file either
     index = cache.get_or_build("regex", SLOW_PATTERN, toy_vocabulary())
     assert cache.stats.builds == 1
-    fresh = Index.from_regex(SLOW_PATTERN, toy_vocabulary())
+    fresh = Index.from_regex(SLOW_PATTERN, toy_vocabulary(), lazy=False)
     assert index.num_states == fresh.num_states
     assert np.array_equal(index.arrays.masks, fresh.arrays.masks)
     assert IndexCache(tmp_path).get_or_build("regex", SLOW_PATTERN, toy_vocabulary()).num_states \

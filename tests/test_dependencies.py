@@ -77,7 +77,7 @@ MISSING = {
     "joblib": (
         ["joblib"],
         "v = Vocabulary([b'a', b'b', None], eos_token_ids=2)",
-        "Index.from_regex('(ab)+', v, n_jobs=2)",
+        "Index.from_regex('(ab)+', v, n_jobs=2, lazy=False)",
         "a parallel build (n_jobs != 1) needs joblib, which is not installed: "
         "pip install 'tokendfa[build]'"),
     "jsonschema": (

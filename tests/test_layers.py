@@ -2,9 +2,13 @@
 
 ``analysis`` is pure functions over automata and imports nothing else of
 tokendfa; ``runtime`` (loading and serving) imports only the error and limit
-modules of ``analysis``; ``build`` never imports ``runtime.index``; and no
-two modules import each other at module level, directly or around a cycle.
-The package's own ``__init__`` importing its submodules is not counted.
+modules of ``analysis``; ``builder`` and ``lazy`` never import
+``runtime.index``; the lazy engine takes from the builder only its
+configuration at module level; and no two modules import each other at
+module level, directly or around a cycle. The package's own ``__init__``
+importing its submodules is not counted. Checked over every import, in calls
+too: ``runtime`` imports the lazy engine only inside its calls, and no layer
+imports another's private (underscore) names.
 """
 
 from __future__ import annotations
@@ -58,8 +62,55 @@ GRAPH = {name: _module_level_imports(name, path, _modules()) for name, path in _
 
 
 def test_the_layout_is_read():
-    assert {"tokendfa.analysis.dfa", "tokendfa.builder.fast", "tokendfa.runtime.index",
+    assert {"tokendfa.analysis.dfa", "tokendfa.builder.fast", "tokendfa.runtime.index", "tokendfa.lazy.index",
             "tokendfa.schema.keywords", "tokendfa.vocab.vocabulary"} <= set(GRAPH)
+
+
+def _every_import(name: str, path: Path) -> list[tuple[str, str, bool]]:
+    """``(module, imported name, at module level)`` for each ``from`` import of
+    a tokendfa module anywhere in the file (inside functions too)."""
+    here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    tree = ast.parse(path.read_text())
+    top = {id(node) for node in tree.body}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = ".".join(here[:len(here) - node.level + 1] + ([node.module] if node.module else [])) \
+                if node.level else (node.module or "")
+            if base.startswith("tokendfa"):
+                found += [(base, alias.name, id(node) in top) for alias in node.names]
+    return found
+
+
+IMPORTS = {name: _every_import(name, path) for name, path in _modules().items()}
+
+
+def _layer(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_layer_imports_another_layers_private_names():
+    wrong = sorted((module, f"{base}.{imported}") for module, found in IMPORTS.items()
+                   for base, imported, _ in found
+                   if imported.startswith("_") and _layer(base) != _layer(module))
+    assert wrong == []
+
+
+def test_builder_and_lazy_engine_never_import_the_runtime_index():
+    """Not even inside a call: the runtime passes its ``Index`` class down."""
+    wrong = sorted((module, base) for module, found in IMPORTS.items()
+                   if module.startswith(("tokendfa.builder", "tokendfa.lazy"))
+                   for base, imported, _ in found
+                   if base.startswith("tokendfa.runtime.index") or f"{base}.{imported}" == "tokendfa.runtime.index")
+    assert wrong == []
+
+
+def test_runtime_imports_the_lazy_engine_only_inside_calls():
+    """Loading an index file never loads the lazy engine (nor, through it,
+    the builder); ``Index.from_regex`` and ``from_schema`` import it when called."""
+    lazy = [(module, top) for module, found in IMPORTS.items() if module.startswith("tokendfa.runtime")
+            for base, _, top in found if _layer(base) == "tokendfa.lazy"]
+    assert lazy and not any(top for _, top in lazy)
 
 
 @pytest.mark.parametrize("layer, allowed", [
@@ -67,8 +118,9 @@ def test_the_layout_is_read():
     ("tokendfa.runtime", ("tokendfa.runtime", "tokendfa.analysis.errors", "tokendfa.analysis.limits")),
     ("tokendfa.vocab", ("tokendfa.vocab", "tokendfa.analysis")),
     ("tokendfa.schema", ("tokendfa.schema", "tokendfa.analysis")),
-    ("tokendfa.builder", ("tokendfa.builder", "tokendfa.analysis", "tokendfa.vocab",
-                        "tokendfa.runtime.arrays", "tokendfa.runtime.serving")),
+    ("tokendfa.builder", ("tokendfa.builder", "tokendfa.analysis", "tokendfa.vocab", "tokendfa.runtime.arrays")),
+    ("tokendfa.lazy", ("tokendfa.lazy", "tokendfa.analysis", "tokendfa.vocab", "tokendfa.runtime.arrays",
+                       "tokendfa.runtime.serving", "tokendfa.builder.config")),
 ])
 def test_each_layer_imports_only_what_its_docstring_allows(layer, allowed):
     wrong = sorted((module, target) for module, targets in GRAPH.items() if module.startswith(layer)

@@ -21,14 +21,16 @@ import pytest
 from cases import CASES
 from conftest import TOY_EOS, TOY_TOKENS, cached_vocabulary
 from tokendfa import (BuildLimitError, EmptyLanguageError, Guide, Index, InvalidStateError,
-                      TokenNotAllowedError, VocabularyCoverageError)
+                      TokenNotAllowedError, Vocabulary, VocabularyCoverageError)
 from tokendfa.analysis.construct import byte_dfa_from_regex
 from tokendfa.analysis.minimise import canonical_byte_dfa
 from tokendfa.analysis.lazydfa import UNKNOWN, LazyByteDFA
 from tokendfa.analysis.dfa import INITIAL as INITIAL_STATE
 from tokendfa.analysis import lazydfa as lazydfa_module
-from tokendfa.builder import lazy as lazy_module
-from tokendfa.builder.lazy import LAZY_ANY_DEPTH, LazyIndex
+import tokendfa.lazy as lazy_module
+from tokendfa.lazy import index as lazy_index_module, kernels as lazy_kernels, plans as lazy_plans
+from tokendfa.lazy import tables as lazy_tables
+from tokendfa.lazy import LAZY_ANY_DEPTH, LazyIndex
 from tokendfa.schema.api import regex_from_schema
 
 TOKEN = {data: i for i, data in reversed(list(enumerate(TOY_TOKENS))) if data is not None}
@@ -69,15 +71,22 @@ def lockstep(lazy, eager, max_pairs: int | None = None) -> int:
     return len(seen)
 
 
+def compiled_walk(monkeypatch, module) -> None:
+    """Use ``module`` as the compiled walk (None: the numpy code) in every
+    module of the lazy engine that calls it."""
+    for holder in (lazy_kernels, lazy_plans, lazy_tables, lazy_index_module):
+        monkeypatch.setattr(holder, "_cwalk", module)
+
+
 @pytest.fixture(params=["compiled", "python"])
 def native(request, monkeypatch):
     """Each lazy automaton and row computed by the compiled code
-    (analysis/_lazycore.c, index/builder/_cwalk.c) and by the Python and numpy
+    (analysis/_lazycore.c, index/lazy/_cwalk.c) and by the Python and numpy
     code it stands in for where it is not built."""
     if request.param == "python":
         monkeypatch.setattr(lazydfa_module, "_lazycore", None)
-        monkeypatch.setattr(lazy_module, "_cwalk", None)
-    elif lazydfa_module._lazycore is None or lazy_module._cwalk is None:
+        compiled_walk(monkeypatch, None)
+    elif lazydfa_module._lazycore is None or lazy_kernels._cwalk is None:
         if os.environ.get("TOKENDFA_NATIVE") == "0":
             pytest.skip("TOKENDFA_NATIVE=0 turns the compiled code off")
         pytest.fail("the compiled code is not built (no C compiler at install?)")
@@ -475,7 +484,7 @@ def test_lazy_dfa_bound():
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_lazy_index_serves_the_eager_index_toy(case, toy_vocab, native):
     try:
-        eager = Index.from_regex(case.pattern, toy_vocab)
+        eager = Index.from_regex(case.pattern, toy_vocab, lazy=False)
     except VocabularyCoverageError:
         with pytest.raises(VocabularyCoverageError):
             Index.from_regex(case.pattern, toy_vocab, lazy=True)
@@ -505,7 +514,7 @@ def test_lazy_table_past_its_reserved_rows_grows_and_serves_the_same(reserved, t
     with pytest.raises(IndexError, match="not discovered"):
         dfa.step(dfa.num_states, ord("a"))  # a row past the count is undefined, not read
     case = next(c for c in CASES if c.name == "url")  # 79 states
-    lazy, eager = Index.from_regex(case.pattern, toy_vocab, lazy=True), Index.from_regex(case.pattern, toy_vocab)
+    lazy, eager = Index.from_regex(case.pattern, toy_vocab, lazy=True), Index.from_regex(case.pattern, toy_vocab, lazy=False)
     lockstep(lazy, eager)
     assert lazy.complete().arrays.equals(eager.arrays)
 
@@ -514,7 +523,7 @@ def test_token_liveness_when_bytes_are_not_all_tokens(toy_vocab):
     # "ab" keeps the bytes alive (ab3c) but no token spells "3": the eager
     # index refuses it, and so must the lazy one.
     lazy = Index.from_regex(r"(ab3|a)c", toy_vocab, lazy=True)
-    eager = Index.from_regex(r"(ab3|a)c", toy_vocab)
+    eager = Index.from_regex(r"(ab3|a)c", toy_vocab, lazy=False)
     assert lazy.is_allowed(lazy.initial_state, TOKEN[b"a"])
     assert not lazy.is_allowed(lazy.initial_state, TOKEN[b"ab"])
     lockstep(lazy, eager)
@@ -549,11 +558,129 @@ def test_serving_errors_eos_and_buffers(toy_vocab):
     assert guide.is_finished() and guide.get_tokens().size == 0
 
 
+def test_the_default_index_is_lazy_and_lazy_false_is_the_eager_build(toy_vocab, tmp_path):
+    regex = Index.from_regex(r"[a-c]{2,4}x?", toy_vocab)
+    schema = Index.from_schema({"type": "integer", "maximum": 99}, toy_vocab)
+    assert isinstance(regex, LazyIndex) and isinstance(schema, LazyIndex)
+    assert regex.num_served_states == 0  # nothing computed before it is asked for
+    with pytest.raises(AttributeError, match="lazy=False"):
+        regex.arrays  # code written for the eager default is told what to do
+    eager = Index.from_regex(r"[a-c]{2,4}x?", toy_vocab, lazy=False)
+    assert type(eager) is Index
+    assert regex.complete().arrays.equals(eager.arrays)
+    # a file always holds the whole index
+    Index.from_regex(r"[a-c]{2,4}x?", toy_vocab).save(tmp_path / "default.tdfa")
+    assert Index.load(tmp_path / "default.tdfa", toy_vocab).arrays.equals(eager.arrays)
+    assert schema.complete().arrays.equals(
+        Index.from_schema({"type": "integer", "maximum": 99}, toy_vocab, lazy=False).arrays)
+
+
+def _lockstep_through_the_map(lazy, completed, vocab, walks: int, steps: int, seed: int = 0) -> int:
+    """Random token walks through ``lazy``, checking at every state that
+    ``completed_state`` gives the completed index's state with the same mask,
+    finality, and successors; returns the number of steps checked."""
+    rng = np.random.default_rng(seed)
+    checked = 0
+    for _ in range(walks):
+        state = lazy.initial_state
+        assert lazy.completed_state(state) == completed.initial_state
+        for _ in range(steps):
+            mapped = lazy.completed_state(state)
+            assert np.array_equal(lazy.get_mask(state), completed.get_mask(mapped))
+            assert lazy.is_final(state) == completed.is_final(mapped)
+            allowed = [t for t in lazy.get_tokens(state).tolist() if t not in vocab.eos_token_ids]
+            if not allowed:
+                break
+            token = int(rng.choice(allowed))
+            state = lazy.advance(state, token)
+            assert lazy.completed_state(state) == completed.advance(mapped, token)
+            checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.name in ("number", "url", "json_string", "iso_date")],
+                         ids=lambda c: c.name)
+def test_lazy_states_map_onto_the_completed_index_toy(case, toy_vocab):
+    lazy = Index.from_regex(case.pattern, toy_vocab)
+    first = int(lazy.get_tokens(lazy.initial_state)[0])
+    before = lazy.advance(lazy.initial_state, first)
+    completed = lazy.complete()
+    assert lazy.advance(lazy.initial_state, first) == before  # served ids stay what they were
+    assert _lockstep_through_the_map(lazy, completed, toy_vocab, walks=20, steps=30) > 20
+    assert lazy.state_map()[0] == -1
+    with pytest.raises(InvalidStateError):
+        lazy.completed_state(0)
+
+
+def test_guide_over_a_lazy_index_goes_on_across_completion_qwen():
+    vocab = cached_vocabulary("qwen2.5")
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"}},
+              "required": ["name", "n"], "additionalProperties": False}
+    lazy = Index.from_schema(schema, vocab)
+    guide = Guide(lazy)
+    tokens = vocab.encode('{"name":"Ada","n":42}')
+    for token in tokens[:3]:
+        guide.advance(token)
+    completed = lazy.complete()
+    moved = guide.completed()
+    assert moved.index is completed and moved.num_tokens == 3
+    for token in tokens[3:]:
+        assert np.array_equal(guide.get_mask(), moved.get_mask())
+        assert lazy.completed_state(guide.advance(token)) == moved.advance(token)
+    assert guide.can_end() and moved.can_end()
+    moved.rollback(len(tokens) - 1)  # the history came across too
+    assert moved.num_tokens == 1 and moved.state == lazy.completed_state(lazy.advance(lazy.initial_state, tokens[0]))
+    assert _lockstep_through_the_map(lazy, completed, vocab, walks=5, steps=25) > 10
+
+
+def test_completion_explores_the_served_automaton_without_compiling_again(toy_vocab, monkeypatch):
+    """complete() minimises the lazy automaton explored from where serving
+    left it: the pattern is not compiled again, and the states materialised
+    while serving are not computed again."""
+    from tokendfa.builder import pipeline
+
+    lazy = Index.from_regex(cached_case("url"), toy_vocab)
+    guide = Guide(lazy)
+    for token in toy_vocab.encode("ab.abc.xa"):
+        guide.advance(token)
+    served = lazy.byte_dfa.num_states
+
+    def compiled_again(*args, **kwargs):
+        raise AssertionError("the pattern was compiled again")
+
+    monkeypatch.setattr(pipeline, "byte_dfa_from_regex", compiled_again)
+    dfa = lazy.byte_dfa
+    rows_before = {state for state in range(served) if dfa._materialised[state]}
+    computed = []
+    compute_row = dfa._compute_row
+    monkeypatch.setattr(dfa, "_compute_row", lambda state: (computed.append(state), compute_row(state))[1])
+    completed = lazy.complete()
+    assert rows_before and computed and not rows_before & set(computed)
+    monkeypatch.undo()
+    assert completed.arrays.equals(Index.from_regex(cached_case("url"), toy_vocab, lazy=False).arrays)
+
+
+def test_completing_a_lazy_schema_past_its_bound_says_what_to_do(tmp_path):
+    """The default lazy schema index nests free values 32 levels, which an
+    open object's completion cannot hold: save() says to build the whole
+    index with lazy=False (as tokendfa build does)."""
+    vocab = cached_vocabulary("qwen2.5")
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    lazy = Index.from_schema(schema, vocab, max_states=2000)
+    with pytest.raises(BuildLimitError, match="lazy=False"):
+        lazy.save(tmp_path / "open.tdfa")
+    assert not (tmp_path / "open.tdfa").exists()
+    Index.from_schema(schema, vocab, lazy=False).save(tmp_path / "open.tdfa")  # the advice works
+    with pytest.raises(BuildLimitError) as caught:  # a chosen depth: nothing to advise
+        Index.from_schema(schema, vocab, any_depth=30, max_states=2000).complete()
+    assert "lazy=False" not in str(caught.value)
+
+
 def test_save_writes_the_completed_index(toy_vocab, tmp_path):
     lazy = Index.from_regex(r"[a-c]{2,4}x?", toy_vocab, lazy=True)
     lazy.save(tmp_path / "lazy.tdfa")
     loaded = Index.load(tmp_path / "lazy.tdfa", toy_vocab)
-    assert loaded.arrays.equals(Index.from_regex(r"[a-c]{2,4}x?", toy_vocab).arrays)
+    assert loaded.arrays.equals(Index.from_regex(r"[a-c]{2,4}x?", toy_vocab, lazy=False).arrays)
 
 
 def test_background_completion(toy_vocab):
@@ -561,7 +688,7 @@ def test_background_completion(toy_vocab):
     lazy.start_completion()
     assert lazy.wait_completion(timeout=60)
     served = lazy.num_served_states
-    eager = Index.from_regex(cached_case("url"), toy_vocab)
+    eager = Index.from_regex(cached_case("url"), toy_vocab, lazy=False)
     assert served >= eager.num_states  # lazy states are not minimal
     lockstep(lazy, eager)
     assert lazy.num_served_states == served  # nothing was left to compute
@@ -579,7 +706,7 @@ def test_lazy_index_serves_the_eager_index_qwen(name, native):
     vocab = cached_vocabulary("qwen2.5")
     pattern = cached_case(name)
     lazy = Index.from_regex(pattern, vocab, lazy=True)
-    eager = Index.from_regex(pattern, vocab)
+    eager = Index.from_regex(pattern, vocab, lazy=False)
     lockstep(lazy, eager, max_pairs=60)
     assert lazy.complete().arrays.equals(eager.arrays)
 
@@ -611,7 +738,7 @@ def test_compiled_modules_are_built():
     if os.environ.get("TOKENDFA_NATIVE") == "0":
         assert not lazy_module.NATIVE_WALK and not lazydfa_module.NATIVE_CORE
     else:
-        assert lazy_module.NATIVE_WALK, "tokendfa.builder._cwalk did not build"
+        assert lazy_module.NATIVE_WALK, "tokendfa.lazy._cwalk did not build"
         assert lazydfa_module.NATIVE_CORE, "tokendfa.analysis._lazycore did not build"
 
 
@@ -622,12 +749,12 @@ def test_native_off_serves_the_same_masks_in_a_fresh_process():
     script = textwrap.dedent("""
         from tokendfa import Index, Vocabulary
         from tokendfa.analysis import lazydfa
-        from tokendfa.builder import lazy
+        import tokendfa.lazy as lazy
         assert not lazydfa.NATIVE_CORE and not lazy.NATIVE_WALK
         tokens = [bytes([b]) for b in range(128)] + [b'"a', b'",', b'bc"', b'ab', None]
         vocab = Vocabulary(tokens, len(tokens) - 1)
         pattern = '"[a-c ]{0,6}",?'
-        lazy_index, eager = Index.from_regex(pattern, vocab, lazy=True), Index.from_regex(pattern, vocab)
+        lazy_index, eager = Index.from_regex(pattern, vocab, lazy=True), Index.from_regex(pattern, vocab, lazy=False)
         assert lazy_index.complete().arrays.equals(eager.arrays)
         print("ok")
     """)
@@ -643,23 +770,50 @@ def test_walk_plans_are_bounded_and_rows_are_the_same_without_them(bound, monkey
     whose every byte is live would keep megabytes); rows whose plan was
     dropped or never kept are the eager index's all the same."""
     if bound == "count":
-        monkeypatch.setattr(lazy_module, "_PLAN_CACHE_SIZE", 2)
-        monkeypatch.setattr(lazy_module, "_PLAN_MAX_TOKENS", 3)
+        monkeypatch.setattr(lazy_plans, "_PLAN_CACHE_SIZE", 2)
+        monkeypatch.setattr(lazy_plans, "_PLAN_MAX_TOKENS", 3)
     else:
-        monkeypatch.setattr(lazy_module, "_PLAN_CACHE_BYTES", 400)
+        monkeypatch.setattr(lazy_plans, "_PLAN_CACHE_BYTES", 400)
     from tokendfa import Vocabulary
     tokens = [bytes([b]) for b in b'abcdxyz"'] + [b"ab", b"abc", b"xy", b"zz", b'"a', b'c"', None]
     vocab = Vocabulary(tokens, eos_token_ids=len(tokens) - 1)
     pattern = r'"(ab|cd)*x[yz]{1,3}"|[a-d]+z|xyz'
     lazy = Index.from_regex(pattern, vocab, lazy=True)
-    assert lockstep(lazy, Index.from_regex(pattern, vocab)) >= 8
+    assert lockstep(lazy, Index.from_regex(pattern, vocab, lazy=False)) >= 8
     plans = lazy_module.vocabulary_tables(vocab).walk_plans
     if bound == "count":
         assert 0 < len(plans) <= 2
         assert all(len(plan.tokens) <= 3 for plan in plans.values())
     else:
-        held = [lazy_module._plan_bytes(plan) for plan in plans.values()]
+        held = [lazy_plans._plan_bytes(plan) for plan in plans.values()]
         assert 0 < sum(held) <= 400 and len(held) < 8, held
+
+
+def test_prepare_leaves_the_first_schema_no_table_to_make(monkeypatch):
+    """Vocabulary.prepare() makes the lazy engine's per-vocabulary tables
+    (through the preparer the package registers), so a prepared process's
+    first schema makes none: its first mask and walk never call the makers."""
+    qwen = cached_vocabulary("qwen2.5")
+    vocab = Vocabulary(qwen.tokens, qwen.eos_token_ids, name="qwen2.5 copy")  # a fresh object: nothing made yet
+    assert not lazy_module.tables_ready(vocab)
+    vocab.prepare()
+    assert lazy_module.tables_ready(vocab)
+    tables = lazy_module.vocabulary_tables(vocab)
+    tail_sets, class_runs = set(tables.tail_sets), set(tables.class_runs)
+
+    def made_again(*args):
+        raise AssertionError("a per-vocabulary table was made after prepare()")
+
+    monkeypatch.setattr(lazy_tables, "_vocabulary_tables", made_again)
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "code": {"type": "string", "maxLength": 12},
+                                               "n": {"type": "integer"}}}
+    index = Index.from_schema(schema, vocab)
+    guide = Guide(index)
+    for token in vocab.encode('{"name":"Ada Lovelace","code":"x1","n":42}'):
+        guide.get_mask()
+        guide.advance(token)
+    assert guide.can_end()
+    assert set(tables.tail_sets) == tail_sets and set(tables.class_runs) == class_runs
 
 
 def test_lazy_tables_come_with_the_json_string_rows_made():
@@ -671,7 +825,7 @@ def test_lazy_tables_come_with_the_json_string_rows_made():
     tables = lazy_module.vocabulary_tables(vocab)
     string = np.ones(128, dtype=bool)
     string[:0x20] = string[ord('"')] = string[ord("\\")] = False
-    key = lazy_module._class_key(string, True)
+    key = lazy_tables._class_key(string, True)
     assert tables.tail_sets[key] is not None and key in tables.class_runs
     assert any(loop_key == key for _, loop_key in tables.loop_masks)
     runs_before = set(tables.class_runs)
@@ -690,7 +844,7 @@ def test_compiled_class_runs_are_the_numpy_ones(monkeypatch):
     C (_cwalk.leading_runs), are array for array what the numpy passes over
     the byte columns make, on Qwen's 151k tokens, for ASCII classes and for
     classes with every wide character; bad spellings are refused by name."""
-    cwalk = pytest.importorskip("tokendfa.builder._cwalk")
+    cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
     vocab = cached_vocabulary("qwen2.5")
     classes = []
     for chars, wide in [("0123456789abcdef", False), ("abcdefghijklmnopqrstuvwxyz ", False),
@@ -698,15 +852,15 @@ def test_compiled_class_runs_are_the_numpy_ones(monkeypatch):
                         ("", True)]:
         ascii_bytes = np.zeros(128, dtype=bool)
         ascii_bytes[[ord(c) for c in chars]] = True
-        classes.append(lazy_module._class_key(ascii_bytes, wide))
+        classes.append(lazy_tables._class_key(ascii_bytes, wide))
 
     def runs_of(compiled: bool):
-        monkeypatch.setattr(lazy_module, "_cwalk", cwalk if compiled else None)
-        tables = lazy_module._vocabulary_tables(vocab)  # fresh caches
-        return [lazy_module._class_runs(tables, key) for key in classes]
+        compiled_walk(monkeypatch, cwalk if compiled else None)
+        tables = lazy_tables._vocabulary_tables(vocab)  # fresh caches
+        return [lazy_tables._class_runs(tables, key) for key in classes]
 
     for ours, theirs in zip(runs_of(True), runs_of(False)):
-        for name in lazy_module._ClassRuns.__dataclass_fields__:
+        for name in lazy_tables._ClassRuns.__dataclass_fields__:
             assert np.array_equal(getattr(ours, name), getattr(theirs, name)), name
     outputs = [np.zeros(1, np.int32) for _ in range(3)]
     with pytest.raises(ValueError, match="256 flags"):
@@ -725,41 +879,41 @@ def test_tail_sets_from_tail_bytes_are_the_last_leaving_ones(name, monkeypatch):
     those tokens and only those, and the compiled split (_cwalk.tail_split)
     makes the numpy one's arrays."""
     vocab = cached_vocabulary(name)
-    tables = lazy_module._vocabulary_tables(vocab)  # fresh caches
+    tables = lazy_tables._vocabulary_tables(vocab)  # fresh caches
     everything = (1 << 64) - 1
     keys = [(0, 0, False), (0, 0, True), (everything, everything, False), (everything, everything, True)]
     rng = np.random.default_rng(13)
     for _ in range(60):
-        keys.append(lazy_module._class_key(rng.random(128) < rng.random(), bool(rng.random() < 0.5)))
+        keys.append(lazy_tables._class_key(rng.random(128) < rng.random(), bool(rng.random() < 0.5)))
     text = tables.first_char > 0
     for key in keys:
-        inside = lazy_module._inside_tail(tables, key)
-        assert np.array_equal(inside, lazy_module._last_leaving(tables, key) < tables.first_char), key
+        inside = lazy_tables._inside_tail(tables, key)
+        assert np.array_equal(inside, lazy_tables._last_leaving(tables, key) < tables.first_char), key
         assert not inside[~text].any()
     # a JSON string's characters: most text tokens, not the ones with a quote after the first character
     string = np.ones(128, dtype=bool)
     string[:0x20] = string[ord('"')] = string[ord("\\")] = False
-    key = lazy_module._class_key(string, True)
-    inside = lazy_module._inside_tail(tables, key)
+    key = lazy_tables._class_key(string, True)
+    inside = lazy_tables._inside_tail(tables, key)
     quoted = [t for t, data in enumerate(vocab.tokens) if data and b'"' in data[1:] and text[t]]
     assert quoted and not inside[quoted].any()
-    tail = lazy_module._tail_tokens(tables, key)
+    tail = lazy_tables._tail_tokens(tables, key)
     members = np.flatnonzero(np.unpackbits(tail.mask.view(np.uint8), bitorder="little")[:vocab.size])
     assert np.array_equal(members, np.flatnonzero(inside))
     assert np.array_equal(np.sort(tail.rest), np.setdiff1d(tables.by_first_byte, members))
-    cwalk = pytest.importorskip("tokendfa.builder._cwalk")
+    cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
     compared = 0
     for key in keys[:20]:
         tables.tail_sets.clear()
-        compiled = lazy_module._tail_tokens(tables, key)
-        monkeypatch.setattr(lazy_module, "_cwalk", None)
+        compiled = lazy_tables._tail_tokens(tables, key)
+        compiled_walk(monkeypatch, None)
         tables.tail_sets.clear()
-        numpy = lazy_module._tail_tokens(tables, key)
-        monkeypatch.setattr(lazy_module, "_cwalk", cwalk)
+        numpy = lazy_tables._tail_tokens(tables, key)
+        compiled_walk(monkeypatch, cwalk)
         assert (compiled is None) == (numpy is None), key
         if compiled is not None:
             compared += 1
-            for field in lazy_module._TailTokens.__dataclass_fields__:
+            for field in lazy_tables._TailTokens.__dataclass_fields__:
                 assert np.array_equal(getattr(compiled, field), getattr(numpy, field)), (key, field)
     assert compared >= 3
     # the loop masks of the JSON string's set for first-byte sets of every size,
@@ -768,13 +922,13 @@ def test_tail_sets_from_tail_bytes_are_the_last_leaving_ones(name, monkeypatch):
     for density in (0.02, 0.3, 0.7, 0.98):
         first = np.zeros(256, dtype=bool)
         first[:128] = string & (rng.random(128) < density)
-        first[lazy_module._LEAD_BYTES] = density > 0.5
+        first[lazy_tables._LEAD_BYTES] = density > 0.5
         tables.loop_masks.clear()
-        mask, rest = lazy_module._loop_mask(tables, first, key, tail)
-        monkeypatch.setattr(lazy_module, "_cwalk", None)
+        mask, rest = lazy_tables._loop_mask(tables, first, key, tail)
+        compiled_walk(monkeypatch, None)
         tables.loop_masks.clear()
-        numpy_mask, numpy_rest = lazy_module._loop_mask(tables, first, key, tail)
-        monkeypatch.setattr(lazy_module, "_cwalk", cwalk)
+        numpy_mask, numpy_rest = lazy_tables._loop_mask(tables, first, key, tail)
+        compiled_walk(monkeypatch, cwalk)
         assert np.array_equal(mask, numpy_mask) and np.array_equal(rest.tokens, numpy_rest.tokens)
         starting = first[tables.columns[0][members]] & (tables.lengths[members] > 0)
         expected = np.flatnonzero(np.unpackbits(mask.view(np.uint8), bitorder="little")[:vocab.size])
@@ -900,7 +1054,7 @@ def test_dropped_lazy_automaton_is_freed_without_the_collector(native):
 
 
 def test_compiled_walk_refuses_bad_arrays():
-    cwalk = pytest.importorskip("tokendfa.builder._cwalk")
+    cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
     dfa = LazyByteDFA("ab")
     spellings = np.frombuffer(b"ab", dtype=np.uint8)
     offsets = np.array([0, 2], dtype=np.int64)  # one token, "ab"
@@ -931,7 +1085,7 @@ def test_compiled_walk_refuses_bad_arrays():
 
 
 def test_packed_walk_refuses_bad_arrays():
-    cwalk = pytest.importorskip("tokendfa.builder._cwalk")
+    cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
     dfa = LazyByteDFA("ab")
     data = np.frombuffer(b"abb", dtype=np.uint8)  # two entries: "ab" and "b"
     offsets = np.array([0, 2, 3], dtype=np.int64)
@@ -971,7 +1125,9 @@ def test_packed_plans_walk_as_the_token_ids_do():
     each token's remaining bytes, in the plan's order; walked packed, from
     the same states, they end alive in the same states as the tokens walked
     by id."""
-    cwalk = pytest.importorskip("tokendfa.builder._cwalk")
+    if not lazy_module.NATIVE_WALK:
+        pytest.skip("plans are packed only for the compiled walk, which is off (TOKENDFA_NATIVE=0 or not built)")
+    cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
     vocab = cached_vocabulary("qwen2.5")
     schema = {"type": "object", "properties": {
         "id": {"type": "string", "pattern": "^[a-f0-9]{8}-[a-z]+$"},
@@ -990,7 +1146,7 @@ def test_packed_plans_walk_as_the_token_ids_do():
     rng = np.random.default_rng(5)
     alive = 0
     for plan in plans:
-        packed_bytes = plan.packing.packed or lazy_module._packed(tables, plan.tokens, plan.positions)
+        packed_bytes = plan.packing.packed or lazy_plans._packed(tables, plan.tokens, plan.positions)
         data, offsets = packed_bytes.data.tobytes(), packed_bytes.offsets
         for i, (token, position) in enumerate(zip(plan.tokens.tolist(), plan.positions.tolist())):
             assert data[offsets[i]:offsets[i + 1]] == vocab.tokens[token][position:]
@@ -1014,7 +1170,7 @@ def test_packed_plans_walk_as_the_token_ids_do():
 def test_lazy_shortcuts_serve_the_eager_index_qwen(pattern, native):
     vocab = cached_vocabulary("qwen2.5")
     lazy = Index.from_regex(pattern, vocab, lazy=True)
-    eager = Index.from_regex(pattern, vocab)
+    eager = Index.from_regex(pattern, vocab, lazy=False)
     assert lockstep(lazy, eager, max_pairs=25) >= 8
     assert lazy.complete().arrays.equals(eager.arrays)
 
@@ -1028,7 +1184,7 @@ def test_counted_class_rows_follow_the_chain_qwen():
     vocab = cached_vocabulary("qwen2.5")
     pattern = r'I[0-9a-f]{40}"'
     lazy = Index.from_regex(pattern, vocab, lazy=True)
-    eager = Index.from_regex(pattern, vocab)
+    eager = Index.from_regex(pattern, vocab, lazy=False)
     lazy_state = lazy.advance(lazy.initial_state, vocab.encode("I")[0])
     eager_state = eager.advance(eager.initial_state, vocab.encode("I")[0])
     lazy.get_mask(lazy_state)
@@ -1075,7 +1231,7 @@ def walk_masks(index, vocab, instances) -> list[bytes]:
 def test_lazy_schema_index_qwen():
     vocab = cached_vocabulary("qwen2.5")
     lazy = Index.from_schema(PERSON, vocab, lazy=True, any_depth=2)
-    eager = Index.from_schema(PERSON, vocab, any_depth=2)
+    eager = Index.from_schema(PERSON, vocab, any_depth=2, lazy=False)
     assert walk_masks(lazy, vocab, PERSON_INSTANCES) == walk_masks(eager, vocab, PERSON_INSTANCES)
     assert lazy.metadata["kind"] == "schema" and lazy.metadata["build"]["method"] == "lazy"
     completed = lazy.complete()
@@ -1090,7 +1246,7 @@ def test_lazy_schema_with_a_shared_length_bound_qwen():
               "required": ["s"], "additionalProperties": False}
     vocab = cached_vocabulary("qwen2.5")
     lazy = Index.from_schema(schema, vocab, lazy=True)
-    eager = Index.from_schema(schema, vocab)
+    eager = Index.from_schema(schema, vocab, lazy=False)
     assert lazy.byte_dfa.num_nfa_states < 1_000
     assert lockstep(lazy, eager, max_pairs=40) >= 30
     instances = [{"s": "é日" * 150}, {"s": "ab"}, {"s": "a\\n\"" * 75}]  # 300 characters
@@ -1123,7 +1279,7 @@ def test_lazy_schema_free_values_nest_deep_by_default(toy_vocab):
 @pytest.mark.slow
 def test_many_guides_on_threads_agree_with_serial_use():
     vocab = cached_vocabulary("qwen2.5")
-    eager = Index.from_schema(PERSON, vocab, any_depth=2)
+    eager = Index.from_schema(PERSON, vocab, any_depth=2, lazy=False)
     expected = walk_masks(eager, vocab, PERSON_INSTANCES)
     lazy = Index.from_schema(PERSON, vocab, lazy=True, any_depth=2)  # cold: threads race to fill it
     results: dict[int, list] = {}
@@ -1187,7 +1343,7 @@ def test_hostile_pattern_eager_build_stops_at_its_bound():
         from conftest import toy_vocabulary
         from tokendfa import BuildLimitError, Index
         try:
-            Index.from_regex({HOSTILE!r}, toy_vocabulary(), max_states=5000)
+            Index.from_regex({HOSTILE!r}, toy_vocabulary(), max_states=5000, lazy=False)
         except BuildLimitError as exc:
             print(exc.reached)
     """, timeout=120)
@@ -1200,7 +1356,7 @@ def test_hostile_pattern_eager_build_default_bound_within_memory():
     done = run_limited(f"""
         from tokendfa import BuildLimitError, Index, Vocabulary
         try:
-            Index.from_regex({HOSTILE!r}, Vocabulary([b"a", b"b", None], eos_token_ids=2))
+            Index.from_regex({HOSTILE!r}, Vocabulary([b"a", b"b", None], eos_token_ids=2), lazy=False)
         except BuildLimitError as exc:
             print(exc.reached)
     """, timeout=300)
@@ -1224,3 +1380,34 @@ def test_background_completion_stops_at_its_time_limit():
         lazy.wait_completion(timeout=30)
     assert time.perf_counter() - started < 1.5
     assert lazy.is_allowed(lazy.initial_state, 0)  # "a" is still allowed at the start
+
+
+@pytest.mark.skipif(not lazydfa_module.NATIVE_CORE, reason="the compiled core is not built here")
+def test_the_native_core_context_is_named_field_by_field():
+    """The compiled core reads the automaton through a Context of named
+    fields: each is the automaton's own object, and a missing or unknown
+    field is refused by name (no positional order to keep in step)."""
+    from tokendfa.analysis import _lazycore
+
+    dfa = LazyByteDFA("[a-c]+x?")
+    context = dfa._core_context
+    assert isinstance(context, _lazycore.Context)
+    assert context.cuts is dfa._cuts and context.eps is dfa._eps and context.wide_ends is dfa._wide_ends
+    assert context.resolved is dfa._nfa.resolved and context.max_states == dfa.max_states
+    fields = {name: getattr(context, name) for name in (
+        "dfa", "cuts", "shape_cuts", "steps", "closures", "local_closures", "ids", "kernels",
+        "stride", "bounded", "check", "py_closure", "py_cut_of", "py_shape_cut", "py_local_closure",
+        "py_discover", "eps", "edges", "calls", "ends", "final", "max_states", "pushes",
+        "stack_parent", "stack_top", "stack_depth", "resolved", "start_of", "enter", "wide_ends")}
+    again = _lazycore.Context(**fields)
+    assert again.steps is dfa._steps
+    with pytest.raises(TypeError, match="'kernels' is missing"):
+        _lazycore.Context(**{k: v for k, v in fields.items() if k != "kernels"})
+    with pytest.raises(TypeError, match="no field named 'kernel'"):
+        _lazycore.Context(**fields, kernel=1)
+    with pytest.raises(TypeError, match="keyword only"):
+        _lazycore.Context(*fields.values())
+    with pytest.raises(TypeError, match="Context"):
+        _lazycore.closure(tuple(fields.values()), 0)
+    # the core serves through it: "a" leads somewhere live, "x" first is dead
+    assert dfa.step(dfa.initial, ord("a")) != 0 and dfa.step(dfa.initial, ord("x")) == 0

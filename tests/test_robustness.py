@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from tokendfa import (
     Vocabulary,
     VocabularyCoverageError,
 )
+from tokendfa.builder import config as build_config
 from tokendfa.runtime.files import decode_index, encode_index
 
 # --- random regexes from a small grammar, random toy vocabularies --------------------
@@ -57,12 +59,14 @@ def vocabularies(draw):
 @given(pattern=regexes(), vocab=vocabularies(), n_jobs=st.sampled_from([1, 2]))
 def test_fast_build_equals_reference_on_random_input(pattern, vocab, n_jobs):
     try:
-        reference = Index.from_regex(pattern, vocab, method="reference")
+        reference = Index.from_regex(pattern, vocab, method="reference", lazy=False)
     except VocabularyCoverageError:
         with pytest.raises(VocabularyCoverageError):
-            Index.from_regex(pattern, vocab, n_jobs=n_jobs)
+            Index.from_regex(pattern, vocab, n_jobs=n_jobs, lazy=False)
         return
-    fast = Index.from_regex(pattern, vocab, n_jobs=n_jobs, backend="threading" if n_jobs > 1 else None)
+    with mock.patch.object(build_config, "PARALLEL_MIN_WORK", 0):  # the parallel walk however small
+        fast = Index.from_regex(pattern, vocab, n_jobs=n_jobs, backend="threading" if n_jobs > 1 else None,
+                                lazy=False)
     assert fast.arrays.equals(reference.arrays), pattern
 
 
@@ -144,8 +148,8 @@ def test_build_on_a_local_dask_cluster():
     expected = cached_index(pattern, "mistral-sp32k")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster, \
-            distributed.Client(cluster):
-        on_cluster = Index.from_regex(pattern, expected.vocabulary, n_jobs=2, backend="dask")
+            distributed.Client(cluster), mock.patch.object(build_config, "PARALLEL_MIN_WORK", 0):
+        on_cluster = Index.from_regex(pattern, expected.vocabulary, n_jobs=2, backend="dask", lazy=False)
     assert on_cluster.arrays.equals(expected.arrays)
 
 
@@ -177,7 +181,7 @@ def test_random_json_values_as_schemas(schema):
     except (SchemaError, EmptyLanguageError, BuildLimitError) as error:
         assert str(error)
         return
-    assert index.num_states >= 1
+    assert len(index.get_tokens(index.initial_state)) >= 1  # lazy (the default): it serves
 
 
 def cached_vocabulary_sp32k():
@@ -242,6 +246,6 @@ def test_keyword_schemas_compile_or_raise_a_tokendfa_error(schema):
                                   time_limit=5.0)
     except TokenDFAError as error:
         assert str(error)
-    else:
-        assert index.num_states >= 1
+    else:  # lazy (the default): it serves its first mask
+        assert len(index.get_tokens(index.initial_state)) >= 1
     assert time.perf_counter() - started < 7.0

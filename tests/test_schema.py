@@ -766,8 +766,8 @@ def test_shared_pieces_build_the_index_of_the_written_out_regex(toy_vocab):
     from tokendfa import Index
 
     result = regex_from_schema(SHARED_SCHEMA)
-    shared = Index.from_regex(result, toy_vocab).arrays.as_dict()
-    written_out = Index.from_regex(result.regex, toy_vocab).arrays.as_dict()
+    shared = Index.from_regex(result, toy_vocab, lazy=False).arrays.as_dict()
+    written_out = Index.from_regex(result.regex, toy_vocab, lazy=False).arrays.as_dict()
     assert shared.keys() == written_out.keys()
     for name, array in shared.items():
         assert np.array_equal(array, written_out[name]), name
@@ -777,7 +777,7 @@ def test_shared_pieces_build_the_index_of_the_written_out_regex(toy_vocab):
 def test_an_index_with_shared_pieces_goes_through_a_file(toy_vocab, tmp_path):
     from tokendfa import Index
 
-    index = Index.from_schema(SHARED_SCHEMA, toy_vocab)
+    index = Index.from_schema(SHARED_SCHEMA, toy_vocab, lazy=False)
     # the metadata names each shared piece readably (placeholders are not UTF-8)
     assert "<shared 0>" in index.metadata["pattern"] and index.metadata["shared"]
     index.save(tmp_path / "links.tdfa")
@@ -808,7 +808,7 @@ def test_an_automaton_over_the_state_budget_is_compiled_shallower(monkeypatch, t
     full_states = byte_dfa_from_regex(full.pattern, definitions=full.definitions).num_states
     assert narrowed.automaton.num_states < full_states
     # the automaton kept for the build is the pattern's own
-    kept = Index.from_regex(narrowed, toy_vocab).arrays.as_dict()
+    kept = Index.from_regex(narrowed, toy_vocab, lazy=False).arrays.as_dict()
     again = build_index(narrowed.pattern, toy_vocab, definitions=narrowed.definitions)
     for name, array in again.arrays.as_dict().items():
         assert np.array_equal(array, kept[name]), name
@@ -876,7 +876,7 @@ def test_end_to_end_with_qwen(qwen, schema, valid, invalid):
     from tokendfa import Index
 
     result = regex_from_schema(schema)
-    index = Index.from_regex(result.regex, qwen)
+    index = Index.from_regex(result.regex, qwen, lazy=False)
     for value in valid:
         assert _walk(index, qwen, instance_text(schema, value)), value
     for value in invalid:

@@ -145,7 +145,7 @@ def test_bad_arguments_are_one_line_value_errors(vllm_module, extra_args, messag
 # --- validation in the front end ---------------------------------------------------------
 
 def test_validation_builds_a_lazy_index_and_each_process_keeps_its_own(vllm_module, toy_vocab, tmp_path):
-    from tokendfa.builder.lazy import LazyIndex
+    from tokendfa.lazy import LazyIndex
 
     FrontEnd(vllm_module, engine_config()).validate(params({"tokendfa_regex": REGEX}))
     front = vllm_module._INDEXES

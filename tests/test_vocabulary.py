@@ -452,10 +452,11 @@ def test_unigram_holes_reach_the_index(unigram_model):
     from tokendfa import Index, VocabularyCoverageError
 
     v = Vocabulary.from_sentencepiece(unigram_model)
-    with pytest.raises(VocabularyCoverageError, match="cannot express the pattern") as caught:
-        Index.from_regex("ka中", v)
-    assert caught.value.needed_bytes == "中".encode()[:1]
-    index = Index.from_regex("ka(中|to)", v)
+    for lazy in (False, True):
+        with pytest.raises(VocabularyCoverageError, match="cannot express the pattern") as caught:
+            Index.from_regex("ka中", v, lazy=lazy)
+        assert caught.value.needed_bytes == "中".encode()[:1]
+    index = Index.from_regex("ka(中|to)", v, lazy=False)
     reachable_bytes = set()
     states = [0]
     for state in states:

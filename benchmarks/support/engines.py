@@ -290,7 +290,7 @@ class EngineSetup:
         if engine in (TOKENDFA, TOKENDFA_LAZY):
             from tokendfa import Index
 
-            options = {"lazy": True} if engine == TOKENDFA_LAZY else {}
+            options = {"lazy": engine == TOKENDFA_LAZY}  # "tokendfa": the eager build
             return TokendfaEngine(Index.from_schema(schema, self.vocab, **options))
         text = json.dumps(schema)
         if engine == OUTLINES:

@@ -13,14 +13,13 @@ Reading order:
   walked level by level, in parallel with joblib
 * :mod:`tokendfa.builder.narrow`       literal and narrow states walked byte by
   byte against the sorted vocabulary (part of the fast build)
-* :mod:`tokendfa.builder.lazy`         the lazy index: token rows computed on
-  first request over a lazily determinised automaton; completes to the fast
-  build. Its inner walk is compiled where a C compiler was at install
-  (``_cwalk.c``, an optional extension), numpy otherwise
 * :mod:`tokendfa.builder.assemble`     raw edges -> canonical, compressed arrays
 * :mod:`tokendfa.builder.fastforward`  forced tokens in canonical tokenization,
   found by walking the assembled arrays
 * :mod:`tokendfa.builder.progress`     the progress line of long builds
+
+The lazy index, which serves token rows before (or instead of) this
+build, is a layer of its own beside it: :mod:`tokendfa.lazy`.
 
 May import: :mod:`tokendfa.analysis`, :mod:`tokendfa.vocab`,
 :mod:`tokendfa.runtime.arrays`, numpy and joblib; never

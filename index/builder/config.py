@@ -16,6 +16,22 @@ METHODS = ("fast", "reference")
 DEFAULT_MAX_STATES = 200_000
 # States where at most this many bytes go on are walked byte by byte.
 NARROW_MAX_BYTES = 8
+# A fast build asked for n_jobs != 1 walks its signatures in parallel only
+# when (wide states) x (signatures), the size of that walk, reaches this;
+# below, it stays in process. Each worker gets the whole class table, and the
+# parallel walk's own cost grew with it as fast as the walk: on qwen2.5
+# (2-core machine shared with other work; whole build, n_jobs=1 / n_jobs=2,
+# warm workers, median of 3), with the in-process walk in brackets:
+#   a JSON string           17 states x 29k signatures    45 /  195 ms (15 ms)
+#   four JSON strings       62 x 29k                      88 /  220 ms (15 ms)
+#   a 4-property schema   2.7k x 61k                   2,346 / 4,117 ms (103 ms)
+#   "[^"\\]{0,1000}"        8k x 5k                      567 /  735 ms (46 ms)
+#   "[^"\\]{0,4000}"       32k x 5k                    1,985 / 2,414 ms (179 ms)
+#   "[^"\\]{0,12000}"      96k x 5k (485M)             6,161 / 7,872 ms (426 ms)
+# The parallel walk never paid there (its overhead was 2.4-4x the walk it
+# split), and n workers save at most (1 - 1/n) of the walk: the walk goes
+# parallel only from ~2 s of it in process (~1 ms per million at the top).
+PARALLEL_MIN_WORK = 2_000_000_000
 
 
 def memory_budget() -> int:
@@ -32,7 +48,8 @@ class BuildConfig:
 
     ``method``: ``"fast"`` (signature walk) or ``"reference"`` (every token
     from every state; the definition). ``n_jobs`` and ``backend`` go to
-    joblib for the fast build (``n_jobs=1`` and no backend: in process).
+    joblib for the fast build (``n_jobs=1`` and no backend: in process; a
+    walk smaller than :data:`PARALLEL_MIN_WORK` stays in process anyway).
     ``max_states`` bounds the pattern's byte DFA (default
     :data:`DEFAULT_MAX_STATES`). ``progress`` shows a progress line on stderr
     for builds that take more than a second (``None``: when stderr is a
@@ -77,5 +94,11 @@ class BuildConfig:
 
     @property
     def in_process(self) -> bool:
-        """Whether the fast build walks in this process (no joblib)."""
+        """Whether the fast build walks in this process (no joblib) whatever its size."""
         return self.n_jobs == 1 and self.backend is None
+
+    def walks_in_process(self, work: int) -> bool:
+        """Whether a signature walk of ``work`` (wide states x signatures)
+        stays in process: always with ``n_jobs=1`` and no backend, and below
+        :data:`PARALLEL_MIN_WORK` whatever was asked (it would not pay)."""
+        return self.in_process or work < PARALLEL_MIN_WORK

@@ -23,7 +23,8 @@ state. This build gives the identical index with far less work:
    groups of their own.
 5. *Parallel*: the trie splits into disjoint subtrees by first class; joblib
    workers walk them (any joblib backend: ``loky`` here, Dask or Ray on a
-   cluster) and their behaviour tables are merged.
+   cluster) and their behaviour tables are merged, when the walk is large
+   enough to pay for it (:data:`tokendfa.builder.config.PARALLEL_MIN_WORK`).
 
 Edges then go through the same canonical assembly as the reference build
 (:mod:`tokendfa.builder.assemble`), which keeps only states reachable from the initial
@@ -48,8 +49,19 @@ from ..analysis.signatures import Signatures, token_signatures
 from ..vocab.vocabulary import Vocabulary
 from .assemble import RawEdges
 from .config import BuildConfig
-from .narrow import escaped_edges, exact_walk, narrow_edges
+from .narrow import WalkTooLong, escaped_edges, exact_walk, narrow_edges
 from .progress import Progress
+
+# An automaton of at least EXACT_MIN_STATES states, at least EXACT_MIN_NARROW of
+# them narrow (a literal set: an enum of many strings), is first walked byte by
+# byte from every state, within EXACT_STEPS_PER_STATE steps a state; the coarse
+# walk runs only if that gives up. Measured on qwen2.5, a 60,000-value enum
+# (97k states, 97% narrow): 1.4 s byte by byte, 8 s with the coarse walk from its
+# 3k wide states (one behaviour vector per distinct token prefix); 5,000 values
+# (19k states) 0.34 s and 1.0 s. A JSON string's state alone passes 10^7 steps.
+EXACT_MIN_STATES = 5_000
+EXACT_MIN_NARROW = 0.9
+EXACT_STEPS_PER_STATE = 16
 
 # --- the prefix graph -------------------------------------------------------------
 
@@ -209,6 +221,16 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
     if progress is not None:
         progress.update("grouping tokens by signature")
     narrow = narrow_states(dfa, config.narrow_max_bytes)
+    exact = None
+    if dfa.num_states >= EXACT_MIN_STATES and narrow[1:].mean() >= EXACT_MIN_NARROW:
+        everywhere = np.ones(dfa.num_states, dtype=bool)
+        everywhere[DEAD] = False
+        try:
+            exact = narrow_edges(dfa, everywhere, vocabulary,
+                                 max_steps=EXACT_STEPS_PER_STATE * dfa.num_states)
+            narrow = everywhere
+        except WalkTooLong:
+            pass
     classes = every_class = byte_classes(dfa)
     if narrow.any():
         classes = byte_classes(dfa, ~narrow, within=every_class)
@@ -233,7 +255,7 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
     starts = np.append(wide, False)
     starts[DEAD] = False
     everything = np.arange(signatures.num_signatures)
-    if config.in_process:
+    if config.walks_in_process(int(starts.sum()) * signatures.num_signatures):
         behaviours = signature_behaviours(table, signatures.classes, signatures.lengths, everything,
                                           progress, max_bytes=config.memory_budget, starts=starts)
     else:
@@ -263,7 +285,8 @@ def signature_edges(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = 
     # Exact edges: from narrow states, and from wide states whose walk escaped.
     if progress is not None:
         progress.update("walking narrow states byte by byte")
-    exact_source, exact_token, exact_target = narrow_edges(dfa, narrow, vocabulary)
+    exact_source, exact_token, exact_target = exact if exact is not None else \
+        narrow_edges(dfa, narrow, vocabulary)
     escaped_behaviour, escaped_start = np.nonzero(vectors == escape)
     if len(escaped_behaviour):
         found = escaped_edges(dfa, vocabulary, behaving, behaviour_of, escaped_behaviour,

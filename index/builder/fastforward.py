@@ -28,18 +28,17 @@ from ..analysis.literals import forced_bytes, forced_run
 from ..runtime.arrays import IndexArrays
 
 
-def _tokens_running_past(vocabulary, tail: bytes) -> np.ndarray:
-    """Ids of the tokens that start with ``tail`` and are longer than it."""
-    spellings, ids = vocabulary.sorted_spellings()
+def _running_past(spellings: list[bytes], tail: bytes) -> tuple[int, int]:
+    """Where the tokens that start with ``tail`` and are longer than it lie in
+    the vocabulary's sorted spellings: ``first:last``."""
     first = bisect.bisect_right(spellings, tail)  # skips a token equal to tail
-    last = first
     # Everything with the prefix sorts before ``tail`` with its last byte raised.
     stripped = tail.rstrip(b"\xff")
     if stripped:
         last = bisect.bisect_left(spellings, stripped[:-1] + bytes([stripped[-1] + 1]))
     else:
         last = len(spellings)
-    return ids[first:last]
+    return first, last
 
 
 def _any_allowed(mask: np.ndarray, token_ids: np.ndarray) -> bool:
@@ -59,24 +58,62 @@ def _whole_characters(data: bytes) -> bytes:
     return b""
 
 
-def _next_state(arrays: IndexArrays, state: int, token_id: int) -> int | None:
-    """Where ``token_id`` leads from ``state`` in ``arrays``, None where it is
-    not allowed: :meth:`tokendfa.Index.advance` on the bare arrays, which is
-    all this walk needs (the builder makes arrays, never an ``Index``)."""
-    group = int(arrays.token_group[token_id])
-    if group >= 0:
-        low, high = int(arrays.state_offsets[state]), int(arrays.state_offsets[state + 1])
-        position = low + int(np.searchsorted(arrays.edge_group[low:high], group))
-        if position < high and arrays.edge_group[position] == group:
-            return int(arrays.edge_next[position])
-    elif token_id in arrays.eos_token_ids and arrays.finals[state]:
-        return state
-    return None
+class _Steps:
+    """Where a token leads from a state (:meth:`tokendfa.Index.advance` on the
+    bare arrays, which is all this walk needs: the builder makes arrays, never
+    an ``Index``) and whether a state allows any of some tokens, over Python
+    lists of the arrays made once for a whole table: numpy calls on single
+    elements were ~10 us a forced state's token (a 60,000-value enum has 80k
+    forced states: 3.4 of its 6 s of forced tokens)."""
+
+    def __init__(self, arrays: IndexArrays, vocabulary) -> None:
+        self.arrays = arrays
+        self.spellings, self.ids = vocabulary.sorted_spellings()
+        # (mask, range of tokens running past a tail) -> whether one is allowed: a
+        # literal set's chains share their tails and their masks (60,000 values:
+        # 418k checks, most of them repeats)
+        self.allowed: dict[tuple[int, int, int], bool] = {}
+        self.token_group = arrays.token_group.tolist()
+        self.offsets = arrays.state_offsets.tolist()
+        self.edge_group = arrays.edge_group.tolist()
+        self.edge_next = arrays.edge_next.tolist()
+        self.eos = set(np.asarray(arrays.eos_token_ids).tolist())
+        self.finals = arrays.finals.tolist()
+        self.mask_id = arrays.mask_id.tolist()
+
+    def next_state(self, state: int, token_id: int) -> int | None:
+        group = self.token_group[token_id]
+        if group >= 0:
+            low, high = self.offsets[state], self.offsets[state + 1]
+            position = bisect.bisect_left(self.edge_group, group, low, high)
+            if position < high and self.edge_group[position] == group:
+                return self.edge_next[position]
+        elif token_id in self.eos and self.finals[state]:
+            return state
+        return None
+
+    def any_running_past(self, state: int, tail: bytes) -> bool:
+        """Whether ``state`` allows a token that starts with ``tail`` and is longer."""
+        first, last = _running_past(self.spellings, tail)
+        if first >= last:
+            return False
+        key = (self.mask_id[state], first, last)
+        found = self.allowed.get(key)
+        if found is None:
+            mask = self.arrays.masks[key[0]]
+            token_ids = self.ids[first:last]
+            if len(token_ids) > 16:
+                found = _any_allowed(mask, token_ids)
+            else:
+                found = any(int(mask[t >> 5]) >> (t & 31) & 1 for t in token_ids.tolist())
+            self.allowed[key] = found
+        return found
 
 
 def forced_tokens_for_state(arrays: IndexArrays, state: int, forced: bytes,
-                            vocabulary) -> list[int]:
-    """Canonical tokens for ``forced`` bytes from ``state``, healed at the end."""
+                            vocabulary, steps: "_Steps | None" = None) -> list[int]:
+    """Canonical tokens for ``forced`` bytes from ``state``, healed at the end
+    (``steps``: the arrays as :class:`_Steps`, when the caller made them)."""
     forced = _whole_characters(forced)
     if not forced:
         return []
@@ -84,17 +121,17 @@ def forced_tokens_for_state(arrays: IndexArrays, state: int, forced: bytes,
         token_ids = vocabulary.encode(forced.decode("utf-8"))
     except (VocabularyError, UnicodeDecodeError):
         return []
+    steps = _Steps(arrays, vocabulary) if steps is None else steps
     states, starts, offset = [state], [], 0
     for token_id in token_ids:
-        following = _next_state(arrays, states[-1], token_id)
+        following = steps.next_state(states[-1], token_id)
         if following is None:
             break
         starts.append(offset)
         offset += len(vocabulary.tokens[token_id])
         states.append(following)
     for position, start in enumerate(starts):
-        if _any_allowed(arrays.masks[arrays.mask_id[states[position]]],
-                        _tokens_running_past(vocabulary, forced[start:])):
+        if steps.any_running_past(states[position], forced[start:]):
             return token_ids[:position]
     return token_ids[:len(starts)]
 
@@ -107,12 +144,14 @@ def forced_token_table(dfa: ByteDFA, dfa_state_of: np.ndarray, arrays: IndexArra
     ``dfa_state_of[s]`` is the byte-DFA state of index state ``s``."""
     forced = forced_bytes(dfa)
     lists = []
+    steps = None
     for state, dfa_state in enumerate(dfa_state_of.tolist()):
         if forced[dfa_state] < 0:
             lists.append([])
             continue
         run, _ = forced_run(dfa, dfa_state, forced)
-        lists.append(forced_tokens_for_state(arrays, state, run, vocabulary))
+        steps = _Steps(arrays, vocabulary) if steps is None else steps
+        lists.append(forced_tokens_for_state(arrays, state, run, vocabulary, steps))
     offsets = np.zeros(len(lists) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([len(tokens) for tokens in lists])
     flat = np.fromiter((t for tokens in lists for t in tokens), dtype=np.int32,

@@ -18,11 +18,12 @@ import bisect
 import numpy as np
 
 from ..analysis.dfa import DEAD, ByteDFA
-from ..analysis.native import native_module
+from ..analysis.native import COMPILED_WALK, native_module
 from ..vocab.vocabulary import Vocabulary
 
-# The compiled walk (index/builder/_cwalk.c; see tokendfa.analysis.native).
-_cwalk = native_module(__package__ + "._cwalk")
+# The compiled walk (index/lazy/_cwalk.c, the lazy engine's extension, whose
+# walk_table serves this build; see tokendfa.analysis.native).
+_cwalk = native_module(COMPILED_WALK)
 
 
 def exact_walk(transitions: np.ndarray, vocabulary: Vocabulary,
@@ -70,21 +71,32 @@ def _spellings(vocabulary: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
     return vocabulary.derived("concatenated-spellings", make)
 
 
-def narrow_edges(dfa: ByteDFA, narrow: np.ndarray, vocabulary: Vocabulary):
+class WalkTooLong(Exception):
+    """:func:`narrow_edges` went past the steps it was given."""
+
+
+def narrow_edges(dfa: ByteDFA, narrow: np.ndarray, vocabulary: Vocabulary,
+                 max_steps: int | None = None):
     """Every (state, token, end) from the narrow states, found byte by byte.
 
     From a narrow state only a few bytes go on, so the vocabulary's sorted
     spellings are split by those bytes with two bisections each: a token
     range whose prefix dies is never looked at again. Where the walk reaches
     a wide state, the rest of the range is walked with :func:`exact_walk`.
+    Past ``max_steps`` token ranges walked, raises :class:`WalkTooLong`.
     """
     spellings, ids = vocabulary.sorted_spellings()
     table = dfa.transitions
     found_source, found_token, found_target = [], [], []
     pending = []  # (origin, state, lo, hi, depth): ranges to walk in bulk
     live_bytes = {int(s): np.flatnonzero(table[s]).tolist() for s in np.flatnonzero(narrow)}
+    steps = 0
     for origin in np.flatnonzero(narrow).tolist():
         stack = [(0, len(spellings), 0, origin)]
+        if max_steps is not None:
+            steps += len(live_bytes[origin])
+            if steps > max_steps:
+                raise WalkTooLong(max_steps)
         while stack:
             lo, hi, depth, state = stack.pop()
             if depth:
@@ -100,6 +112,10 @@ def narrow_edges(dfa: ByteDFA, narrow: np.ndarray, vocabulary: Vocabulary):
                     pending.append((origin, state, lo, hi, depth))
                     continue
             prefix = spellings[lo][:depth]
+            if max_steps is not None:
+                steps += len(live_bytes[state])
+                if steps > max_steps:
+                    raise WalkTooLong(max_steps)
             for byte in live_bytes[state]:
                 sub_lo = bisect.bisect_left(spellings, prefix + bytes([byte]), lo, hi)
                 sub_hi = (bisect.bisect_left(spellings, prefix + bytes([byte + 1]), sub_lo, hi)

@@ -84,6 +84,7 @@ import numpy as np
 from ..analysis.errors import TokenNotAllowedError, import_optional
 from ..runtime.guide import Guide
 from ..runtime.index import Index
+from ..runtime.serving import MaskServing
 from ..vocab.vocabulary import Vocabulary
 
 __all__ = ["TokenDFALogitsProcessor", "generate_constrained", "index_for", "max_generation_length"]
@@ -298,8 +299,11 @@ def max_generation_length(index: Index) -> int | None:
 
     A bound pattern's index is a DAG: the answer is its longest path from the
     initial state, plus one for EOS. Use it as ``max_new_tokens``, so that
-    every generation ends on its own.
+    every generation ends on its own. A lazy index is completed first (its
+    whole graph is the question).
     """
+    if not isinstance(index, Index):
+        index = index.complete()
     arrays = index.arrays
     offsets, targets = arrays.state_offsets, arrays.edge_next
     successors = [np.unique(targets[offsets[s]:offsets[s + 1]]).tolist()
@@ -340,7 +344,7 @@ def index_for(constraint: Index | str | dict | bool, tokenizer_or_vocab: Any, *,
     build in memory every time. ``options`` go to the build
     (:meth:`Index.from_regex` / :meth:`Index.from_schema`).
     """
-    if isinstance(constraint, Index):
+    if isinstance(constraint, MaskServing):  # an Index, or a LazyIndex
         if options:
             raise TypeError(f"build options {sorted(options)} do not apply to a built Index")
         return constraint

@@ -33,7 +33,7 @@ scheduling it; the worker builds one instance and calls
   index file, an index built for another vocabulary) is a ``ValueError``
   with a one-line message, which vLLM turns into a validation error
   (HTTP 400), so a bad request never reaches the engine.
-* Schemas and regexes are served by lazy indexes (:class:`~tokendfa.builder.lazy.LazyIndex`):
+* Schemas and regexes are served by lazy indexes (:class:`~tokendfa.lazy.LazyIndex`):
   a request's schema is usually new, and a lazy index gives its first mask
   in milliseconds where the eager build takes a second or two over Gemma's
   262,144 tokens (a cold batch of four new schemas waited 30.7 s on eager
@@ -115,7 +115,7 @@ from ..runtime.index import Index
 from ..vocab.vocabulary import Vocabulary
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..builder.lazy import LazyIndex
+    from ..lazy import LazyIndex
 
 __all__ = ["TokenDFALogitsProcessor", "Constraint", "constraint_of", "EXTRA_ARGS_KEY", "XARGS_KEYS"]
 

@@ -18,7 +18,9 @@ memory budget a file's announced sizes are held to; standard library only). Neve
 interegular, joblib, transformers or torch at module level: a generator that
 loads an index file pays for none of them (a test checks). The convenience
 constructors ``Index.from_regex`` / ``Index.from_schema`` import the builder
-inside the call.
+inside the call (and return a lazy index by default:
+:class:`tokendfa.lazy.LazyIndex`; ``lazy=False`` builds the whole
+:class:`Index`).
 """
 
 from .arrays import IndexArrays

@@ -92,6 +92,23 @@ class Guide:
         del self._states[1:]
         del self._ended[1:]
 
+    def completed(self) -> "Guide":
+        """This generation over the completed index: for a guide over a lazy
+        index (:class:`~tokendfa.lazy.LazyIndex`), a guide over its
+        ``complete()`` with the same history in that index's state ids (so
+        :meth:`rollback` goes on working); for a guide over a whole
+        :class:`Index`, a copy. The lazy index keeps serving too: both
+        guides give the same masks and accept the same tokens from here on."""
+        if isinstance(self.index, Index):
+            return self.copy()
+        whole = self.index.complete()
+        twin = Guide.__new__(Guide)
+        twin.index = whole
+        twin._states = [self.index.completed_state(state) for state in self._states]
+        twin._ended = list(self._ended)
+        twin._eos = self._eos
+        return twin
+
     def copy(self) -> "Guide":
         twin = Guide.__new__(Guide)
         twin.index = self.index

@@ -35,13 +35,16 @@ from .serving import MaskServing
 if TYPE_CHECKING:  # pragma: no cover
     from ..vocab.vocabulary import Vocabulary
     from ..schema.api import SchemaRegex
+    from ..lazy import LazyIndex
 
 
 class Index(MaskServing):
     """An immutable, precompiled token-level DFA for one pattern and vocabulary.
 
-    Build one with :meth:`from_regex`, store it with :meth:`save`, and get it
-    back with :meth:`load`. A generation walks it through a :class:`Guide`.
+    Build one with ``from_regex(..., lazy=False)`` (or complete a lazy index:
+    :meth:`from_regex` and :meth:`from_schema` serve lazily by default), store
+    it with :meth:`save`, and get it back with :meth:`load`. A generation
+    walks it through a :class:`Guide`.
     """
 
     def __init__(self, arrays: IndexArrays, metadata: dict[str, Any],
@@ -81,10 +84,18 @@ class Index(MaskServing):
     def from_regex(cls, pattern: "str | SchemaRegex", vocabulary: "Vocabulary", *, method: str = "fast",
                    n_jobs: int = 1, backend: str | None = None,
                    max_states: int | None = None, progress: bool | None = None,
-                   lazy: bool = False, time_limit: float | None = None,
-                   memory_budget: int | None = None) -> "Index":
+                   lazy: bool = True, time_limit: float | None = None,
+                   memory_budget: int | None = None) -> "Index | LazyIndex":
         """Compile ``pattern`` (Python ``re`` syntax, matched against the
         whole text) for ``vocabulary``.
+
+        By default (``lazy=True``) this returns a
+        :class:`~tokendfa.lazy.LazyIndex` that serves at once: each
+        state's mask is computed the first time it is asked for (the first
+        mask in milliseconds), and ``complete()`` / ``save()`` explore it to
+        the end and give this eager :class:`Index`. ``lazy=False`` builds the
+        eager index whole before returning it (what an index built ahead of
+        time and shared through a file wants; ``tokendfa build`` does this).
 
         ``method="reference"`` runs the brute-force build that defines the
         result; ``"fast"`` (default) gives the same index, faster. ``n_jobs``
@@ -92,12 +103,10 @@ class Index(MaskServing):
         ``max_states`` bounds the pattern's automaton
         (:class:`~tokendfa.analysis.errors.BuildLimitError` past it); ``progress``
         shows a progress line on stderr for long builds (default: on a
-        terminal). ``pattern`` may also be the result of
+        terminal). These options shape the eager build, and a lazy index's
+        completion. ``pattern`` may also be the result of
         :func:`tokendfa.schema.api.regex_from_schema`, whose shared pieces are then
-        compiled once each. ``lazy=True`` returns a
-        :class:`~tokendfa.builder.lazy.LazyIndex` instead: the same answers,
-        computed state by state as they are asked for (first mask in
-        milliseconds); its ``complete()`` is this index.
+        compiled once each.
 
         ``time_limit`` (seconds) stops the build with
         :class:`~tokendfa.analysis.errors.TimeLimitError` shortly after it
@@ -105,8 +114,8 @@ class Index(MaskServing):
         memory, at most 1 GiB) bounds its largest tables
         (:class:`~tokendfa.analysis.errors.BuildLimitError`); both are
         checked while the work runs, and a build stopped by either returns
-        nothing. For a lazy index they bound ``complete()`` and the
-        background completion, each from its start.
+        nothing. For a lazy index they bound its construction, ``complete()``
+        and the background completion, each from its start.
 
         The builder (:mod:`tokendfa.builder`) is imported here, inside the call,
         so that loading and serving an index never pays for it; it returns
@@ -117,20 +126,29 @@ class Index(MaskServing):
         config = BuildConfig(method=method, n_jobs=n_jobs, backend=backend,
                              max_states=max_states, progress=progress, time_limit=time_limit,
                              memory_budget=memory_budget)
-        definitions = dfa = None
-        if not isinstance(pattern, str) and hasattr(pattern, "definitions"):
-            pattern, definitions, dfa = pattern.tree, pattern.tree_definitions, pattern.automaton
+        definitions = dfa = deferred = None
+        if not isinstance(pattern, str) and hasattr(pattern, "tree_definitions"):
+            deferred = getattr(pattern, "deferred", None)  # recursion left to a lazy automaton
+            if deferred is not None and not lazy:
+                definitions = deferred.everything()  # the eager build needs every definition
+            else:
+                definitions = pattern.tree_definitions
+            pattern, dfa = pattern.tree, pattern.automaton
         if lazy:
-            from ..builder.lazy import LazyIndex
+            from ..lazy import LazyIndex
+            from ..builder.pipeline import bounded_resources
 
-            return LazyIndex(pattern, vocabulary, config, definitions=definitions, index_type=cls)
+            with config.limits(), bounded_resources():  # the pattern's parse and first row too
+                return LazyIndex(pattern, vocabulary, config, definitions=definitions, index_type=cls,
+                                 deferred=deferred)
         built = build_index(pattern, vocabulary, config, definitions=definitions, dfa=dfa)
         return cls(built.arrays, built.metadata, vocabulary)
 
     @classmethod
     def from_schema(cls, schema, vocabulary: "Vocabulary", *, whitespace: str = "compact",
                     lenient: bool = False, max_recursion_depth: int = 3,
-                    any_depth: int | str = "auto", lazy: bool = False, **build_options) -> "Index":
+                    any_depth: int | str = "auto", lazy: bool = True,
+                    **build_options) -> "Index | LazyIndex":
         """Compile a JSON Schema (a dict, a bool, or JSON text) for ``vocabulary``.
 
         The schema becomes a regex (:mod:`tokendfa.schema.api`) that goes through the
@@ -147,10 +165,16 @@ class Index(MaskServing):
         limit and the memory budget cover the schema's compilation too. The
         schema compiler and the builder are imported inside the call.
 
-        ``lazy=True`` returns a :class:`~tokendfa.builder.lazy.LazyIndex`; free
-        values then nest a fixed ``LAZY_ANY_DEPTH`` levels unless ``any_depth``
-        is a number, and the automaton's size is not measured first (both
-        would build it whole).
+        By default (``lazy=True``) this returns a
+        :class:`~tokendfa.lazy.LazyIndex` that serves at once (see
+        :meth:`from_regex`); free values then nest a fixed ``LAZY_ANY_DEPTH``
+        levels unless ``any_depth`` is a number, and the automaton's size is
+        not measured first (both would build it whole). ``lazy=False`` builds
+        the eager index, with ``any_depth="auto"`` as deep as keeps the
+        automaton small: what ``tokendfa build`` and the index cache store. A value that enters a recursive ``$ref`` is
+        then written when a match first reaches it (``defer_recursion``), so
+        mutually recursive definitions cost the levels a generation reaches,
+        not every unrolling up front.
         """
         from ..builder import BuildConfig
         from ..builder.pipeline import bounded_resources
@@ -167,14 +191,8 @@ class Index(MaskServing):
         from ..schema.api import regex_from_schema
 
         if lazy:
-            from ..builder.lazy import LAZY_ANY_DEPTH, LazyIndex
-
-            compiled = regex_from_schema(
-                schema, whitespace=whitespace, lenient=lenient, max_recursion_depth=max_recursion_depth,
-                any_depth=LAZY_ANY_DEPTH if any_depth == "auto" else any_depth, state_budget=None,
-                share_free_levels=True, share_counts=True)
-            return LazyIndex(compiled.tree, vocabulary, config, definitions=compiled.tree_definitions,
-                             index_type=cls, metadata=_schema_metadata(schema, whitespace, compiled))
+            return cls._lazy_from_schema(schema, vocabulary, config, whitespace, lenient,
+                                         max_recursion_depth, any_depth)
         compiled = regex_from_schema(schema, whitespace=whitespace, lenient=lenient,
                                      max_recursion_depth=max_recursion_depth, any_depth=any_depth)
         built = build_index(compiled.tree, vocabulary, config,
@@ -182,6 +200,45 @@ class Index(MaskServing):
         metadata = dict(built.metadata)
         metadata.update(_schema_metadata(schema, whitespace, compiled))
         return cls(built.arrays, metadata, vocabulary)
+
+    @classmethod
+    def _lazy_from_schema(cls, schema, vocabulary, config, whitespace, lenient, max_recursion_depth,
+                          any_depth) -> "Index":
+        """The lazy index; recursion is deferred (see :func:`regex_from_schema`'s
+        ``defer_recursion``), so a schema left with no value only because its
+        recursion was cut is found empty by the lazy automaton, and unrolled
+        deeper here, as the eager compilation does."""
+        from ..analysis.errors import EmptyLanguageError
+        from ..lazy import LAZY_ANY_DEPTH, LazyIndex
+        from ..schema.api import regex_from_schema
+        from ..schema.depth import AUTO_RECURSION_DEPTH
+
+        advice = None
+        if any_depth == "auto":
+            advice = (f"free values (an empty schema, additional properties) nest {LAZY_ANY_DEPTH} "
+                      "levels in a lazy schema index; for the whole index or a file, build it with "
+                      "Index.from_schema(..., lazy=False) or `tokendfa build` (free values as deep as "
+                      "keeps the automaton small), or pass a small any_depth")
+
+        depth = max_recursion_depth
+        while True:
+            compiled = regex_from_schema(
+                schema, whitespace=whitespace, lenient=lenient, max_recursion_depth=depth,
+                any_depth=LAZY_ANY_DEPTH if any_depth == "auto" else any_depth, state_budget=None,
+                share_free_levels=True, share_counts=True, defer_recursion=True)
+            if depth != max_recursion_depth:
+                compiled.notes.append(f"no value within {max_recursion_depth} recursion unrolling(s): "
+                                      f"unrolled {depth} times instead")
+            deferred = compiled.deferred
+            try:
+                return LazyIndex(compiled.tree, vocabulary, config, definitions=compiled.tree_definitions,
+                                 index_type=cls, metadata=_schema_metadata(schema, whitespace, compiled),
+                                 completion_advice=advice, deferred=deferred)
+            except EmptyLanguageError:
+                if (deferred is None or not deferred.compiler.recursion_cut
+                        or depth >= max(max_recursion_depth, AUTO_RECURSION_DEPTH)):
+                    raise
+            depth += 1
 
     def save(self, path: str | PathLike, *, compress: bool = True) -> None:
         """Write the index to ``path`` atomically (see :mod:`tokendfa.runtime.files`).
@@ -371,6 +428,42 @@ class Index(MaskServing):
         if token_id in self._eos:
             return f"EOS token {token_id} is not allowed in state {state}: the match is not complete"
         return f"token {token_id}{spelled} is not allowed in state {state}"
+
+
+# A small schema of the common kinds (free and bounded strings, integers,
+# numbers, booleans, an array, an enum): compiling it and serving its first
+# rows at start-up loads the schema compiler and jsonschema and fills the
+# per-process caches a first schema would otherwise fill.
+_WARM_UP_SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "code": {"type": "string", "maxLength": 8},
+                   "count": {"type": "integer", "minimum": 0}, "ratio": {"type": "number"},
+                   "flag": {"type": "boolean"}, "tags": {"type": "array", "items": {"type": "string"}},
+                   "kind": {"enum": ["a", "b"]}},
+    "required": ["name"],
+}
+
+
+def prepare_builds(vocabulary: "Vocabulary") -> None:
+    """What a first build for ``vocabulary`` would otherwise pay, done now:
+    the lazy engine's per-vocabulary tables, and one small schema compiled
+    and served (imports, per-process caches). Called by
+    :meth:`Vocabulary.prepare` (the package registers it); without the
+    builder's dependencies (a serving-only install) it does nothing."""
+    from ..analysis.errors import TokenDFAError
+    from ..lazy import prepare_vocabulary
+
+    prepare_vocabulary(vocabulary)
+    try:
+        index = Index.from_schema(_WARM_UP_SCHEMA, vocabulary)
+        state = index.initial_state
+        for token_id in vocabulary.encode('{"name":"x","count":1}'):
+            index.get_mask(state)
+            state = index.advance(state, token_id)
+    except TokenDFAError:
+        # no jsonschema (MissingDependencyError), or a vocabulary that cannot
+        # spell JSON (the toy ones of the tests): nothing more to warm
+        pass
 
 
 def _schema_metadata(schema, whitespace: str, compiled) -> dict[str, Any]:

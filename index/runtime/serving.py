@@ -1,7 +1,7 @@
 """What every served index shares, eager or lazy: masks as 32-bit words.
 
 An :class:`~tokendfa.runtime.index.Index` reads its masks from arrays; a
-:class:`~tokendfa.builder.lazy.LazyIndex` computes them on first request. Both
+:class:`~tokendfa.lazy.LazyIndex` computes them on first request. Both
 answer ``get_mask(state)`` with a ``uint32`` bitset (bit ``i % 32`` of word
 ``i // 32`` is token ``i``), and everything derived from that bitset is here
 once: the allowed ids, the checks on token ids and caller buffers, and the

@@ -120,6 +120,10 @@ class SchemaRegex:
     tree_definitions: dict = field(default_factory=dict)
     # the byte DFA, when regex_from_schema built it to check its size (the build reuses it)
     automaton: Any = field(default=None, compare=False, repr=False)
+    # with defer_recursion: the DeferredDefinitions (a growing DefinitionSource) a lazy index
+    # pulls the deferred definitions from; `tree_definitions` then holds those computed so
+    # far (the text forms, `pattern` and `definitions`, compute them all first)
+    deferred: Any = field(default=None, compare=False, repr=False)
 
     @functools.cached_property
     def pattern(self) -> str:
@@ -135,11 +139,14 @@ class SchemaRegex:
     @functools.cached_property
     def _placeholders(self) -> dict:
         """Definition key -> its placeholder in the text: lone surrogates, in order."""
+        if self.deferred is not None:
+            self.deferred.everything()  # text names every definition: the whole unrolling
         return {key: chr(SURROGATES[0] + i) for i, key in enumerate(self.tree_definitions)}
 
     @functools.cached_property
     def regex(self) -> str:
-        return to_regex(self.tree, self.tree_definitions)
+        definitions = self.tree_definitions if self.deferred is None else self.deferred.everything()
+        return to_regex(self.tree, definitions)
 
     @property
     def size(self) -> int:
@@ -154,7 +161,8 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
                       regex_budget: int | None = DEFAULT_REGEX_BUDGET,
                       state_budget: int | None = DEFAULT_STATE_BUDGET,
                       max_regex_length: int = DEFAULT_MAX_REGEX_LENGTH,
-                      share_free_levels: bool = False, share_counts: bool = False) -> SchemaRegex:
+                      share_free_levels: bool = False, share_counts: bool = False,
+                      defer_recursion: bool = False) -> SchemaRegex:
     """Compile a JSON Schema into a regex for the JSON texts of its valid instances.
 
     ``schema`` is a dict, a bool, or JSON text. ``whitespace`` is
@@ -200,6 +208,21 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
     more unrolling at a time, up to ``AUTO_RECURSION_DEPTH`` (6), and the
     first depth with a value is used (listed in :attr:`SchemaRegex.notes`).
 
+    ``defer_recursion=True`` (what ``Index.from_schema(..., lazy=True)``
+    passes) writes a value that enters a recursive ``$ref`` as a
+    placeholder whose definition is computed when a lazy automaton first
+    calls it (:attr:`SchemaRegex.deferred`; see
+    :mod:`tokendfa.schema.compiler`): the same language, without writing
+    every unrolling up front, whose number grows exponentially with
+    mutually recursive references. Each point of the schema is still
+    compiled once before this returns, so errors and widenings are reported
+    as without it; the notes say that recursion is unrolled
+    ``max_recursion_depth`` times whenever a value was deferred (whether a
+    cut is met depends on the matches the automaton explores). Whether the
+    cut leaves no value at all is then the lazy automaton's to find (it
+    raises :class:`~tokendfa.analysis.errors.EmptyLanguageError`), and
+    ``Index.from_schema`` unrolls deeper as above.
+
     # Errors
 
     * :class:`~tokendfa.analysis.errors.SchemaError`: JSON text that does not parse
@@ -221,9 +244,13 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
                                 max_recursion_depth=depth_r, max_whitespace=max_whitespace,
                                 indent=indent, any_depth=depth_a, registry=registry,
                                 default_draft=default_draft, max_regex_length=max_regex_length,
-                                share_free_levels=share_free_levels, share_counts=share_counts)
+                                share_free_levels=share_free_levels, share_counts=share_counts,
+                                defer_recursion=defer_recursion)
         try:
-            return compiler, compiler.value([root], 0)
+            regex = compiler.value([root], 0)
+            if compiler.defer_recursion:
+                compiler.visit_each_point()
+            return compiler, regex
         except RecursionError:
             raise UnsupportedSchemaError("the schema nests too deeply to compile") from None
 
@@ -253,6 +280,14 @@ def _result(compiled: Compiled) -> SchemaRegex:
         notes.append(f"values the schema leaves free (an empty schema, additional properties) "
                      f"nest arrays and objects at most {compiler.any_depth} level(s) deep; "
                      f"deeper ones are not accepted")
+    if compiler.defer_recursion and compiler.deferred_computed + len(compiler.pending):
+        from .compiler import DeferredDefinitions
+
+        notes.append(f"recursive $ref are unrolled {compiler.max_recursion_depth} times; "
+                     "deeper values are not accepted")
+        # the definitions grow as the automaton computes the deferred ones: the live dict
+        return SchemaRegex(regex, list(compiler.widenings), notes, compiler.meta_uri,
+                           compiler.definitions, compiled.automaton, DeferredDefinitions(compiler))
     used = compiler.used_definitions(regex) if compiled.used is None else compiled.used
     return SchemaRegex(regex, list(compiler.widenings), notes, compiler.meta_uri, used,
                        compiled.automaton)
@@ -283,7 +318,8 @@ def instance_text(schema: dict | bool | str, value: Any, *, whitespace: str = "c
 
 
 def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, indent, any_depth,
-           registry, default_draft, max_regex_length, share_free_levels=False, share_counts=False):
+           registry, default_draft, max_regex_length, share_free_levels=False, share_counts=False,
+           defer_recursion=False):
     """Check the options and the schema; return the compiler and the root subschema."""
     if whitespace not in WHITESPACE_MODES:
         raise ValueError(f"whitespace must be one of {WHITESPACE_MODES}, not {whitespace!r}")
@@ -307,7 +343,8 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
         validator_cls=validator_cls, registry=full_registry, format_checker=_format_checker(),
         max_regex_length=max_regex_length, meta_uri=meta_uri,
         share=registry is None and not _may_hold_surrogates(schema),
-        share_free_levels=share_free_levels, share_counts=share_counts)
+        share_free_levels=share_free_levels, share_counts=share_counts,
+        defer_recursion=defer_recursion)
     return compiler, Sub(schema, resolver, "")
 
 

@@ -8,7 +8,8 @@ element twice, so nested optional structures double the regex at every
 level), so :func:`compile_within_bounds` compiles at the depths asked for
 and then, while the regex passes ``regex_budget`` characters or its
 automaton passes ``state_budget`` states, shallower: free values first,
-then recursion, down to 1 each. A schema left with no value only because
+then recursion, down to 1 each (not a compilation that deferred its
+recursion to a lazy automaton, which builds no automaton whole). A schema left with no value only because
 its recursion was cut is unrolled deeper instead, up to
 ``AUTO_RECURSION_DEPTH``. ``any_depth="auto"`` picks the free-value depth
 from a measured automaton (:func:`_choose_any_depth`).
@@ -24,6 +25,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..analysis.regex_tree import LiteralSet
 from ..analysis.errors import (BuildLimitError, EmptyLanguageError, RegexTooLongError,
                                TimeLimitError, UnsupportedSchemaError)
 
@@ -60,8 +62,12 @@ class Compiled:
 
 def written_size(pattern, definitions: dict) -> int:
     """About the characters of a pattern and of every definition as regex
-    text, each written once (:attr:`~tokendfa.analysis.regex_tree.Node.size`)."""
-    return pattern.size + sum(node.size for node in definitions.values())
+    text, each written once (:attr:`~tokendfa.analysis.regex_tree.Node.size`).
+
+    A literal set (an ``enum`` of many strings) is not counted: no depth
+    changes it, and the compilers build it from its strings, not its text."""
+    return pattern.size + sum(node.size for node in definitions.values()
+                              if node.__class__ is not LiteralSet)
 
 
 def _automaton(regex, definitions: dict, state_budget: int | None):
@@ -193,6 +199,10 @@ def compile_within_bounds(compile_at: Callable[[int, int], tuple], *, any_depth:
             return _unrolled_deeper(compile_once, compiler, depth_a, depth_r, notes)
         used = compiler.used_definitions(regex)
         size = written_size(regex, used)
+        if _defers(compiler):
+            # deferred recursion (a lazy index): no automaton is built whole, and the
+            # shallower attempts would not shorten the definitions written to check the schema
+            return Compiled(regex, compiler, notes, None, used)
         if regex_budget is not None and size > regex_budget and not last:
             over = f"regex over the budget of {regex_budget:,} characters"
             continue
@@ -213,6 +223,12 @@ def compile_within_bounds(compile_at: Callable[[int, int], tuple], *, any_depth:
                          f"recursion is unrolled {depth_r} time(s)")
         return Compiled(regex, compiler, notes, automaton, used)
     raise AssertionError("unreachable")
+
+
+def _defers(compiler) -> bool:
+    """Whether the compilation deferred values to a lazy automaton (see :mod:`.compiler`)."""
+    return bool(getattr(compiler, "defer_recursion", False)
+                and compiler.deferred_computed + len(compiler.pending))
 
 
 def _unrolled_deeper(compile_once, compiler, depth_a: int, depth_r: int, notes: list[str]) -> Compiled:

@@ -123,6 +123,12 @@ def json_key(value: Any):
     return ("other", repr(value))
 
 
+def type_key(value: Any) -> tuple:
+    """What a ``type`` keyword can tell apart in a value: its Python type, and
+    for a float whether it is integral (an ``integer`` from draft 6 on)."""
+    return (type(value), value.is_integer() if isinstance(value, float) else None)
+
+
 def type_of(value: Any) -> str:
     """The value's type among :data:`ALL_TYPES` (2.0 is an integer, as JSON Schema says)."""
     if value is None:

@@ -128,7 +128,8 @@ def _intersect_enum(flat: Flat, values: list) -> None:
     if flat.enum is None:
         seen, unique = set(), []
         for v in values:
-            key = json_key(v)
+            # a string's key without the call: an enum of 60,000 strings spent 60 ms here
+            key = ("str", v) if type(v) is str else json_key(v)
             if key not in seen:
                 seen.add(key)
                 unique.append(v)

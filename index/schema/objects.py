@@ -36,7 +36,7 @@ from . import strings as strs
 from .ir import Flat, Negated, ObjPart, SomeMember, Sub
 from ..analysis.regex_tree import Text, literal_set
 from .regexes import (Node, alternation, difference, fullmatch, intersect, optional, repeat)
-from .scalars import string
+from .scalars import LITERAL_SET_MIN, string
 
 if TYPE_CHECKING:
     from .compiler import Compiler
@@ -219,9 +219,10 @@ def _witness_key(c: "Compiler", extra: _Extra, witness: SomeMember) -> Node | No
 
 
 def _names(names) -> Node | None:
-    """The JSON texts of these names, as one alternation (a literal set when all are plain text)."""
+    """The JSON texts of these names, as one alternation (a literal set, built
+    as a minimal automaton, when ``LITERAL_SET_MIN`` or more are plain text)."""
     trees = [strs.json_string_literal(n) for n in names]
-    if len(trees) > 1 and all(tree.__class__ is Text for tree in trees):
+    if len(trees) >= LITERAL_SET_MIN and all(tree.__class__ is Text for tree in trees):
         return literal_set(tree.text for tree in trees)
     return alternation(trees)
 
@@ -367,8 +368,10 @@ def _key(c: "Compiler", key_subs: list[Sub], excluded: list[str], pointer: str) 
         return None
     if flat.enum is not None:
         # jsonschema checks each name against the whole of propertyNames, combinators too
-        names = [v for v in flat.enum if isinstance(v, str) and v not in excluded
-                 and all(c.valid(v, s) for s in key_subs)]
+        # (not against the enum each name comes from: listed)
+        taken = set(excluded)
+        names = [v for v in flat.enum if isinstance(v, str) and v not in taken
+                 and all(c.valid(v, s, listed=True) for s in key_subs)]
         return _names(names)
     if flat.choices or flat.nots:
         try:
@@ -426,7 +429,7 @@ def _names_satisfying(c: "Compiler", subs: list, nesting: int) -> Node | None:
     negated += flat.nots
     if flat.enum is not None:
         return _names([v for v in flat.enum if isinstance(v, str)
-                       and all(c.valid(v, s) for s in subs if isinstance(s, Sub))
+                       and all(c.valid(v, s, listed=True) for s in subs if isinstance(s, Sub))
                        and not any(c.valid(v, s) for s in negated)])
     if "string" not in flat.types:
         return None

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..analysis.errors import VocabularyError
 
-__all__ = ["Vocabulary"]
+__all__ = ["Vocabulary", "register_preparer"]
 
 # Bumping this changes every fingerprint, so do it only when the hashed
 # layout below changes.
@@ -48,6 +48,21 @@ _FINGERPRINT_LABEL = b"tokendfa-vocabulary-v1\x00"
 _NO_TEXT_LENGTH = -1
 
 Encoder = Callable[[str], "list[int]"]
+
+# What Vocabulary.prepare() calls besides its own tables: the per-vocabulary
+# tables of the layers above (the lazy engine's), which this module cannot
+# import. Each layer registers its preparer (register_preparer).
+_PREPARERS: "list[Callable[[Vocabulary], Any]]" = []
+
+
+def register_preparer(prepare: "Callable[[Vocabulary], Any]") -> None:
+    """Have :meth:`Vocabulary.prepare` call ``prepare(vocabulary)`` too (once
+    per function, in the order registered): how a layer above this one has
+    its per-vocabulary tables made at start-up instead of inside the first
+    build that needs them. The package registers the builder's
+    (:func:`tokendfa.runtime.index.prepare_builds`)."""
+    if prepare not in _PREPARERS:
+        _PREPARERS.append(prepare)
 
 
 class Vocabulary:
@@ -93,7 +108,7 @@ class Vocabulary:
         self._sorted_spellings: tuple[list[bytes], np.ndarray] | None = None
         self._ids_by_bytes: dict[bytes, tuple[int, ...]] | None = None
         self._token_lengths: tuple[int, ...] | None = None
-        # tables other modules derive from the tokens, computed once (see tokendfa.builder.lazy)
+        # tables other modules derive from the tokens, computed once (see tokendfa.lazy)
         self._derived: dict[str, Any] = {}
 
     # --- what it is ------------------------------------------------------
@@ -196,13 +211,17 @@ class Vocabulary:
 
     def prepare(self) -> "Vocabulary":
         """Compute every per-vocabulary table a build uses (column layout,
-        sorted spellings, the tokenizer's encoder) now rather than during the
-        first build; a server does this once at start-up."""
+        sorted spellings, the tokenizer's encoder, and through the
+        registered preparers (:func:`register_preparer`) the lazy engine's
+        tables) now rather than during the first build; a server does this
+        once at start-up, and its first schema then costs what its tenth does."""
         self.byte_columns()
         self.byte_occurrences()
         self.sorted_spellings()
         if self._encoder is not None:
             self._encoder("warm up")
+        for prepare in list(_PREPARERS):
+            prepare(self)
         return self
 
     def byte_columns(self) -> "ByteColumns":
@@ -225,11 +244,15 @@ class Vocabulary:
 
     def derived(self, key: str, make: "Callable[[Vocabulary], Any]") -> Any:
         """``make(self)``, computed on the first call for ``key`` and kept: the
-        per-vocabulary tables of other modules (:mod:`tokendfa.builder.lazy`)."""
+        per-vocabulary tables of other modules (:mod:`tokendfa.lazy`)."""
         found = self._derived.get(key)
         if found is None:
             found = self._derived[key] = make(self)
         return found
+
+    def has_derived(self, key: str) -> bool:
+        """Whether :meth:`derived` has made ``key`` already."""
+        return key in self._derived
 
     # --- lookups ---------------------------------------------------------
 

@@ -119,7 +119,7 @@ def _forged_index(change) -> bytes:
     from tokendfa.runtime.files import _PREAMBLE, _aligned, encode_index
 
     vocab = Vocabulary([b"a", b"b", None], eos_token_ids=2, name="tiny")
-    raw = encode_index(Index.from_regex("(ab)+", vocab), compress=False)
+    raw = encode_index(Index.from_regex("(ab)+", vocab, lazy=False), compress=False)
     _, size, _ = _PREAMBLE.unpack_from(raw, 0)
     header = msgpack.unpackb(raw[_PREAMBLE.size:_PREAMBLE.size + size], raw=False)
     data = raw[_aligned(_PREAMBLE.size + size):]

@@ -1,7 +1,9 @@
 """Run one hostile case in this process and print its outcome as one JSON line.
 
-``python run_case.py NAME lib``: the library (``Index.from_regex`` /
-``from_schema`` with ``time_limit``, ``Index.load``, ``Vocabulary.from_spec``);
+``python run_case.py NAME lib``: the library's whole build (``Index.from_regex`` /
+``from_schema`` with ``lazy=False`` and ``time_limit``, ``Index.load``,
+``Vocabulary.from_spec``); ``python run_case.py NAME lazy``: the library's
+default, a lazy index, and its first mask;
 ``python run_case.py NAME cli``: ``tokendfa build``/``inspect`` through
 ``tokendfa.cli.main``, with stderr captured. The caller sets the limits of
 the process (address space, wall clock).
@@ -31,7 +33,7 @@ def main() -> None:
         with open(path, "wb" if isinstance(payload, bytes) else "w") as handle:
             handle.write(payload)
         started = time.perf_counter()
-        result = run_cli(case, path, folder) if mode == "cli" else run_library(case, path)
+        result = run_cli(case, path, folder) if mode == "cli" else run_library(case, path, lazy=mode == "lazy")
         result["seconds"] = round(time.perf_counter() - started, 3)
     print(json.dumps(result))
 
@@ -46,16 +48,16 @@ def _vocabulary(spec: str):
     return Vocabulary.from_spec(spec)
 
 
-def run_library(case, path: str) -> dict:
+def run_library(case, path: str, lazy: bool) -> dict:
     from tokendfa import Index, TokenDFAError, Vocabulary
 
     try:
-        if case.kind == "regex":
+        if case.kind in ("regex", "schema"):
+            build = Index.from_regex if case.kind == "regex" else Index.from_schema
             with open(path) as handle:
-                Index.from_regex(handle.read(), _vocabulary(case.vocab), time_limit=TIME_LIMIT)
-        elif case.kind == "schema":
-            with open(path) as handle:
-                Index.from_schema(handle.read(), _vocabulary(case.vocab), time_limit=TIME_LIMIT)
+                index = build(handle.read(), _vocabulary(case.vocab), time_limit=TIME_LIMIT, lazy=lazy)
+            if lazy:
+                index.get_mask(index.initial_state)
         elif case.kind == "index_file":
             Index.load(path)
         else:

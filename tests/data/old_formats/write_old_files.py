@@ -53,7 +53,7 @@ def main() -> None:
     if can_choose:  # a raw file holds the whole per-token table: 600 kB and more for Qwen
         jobs += [(name, pattern, Vocabulary.builtin(vocab), vocab) for name, pattern, vocab in REAL]
     for name, pattern, vocabulary, vocab_name in jobs:
-        index = Index.from_regex(pattern, vocabulary)
+        index = Index.from_regex(pattern, vocabulary, lazy=False)
         forms = ["default"]
         if can_choose:
             forms = ["compressed"] + (["raw"] if vocab_name == "toy" else [])

@@ -1,5 +1,5 @@
 /* The compiled inner loops of a lazy token row: tokens walked byte by byte
- * through the lazy byte automaton's table (tokendfa.builder.lazy), and the
+ * through the lazy byte automaton's table (tokendfa.lazy), and the
  * bit and group work around them.
  *
  * The numpy walk pays ~40 us a level in calls whatever the number of tokens,
@@ -599,7 +599,7 @@ static PyObject *leading_runs(PyObject *module, PyObject *const *args, Py_ssize_
 /* tail_split(tail_low, tail_high, tail_wide, first_char, by_first_byte,
  *            first_offsets, low, high, wide, mask, rest, rest_offsets) -> n
  *
- * A loop set's tail set (tokendfa.builder.lazy._tail_tokens) in two passes:
+ * A loop set's tail set (tokendfa.lazy.tables._tail_tokens) in two passes:
  * token t is inside when it is text (first_char[t] > 0) and its tail bytes
  * (tail_low[t], tail_high[t]: uint64 bits of the ASCII bytes after its first
  * character; tail_wide[t]: a byte of 128 or more there) are in the set
@@ -710,7 +710,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef definition = {
     PyModuleDef_HEAD_INIT, "_cwalk",
-    "The compiled inner loop of a lazy token row (tokendfa.builder.lazy).", -1, methods,
+    "The compiled inner loop of a lazy token row (tokendfa.lazy).", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__cwalk(void) {

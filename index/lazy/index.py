@@ -1,0 +1,929 @@
+"""The lazy index: the first mask in milliseconds, every later one as fast as a built index's.
+
+The eager build (:mod:`tokendfa.builder.fast`) determinises and minimises the
+whole automaton and walks the vocabulary from every state before it can
+serve anything: about two seconds for a typical schema. :class:`LazyIndex`
+serves the same answers from the moment the NFA exists:
+
+* the byte automaton is a :class:`~tokendfa.analysis.lazydfa.LazyByteDFA`,
+  whose cells are computed on demand;
+* a state's *token row* (its allowed-token bitset) is computed the first time
+  the state is served, and kept: a revisited state costs a dict lookup
+  (:meth:`LazyIndex.get_mask` returns the stored array). The tokens whose
+  first byte is live are walked through the byte automaton token by token in
+  C (``_cwalk.c``, built with the package where a compiler is; each cell not
+  yet resolved is resolved as the walk meets it), or, without it, level by
+  level in numpy (a gather of ``cell[state, next byte]`` for the tokens still
+  alive, resolving the cells they reach first), the last few in Python.
+  Most of a cold row is not walked at all: where most characters lead to one state that
+  loops on them (inside a JSON string or key, a pattern's class), the tokens
+  that go there and stay are a mask cached per vocabulary and loop set, the
+  others start their walk where they first leave the loop, and tokens that
+  reach a looping state mid-walk stop where nothing of theirs leaves it (see
+  :meth:`LazyIndex._raw_row`). A cold JSON string state on Qwen: ~0.6 ms,
+  where walking its 147k tokens takes 7-9 ms. Inside a counted class
+  (``[0-9a-f]{40}``, a string with ``minLength``) the characters lead one
+  state further along a chain instead of looping: a token of n characters
+  of the class ends n states on, found with no walk (:meth:`LazyIndex._chain_row`);
+* :meth:`LazyIndex.advance` checks the token's bit and walks its bytes
+  through the byte automaton's cells, which computing the row mostly
+  resolved (the walk resolves the cells of walked tokens, the loop and chain
+  rows the ASCII cells of the states they pass; a cell inside a wide
+  character is resolved by the first advance that reads it), so the token
+  rows need no per-token successor table (a state inside a JSON string
+  allows ~147k Qwen tokens: 590 kB of successors).
+
+States are the lazy automaton's ids (the initial state is 1, not 0), and they
+are not minimal; the answers are the eager index's, state for state along any
+token sequence (the tests walk both in lockstep).
+
+**Exactness.** The eager index allows a token when its bytes keep the
+automaton alive *and* some sequence of tokens can finish the match from
+where it ends. The lazy automaton's non-dead states are exactly the
+byte-live ones. When every byte the pattern can use is spelled by a
+single-byte token (byte-level BPE: Qwen, cl100k, Tekken; SentencePiece with
+byte fallback), byte-live is token-live and nothing more is needed. For
+other vocabularies (the toy one of the tests, a Unigram model without byte
+fallback) token-liveness is decided exactly by a search over token rows from
+the state in question, memoised; it costs more on first use, never gives a
+different answer.
+
+**Not served lazily:** fast-forward tokens (:meth:`LazyIndex.forced_tokens`
+is always empty; :meth:`LazyIndex.complete` has them), and the vocabulary
+must be known (an index file is always eager: :meth:`LazyIndex.save` writes
+the completed index).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..analysis.dfa import DEAD, INITIAL, STATE_DTYPE
+from ..analysis.minimise import canonical_byte_dfa
+from ..analysis.errors import (BuildLimitError, InvalidStateError, TokenNotAllowedError,
+                               VocabularyCoverageError)
+from ..analysis.lazydfa import (DEFAULT_MAX_LAZY_STATES, UNKNOWN, WIDE_SEQUENCES, DefinitionSource,
+                                LazyByteDFA)
+from ..runtime.arrays import MASK_WORD
+from ..runtime.serving import MaskServing
+from ..vocab.vocabulary import Vocabulary
+from ..builder.config import BuildConfig
+from .completion import _byte_state_map, _index_states_of_byte_states
+from .kernels import _cwalk, _distinct, _runs, _set_bits
+from .plans import _ChainPlan, _PackedBytes, _WalkPlan, _chain_plan, _walk_plan
+from .tables import (_LEAD_BYTES, _chain_mask, _class_key, _class_runs, _last_leaving, _loop_mask, _loops_on,
+                     _tail_tokens, vocabulary_tables)
+
+__all__ = ["LazyIndex", "LAZY_ANY_DEPTH"]
+
+
+# Free values of a schema nest this many levels in lazy mode, with no
+# any_depth="auto" measurement (which builds whole automata at several depths,
+# most of an eager schema's time to first mask). Each level is one shared
+# definition, which the lazy automaton calls rather than copies and compiles
+# only when a generation first enters it (tokendfa.analysis.lazydfa), so the
+# depth costs nothing until a value goes that deep. Measured on 42
+# JSONSchemaBench schemas (benchmarks/profile_lazy.py, qwen2.5, loaded machine):
+# the NFA built before the first mask is the same at depth 8, 32 and 64 (p50
+# 2.8k states; 1.8k at depth 2, where the lowest levels are written inline);
+# the schema's regex grows by about 0.15 ms a level. When the NFA copied every
+# level (the first version), depth 2 took 0.05 s and depth 5 2.0 s on a small
+# object schema, which is why this was 2.
+LAZY_ANY_DEPTH = 32
+
+
+# A state with fewer than this many ASCII bytes to one successor is walked
+# token by token (literals, digits, keywords: their rows are cheap anyway).
+_LOOP_MIN_BYTES = 16
+# The rest of a walk goes on in Python (~0.3 us a byte) when it has at most
+# this many bytes left: a numpy level costs ~40 us whatever its size.
+_PYTHON_WALK_BYTES = 256
+# The loop shortcut inside a walk is tried on a state only when this many
+# tokens reach it with their first character read.
+_LOOP_MIN_SHARE = 256
+# A chain row follows a counted class at most this many characters: longer
+# tokens of the class resume their walk where the chain stops. Qwen's longest
+# token of JSON string characters has 128 (runs of spaces, dashes, "=");
+# at 48, the ~130 longer ones walked on a byte a level, ~30 numpy levels
+# in every cold row of a long counted string (1.73 -> 1.19 ms p50 a step
+# along a maxLength-1024 string, scratch measurement).
+_CHAIN_MAX = 128
+_NO_LINK = -2  # a chain stops: the class's characters part ways
+_INT32, _UINT32 = np.dtype(np.int32), np.dtype(np.uint32)  # the mask buffers write_mask_into takes as is
+
+
+@dataclass(frozen=True, eq=False)
+class _LoopRow:
+    """The tokens of a row that need no walk, and the states they end in
+    (one for a loop row, one per length for a chain row)."""
+
+    mask: np.ndarray  # uint32 words
+    ends: tuple[int, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class _TokenRow:
+    """What walking the vocabulary from one state found: the walked tokens
+    that keep the automaton alive and the state each ends in, plus (when most
+    characters lead to one state that loops on most characters) the tokens
+    that reach that state and stay there, found with no walk."""
+
+    tokens: np.ndarray
+    ends: np.ndarray
+    loop: _LoopRow | None
+
+    def successors(self) -> np.ndarray:
+        """The distinct states the row's tokens lead to."""
+        if self.loop is None:
+            return _distinct(self.ends)
+        return _distinct(np.append(self.ends, np.array(self.loop.ends, dtype=self.ends.dtype)))
+
+
+# What only a whole Index has (see LazyIndex.__getattr__).
+_WHOLE_INDEX_ONLY = frozenset({"arrays", "num_states", "final_states", "num_transitions", "nbytes"})
+
+
+class LazyIndex(MaskServing):
+    """The serving API of :class:`~tokendfa.runtime.index.Index`, computed on demand.
+
+    ``Index.from_regex(pattern, vocabulary)`` and
+    ``Index.from_schema(schema, vocabulary)`` return one (the default,
+    ``lazy=True``); a :class:`~tokendfa.runtime.guide.Guide` walks it like an
+    index. Thread-safe: any number of guides on any number of threads share
+    one lazy index.
+
+    ``config.max_states`` bounds the states of the lazy byte automaton
+    (:class:`~tokendfa.analysis.errors.BuildLimitError` when a request needs
+    more). :meth:`start_completion` fills the remaining token rows in a
+    background thread; :meth:`complete` returns the eager :class:`Index`, and
+    :meth:`completed_state` the state of it that a state of this one is.
+
+    ``deferred`` (a :class:`~tokendfa.analysis.lazydfa.DefinitionSource`;
+    a schema's recursion, see :mod:`tokendfa.schema.compiler`) gives the
+    definitions that are computed when a match first reaches them, and are
+    added to ``definitions`` as they are: the index then holds the schema
+    compiler, and through it the user's schema, for as long as it lives.
+    Such a definition is computed under the lock that resolving cells takes,
+    and under the limits of the request that reaches it (the construction's,
+    ``complete()``'s and the background completion's time limit; none while
+    serving, as for any fragment the lazy automaton compiles).
+    """
+
+    def __init__(self, pattern: str, vocabulary: Vocabulary, config: BuildConfig | None = None, *,
+                 definitions: dict[str, str] | None = None,
+                 metadata: dict[str, Any] | None = None, index_type: Any = None,
+                 completion_advice: str | None = None,
+                 deferred: DefinitionSource | None = None) -> None:
+        started = time.perf_counter()
+        # Said with a bound that complete() trips (what the caller knows of why
+        # its automaton may be too large to complete, e.g. a schema's free values).
+        self._completion_advice = completion_advice
+        self._pattern = pattern
+        # With `deferred` (a schema's recursion, see tokendfa.schema.compiler), the
+        # automaton pulls definitions from it as matches reach them, and
+        # `definitions` is the dict they are added to: kept, not copied.
+        self._definitions = dict(definitions or {}) if deferred is None else definitions
+        self._vocabulary = vocabulary
+        self._config = config or BuildConfig()
+        # The runtime passes its Index class down (the builder never imports it);
+        # without one, complete() gives the built arrays and metadata.
+        self._index_type = index_type
+        max_states = self._config.max_states
+        self._dfa = LazyByteDFA(pattern, definitions=deferred or self._definitions or None,
+                                max_states=DEFAULT_MAX_LAZY_STATES if max_states is None else max_states)
+        self._tables = vocabulary_tables(vocabulary)
+        self._tokens = vocabulary.tokens
+        self._vocab_size = vocabulary.size
+        self._words = self._tables.num_words
+        self._eos = tuple(sorted(set(int(t) for t in vocabulary.eos_token_ids)))
+        self._eos_set = frozenset(self._eos)
+        # Byte-live is token-live when every byte a match can hold is a token
+        # of its own. With all 256 bytes tokens (byte-level BPE) the pattern's
+        # alphabet is not needed, which would compile every definition.
+        single = self._tables.single_byte
+        # Nor with deferred definitions, which it would compute whole (the
+        # recursion unrolled every way): the token walk then checks liveness.
+        self._covered = bool(single.all()) or (
+            deferred is None and bool(np.all(single[self._dfa.byte_alphabet()])))
+        self._token_live: dict[int, bool] = {}
+        self._loops: dict[int, tuple[int, int, bool]] = {}
+        self._wide_targets: dict[int, int] = {}
+        self._chain_links: dict[tuple[int, tuple[int, int, bool]], int] = {}  # (state, class) -> next or DEAD
+        self._raw_rows: dict[int, _TokenRow] = {}
+        self._lock = threading.RLock()
+        self._masks: dict[int, np.ndarray] = {}        # state -> its allowed-token bitset
+        self._successors: dict[int, np.ndarray] = {}   # state -> distinct states its tokens reach
+        self._distinct_masks: dict[bytes, np.ndarray] = {}
+        self._table_view: tuple[np.ndarray | None, memoryview | None] = (None, None)
+        self._completed = None
+        self._explored = None  # (lazy table, minimal DFA, completed arrays) until state_map() is made
+        self._state_map: np.ndarray | None = None
+        self._complete_lock = threading.RLock()
+        self._completion: threading.Thread | None = None
+        self._completion_error: BaseException | None = None
+        self._stop = threading.Event()
+        if not self._is_token_live(INITIAL):
+            raise self._coverage_error()
+        self._seconds = round(time.perf_counter() - started, 4)
+        self._extra_metadata = dict(metadata or {})
+        self._metadata: dict[str, Any] | None = None
+
+    # --- description ---------------------------------------------------------
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """As an eager index's, with ``build.method`` ``"lazy"``; made on first
+        use (the vocabulary's fingerprint hashes every token: 0.25 s on Qwen)."""
+        if self._metadata is None:
+            from ..builder.pipeline import readable_pattern  # the builder, inside the call (see tokendfa.lazy)
+            # a copy (one C call, atomic under the GIL): deferred definitions may be
+            # added by a thread serving a mask meanwhile
+            readable = readable_pattern(self._pattern, dict(self._definitions))
+            vocabulary = self._vocabulary
+            metadata = {
+                "kind": "regex",
+                "pattern": readable,
+                "vocabulary": {"name": vocabulary.name, "source": vocabulary.source,
+                               "fingerprint": vocabulary.fingerprint, "size": vocabulary.size},
+                "build": {"method": "lazy", "seconds": self._seconds},
+            }
+            metadata.update(self._extra_metadata)
+            self._metadata = metadata
+        return self._metadata
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        return self._vocabulary
+
+    @property
+    def pattern(self) -> str:
+        return self.metadata.get("pattern", "")
+
+    @property
+    def initial_state(self) -> int:
+        return INITIAL
+
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab_size
+
+    @property
+    def eos_token_ids(self) -> tuple[int, ...]:
+        return self._eos
+
+    @property
+    def byte_dfa(self) -> LazyByteDFA:
+        return self._dfa
+
+    @property
+    def num_served_states(self) -> int:
+        """States whose token row has been computed so far."""
+        return len(self._masks)
+
+    def __getattr__(self, name: str):
+        # Only for names not found otherwise: what the whole Index has and a
+        # lazy one cannot know before it is complete. Since lazy became the
+        # default, code written for the eager result meets this first.
+        if name in _WHOLE_INDEX_ONLY:
+            raise AttributeError(
+                f"a lazy index has no {name!r} until it is complete: use index.complete().{name}, "
+                "or build the whole index with lazy=False")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __repr__(self) -> str:
+        return (f"LazyIndex(pattern={self.pattern[:80]!r}, vocabulary={self._vocabulary.name!r}, "
+                f"served={len(self._masks)}, byte_states={self._dfa.num_states})")
+
+    # --- serving ---------------------------------------------------------------
+
+    def get_mask(self, state: int) -> np.ndarray:
+        """Allowed tokens as a read-only ``uint32`` bitset (EOS bits in final states)."""
+        mask = self._masks.get(state)
+        if mask is None:
+            mask = self._serve(state)
+        return mask
+
+    def is_final(self, state: int) -> bool:
+        if state not in self._masks:
+            self._serve(state)
+        return bool(self._dfa.finals[state])
+
+    def is_allowed(self, state: int, token_id: int) -> bool:
+        mask = self.get_mask(state)
+        self._check_token(token_id)
+        return bool((mask.item(token_id >> 5) >> (token_id & 31)) & 1)
+
+    def forced_tokens(self, state: int) -> np.ndarray:
+        """Always empty in lazy mode (the fast-forward table needs the whole
+        index: :meth:`complete` has it). Empty is a valid answer: a generator
+        then samples every token, as it would where nothing is forced."""
+        self.get_mask(state)
+        return np.zeros(0, dtype=np.int32)
+
+    def advance(self, state: int, token_id: int) -> int:
+        """The state after ``token_id``; EOS keeps a final state. Raises
+        :class:`~tokendfa.analysis.errors.TokenNotAllowedError` for a token
+        the state does not allow."""
+        mask = self._masks.get(state)
+        if mask is None:
+            mask = self._serve(state)
+        if not 0 <= token_id < self._vocab_size:
+            self._check_token(token_id)
+        if (mask.item(token_id >> 5) >> (token_id & 31)) & 1:
+            data = self._tokens[token_id]
+            if data is None:
+                return state  # EOS in a final state
+            # Computing the token row resolved the cells on the way (see the
+            # module docstring) but those inside wide characters the NFA
+            # placed, and the mask was published after it: the current table
+            # has them, and a cell still UNKNOWN (-1) is resolved below.
+            table = self._dfa.table
+            held, view = self._table_view
+            if held is not table:
+                view = memoryview(table)
+                self._table_view = (table, view)
+            for byte in data:
+                following = view[state, byte]
+                if following < 0:
+                    # a cell no row needed: the rows of states past the first
+                    # byte of a wide character are not computed when the NFA
+                    # shows where the character ends (LazyByteDFA.wide_target)
+                    following = self._dfa.step(state, byte)
+                    view = memoryview(self._dfa.table)
+                state = following
+            return state
+        raise TokenNotAllowedError(self._refusal(state, token_id), state=state, token_id=token_id)
+
+    def write_mask_into(self, state: int, out, row: int | None = None) -> None:
+        """Copy the bitset of ``state`` into a caller's int32/uint32 buffer
+        (numpy or torch, one row or a batch; see :meth:`Index.write_mask_into`)."""
+        mask = self._masks.get(state)
+        if mask is None:
+            mask = self._serve(state)
+        if type(out) is np.ndarray and (out.dtype == _INT32 or out.dtype == _UINT32):
+            target = out if row is None else self._row_of(out, row)
+            if target.shape == mask.shape:
+                # The common call: a numpy row as wide as the vocabulary. One
+                # assignment (uint32 into int32 keeps the bits) where the
+                # general copy's checks and two assignments took ~1.4 us of
+                # a ~4 us warm step.
+                target[...] = mask
+                return
+        self._copy_mask(mask, out, row)
+
+    # --- completion -------------------------------------------------------------
+
+    def start_completion(self) -> None:
+        """Compute every reachable state's token row in a daemon thread,
+        breadth-first from the initial state, so later requests find them
+        ready. Serving goes on meanwhile; a request for a row the thread is
+        computing waits for that one row. Past ``max_states`` the thread
+        stops and :meth:`wait_completion` re-raises the error."""
+        with self._lock:
+            if self._completion is None:
+                self._completion = threading.Thread(target=self._complete_rows, daemon=True,
+                                                    name="tokendfa-lazy-completion")
+                self._completion.start()
+
+    def wait_completion(self, timeout: float | None = None) -> bool:
+        """Wait for :meth:`start_completion`'s thread; True when every row is done."""
+        thread = self._completion
+        if thread is None:
+            return False
+        thread.join(timeout)
+        if self._completion_error is not None:
+            raise self._completion_error
+        return not thread.is_alive()
+
+    def _complete_rows(self) -> None:
+        try:
+            with self._config.limits():  # a thread of its own: the limits are installed here
+                self._complete_rows_under_limits()
+        except BaseException as exc:  # reported by wait_completion
+            self._completion_error = exc
+
+    def _complete_rows_under_limits(self) -> None:
+        seen = {INITIAL}
+        frontier = [INITIAL]
+        while frontier and not self._stop.is_set():
+            following = []
+            for state in frontier:
+                if self._stop.is_set():
+                    return
+                self.get_mask(state)
+                for nxt in self._successors[state].tolist():
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        following.append(nxt)
+            frontier = following
+
+    def complete(self):
+        """The eager :class:`~tokendfa.runtime.index.Index` of the same
+        pattern (array for array what ``Index.from_regex(..., lazy=False)``
+        builds): the lazy byte automaton explored to the end from the states
+        served so far (:meth:`LazyByteDFA.explore` resumes where serving
+        stopped; no state is computed twice), minimised, and its token
+        arrays built by the fast build. Computed once; raises the eager
+        build's errors. This lazy index keeps serving afterwards, with its
+        own state ids; :meth:`completed_state` maps them to the completed
+        index's.
+
+        The token rows already served are not carried over: a row holds
+        each state's allowed tokens, not where each leads, and the fast
+        build's signature walk covers every state in one vectorised pass
+        (a 642-state schema on qwen2.5: ~50 ms of a ~250 ms completion, the
+        same with 277 states served first or none)."""
+        from ..builder.pipeline import BuiltIndex, build_index  # the eager build, inside the call
+        with self._complete_lock, self._config.limits():  # the time limit from here on
+            if self._completed is None:
+                try:
+                    transitions, finals = self._dfa.explore()
+                    dfa = canonical_byte_dfa(transitions, finals, pattern=self._pattern)
+                    built = build_index(self._pattern, self._vocabulary, self._config,
+                                        definitions=dict(self._definitions) or None, dfa=dfa)
+                except BuildLimitError as exc:
+                    if self._completion_advice is None:
+                        raise
+                    raise type(exc)(f"{exc}; {self._completion_advice}", reached=exc.reached) from exc
+                metadata = dict(built.metadata)
+                metadata.update(self._extra_metadata)
+                built = BuiltIndex(built.arrays, metadata)
+                self._explored = (transitions, dfa, built.arrays)
+                self._completed = (built if self._index_type is None else
+                                   self._index_type(built.arrays, metadata, self._vocabulary))
+            return self._completed
+
+    def completed_state(self, state: int) -> int:
+        """The state of :meth:`complete`'s index that ``state`` (an id of
+        this lazy index) is: the same allowed tokens, and every token leads
+        to states that map to each other, so a generation can go on in the
+        completed index from where it is here. Completes the index if it is
+        not yet; raises :class:`InvalidStateError` for an id no token
+        sequence reaches from the initial state."""
+        mapping = self.state_map()
+        if not isinstance(state, (int, np.integer)) or not 0 <= state < len(mapping) or mapping[state] < 0:
+            raise InvalidStateError(f"state {state} of this lazy index is not a state of its completed index")
+        return int(mapping[state])
+
+    def state_map(self) -> np.ndarray:
+        """``int32`` array: for each state id of this lazy index, the
+        completed index's state (-1 where there is none: the dead state, and
+        states no token sequence leads to or finishes from). Made once, on
+        first use, after :meth:`complete`."""
+        self.complete()
+        with self._complete_lock:
+            if self._state_map is None:
+                transitions, dfa, arrays = self._explored
+                byte_state = _byte_state_map(transitions, dfa.transitions)
+                index_of_byte = _index_states_of_byte_states(dfa, arrays, self._tokens)
+                mapping = np.where(byte_state >= 0, index_of_byte[np.maximum(byte_state, 0)], -1)
+                mapping = mapping.astype(np.int32)
+                mapping.flags.writeable = False
+                self._state_map, self._explored = mapping, None
+            return self._state_map
+
+    def save(self, path, *, compress: bool = True) -> None:
+        """Write the completed index (:meth:`complete`) to ``path``."""
+        self.complete().save(path, compress=compress)
+
+    def close(self) -> None:
+        """Stop the completion thread (if any) after the row it is on."""
+        self._stop.set()
+
+    # --- computing a token row -----------------------------------------------------
+
+    def _serve(self, state: int) -> np.ndarray:
+        if not isinstance(state, (int, np.integer)) or not INITIAL <= state < self._dfa.num_states:
+            raise InvalidStateError(
+                f"state {state} is not a state of this lazy index (states are 1.."
+                f"{self._dfa.num_states - 1} so far, 1 initial)")
+        with self._lock:
+            mask = self._masks.get(state)
+            if mask is None:
+                row = self._raw_row(state)
+                tokens, ends, loop = row.tokens, row.ends, row.loop
+                if not self._covered:
+                    if len(ends):
+                        distinct = _distinct(ends)
+                        live = np.array([self._is_token_live(int(e)) for e in distinct.tolist()])
+                        keep = np.isin(ends, distinct[live])
+                        tokens, ends = tokens[keep], ends[keep]
+                    if loop is not None and not all(self._is_token_live(end) for end in loop.ends):
+                        loop = None
+                    row = _TokenRow(tokens, ends, loop)
+                if loop is None:
+                    mask = np.zeros(self._tables.num_words, dtype=MASK_WORD)
+                    _set_bits(mask, tokens)
+                else:
+                    # Most of the row is a cached mask: copy it and add the few
+                    # walked tokens (a JSON string on Qwen: 147k tokens loop,
+                    # ~1.6k of the 6.1k others survive the walk).
+                    mask = loop.mask.copy()
+                    _set_bits(mask, tokens)
+                if self._dfa.finals[state]:
+                    _set_bits(mask, np.array(self._eos, dtype=np.int64))
+                mask = self._distinct_masks.setdefault(mask.tobytes(), mask)
+                mask.flags.writeable = False
+                self._successors[state] = row.successors()
+                self._raw_rows.pop(state, None)
+                self._masks[state] = mask  # published last: readers take no lock
+            return mask
+
+    def _raw_row(self, state: int) -> _TokenRow:
+        """Every token whose bytes keep the automaton alive from ``state``,
+        and the state each leads to.
+
+        Inside a JSON string (or a key, or a pattern's wide class) most
+        characters lead to one state that every character but a few loops
+        on. The tokens whose first character goes there and whose other
+        characters loop are then a cached mask (:func:`_loop_mask`), all
+        ending in that state, and only the others are walked: a cold string
+        state on Qwen walks 6.1k tokens instead of 147k (7-9 ms before)."""
+        found = self._raw_rows.get(state)
+        if found is not None:
+            return found
+        first_row = self._dfa.row(state)
+        loop, plan, states = self._loop_row(state, first_row)
+        tokens, positions = plan.tokens, plan.positions
+        found_tokens, found_ends = [], []
+        if _cwalk is not None:
+            # (a token with nothing left to walk ends where it starts)
+            packed = plan.packing.bytes_for(self._tables, tokens, positions)
+            self._compiled_walk(tokens, states, positions, packed, found_tokens, found_ends)
+        else:
+            ended = self._tables.lengths[tokens] == positions
+            found_tokens.append(tokens[ended])
+            found_ends.append(states[ended])
+            keep = ~ended
+            self._numpy_walk(tokens[keep], states[keep], positions[keep], found_tokens, found_ends)
+        tokens = np.concatenate(found_tokens) if found_tokens else np.zeros(0, dtype=np.int64)
+        ends = np.concatenate(found_ends) if found_ends else np.zeros(0, dtype=STATE_DTYPE)
+        row = _TokenRow(tokens, ends, loop)
+        if not self._covered:
+            self._raw_rows[state] = row
+        return row
+
+    def _numpy_walk(self, tokens: np.ndarray, states: np.ndarray, positions: np.ndarray,
+                    found_tokens: list, found_ends: list) -> None:
+        """:meth:`_compiled_walk` without the compiled module: the tokens
+        walked a byte a level in numpy, the last few in Python."""
+        dfa = self._dfa
+        columns, lengths = self._tables.columns, self._tables.lengths
+        # A level walks three arrays: the flat index of each token's next byte
+        # in ``columns`` (position * V + token: the token and the position are
+        # that index's remainder and quotient), its state, and the bytes left
+        # after the next one; a token whose last byte was read leaves with the
+        # dead ones. About 15 numpy calls a level where there were 25: slow
+        # cold rows spent ~0.6 ms in this loop's own numpy calls (of ~1.6).
+        vocab_size = columns.shape[1]
+        flat_columns = columns.reshape(-1)
+        at = positions * vocab_size + tokens
+        left = lengths[tokens] - positions - 1
+        while len(at):
+            if len(at) <= 48 or int(left.sum()) + len(left) <= _PYTHON_WALK_BYTES:
+                # A few long tokens (runs of spaces, dashes) would take a
+                # numpy level per byte, ~40 us each: walk them in Python.
+                tokens = at % vocab_size
+                ends = self._walk_rest(tokens, states, at // vocab_size)
+                alive = ends != DEAD
+                found_tokens.append(tokens[alive])
+                found_ends.append(ends[alive])
+                break
+            following = dfa.successors(states, flat_columns[at])
+            # The loop shortcut: a token in a state whose every byte from here
+            # on loops on that state ends there. Tried where the next byte
+            # loops, so states that merely pass (a prefix of a declared key)
+            # are not asked for their loop sets (a whole row each). Inside a
+            # key after a declared key's first letter, tokens ("product") go
+            # on in the free key's state: 1.2 -> 0.6 ms for such a cold row.
+            if len(at) >= _LOOP_MIN_SHARE:
+                looping = np.flatnonzero(following == states)
+                if len(looping) >= _LOOP_MIN_SHARE:
+                    stay = self._staying(at[looping] % vocab_size, states[looping], at[looping] // vocab_size)
+                    if len(stay):
+                        done = looping[stay]
+                        found_tokens.append(at[done] % vocab_size)
+                        found_ends.append(states[done])
+                        following[done] = DEAD  # taken: dropped from the walk below
+            alive = following != DEAD
+            last = left == 0
+            ended = alive & last
+            if ended.any():
+                found_tokens.append(at[ended] % vocab_size)
+                found_ends.append(following[ended])
+                alive &= ~last
+            at, states, left = at[alive] + vocab_size, following[alive], left[alive] - 1
+
+    def _compiled_walk(self, tokens: np.ndarray, states: np.ndarray, positions: np.ndarray,
+                       packed: _PackedBytes | None, found_tokens: list, found_ends: list) -> None:
+        """Walk ``tokens`` from ``states`` at ``positions`` with the compiled
+        loop (:mod:`tokendfa.lazy._cwalk`), appending the live ones and their
+        end states to ``found_*``. A cell not resolved yet is resolved as
+        the walk meets it (``LazyByteDFA.step_held``, the automaton's lock
+        held for the whole walk). Walking in passes instead, the stopped
+        tokens' cells resolved together between them, paid ~40 us of numpy
+        a pass, and a token spelling ``"},{"`` needed a pass a byte. No loop
+        shortcut: a byte costs a few nanoseconds here (~15 ns a Qwen token
+        from a JSON string state), and asking a state for its loop set
+        resolves its whole ASCII row. With ``packed`` (the plan's bytes in
+        walking order) the walk reads memory in order."""
+        tables = self._tables
+        ended_tokens = np.empty(len(tokens), dtype=np.int64)
+        ended_states = np.empty(len(tokens), dtype=np.int64)
+        states = np.ascontiguousarray(states, dtype=np.int64)
+        dfa = self._dfa
+        with dfa.resolving():  # once for the row, not once a cell (step_held)
+            if packed is not None:
+                ended = _cwalk.walk_packed(dfa, packed.data, packed.offsets, states, ended_tokens, ended_states)
+            else:
+                ended = _cwalk.walk(dfa, tables.spellings, tables.spelling_offsets,
+                                    np.ascontiguousarray(tokens, dtype=np.int64), states,
+                                    np.ascontiguousarray(positions, dtype=np.int64), ended_tokens, ended_states)
+        if ended:
+            # walk_packed gives entries of the plan: their tokens
+            found_tokens.append(tokens[ended_tokens[:ended]] if packed is not None else ended_tokens[:ended])
+            found_ends.append(ended_states[:ended].astype(STATE_DTYPE))
+
+    def _walk_rest(self, tokens: np.ndarray, states: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """The states ``tokens`` end in, from ``states`` at ``positions``."""
+        dfa, spellings = self._dfa, self._tokens
+        table = dfa.table
+        view = memoryview(table)  # ~0.1 us a byte where dfa.step costs ~0.45
+        ends = []
+        for token, state, at in zip(tokens.tolist(), states.tolist(), positions.tolist()):
+            for byte in spellings[token][at:]:
+                following = view[state, byte]
+                if following <= DEAD:  # one test a byte for both (UNKNOWN is -1)
+                    if following == UNKNOWN:
+                        following = dfa.step(state, byte)
+                        if dfa.table is not table:  # the table grew: read the new one
+                            table = dfa.table
+                            view = memoryview(table)
+                    if following == DEAD:
+                        state = DEAD
+                        break
+                state = following
+            ends.append(state)
+        return np.array(ends, dtype=states.dtype)
+
+    def _staying(self, tokens: np.ndarray, states: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Positions of the ``tokens`` (each in the state and at the byte
+        position of the same place) whose every byte from there on loops on
+        that state (:func:`_last_leaving`), so that they end in it."""
+        values, runs = _runs(states)
+        # A state few tokens reach is not worth its loop set: _loop computes
+        # its whole row and walks every UTF-8 range from it (on a schema with
+        # many keys this was 0.9 ms of each 2.6 ms cold row); walking those
+        # tokens on costs less.
+        crowded = values[runs >= _LOOP_MIN_SHARE]
+        stay = np.zeros(len(tokens), dtype=bool)
+        for state in crowded.tolist():
+            key = self._loop(state)
+            if not key[0] and not key[1]:
+                continue
+            last = _last_leaving(self._tables, key)
+            here = states == state
+            stay[here] = last[tokens[here]] < positions[here]
+        return np.flatnonzero(stay)
+
+    def _loop_row(self, state: int, first_row: np.ndarray
+                  ) -> tuple[_LoopRow | None, _WalkPlan | _ChainPlan, np.ndarray]:
+        """``(loop, plan, states)``: the tokens of the row found with no walk
+        (or None); the plan of the spelled tokens left to walk, whose first
+        byte is live, each with the position of its next byte
+        (:class:`_WalkPlan`, :class:`_ChainPlan`); the state each one's walk
+        starts in.
+
+        With ``target`` the state most ASCII bytes lead to from ``state``, a
+        token needs no walk when its first character leads there (its first
+        byte is one of those, or it starts with a character of two or more
+        bytes and every such character leads there) and each later character
+        loops on ``target``: it ends in ``target``. Everything else is
+        walked, so the row is exact."""
+        tables = self._tables
+        live = np.flatnonzero(first_row)
+        ascii_row = first_row[:128]
+        # the state most ASCII bytes lead to (the smallest id of a tie): a
+        # Counter of 128 ints, ~5 us where sorting them in numpy took ~40
+        counts = Counter(ascii_row.tolist())
+        counts.pop(DEAD, None)
+        most = max(counts.values(), default=0)
+        tail = None
+        if most >= _LOOP_MIN_BYTES:
+            target = min(s for s, count in counts.items() if count == most)
+            tail_key = self._loop(target)
+            # the bytes and characters that lead to the target
+            first = np.zeros(256, dtype=bool)
+            first[:128] = ascii_row == target
+            if self._wide_target(state) == target:
+                first[_LEAD_BYTES] = True
+            if self._covered and not _loops_on(tail_key, first[:128]):
+                # they do not loop there: a counted class
+                return self._chain_row(state, first_row, first, target, live)
+            tail = _tail_tokens(tables, tail_key)
+        if tail is None:
+            plan = _walk_plan(tables, live)
+            return None, plan, first_row[plan.first_bytes]
+        mask, rest = _loop_mask(tables, first, tail_key, tail)
+        plan = _walk_plan(tables, live, (first, tail_key, rest))
+        states = first_row[plan.first_bytes]
+        states[plan.skipped] = target
+        return _LoopRow(mask, (target,)), plan, states
+
+    def _chain_row(self, state: int, first_row: np.ndarray, first: np.ndarray, target: int, live: np.ndarray
+                   ) -> tuple[_LoopRow, _ChainPlan, np.ndarray]:
+        """:meth:`_loop_row` where most characters lead to a state that does
+        not loop on them: inside a counted class (``[0-9a-f]{40}``, a string
+        with ``minLength``), each character of the class leads one state
+        further along a chain. A token made of n characters of the class ends
+        n states on, with no walk, while the chain lasts; a token that leaves
+        the class after m characters resumes its walk m states on. Before,
+        such a row walked every token starting with a class character a byte
+        a level: 5 ms a step along a 40-character hash on Qwen.
+
+        Used with a covering vocabulary only (the chain's ends are then live)."""
+        tables = self._tables
+        key = _class_key(first[:128], bool(first[_LEAD_BYTES[0]]))
+        runs = _class_runs(tables, key)
+        limit = min(max(len(runs.full_offsets) - 2, (len(runs.partial_offsets) - 1) // 256), _CHAIN_MAX)
+        chain, dies = self._chain(state, target, key, max(limit, 1))
+        length = len(chain) - 1
+        along = np.array(chain, dtype=first_row.dtype)
+        plan = _chain_plan(tables, key, runs, length, dies, np.flatnonzero(first), live[~first[live]])
+        states = np.where(plan.links >= 0, along[plan.links], first_row[plan.first_bytes])
+        mask = _chain_mask(tables, key, length, runs)
+        return _LoopRow(mask, tuple(sorted(set(chain[1:])))), plan, states
+
+    def _chain(self, state: int, target: int, key: tuple[int, int, bool], limit: int) -> tuple[list[int], bool]:
+        """``([state, target, ...], dies)``: while every character of the
+        class ``key`` leads from the last state to one next state, that
+        state, up to ``limit`` characters on (a state that loops repeats
+        itself); ``dies`` when every ASCII byte of the class is dead after
+        the last."""
+        wanted = key[0] | key[1] << 64
+        chain = [state, target]
+        current = target
+        while len(chain) <= limit:
+            following = self._chain_links.get((current, key))
+            if following is None:
+                # the class's ranges only (a cell at a time cost ~30 us a
+                # link; the whole ASCII row discovered the states past a
+                # quote and a backslash at every link: sp_0's steps inside a
+                # maxLength-1024 string found ~30 states each)
+                following = self._dfa.class_successor(current, wanted)
+                following = following if following >= DEAD else _NO_LINK
+                if following not in (DEAD, _NO_LINK) and key[2] and self._wide_target(current) != following:
+                    following = _NO_LINK
+                self._chain_links[(current, key)] = following
+            if following in (DEAD, _NO_LINK):
+                return chain, following == DEAD
+            if following == current:
+                chain.extend([current] * (limit + 1 - len(chain)))
+                break
+            chain.append(following)
+            current = following
+        return chain, False
+
+    def _loop(self, state: int) -> tuple[int, int, bool]:
+        """``(low, high, wide)``: the ASCII bytes that lead from ``state`` back
+        to it (bits 0-63 and 64-127), and whether every character of two or
+        more bytes does too."""
+        found = self._loops.get(state)
+        if found is None:
+            # the ASCII cells only: the whole row would discover a state past
+            # each first byte of a wide character, which _wide_target does not need
+            ascii_row = self._dfa.ascii_row(state)
+            found = self._loops[state] = _class_key(ascii_row == state, self._wide_target(state) == state)
+        return found
+
+    def _wide_target(self, state: int) -> int:
+        """The one state every character of two or more bytes leads to from
+        ``state`` (checked on each range of UTF-8 sequences), or -1."""
+        found = self._wide_targets.get(state)
+        if found is None:
+            read = self._dfa.wide_target(state)  # off the NFA, when it shows one state
+            if read is not None:
+                found = self._wide_targets[state] = read if read != DEAD else -1
+                return found
+            reached: set[int] = set()
+            asked: dict[tuple[int, int, int], set[int]] = {}  # sequences share their later ranges
+            for sequence in WIDE_SEQUENCES:
+                current = {state}
+                for lo, hi in sequence:
+                    following = set()
+                    for at in current:
+                        # The first byte's whole row, as before (the row of
+                        # ``state`` is needed anyway, and resolving it in the
+                        # same order keeps the state ids); only the cells of
+                        # the range from the states a sequence leads to.
+                        if at == state:
+                            following.update(self._dfa.row(at)[lo:hi + 1].tolist())
+                        else:
+                            key = (at, lo, hi)
+                            if key not in asked:
+                                asked[key] = self._dfa.range_successors(at, lo, hi)
+                            following |= asked[key]
+                    current = following
+                    if DEAD in current:
+                        break
+                reached |= current
+                if DEAD in reached or len(reached) > 1:
+                    break
+            found = self._wide_targets[state] = (next(iter(reached))
+                                                 if len(reached) == 1 and DEAD not in reached else -1)
+        return found
+
+    def _is_token_live(self, state: int) -> bool:
+        """Whether some sequence of tokens leads from ``state`` to a match.
+
+        With a covering vocabulary every non-dead state is. Otherwise a
+        breadth-first search over token rows from ``state`` looks for a
+        final state or a state known live; if it finds none, every state it
+        reached is known dead (their futures were all explored)."""
+        if self._covered:
+            return state != DEAD
+        with self._lock:
+            known = self._token_live.get(state)
+            if known is not None:
+                return known
+            parent = {state: -1}
+            queue = [state]
+            found = -1
+            for current in queue:  # grows while we go
+                status = self._token_live.get(current)
+                if status is None and self._dfa.finals[current]:
+                    status = True
+                if status:
+                    found = current
+                    break
+                if status is False:
+                    continue
+                for nxt in self._raw_row(current).successors().tolist():
+                    if nxt not in parent:
+                        parent[nxt] = current
+                        queue.append(nxt)
+            if found < 0:
+                for visited in parent:
+                    self._token_live[visited] = False
+                return False
+            while found >= 0:
+                self._token_live[found] = True
+                found = parent[found]
+            return True
+
+    def _readable_pattern(self) -> str:
+        """The pattern as text for a message (a tree written out, calls named)."""
+        from ..builder.pipeline import readable_pattern  # the builder, inside the call (see tokendfa.lazy)
+        return readable_pattern(self._pattern, dict(self._definitions))
+
+    def _coverage_error(self) -> VocabularyCoverageError:
+        """The error of a pattern the vocabulary cannot finish, naming, as
+        the eager build does, the first state (breadth-first over token
+        rows) where no token goes on, the bytes the pattern takes there, and
+        the shortest text that leads there."""
+        order, seen = [INITIAL], {INITIAL}
+        stuck = INITIAL
+        for state in order:  # grows while we go
+            following = self._raw_row(state).successors().tolist()
+            if not following:
+                stuck = state
+                break
+            for nxt in following:
+                if nxt not in seen:
+                    seen.add(nxt)
+                    order.append(nxt)
+        needed = bytes(np.flatnonzero(self._dfa.row(stuck) != DEAD).tolist())
+        shown = ", ".join(repr(bytes([b])) for b in needed[:12]) + (
+            f" and {len(needed) - 12} more" if len(needed) > 12 else "")
+        return VocabularyCoverageError(
+            f"the vocabulary cannot express the pattern {self._readable_pattern()[:200]!r}: after "
+            f"{self._shortest_text_to(stuck)!r} it needs one of the bytes {shown}, and no token "
+            "spelling them leads on to a match", state=stuck, needed_bytes=needed)
+
+    def _shortest_text_to(self, goal: int) -> bytes:
+        """The shortest bytes leading from the initial state to ``goal``."""
+        path = {INITIAL: b""}
+        queue = [INITIAL]
+        for state in queue:  # grows while we go
+            if state == goal:
+                return path[state]
+            for byte, nxt in enumerate(self._dfa.row(state).tolist()):
+                if nxt != DEAD and nxt not in path:
+                    path[nxt] = path[state] + bytes([byte])
+                    queue.append(nxt)
+        return b""
+
+    # --- helpers ------------------------------------------------------------------------
+
+    def _refusal(self, state: int, token_id: int) -> str:
+        if token_id in self._eos_set:
+            return f"EOS token {token_id} is not allowed in state {state}: the match is not complete"
+        text = self._tokens[token_id]
+        spelled = f" ({text!r})" if text is not None else " (a special token)"
+        return f"token {token_id}{spelled} is not allowed in state {state}"

@@ -1,0 +1,93 @@
+"""Array kernels of the lazy engine: the compiled token walk's module, and
+the small numpy passes the rest of the layer shares (distinct values, runs,
+groups of ranges, bits set in a token mask, a stable order).
+
+The compiled module (``_cwalk.c``, :data:`NATIVE_WALK`) is optional: where
+it was not built (no C compiler at install, or ``TOKENDFA_NATIVE=0``) the
+numpy code beside each call gives the same arrays. Every module of the layer
+that calls it holds its own ``_cwalk`` name, imported from here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..analysis.dfa import STATE_DTYPE
+from ..analysis.native import COMPILED_WALK, native_module
+from ..runtime.arrays import MASK_WORD
+
+# The compiled walk (index/lazy/_cwalk.c; see tokendfa.analysis.native).
+# The rows are the same either way; the numpy walk is the slower one.
+_cwalk = native_module(COMPILED_WALK)
+NATIVE_WALK = _cwalk is not None
+
+
+def _stable_order(keys: np.ndarray) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")`` for non-negative keys, as 16-bit
+    keys when they fit: numpy sorts those by radix (a wide class's ~100k
+    runs: ~2 ms by merge sort, ~0.3 by radix)."""
+    if len(keys) and 0 <= keys.min() and keys.max() < 1 << 16:
+        keys = keys.astype(np.uint16)
+    return np.argsort(keys, kind="stable")
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` for a 1-d integer array, without its first call's
+    import of numpy.ma (10 ms, inside some schema's first mask)."""
+    if len(values) < 2:
+        return values.copy()
+    if _cwalk is not None and len(values) > 64 and values.dtype == STATE_DTYPE:
+        # a cold row's ~9k end states, tens of them distinct: marked in C (np.sort was ~150 us)
+        marks = np.zeros(int(values.max()) + 1, dtype=np.uint8)
+        found = np.empty(len(values), dtype=np.int64)
+        count = _cwalk.distinct(np.ascontiguousarray(values), marks, found)
+        return np.sort(found[:count]).astype(values.dtype)
+    ordered = np.sort(values)
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
+
+
+def _runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(distinct values, how many times each occurs)`` of a 1-d integer array."""
+    ordered = np.sort(values)
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    return ordered[starts], np.diff(np.append(starts, len(ordered)))
+
+
+def _grouped(items: np.ndarray, offsets: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """The ``items`` of ``groups``, where group g is ``items[offsets[g]:offsets[g + 1]]``."""
+    return items[_ranges(offsets[groups], offsets[groups + 1])]
+
+
+def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    lengths = hi - lo
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(lengths)
+    return np.repeat(lo - (ends - lengths), lengths) + np.arange(total)
+
+
+def _set_bits(mask: np.ndarray, tokens: np.ndarray) -> None:
+    """Set the bits of ``tokens`` in a ``uint32`` mask (a few tokens: sorted,
+    each word's bits reduced first, one OR a word; many: packed from a bool
+    per token)."""
+    if not len(tokens):
+        return
+    if _cwalk is not None:
+        _cwalk.set_bits(mask, tokens.astype(np.int64, copy=False))
+        return
+    if len(tokens) > 256:
+        # Many tokens: a bool per token packed into words costs about the same
+        # whatever their number (a loop row's ~3k walked tokens: 36 -> 12 us).
+        allowed = np.zeros(len(mask) * 32, dtype=bool)
+        allowed[tokens] = True
+        mask |= np.packbits(allowed, bitorder="little").view(MASK_WORD)
+        return
+    ordered = np.sort(tokens)
+    words = ordered >> 5
+    bits = np.left_shift(np.uint32(1), (ordered & 31).astype(np.uint32))
+    starts = np.flatnonzero(np.concatenate(([True], words[1:] != words[:-1])))
+    mask[words[starts]] |= np.bitwise_or.reduceat(bits, starts)

@@ -1,0 +1,231 @@
+"""Walk plans and chain plans: which tokens a cold token row walks, and from where.
+
+A state's token row (:meth:`tokendfa.lazy.index.LazyIndex._raw_row`) walks
+only the tokens that no cached mask answers. Which tokens those are, the
+byte each starts at and the state it starts in depend only on the row's
+live first bytes and its loop or chain, not on the state: a *plan*
+(:class:`_WalkPlan` for loop rows and rows with no loop, :class:`_ChainPlan`
+for chain rows inside a counted class) is made once per vocabulary and kept
+in a bounded cache (:class:`_PlanCache`). From its second walk on, a plan's
+remaining bytes are packed in walking order (:class:`_PackedBytes`), so the
+compiled walk reads memory in order.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .kernels import _cwalk, _grouped
+
+if TYPE_CHECKING:
+    from .tables import _ClassRuns, _VocabularyTables
+
+# Walk plans and chain plans kept per vocabulary (each kind: at most 64 plans
+# in 64 MB, see _PlanCache), and the most tokens a kept plan has. MaskBench's
+# sample builds ~1-80 plans a schema; a JSON string's has 4.6k tokens, a
+# maxLength-1024 string's chain plans up to 37k.
+_PLAN_CACHE_SIZE = 64
+_PLAN_MAX_TOKENS = 65536
+_PLAN_CACHE_BYTES = 64 << 20
+_CACHE_LOCK = threading.Lock()  # the per-vocabulary caches are shared by every lazy index
+
+
+class _PlanCache:
+    """One vocabulary's walk or chain plans by key, the oldest dropped first
+    past ``_PLAN_CACHE_SIZE`` plans or ``_PLAN_CACHE_BYTES``; none of more
+    than ``_PLAN_MAX_TOKENS`` tokens is kept (a row whose every byte is
+    live would keep ~6 MB on Qwen; such rows are rare and their walk costs
+    more than their plan). A plan is counted at what it will hold packed
+    (:class:`_Packing`). The 64k bound keeps sp_0's 37k-token chain plans,
+    which would otherwise be made again at each of their rows (0.9-1.9 ms,
+    a dozen of its slow steps). Readers take no lock (a dict lookup); two threads may
+    make the same plan, and either copy is right."""
+
+    def __init__(self) -> None:
+        self._plans: dict = {}
+        self._sizes: dict = {}
+        self._held = 0
+
+    def get(self, key):
+        return self._plans.get(key)
+
+    def values(self) -> list:
+        return list(self._plans.values())
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+    def remember(self, key, plan):
+        """Keep ``plan`` under ``key`` if it is small enough; return it."""
+        if len(plan.tokens) > _PLAN_MAX_TOKENS:
+            return plan
+        size = _plan_bytes(plan)
+        if size > _PLAN_CACHE_BYTES:
+            return plan
+        with _CACHE_LOCK:
+            while self._plans and (len(self._plans) >= _PLAN_CACHE_SIZE or self._held + size > _PLAN_CACHE_BYTES):
+                oldest = next(iter(self._plans))
+                del self._plans[oldest]
+                self._held -= self._sizes.pop(oldest)
+            self._plans[key] = plan
+            self._held += size - self._sizes.get(key, 0)
+            self._sizes[key] = size
+        return plan
+
+
+def _plan_bytes(plan: "_WalkPlan | _ChainPlan") -> int:
+    """What a plan holds once packed: its arrays, and 16 bytes a token for
+    its packed bytes and their offsets (Qwen's tokens average 6.6 bytes)."""
+    return sum(value.nbytes for value in vars(plan).values() if isinstance(value, np.ndarray)) + 16 * len(plan.tokens)
+
+
+@dataclass(frozen=True, eq=False)
+class _PackedBytes:
+    """The bytes a plan's tokens have left to walk, in the plan's order, one
+    token after another: entry i is ``data[offsets[i]:offsets[i + 1]]``.
+    Walking these reads memory in order, where walking by token id met a
+    cache miss or two a token (:func:`tokendfa.lazy._cwalk.walk_packed`)."""
+
+    data: np.ndarray     # uint8
+    offsets: np.ndarray  # int64, one more than the plan's tokens
+
+
+class _Packing:
+    """A kept plan's :class:`_PackedBytes`, made at its second walk: packing
+    costs about one cold walk (~200 us a plan on o65424, whose 6k steps make
+    82 plans), which a plan walked once (most of a schema's) would never get
+    back. Two threads may both pack; either copy is right."""
+
+    __slots__ = ("walks", "packed")
+
+    def __init__(self) -> None:
+        self.walks = 0
+        self.packed: _PackedBytes | None = None
+
+    def bytes_for(self, tables: _VocabularyTables, tokens: np.ndarray, positions: np.ndarray
+                  ) -> _PackedBytes | None:
+        """The plan's packed bytes from its second walk on, else None."""
+        if self.packed is None:
+            self.walks += 1
+            if self.walks >= 2:
+                self.packed = _packed(tables, tokens, positions)
+        return self.packed
+
+
+def _packed(tables: _VocabularyTables, tokens: np.ndarray, positions: np.ndarray) -> _PackedBytes:
+    """The :class:`_PackedBytes` of a plan's ``tokens`` from ``positions``."""
+    offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
+    np.cumsum(tables.lengths[tokens] - positions, out=offsets[1:])
+    data = np.empty(int(offsets[-1]), dtype=np.uint8)
+    _cwalk.pack(tables.spellings, tables.spelling_offsets, np.ascontiguousarray(tokens, dtype=np.int64),
+                np.ascontiguousarray(positions, dtype=np.int64), data)
+    for array in (data, offsets):
+        array.flags.writeable = False
+    return _PackedBytes(data, offsets)
+
+
+@dataclass(frozen=True, eq=False)
+class _ChainPlan:
+    """The tokens a chain row walks (see :meth:`LazyIndex._chain_row`), the
+    same at every state along a chain of one class and length: each starts
+    at ``positions`` in the chain's state ``links`` (an index into the
+    chain), or, where that is -1, at position 1 in the state its first byte
+    ``first_bytes`` leads to. A chain row gathers two arrays from it, where
+    assembling the tokens from cached groups takes ~20 numpy calls, ~0.35 ms
+    of each cold step along sp_0's maxLength-1024 strings."""
+
+    tokens: np.ndarray       # int64
+    links: np.ndarray        # int64
+    first_bytes: np.ndarray  # int64
+    positions: np.ndarray    # int64
+    packing: _Packing = field(default_factory=_Packing)
+
+
+def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _ClassRuns, length: int,
+                dies: bool, starting: np.ndarray, others: np.ndarray) -> _ChainPlan:
+    """The :class:`_ChainPlan` of a chain of ``length`` links (``dies``: every
+    ASCII byte of the class is dead after the last) from states whose live
+    bytes outside the class are ``others``; ``starting``: the first bytes of
+    the class's characters (given by ``key``); cached per vocabulary."""
+    plan_key = (key, length, dies, others.tobytes())
+    found = tables.chain_plans.get(plan_key)
+    if found is not None:
+        return found
+    # Tokens that start outside the class, and those that start inside it
+    # but are not a run of its characters (a wide character in the run, not
+    # text): walked from their first byte.
+    parts = [_grouped(tables.by_first_byte, tables.first_offsets, others),
+             _grouped(runs.irregular, runs.irregular_offsets, starting)]
+    links = [np.full(len(parts[0]) + len(parts[1]), -1, dtype=np.int64)]
+    positions = [np.ones(len(links[0]), dtype=np.int64)]
+    # Tokens whose ASCII run stops after m <= length characters: walked on
+    # from the chain's m-th state, from the byte that stops them (a dead
+    # cell there drops them at once).
+    stop = runs.partial_offsets[min(256 * (length + 1), len(runs.partial_offsets) - 1)]
+    partial = runs.partial[runs.partial_offsets[256]:stop]
+    parts.append(partial)
+    links.append(runs.chars[partial].astype(np.int64))
+    positions.append(links[-1])
+    # Tokens longer than the chain: dead at once where every ASCII byte of
+    # the class is dead after it (the end of a count), else walked on from
+    # its last state (a longer ASCII run) or from their first byte.
+    longer = np.concatenate((runs.full_by_chars[runs.full_offsets[min(length + 1, len(runs.full_offsets) - 1)]:],
+                             runs.partial[runs.partial_offsets[min(256 * (length + 1), len(runs.partial_offsets) - 1)]:]))
+    regular = runs.ascii[longer] > length
+    if dies:
+        longer, regular = longer[~regular], regular[~regular]
+    parts.append(longer)
+    links.append(np.where(regular, length, -1).astype(np.int64))
+    positions.append(np.where(regular, length, 1).astype(np.int64))
+    tokens, positions = np.concatenate(parts), np.concatenate(positions)
+    found = _ChainPlan(tokens, np.concatenate(links), tables.columns[0][tokens].astype(np.int64), positions)
+    for array in (found.tokens, found.links, found.first_bytes, found.positions):
+        array.flags.writeable = False
+    return tables.chain_plans.remember(plan_key, found)
+
+
+@dataclass(frozen=True, eq=False)
+class _WalkPlan:
+    """The tokens a loop row walks (see :meth:`LazyIndex._loop_row`), or a
+    row with no loop: the same for every state with the same live first
+    bytes (and loop), cached per vocabulary. Each starts at ``positions``,
+    in the state its first byte ``first_bytes`` leads to, or in the loop's
+    state where ``skipped``.
+    Assembling them costs ~70 us of numpy calls, paid once per plan, not at
+    every cold row."""
+
+    tokens: np.ndarray       # int64
+    first_bytes: np.ndarray  # int64
+    positions: np.ndarray    # int64
+    skipped: np.ndarray      # bool
+    packing: _Packing = field(default_factory=_Packing)
+
+
+def _walk_plan(tables: _VocabularyTables, live: np.ndarray, loop: tuple | None = None) -> _WalkPlan:
+    """The :class:`_WalkPlan` of a row whose live first bytes are ``live``
+    (int64), cached per vocabulary: with ``loop`` = ``(first, tail_key,
+    rest)`` (see :meth:`LazyIndex._loop_row`), the tokens starting with the
+    live bytes outside ``first``, then ``rest``; without, every token
+    starting with a live byte."""
+    if loop is None:
+        plan_key = (live.tobytes(),)
+    else:
+        first, tail_key, rest = loop
+        live = live[~first[live]]
+        plan_key = (np.packbits(first).tobytes(), tail_key, live.tobytes())
+    found = tables.walk_plans.get(plan_key)
+    if found is not None:
+        return found
+    tokens = _grouped(tables.by_first_byte, tables.first_offsets, live)
+    positions, skipped = np.ones(len(tokens), dtype=np.int64), np.zeros(len(tokens), dtype=bool)
+    if loop is not None:
+        tokens, positions = np.concatenate((tokens, rest.tokens)), np.concatenate((positions, rest.positions))
+        skipped = np.concatenate((skipped, rest.skipped))
+    found = _WalkPlan(tokens, tables.columns[0][tokens].astype(np.int64), positions, skipped)
+    for array in (found.tokens, found.first_bytes, found.positions, found.skipped):
+        array.flags.writeable = False
+    return tables.walk_plans.remember(plan_key, found)
