@@ -209,9 +209,9 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
     first depth with a value is used (listed in :attr:`SchemaRegex.notes`).
 
     ``defer_recursion=True`` (what ``Index.from_schema(..., lazy=True)``
-    passes) writes a value that enters a recursive ``$ref`` as a
-    placeholder whose definition is computed when a lazy automaton first
-    calls it (:attr:`SchemaRegex.deferred`; see
+    passes) writes a value that enters a recursive ``$ref`` as a call
+    (:class:`~tokendfa.analysis.regex_tree.Call`) of a definition whose tree
+    is computed when a lazy automaton first calls it (:attr:`SchemaRegex.deferred`; see
     :mod:`tokendfa.schema.compiler`): the same language, without writing
     every unrolling up front, whose number grows exponentially with
     mutually recursive references. Each point of the schema is still
