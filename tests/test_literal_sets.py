@@ -155,6 +155,37 @@ def test_literal_set_node_is_the_set():
                     expected)
 
 
+def test_literal_set_node_written_as_text_and_pickled():
+    import pickle
+
+    from tokendfa.analysis.regex_tree import concat, repeat
+
+    node = literal_set(["b.", "a"])
+    assert node is literal_set(["a", "b.", "a"])  # interned, members sorted and distinct
+    assert to_regex(concat(text_node("x"), node)) == "x(?:a|b\\.)"
+    assert to_regex(repeat(node, 0, None)) == "(?:a|b\\.)*"
+    assert pickle.loads(pickle.dumps(node)) == node
+    assert node.automaton() is node.automaton()  # built once per node
+
+
+def test_alternation_of_literals_as_the_whole_pattern_needs_no_nfa(monkeypatch):
+    """From LITERAL_SET_MIN_BRANCHES plain literals, the whole pattern is the
+    set's minimal automaton numbered (no Thompson NFA, no subsets)."""
+    from tokendfa.analysis import construct
+
+    words = [f"{chr(97 + i % 26)}{i}" for i in range(40)]  # no common prefix for re to factor out
+    expected = thompson_dfa(words)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("built through the NFA")
+
+    monkeypatch.setattr(construct, "byte_tables_from_regex", refuse)
+    assert same_dfa(byte_dfa_from_regex(alternation_of(words)), expected)
+    assert same_dfa(byte_dfa_from_regex(literal_set(words)), expected)
+    with pytest.raises(AssertionError, match="NFA"):
+        byte_dfa_from_regex(alternation_of(words[:20]))  # below the threshold: branches
+
+
 # --- JSON Schema enums --------------------------------------------------------------------
 
 def enum_values(count: int, seed: int = 3) -> list[str]:
