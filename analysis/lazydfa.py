@@ -922,11 +922,12 @@ class _LazyNFA:
     fragment's states that cannot reach its end are dropped, once.
 
     **Growing definitions.** From a :class:`DefinitionSource` the
-    definitions are not all known at the start: a placeholder is numbered
-    when a text that names it is read, and its own text is read (computed
-    by the source) only when its fragment is compiled, that is when a
-    closure first reaches a call to it or when deciding a caller needs it.
-    Every table indexed by definition grows then, in place.
+    definitions are not all known at the start: a key is numbered when a
+    tree that calls it is read (:attr:`~tokendfa.analysis.regex_tree.Node.calls`),
+    and its own tree is read (computed by the source) only when its fragment
+    is compiled, that is when a closure first reaches a call to it or when
+    deciding a caller needs it. Every table indexed by definition grows
+    then, in place.
 
     **Recursion.** Without a stack bound, a definition that reaches itself
     through the calls of the definitions is refused (found on the trees'
@@ -1269,8 +1270,8 @@ class _LazyNFA:
         if known is not None:
             return known
         if self.start_of[d] < 0:
-            if self.texts[d].__class__ is LiteralSet:
-                # a set of one string or more matches something: compiled when first
+            if self._tree(d).__class__ is LiteralSet:  # (read from a source: compiled next anyway)
+                # a set of two strings or more matches something: compiled when first
                 # entered (a 60,000-value enum inside an object: ~0.2 s the first
                 # mask no longer pays)
                 self.completes[d] = True
