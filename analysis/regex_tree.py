@@ -48,7 +48,8 @@ from .regex_syntax import (ASCII_SPACE, EVERYTHING, class_escapes, normalize_pat
 from .utf8 import MAX_CODEPOINT, SURROGATES, CodepointRange, merge_ranges
 
 __all__ = ["Node", "Chars", "Text", "Concat", "Alt", "Repeat", "Call", "LiteralSet", "EMPTY", "NOTHING",
-           "chars", "char", "text", "concat", "alt", "repeat", "optional", "call", "literal_set", "literal_members",
+           "chars", "char", "text", "concat", "alt", "repeat", "optional", "call", "literal_set",
+           "literal_members",
            "to_regex", "parse_regex", "calls_in", "PARSE_CACHE_ENTRIES", "PARSE_CACHE_CHARACTERS"]
 
 
