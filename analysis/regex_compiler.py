@@ -59,7 +59,7 @@ import numpy as np
 
 from .dfa import STATE_DTYPE
 from . import limits
-from .errors import BuildLimitError, RegexError, UnsupportedRegexError
+from .errors import BuildLimitError, RegexError
 from .minimise import canonical_byte_dfa
 from .regex_tree import Alt, Call, Chars, Concat, Node, Repeat, Text, parse_regex, to_regex
 from .utf8 import SURROGATES, CodepointRange, utf8_range_sequences

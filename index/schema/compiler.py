@@ -36,7 +36,7 @@ from .ir import Choice, Constraint, Flat, Negated, Sub, json_key
 from .keywords import absorb
 from .negation import negate
 from .objects import declared, member_subs, object_
-from ..analysis.regex_tree import Call, calls_in, char, chars, concat
+from ..analysis.regex_tree import Call, calls_in, chars, concat
 from .regexes import EMPTY, Node, alternation, counted, lit, optional, repeat
 from .scalars import constants, literal, literals, number, string
 
