@@ -27,7 +27,7 @@ from tokendfa.analysis.errors import RegexError, TokenDFAError, UnsupportedRegex
 from tokendfa.analysis.minimise import canonical_byte_dfa
 from tokendfa.analysis.regex_compiler import byte_tables_from_regex
 from tokendfa.analysis.regex_syntax import normalize_pattern
-from tokendfa.analysis.regex_tree import (EMPTY, NOTHING, Alt, Call, Chars, Concat, Repeat, Text, alt,
+from tokendfa.analysis.regex_tree import (EMPTY, NOTHING, Alt, Call, Chars, Repeat, Text, alt,
                                           chars, concat, parse_regex, repeat, text, to_regex)
 from tokendfa.schema.api import regex_from_schema
 from cases import CASES

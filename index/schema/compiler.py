@@ -58,7 +58,7 @@ from .ir import Choice, Constraint, Flat, Negated, Sub, enter, json_key, type_ke
 from .keywords import absorb
 from .negation import negate
 from .objects import declared, member_subs, object_
-from ..analysis.regex_tree import NOTHING, Call, calls_in, char, chars, concat, literal_set
+from ..analysis.regex_tree import NOTHING, Call, calls_in, chars, concat, literal_set
 from .regexes import EMPTY, Node, alternation, counted, lit, optional, repeat
 from .scalars import constants, literal, literals, number, string
 

@@ -37,7 +37,7 @@ from fractions import Fraction
 
 from ..analysis.regex_tree import EMPTY, Alt, Node, chars, optional, parse_regex, repeat, text, to_regex
 from .regexes import alternation as tree_alternation
-from .regexes import text_alternation as alternation, text_counted as counted, text_group as group
+from .regexes import text_alternation as alternation, text_group as group
 
 __all__ = [
     "INTEGER", "NUMBER", "integer_range_regex", "number_regex", "literal_alternation",

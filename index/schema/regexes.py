@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import re
 
-from ..analysis.regex_tree import (EMPTY, NOTHING, Node, alt, char, chars, concat, literal_set,
+from ..analysis.regex_tree import (EMPTY, Node, alt, char, chars, concat, literal_set,
                                    parse_regex, repeat as _repeat, text, to_regex)
 
 __all__ = ["alternation", "counted", "repeat", "optional", "group", "seq", "lit", "from_text",
