@@ -69,8 +69,8 @@ from .dfa import DEAD, INITIAL, STATE_DTYPE
 from . import limits
 from .native import native_module
 from .errors import BuildLimitError, EmptyLanguageError, RegexError
-from .regex_compiler import (DEFAULT_MAX_NFA_STATES, NFA_STATE_BYTES, _cut,
-                             _SharedDefinitions, _ThompsonNFA)
+from .regex_compiler import (DEFAULT_MAX_NFA_STATES, NFA_STATE_BYTES, cut_ranges,
+                             SharedDefinitions, ThompsonNFA)
 from .regex_tree import Alt, Call, Concat, LiteralSet, Node, Repeat, calls_in, parse_regex, to_regex
 from .utf8 import MAX_CODEPOINT, utf8_range_sequences
 
@@ -788,7 +788,7 @@ class LazyByteDFA:
                 by_range[(lo, hi)] = [target]
             else:
                 targets.append(target)
-        return _with_gaps([(lo, hi, tuple(sorted(set(targets)))) for lo, hi, targets in _cut(by_range)])
+        return _with_gaps([(lo, hi, tuple(sorted(set(targets)))) for lo, hi, targets in cut_ranges(by_range)])
 
     def _compute_row(self, state: int) -> None:
         self._resolve_bytes(state, _ALL_BYTES)
@@ -991,7 +991,7 @@ class _LazyNFA:
             self.source: DefinitionSource | None = definitions
         else:
             definitions = dict(definitions or {})
-            _SharedDefinitions(definitions, max_nfa_states)  # checks the placeholders
+            SharedDefinitions(definitions, max_nfa_states)  # checks the placeholders
             self.source = None
             for key, value in definitions.items():
                 self._register(key, value)
@@ -1083,7 +1083,7 @@ class _LazyNFA:
 
     # --- building fragments -------------------------------------------------
 
-    def __contains__(self, key) -> bool:  # the interface _ThompsonNFA asks of shared definitions
+    def __contains__(self, key) -> bool:  # the interface ThompsonNFA asks of shared definitions
         return key in self.number
 
     def template(self, key):
@@ -1438,7 +1438,7 @@ def _untrack_rows(rows: list, start: int, stop: int) -> None:
         _lazycore.untrack_rows(rows, start, stop)
 
 
-class _CallingThompsonNFA(_ThompsonNFA):
+class _CallingThompsonNFA(ThompsonNFA):
     """The Thompson construction with a placeholder compiled as a call.
 
     ``calls[q]`` lists ``(placeholder, return_state)``: from ``q`` the
@@ -1450,17 +1450,17 @@ class _CallingThompsonNFA(_ThompsonNFA):
         super().__init__(pattern, max_states, shared)
         self.calls: dict[int, list[tuple[object, int]]] = {}
 
-    def _literal_set_min_branches(self) -> int:
+    def literal_set_min_branches(self) -> int:
         return LAZY_LITERAL_SET_MIN_BRANCHES
 
-    def _stamp(self, template, source: int) -> int:
+    def place_definition(self, template, source: int) -> int:
         ret = self.new_state()
         self.calls.setdefault(source, []).append((template, ret))
         return ret
 
-    def _copy_block(self, first: int, exit_: int, size: int) -> tuple[int, int]:
+    def copy_block(self, first: int, exit_: int, size: int) -> tuple[int, int]:
         offset = len(self.eps) - first
-        copied = super()._copy_block(first, exit_, size)
+        copied = super().copy_block(first, exit_, size)
         calls = self.calls
         inside = (range(first, first + size) if size < len(calls) else sorted(calls))
         for state in [q for q in inside if q in calls and first <= q < first + size]:

@@ -8,7 +8,7 @@ parser under ``re.ASCII``, so the accepted syntax and the meaning of
 ``re.fullmatch(pattern, text, re.ASCII)``, which the tests check). Then:
 
 1. **Thompson construction** of an NFA over *byte ranges* with epsilon moves
-   (:class:`_ThompsonNFA`). Every character set is code-point ranges, and
+   (:class:`ThompsonNFA`). Every character set is code-point ranges, and
    the ranges become UTF-8 byte-range sequences through
    :mod:`tokendfa.analysis.utf8`, the one place where characters turn into
    bytes. Each set is compiled once into a small template (its sequences
@@ -74,7 +74,8 @@ from .regex_tree import (Alt, Call, Chars, Concat, LiteralSet, Node, Repeat, Tex
                          parse_regex, to_regex)
 from .utf8 import SURROGATES, CodepointRange, utf8_range_sequences
 
-__all__ = ["byte_tables_from_regex", "DEFAULT_MAX_NFA_STATES"]
+__all__ = ["byte_tables_from_regex", "pattern_tree", "ThompsonNFA", "SharedDefinitions", "cut_ranges",
+           "DEFAULT_MAX_NFA_STATES", "NFA_STATE_BYTES"]
 
 DEFAULT_MAX_NFA_STATES = 2_000_000
 # An alternation of at least this many plain literals is built as its minimal
@@ -126,7 +127,7 @@ def _may_be_placeholder(code: int) -> bool:
 
 # --- Thompson construction ----------------------------------------------------
 
-class _ThompsonNFA:
+class ThompsonNFA:
     """An NFA over byte ranges with epsilon moves, built from a regex tree.
 
     ``eps[q]`` lists the epsilon successors of state ``q`` and ``edges[q]``
@@ -141,6 +142,15 @@ class _ThompsonNFA:
       start from it.
 
     Loops therefore always go back to a fresh state owned by the repeat.
+
+    A call of a shared definition is placed by :meth:`place_definition`
+    (here: a copy of the definition's minimal DFA, from ``shared``, a
+    :class:`SharedDefinitions`); a repeat's copies are made by
+    :meth:`copy_block`; an alternation of plain literals becomes a literal
+    set from :meth:`literal_set_min_branches` branches. These three are the
+    construction's extension points: the lazy automaton
+    (:mod:`tokendfa.analysis.lazydfa`) overrides them to compile a call as a
+    call, with a stack, instead of a copy.
     """
 
     def __init__(self, pattern: "str | Node", max_states: int, shared=None) -> None:
@@ -186,7 +196,7 @@ class _ThompsonNFA:
                 source = self.build(item, source)
             return source
         if cls is Alt:
-            if len(node.items) >= self._literal_set_min_branches():
+            if len(node.items) >= self.literal_set_min_branches():
                 members = literal_members(node)
                 if members is not None:
                     return self.literal_set(minimal_literal_dfa(members), source)
@@ -205,7 +215,7 @@ class _ThompsonNFA:
             return self.literal_set(node.automaton(), source)
         if cls is Call:
             if self.shared is not None and node.key in self.shared:
-                return self._stamp(self.shared.template(node.key), source)
+                return self.place_definition(self.shared.template(node.key), source)
             return self.new_state()  # a definition nobody gave: no string (a lone surrogate)
         raise TypeError(f"not a regex tree node: {node!r}")
 
@@ -249,7 +259,7 @@ class _ThompsonNFA:
         self.edges[source].extend((lo, hi, base + t) for lo, hi, t in template[0])
         return base + 1
 
-    def _literal_set_min_branches(self) -> int:
+    def literal_set_min_branches(self) -> int:
         return LITERAL_SET_MIN_BRANCHES
 
     def literal_set(self, dfa: LiteralDFA, source: int) -> int:
@@ -259,7 +269,7 @@ class _ThompsonNFA:
         self._reserve(dfa.num_states)
         return stamp_literal_dfa(dfa, self.eps, self.edges, source)
 
-    def _stamp(self, template, source: int) -> int:
+    def place_definition(self, template, source: int) -> int:
         """A copy of a definition's minimal DFA after ``source``; returns its end.
 
         ``template`` is ``(edges, finals)`` over local states 0.. (0 initial).
@@ -298,7 +308,7 @@ class _ThompsonNFA:
         blocks = [(entry, exit_)]
         for _ in range(copies - 1):
             limits.check()
-            blocks.append(self._copy_block(entry, exit_, size))
+            blocks.append(self.copy_block(entry, exit_, size))
         current = source
         if high is None:
             # low - 1 plain copies, then one that loops (low >= 1: "X+"),
@@ -324,7 +334,7 @@ class _ThompsonNFA:
         self.eps[current].append(end)
         return end
 
-    def _copy_block(self, first: int, exit_: int, size: int) -> tuple[int, int]:
+    def copy_block(self, first: int, exit_: int, size: int) -> tuple[int, int]:
         """Copy states ``first .. first+size-1``, a block no edge leaves, and
         return the copies of its entry ``first`` and of its end ``exit_``."""
         offset = len(self.eps) - first
@@ -341,7 +351,7 @@ class _ThompsonNFA:
 
 def byte_tables_from_regex(pattern: "str | Node", *, max_nfa_states: int = DEFAULT_MAX_NFA_STATES,
                            max_dfa_states: int | None = None,
-                           definitions: "Mapping | _SharedDefinitions | None" = None,
+                           definitions: "Mapping | SharedDefinitions | None" = None,
                            tree=None) -> tuple[np.ndarray, np.ndarray]:
     """Compile ``pattern`` to a complete byte table, not yet minimised.
 
@@ -378,8 +388,8 @@ def byte_tables_from_regex(pattern: "str | Node", *, max_nfa_states: int = DEFAU
     gc.disable()
     try:
         shared = definitions
-        if definitions is not None and not isinstance(definitions, _SharedDefinitions):
-            shared = _SharedDefinitions(definitions, max_nfa_states) if definitions else None
+        if definitions is not None and not isinstance(definitions, SharedDefinitions):
+            shared = SharedDefinitions(definitions, max_nfa_states) if definitions else None
         limits.check()
         node = tree if isinstance(tree, Node) else pattern_tree(pattern, calls=shared is not None)
         if shared is not None and node.__class__ is Call and node.key in shared:
@@ -390,7 +400,7 @@ def byte_tables_from_regex(pattern: "str | Node", *, max_nfa_states: int = DEFAU
             return node.automaton().table()  # minimal already: no NFA, no subsets
         limits.check()
         shown = pattern if isinstance(pattern, str) else None
-        nfa = _ThompsonNFA(shown if shown is not None else node, max_nfa_states, shared)
+        nfa = ThompsonNFA(shown if shown is not None else node, max_nfa_states, shared)
         start = nfa.new_state()
         try:
             final = nfa.build(node, start)
@@ -410,7 +420,7 @@ def pattern_tree(pattern: "str | Node", *, calls: bool = False) -> Node:
     return parse_regex(pattern, calls=calls, anchors=False)
 
 
-class _SharedDefinitions:
+class SharedDefinitions:
     """Key -> definition (a tree, or a regex text read when first used), each
     compiled on first use to a stampable minimal DFA."""
 
@@ -528,7 +538,7 @@ def _determinise(eps, edges, start: int, final: int, max_dfa_states: int | None,
                     by_range[(lo, hi)] = [target]
                 else:
                     targets.append(target)
-        for lo, hi, targets in _cut(by_range):
+        for lo, hi, targets in cut_ranges(by_range):
             key = frozenset(targets)
             target = steps.get(key)
             if target is None:
@@ -566,8 +576,10 @@ def _determinise(eps, edges, start: int, final: int, max_dfa_states: int | None,
     return transitions, finals
 
 
-def _cut(by_range: dict[tuple[int, int], list[int]]):
-    """``(lo, hi, targets)`` pieces of the byte line from possibly overlapping ranges."""
+def cut_ranges(by_range: dict[tuple[int, int], list[int]]):
+    """``(lo, hi, targets)`` pieces of the byte line from possibly overlapping
+    ranges: each piece lies inside the same ranges from end to end, and its
+    targets are theirs together (what the subset construction steps on)."""
     keys = sorted(by_range)
     if all(keys[i][0] > keys[i - 1][1] for i in range(1, len(keys))):
         return [(lo, hi, by_range[lo, hi]) for lo, hi in keys]
