@@ -705,25 +705,10 @@ class _References:
             return known[1]
         self._targets[key] = (contents, ())   # a target under itself: found by the search below
         found: dict[int, None] = {}
-        stack = [(contents, resolver)]
-        while stack:
-            limits.check()
-            node, res = stack.pop()
-            if isinstance(node, list):
-                stack.extend((item, res) for item in node)
-                continue
-            if not isinstance(node, dict):
-                continue
-            res = enter(res, node)
-            ref = node.get("$ref")
-            if isinstance(ref, str):
-                target = self._resolve(res, ref)
-                if target is not None:
-                    found[id(target[0])] = None
-                    if id(target[0]) not in self._targets:
-                        self._pending_targets.append(target)
-            stack.extend((value, res) for name, value in node.items()
-                         if name not in _NOT_SCHEMAS and isinstance(value, (dict, list)))
+        for target in self._ref_targets(contents, resolver):
+            found[id(target[0])] = None
+            if id(target[0]) not in self._targets:
+                self._pending_targets.append(target)
         self._targets[key] = (contents, tuple(found))
         return self._targets[key][1]
 
@@ -766,8 +751,17 @@ class _References:
     def _under_from(self, schema, resolver) -> tuple[int, ...]:
         """The targets of the references under ``schema`` (not registered as a target)."""
         found: dict[int, None] = {}
+        for target in self._ref_targets(schema, resolver):
+            found[id(target[0])] = None
+            self.recursive(*target)  # registers it and what it reaches
+        return tuple(found)
+
+    def _ref_targets(self, schema, resolver):
+        """The resolved targets ``(contents, resolver)`` of the references
+        anywhere under ``schema``, as the search meets them."""
         stack = [(schema, resolver)]
         while stack:
+            limits.check()
             node, res = stack.pop()
             if isinstance(node, list):
                 stack.extend((item, res) for item in node)
@@ -779,11 +773,9 @@ class _References:
             if isinstance(ref, str):
                 target = self._resolve(res, ref)
                 if target is not None:
-                    found[id(target[0])] = None
-                    self.recursive(*target)  # registers it and what it reaches
+                    yield target
             stack.extend((value, res) for name, value in node.items()
                          if name not in _NOT_SCHEMAS and isinstance(value, (dict, list)))
-        return tuple(found)
 
     def _target_reaches(self, key: int) -> bool:
         """Whether the registered target ``key`` is recursive or reaches one that is."""

@@ -173,32 +173,9 @@ def number_literal(value) -> Node:
     else:
         tree = (lit("-") if negative else lit("")) + plain
     dumped = json.dumps(value)
-    if dumped != text and not re.fullmatch(number_literal_text(value), dumped):
+    if dumped != text and not fullmatch(tree, dumped):
         tree = alternation([tree, lit(dumped)])
     return tree
-
-
-def number_literal_text(value) -> str:
-    """:func:`number_literal` as regex text."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise UnsupportedSchemaError(f"{value!r} is not a JSON number")
-    text = format(to_decimal(value), "f")
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    negative = text.startswith("-")
-    digits = text[1:] if negative else text
-    if "." in digits:
-        plain = re.escape(digits) + "0*"
-    else:
-        plain = re.escape(digits) + r"(?:\.0+)?"
-    if digits == "0":
-        regex = "-?" + plain
-    else:
-        regex = ("-" if negative else "") + plain
-    dumped = json.dumps(value)
-    if dumped != text and not re.fullmatch(regex, dumped):
-        regex = f"(?:{regex}|{re.escape(dumped)})"
-    return regex
 
 
 # --- null and booleans ------------------------------------------------------------------------
