@@ -56,16 +56,6 @@ __all__ = ["Node", "Chars", "Text", "Concat", "Alt", "Repeat", "Call", "LiteralS
 _NO_CALLS: frozenset = frozenset()
 
 
-def _union_calls(items) -> frozenset:
-    """The keys the items call (each node keeps its own: :func:`calls_in` is a lookup)."""
-    found = [item.calls for item in items if item.calls]
-    if not found:
-        return _NO_CALLS
-    if len(found) == 1:
-        return found[0]
-    return frozenset().union(*found)
-
-
 class Node:
     """A regex tree node: immutable, hashable, compared by structure.
 

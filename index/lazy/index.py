@@ -92,9 +92,9 @@ __all__ = ["LazyIndex", "LAZY_ANY_DEPTH"]
 # JSONSchemaBench schemas (benchmarks/profile_lazy.py, qwen2.5, loaded machine):
 # the NFA built before the first mask is the same at depth 8, 32 and 64 (p50
 # 2.8k states; 1.8k at depth 2, where the lowest levels are written inline);
-# the schema's regex grows by about 0.15 ms a level. When the NFA copied every
-# level (the first version), depth 2 took 0.05 s and depth 5 2.0 s on a small
-# object schema, which is why this was 2.
+# the schema's regex grows by about 0.15 ms a level. Copying every level
+# instead of calling it costs 0.05 s at depth 2 and 2.0 s at depth 5 on a small
+# object schema.
 LAZY_ANY_DEPTH = 32
 
 
@@ -241,10 +241,7 @@ class LazyIndex(MaskServing):
         """As an eager index's, with ``build.method`` ``"lazy"``; made on first
         use (the vocabulary's fingerprint hashes every token: 0.25 s on Qwen)."""
         if self._metadata is None:
-            from ..builder.pipeline import readable_pattern  # the builder, inside the call (see tokendfa.lazy)
-            # a copy (one C call, atomic under the GIL): deferred definitions may be
-            # added by a thread serving a mask meanwhile
-            readable = readable_pattern(self._pattern, dict(self._definitions))
+            readable = self._readable_pattern()
             vocabulary = self._vocabulary
             metadata = {
                 "kind": "regex",
@@ -878,7 +875,10 @@ class LazyIndex(MaskServing):
             return True
 
     def _readable_pattern(self) -> str:
-        """The pattern as text for a message (a tree written out, calls named)."""
+        """The pattern as text for the metadata and messages (a tree written
+        out, calls named). The definitions are copied first (one C call,
+        atomic under the GIL): deferred ones may be added by a thread serving
+        a mask meanwhile."""
         from ..builder.pipeline import readable_pattern  # the builder, inside the call (see tokendfa.lazy)
         return readable_pattern(self._pattern, dict(self._definitions))
 

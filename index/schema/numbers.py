@@ -72,16 +72,6 @@ def _digits(lo: int, hi: int) -> Node:
     return text(str(lo)) if lo == hi else chars([(0x30 + lo, 0x30 + hi)])
 
 
-def _digit_class(lo: int, hi: int) -> str:
-    if lo == hi:
-        return str(lo)
-    if lo == 0 and hi == 9:
-        return "[0-9]"
-    if hi == lo + 1:
-        return f"[{lo}{hi}]"
-    return f"[{lo}-{hi}]"
-
-
 # --- integers -------------------------------------------------------------------
 
 def _same_length(lo: str, hi: str) -> list[Node]:

@@ -155,11 +155,6 @@ def json_string_literal(value: str) -> Node:
     return concat(_QUOTE, *[_canonical_unit_tree(ord(ch)) for ch in value], _QUOTE)
 
 
-def json_string_literal_text(value: str) -> str:
-    """Regex text for the canonical JSON text of ``value``, quotes included."""
-    return '"' + "".join(_canonical_unit(ord(ch)) for ch in value) + '"'
-
-
 # characters written as themselves (no escape), surrogates aside
 _PLAIN = re.compile('[^"\\\\\x00-\x1f]*')
 _HEX_DIGIT = chars([(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)])
