@@ -3,6 +3,8 @@
 Reading order:
 
 * :mod:`tokendfa.analysis.errors`         the one exception hierarchy (lowest layer)
+* :mod:`tokendfa.analysis.regular_files`  paths tokendfa does not control: only regular
+  files, opened without blocking, read with a size bound
 * :mod:`tokendfa.analysis.utf8`           code points to UTF-8 byte ranges (the only place)
 * :mod:`tokendfa.analysis.dfa`            the byte DFA type (dead state 0, initial 1) and
   the questions that only read it: walk, accepts, is_live_prefix

@@ -28,9 +28,18 @@ Concurrency, with no server process:
   file and load it. A lock file is only removed by eviction, and only while
   nobody holds it; a process that locked a file that was removed meanwhile
   notices (the path no longer names its inode) and locks again;
-* an entry that does not load (:class:`~tokendfa.analysis.errors.IndexFileError`:
-  truncated, corrupted by hand, a format this version cannot read) is
-  deleted and rebuilt, under the key's lock.
+* an entry that does not load, whatever the reason (truncated, corrupted or
+  forged, a format this version cannot read, a FIFO, a directory or a device
+  at its name, a file larger than :data:`MAX_ENTRY_BYTES`), is removed and
+  rebuilt under the key's lock, with a warning that names the entry and the
+  reason. Entries are read as regular files only, opened without blocking
+  (:mod:`tokendfa.analysis.regular_files`), and decoded from memory, so
+  whatever sits at an entry's name can neither block a request nor change
+  under the index that serves it.
+
+Read-only folders: a folder filled ahead of time (``tokendfa cache fill``)
+and then mounted read-only serves its entries; a miss there is built and
+returned uncached, with a warning, as is any entry the cache cannot write.
 
 Size: after each write, the least recently used entries (oldest modification
 time; a hit sets it to now) are deleted until the folder holds at most
@@ -51,6 +60,7 @@ import functools
 import hashlib
 import json
 import os
+import stat
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -58,16 +68,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .analysis.errors import IndexFileError
+from .analysis.regular_files import read_regular_file
 
 if TYPE_CHECKING:  # pragma: no cover
     from .runtime.index import Index
     from .vocab.vocabulary import Vocabulary
 
-__all__ = ["IndexCache", "CacheStats", "CacheEntry", "default_cache_dir", "DEFAULT_MAX_BYTES"]
+__all__ = ["IndexCache", "CacheStats", "CacheEntry", "default_cache_dir", "DEFAULT_MAX_BYTES",
+           "MAX_ENTRY_BYTES"]
 
 ENVIRONMENT_VARIABLE = "TOKENDFA_CACHE_DIR"
 DEFAULT_MAX_BYTES = 1 << 30  # compressed schema indexes are tens of kilobytes: thousands fit
 ENTRY_SUFFIX = ".tdfa"
+# An entry is read whole into memory (compressed schema indexes are tens of
+# kilobytes; the largest regex indexes of the tests a few megabytes): a file
+# past this bound at an entry's name is treated as a damaged entry.
+MAX_ENTRY_BYTES = 1 << 30
+# A schema file of a fill: the largest of JSONSchemaBench are under a megabyte.
+MAX_SCHEMA_FILE_BYTES = 64 << 20
 KINDS = ("regex", "schema")
 
 # Options that change the index, with the defaults of Index.from_schema.
@@ -107,6 +125,7 @@ class CacheStats:
     builds: int = 0    # built here (and written)
     repaired: int = 0  # entries that did not load, deleted before their rebuild
     evicted: int = 0   # entries deleted to keep the folder under max_bytes
+    uncached: int = 0  # built here but not written (a read-only folder, a failed write)
 
 
 @dataclass(frozen=True)
@@ -134,7 +153,7 @@ class IndexCache:
         self.directory = Path(directory).expanduser() if directory is not None else default_cache_dir()
         self.max_bytes = max_bytes
         self._locks = self.directory / "locks"
-        self._counts = {"hits": 0, "builds": 0, "repaired": 0, "evicted": 0}
+        self._counts = {"hits": 0, "builds": 0, "repaired": 0, "evicted": 0, "uncached": 0}
         self._ready = False
         # Once per process, here rather than in the first request: reading
         # the installed version and importing the file reader take tens of
@@ -175,7 +194,9 @@ class IndexCache:
         ``options`` are those of :meth:`Index.from_regex` or
         :meth:`Index.from_schema`. Errors are the build's (a bad schema
         raises :class:`~tokendfa.analysis.errors.SchemaError` and caches
-        nothing); an unknown option is a ``TypeError``.
+        nothing); an unknown option is a ``TypeError``. An entry that does
+        not load is rebuilt, and a miss the folder cannot store (read-only)
+        is built and returned uncached, each with a warning.
         """
         result_options, build_options = _split_options(kind, options)
         key = _key(kind, source, vocabulary, result_options)
@@ -186,7 +207,16 @@ class IndexCache:
         index = self._load(path, vocabulary, repair=False)
         if index is not None:
             return index
-        with self._locked(key):
+        with self._locked(key) as locked:
+            if not locked:
+                # Written by another process meanwhile, or else said why it
+                # does not serve (and left, where it cannot be removed).
+                index = self._load(path, vocabulary, repair=True)
+                if index is not None:
+                    return index
+                index = _build(kind, source, vocabulary, result_options, build_options)
+                self._counts["uncached"] += 1
+                return index
             # Another process may have built it while this one waited.
             index = self._load(path, vocabulary, repair=True)
             if index is not None:
@@ -198,6 +228,7 @@ class IndexCache:
             except OSError as exc:
                 warnings.warn(f"tokendfa: cannot write the cache entry {path}: "
                               f"{exc.strerror or exc}; the index is used uncached", stacklevel=2)
+                self._counts["uncached"] += 1
                 return index
         self.evict(keep=path)
         return index
@@ -211,12 +242,19 @@ class IndexCache:
             scan = os.scandir(self.directory)
         except FileNotFoundError:
             return []
+        except OSError as exc:
+            raise IndexFileError(f"cannot read the index cache folder {str(self.directory)!r}: "
+                                 f"{exc.strerror or exc}") from None
         with scan:
             for item in scan:
                 if not item.name.endswith(ENTRY_SUFFIX) or item.name.startswith("."):
                     continue
                 try:
-                    st = item.stat()
+                    # Regular files only, links not followed: anything else at
+                    # an entry's name is repaired by the request that meets it.
+                    if not item.is_file(follow_symlinks=False):
+                        continue
+                    st = item.stat(follow_symlinks=False)
                 except FileNotFoundError:  # evicted by another process meanwhile
                     continue
                 found.append(CacheEntry(Path(item.path), st.st_size, st.st_mtime))
@@ -238,9 +276,15 @@ class IndexCache:
                 break
             if keep is not None and entry.path == keep:
                 continue
-            with contextlib.suppress(FileNotFoundError):
+            try:
                 entry.path.unlink()
                 deleted += 1
+            except FileNotFoundError:
+                pass
+            except OSError as exc:  # a read-only folder: nothing here can go
+                warnings.warn(f"tokendfa: cannot evict the index cache entry {entry.path}: "
+                              f"{exc.strerror or exc}", stacklevel=2)
+                break
             total -= entry.nbytes
             self._remove_lock(entry.path.name[:-len(ENTRY_SUFFIX)])
         self._counts["evicted"] += deleted
@@ -258,36 +302,86 @@ class IndexCache:
         try:
             self._locks.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise IndexFileError(
-                f"cannot use the index cache folder {str(self.directory)!r}: "
-                f"{exc.strerror or exc}") from None
+            if not self.directory.is_dir():
+                raise IndexFileError(
+                    f"cannot use the index cache folder {str(self.directory)!r}: "
+                    f"{exc.strerror or exc}") from None
+            # A folder filled ahead of time and mounted read-only: its entries
+            # still serve; each miss says it cannot be cached (_locked).
         self._ready = True
 
     def _load(self, path: Path, vocabulary: "Vocabulary", *, repair: bool) -> "Index | None":
-        from .runtime.index import Index
+        from .runtime.files import decode_index
 
         try:
-            index = Index.load(path, vocabulary)
-        except IndexFileError:
-            if not path.exists():
+            buffer = read_regular_file(path, "index cache entry", IndexFileError,
+                                       max_bytes=MAX_ENTRY_BYTES)
+            index = decode_index(buffer, vocabulary, name=str(path))
+        except Exception as exc:  # noqa: BLE001 - whatever does not load is a damaged entry
+            if not os.path.lexists(path):
                 return None  # a plain miss (or evicted meanwhile)
             if not repair:
                 return None  # decided under the key's lock, where nobody rewrites it
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-            self._counts["repaired"] += 1
+            self._repair(path, exc)
             return None
         with contextlib.suppress(OSError):
             os.utime(path)  # most recently used now
         self._counts["hits"] += 1
         return index
 
+    def _repair(self, path: Path, exc: Exception) -> None:
+        """Remove the entry at ``path`` that did not load, saying which and why."""
+        # The warning names the entry once: not again inside the reason.
+        reason = str(exc).replace(f"{path}: ", "").replace(f" {path}", "")
+        if not isinstance(exc, IndexFileError):
+            reason = f"{type(exc).__name__}: {reason}"
+        try:
+            if path.is_dir() and not path.is_symlink():
+                path.rmdir()  # only an empty one: a folder's contents are not the cache's
+            else:
+                path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as error:
+            warnings.warn(f"tokendfa: the index cache entry {path} does not load ({reason}) "
+                          f"and cannot be removed ({error.strerror or error}); the index is "
+                          f"built uncached", stacklevel=3)
+            return
+        self._counts["repaired"] += 1
+        warnings.warn(f"tokendfa: the index cache entry {path} does not load ({reason}); "
+                      f"removed, and rebuilt", stacklevel=3)
+
     @contextlib.contextmanager
-    def _locked(self, key: str) -> Iterator[None]:
+    def _locked(self, key: str) -> Iterator[bool]:
+        """Hold the key's lock; yields False (after a warning) where the
+        folder cannot hold one (read-only), and the caller then builds uncached."""
+        descriptor = self._lock_descriptor(key)
+        if descriptor is None:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            os.close(descriptor)  # releases the lock
+
+    def _lock_descriptor(self, key: str) -> int | None:
         lock_path = self._locks / f"{key}.lock"
+        flags = (os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_CLOEXEC", 0))
         while True:
-            descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
+                descriptor = os.open(lock_path, flags, 0o644)
+            except OSError as exc:
+                warnings.warn(f"tokendfa: cannot lock the index cache entry {key} in "
+                              f"{self.directory} ({exc.strerror or exc}); the index is built "
+                              f"uncached", stacklevel=5)
+                return None
+            try:
+                if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                    warnings.warn(f"tokendfa: the lock file {lock_path} is not a regular file; "
+                                  f"the index is built uncached", stacklevel=5)
+                    os.close(descriptor)
+                    return None
                 fcntl.flock(descriptor, fcntl.LOCK_EX)
                 try:
                     current = os.stat(lock_path).st_ino == os.fstat(descriptor).st_ino
@@ -297,20 +391,17 @@ class IndexCache:
                 os.close(descriptor)
                 raise
             if current:
-                break
+                return descriptor
             # Eviction removed this lock file between open and flock: the
             # lock guards nothing now, so take the one at the path.
             os.close(descriptor)
-        try:
-            yield
-        finally:
-            os.close(descriptor)  # releases the lock
 
     def _remove_lock(self, key: str) -> None:
         lock_path = self._locks / f"{key}.lock"
         try:
-            descriptor = os.open(lock_path, os.O_RDWR)
-        except FileNotFoundError:
+            descriptor = os.open(lock_path, os.O_RDWR | os.O_NONBLOCK
+                                 | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        except OSError:  # gone, or nothing this process can lock: left as it is
             return
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -318,7 +409,7 @@ class IndexCache:
             if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise
         else:
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):
                 lock_path.unlink()
         finally:
             os.close(descriptor)
@@ -411,19 +502,26 @@ def fill_one(path: str, vocabulary: "Vocabulary | str", directory: str, max_byte
     process."""
     import time
 
-    from .analysis.errors import TokenDFAError
+    from .analysis.errors import SchemaError, TokenDFAError
 
     started = time.perf_counter()
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        text = read_regular_file(path, "schema file", SchemaError,
+                                 max_bytes=MAX_SCHEMA_FILE_BYTES).decode("utf-8")
         cache = IndexCache(directory, max_bytes=max_bytes)
         if isinstance(vocabulary, str):
             vocabulary = _worker_vocabulary(vocabulary)
-        index = cache.get_or_build("schema", text, vocabulary, **options)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            index = cache.get_or_build("schema", text, vocabulary, **options)
     except (TokenDFAError, OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) if isinstance(exc, OSError) else None
         return FillOutcome(path, "failed", time.perf_counter() - started,
                            error=reason or str(exc) or type(exc).__name__)
+    said = "; ".join(str(w.message).removeprefix("tokendfa: ") for w in caught)
+    if cache.stats.uncached:  # built, but the folder cannot keep it: the fill did not fill
+        return FillOutcome(path, "failed", time.perf_counter() - started, error=said or "not stored")
+    for warning in caught:  # a repaired entry: said, and filled
+        warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     status = "built" if cache.stats.builds else "cached"
     return FillOutcome(path, status, time.perf_counter() - started, num_states=index.num_states)

@@ -1,7 +1,16 @@
 """The ``tokendfa`` command: build, inspect, check, and a demo.
 
-Every error tokendfa raises on purpose becomes one line on stderr and a
-non-zero exit status; a traceback means a bug in tokendfa.
+Every error tokendfa raises on purpose, and every bad argument, becomes one
+line on stderr and exit status 2; a traceback means a bug in tokendfa.
+
+Every path is untrusted, whether given on the command line or found inside
+an index file (``check`` follows the vocabulary an index names): inputs are
+read only from regular files, opened without blocking and read up to a size
+bound (:mod:`tokendfa.analysis.regular_files`: a FIFO, a device or a
+directory is one line, never a hang or a read without end); an output must
+be a regular file or not exist yet, and never one of the inputs. An index
+file is read once into memory and decoded from there, so what ``inspect``
+describes and what ``check`` walks is the file as it was read.
 """
 
 from __future__ import annotations
@@ -13,9 +22,16 @@ import sys
 import tempfile
 import time
 
-from .analysis.errors import TokenDFAError
+from .analysis.errors import IndexFileError, TokenDFAError
+from .analysis.regular_files import check_output_file, read_regular_file
 
 DEFAULT_VOCABULARY = "qwen2.5"
+# Bounds on what the command reads whole. The largest schemas of
+# JSONSchemaBench are under a megabyte; an index file larger than the
+# build's default memory budget (at most 1 GiB) could not have been built
+# with the defaults either.
+MAX_TEXT_BYTES = 64 << 20
+MAX_INDEX_FILE_BYTES = 1 << 30
 
 # The demo's schema: a small person record, bounded so that every random
 # walk through its index ends.
@@ -34,6 +50,13 @@ DEMO_SCHEMA = {
 DEMO_TEXT = '{"name":"Ada","age":36,"email":"ada@lovelace.org","tags":["math","engines"]}'
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """Bad arguments as one line and exit status 2, like every other error."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"tokendfa: error: {message} (see {self.prog} --help)\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -48,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="tokendfa",
         description="Compile a regex and an LLM vocabulary into a token-level DFA index.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -116,14 +139,14 @@ def _add_cache_commands(commands) -> None:
                       help="a folder of JSON Schema files (*.json, searched recursively)")
     fill.add_argument("--cache-dir", default=None, metavar="DIR",
                       help="the cache folder (default: $TOKENDFA_CACHE_DIR or ~/.cache/tokendfa)")
-    fill.add_argument("--max-bytes", type=int, default=None,
+    fill.add_argument("--max-bytes", type=_whole, default=None,
                       help="size bound of the cache folder in bytes (default: 1 GiB)")
     fill.add_argument("--vocab", default=DEFAULT_VOCABULARY,
                       help="a built-in vocabulary name or a tokenizer path (default: %(default)s)")
     fill.add_argument("--whitespace", choices=("compact", "flexible"), default="compact")
     fill.add_argument("--lenient", action="store_true")
     fill.add_argument("--any-depth", type=_any_depth, default="auto", metavar="N|auto")
-    fill.add_argument("--jobs", type=int, default=1,
+    fill.add_argument("--jobs", type=_jobs, default=1,
                       help="schemas built at once (joblib n_jobs; -1: one per core)")
     fill.add_argument("--backend", default=None,
                       help="joblib backend (default: loky processes; 'dask' starts a local "
@@ -147,6 +170,27 @@ def _positive(kind):
     return parse
 
 
+def _whole(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, not {text!r}")
+    return value
+
+
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value == 0:  # joblib: n_jobs=-1 is one per core, 0 means nothing
+        raise argparse.ArgumentTypeError(f"expected a number of workers (1, 2, ... or -1 for one "
+                                         f"per core), not {text!r}")
+    return value
+
+
 def _any_depth(text: str) -> int | str:
     if text == "auto":
         return text
@@ -166,12 +210,29 @@ def _load_vocabulary(spec: str):
 
 
 def _read_text(path: str, what: str) -> str:
+    data = read_regular_file(path, what, _UsageError, max_bytes=MAX_TEXT_BYTES)
     try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise _UsageError(f"cannot read {what} {path}: {reason}") from None
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _UsageError(f"cannot read {what} {path}: {exc}") from None
+
+
+def _read_index(path: str, vocabulary=None, *, verify: bool = True):
+    """The index file at ``path``, read once (see the module docstring):
+    ``(index, the file's bytes)``. A file whose header or arrays are forged
+    is one line, whatever the loader raised."""
+    from .runtime.files import decode_index
+
+    data = read_regular_file(path, "index file", IndexFileError, max_bytes=MAX_INDEX_FILE_BYTES)
+    try:
+        index = decode_index(data, vocabulary, verify=verify, name=path)
+    except TokenDFAError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a forged file, not a bug of this command
+        raise IndexFileError(f"{path}: not a valid index file ({type(exc).__name__}: {exc})") from None
+    if not isinstance(index.metadata, dict):
+        raise IndexFileError(f"{path}: not a valid index file (its metadata is not a mapping)")
+    return index, data
 
 
 def _read_pattern(args) -> str:
@@ -184,9 +245,20 @@ class _UsageError(TokenDFAError):
     pass
 
 
+def _input_paths(args) -> list[str]:
+    """The files a build reads, which its output must not be."""
+    paths = [path for path in (getattr(args, "schema", None), getattr(args, "regex_file", None))
+             if path is not None]
+    if args.vocab and os.path.exists(args.vocab):
+        paths.append(args.vocab)
+    return paths
+
+
 def _build(args) -> int:
     from .runtime.index import Index
 
+    # Before the build: refused at once, not after minutes of work.
+    check_output_file(args.output, "the index to", _UsageError, inputs=_input_paths(args))
     schema = _read_text(args.schema, "schema file") if args.schema else None
     pattern = None if schema is not None else _read_pattern(args)
     vocabulary = _load_vocabulary(args.vocab)
@@ -218,9 +290,21 @@ def _build(args) -> int:
 
 
 def _inspect(args) -> int:
-    from .runtime.index import Index
+    index, data = _read_index(args.file)
+    try:
+        rows = _describe(index, data)
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError) as exc:
+        # The metadata is whatever the file says: a string where a mapping
+        # belongs, a number where a list does. Described, it is one line.
+        raise IndexFileError(f"{args.file}: malformed metadata "
+                             f"({type(exc).__name__}: {exc})") from None
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+    return 0
 
-    index = Index.load(args.file)
+
+def _describe(index, data: bytes) -> list[tuple[str, str]]:
     meta = index.metadata
     vocab = meta.get("vocabulary", {})
     arrays = index.arrays
@@ -235,23 +319,20 @@ def _inspect(args) -> int:
                         f"({len(arrays.edge_group):,} stored as {int(arrays.token_group.max()) + 1:,} token groups)"),
         ("masks", f"{len(arrays.masks):,} distinct of {index.num_states}"),
         ("memory", f"{index.nbytes:,} bytes"),
-        ("file size", f"{os.path.getsize(args.file):,} bytes ({_file_encodings(args.file)})"),
+        ("file size", f"{len(data):,} bytes ({_file_encodings(data)})"),
         ("build", ", ".join(f"{k}={v}" for k, v in meta.get("build", {}).items())),
     ]
     if meta.get("kind") == "schema":
         rows.insert(2, ("whitespace", meta.get("whitespace", "compact")))
         rows.insert(3, ("widenings", "; ".join(meta.get("widenings", [])) or "none"))
         rows.insert(4, ("notes", "; ".join(meta.get("notes", [])) or "none"))
-    width = max(len(name) for name, _ in rows)
-    for name, value in rows:
-        print(f"{name:<{width}}  {value}")
-    return 0
+    return rows
 
 
-def _file_encodings(path: str) -> str:
+def _file_encodings(data: bytes) -> str:
     from .runtime.files import array_encodings
 
-    encodings = array_encodings(path)
+    encodings = array_encodings(data)
     packed = [name for name, encoding in encodings.items() if encoding != "raw"]
     if not packed:
         return "every array raw, mapped at load"
@@ -259,14 +340,28 @@ def _file_encodings(path: str) -> str:
 
 
 def _check(args) -> int:
+    from .runtime.files import decode_index
     from .runtime.guide import Guide
-    from .runtime.index import Index
 
-    spec = args.vocab or Index.load(args.file, verify=False).metadata["vocabulary"].get("source")
-    if not spec:
-        raise _UsageError("the index does not record where its vocabulary comes from: pass --vocab")
+    unverified, data = _read_index(args.file, verify=False)
+    spec = args.vocab
+    if spec is None:
+        recorded = unverified.metadata.get("vocabulary")
+        spec = recorded.get("source") if isinstance(recorded, dict) else None
+        if not isinstance(spec, str) or not spec:
+            raise _UsageError(f"the index {args.file} does not record where its vocabulary "
+                              f"comes from: pass --vocab")
+    # A path written inside the file is as untrusted as the file: the
+    # vocabulary loaders read regular files only, with a size bound
+    # (tokendfa.vocab._files), the same checks as --vocab.
     vocabulary = _load_vocabulary(spec)
-    index = Index.load(args.file, vocabulary)
+    try:
+        index = decode_index(data, vocabulary, name=args.file)  # the bytes read once, verified
+    except TokenDFAError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a forged file, not a bug of this command
+        raise IndexFileError(f"{args.file}: not a valid index file "
+                             f"({type(exc).__name__}: {exc})") from None
     token_ids = vocabulary.encode(args.text)
     guide = Guide(index)
     offset = 0
@@ -291,6 +386,9 @@ def _cache_fill(args) -> int:
     folder = args.schemas
     if not os.path.isdir(folder):
         raise _UsageError(f"--schemas {folder}: not a folder")
+    if args.cache_dir is not None and os.path.exists(args.cache_dir) \
+            and not os.path.isdir(args.cache_dir):
+        raise _UsageError(f"--cache-dir {args.cache_dir}: not a folder")
     files = sorted(os.path.join(root, name) for root, _, names in os.walk(folder)
                    for name in names if name.endswith(".json"))
     cache = IndexCache(args.cache_dir, max_bytes=args.max_bytes if args.max_bytes is not None

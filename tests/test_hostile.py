@@ -52,9 +52,13 @@ def _run(name: str, mode: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def outcomes() -> dict:
-    jobs = [(case.name, mode) for case in ALL_CASES for mode in ("lib", "cli")]
-    jobs += [(case.name, "lazy") for case in ALL_CASES if case.kind in ("regex", "schema")]
+def outcomes(request) -> dict:
+    # Only the cases of the selected tests (``-k``), so that one family runs alone.
+    selected = {item.callspec.params["case"].name for item in request.session.items
+                if hasattr(item, "callspec") and "case" in item.callspec.params}
+    cases = [case for case in ALL_CASES if case.name in selected]
+    jobs = [(case.name, mode) for case in cases for mode in ("lib", "cli")]
+    jobs += [(case.name, "lazy") for case in cases if case.kind in ("regex", "schema")]
     # one child per core: with more, a loaded machine pushes cases past the wall clock
     workers = max(2, os.cpu_count() or 1)
     started = time.perf_counter()

@@ -222,8 +222,12 @@ def load_index(path: str | PathLike, vocabulary: "Vocabulary | None" = None, *,
     return decode_index(buffer, vocabulary, verify=verify, name=path)
 
 
-def array_encodings(path: str | PathLike) -> dict[str, str]:
-    """How each array of an index file is stored (``raw`` or ``zlib``)."""
+def array_encodings(path: str | PathLike | bytes) -> dict[str, str]:
+    """How each array of an index file is stored (``raw`` or ``zlib``);
+    ``path`` may also be the file's bytes, already read."""
+    if isinstance(path, bytes):
+        header, _ = _read_header(path, "<bytes>")
+        return {entry["name"]: entry.get("encoding", "raw") for entry in header["arrays"]}
     with open(path, "rb") as handle:
         buffer = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     header, _ = _read_header(buffer, os.fspath(path))

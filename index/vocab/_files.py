@@ -2,8 +2,11 @@
 inside installed packages.
 
 Every adapter reads its tokenizer's files through these, so a missing file,
-a directory where a file was expected, or an unreadable file is a
-:class:`~tokendfa.analysis.errors.VocabularyError` that names the path.
+a directory, FIFO or device where a file was expected, an unreadable file or
+one larger than any tokenizer (:data:`MAX_VOCABULARY_FILE_BYTES`) is a
+:class:`~tokendfa.analysis.errors.VocabularyError` that names the path; a
+FIFO is refused without being opened for reading, so it never blocks
+(:mod:`tokendfa.analysis.regular_files`).
 """
 
 from __future__ import annotations
@@ -11,10 +14,18 @@ from __future__ import annotations
 import hashlib
 import importlib.resources
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 from ..analysis.errors import VocabularyError, import_optional
+from ..analysis.regular_files import check_regular_file, kind_of, open_regular_file, read_regular_file
+
+# The largest tokenizer files are tens of megabytes (Gemma 3's tokenizer.json,
+# 262k tokens: 33 MB); a file past this bound is not a tokenizer, and reading
+# it whole (a sparse file, a log) would only exhaust memory. GGUF model files
+# are mapped, never read whole, so they have no bound.
+MAX_VOCABULARY_FILE_BYTES = 256 << 20
 
 
 def existing_path(path: Any, what: str) -> Path:
@@ -30,24 +41,41 @@ def existing_path(path: Any, what: str) -> Path:
 def existing_file(path: Any, what: str) -> Path:
     p = existing_path(path, what)
     if not p.is_file():
-        raise VocabularyError(f"{what} must be a file, but {str(p)!r} is a directory")
+        kind = kind_of(p.stat().st_mode)
+        raise VocabularyError(f"{what} must be a regular file, but {str(p)!r} is {kind}")
     return p
 
 
 def read_file(p: Path, what: str) -> bytes:
-    try:
-        return p.read_bytes()
-    except OSError as e:
-        raise VocabularyError(f"cannot read {what} {str(p)!r}: {e.strerror or e}") from e
+    return read_regular_file(p, what, VocabularyError, max_bytes=MAX_VOCABULARY_FILE_BYTES)
 
 
 def read_head(p: Path, n: int = 256) -> bytes:
     """The first ``n`` bytes, enough to tell what kind of file it is."""
+    descriptor = open_regular_file(p, "vocabulary file", VocabularyError)
     try:
-        with p.open("rb") as f:
-            return f.read(n)
+        return os.read(descriptor, n)
     except OSError as e:
         raise VocabularyError(f"cannot read vocabulary file {str(p)!r}: {e.strerror or e}") from e
+    finally:
+        os.close(descriptor)
+
+
+def check_tokenizer_folder(directory: Path) -> None:
+    """Refuse a tokenizer folder holding anything that is neither a regular
+    file nor a folder: a library that reads it (transformers) would block on
+    a FIFO named ``tokenizer.json`` or read a device without end."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError as e:
+        raise VocabularyError(f"cannot read tokenizer folder {str(directory)!r}: {e.strerror or e}") from e
+    for name in names:
+        try:
+            mode = (directory / name).stat().st_mode
+        except OSError:
+            continue  # a dangling link: nothing there to read
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            check_regular_file(directory / name, "tokenizer folder entry", VocabularyError)
 
 
 def sha256(p: Path) -> str:

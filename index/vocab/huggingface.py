@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.errors import VocabularyError, import_optional
+from ._files import check_tokenizer_folder
 from .sentencepiece import BYTE_PIECE, exact_model, load_processor, processor_tokens
 from .vocabulary import Vocabulary
 
@@ -171,6 +172,7 @@ def from_pretrained(tokenizer_or_path: Any, *,
                 f"only and never downloads; give the directory of a saved tokenizer)")
         p = p.resolve()
         directory = p if p.is_dir() else p.parent
+        check_tokenizer_folder(directory)
         tokenizer = _load_transformers_tokenizer(p)
         source: str | None = str(directory)
         name = directory.name

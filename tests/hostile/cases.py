@@ -24,8 +24,8 @@ LIMITED = ("BuildLimitError", "TimeLimitError")
 @dataclass(frozen=True)
 class Case:
     name: str
-    kind: str            # "regex", "schema", "index_file", "vocab_file"
-    make: object         # () -> str (regex or schema JSON) or bytes (a file)
+    kind: str            # "regex", "schema", "index_file", "vocab_file", "scenario"
+    make: object         # () -> str (regex or schema JSON) or bytes (a file); a scenario: (folder) -> Scenario
     either: tuple = field(default=LIMITED)
     vocab: str = "toy"
 
@@ -181,3 +181,8 @@ FILE_CASES: list[Case] = [
 ]
 
 ALL_CASES = CASES + FILE_CASES
+
+# Paths that are not what they seem, for the CLI and the cache (tests/hostile/path_cases.py).
+from hostile.path_cases import path_cases  # noqa: E402
+
+ALL_CASES = ALL_CASES + path_cases(Case)

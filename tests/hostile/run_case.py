@@ -5,8 +5,9 @@
 ``Vocabulary.from_spec``); ``python run_case.py NAME lazy``: the library's
 default, a lazy index, and its first mask;
 ``python run_case.py NAME cli``: ``tokendfa build``/``inspect`` through
-``tokendfa.cli.main``, with stderr captured. The caller sets the limits of
-the process (address space, wall clock).
+``tokendfa.cli.main``, with stderr captured. A scenario (``tests/hostile/path_cases.py``)
+builds its own folder and runs its own arguments and library step. The
+caller sets the limits of the process (address space, wall clock).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from hostile.cases import ALL_CASES, TIME_LIMIT  # noqa: E402
 def main() -> None:
     name, mode = sys.argv[1], sys.argv[2]
     case = next(c for c in ALL_CASES if c.name == name)
+    if case.kind == "scenario":
+        print(json.dumps(run_scenario(case, mode)))
+        return
     payload = case.make()
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "input")
@@ -65,6 +69,65 @@ def run_library(case, path: str, lazy: bool) -> dict:
         return {"outcome": "ok"}
     except TokenDFAError as exc:
         return {"outcome": type(exc).__name__, "message": str(exc)[:300]}
+
+
+def _state(path: str):
+    """What a path is now: its kind, and a regular file's bytes."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if os.path.isfile(path) and not os.path.islink(path):
+        with open(path, "rb") as handle:
+            return info.st_mode, handle.read()
+    return info.st_mode, os.path.realpath(path)
+
+
+def run_scenario(case, mode: str) -> dict:
+    from tokendfa import TokenDFAError
+
+    with tempfile.TemporaryDirectory() as folder:
+        scenario = case.make(folder)
+        started = time.perf_counter()
+        if mode != "cli":
+            try:
+                if scenario.library is not None:
+                    scenario.library()
+                result = {"outcome": "ok"}
+            except TokenDFAError as exc:
+                result = {"outcome": type(exc).__name__, "message": str(exc)[:300]}
+        elif scenario.cli is not None:
+            result = scenario.cli()
+        else:
+            watched = [p for p in (*scenario.keep, scenario.output) if p]
+            before = {p: _state(p) for p in watched}
+            result = _call_cli(scenario.argv)
+            result["wrote"] = any(_state(p) != before[p] for p in watched)
+        result["seconds"] = round(time.perf_counter() - started, 3)
+        # a read-only bind mount or chmod may be left: let the folder go
+        for root, dirs, _ in os.walk(folder):
+            for name in dirs:
+                with contextlib.suppress(OSError):
+                    os.chmod(os.path.join(root, name), 0o755)
+        with contextlib.suppress(OSError):
+            os.chmod(folder, 0o755)
+    return result
+
+
+def _call_cli(argv: list[str]) -> dict:
+    from tokendfa.cli import main as cli
+
+    stderr, stdout = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(stdout):
+        try:
+            status = cli(argv)
+        except SystemExit as exc:
+            status = exc.code
+        except BaseException:  # a traceback: the test reports it
+            import traceback
+
+            status, stderr = "crash", io.StringIO(traceback.format_exc())
+    return {"status": status, "stderr": stderr.getvalue()[-2000:]}
 
 
 def run_cli(case, path: str, folder: str) -> dict:
