@@ -106,7 +106,8 @@ def test_a_damaged_entry_is_deleted_and_rebuilt(toy_vocab, tmp_path, damage):
     path.write_bytes({"truncate": whole[:len(whole) // 2], "garbage": b"x" * 1000,
                       "empty": b""}[damage])
     cache = IndexCache(tmp_path)
-    index = cache.get_or_build("schema", SCHEMA, toy_vocab)
+    with pytest.warns(UserWarning, match=f"the index cache entry {path} does not load"):
+        index = cache.get_or_build("schema", SCHEMA, toy_vocab)
     assert (cache.stats.repaired, cache.stats.builds, cache.stats.hits) == (1, 1, 0)
     assert same_index(index, Index.from_schema(SCHEMA, toy_vocab, lazy=False))
     assert same_index(Index.load(path, toy_vocab), index)  # written again, whole
@@ -281,3 +282,112 @@ def test_a_build_killed_midway_leaves_nothing_served(tmp_path):
     assert np.array_equal(index.arrays.masks, fresh.arrays.masks)
     assert IndexCache(tmp_path).get_or_build("regex", SLOW_PATTERN, toy_vocabulary()).num_states \
         == fresh.num_states
+
+
+# --- whatever sits at an entry's name (issue #32) ----------------------------------------
+
+@pytest.fixture
+def no_hang():
+    """An open() that blocks on a FIFO fails the test instead of hanging it."""
+    import signal
+
+    def stop(signum, frame):
+        raise TimeoutError("blocked: the cache opened a FIFO")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def _entry_path(tmp_path, toy_vocab):
+    cache = IndexCache(tmp_path)
+    return cache.path_for(cache.key("schema", SCHEMA, toy_vocab))
+
+
+@pytest.mark.parametrize("forgery", ["shape-boolean", "vocabulary-string-for-mapping"])
+def test_an_entry_that_raises_anything_is_repaired_and_said(toy_vocab, tmp_path, forgery):
+    """A forged header made the loader raise TypeError, which get_or_build
+    re-raised on every call: the key was dead for good."""
+    from hostile.path_cases import FORGERIES, forge
+    from tokendfa.runtime.files import encode_index
+
+    path = _entry_path(tmp_path, toy_vocab)
+    fresh = Index.from_schema(SCHEMA, toy_vocab, lazy=False)
+    path.write_bytes(forge(encode_index(fresh, compress=False), FORGERIES[forgery]))
+    cache = IndexCache(tmp_path)
+    with pytest.warns(UserWarning, match=f"the index cache entry {path} does not load .*removed, and rebuilt"):
+        index = cache.get_or_build("schema", SCHEMA, toy_vocab)
+    assert same_index(index, fresh)
+    assert (cache.stats.repaired, cache.stats.builds) == (1, 1)
+    assert same_index(Index.load(path, toy_vocab), fresh)
+
+
+@pytest.mark.parametrize("what", ["fifo", "empty folder", "link to /dev/zero", "dangling link"])
+def test_what_is_not_a_regular_file_at_an_entry_is_repaired(toy_vocab, tmp_path, no_hang, what):
+    path = _entry_path(tmp_path, toy_vocab)
+    {"fifo": lambda: os.mkfifo(path), "empty folder": path.mkdir,
+     "link to /dev/zero": lambda: path.symlink_to("/dev/zero"),
+     "dangling link": lambda: path.symlink_to(tmp_path / "nowhere")}[what]()
+    assert IndexCache(tmp_path).entries() == []  # never counted, never opened
+    cache = IndexCache(tmp_path)
+    with pytest.warns(UserWarning, match=f"entry {path} does not load"):
+        index = cache.get_or_build("schema", SCHEMA, toy_vocab)
+    assert same_index(index, Index.from_schema(SCHEMA, toy_vocab, lazy=False))
+    assert cache.stats.repaired == 1 and path.is_file() and not path.is_symlink()
+    assert IndexCache(tmp_path).get_or_build("schema", SCHEMA, toy_vocab).num_states == index.num_states
+    assert cache.clear() == 1
+
+
+def test_a_folder_at_an_entry_that_cannot_go_is_built_around(toy_vocab, tmp_path, no_hang):
+    path = _entry_path(tmp_path, toy_vocab)
+    path.mkdir()
+    (path / "something").write_text("not the cache's")
+    cache = IndexCache(tmp_path)
+    with pytest.warns(UserWarning, match="cannot be removed"):
+        index = cache.get_or_build("schema", SCHEMA, toy_vocab)
+    assert same_index(index, Index.from_schema(SCHEMA, toy_vocab, lazy=False))
+    assert cache.entries() == [] and cache.clear() == 0  # clear() raised IsADirectoryError
+    assert (path / "something").read_text() == "not the cache's"
+
+
+_READ_ONLY = """
+import json, sys, warnings
+sys.path.insert(0, {tests!r})
+from conftest import toy_vocabulary
+from tokendfa.cache import IndexCache
+cache = IndexCache({folder!r})
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    cache.get_or_build("schema", {schema!r}, toy_vocabulary())
+    cache.get_or_build("regex", "(ab)+", toy_vocabulary())
+    cache.clear()
+print(json.dumps({{"stats": cache.stats.__dict__, "warnings": [str(w.message) for w in caught]}}))
+"""
+
+
+def test_a_read_only_folder_serves_hits_and_builds_misses_uncached(toy_vocab, tmp_path):
+    """A folder filled ahead of time and mounted read-only: every miss raised
+    a bare OSError opening its lock file."""
+    from hostile.path_cases import read_only_command
+
+    folder = tmp_path / "cache"
+    IndexCache(folder).get_or_build("schema", SCHEMA, toy_vocab)
+    code = _READ_ONLY.format(tests=os.path.dirname(__file__), folder=str(folder), schema=SCHEMA)
+    argv = read_only_command(str(folder), [sys.executable, "-c", code])
+    if argv is None:
+        pytest.skip("no way to make a read-only folder here (root without unshare)")
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    finally:
+        for path in [folder, *folder.rglob("*")]:
+            if path.is_dir():
+                path.chmod(0o755)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    stats = report["stats"]
+    assert (stats["hits"], stats["builds"], stats["uncached"]) == (1, 0, 1), report
+    assert any("cannot lock the index cache entry" in w and "built uncached" in w
+               for w in report["warnings"]), report
+    assert len(IndexCache(folder).entries()) == 1  # still there: nothing could be evicted

@@ -125,3 +125,110 @@ def test_build_a_schema_with_a_chosen_free_value_depth(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["build", "--schema", str(schema), "--any-depth", "deep", "-o", deep])
     assert "expected a whole number >= 0 or 'auto', not 'deep'" in capsys.readouterr().err
+
+
+# --- every path is untrusted (issue #32) -------------------------------------------
+
+@pytest.fixture
+def no_hang():
+    """A FIFO that blocks fails the test instead of hanging it."""
+    import signal
+
+    def stop(signum, frame):
+        raise TimeoutError("blocked: the command waited on a FIFO")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def _hostile_paths(tmp_path) -> dict:
+    from hostile.path_cases import FORGERIES, forge, _index_bytes
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    schema = tmp_path / "schema.json"
+    schema.write_text('{"type": "integer"}')
+    link = tmp_path / "link.json"
+    link.symlink_to(schema)
+    values = {"fifo": str(fifo), "schema": str(schema), "link": str(link),
+              "out": str(tmp_path / "out.tdfa"), "folder": str(tmp_path)}
+    raw = _index_bytes()
+    for name, change in FORGERIES.items():
+        path = tmp_path / f"{name}.tdfa"
+        path.write_bytes(forge(raw, change))
+        values[name] = str(path)
+    for name, source in (("source_fifo", str(fifo)), ("source_zero", "/dev/zero")):
+        path = tmp_path / f"{name}.tdfa"
+        path.write_bytes(forge(raw, lambda h, s=source: h["metadata"]["vocabulary"].update(source=s)))
+        values[name] = str(path)
+    return values
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["build", "--schema", "{fifo}", "-o", "{out}"], "schema file {fifo}: it is a FIFO, not a regular file"),
+    (["build", "--regex-file", "{fifo}", "-o", "{out}"], "regex file {fifo}: it is a FIFO"),
+    (["build", "--regex", "a", "--vocab", "{fifo}", "-o", "{out}"], "{fifo}: it is a FIFO"),
+    (["build", "--regex", "a", "--vocab", "/dev/zero", "-o", "{out}"],
+     "/dev/zero: it is a character device, not a regular file"),
+    (["build", "--schema", "/dev/zero", "-o", "{out}"], "/dev/zero: it is a character device"),
+    (["build", "--schema", "{folder}", "-o", "{out}"], "it is a directory"),
+    (["build", "--schema", "{schema}", "-o", "{schema}"], "it is the input {schema}"),
+    (["build", "--schema", "{schema}", "-o", "{link}"], "it is the input {schema}"),
+    (["build", "--regex", "a", "-o", "/dev/null"],
+     "refusing to write the index to /dev/null: it is a character device"),
+    (["build", "--regex", "a", "-o", "{fifo}"], "{fifo}: it is a FIFO, and tokendfa writes only"),
+    (["inspect", "{fifo}"], "index file {fifo}: it is a FIFO"),
+    (["inspect", "{metadata-string-for-mapping}"], "malformed metadata"),
+    (["inspect", "{metadata-int-for-list}"], "malformed metadata"),
+    (["inspect", "{shape-boolean}"], "shape-boolean.tdfa"),
+    (["check", "{shape-boolean}", "ab", "--vocab", "qwen2.5"], "shape-boolean.tdfa"),
+    (["check", "{source_fifo}", "ab"], "vocabulary file {fifo}: it is a FIFO"),
+    (["check", "{source_zero}", "ab"], "vocabulary file /dev/zero: it is a character device"),
+    (["cache", "fill", "--schemas", "{folder}", "--max-bytes", "-5"],
+     "argument --max-bytes: expected a whole number >= 0, not '-5'"),
+    (["cache", "fill", "--schemas", "{folder}", "--jobs", "0"], "argument --jobs: expected a number"),
+    (["cache", "fill", "--schemas", "{folder}", "--cache-dir", "{schema}"],
+     "--cache-dir {schema}: not a folder"),
+    (["cache", "info", "--cache-dir", "{schema}"], "Not a directory"),
+])
+def test_untrusted_paths_and_bad_arguments_are_one_line(tmp_path, capsys, no_hang, argv, message):
+    values = _hostile_paths(tmp_path)
+    argv = [part.format(**values) for part in argv]
+    schema_before = (tmp_path / "schema.json").read_bytes()
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    assert err.startswith("tokendfa: error: ") and err.count("\n") == 1, err
+    assert message.format(**values) in err
+    assert "Traceback" not in err
+    # Nothing written, nothing replaced.
+    assert not os.path.exists(values["out"])
+    assert (tmp_path / "schema.json").read_bytes() == schema_before
+    assert (tmp_path / "link.json").is_symlink()
+    import stat
+
+    assert stat.S_ISFIFO(os.stat(values["fifo"]).st_mode)
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_inputs_are_read_up_to_a_bound(tmp_path, capsys, monkeypatch):
+    import tokendfa.cli as cli
+
+    monkeypatch.setattr(cli, "MAX_TEXT_BYTES", 100)
+    schema = tmp_path / "big.json"
+    schema.write_text('{"type": "string", "description": "' + "x" * 200 + '"}')
+    code, _, err = run(capsys, "build", "--schema", str(schema), "-o", str(tmp_path / "out.tdfa"))
+    assert code == 2 and "holds 237 bytes, more than the 100 a schema file may have" in err
+
+
+def test_check_reads_the_index_once(tmp_path, capsys):
+    """The vocabulary path recorded in a real index is followed (a built-in here)."""
+    path = str(tmp_path / "ab.tdfa")
+    assert run(capsys, "build", "--regex", "(ab)+", "-o", path)[0] == 0
+    assert run(capsys, "check", path, "abab")[:2] == (0, "accepted: a complete match in 2 tokens\n")
