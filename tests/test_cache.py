@@ -295,7 +295,7 @@ def no_hang():
         raise TimeoutError("blocked: the cache opened a FIFO")
 
     previous = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(60)
+    signal.alarm(10)
     yield
     signal.alarm(0)
     signal.signal(signal.SIGALRM, previous)

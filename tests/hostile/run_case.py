@@ -103,6 +103,8 @@ def run_scenario(case, mode: str) -> dict:
             before = {p: _state(p) for p in watched}
             result = _call_cli(scenario.argv)
             result["wrote"] = any(_state(p) != before[p] for p in watched)
+            if scenario.refused and result["status"] == 0:
+                result["status"] = "0: accepted what it must refuse"
         result["seconds"] = round(time.perf_counter() - started, 3)
         # a read-only bind mount or chmod may be left: let the folder go
         for root, dirs, _ in os.walk(folder):
