@@ -19,6 +19,7 @@ import abc
 import enum
 import importlib
 import json
+import os
 import random
 import re
 import sys
@@ -176,6 +177,29 @@ def test_validation_refuses_what_cannot_be_served(vllm_module, extra_args, messa
     with pytest.raises(ValueError) as caught:
         FrontEnd(vllm_module, engine_config()).validate(params(extra_args))
     assert message in str(caught.value) and "\n" not in str(caught.value), caught.value
+
+
+@pytest.mark.parametrize("what", ["fifo", "/dev/zero", "folder"])
+def test_an_index_path_that_is_not_a_regular_file_is_refused_unopened(vllm_module, tmp_path, what):
+    """A client names the path: a FIFO blocked the front end in open()."""
+    import signal
+
+    path = {"fifo": str(tmp_path / "fifo"), "/dev/zero": "/dev/zero", "folder": str(tmp_path)}[what]
+    if what == "fifo":
+        os.mkfifo(path)
+
+    def stop(signum, frame):
+        raise TimeoutError("blocked on a FIFO")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(10)
+    try:
+        with pytest.raises(ValueError) as caught:
+            FrontEnd(vllm_module, engine_config()).validate(params({"tokendfa_index": path}))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert "not a regular file" in str(caught.value) and "\n" not in str(caught.value), caught.value
 
 
 def test_an_index_file_for_another_vocabulary_is_refused(vllm_module, tmp_path, toy_vocab):

@@ -109,7 +109,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..analysis.errors import TokenDFAError, TokenNotAllowedError, import_optional
+from ..analysis.errors import IndexFileError, TokenDFAError, TokenNotAllowedError, import_optional
+from ..analysis.regular_files import check_regular_file
 from ..runtime.guide import Guide
 from ..runtime.index import Index
 from ..vocab.vocabulary import Vocabulary
@@ -256,7 +257,9 @@ class _Indexes:
 
     def index(self, constraint: Constraint, vocab: Vocabulary) -> "Index | LazyIndex":
         if constraint.kind == "index":
-            stat = os.stat(constraint.source)  # FileNotFoundError names the path
+            # A request names the path: a FIFO there would block this
+            # process in open(), a device be read without end.
+            stat = check_regular_file(constraint.source, "index file", IndexFileError)
             key = ("index", os.path.realpath(constraint.source), stat.st_mtime_ns, stat.st_size,
                    vocab.fingerprint)
         else:
@@ -293,6 +296,7 @@ def _check_without_vocabulary(constraint: Constraint) -> None:
 
         normalize_pattern(constraint.source)
     else:
+        check_regular_file(constraint.source, "index file", IndexFileError)  # never a FIFO
         Index.load(constraint.source)
 
 
