@@ -391,3 +391,18 @@ def test_a_read_only_folder_serves_hits_and_builds_misses_uncached(toy_vocab, tm
     assert any("cannot lock the index cache entry" in w and "built uncached" in w
                for w in report["warnings"]), report
     assert len(IndexCache(folder).entries()) == 1  # still there: nothing could be evicted
+
+
+def test_cache_fill_skips_a_fifo_among_the_schemas(tmp_path, capsys, no_hang):
+    """A FIFO named like a schema blocked the fill in open()."""
+    from tokendfa.cli import main
+
+    folder = tmp_path / "schemas"
+    folder.mkdir()
+    (folder / "a.json").write_text('{"type": "string", "maxLength": 3}')
+    os.mkfifo(folder / "b.json")
+    status = main(["cache", "fill", "--schemas", str(folder), "--cache-dir", str(tmp_path / "cache"),
+                   "--vocab", "mistral-sp32k"])
+    out, err = capsys.readouterr()
+    assert status == 1 and "2 schemas, 1 built, 0 already cached, 1 failed" in out
+    assert f"failed: {folder / 'b.json'}: cannot read schema file {folder / 'b.json'}: it is a FIFO" in err
