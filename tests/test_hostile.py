@@ -4,9 +4,12 @@ Each case runs in child processes limited to 2 GiB of address space and
 10 s of wall clock: through the library's whole build (it must end in its
 documented error or a working index), through its default lazy index and
 first mask (serving, or one of the same errors), and through the CLI (one
-line on stderr, exit status 2, no traceback, nothing written). The children
-run in parallel, one per core, so the corpus takes a few minutes on a
-2-core machine.
+line on stderr, exit status 2, no traceback, nothing written). Scenarios
+(``tests/hostile/path_cases.py``) put a FIFO, a device, a folder or a forged
+file where the CLI or the index cache expects a regular file, and run their
+own arguments and library step the same way. The children run in parallel,
+one per core, so the corpus takes a few minutes on a 2-core machine; only
+the cases of the selected tests run (``-k cache-`` runs that family alone).
 
 Also here: the time limit's overshoot on slow inputs, measured.
 """
