@@ -53,6 +53,21 @@ def run_batch(seed: int, count: int, verify_share: float, findings_dir: str | No
     return {"outcomes": dict(outcomes), "findings": findings}
 
 
+def write_corpus(folder: str, size: int, seed: int) -> int:
+    """The committed corpus: mutants named by number and mutation."""
+    import re
+
+    from fuzz.mutate import corpus_mutants
+
+    os.makedirs(folder, exist_ok=True)
+    for number, (label, raw) in enumerate(corpus_mutants(size, seed)):
+        name = re.sub(r"[^A-Za-z0-9_.=-]+", "_", label)[:60]
+        with open(os.path.join(folder, f"{number:03d}-{name}.tdfa"), "wb") as handle:
+            handle.write(raw)
+    print(f"wrote {len(os.listdir(folder))} files to {folder}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loads", type=int, default=100_000)
@@ -62,11 +77,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="share of loads with verify=True (the rest verify=False)")
     parser.add_argument("--jobs", type=int, default=1, help="batches run at once")
     parser.add_argument("--save-findings", metavar="DIR")
+    parser.add_argument("--corpus", metavar="DIR", help="write a corpus of mutants there and stop")
+    parser.add_argument("--corpus-size", type=int, default=70)
     parser.add_argument("--child", nargs=2, type=int, metavar=("SEED", "COUNT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(run_batch(*args.child, args.verify_share, args.save_findings)))
         return 0
+    if args.corpus:
+        return write_corpus(args.corpus, args.corpus_size, args.seed)
     if args.save_findings:
         os.makedirs(args.save_findings, exist_ok=True)
     started = time.perf_counter()

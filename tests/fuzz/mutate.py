@@ -316,3 +316,57 @@ def write_temporary(raw: bytes, folder: str) -> str:
     with os.fdopen(descriptor, "wb") as handle:
         handle.write(raw)
     return path
+
+
+# --- the committed corpus -----------------------------------------------------------
+
+def regression_mutants() -> list[tuple[str, bytes]]:
+    """The forgeries of issue #32 that loaded or raised a foreign exception
+    before the loader checked them, written by hand."""
+    seed = seed_files()[2]  # the object pattern, compressed
+    raw_seed = seed_files()[3]  # the same, every array raw
+    found = []
+
+    def entry_change(raw, array, **changes):
+        header, data = split(raw)
+        next(e for e in header["arrays"] if e["name"] == array).update(changes)
+        return join(header, data)
+
+    words = split(raw_seed).header["arrays"]
+    words = next(e for e in words if e["name"] == "masks")["shape"][1]
+    found.append(("bool-in-shape", entry_change(raw_seed, "masks", shape=[True, words],
+                                                nbytes=4 * words, stored_nbytes=4 * words)))
+    found.append(("shape-overflows-int64", entry_change(raw_seed, "masks", shape=[2**33, 2**31],
+                                                        nbytes=0, stored_nbytes=0)))
+    found.append(("misaligned-offset", entry_change(
+        raw_seed, "edge_next", offset=next(e for e in split(raw_seed).header["arrays"]
+                                           if e["name"] == "edge_next")["offset"] + 4)))
+    found.append(("bool-offset", entry_change(raw_seed, "finals", offset=True)))
+    found.append(("version-true", join({**split(seed).header, "format_version": True},
+                                       split(seed).data)))
+    arrays, metadata = _arrays_of(seed)
+    past = {k: v.copy() for k, v in arrays.items()}
+    past["masks"][:, -1] |= np.uint32(0xFFFFFFFF) << np.uint32(len(arrays["token_group"]) % 32)
+    found.append(("mask-bits-past-vocabulary", encode_index(Index(IndexArrays(**past), metadata))))
+    everything = {k: v.copy() for k, v in arrays.items()}
+    everything["masks"] = np.vstack([everything["masks"], np.full((1, everything["masks"].shape[1]),
+                                     (1 << len(arrays["token_group"])) - 1, dtype=np.uint32)])
+    everything["mask_id"][0] = len(everything["masks"]) - 1
+    found.append(("state-0-offers-everything", encode_index(Index(IndexArrays(**everything), metadata))))
+    return found
+
+
+def corpus_mutants(count: int, seed: int = 0) -> list[tuple[str, bytes]]:
+    """``count`` mutants spread over every mutation kind, then the regressions."""
+    seeds = seed_files()
+    rng = random.Random(seed)
+    chosen = []
+    kinds = [function for function, _ in MUTATIONS]
+    while len(chosen) < count:
+        function = kinds[len(chosen) % len(kinds)]
+        try:
+            label, raw = function(rng, rng.choice(seeds))
+        except Exception:
+            continue
+        chosen.append((label, raw))
+    return chosen + regression_mutants()
