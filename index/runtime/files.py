@@ -11,9 +11,12 @@ Layout (all integers little-endian)::
 
 Each array is stored in one of three encodings:
 
-* ``raw``: its bytes exactly as in memory. Loading maps the file and wraps
-  the array with ``np.frombuffer``: constant time, read-only, shared between
-  processes through the page cache.
+* ``raw``: its bytes exactly as in memory, wrapped at load with
+  ``np.frombuffer`` (read-only). Loading reads the file into memory, so a
+  file replaced or truncated under a live index changes nothing;
+  ``load_index(..., mmap=True)`` maps it instead (constant time, shared
+  between processes through the page cache, for files only ever replaced
+  by rename).
 * ``zlib``: those bytes deflated, inflated once at load.
 * ``runs``: the array as runs of equal elements (all run values, then all
   run lengths, as uint32) deflated. Allowed-token bitsets are long runs of
@@ -29,11 +32,15 @@ Each array is stored in one of three encodings:
 By default (``compress=True``) each array takes whichever of these is
 smallest, if that makes it at least four times smaller: a JSON schema's
 index shrinks 20-100 times and loads in a few milliseconds. ``compress=False`` writes
-every array raw, for very large indexes that many processes map at once.
+every array raw, for very large indexes that many processes map at once
+(``mmap=True``).
 
 Nothing in a file is ever executed: no pickle, only msgpack maps of plain
 values and raw numbers, and every field is validated before use (inflating
-stops at the announced size, so a hostile file cannot balloon in memory).
+stops at the announced size, so a hostile file cannot balloon in memory):
+a malformed or forged file raises :class:`IndexFileError`, never another
+exception, and cannot make serving read out of bounds or offer a token past
+the vocabulary (tests/fuzz holds the mutants this is tested with).
 Writes go to a temporary file in the same folder that is renamed over the
 target only once complete, so a failed build never leaves a partial index or
 damages an existing one. Version-1 files (every array raw, the first ones
@@ -592,10 +599,10 @@ def _check_masks_match_transitions(arrays: IndexArrays) -> list[str]:
     16-bit halves times a key per half; a state as the sum over its edges of
     its group's key (the sum of its tokens' keys, a bincount), plus EOS's in
     a final state. That reads each mask row once and each edge once,
-    O(rows x words + edges + vocabulary): ~18 ms of CPU on a Qwen2.5 schema
-    index of 7,159 states, 483 masks and 774k edges (whose verified load
-    takes ~35 ms in all), where rebuilding every row's bits (73 million
-    booleans) took ~80 ms. Vocabularies past _MAX_HASHED_VOCABULARY are
+    O(rows x words + edges + vocabulary): ~19 ms of CPU on a Qwen2.5 schema
+    index of 7,159 states, 483 masks and 774k edges (whose load takes ~21 ms
+    without it), where rebuilding every row's bits (73 million booleans) took
+    ~80 ms; ~0.8 ms on the index of a small regex. Vocabularies past _MAX_HASHED_VOCABULARY are
     checked bit for bit instead (:func:`_rebuilt_masks_problems`)."""
     token_group, offsets, finals = arrays.token_group, arrays.state_offsets, arrays.finals
     masks, edge_group = arrays.masks, arrays.edge_group
@@ -606,17 +613,26 @@ def _check_masks_match_transitions(arrays: IndexArrays) -> list[str]:
     keys = (np.frombuffer(os.urandom(8 * _HASHES * halves), dtype=np.uint64) % _HASH_PRIME)
     keys = keys.astype(np.int64).reshape(_HASHES, halves)
     # token t is bit t % 16 of half t // 16; each hash's values are one
-    # contiguous row (a cumulative sum along a row is ~10 x faster than
-    # down a column of a (n, 3) array)
-    weight = (keys[:, :, None] << np.arange(16)).reshape(_HASHES, -1)[:, :vocab_size]
-    weight %= _HASH_PRIME  # below 2**38 before
+    # contiguous row (a sum along a row is several times faster than down a
+    # column of a (n, 2) array).
+    # Only tokens with a group, and EOS, can be allowed: a small pattern has a
+    # few hundred of them, and weighing just those (not the whole vocabulary)
+    # took its check on Qwen2.5 from ~10 ms to well under 1.
     column = token_group.astype(np.intp) + 1  # 0: no group
-    num_groups = int(column.max()) + 1
+    grouped = np.flatnonzero(column)
+    if 4 * len(grouped) < vocab_size:
+        weight = keys[:, grouped >> 4] << (grouped & 15)
+        column = column[grouped]
+    else:  # most tokens (a schema's free strings): no gather, each half's 16 weights at once
+        weight = (keys[:, :, None] << np.arange(16)).reshape(_HASHES, -1)[:, :vocab_size]
+    weight %= _HASH_PRIME  # below 2**38 before
+    num_groups = int(token_group.max(initial=-1)) + 2
     group_key = np.stack([np.bincount(column, weights=weight[k], minlength=num_groups)
-                          for k in range(_HASHES)]) % _HASH_PRIME
+                          for k in range(_HASHES)]).astype(np.float64) % _HASH_PRIME
+    group_key[:, 0] = 0  # tokens without a group
     eos = arrays.eos_token_ids
     eos = np.unique(eos[token_group[eos] < 0])  # an EOS token with a group follows its edges
-    eos_key = weight[:, eos].sum(axis=1) % _HASH_PRIME
+    eos_key = ((keys[:, eos >> 4] << (eos & 15)) % _HASH_PRIME).sum(axis=1) % _HASH_PRIME
     # each state's sum over its edges: reduceat over the state's first edges
     # (~5 x faster than a cumulative sum), with a zero edge at the end so
     # that trailing states without edges still index inside
@@ -632,7 +648,7 @@ def _check_masks_match_transitions(arrays: IndexArrays) -> list[str]:
                           casting="unsafe") % _HASH_PRIME
     differs = np.flatnonzero((mask_hash[:, arrays.mask_id] != state_hash).any(axis=0))
     if len(differs):
-        return [f"{len(differs):,} states' masks differ from what their transitions allow "
+        return [f"the masks of {len(differs):,} state(s) differ from what their transitions allow "
                 f"(state {int(differs[0])} first)"]
     return []
 
