@@ -618,20 +618,22 @@ def _check_masks_match_transitions(arrays: IndexArrays) -> list[str]:
     # Only tokens with a group, and EOS, can be allowed: a small pattern has a
     # few hundred of them, and weighing just those (not the whole vocabulary)
     # took its check on Qwen2.5 from ~10 ms to well under 1.
-    column = token_group.astype(np.intp) + 1  # 0: no group
-    grouped = np.flatnonzero(column)
+    grouped = np.flatnonzero(token_group >= 0)
     if 4 * len(grouped) < vocab_size:
         weight = keys[:, grouped >> 4] << (grouped & 15)
-        column = column[grouped]
+        column = token_group[grouped].astype(np.intp) + 1
     else:  # most tokens (a schema's free strings): no gather, each half's 16 weights at once
         weight = (keys[:, :, None] << np.arange(16)).reshape(_HASHES, -1)[:, :vocab_size]
+        column = token_group.astype(np.intp) + 1  # 0: no group
     weight %= _HASH_PRIME  # below 2**38 before
     num_groups = int(token_group.max(initial=-1)) + 2
     group_key = np.stack([np.bincount(column, weights=weight[k], minlength=num_groups)
                           for k in range(_HASHES)]).astype(np.float64) % _HASH_PRIME
     group_key[:, 0] = 0  # tokens without a group
     eos = arrays.eos_token_ids
-    eos = np.unique(eos[token_group[eos] < 0])  # an EOS token with a group follows its edges
+    # an EOS token with a group follows its edges; a set, not np.unique, whose
+    # first call in a process costs ~4 ms
+    eos = np.array(sorted(set(eos[token_group[eos] < 0].tolist())), dtype=np.int64)
     eos_key = ((keys[:, eos >> 4] << (eos & 15)) % _HASH_PRIME).sum(axis=1) % _HASH_PRIME
     # each state's sum over its edges: reduceat over the state's first edges
     # (~5 x faster than a cumulative sum), with a zero edge at the end so
