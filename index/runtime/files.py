@@ -297,7 +297,9 @@ def _read_header(buffer, name: str) -> tuple[dict[str, Any], int]:
     if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
         raise IndexFileError(f"{name}: not a tokendfa index header")
     version = header.get("format_version")
-    if type(version) is not int or version not in READABLE_VERSIONS:  # True == 1 in Python
+    if type(version) is not int:  # a msgpack boolean too: True == 1 in Python
+        raise IndexFileError(f"{name}: header field 'format_version' is missing or malformed")
+    if version not in READABLE_VERSIONS:
         raise IndexVersionError(
             f"{name}: index format version {version!r}; this tokendfa reads versions "
             f"{', '.join(map(str, READABLE_VERSIONS))} (rebuild the index with this version)")
