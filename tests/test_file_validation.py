@@ -237,3 +237,22 @@ def test_a_mapped_index_is_only_for_files_replaced_by_rename(tmp_path):
     cached_index("[0-9]", "qwen2.5").save(path, compress=False)
     time.sleep(0.01)
     assert np.array_equal(index.get_mask(0), before)
+
+
+def test_a_file_larger_than_the_memory_budget_is_not_read(seed_index, tmp_path):
+    from tokendfa.analysis.limits import limits
+
+    path = tmp_path / "sparse.tdfa"
+    seed_index.save(path, compress=False)
+    size = path.stat().st_size
+    with open(path, "r+b") as handle:  # a sparse tail: a regular file of a terabyte costs nothing
+        handle.truncate(1 << 40)
+    with pytest.raises(IndexFileError, match="more than the memory budget"):
+        Index.load(path)
+    assert Index.load(path, mmap=True).num_states == seed_index.num_states  # mapped, not read
+    with open(path, "r+b") as handle:
+        handle.truncate(size)
+    with limits(memory_budget=size - 1), pytest.raises(IndexFileError, match="memory budget"):
+        Index.load(path)
+    with limits(memory_budget=size):
+        assert Index.load(path).num_states == seed_index.num_states

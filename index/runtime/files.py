@@ -250,6 +250,12 @@ def _read_file(path: str, *, mapped: bool):
             raise IndexFileError(f"{path}: the file is empty, not a tokendfa index")
         if mapped:
             return mmap_module.mmap(descriptor, 0, access=mmap_module.ACCESS_READ)
+        budget = current_limits().memory
+        if info.st_size > budget:  # a sparse file of terabytes is a regular file too
+            raise IndexFileError(
+                f"{path}: {info.st_size:,} bytes, more than the memory budget of {budget:,} bytes "
+                "to read it into (load it with mmap=True, for a file only ever replaced by rename, "
+                "or under tokendfa.analysis.limits.limits(memory_budget=...))")
         with os.fdopen(descriptor, "rb", closefd=False) as handle:
             return handle.read()  # one allocation of the size fstat gives
     except OSError as exc:
@@ -316,7 +322,8 @@ def _read_header(buffer, name: str) -> tuple[dict[str, Any], int]:
 
 # Metadata keys that tokendfa reads back, and the type each must have.
 _METADATA_TYPES = {"pattern": str, "kind": str, "schema": str, "whitespace": str,
-                   "widenings": list, "notes": list, "vocabulary": dict}
+                   "widenings": list, "notes": list, "shared": list, "vocabulary": dict,
+                   "build": dict}
 _VOCABULARY_TYPES = {"name": str, "size": int, "fingerprint": str, "source": str}
 
 
@@ -327,7 +334,7 @@ def _check_metadata(metadata: dict, name: str) -> None:
         if key in metadata and not isinstance(metadata[key], kind):
             raise IndexFileError(f"{name}: metadata field {key!r} is a {type(metadata[key]).__name__}, "
                                  f"not a {kind.__name__}")
-    for key in ("widenings", "notes"):
+    for key in ("widenings", "notes", "shared"):
         if not all(isinstance(item, str) for item in metadata.get(key, ())):
             raise IndexFileError(f"{name}: metadata field {key!r} holds something other than text")
     vocabulary = metadata.get("vocabulary")
