@@ -98,13 +98,14 @@ _UNDECIDED = object()
 # the eager build allows (DEFAULT_MAX_STATES in tokendfa.builder.fast, after
 # minimisation).
 DEFAULT_MAX_LAZY_STATES = 200_000
-# Rows of the byte table reserved up front (64 MB of address space; pages
-# are touched only as states are discovered, a row each). Doubling the
-# table instead copied it inside the cold row that discovered the state
-# past its size: ~4 ms at 16k states, 15-18 of MaskBench's ~200 lazy steps
-# over 1 ms (scratch census, Qwen, 84 schemas). Past the reservation the
-# table still doubles.
-_RESERVED_ROWS = 1 << 16
+# Rows of the byte table reserved up front: 4 MB of address space (pages are
+# touched only as states are discovered, a row each); past them the table
+# doubles by copy (~1 ms for the first doubling, ~4 ms at 16k states, inside
+# the cold row that discovers the state). It was 65,536 rows (64 MB) to spare
+# those copies, but an address-space limit counts a reservation whole: 28 lazy
+# indexes exhausted a 2 GiB RLIMIT_AS at 110 MB resident, where the vLLM memo
+# holds 64.
+_RESERVED_ROWS = 1 << 12
 # The lazy builder's LITERAL_SET_MIN_BRANCHES (regex_compiler): a lazy automaton
 # determinises only the rows asked for, so Thompson branches cost little more than
 # the literal set's construction. Measured on qwen2.5, random words, compile and
@@ -837,7 +838,10 @@ class LazyByteDFA:
         capacity = 2 * len(self._finals)
         table = _reserved_table(capacity)
         table[:self._count] = self._table[:self._count]  # the other rows are set as they are discovered
-        finals = np.zeros(capacity, dtype=bool)
+        try:
+            finals = np.zeros(capacity, dtype=bool)
+        except MemoryError:  # serving grows the table too, outside the builder's bounded_resources
+            raise _out_of_memory(capacity) from None
         finals[:len(self._finals)] = self._finals
         flags = bytearray(capacity)
         flags[:len(self._materialised)] = self._materialised
@@ -859,8 +863,14 @@ def _reserved_table(rows: int) -> np.ndarray:
     small pages."""
     size = rows * 256 * np.dtype(STATE_DTYPE).itemsize
     if not hasattr(mmap, "MAP_PRIVATE"):
-        return np.empty((rows, 256), dtype=STATE_DTYPE)
-    mapping = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
+        try:
+            return np.empty((rows, 256), dtype=STATE_DTYPE)
+        except MemoryError:
+            raise _out_of_memory(rows) from None
+    try:
+        mapping = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
+    except (OSError, MemoryError):  # ENOMEM: an address-space limit, or no memory left
+        raise _out_of_memory(rows) from None
     if size > _SMALL_PAGES_BYTES and hasattr(mmap, "MADV_HUGEPAGE"):
         try:
             mapping.madvise(mmap.MADV_HUGEPAGE, _SMALL_PAGES_BYTES, size - _SMALL_PAGES_BYTES)
@@ -871,6 +881,12 @@ def _reserved_table(rows: int) -> np.ndarray:
 
 # The first bytes of a reserved table stay on 4 kB pages (see _reserved_table).
 _SMALL_PAGES_BYTES = 4 << 20
+
+
+def _out_of_memory(rows: int) -> BuildLimitError:
+    return BuildLimitError(
+        f"the lazy automaton's table of {rows:,} states ({rows * 256 * 4 / (1 << 20):,.0f} MiB) "
+        "could not be allocated: the process is out of memory or address space")
 
 
 def _with_gaps(ranges) -> tuple[list[int], list[int], list[tuple[int, ...]], list[tuple[int, int]]]:

@@ -49,7 +49,7 @@ def test_uncompressed_arrays_are_read_only_views_of_the_mapped_file(tmp_path):
     path = tmp_path / "index.tdfa"
     cached_index(PATTERN, "qwen2.5").save(path, compress=False)
     assert set(index_files.array_encodings(path).values()) == {"raw"}
-    loaded = Index.load(path)
+    loaded = Index.load(path, mmap=True)
     mask = loaded.get_mask(0)
     assert not mask.flags.writeable and not mask.flags.owndata
     owner = loaded.arrays.masks

@@ -253,12 +253,17 @@ class Index(MaskServing):
 
     @classmethod
     def load(cls, path: str | PathLike, vocabulary: "Vocabulary | None" = None, *,
-             verify: bool = True) -> "Index":
-        """Map an index file; with ``vocabulary``, check it is the one the
-        index was built for (:class:`~tokendfa.analysis.errors.VocabularyMismatchError`)."""
+             verify: bool = True, mmap: bool = False) -> "Index":
+        """Read an index file, checking every field serving relies on
+        (:class:`~tokendfa.analysis.errors.IndexFileError` otherwise); with
+        ``vocabulary``, check it is the one the index was built for
+        (:class:`~tokendfa.analysis.errors.VocabularyMismatchError`).
+        ``verify=False`` skips the checksum and the mask-against-transitions
+        check; ``mmap=True`` maps the file instead of copying it (see
+        :func:`tokendfa.runtime.files.load_index` for when that is safe)."""
         from .files import load_index
 
-        return load_index(path, vocabulary, verify=verify)
+        return load_index(path, vocabulary, verify=verify, mmap=mmap)
 
     # --- description -------------------------------------------------------
 

@@ -162,6 +162,13 @@ def _huge_raw_shape(header, data):
     return data
 
 
+def _regression(name: str) -> bytes:
+    """One of tests/fuzz/mutate.py's hand-made forgeries."""
+    from fuzz.mutate import regression_mutants
+
+    return dict(regression_mutants())[name]
+
+
 FILE_CASES: list[Case] = [
     Case("index-runs-bomb", "index_file", lambda: _forged_index(_runs_bomb),
          either=("IndexFileError",)),
@@ -171,6 +178,12 @@ FILE_CASES: list[Case] = [
          either=("IndexFileError",)),
     Case("index-truncated", "index_file", lambda: _forged_index(lambda h, d: d)[:100],
          either=("IndexFileError",)),
+    # forgeries with valid checksums (issue #32): a foreign exception or a
+    # served token past the vocabulary before the loader checked them
+    *[Case(f"index-forged-{name}", "index_file", lambda name=name: _regression(name),
+           either=("IndexFileError",))
+      for name in ("bool-in-shape", "shape-overflows-int64", "misaligned-offset", "bool-offset",
+                   "version-true", "mask-bits-past-vocabulary", "state-0-offers-everything")],
     Case("vocab-empty", "vocab_file", lambda: b"", either=("VocabularyError",)),
     Case("vocab-truncated-json", "vocab_file",
          lambda: b'{"model": {"type": "BPE", "vocab": {"a": 0, "b"', either=("VocabularyError",)),
