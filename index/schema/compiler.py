@@ -188,6 +188,7 @@ class Compiler:
         self.deferred_computed = 0
         self._references = _References()
         self.branches = 0                  # branches of combinator products emitted so far
+        self.disjoint_answers: dict = {}   # see disjoint.disjoint
 
     # --- shared pieces -------------------------------------------------------------
 

@@ -20,6 +20,7 @@ never make a "disjoint" answer wrong.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from ..analysis.errors import UnsupportedSchemaError
@@ -46,10 +47,29 @@ def disjoint(c: "Compiler", a: Sub, b: Sub, context: Flat, required: tuple = ())
     ["kind"], "oneOf": [{"properties": {"kind": {"const": "a"}}}, ...]}``)
     are then disjoint, and no branch carries the negations of the others.
     """
+    names = list(dict.fromkeys([*context.required, *required]))
+    # The same oneOf is absorbed again in every branch that reaches it: Github_ultra:95
+    # asks 186 times about 36 pairs (49 ms of a 250 ms compilation). What an answer
+    # depends on: the two subschemas, how their $ref read (base URI, the references
+    # taken so far, for the recursion cut), and what the context says (types, names).
+    key = (_where(a), _where(b), context.types, tuple(names))
+    known = c.disjoint_answers.get(key)
+    if known is not None:
+        return known[2]
+    answer = _disjoint(c, a, b, context.types, names)
+    c.disjoint_answers[key] = (a.schema, b.schema, answer)  # holding them keeps their ids unique
+    return answer
+
+
+def _where(sub: Sub) -> tuple:
+    return (id(sub.schema), getattr(sub.resolver, "_base_uri", id(sub.resolver)),
+            tuple(sorted(Counter(sub.refs).items())), sub.internal)
+
+
+def _disjoint(c: "Compiler", a: Sub, b: Sub, types: frozenset, names: list) -> bool:
     try:
         fa, fb = Flat(), Flat()
-        fa.types = fb.types = context.types
-        names = list(dict.fromkeys([*context.required, *required]))
+        fa.types = fb.types = types
         fa.required, fb.required = list(names), list(names)
         c.absorb(fa, a)
         c.absorb(fb, b)
