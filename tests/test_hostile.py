@@ -165,6 +165,7 @@ def test_memory_budget_bounds_a_branch_product():
     from tokendfa.schema.api import regex_from_schema
 
     started = time.perf_counter()
-    with limits.limits(time_limit=10, memory_budget=1 << 20), pytest.raises(BuildLimitError, match="branches of anyOf"):
+    with limits.limits(time_limit=10, memory_budget=1 << 20), \
+            pytest.raises(BuildLimitError, match="branches of anyOf"):
         regex_from_schema(_allof_of_anyofs(24))
     assert time.perf_counter() - started < 5.0

@@ -134,7 +134,8 @@ CASES: list[Case] = [
         {"if": {"required": [f"a{i}"]}, "then": {"required": [f"b{i}"]}, "else": {"required": [f"c{i}"]}}
         for i in range(14)]}), vocab="qwen2.5"),
     Case("schema-enum-30k-objects", "schema", lambda: json.dumps(
-        {"type": "object", "properties": {"a": {"type": "integer"}}, "enum": [{"a": i} for i in range(30_000)]}),
+        {"type": "object", "properties": {"a": {"type": "integer"}},
+         "enum": [{"a": i} for i in range(30_000)]}),
         either=("ok",) + LIMITED, vocab="qwen2.5"),
     Case("schema-nested-wide-anyof", "schema", lambda: _nested_wide_any_ofs(5, 8), vocab="qwen2.5"),
 ]
