@@ -6,8 +6,9 @@ Counting states *after* a step is too late (a subset construction can fill
 the machine before it returns), so the long loops of the analysis and the
 build check a :class:`Limits` object as they go:
 
-* :func:`check` between chunks of work (a subset-construction state, a
-  refinement round, a level of the token walk, a chunk of a big numpy step)
+* :func:`check` between chunks of work (a branch of a schema's combinator
+  product, a subset-construction state, a refinement round, a level of the
+  token walk, a chunk of a big numpy step)
   raises :class:`~tokendfa.analysis.errors.TimeLimitError` once the
   deadline has passed. It costs one ``time.monotonic()`` call (~50 ns), so
   the loops call it often enough that a limit fires within a small fraction

@@ -11,7 +11,9 @@ own arguments and library step the same way. The children run in parallel,
 one per core, so the corpus takes a few minutes on a 2-core machine; only
 the cases of the selected tests run (``-k cache-`` runs that family alone).
 
-Also here: the time limit's overshoot on slow inputs, measured.
+Also here: the time limit's overshoot on slow inputs (regexes, and schemas
+whose compilation alone runs long, in both modes), measured, and the memory
+budget on a schema's combinator product.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from hostile.cases import ALL_CASES
+from hostile.cases import ALL_CASES, _allof_of_anyofs, _nested_one_ofs
 
 ADDRESS_SPACE = 2 << 30
 WALL_CLOCK = 10.0
@@ -121,25 +123,56 @@ SLOW_INPUTS = [
     ("regex", "(x|" + "|".join(f"k{i}y?" for i in range(15_000)) + ")*"),
     ("regex", "a" * 600_000),                          # Python's parser alone: 1.3-1.8 s
     ("schema", '{"type": "string", "pattern": "^(a|b)*a(a|b){30}$"}'),   # schema + regex algebra
+    # the schema compiler's branch products: 24-26 s and > 60 s whole
+    ("schema", _allof_of_anyofs(12)),
+    ("schema", _nested_one_ofs(7)),
 ]
+# what a lazy index compiles up front is the schema (a pattern's language it leaves to serving)
+LAZY_SLOW_SCHEMAS = [_allof_of_anyofs(12), _nested_one_ofs(7)]
 
 
-@pytest.mark.parametrize("kind,text", SLOW_INPUTS, ids=lambda v: str(v)[:30])
-def test_time_limit_overshoot(kind, text):
+def _overshoot(kind: str, text: str, lazy: bool) -> float:
     from conftest import toy_vocabulary
     from tokendfa import Index, TimeLimitError, Vocabulary
 
     vocab = toy_vocabulary() if kind == "regex" else Vocabulary.builtin("qwen2.5")
+    vocab.prepare()
     limit = 0.5
     started = time.perf_counter()
     with pytest.raises(TimeLimitError, match="time limit of 0.5 s"):
-        if kind == "regex":
-            Index.from_regex(text, vocab, time_limit=limit, lazy=False)
-        else:
-            Index.from_schema(text, vocab, time_limit=limit, lazy=False)
+        build = Index.from_regex if kind == "regex" else Index.from_schema
+        index = build(text, vocab, time_limit=limit, lazy=lazy)
+        if lazy:
+            index.get_mask(index.initial_state)
     overshoot = time.perf_counter() - started - limit
-    print(f"\novershoot {overshoot * 1000:.0f} ms on {kind} {text[:40]!r}")
+    print(f"\novershoot {overshoot * 1000:.0f} ms on {kind} {text[:40]!r}" + (" (lazy)" if lazy else ""))
+    return overshoot
+
+
+@pytest.mark.parametrize("text", LAZY_SLOW_SCHEMAS, ids=lambda v: str(v)[:30])
+def test_time_limit_overshoot_lazy_schema(text):
+    """The default lazy index compiles the schema the same way: the limit covers it too."""
+    assert _overshoot("schema", text, lazy=True) < 1.0
+
+
+@pytest.mark.parametrize("kind,text", SLOW_INPUTS, ids=lambda v: str(v)[:30])
+def test_time_limit_overshoot(kind, text):
+    overshoot = _overshoot(kind, text, lazy=False)
     # Generous for a loaded 2-core CI machine (measured 20-200 ms). Python's own
     # regex parser cannot check the deadline; a long pattern is parsed in a thread
     # the build stops waiting for (the 600k literal overshot by 1.3-1.8 s before).
     assert overshoot < 1.0
+
+
+def test_memory_budget_bounds_a_branch_product():
+    """A product of choices keeps every branch it emits: the memory budget
+    stops it by the count of branches, long before the time limit."""
+    from tokendfa import BuildLimitError
+    from tokendfa.analysis import limits
+    from tokendfa.schema.api import regex_from_schema
+
+    started = time.perf_counter()
+    with limits.limits(time_limit=10, memory_budget=1 << 20), \
+            pytest.raises(BuildLimitError, match="branches of anyOf"):
+        regex_from_schema(_allof_of_anyofs(24))
+    assert time.perf_counter() - started < 5.0

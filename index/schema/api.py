@@ -70,6 +70,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..analysis import limits
 from ..analysis.errors import SchemaError, UnsupportedSchemaError
 from ..analysis.regex_tree import Node, to_regex
 from ..analysis.utf8 import SURROGATES
@@ -335,7 +336,10 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
     from .compiler import Compiler, Layout
     from .ir import Sub
 
-    validator_cls, draft, meta_uri = _dialect(schema, default_draft)
+    # jsonschema's meta-schema check cannot look at the deadline, and takes its time
+    # on a large schema (5.6 s for a 5-deep nest of 8-way anyOfs of arrays, 32,768
+    # leaves): under a time limit it runs where the caller can stop waiting for it
+    validator_cls, draft, meta_uri = limits.call_within_deadline(_dialect, schema, default_draft)
     resolver, full_registry = _resolver(schema, meta_uri, registry)
     compiler = Compiler(
         draft=draft, layout=Layout(whitespace, max_whitespace, indent), lenient=lenient,

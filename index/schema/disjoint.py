@@ -6,20 +6,35 @@ the branches that may overlap this one. :func:`disjoint` answers "no value
 satisfies both" from the keywords at the top of each branch (after ``$ref``
 and ``allOf``): different types, ranges or lengths that do not meet,
 ``enum`` values the other branch rejects, a required property the other
-forbids or holds to a disjoint schema. It is sound and partial: "not
-known" is answered False, and nested choices can only make a branch
-smaller, so they never make a "disjoint" answer wrong.
+forbids or holds to a disjoint schema (its ``properties`` entry, the
+``patternProperties`` its name matches, else its ``additionalProperties``),
+more required names than the other allows members. A branch that is itself
+a choice (a ``oneOf`` of ``$ref`` s, each naming its ``type`` by ``const``)
+is disjoint from another when each of its options is, with the negations
+an option carries left out (they only make it smaller); this looks
+:data:`CHOICE_BUDGET` options deep at most, so a wide nest of choices costs
+a bounded number of tests. It is sound and partial: "not known" is
+answered False, and nested choices can only make a branch smaller, so they
+never make a "disjoint" answer wrong.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from ..analysis.errors import UnsupportedSchemaError
-from .ir import Flat, Sub, json_key, type_of
+from . import strings as strs
+from .ir import Flat, Negated, Sub, json_key, type_of
 
 if TYPE_CHECKING:
     from .compiler import Compiler
+
+# How many options of nested choices one disjointness test may split into:
+# the six ``$ref`` branches of a repository ``oneOf`` (JSONSchemaBench
+# Github_ultra:95) need 6; a test is a few absorptions (~50 us each), so the
+# bound keeps one test under ~10 ms on a wide nest of choices.
+CHOICE_BUDGET = 64
 
 
 def disjoint(c: "Compiler", a: Sub, b: Sub, context: Flat, required: tuple = ()) -> bool:
@@ -32,19 +47,73 @@ def disjoint(c: "Compiler", a: Sub, b: Sub, context: Flat, required: tuple = ())
     ["kind"], "oneOf": [{"properties": {"kind": {"const": "a"}}}, ...]}``)
     are then disjoint, and no branch carries the negations of the others.
     """
+    names = list(dict.fromkeys([*context.required, *required]))
+    # The same oneOf is absorbed again in every branch that reaches it: Github_ultra:95
+    # asks 186 times about 36 pairs (49 ms of a 250 ms compilation). What an answer
+    # depends on: the two subschemas, how their $ref read (base URI, the references
+    # taken so far, for the recursion cut), and what the context says (types, names).
+    key = (_where(a), _where(b), context.types, tuple(names))
+    known = c.disjoint_answers.get(key)
+    if known is not None:
+        return known[2]
+    answer = _disjoint(c, a, b, context.types, names)
+    c.disjoint_answers[key] = (a.schema, b.schema, answer)  # holding them keeps their ids unique
+    return answer
+
+
+def _where(sub: Sub) -> tuple:
+    return (id(sub.schema), getattr(sub.resolver, "_base_uri", id(sub.resolver)),
+            tuple(sorted(Counter(sub.refs).items())), sub.internal)
+
+
+def _disjoint(c: "Compiler", a: Sub, b: Sub, types: frozenset, names: list) -> bool:
     try:
         fa, fb = Flat(), Flat()
-        fa.types = fb.types = context.types
-        names = list(dict.fromkeys([*context.required, *required]))
+        fa.types = fb.types = types
         fa.required, fb.required = list(names), list(names)
         c.absorb(fa, a)
         c.absorb(fb, b)
     except UnsupportedSchemaError:
         return False
-    return _flats_disjoint(c, fa, fb)
+    return _flats_disjoint(c, fa, fb, [CHOICE_BUDGET])
 
 
-def _flats_disjoint(c: "Compiler", fa: Flat, fb: Flat) -> bool:
+def _flats_disjoint(c: "Compiler", fa: Flat, fb: Flat, budget: list[int] | None = None) -> bool:
+    """Whether no value satisfies both flats; ``budget`` (a one-item list, shared by
+    the whole test) is how many options of their choices may still be split."""
+    if _plain_disjoint(c, fa, fb):
+        return True
+    if budget is None:
+        return False
+    for first, second in ((fa, fb), (fb, fa)):
+        for k, choice in enumerate(first.choices):
+            if budget[0] < len(choice.alternatives):
+                return False
+            budget[0] -= len(choice.alternatives)
+            if all(_option_disjoint(c, first, k, option, second, budget)
+                   for option in choice.alternatives):
+                return True
+    return False
+
+
+def _option_disjoint(c: "Compiler", flat: Flat, k: int, option: tuple, other: Flat,
+                     budget: list[int]) -> bool:
+    """Whether ``flat`` with its ``k``-th choice taken as ``option`` meets no value of ``other``."""
+    branch = flat.copy()
+    branch.choices.pop(k)
+    try:
+        for item in option:
+            if not isinstance(item, Negated):   # a negation only narrows the option
+                c.absorb(branch, item)
+            if branch.false:
+                return True
+    except UnsupportedSchemaError:
+        return False
+    return _flats_disjoint(c, branch, other, budget)
+
+
+def _plain_disjoint(c: "Compiler", fa: Flat, fb: Flat) -> bool:
+    """:func:`_flats_disjoint` from the keywords of the flats alone, their choices aside."""
     if fa.false or fb.false:
         return True
     common = fa.types & fb.types
@@ -80,13 +149,15 @@ def _type_disjoint(c: "Compiler", t: str, fa: Flat, fb: Flat) -> bool:
     if t == "array":
         return _apart(fa.min_items, fa.max_items, fb.min_items, fb.max_items)
     if t == "object":
-        if _apart(fa.min_props, fa.max_props, fb.min_props, fb.max_props):
+        # an object has at least as many members as it requires distinct names
+        if _apart(max(fa.min_props, len(set(fa.required))), fa.max_props,
+                  max(fb.min_props, len(set(fb.required))), fb.max_props):
             return True
         for first, second in ((fa, fb), (fb, fa)):
             for name in first.required:
                 if _forbids(second, name):
                     return True
-                if name in second.required and _values_disjoint(c, first, second, name):
+                if _values_disjoint(c, first, second, name):
                     return True
         return False
     return False
@@ -117,9 +188,33 @@ def _forbids(flat: Flat, name: str) -> bool:
     return False
 
 
+def _member_subs(c: "Compiler", flat: Flat, name: str) -> list[Sub] | None:
+    """The schemas a member ``name`` of an object satisfying ``flat`` must satisfy
+    (None: a pattern we cannot read stands in the way)."""
+    subs = []
+    for part in flat.obj_parts:
+        matched = False
+        if name in part.properties:
+            subs.append(part.properties[name])
+            matched = True
+        for pattern, schema_sub in part.patterns.items():
+            try:
+                if strs.pattern_matches(pattern, name):
+                    subs.append(schema_sub)
+                    matched = True
+            except strs.PatternUnsupported:
+                return None
+        if not matched and part.additional is not None:
+            subs.append(part.additional)
+    return subs
+
+
 def _values_disjoint(c: "Compiler", fa: Flat, fb: Flat, name: str) -> bool:
-    subs_a = [p.properties[name] for p in fa.obj_parts if name in p.properties]
-    subs_b = [p.properties[name] for p in fb.obj_parts if name in p.properties]
+    """Whether member ``name``, required by ``fa``, can satisfy neither side together:
+    a value of ``fb`` that lacks it is no value of ``fa``, so only its schemas
+    in both count."""
+    subs_a = _member_subs(c, fa, name)
+    subs_b = _member_subs(c, fb, name)
     if not subs_a or not subs_b:
         return False
     try:

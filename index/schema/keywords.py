@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from ..analysis import limits
 from .ir import (ALL_TYPES, ArrPart, Choice, Conjunction, Contains, Elements, Flat, ItemCount,
                  Literals, Members, MultipleOf, Negated, NotMultipleOf, NotValues, NumberBound,
                  ObjPart, PropertyCount, Required, SomeMember, StringIn, StringLength, Sub, Types,
@@ -44,6 +45,7 @@ UNSUPPORTED = frozenset({
 
 def absorb(c: "Compiler", flat: Flat, sub: Sub) -> None:
     """Add what ``sub`` says to ``flat`` (following ``$ref`` and ``allOf``)."""
+    limits.check()  # a long allOf, or an absorption per branch of a product
     schema = sub.schema
     if schema is True:
         return

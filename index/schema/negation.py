@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..analysis import algebra
+from ..analysis import algebra, limits
 from . import strings as strs
 from .formats import FORMATS, format_regex
 from .ir import (ALL_TYPES, ArrPart, Conjunction, Contains, Elements, Flat, ItemCount, Literals,
@@ -44,6 +44,7 @@ _OBJECT = frozenset({"object"})
 
 def negate(c: "Compiler", sub: Sub) -> tuple:
     """Alternatives whose union is the complement of ``sub`` (each a tuple: a conjunction)."""
+    limits.check()
     flat = Flat()
     c.absorb(flat, sub)
     if flat.false:

@@ -26,7 +26,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from ..analysis import algebra
+from ..analysis import algebra, limits
 from ..analysis.errors import UnsupportedSchemaError
 from . import numbers as nums
 from . import strings as strs
@@ -122,6 +122,7 @@ def admitted_values(c: "Compiler", flat: Flat, candidates, unique: bool = False)
 
 def literal(c: "Compiler", value, depth: int) -> Node:
     """Regex for one JSON value, written with the layout's whitespace."""
+    limits.check()  # an enum of 30,000 objects: ~1.5 s of trees
     layout = c.layout
     if value is None:
         return lit("null")

@@ -47,6 +47,28 @@ def _ref_cycle_through_object() -> str:
         "next": {"$ref": "#/$defs/node"}, "v": {"type": "integer"}}}}, "$ref": "#/$defs/node"})
 
 
+def _allof_of_anyofs(n: int) -> str:
+    """n two-way anyOfs of ``required`` under one allOf: a product of 2**n branches."""
+    return json.dumps({"allOf": [{"anyOf": [{"required": [f"a{i}"]}, {"required": [f"b{i}"]}]}
+                                 for i in range(n)]})
+
+
+def _nested_one_ofs(n: int) -> str:
+    """n nested oneOfs, each beside a short string: every branch negates the other."""
+    schema: object = {"type": "string", "maxLength": 2}
+    for _ in range(n):
+        schema = {"oneOf": [schema, {"type": "string", "maxLength": 2}]}
+    return json.dumps(schema)
+
+
+def _nested_wide_any_ofs(depth: int, width: int) -> str:
+    """anyOfs of arrays nested ``depth`` deep, ``width`` wide: width**depth leaves (a 1 MB schema)."""
+    schema: object = {"type": "integer"}
+    for _ in range(depth):
+        schema = {"anyOf": [{"type": "array", "items": schema, "minItems": j} for j in range(width)]}
+    return json.dumps(schema)
+
+
 CASES: list[Case] = [
     # DFAs exponential in the pattern's length
     *[Case(f"exp-ab-{k}", "regex", lambda k=k: f"(a|b)*a(a|b){{{k}}}") for k in (18, 22, 30)],
@@ -103,6 +125,19 @@ CASES: list[Case] = [
     Case("schema-multipleof-odd", "schema", lambda: json.dumps(
         {"type": "integer", "multipleOf": 7919 * 7907}),
         either=("ok", "UnsupportedSchemaError") + LIMITED, vocab="qwen2.5"),
+    # combinator products, negations of choices, literal expansion: the schema
+    # compiler's own loops (each ran 8 s to minutes past a 2 s limit before they checked it)
+    Case("schema-allof-anyof-12", "schema", lambda: _allof_of_anyofs(12), vocab="qwen2.5"),
+    Case("schema-allof-anyof-24", "schema", lambda: _allof_of_anyofs(24), vocab="qwen2.5"),
+    Case("schema-nested-oneof-7", "schema", lambda: _nested_one_ofs(7), vocab="qwen2.5"),
+    Case("schema-allof-if-14", "schema", lambda: json.dumps({"type": "object", "allOf": [
+        {"if": {"required": [f"a{i}"]}, "then": {"required": [f"b{i}"]}, "else": {"required": [f"c{i}"]}}
+        for i in range(14)]}), vocab="qwen2.5"),
+    Case("schema-enum-30k-objects", "schema", lambda: json.dumps(
+        {"type": "object", "properties": {"a": {"type": "integer"}},
+         "enum": [{"a": i} for i in range(30_000)]}),
+        either=("ok",) + LIMITED, vocab="qwen2.5"),
+    Case("schema-nested-wide-anyof", "schema", lambda: _nested_wide_any_ofs(5, 8), vocab="qwen2.5"),
 ]
 
 
