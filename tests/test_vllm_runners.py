@@ -506,15 +506,19 @@ def test_the_engine_configuration_is_found_through_vllms_own_call_chain(vllm_mod
 def test_the_configuration_lookup_fails_safe(vllm_module):
     assert vllm_module.engine_config() is None
 
+    looked = []
+
     class Broken:
+        """A caller whose vllm_config raises when read."""
+
         @property
         def vllm_config(self):
+            looked.append(True)
             raise RuntimeError("no")
 
         def call(self):
-            return vllm_module.engine_config()
+            def validate_params():   # the frame engine_config skips
+                return vllm_module.engine_config()
+            return validate_params()
 
-    def validate_params():   # the frame engine_config skips
-        return Broken().call()
-
-    assert validate_params() is None
+    assert Broken().call() is None and looked

@@ -206,10 +206,12 @@ _MEMO_COUNT = 256  # indexes kept per process at most, whatever their bytes
 
 
 def _logger():
-    # vLLM's logger, so the messages appear in the engine's log format.
+    # Under vLLM's logger, whose handler and level vLLM sets up: the messages
+    # appear in the engine's log, in its format (a logger named after this
+    # module has no handler, so its INFO lines were lost).
     from vllm.logger import init_logger
 
-    return init_logger(__name__)
+    return init_logger("vllm.tokendfa")
 
 
 # --- the operator's settings -------------------------------------------------------------
