@@ -522,3 +522,54 @@ def test_the_configuration_lookup_fails_safe(vllm_module):
             return validate_params()
 
     assert Broken().call() is None and looked
+
+
+class SlowRows:
+    """An index whose next mask takes longer than any limit (as a lazy
+    index's new state of a hostile schema can): everything else delegates."""
+
+    def __init__(self, index) -> None:
+        self._index = index
+
+    def __getattr__(self, name):
+        return getattr(self._index, name)
+
+    def write_mask_into(self, state, out, row=None):
+        from tokendfa.analysis.errors import TimeLimitError
+
+        raise TimeLimitError("the build took longer than the time limit of 0.2 s")
+
+
+def test_a_compile_over_the_limit_while_serving_ends_that_request_alone(vllm_module, toy_vocab,
+                                                                        log_lines):
+    regex = Index.from_regex(REGEX, toy_vocab)
+    engine = Engine(vllm_module)
+    engine.update(added=[(0, {"tokendfa_regex": "12|5"}, None), (1, {"tokendfa_regex": REGEX}, regex)])
+    engine.lp._rows[0].guide.index = SlowRows(engine.lp._rows[0].guide.index)
+    out = engine.lp.apply(logits_for(2))
+    assert out[0].isfinite().nonzero().flatten().tolist() == [TOY_EOS]
+    assert out[1].isfinite().nonzero().flatten().tolist() == regex.get_tokens(1).tolist()
+    assert engine.lp._rows[0].closed
+    assert any("compiling its next state took longer than 5 s" in r.getMessage()
+               and "ended with EOS" in r.getMessage() for r in log_lines.records)
+    # V2: the same, for the slot's rows.
+    states = fake_req_states()
+    states.prompt_len.np[:] = 1
+    lp = vllm_module.TokenDFALogitsProcessor(engine_config(v2=True), states)
+    lp.add_request(3, params({"tokendfa_regex": "12|5"}))
+    lp.add_request(5, params({"tokendfa_regex": REGEX}))
+    lp._slots[3].guide.index = SlowRows(lp._slots[3].guide.index)
+    from vllm.v1.worker.gpu.sample.logits_processor.interface import LogitsContext
+
+    ctx = LogitsContext(
+        expanded_idx_mapping=torch.tensor([5, 3], dtype=torch.int32),
+        idx_mapping=torch.tensor([5, 3], dtype=torch.int32),
+        idx_mapping_np=np.array([5, 3], dtype=np.int32),
+        expanded_local_pos=torch.tensor([0, 0], dtype=torch.int32),
+        input_ids=torch.tensor([2, 2], dtype=torch.int32),
+        pos=torch.tensor([0, 0], dtype=torch.int64),
+        seq_lens_upper_bound_np=np.array([1, 1], dtype=np.int32))
+    out = lp.apply(logits_for(2), ctx)
+    assert out[1].isfinite().nonzero().flatten().tolist() == [TOY_EOS]
+    assert out[0].isfinite().nonzero().flatten().tolist() == regex.get_tokens(1).tolist()
+    assert lp._slots[3].closed and not lp._slots[5].closed

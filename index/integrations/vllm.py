@@ -393,6 +393,10 @@ class _Indexes:
                         raise ValueError("the model's tokenizer is not loaded "
                                          "(skip_tokenizer_init), so its vocabulary is unknown")
                     vocab = Vocabulary.from_pretrained(tokenizer)
+                # The per-vocabulary tables (1.0 s for Gemma's 262,144 tokens)
+                # now, once per process: not inside the first request's
+                # compile, whose time limit is the request's own.
+                vocab.prepare()
                 self._vocabularies[key] = vocab
             return vocab
 
