@@ -239,7 +239,7 @@ class Settings:
         if isinstance(extra, dict) and isinstance(extra.get(EXTRA_ARGS_KEY), dict):
             options = extra[EXTRA_ARGS_KEY]
             for name in sorted(set(options) - {"index_dir", "compile_time_limit", "memo_bytes"}):
-                _logger().warning("tokendfa: unknown setting %r in additional_config; ignored", name)
+                _warn_once(f"tokendfa: unknown setting {name!r} in additional_config; ignored")
         index_dir = options.get("index_dir", os.environ.get("TOKENDFA_INDEX_DIR")) or None
         if index_dir is not None:
             index_dir = os.path.abspath(os.fspath(index_dir))
@@ -258,9 +258,20 @@ def _positive(options: dict, name: str, variable: str, kind: type, default):
         if not number > 0:
             raise ValueError
     except (TypeError, ValueError):
-        _logger().error("tokendfa: %s=%r is not a positive number; using %s", name, value, default)
+        _warn_once(f"tokendfa: {name}={value!r} is not a positive number; using {default}")
         return default
     return number
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    # The settings are read for every request the front end checks: a bad
+    # one is said once per process, not once per request.
+    if message not in _WARNED:
+        _WARNED.add(message)
+        _logger().error("%s", message)
 
 
 # --- the request's constraint ---------------------------------------------------------
