@@ -101,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
 
     max_new_tokens = args.max_new_tokens or max_generation_length(index) or UNBOUNDED_MAX_NEW_TOKENS
     if args.engine == "vllm":
-        constraint = ({"index": str(Path(args.index).resolve())} if args.index
+        # The index file is named inside the folder the engine serves index
+        # files from (tokendfa's vLLM processor reads no other path).
+        constraint = ({"index": Path(args.index).name} if args.index
                       else {"json_schema": schema} if schema is not None
                       else {"regex": args.pattern})
         texts, described = generate_with_vllm(model_dir, constraint, args, max_new_tokens)
@@ -143,8 +145,10 @@ def generate_with_vllm(model_dir: Path, constraint: dict, args, max_new_tokens: 
     os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")
     from vllm import LLM, SamplingParams
 
+    additional = ({"tokendfa": {"index_dir": str(Path(args.index).resolve().parent)}}
+                  if args.index else {})
     llm = LLM(model=str(model_dir), dtype="bfloat16", max_model_len=1024, enforce_eager=True,
-              seed=args.seed)
+              seed=args.seed, additional_config=additional)
     params = SamplingParams(n=args.samples, temperature=args.temperature, seed=args.seed,
                             max_tokens=max_new_tokens, extra_args={"tokendfa": constraint})
     output = llm.generate([args.prompt], params, use_tqdm=False)[0]

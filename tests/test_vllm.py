@@ -3,9 +3,10 @@
 
 One ``LLM`` serves the whole module (starting one takes a minute on a CPU):
 eager mode (no torch.compile: its first compile takes minutes), a small
-context, 2 GB of KV cache. The processor is not passed to ``LLM``: vLLM
-finds it through the ``vllm.logits_processors`` entry point tokendfa
-installs, which these tests therefore check too. Requests ask for a
+context, 2 GB of KV cache. vLLM finds the processor through the
+``vllm.logits_processors`` entry point tokendfa installs, and it is passed
+to ``LLM`` explicitly as well (vLLM's documented way), so these tests check
+that an engine registered both ways serves the requests. Requests ask for a
 constraint in ``extra_args``, in both spellings (the nested dict, and the
 flat ``tokendfa_*`` keys the OpenAI server's ``vllm_xargs`` carries).
 
@@ -42,15 +43,25 @@ def cache_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def llm(gemma_dir, cache_dir):
+def index_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("tokendfa-indexes")
+
+
+@pytest.fixture(scope="module")
+def llm(gemma_dir, cache_dir, index_dir):
     # Read by the engine's processes, which inherit this environment.
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")
     os.environ["TOKENDFA_CACHE_DIR"] = str(cache_dir)
+    os.environ["TOKENDFA_INDEX_DIR"] = str(index_dir)
     from vllm import LLM
 
+    from tokendfa.integrations.vllm import TokenDFALogitsProcessor
+
+    # Passed explicitly as well as found through the entry point, as vLLM's
+    # documentation shows: vLLM builds it twice, one instance works.
     engine = LLM(model=str(gemma_dir), dtype="bfloat16", max_model_len=512, enforce_eager=True,
-                 seed=0, max_num_seqs=32)
+                 seed=0, max_num_seqs=32, logits_processors=[TokenDFALogitsProcessor])
     yield engine
     # Stop the engine's processes now, not when the test session exits.
     engine.llm_engine.engine_core.shutdown()
@@ -98,11 +109,11 @@ def test_constrained_rows_validate_and_free_rows_are_untouched(llm):
     assert free_out == texts(llm, free, free_params)
 
 
-def test_bad_requests_are_refused_and_the_engine_keeps_serving(llm, tmp_path):
+def test_bad_requests_are_refused_and_the_engine_keeps_serving(llm, index_dir):
     from vllm.exceptions import VLLMValidationError
 
     qwen = Vocabulary.builtin("qwen2.5")
-    Index.from_regex("[0-9]+", qwen).save(tmp_path / "qwen.tdfa")
+    Index.from_regex("[0-9]+", qwen).save(index_dir / "qwen.tdfa")
     bad = {
         "tokendfa_json_schema": ({"tokendfa_json_schema": "{'type': 'object'}"},
                                  "tokendfa_json_schema is not JSON"),
@@ -110,8 +121,10 @@ def test_bad_requests_are_refused_and_the_engine_keeps_serving(llm, tmp_path):
                         "tokendfa.json_schema: unsupported keyword 'pattern' at /"),
         "regex": ({"tokendfa_regex": "[0-9"}, "tokendfa_regex: "),
         "key": ({"tokendfa": {"grammar": "x"}}, "unknown key 'grammar'"),
-        "file": ({"tokendfa_index": str(tmp_path / "nope.tdfa")}, "No such file or directory"),
-        "vocabulary": ({"tokendfa_index": str(tmp_path / "qwen.tdfa")}, "vocabulary"),
+        "file": ({"tokendfa_index": "nope.tdfa"}, "no index file named 'nope.tdfa' in the "
+                                                  "server's index folder"),
+        "path": ({"tokendfa_index": "/etc/hostname"}, "without path separators or '..'"),
+        "vocabulary": ({"tokendfa_index": "qwen.tdfa"}, "vocabulary"),
     }
     for name, (extra_args, message) in bad.items():
         with pytest.raises(VLLMValidationError) as caught:
@@ -119,8 +132,8 @@ def test_bad_requests_are_refused_and_the_engine_keeps_serving(llm, tmp_path):
         assert message in str(caught.value) and "\n" not in str(caught.value), (name, caught.value)
     # Still serving, an index file built for Gemma's own vocabulary included.
     gemma = Index.from_regex("(yes|no)", Vocabulary.from_pretrained(llm.llm_engine.model_config.tokenizer))
-    gemma.save(tmp_path / "gemma.tdfa")
+    gemma.save(index_dir / "gemma.tdfa")
     (text, finish), = texts(llm, ["Is the sky blue? Answer: "],
-                            sampling({"tokendfa": {"index": str(tmp_path / "gemma.tdfa")}}))
+                            sampling({"tokendfa": {"index": "gemma.tdfa"}}))
     assert text in ("yes", "no") and finish == "stop"
 

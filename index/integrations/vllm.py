@@ -1,97 +1,151 @@
 """Constrained generation in vLLM: one logits processor serving every request
-that asks for a constraint.
+that asks for a constraint, under both of vLLM's model runners.
 
-:class:`TokenDFALogitsProcessor` is a vLLM (0.32, V1 model runner) batch-level
-logits processor. Installed with tokendfa, it is registered under vLLM's
-``vllm.logits_processors`` entry-point group, so every vLLM engine of the
-environment loads it (a request that does not ask for a constraint costs
-nothing). A request opts in through ``SamplingParams.extra_args``::
+:class:`TokenDFALogitsProcessor` is registered under vLLM's
+``vllm.logits_processors`` entry-point group when tokendfa is installed, so
+every vLLM engine of the environment loads it (a request that does not ask
+for a constraint costs nothing). It is a subclass of both of vLLM 0.32's
+processor base classes, the V1 model runner's
+(``vllm.v1.sample.logits_processor.LogitsProcessor``, the CPU build's) and
+the Model Runner V2's (``vllm.v1.worker.gpu.sample.logits_processor.LogitsProcessor``,
+the default on CUDA), so both runners' loaders accept it; building it picks
+the implementation from the arguments the runner gives: ``(vllm_config,
+device, is_pin_memory)`` makes a :class:`V1Processor`, ``(vllm_config,
+req_states)`` a :class:`V2Processor`. Passing it explicitly as well
+(``LLM(..., logits_processors=[TokenDFALogitsProcessor])``, as vLLM's
+documentation shows) makes vLLM build it twice (it does not deduplicate
+entry-point and explicit processors); the second instance built for the same
+engine in the same build finds the first and does nothing.
+
+A request opts in through ``SamplingParams.extra_args``::
 
     SamplingParams(extra_args={"tokendfa": {"json_schema": schema}})   # a dict, a bool or JSON text
     SamplingParams(extra_args={"tokendfa": {"regex": r"[0-9]{3}-[0-9]{4}"}})
-    SamplingParams(extra_args={"tokendfa": {"index": "/srv/indexes/phone.tdfa"}})
+    SamplingParams(extra_args={"tokendfa": {"index": "phone.tdfa"}})  # a file of the index folder
 
 and, against the OpenAI server, whose ``vllm_xargs`` carries only strings,
 numbers and lists, through flat keys: ``{"tokendfa_json_schema": "<JSON
-text>"}``, ``{"tokendfa_regex": "..."}``, ``{"tokendfa_index": "/path"}``.
+text>"}``, ``{"tokendfa_regex": "..."}``, ``{"tokendfa_index": "name"}``.
 The text the request generates is then a match of the pattern (or a
 document valid for the schema), and it ends (EOS) only on a complete match;
 ``max_tokens`` can still cut it short.
 
+# The operator's settings (:class:`Settings`)
+
+Environment variables, or the engine option ``additional_config={"tokendfa":
+{...}}`` (which wins):
+
+* ``TOKENDFA_INDEX_DIR`` / ``index_dir``: the folder of index files a request
+  may name. A request's ``index`` is a file name in it (path separators and
+  ``..`` are refused); only regular files are read (opened non-blocking and
+  checked with ``fstat``, so a FIFO or a device cannot block the server).
+  Without the folder, ``index`` requests are refused with a message saying
+  how to enable them. No error tells the client anything about paths outside
+  the folder.
+* ``TOKENDFA_COMPILE_TIME_LIMIT`` / ``compile_time_limit`` (seconds, default
+  5): the time limit of every compile a request causes, in the front end
+  (``validate_params``) and in the worker (building its index, and each
+  step's advance and mask of a row, which compile the lazy index's new
+  states).
+* ``TOKENDFA_MEMO_BYTES`` / ``memo_bytes`` (default 1 GiB): the bytes the
+  indexes each process keeps for later requests may take (estimated; see
+  :func:`index_bytes`).
+
+A setting that cannot be read is logged and its default used: a typo must
+not stop an engine.
+
 # Where the work happens
 
 vLLM runs this class in two processes. The front end (the ``LLM`` object or
-the API server) calls :meth:`validate_params` for every request before
-scheduling it; the worker builds one instance and calls
-:meth:`~TokenDFALogitsProcessor.update_state` before each forward pass and
-:meth:`~TokenDFALogitsProcessor.apply` on each step's logits.
+the API server) calls :meth:`~TokenDFALogitsProcessor.validate_params` for
+every request before scheduling it; the worker builds one instance and
+drives it each step.
 
-* :meth:`validate_params` reads the constraint, reads the model's vocabulary
+* ``validate_params`` reads the constraint, reads the model's vocabulary
   (``Vocabulary.from_pretrained`` on the model's tokenizer, once per
-  process) and builds the index. Any problem (an unknown key, a schema that
-  is not JSON or that tokendfa cannot compile, an invalid regex, a missing
-  index file, an index built for another vocabulary) is a ``ValueError``
-  with a one-line message, which vLLM turns into a validation error
-  (HTTP 400), so a bad request never reaches the engine.
+  process) and builds the index under the compile time limit. Any problem
+  (an unknown key, a schema that is not JSON or that tokendfa cannot
+  compile, a compile over the time limit, an invalid regex, an index name
+  that is not in the folder, an index built for another vocabulary) is a
+  ``ValueError`` with a one-line message, which vLLM turns into a validation
+  error (HTTP 400), so a bad request never reaches the engine.
 * Schemas and regexes are served by lazy indexes (:class:`~tokendfa.lazy.LazyIndex`):
   a request's schema is usually new, and a lazy index gives its first mask
   in milliseconds where the eager build takes a second or two over Gemma's
-  262,144 tokens (a cold batch of four new schemas waited 30.7 s on eager
-  builds, 11.1 s with xgrammar). The front end builds one to validate the
-  request (the schema compiles, the vocabulary can spell a match), the
-  worker builds its own (the two processes share no memory), and each
-  process keeps the last few in a memo, so a schema used over and over
-  keeps the rows its generations computed. Free values nest
-  ``LAZY_ANY_DEPTH`` levels. An index built ahead of time (``tokendfa
-  build``, ``tokendfa cache fill``) is served with ``"index": path``.
-* ``validate_params`` is a classmethod: vLLM gives it the request, not the
-  engine's configuration. The front end's ``InputProcessor`` that calls it
-  holds the configuration, and this module finds it by looking at the
-  calling frames (checked against vLLM 0.32). When it cannot (a direct call),
-  only the checks that need no vocabulary run (JSON, schema, regex syntax,
-  index file header), and anything the worker then fails to build ends that
-  request at once (only EOS allowed) with an error in the log, never an
-  engine crash.
+  262,144 tokens. The front end builds one to validate the request, the
+  worker its own (the two processes share no memory), and each process
+  keeps indexes in a memo bounded in bytes, so a schema used over and over
+  keeps the rows its generations computed.
+* ``validate_params`` is a classmethod: vLLM 0.32 gives it the request, not
+  the engine's configuration. :func:`engine_config` finds the configuration
+  on the front end's ``InputProcessor`` a few frames up (the one place that
+  knows vLLM's call chain). When it cannot (a direct call, another vLLM),
+  it fails safe: only the checks that need no vocabulary run (JSON, schema,
+  regex syntax, index file header), and anything the worker then fails to
+  build ends that request at once (only EOS allowed) with an error in the
+  log, never an engine crash.
 * The worker reads the vocabulary when the first constrained request
   arrives, not at start-up: every vLLM engine in the environment loads this
-  class, and most never see a constrained request. That first request pauses
-  the engine once for the read (about 5 s for Gemma 3 on a 2-core machine).
+  class, and most never see a constrained request.
+* A request the worker cannot serve (its index fails to build, a compile
+  passes the time limit, a token the index refuses because something after
+  this processor changed the logits) ends: its rows allow only EOS from then
+  on, with a line in the log; the other requests go on.
 
-# A step
+# V1: a persistent batch
 
-vLLM keeps a persistent batch: row ``i`` of the logits is the request at
-batch index ``i``. ``update_state`` follows the batch: requests removed,
-added (with their parameters and a live reference to their list of output
-token ids) and moved (one way, or swapped), in that order. Each constrained
-row gets a :class:`~tokendfa.Guide`. ``apply`` then, for each constrained row:
+Row ``i`` of the logits is the request at batch index ``i``.
+``update_state`` follows the batch (removed, added with a live reference to
+the request's output ids, moved one way or swapped); ``apply`` advances each
+constrained row's :class:`~tokendfa.Guide` with the output ids it has not
+seen yet (read there, not in ``update_state``: with asynchronous scheduling
+vLLM appends a placeholder first and writes the real id just before
+sampling), then masks the rows. vLLM's V1 runner loads no custom logits
+processor under speculative decoding, so there a constrained request is
+refused.
 
-1. advances the guide with the output ids it has not seen yet (read here,
-   not in ``update_state``: with asynchronous scheduling vLLM appends a
-   placeholder there and writes the real id just before sampling);
-2. copies the guide's allowed-token bitset into row ``k`` of an
-   ``int32 [rows, words]`` (pinned) buffer: a copy of a precomputed row;
+# V2: slots, and one row per draft token
 
-and once for all rows, copies the buffer to the logits' device, unpacks it
-there a byte at a time through a ``[256, 8]`` table of ``0`` / ``-inf``, and
-adds the result into the constrained rows (``index_add_``). Measured on this
-project's 2-core CPU machine for 262,144 logits, the table costs 0.4 ms for
-one row and 2.6 ms for sixteen; shifting each word into a bool mask and
-``masked_fill_`` took 2.8 ms and 38 ms. Columns past the vocabulary (models
-often have more logits than tokens) are never allowed; EOS is allowed
-exactly where the text is a complete match (the index says so).
+Requests live in slots (``add_request(slot, params)`` starts one; slots are
+recycled, so it resets all of the slot's state). ``apply(logits, ctx)`` is
+given the step's layout: row ``r`` belongs to slot
+``ctx.expanded_idx_mapping[r]``, is draft position ``k =
+ctx.expanded_local_pos[r]`` of its request, sits at sequence position
+``ctx.pos[r]`` and was fed token ``ctx.input_ids[r]``. For each constrained
+request, row ``k = 0`` is fed the last committed token (position ``p``), and
+rows ``k >= 1`` are fed the draft tokens. Its guide is brought up to date
+with the committed output, positions ``prompt_len .. p``: the token at
+``p`` is row 0's input; the ones before it that the guide has not seen are
+the previous step's accepted drafts (speculative decoding accepts a prefix
+of the drafts), which this processor remembered, or, where it has none (the
+first step after a request resumes from preemption), are read from the
+runner's ``req_states.all_token_ids``. Row ``k`` is then masked by the
+state the guide reaches through the first ``k`` drafts, walked on a
+separate guide: the request's own guide only ever holds committed tokens,
+so the drafts the next step shows were rejected (its position ``p`` came
+back short of them) are simply never fed, and a rewind (a position before
+what the guide has seen) rolls the guide back. Rows after a draft the index
+refuses are masked like the last allowed state (the verifier rejects that
+draft whatever they say); rows after a drafted EOS allow only EOS.
 
-A row that reached its end (EOS accepted, which vLLM only lets through with
-``ignore_eos``) or whose token the index refused (something after this
-processor changed the logits) allows only EOS from then on.
+# A step's masks
+
+Each constrained row's guide copies its allowed-token bitset into row ``k``
+of an ``int32 [rows, words]`` (pinned) buffer (:func:`fill_masks`, the one
+loop that writes a step's masks), and once for all rows, the buffer goes to
+the logits' device, is unpacked there a byte at a time through a ``[256,
+8]`` table of ``0`` / ``-inf``, and is added into the constrained rows
+(``index_add_``). Measured on this project's 2-core CPU machine for 262,144
+logits, the table costs 0.4 ms for one row and 2.6 ms for sixteen; shifting
+each word into a bool mask and ``masked_fill_`` took 2.8 ms and 38 ms.
+Columns past the vocabulary are never allowed; EOS is allowed exactly where
+the text is a complete match.
 
 # What it cannot do (vLLM 0.32)
 
-* Speculative decoding: vLLM loads no custom logits processor then
-  ("Custom logits processors are not supported when speculative decoding is
-  enabled."); a constrained request is refused in that case.
-* The GPU Model Runner V2 (the default on CUDA) has another processor
-  interface and refuses V1 plugins at start-up; set
-  ``VLLM_USE_V2_MODEL_RUNNER=0``. The CPU build always uses the V1 runner.
+* Speculative decoding under the V1 runner (vLLM loads no custom processor
+  there; passing this one explicitly makes vLLM refuse to start). Under V2
+  it is served as above.
 * vLLM's own ``structured_outputs`` or ``min_tokens > 0`` together with a
   tokendfa constraint: both can forbid the only tokens the other allows,
   which leaves a row with nothing to pick; such a request is refused.
@@ -101,16 +155,20 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..analysis.errors import IndexFileError, TokenDFAError, TokenNotAllowedError, import_optional
-from ..analysis.regular_files import check_regular_file
+from ..analysis.errors import (TimeLimitError, TokenDFAError, TokenNotAllowedError,
+                               import_optional)
+from ..analysis.limits import limits
+from ..runtime.files import decode_index
 from ..runtime.guide import Guide
 from ..runtime.index import Index
 from ..vocab.vocabulary import Vocabulary
@@ -118,15 +176,22 @@ from ..vocab.vocabulary import Vocabulary
 if TYPE_CHECKING:  # pragma: no cover
     from ..lazy import LazyIndex
 
-__all__ = ["TokenDFALogitsProcessor", "Constraint", "constraint_of", "EXTRA_ARGS_KEY", "XARGS_KEYS"]
+__all__ = ["TokenDFALogitsProcessor", "V1Processor", "V2Processor", "Constraint", "Settings",
+           "constraint_of", "engine_config", "fill_masks", "index_bytes", "EXTRA_ARGS_KEY",
+           "XARGS_KEYS"]
 
 # Importing this module is opting in to torch and vLLM (neither is a
 # dependency of tokendfa).
 torch = import_optional("torch", extra=None, needed_for="tokendfa.integrations.vllm")
 _vllm_lp = import_optional("vllm.v1.sample.logits_processor", extra=None,
                            needed_for="tokendfa.integrations.vllm", package="vllm")
-LogitsProcessor = _vllm_lp.LogitsProcessor
 MoveDirectionality = _vllm_lp.MoveDirectionality
+try:  # the Model Runner V2's interface (vLLM 0.32; import-light, loads on the CPU build)
+    from vllm.v1.worker.gpu.sample.logits_processor.interface import (
+        LogitsProcessor as _V2Base)
+except ImportError:  # pragma: no cover - a vLLM without V2: a base class with nothing in it
+    class _V2Base:  # type: ignore[no-redef]
+        pass
 
 if sys.byteorder != "little":  # pragma: no cover
     # The masks are little-endian words read a byte at a time below.
@@ -136,14 +201,76 @@ EXTRA_ARGS_KEY = "tokendfa"
 # extra_args["tokendfa"] keys, and the flat vllm_xargs keys, -> the constraint's kind.
 NESTED_KEYS = {"json_schema": "schema", "regex": "regex", "index": "index"}
 XARGS_KEYS = {"tokendfa_json_schema": "schema", "tokendfa_regex": "regex", "tokendfa_index": "index"}
-_MEMO_SIZE = 64  # indexes kept per process (a lazy one keeps the rows served so far)
+_MEMO_COUNT = 256  # indexes kept per process at most, whatever their bytes
 
 
 def _logger():
-    # vLLM's logger, so the messages appear in the engine's log format.
+    # Under vLLM's logger, whose handler and level vLLM sets up: the messages
+    # appear in the engine's log, in its format (a logger named after this
+    # module has no handler, so its INFO lines were lost).
     from vllm.logger import init_logger
 
-    return init_logger(__name__)
+    return init_logger("vllm.tokendfa")
+
+
+# --- the operator's settings -------------------------------------------------------------
+
+_DEFAULT_TIME_LIMIT = 5.0   # seconds: a Gemma schema's lazy index takes ~0.4 s to start on 2 cores
+_DEFAULT_MEMO_BYTES = 1 << 30
+_ENABLE_INDEXES = ("index files are not enabled on this server (the operator sets "
+                   "TOKENDFA_INDEX_DIR, or additional_config={'tokendfa': {'index_dir': ...}}, "
+                   "to the folder of index files requests may name)")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The operator's settings (see the module docstring): environment
+    variables, overridden by ``additional_config["tokendfa"]`` of the engine."""
+
+    index_dir: str | None = None
+    compile_time_limit: float = _DEFAULT_TIME_LIMIT
+    memo_bytes: int = _DEFAULT_MEMO_BYTES
+
+    @classmethod
+    def of(cls, vllm_config: Any = None) -> "Settings":
+        options: dict = {}
+        extra = getattr(vllm_config, "additional_config", None)
+        if isinstance(extra, dict) and isinstance(extra.get(EXTRA_ARGS_KEY), dict):
+            options = extra[EXTRA_ARGS_KEY]
+            for name in sorted(set(options) - {"index_dir", "compile_time_limit", "memo_bytes"}):
+                _warn_once(f"tokendfa: unknown setting {name!r} in additional_config; ignored")
+        index_dir = options.get("index_dir", os.environ.get("TOKENDFA_INDEX_DIR")) or None
+        if index_dir is not None:
+            index_dir = os.path.abspath(os.fspath(index_dir))
+        return cls(index_dir,
+                   _positive(options, "compile_time_limit", "TOKENDFA_COMPILE_TIME_LIMIT",
+                             float, _DEFAULT_TIME_LIMIT),
+                   _positive(options, "memo_bytes", "TOKENDFA_MEMO_BYTES", int, _DEFAULT_MEMO_BYTES))
+
+
+def _positive(options: dict, name: str, variable: str, kind: type, default):
+    value = options.get(name, os.environ.get(variable))
+    if value is None or value == "":
+        return default
+    try:
+        number = kind(value)
+        if not number > 0:
+            raise ValueError
+    except (TypeError, ValueError):
+        _warn_once(f"tokendfa: {name}={value!r} is not a positive number; using {default}")
+        return default
+    return number
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    # The settings are read for every request the front end checks: a bad
+    # one is said once per process, not once per request.
+    if message not in _WARNED:
+        _WARNED.add(message)
+        _logger().error("%s", message)
 
 
 # --- the request's constraint ---------------------------------------------------------
@@ -207,9 +334,12 @@ def constraint_of(extra_args: dict | None) -> Constraint | None:
         if not isinstance(value, str):
             raise ValueError(f"{key} must be a string, not {type(value).__name__}")
     else:
-        if not isinstance(value, (str, os.PathLike)):
-            raise ValueError(f"{key} must be a path, not {type(value).__name__}")
-        value = os.fspath(value)
+        if not isinstance(value, str):
+            raise ValueError(f"{key} must be the name of an index file, not {type(value).__name__}")
+        if (not value or value in (".", "..") or ".." in value or "\x00" in value
+                or any(sep and sep in value for sep in (os.sep, os.altsep, "/", "\\"))):
+            raise ValueError(f"{key} must be the name of a file in the server's index folder, "
+                             "without path separators or '..'")
     return Constraint(kind, value, key)
 
 
@@ -224,9 +354,30 @@ def _one_line(text: str, limit: int = 400) -> str:
 
 # --- the model's vocabulary and the indexes, once per process ----------------------------
 
+_LAZY_BASE_BYTES = 64 << 10   # a lazy index's automaton and bookkeeping before any row
+
+
+def index_bytes(index: "Index | LazyIndex") -> int:
+    """Bytes ``index`` holds, for the memo's bound: an eager index's arrays;
+    for a lazy one, which grows as it serves, a conservative estimate from
+    what it holds now: a mask and its successors per served state (masks of
+    equal rows are shared, counted here each time) and a 256-entry row per
+    byte-automaton state."""
+    if isinstance(index, Index):
+        return int(index.nbytes)
+    words = (int(index.vocab_size) + 31) // 32
+    byte_states = int(getattr(index.byte_dfa, "num_states", 0))
+    return _LAZY_BASE_BYTES + int(index.num_served_states) * (words * 4 + 256) + byte_states * 1024
+
+
+class _NoSuchIndex(ValueError):
+    """The request's index name names no readable regular file of the folder
+    (one message for every reason, so it reveals nothing more)."""
+
+
 class _Indexes:
     """Per process: the vocabulary of each model seen (read once) and the
-    indexes built or loaded (a small LRU memo)."""
+    indexes built or loaded (an LRU memo bounded in bytes)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -252,103 +403,294 @@ class _Indexes:
                         raise ValueError("the model's tokenizer is not loaded "
                                          "(skip_tokenizer_init), so its vocabulary is unknown")
                     vocab = Vocabulary.from_pretrained(tokenizer)
+                # The per-vocabulary tables (1.0 s for Gemma's 262,144 tokens)
+                # now, once per process: not inside the first request's
+                # compile, whose time limit is the request's own.
+                vocab.prepare()
                 self._vocabularies[key] = vocab
             return vocab
 
-    def index(self, constraint: Constraint, vocab: Vocabulary) -> "Index | LazyIndex":
+    def index(self, constraint: Constraint, vocab: Vocabulary | None,
+              settings: Settings | None = None) -> "Index | LazyIndex":
+        """The constraint's index, from the memo or built (under the caller's
+        limits); with ``vocab`` None (no engine configuration) only the
+        checks that need no vocabulary run, and None is returned."""
+        settings = settings or Settings.of()
         if constraint.kind == "index":
-            # A request names the path: a FIFO there would block this
-            # process in open(), a device be read without end.
-            stat = check_regular_file(constraint.source, "index file", IndexFileError)
-            key = ("index", os.path.realpath(constraint.source), stat.st_mtime_ns, stat.st_size,
-                   vocab.fingerprint)
-        else:
-            key = (constraint.kind, json.dumps(constraint.source, sort_keys=True), vocab.fingerprint)
+            return self._index_file(constraint.source, vocab, settings)
+        if vocab is None:
+            _check_without_vocabulary(constraint)
+            return None
+        key = (constraint.kind, json.dumps(constraint.source, sort_keys=True), vocab.fingerprint)
+        index = self._recall(key, settings)
+        if index is None:
+            if constraint.kind == "regex":
+                index = Index.from_regex(constraint.source, vocab, lazy=True)
+            else:
+                index = Index.from_schema(constraint.source, vocab, lazy=True)
+            self._keep(key, index, settings)
+        return index
+
+    def _index_file(self, name: str, vocab: Vocabulary | None, settings: Settings) -> Index | None:
+        if settings.index_dir is None:
+            raise ValueError(_ENABLE_INDEXES)
+        path = os.path.join(settings.index_dir, name)
+        try:
+            # Non-blocking: opening a FIFO for reading would wait for a writer.
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            raise _NoSuchIndex(name) from None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
+                raise _NoSuchIndex(name)
+            key = ("index", info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size,
+                   vocab.fingerprint if vocab is not None else None)
+            index = self._recall(key, settings) if vocab is not None else None
+            if index is not None:
+                return index
+            try:
+                # Read, not mapped: a file truncated in place under a mapping
+                # would kill the worker with SIGBUS (see runtime.files).
+                with os.fdopen(fd, "rb", closefd=False) as handle:
+                    buffer = handle.read()
+            except (OSError, MemoryError, OverflowError):
+                raise _NoSuchIndex(name) from None
+        finally:
+            os.close(fd)
+        index = decode_index(buffer, vocab, name=name)
+        if vocab is None:
+            return None
+        self._keep(key, index, settings)
+        return index
+
+    def _recall(self, key: tuple, settings: Settings):
         with self._lock:
             index = self._memo.get(key)
             if index is not None:
                 self._memo.move_to_end(key)
-                return index
-        if constraint.kind == "index":
-            index = Index.load(constraint.source, vocab)
-        elif constraint.kind == "regex":
-            index = Index.from_regex(constraint.source, vocab, lazy=True)
-        else:
-            index = Index.from_schema(constraint.source, vocab, lazy=True)
+                self._trim(settings.memo_bytes)   # lazy indexes have grown since
+            return index
+
+    def _keep(self, key: tuple, index, settings: Settings) -> None:
         with self._lock:
             self._memo[key] = index
-            while len(self._memo) > _MEMO_SIZE:
-                self._memo.popitem(last=False)
-        return index
+            self._trim(settings.memo_bytes)
+
+    def _trim(self, budget: int) -> None:
+        """Drop the least recently used indexes until the rest fit ``budget``
+        (the newest too, if alone it does not: its request keeps it alive)."""
+        sizes = {key: index_bytes(index) for key, index in self._memo.items()}
+        total = sum(sizes.values())
+        while self._memo and (total > budget or len(self._memo) > _MEMO_COUNT):
+            key, _ = self._memo.popitem(last=False)
+            total -= sizes[key]
+
+    def forget(self, index) -> None:
+        """Drop ``index`` from the memo (a compile of it passed the time
+        limit: it is not served to later requests)."""
+        with self._lock:
+            for key in [key for key, kept in self._memo.items() if kept is index]:
+                del self._memo[key]
+
+    def total_bytes(self) -> int:
+        with self._lock:
+            return sum(index_bytes(index) for index in self._memo.values())
 
 
 _INDEXES = _Indexes()
 
 
 def _check_without_vocabulary(constraint: Constraint) -> None:
-    """What can be checked without the model's vocabulary."""
+    """What can be checked of a schema or regex without the model's vocabulary."""
     if constraint.kind == "schema":
         from ..schema.api import regex_from_schema
 
         regex_from_schema(constraint.source)
-    elif constraint.kind == "regex":
+    else:
         from ..analysis.regex_syntax import normalize_pattern
 
         normalize_pattern(constraint.source)
-    else:
-        check_regular_file(constraint.source, "index file", IndexFileError)  # never a FIFO
-        Index.load(constraint.source)
 
 
-def _engine_config() -> Any:
-    """The VllmConfig of the front end calling :meth:`validate_params`: its
-    ``InputProcessor`` is a few frames up (vLLM 0.32:
-    ``InputProcessor._validate_params`` -> ``validate_logits_processors_parameters``
-    -> ``validate_params``), else the config vLLM has set as current, else None."""
+def _build(constraint: Constraint, vocab: Vocabulary | None, settings: Settings):
+    """The constraint's index under the compile time limit; errors as one-line ValueErrors."""
     try:
-        frame = sys._getframe(2)
-    except ValueError:  # called from the top of a program: no caller to look at
-        frame = None
-    for _ in range(8):
-        if frame is None:
-            break
-        owner = frame.f_locals.get("self")
-        config = getattr(owner, "vllm_config", None)
-        if config is not None and getattr(config, "model_config", None) is not None:
-            return config
-        frame = frame.f_back
-    try:
-        from vllm.config import get_current_vllm_config_or_none
-    except ImportError:  # pragma: no cover
-        return None
-    return get_current_vllm_config_or_none()
+        with limits(time_limit=settings.compile_time_limit):
+            return _INDEXES.index(constraint, vocab, settings)
+    except _NoSuchIndex:
+        raise ValueError(f"{constraint.key}: no index file named {constraint.source!r} "
+                         "in the server's index folder") from None
+    except TimeLimitError:
+        raise ValueError(f"{constraint.key}: compiling it took longer than the time limit of "
+                         f"{settings.compile_time_limit:g} s") from None
+    except (TokenDFAError, OSError, ValueError, TypeError, RecursionError, MemoryError) as exc:
+        raise _problem(constraint, exc) from None
 
 
 def _problem(constraint: Constraint, exc: BaseException) -> ValueError:
-    if isinstance(exc, OSError):  # as Index.load says it
-        text = f"cannot read index file {exc.filename}: {exc.strerror or exc}"
+    if isinstance(exc, OSError):  # only a name of the folder could have been opened
+        text = f"cannot read index file {constraint.source!r}"
     else:
         text = str(exc) or type(exc).__name__
     return ValueError(_one_line(f"{constraint.key}: {text}"))
 
 
+# --- the engine's configuration in the front end -------------------------------------------
+
+def engine_config() -> Any:
+    """The VllmConfig of the front end calling ``validate_params``, or None.
+
+    vLLM 0.32 passes ``validate_params`` the request only. Its caller's
+    caller is the front end's ``InputProcessor._validate_params``, whose
+    ``self.vllm_config`` is the engine's configuration (V1 runner: through
+    ``validate_logits_processors_parameters``; V2: through the closure
+    ``build_custom_logits_processors_params_validator`` returns); this looks
+    a few frames up for an object with a ``vllm_config`` that has a
+    ``model_config``, then at the config vLLM has set as current. Anything
+    unexpected gives None, which callers treat as "configuration unknown"
+    (the checks that need no vocabulary only): never an error.
+    """
+    try:
+        frame = sys._getframe(2)   # past this function and validate_params
+        for _ in range(8):
+            if frame is None:
+                break
+            owner = frame.f_locals.get("self")
+            config = getattr(owner, "vllm_config", None)
+            if config is not None and getattr(config, "model_config", None) is not None:
+                return config
+            frame = frame.f_back
+        from vllm.config import get_current_vllm_config_or_none
+
+        config = get_current_vllm_config_or_none()
+        return config if getattr(config, "model_config", None) is not None else None
+    except Exception:  # noqa: BLE001 - failing safe is the contract
+        return None
+
+
+def _uses_v2(config: Any) -> bool:
+    try:
+        return bool(getattr(config, "use_v2_model_runner", False))
+    except Exception:  # noqa: BLE001 - a property that refuses the configuration
+        return False
+
+
+# --- a step's masks --------------------------------------------------------------------
+
+def fill_masks(guides: "list[Guide | None]", bitmask: np.ndarray, eos_row: np.ndarray,
+               time_limit: float) -> list[tuple[int, BaseException]]:
+    """Write row ``k`` of ``bitmask`` from ``guides[k]`` (None: only EOS),
+    each row under ``time_limit`` (a lazy index compiles a state it has not
+    served yet). Returns the rows that failed, with their errors; those rows
+    hold ``eos_row``. The one loop that writes a step's masks: a batch API of
+    the runtime can replace it."""
+    failed: list[tuple[int, BaseException]] = []
+    for k, guide in enumerate(guides):
+        if guide is None:
+            bitmask[k] = eos_row
+            continue
+        try:
+            with limits(time_limit=time_limit):
+                guide.write_mask_into(bitmask, row=k)
+        except (TokenDFAError, MemoryError, RecursionError) as exc:
+            bitmask[k] = eos_row
+            failed.append((k, exc))
+    return failed
+
+
+class _Masker:
+    """The step's bitmask buffer (host, pinned off the CPU) and its unpacking
+    into ``-inf`` on the logits' device."""
+
+    def __init__(self, width: int, device: Any, pin: bool) -> None:
+        self.width = width
+        self.words = (width + 31) // 32     # widened if the vocabulary is wider
+        self._device = torch.device(device)
+        self._pin = bool(pin)
+        self._bitmask: torch.Tensor | None = None     # int32 [capacity, words]
+        self._bitmask_np: np.ndarray | None = None    # the same memory
+        self._table: torch.Tensor | None = None       # [256, 8] of 0 / -inf on the device
+        self._penalty: torch.Tensor | None = None     # [capacity * words * 4, 8] on the device
+        self.eos_ids: list[int] = []
+        self._eos_words: np.ndarray | None = None
+
+    def widen(self, vocab_size: int, eos_ids) -> None:
+        words = (max(self.width, vocab_size) + 31) // 32
+        if words != self.words:
+            self.words, self._bitmask = words, None
+        self.eos_ids, self._eos_words = list(eos_ids), None
+
+    def eos_row(self) -> np.ndarray:
+        if self._eos_words is None:
+            eos = np.zeros(self.words, dtype=np.uint32)
+            for token in self.eos_ids:
+                if 0 <= token < self.words * 32:
+                    eos[token >> 5] |= np.uint32(1 << (token & 31))
+            self._eos_words = eos.view(np.int32)
+        return self._eos_words
+
+    def rows(self, count: int) -> np.ndarray:
+        if self._bitmask is None or self._bitmask.shape[0] < count:
+            capacity = max(8, 1 << (count - 1).bit_length())
+            pin = self._pin and self._device.type != "cpu"
+            self._bitmask = torch.zeros((capacity, self.words), dtype=torch.int32, pin_memory=pin)
+            self._bitmask_np = self._bitmask.numpy()
+            self._penalty = None
+        return self._bitmask_np[:count]
+
+    def mask(self, logits: Any, order: list[int]) -> None:
+        """Add ``-inf`` to the disallowed columns of rows ``order`` (ascending)
+        of ``logits``, row ``k`` of the buffer for ``order[k]``."""
+        count, words = len(order), self.words
+        width = logits.shape[1]
+        device, dtype = logits.device, logits.dtype
+        if self._table is None or self._table.device != device or self._table.dtype != dtype:
+            bits = (np.arange(256)[:, None] >> np.arange(8)) & 1   # little-endian bit order
+            values = np.where(bits == 1, 0.0, -np.inf).astype(np.float32)
+            self._table = torch.from_numpy(values).to(device=device, dtype=dtype)
+            self._penalty = None
+        capacity = self._bitmask.shape[0]
+        if self._penalty is None or self._penalty.device != device:
+            self._penalty = torch.empty((capacity * words * 4, 8), device=device, dtype=dtype)
+        data = self._bitmask[:count].to(device, non_blocking=True).view(torch.uint8).view(-1)
+        penalty = self._penalty[:count * words * 4]
+        torch.index_select(self._table, 0, data.to(torch.int64), out=penalty)
+        if words * 32 >= width:
+            penalty = penalty.view(count, words * 32)[:, :width]
+        else:  # more logits than the buffer has bits: the columns past it are never allowed
+            penalty = torch.cat([penalty.view(count, words * 32),
+                                 torch.full((count, width - words * 32), float("-inf"),
+                                            device=device, dtype=dtype)], dim=1)
+        if count == logits.shape[0] and order[0] == 0 and order[-1] == count - 1:
+            logits.add_(penalty)   # every row constrained, in order
+        else:
+            logits.index_add_(0, torch.tensor(order, dtype=torch.int64, device=device), penalty)
+
+
 # --- the logits processor -----------------------------------------------------------------
 
-class _Row:
-    """One constrained request of the batch."""
-
-    __slots__ = ("guide", "output_ids", "consumed", "closed")
-
-    def __init__(self, guide: Guide | None, output_ids: list[int]) -> None:
-        self.guide = guide
-        self.output_ids = output_ids   # vLLM's own list: it grows as the request generates
-        self.consumed = 0              # how many of output_ids the guide has seen
-        self.closed = guide is None    # only EOS from now on
+# id(vllm_config) -> the first processor built for that engine configuration
+# (weakly held): a second one of the same build does nothing (see _claim).
+_BUILT: dict[int, "weakref.ref[TokenDFALogitsProcessor]"] = {}
+_BUILT_LOCK = threading.Lock()
 
 
-class TokenDFALogitsProcessor(LogitsProcessor):
+class TokenDFALogitsProcessor(_vllm_lp.LogitsProcessor, _V2Base):
     """Constrains every request whose ``extra_args`` asks for it (see the
-    module docstring); leaves the other rows of the batch untouched."""
+    module docstring); leaves the other rows of the batch untouched.
+
+    A subclass of both runners' base classes, so both loaders accept it;
+    ``TokenDFALogitsProcessor(vllm_config, device, is_pin_memory)`` (the V1
+    runner's call) is a :class:`V1Processor`,
+    ``TokenDFALogitsProcessor(vllm_config, req_states)`` (the V2 runner's)
+    a :class:`V2Processor`."""
+
+    def __new__(cls, vllm_config: Any = None, *args: Any, **kwargs: Any):
+        if cls is TokenDFALogitsProcessor:
+            v2 = "req_states" in kwargs or (len(args) == 1 and not kwargs)
+            cls = V2Processor if v2 else V1Processor
+        return object.__new__(cls)
 
     @classmethod
     def validate_params(cls, sampling_params: Any) -> None:
@@ -363,58 +705,164 @@ class TokenDFALogitsProcessor(LogitsProcessor):
         if getattr(sampling_params, "min_tokens", 0):
             raise ValueError("min_tokens > 0 cannot be combined with a tokendfa constraint "
                              "(it forbids EOS where the pattern may allow nothing else)")
-        config = _engine_config()
-        if config is not None and getattr(config, "speculative_config", None):
-            raise ValueError("vLLM runs no custom logits processor with speculative "
-                             "decoding, so a tokendfa constraint cannot be applied")
+        config = engine_config()
+        settings = Settings.of(config)
+        if (config is not None and getattr(config, "speculative_config", None)
+                and not _uses_v2(config)):
+            raise ValueError("vLLM's V1 model runner runs no custom logits processor with "
+                             "speculative decoding, so a tokendfa constraint cannot be applied "
+                             "(the V2 runner, VLLM_USE_V2_MODEL_RUNNER=1, can)")
+        if constraint.kind == "index" and settings.index_dir is None:
+            raise ValueError(f"{constraint.key}: {_ENABLE_INDEXES}")
+        vocab = None
         if config is not None:
             try:
                 vocab = _INDEXES.vocabulary(config.model_config)
             except Exception as exc:  # noqa: BLE001 - a tokenizer library raises anything
                 raise ValueError(_one_line(f"tokendfa cannot read the model's vocabulary: "
                                            f"{type(exc).__name__}: {exc}")) from None
-        try:
-            if config is None:
-                _check_without_vocabulary(constraint)
-            else:
-                _INDEXES.index(constraint, vocab)
-        except (TokenDFAError, OSError, ValueError, TypeError, RecursionError,
-                MemoryError) as exc:
-            raise _problem(constraint, exc) from None
+        _build(constraint, vocab, settings)
 
-    def __init__(self, vllm_config: Any, device: Any, is_pin_memory: bool) -> None:
-        # Cheap on purpose: every engine in the environment builds one.
-        self._model_config = vllm_config.model_config
-        self._width = int(self._model_config.get_vocab_size())
-        self._device = torch.device(device)
-        self._pin = bool(is_pin_memory)
-        self._rows: dict[int, _Row] = {}
-        self._vocab: Vocabulary | None = None
-        self._words = (self._width + 31) // 32   # widened if the vocabulary is wider
-        self._bitmask: torch.Tensor | None = None       # int32 [capacity, words], CPU (pinned)
-        self._bitmask_np: np.ndarray | None = None      # the same memory
-        self._eos_words: np.ndarray | None = None       # int32 [words]: only EOS
-        self._table: torch.Tensor | None = None         # [256, 8] of 0 / -inf on the device
-        self._penalty: torch.Tensor | None = None       # [capacity * words * 4, 8] on the device
-
+    # The runners' other hooks, so that neither base class leaves this one
+    # abstract; the two implementations override what their runner calls.
     def is_argmax_invariant(self) -> bool:
-        return False  # it changes which token greedy decoding picks
-
-    # --- the batch --------------------------------------------------------------
+        return True
 
     def update_state(self, batch_update: Any) -> None:
-        if batch_update is None:
+        return None
+
+    def add_request(self, req_idx: int, sampling_params: Any) -> bool:
+        return False
+
+    def apply_staged_writes(self) -> None:
+        return None
+
+    def apply(self, logits: Any, ctx: Any = None) -> Any:
+        return logits
+
+    # --- shared by both implementations ----------------------------------------------
+
+    def _setup(self, vllm_config: Any, width: int, device: Any, pin: bool, build: Any) -> None:
+        # Cheap on purpose: every engine in the environment builds one.
+        self._config = vllm_config
+        self._build_of = build
+        self._used = False
+        self._model_config = vllm_config.model_config
+        self._settings = Settings.of(vllm_config)
+        self._vocab: Vocabulary | None = None
+        self._masker = _Masker(width, device, pin)
+        config = getattr(self._model_config, "hf_text_config", None)
+        ids = getattr(config, "eos_token_id", None)
+        self._masker.eos_ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
+        self.duplicate = self._claim()
+        if self.duplicate:
+            _logger().info("tokendfa: the processor is registered twice (entry point and "
+                           "logits_processors); this second instance does nothing")
+
+    def _claim(self) -> bool:
+        """Whether another instance of this class was built for the same
+        engine in the same build (vLLM builds the entry point's and the
+        explicitly passed one back to back, with the same arguments): then
+        this one is the duplicate."""
+        with _BUILT_LOCK:
+            for key in [key for key, ref in _BUILT.items() if ref() is None]:
+                del _BUILT[key]
+            ref = _BUILT.get(id(self._config))
+            first = ref() if ref is not None else None
+            if (first is not None and first._config is self._config and type(first) is type(self)
+                    and first._build_of is self._build_of and not first._used):
+                return True
+            _BUILT[id(self._config)] = weakref.ref(self)
+            return False
+
+    def _vocabulary(self) -> Vocabulary:
+        if self._vocab is None:
+            vocab = _INDEXES.vocabulary(self._model_config)
+            self._masker.widen(vocab.size, vocab.eos_token_ids)
+            self._vocab = vocab
+        return self._vocab
+
+    def _guide_for(self, params: Any) -> "Guide | None | bool":
+        """The request's guide; None for a request this processor must end
+        (logged); False for one that asks for no constraint."""
+        try:
+            constraint = constraint_of(getattr(params, "extra_args", None))
+        except ValueError as exc:  # validate_params refused it already; never crash the engine
+            _logger().error("tokendfa: %s; the request is ended", exc)
+            return None
+        if constraint is None:
+            return False
+        try:
+            vocab = self._vocabulary()
+            if constraint.kind == "index" and self._settings.index_dir is None:
+                raise ValueError(f"{constraint.key}: {_ENABLE_INDEXES}")
+            return Guide(_build(constraint, vocab, self._settings))
+        except Exception as exc:  # noqa: BLE001 - any failure ends this request, not the engine
+            _logger().error("tokendfa: %s; the request is ended", _one_line(str(exc)))
+            return None
+
+    def _advance(self, guide: Guide, token: int, where: str) -> bool:
+        """Feed ``token`` to ``guide`` under the time limit; False when the
+        request must end here (EOS accepted, a refused token, a compile over
+        the limit: logged unless EOS)."""
+        try:
+            with limits(time_limit=self._settings.compile_time_limit):
+                guide.advance(token)
+        except TokenNotAllowedError as exc:
+            _logger().warning("tokendfa: %s: %s; only EOS is allowed from now on",
+                              where, _one_line(str(exc)))
+            return False
+        except (TokenDFAError, MemoryError, RecursionError) as exc:
+            self._failed(guide, exc, where)
+            return False
+        return token not in guide.index.eos_token_ids   # EOS accepted: ended (ignore_eos goes on)
+
+    def _failed(self, guide: Guide, exc: BaseException, where: str) -> None:
+        _INDEXES.forget(guide.index)
+        if isinstance(exc, TimeLimitError):
+            text = f"compiling its next state took longer than {self._settings.compile_time_limit:g} s"
+        else:
+            text = _one_line(str(exc) or type(exc).__name__)
+        _logger().error("tokendfa: %s: %s; the request is ended with EOS", where, text)
+
+
+class _Row:
+    """One constrained request of the V1 batch."""
+
+    __slots__ = ("guide", "output_ids", "consumed", "closed")
+
+    def __init__(self, guide: Guide | None, output_ids: list[int]) -> None:
+        self.guide = guide
+        self.output_ids = output_ids   # vLLM's own list: it grows as the request generates
+        self.consumed = 0              # how many of output_ids the guide has seen
+        self.closed = guide is None    # only EOS from now on
+
+
+class V1Processor(TokenDFALogitsProcessor):
+    """The V1 model runner's processor: a persistent batch (see the module docstring)."""
+
+    def __init__(self, vllm_config: Any, device: Any, is_pin_memory: bool) -> None:
+        self._setup(vllm_config, int(vllm_config.model_config.get_vocab_size()), device,
+                    is_pin_memory, build=None)
+        self._rows: dict[int, _Row] = {}
+
+    def is_argmax_invariant(self) -> bool:
+        return self.duplicate  # it changes which token greedy decoding picks
+
+    def update_state(self, batch_update: Any) -> None:
+        if batch_update is None or self.duplicate:
             return
+        self._used = True
         # Order: removed, added, moved (vLLM's BatchUpdate contract). An
         # added or moved request may take an index that still has a row.
         for index in batch_update.removed:
             self._rows.pop(index, None)
         for index, params, _prompt_ids, output_ids in batch_update.added:
-            row = self._row_for(params, output_ids)
-            if row is None:
+            guide = self._guide_for(params)
+            if guide is False:
                 self._rows.pop(index, None)
             else:
-                self._rows[index] = row
+                self._rows[index] = _Row(guide, output_ids)
         for first, second, direction in batch_update.moved:
             a, b = self._rows.pop(first, None), self._rows.pop(second, None)
             if a is not None:
@@ -422,66 +870,24 @@ class TokenDFALogitsProcessor(LogitsProcessor):
             if b is not None and direction == MoveDirectionality.SWAP:
                 self._rows[first] = b
 
-    def _row_for(self, params: Any, output_ids: list[int]) -> _Row | None:
-        try:
-            constraint = constraint_of(getattr(params, "extra_args", None))
-        except ValueError as exc:  # validate_params refused it already; never crash the engine
-            _logger().error("tokendfa: %s; the request is ended", exc)
-            return _Row(None, output_ids)
-        if constraint is None:
-            return None
-        try:
-            vocab = self._vocabulary()
-            index = _INDEXES.index(constraint, vocab)
-        except Exception as exc:  # noqa: BLE001 - any failure ends this request, not the engine
-            _logger().error("tokendfa: %s; the request is ended", _problem(constraint, exc))
-            return _Row(None, output_ids)
-        return _Row(Guide(index), output_ids)
-
-    def _vocabulary(self) -> Vocabulary:
-        if self._vocab is None:
-            vocab = _INDEXES.vocabulary(self._model_config)
-            words = (max(self._width, vocab.size) + 31) // 32
-            if words != self._words:
-                self._words, self._bitmask = words, None
-            self._eos_words = None
-            self._vocab = vocab
-        return self._vocab
-
-    def _eos_row(self) -> np.ndarray:
-        """int32 words with only the EOS bits set: the vocabulary's EOS ids,
-        or, when it could not be read, the model configuration's."""
-        if self._eos_words is None:
-            if self._vocab is not None:
-                ids = self._vocab.eos_token_ids
-            else:
-                config = getattr(self._model_config, "hf_text_config", None)
-                ids = getattr(config, "eos_token_id", None)
-                ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
-            eos = np.zeros(self._words, dtype=np.uint32)
-            for token in ids:
-                if 0 <= token < self._words * 32:
-                    eos[token >> 5] |= np.uint32(1 << (token & 31))
-            self._eos_words = eos.view(np.int32)
-        return self._eos_words
-
-    # --- a step -------------------------------------------------------------------
-
-    def apply(self, logits: Any) -> Any:
-        if not self._rows:
+    def apply(self, logits: Any, ctx: Any = None) -> Any:
+        if not self._rows or self.duplicate:
             return logits
+        self._used = True
         order = sorted(self._rows)
-        count = len(order)
-        bitmask = self._bitmask_rows(count)
-        for k, index in enumerate(order):
-            row = self._rows[index]
-            self._follow(index, row)
-            if row.closed:
-                bitmask[k] = self._eos_row()
-            else:
-                row.guide.write_mask_into(bitmask, row=k)
-        self._mask(logits, order)
+        for index in order:
+            self._follow(index, self._rows[index])
+        guides = [None if self._rows[i].closed else self._rows[i].guide for i in order]
+        self._fill(guides, order, lambda k: self._rows[order[k]])
+        self._masker.mask(logits, order)
         return logits
+
+    def _fill(self, guides, order, owner) -> None:
+        bitmask = self._masker.rows(len(guides))
+        for k, exc in fill_masks(guides, bitmask, self._masker.eos_row(),
+                                 self._settings.compile_time_limit):
+            self._failed(guides[k], exc, f"batch row {order[k]}")
+            owner(k).closed = True
 
     def _follow(self, index: int, row: _Row) -> None:
         """Feed the guide the output ids it has not seen."""
@@ -491,45 +897,150 @@ class TokenDFALogitsProcessor(LogitsProcessor):
             if token < 0:
                 break  # an asynchronous-scheduling placeholder: the real id comes later
             row.consumed += 1
-            if row.closed:
-                continue
-            guide = row.guide
-            try:
-                guide.advance(token)
-            except TokenNotAllowedError as exc:
+            if not row.closed and not self._advance(row.guide, token, f"batch row {index}"):
                 row.closed = True
-                _logger().warning("tokendfa: batch row %d: %s; only EOS is allowed from now on",
-                                  index, _one_line(str(exc)))
+
+
+class _Slot:
+    """One constrained request of the V2 runner, in its slot."""
+
+    __slots__ = ("guide", "prompt_len", "consumed", "closed", "drafts", "draft_start")
+
+    def __init__(self, guide: Guide | None) -> None:
+        self.guide = guide
+        self.prompt_len: int | None = None   # read from the runner at the first step
+        self.consumed = 0                    # committed output tokens seen
+        self.closed = guide is None          # only EOS from now on
+        self.drafts: list[int] = []          # the last step's draft tokens ...
+        self.draft_start = -1                # ... and the sequence position of the first
+
+
+class V2Processor(TokenDFALogitsProcessor):
+    """The Model Runner V2's processor: slots, and one logits row per draft
+    token under speculative decoding (see the module docstring)."""
+
+    def __init__(self, vllm_config: Any, req_states: Any) -> None:
+        width = int(getattr(req_states, "vocab_size", 0) or vllm_config.model_config.get_vocab_size())
+        device = getattr(req_states, "device", "cpu")
+        pin = torch.device(device).type == "cuda"
+        self._setup(vllm_config, width, device, pin, build=req_states)
+        self._req_states = req_states
+        self._slots: dict[int, _Slot] = {}
+
+    def add_request(self, req_idx: int, sampling_params: Any) -> bool:
+        self._slots.pop(req_idx, None)   # a recycled slot: nothing of its last request stays
+        if self.duplicate:
+            return False
+        self._used = True
+        guide = self._guide_for(sampling_params)
+        if guide is False:
+            return False
+        self._slots[req_idx] = _Slot(guide)
+        return True
+
+    def apply(self, logits: Any, ctx: Any = None) -> Any:
+        if not self._slots or self.duplicate or ctx is None:
+            return logits
+        if not any(int(slot) in self._slots for slot in ctx.idx_mapping_np):
+            return logits
+        layout = torch.stack([ctx.expanded_idx_mapping.to(torch.int64),
+                              ctx.expanded_local_pos.to(torch.int64),
+                              ctx.input_ids.to(torch.int64),
+                              ctx.pos.to(torch.int64)]).cpu().numpy()
+        slot_of, local, inputs, positions = (row.tolist() for row in layout)
+        groups: dict[int, list[int]] = {}   # slot -> its rows, in draft order
+        for r, slot in enumerate(slot_of):
+            if slot in self._slots:
+                groups.setdefault(slot, []).append(r)
+        order: list[int] = []
+        guides: list[Guide | None] = []
+        owners: list[_Slot] = []
+        for slot, rows in groups.items():
+            rows.sort(key=lambda r: local[r])
+            state = self._slots[slot]
+            first = rows[0]
+            drafts = [inputs[r] for r in rows[1:]]
+            self._catch_up(slot, state, positions[first], inputs[first])
+            order += rows
+            guides += self._row_guides(slot, state, drafts)
+            owners += [state] * len(rows)
+            state.drafts, state.draft_start = drafts, positions[first] + 1
+        if not order:
+            return logits
+        ranked = sorted(range(len(order)), key=order.__getitem__)
+        order = [order[i] for i in ranked]
+        guides = [guides[i] for i in ranked]
+        owners = [owners[i] for i in ranked]
+        bitmask = self._masker.rows(len(guides))
+        for k, exc in fill_masks(guides, bitmask, self._masker.eos_row(),
+                                 self._settings.compile_time_limit):
+            if not owners[k].closed:
+                self._failed(guides[k], exc, f"slot row {order[k]}")
+                owners[k].closed = True
+        self._masker.mask(logits, order)
+        return logits
+
+    def _catch_up(self, slot: int, state: _Slot, position: int, token: int) -> None:
+        """Bring the slot's guide to the committed output up to and including
+        ``position`` (whose token, row 0's input, is ``token``)."""
+        if state.prompt_len is None:
+            state.prompt_len = int(self._req_states.prompt_len.np[slot])
+        need = position + 1 - state.prompt_len   # committed output tokens at this step
+        if need <= state.consumed:
+            if need < state.consumed:   # the runner went back: forget what it took back
+                back = state.consumed - max(need, 0)
+                if not state.closed:
+                    state.guide.rollback(min(back, state.guide.num_tokens))
+                state.consumed -= back
+            return
+        start = state.prompt_len + state.consumed   # the first position the guide has not seen
+        tokens: list[int] = []
+        while start + len(tokens) < position:
+            j = start + len(tokens) - state.draft_start
+            if state.draft_start < 0 or not 0 <= j < len(state.drafts):
+                break
+            tokens.append(state.drafts[j])   # an accepted draft of the last step
+        if start + len(tokens) < position:   # not seen as drafts: the runner's committed tokens
+            tokens += self._committed(slot, start + len(tokens), position)
+        tokens.append(token)
+        for token in tokens:
+            state.consumed += 1
+            if not state.closed and not self._advance(state.guide, token, f"slot {slot}"):
+                state.closed = True
+
+    def _committed(self, slot: int, start: int, stop: int) -> list[int]:
+        tokens = self._req_states.all_token_ids
+        tokens = getattr(tokens, "gpu", tokens)
+        return [int(t) for t in tokens[slot, start:stop].cpu().tolist()]
+
+    def _row_guides(self, slot: int, state: _Slot, drafts: list[int]) -> "list[Guide | None]":
+        """The guide of each of the request's rows: the committed state, then
+        the state after each draft (on guides of their own)."""
+        if state.closed:
+            return [None] * (1 + len(drafts))
+        guides: list[Guide | None] = [state.guide]
+        walker = Guide(state.guide.index, state.guide.state)
+        refused = False
+        for token in drafts:
+            last = guides[-1]
+            if last is None or refused:
+                guides.append(last)   # after a drafted EOS: EOS; after a refused draft: unused
                 continue
-            if token in guide.index.eos_token_ids:
-                row.closed = True  # EOS accepted (with ignore_eos, vLLM goes on)
-
-    def _bitmask_rows(self, count: int) -> np.ndarray:
-        if self._bitmask is None or self._bitmask.shape[0] < count:
-            capacity = max(8, 1 << (count - 1).bit_length())
-            pin = self._pin and self._device.type != "cpu"
-            self._bitmask = torch.zeros((capacity, self._words), dtype=torch.int32, pin_memory=pin)
-            self._bitmask_np = self._bitmask.numpy()
-            self._penalty = None
-        return self._bitmask_np[:count]
-
-    def _mask(self, logits: Any, order: list[int]) -> None:
-        count, words = len(order), self._words
-        width = logits.shape[1]
-        device, dtype = logits.device, logits.dtype
-        if self._table is None or self._table.device != device or self._table.dtype != dtype:
-            bits = (np.arange(256)[:, None] >> np.arange(8)) & 1   # little-endian bit order
-            values = np.where(bits == 1, 0.0, -np.inf).astype(np.float32)
-            self._table = torch.from_numpy(values).to(device=device, dtype=dtype)
-            self._penalty = None
-        capacity = self._bitmask.shape[0]
-        if self._penalty is None or self._penalty.device != device:
-            self._penalty = torch.empty((capacity * words * 4, 8), device=device, dtype=dtype)
-        data = self._bitmask[:count].to(device, non_blocking=True).view(torch.uint8).view(-1)
-        penalty = self._penalty[:count * words * 4]
-        torch.index_select(self._table, 0, data.to(torch.int64), out=penalty)
-        penalty = penalty.view(count, words * 32)[:, :width]   # words * 32 >= width
-        if count == logits.shape[0] and order[-1] == count - 1:
-            logits.add_(penalty)   # every row constrained, in order
-        else:
-            logits.index_add_(0, torch.tensor(order, dtype=torch.int64, device=device), penalty)
+            try:
+                with limits(time_limit=self._settings.compile_time_limit):
+                    walker.advance(token)
+            except TokenNotAllowedError:
+                # The verifier rejects this draft whatever the rows after it
+                # allow: they keep the last allowed state's mask.
+                refused = True
+                guides.append(last)
+                continue
+            except (TokenDFAError, MemoryError, RecursionError) as exc:
+                self._failed(state.guide, exc, f"slot {slot}")
+                state.closed = True
+                return [None] * (1 + len(drafts))
+            if token in walker.index.eos_token_ids:
+                guides.append(None)   # a drafted EOS: only EOS after it
+            else:
+                guides.append(Guide(walker.index, walker.state))
+        return guides
