@@ -16,6 +16,8 @@ import numpy as np
 from .dfa import DEAD, ByteDFA
 
 NOT_FORCED = -1
+# The longest run forced_run gives (a fast-forward of a long literal stops there).
+FORCED_RUN_LIMIT = 4096
 
 
 def forced_bytes(dfa: ByteDFA) -> np.ndarray:
@@ -29,7 +31,7 @@ def forced_bytes(dfa: ByteDFA) -> np.ndarray:
 
 
 def forced_run(dfa: ByteDFA, state: int, forced: np.ndarray | None = None,
-               limit: int = 4096) -> tuple[bytes, int]:
+               limit: int = FORCED_RUN_LIMIT) -> tuple[bytes, int]:
     """The bytes forced from ``state`` on, and the state after them."""
     forced = forced_bytes(dfa) if forced is None else forced
     run = bytearray()

@@ -309,6 +309,29 @@ class Vocabulary:
                 return list(ids)
         return self._longest_match(data)
 
+    def encode_many(self, texts: Sequence[str]) -> list[list[int] | None]:
+        """:meth:`encode` of each text, ``None`` where it raises
+        :class:`~tokendfa.analysis.errors.VocabularyError`: a build's many
+        short texts (the forced runs of a 60,000-value enum's 80k states) in
+        one call, the check that the encoder's ids spell the text done by a
+        join rather than token by token (~2 us of ~4 us a text)."""
+        tokens, encoder, out = self._tokens, self._encoder, []
+        for text in texts:
+            if encoder is not None:
+                try:
+                    ids = encoder(text)
+                    if (not ids or min(ids) >= 0) and \
+                            b"".join([tokens[i] for i in ids]) == text.encode("utf-8"):
+                        out.append(list(ids))
+                        continue
+                except (IndexError, TypeError, UnicodeEncodeError):
+                    pass  # an id out of range or not text, or no UTF-8: encode() says
+            try:
+                out.append(self.encode(text))
+            except VocabularyError:
+                out.append(None)
+        return out
+
     # --- constructors (each imports its adapter module when called) ------
 
     @classmethod
