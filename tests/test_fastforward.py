@@ -101,3 +101,20 @@ def test_encode_many_is_encode_toy_and_qwen():
             except Exception:  # noqa: BLE001 - VocabularyError: None
                 expected.append(None)
         assert vocab.encode_many(texts) == expected
+
+
+def test_encode_many_checks_what_the_encoder_gives():
+    """An encoder's ids that do not spell the text (wrong, out of range, not
+    text) are replaced by encode()'s own match, text by text."""
+    from conftest import TOY_EOS, TOY_TOKENS
+    from tokendfa import Vocabulary
+
+    answers = {"abc": [18], "ab": [0, 0], "a.": [99], "1.5": [17, 20], "12": [6, 7], "b": []}
+
+    def encoder(text):
+        return list(answers.get(text, []))
+
+    vocab = Vocabulary(TOY_TOKENS, TOY_EOS, name="toy-encoded", encoder=encoder)
+    texts = list(answers) + ["\u0100"]
+    assert vocab.encode_many(texts) == [vocab.encode(t) if t != "\u0100" else None for t in texts]
+    assert vocab.encode_many(["abc", "12"]) == [[18], [6, 7]]   # the encoder's own ids, checked at once

@@ -29,6 +29,7 @@ are called.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -313,24 +314,59 @@ class Vocabulary:
         """:meth:`encode` of each text, ``None`` where it raises
         :class:`~tokendfa.analysis.errors.VocabularyError`: a build's many
         short texts (the forced runs of a 60,000-value enum's 80k states) in
-        one call, the check that the encoder's ids spell the text done by a
-        join rather than token by token (~2 us of ~4 us a text)."""
-        tokens, encoder, out = self._tokens, self._encoder, []
-        for text in texts:
-            if encoder is not None:
-                try:
-                    ids = encoder(text)
-                    if (not ids or min(ids) >= 0) and \
-                            b"".join([tokens[i] for i in ids]) == text.encode("utf-8"):
-                        out.append(list(ids))
-                        continue
-                except (IndexError, TypeError, UnicodeEncodeError):
-                    pass  # an id out of range or not text, or no UTF-8: encode() says
-            try:
-                out.append(self.encode(text))
-            except VocabularyError:
-                out.append(None)
+        one call. The encoder runs on each text (its ``encode_many`` where it
+        has one), and its ids are checked all at once: they spell the texts
+        when the spelled lengths match text by text and the concatenations
+        are equal; only a text that fails goes through :meth:`encode`. The
+        check token by token was ~2 us of ~4 us a text."""
+        texts = list(texts)
+        encoder = self._encoder
+        if encoder is None or not texts:
+            return [self._encode_or_none(text) for text in texts]
+        try:
+            data = [text.encode("utf-8") for text in texts]
+        except UnicodeEncodeError:
+            return [self._encode_or_none(text) for text in texts]
+        many = getattr(encoder, "encode_many", None)
+        encoded = many(texts) if many is not None else [encoder(text) for text in texts]
+        counts = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+        flat = np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int64, count=int(counts.sum()))
+        spelled = np.full(len(flat), -1, dtype=np.int64)   # -1: out of range or not text
+        in_range = (flat >= 0) & (flat < len(self._tokens))
+        lengths = self._text_lengths()
+        spelled[in_range] = lengths[flat[in_range]]
+        text_lengths = np.fromiter(map(len, data), dtype=np.int64, count=len(data))
+        owner = np.repeat(np.arange(len(texts)), counts)
+        spelled_lengths = np.bincount(owner, weights=spelled, minlength=len(texts)).astype(np.int64)
+        bad = np.zeros(len(texts), dtype=bool)
+        bad[owner[spelled < 0]] = True
+        bad |= spelled_lengths != text_lengths
+        tokens = self._tokens
+        good = np.flatnonzero(~bad).tolist()
+        if len(good) == len(texts):
+            together = b"".join([tokens[i] for i in flat.tolist()]) == b"".join(data)
+        else:
+            together = False
+        out: list[list[int] | None] = [list(ids) for ids in encoded]
+        if not together:  # find the texts whose ids spell something else
+            for at in range(len(texts)):
+                if bad[at] or b"".join([tokens[i] for i in encoded[at]]) != data[at]:
+                    out[at] = self._encode_or_none(texts[at])
         return out
+
+    def _encode_or_none(self, text: str) -> list[int] | None:
+        try:
+            return self.encode(text)
+        except VocabularyError:
+            return None
+
+    def _text_lengths(self) -> np.ndarray:
+        """Each token's byte length, -1 for one that is not text."""
+        def make(vocab: "Vocabulary") -> np.ndarray:
+            return np.fromiter((-1 if t is None else len(t) for t in vocab._tokens), dtype=np.int64,
+                               count=len(vocab._tokens))
+
+        return self.derived("text-lengths", make)
 
     # --- constructors (each imports its adapter module when called) ------
 
