@@ -331,27 +331,32 @@ class Vocabulary:
         encoded = many(texts) if many is not None else [encoder(text) for text in texts]
         counts = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
         flat = np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int64, count=int(counts.sum()))
-        spelled = np.full(len(flat), -1, dtype=np.int64)   # -1: out of range or not text
-        in_range = (flat >= 0) & (flat < len(self._tokens))
-        lengths = self._text_lengths()
-        spelled[in_range] = lengths[flat[in_range]]
-        text_lengths = np.fromiter(map(len, data), dtype=np.int64, count=len(data))
         owner = np.repeat(np.arange(len(texts)), counts)
-        spelled_lengths = np.bincount(owner, weights=spelled, minlength=len(texts)).astype(np.int64)
+        # The spellings are read from the byte matrix, not from the token
+        # objects: touching those in a process forked from a warmed one copies
+        # their pages (400k token reads: ~0.5 s in such a child). A length of 0
+        # is a token that is not text (or the empty one): encode() decides there.
+        matrix, lengths = self.byte_matrix()
+        in_range = (flat >= 0) & (flat < len(self._tokens))
+        spelled = np.zeros(len(flat), dtype=np.int64)
+        spelled[in_range] = lengths[flat[in_range]]
         bad = np.zeros(len(texts), dtype=bool)
-        bad[owner[spelled < 0]] = True
-        bad |= spelled_lengths != text_lengths
-        tokens = self._tokens
-        good = np.flatnonzero(~bad).tolist()
-        if len(good) == len(texts):
-            together = b"".join([tokens[i] for i in flat.tolist()]) == b"".join(data)
-        else:
-            together = False
+        bad[owner[spelled == 0]] = True
+        text_lengths = np.fromiter(map(len, data), dtype=np.int64, count=len(data))
+        bad |= np.bincount(owner, weights=spelled, minlength=len(texts)).astype(np.int64) != text_lengths
+        good_token = ~bad[owner]
+        ids, sizes = flat[good_token], spelled[good_token]
+        rows = np.repeat(ids, sizes)
+        columns = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        good_text = np.flatnonzero(~bad)
+        expected = np.frombuffer(b"".join([data[at] for at in good_text.tolist()]), dtype=np.uint8)
+        differs = matrix[rows, columns] != expected
+        if differs.any():  # the texts holding a byte spelled otherwise
+            ends = np.cumsum(text_lengths[good_text])
+            bad[good_text[np.searchsorted(ends, np.flatnonzero(differs), side="right")]] = True
         out: list[list[int] | None] = [list(ids) for ids in encoded]
-        if not together:  # find the texts whose ids spell something else
-            for at in range(len(texts)):
-                if bad[at] or b"".join([tokens[i] for i in encoded[at]]) != data[at]:
-                    out[at] = self._encode_or_none(texts[at])
+        for at in np.flatnonzero(bad).tolist():
+            out[at] = self._encode_or_none(texts[at])
         return out
 
     def _encode_or_none(self, text: str) -> list[int] | None:
@@ -359,14 +364,6 @@ class Vocabulary:
             return self.encode(text)
         except VocabularyError:
             return None
-
-    def _text_lengths(self) -> np.ndarray:
-        """Each token's byte length, -1 for one that is not text."""
-        def make(vocab: "Vocabulary") -> np.ndarray:
-            return np.fromiter((-1 if t is None else len(t) for t in vocab._tokens), dtype=np.int64,
-                               count=len(vocab._tokens))
-
-        return self.derived("text-lengths", make)
 
     # --- constructors (each imports its adapter module when called) ------
 
