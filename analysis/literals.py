@@ -18,6 +18,7 @@ from .dfa import DEAD, ByteDFA
 NOT_FORCED = -1
 # The longest run forced_run gives (a fast-forward of a long literal stops there).
 FORCED_RUN_LIMIT = 4096
+_ROWS_AT_ONCE = 4096
 
 
 def forced_bytes(dfa: ByteDFA) -> np.ndarray:
@@ -27,8 +28,12 @@ def forced_bytes(dfa: ByteDFA) -> np.ndarray:
     single = np.count_nonzero(dfa.transitions, axis=1) == 1
     forced = np.flatnonzero(single & ~dfa.finals)
     result = np.full(dfa.num_states, NOT_FORCED, dtype=np.int16)
-    # the one cell that is not DEAD holds a state id > 0, the row's maximum
-    result[forced] = np.argmax(dfa.transitions[forced], axis=1)
+    # the one cell that is not DEAD holds a state id > 0, the row's maximum; a
+    # few thousand rows at a time, so the copy stays small (80k rows at once
+    # are 80 MB to fault in)
+    for low in range(0, len(forced), _ROWS_AT_ONCE):
+        rows = forced[low:low + _ROWS_AT_ONCE]
+        result[rows] = np.argmax(dfa.transitions[rows], axis=1)
     return result
 
 
