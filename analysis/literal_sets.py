@@ -176,6 +176,10 @@ def encode_literals(strings: Iterable[str | bytes]) -> list[bytes]:
     """The members as UTF-8 bytes; :class:`RegexError` for a lone surrogate."""
     strings = list(strings)
     try:
+        return [member.encode("utf-8") for member in strings]  # text, the common case
+    except (AttributeError, UnicodeEncodeError):
+        pass  # bytes among them, or a lone surrogate (found and named below)
+    try:
         return [member.encode("utf-8") if isinstance(member, str) else bytes(member)
                 for member in strings]
     except UnicodeEncodeError:

@@ -19,6 +19,7 @@ could be the model's next token.
 from __future__ import annotations
 
 import bisect
+import itertools
 
 import numpy as np
 
@@ -182,7 +183,7 @@ def forced_token_table(dfa: ByteDFA, dfa_state_of: np.ndarray, arrays: IndexArra
     encode = np.flatnonzero((run_length > 0) & (longest[starting] <= run_length))
     encoded = [ids or [] for ids in vocabulary.encode_many([texts[at] for at in encode.tolist()])]
     counts = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-    token = np.fromiter((t for ids in encoded for t in ids), dtype=np.int64, count=int(counts.sum()))
+    token = np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int64, count=int(counts.sum()))
     if not len(token):
         return offsets, np.zeros(0, dtype=np.int32)
     owner = np.repeat(np.arange(len(encode)), counts)

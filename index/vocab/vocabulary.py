@@ -354,7 +354,7 @@ class Vocabulary:
         if differs.any():  # the texts holding a byte spelled otherwise
             ends = np.cumsum(text_lengths[good_text])
             bad[good_text[np.searchsorted(ends, np.flatnonzero(differs), side="right")]] = True
-        out: list[list[int] | None] = [list(ids) for ids in encoded]
+        out: list[list[int] | None] = [ids if type(ids) is list else list(ids) for ids in encoded]
         for at in np.flatnonzero(bad).tolist():
             out[at] = self._encode_or_none(texts[at])
         return out
