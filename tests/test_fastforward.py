@@ -69,8 +69,10 @@ HEALING = [
 ]
 
 
+@pytest.mark.parametrize("chunk", [1 << 20, 7])   # the runs at once, or a few at a time
 @pytest.mark.parametrize("name", ["qwen2.5", "toy"])
-def test_forced_token_table_is_the_per_state_answer(name, monkeypatch):
+def test_forced_token_table_is_the_per_state_answer(name, chunk, monkeypatch):
+    monkeypatch.setattr(fastforward, "_CHUNK_BYTES", chunk)
     vocab = cached_vocabulary(name)
     patterns = [case.pattern for case in CASES] + HEALING
     builds = [(p, lambda p=p: Index.from_regex(p, vocab, lazy=False)) for p in patterns]

@@ -24,9 +24,13 @@ import itertools
 import numpy as np
 
 from ..analysis.dfa import ByteDFA
+from ..analysis import limits
 from ..analysis.errors import VocabularyError
 from ..analysis.literals import FORCED_RUN_LIMIT, NOT_FORCED, forced_bytes, forced_run
 from ..runtime.arrays import IndexArrays
+
+# Text of forced runs tokenized and walked at a time (see forced_token_table).
+_CHUNK_BYTES = 1 << 20
 
 
 def _running_past(spellings: list[bytes], tail: bytes) -> tuple[int, int]:
@@ -181,32 +185,55 @@ def forced_token_table(dfa: ByteDFA, dfa_state_of: np.ndarray, arrays: IndexArra
     longest = _longest_allowed(arrays, vocabulary)
     # healed at the first token whatever the encoding: not encoded at all
     encode = np.flatnonzero((run_length > 0) & (longest[starting] <= run_length))
-    encoded = [ids or [] for ids in vocabulary.encode_many([texts[at] for at in encode.tolist()])]
+    index_of_byte = np.full(dfa.num_states, -1, dtype=np.int64)
+    index_of_byte[dfa_state_of] = np.arange(num_states)
+    edge_keys = _edge_keys(arrays)
+    per_state = np.zeros(num_states, dtype=np.int64)
+    kept_tokens = []
+    # A slice of the runs at a time, about _CHUNK_BYTES of text: a 5,000-byte
+    # literal's 5,000 forced states have runs of up to 4 kB each (17 MB, 2.4M
+    # tokens), and the arrays over all their tokens at once peaked at 550 MB.
+    ends = np.cumsum(run_length[encode])
+    bounds = np.searchsorted(ends, np.arange(_CHUNK_BYTES, int(ends[-1]) if len(ends) else 0, _CHUNK_BYTES))
+    for chunk in np.split(encode, np.unique(bounds + 1)):
+        if not len(chunk):
+            continue
+        limits.check()
+        tokens, counts = _healed_tokens(chunk, texts, run_length, starting, dfa, forced, dfa_state_of,
+                                        index_of_byte, edge_keys, arrays, vocabulary, longest)
+        per_state[starting[chunk]] = counts
+        kept_tokens.append(tokens)
+    np.cumsum(per_state, out=offsets[1:])
+    if not kept_tokens:
+        return offsets, np.zeros(0, dtype=np.int32)
+    return offsets, np.concatenate(kept_tokens).astype(np.int32)
+
+
+def _healed_tokens(chunk, texts, run_length, starting, dfa, forced, dfa_state_of, index_of_byte,
+                   edge_keys, arrays, vocabulary, longest) -> tuple[np.ndarray, np.ndarray]:
+    """The forced tokens of the runs ``chunk`` (indices into ``texts``), one
+    after another, and how many each run keeps (see :func:`forced_token_table`)."""
+    encoded = [ids or [] for ids in vocabulary.encode_many([texts[at] for at in chunk.tolist()])]
     counts = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
     token = np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int64, count=int(counts.sum()))
     if not len(token):
-        return offsets, np.zeros(0, dtype=np.int32)
-    owner = np.repeat(np.arange(len(encode)), counts)
+        return token, counts
+    owner = np.repeat(np.arange(len(chunk)), counts)
     first = np.cumsum(counts) - counts             # each run's first token in ``token``
     token_length = vocabulary.byte_matrix()[1][token].astype(np.int64)
     consumed = np.cumsum(token_length) - token_length
     before = consumed - np.repeat(consumed[first], counts)   # bytes of the run before each token
-    byte_state = _forced_steps(dfa, forced, dfa_state_of[starting[encode]][owner], before)
-    index_of_byte = np.full(dfa.num_states, -1, dtype=np.int64)
-    index_of_byte[dfa_state_of] = np.arange(num_states)
+    byte_state = _forced_steps(dfa, forced, dfa_state_of[starting[chunk]][owner], before)
     state = index_of_byte[byte_state]
     group = np.asarray(arrays.token_group)[token].astype(np.int64)
-    healed = longest[np.maximum(state, 0)] > run_length[encode][owner] - before
-    stops = (state < 0) | (group < 0) | healed | ~_has_edge(arrays, np.maximum(state, 0), group)
+    healed = longest[np.maximum(state, 0)] > run_length[chunk][owner] - before
+    stops = (state < 0) | (group < 0) | healed | ~_has_edge(edge_keys, np.maximum(state, 0), group)
     # each run keeps its tokens before the first that stops it
     position = np.arange(len(token)) - np.repeat(first, counts)
-    stop_at = np.full(len(encode), np.iinfo(np.int64).max)
+    stop_at = np.full(len(chunk), np.iinfo(np.int64).max)
     np.minimum.at(stop_at, owner[stops], position[stops])
     kept = position < stop_at[owner]
-    per_state = np.zeros(num_states, dtype=np.int64)
-    per_state[starting[encode]] = np.bincount(owner[kept], minlength=len(encode))
-    np.cumsum(per_state, out=offsets[1:])
-    return offsets, token[kept].astype(np.int32)
+    return token[kept], np.bincount(owner[kept], minlength=len(chunk))
 
 
 def _forced_steps(dfa: ByteDFA, forced: np.ndarray, start: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -226,43 +253,55 @@ def _forced_steps(dfa: ByteDFA, forced: np.ndarray, start: np.ndarray, count: np
         step = step[step]
 
 
-def _has_edge(arrays: IndexArrays, state: np.ndarray, group: np.ndarray) -> np.ndarray:
-    """Whether each ``state[i]`` has an edge for ``group[i]`` (edges are sorted
-    by state, then group)."""
+def _edge_keys(arrays: IndexArrays) -> tuple[np.ndarray, int]:
+    """Each edge as ``source * span + group``, increasing (edges are sorted by
+    state, then group), and ``span``."""
     offsets = np.asarray(arrays.state_offsets)
     edge_group = np.asarray(arrays.edge_group).astype(np.int64)
     span = int(edge_group.max(initial=0)) + 2
     source = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
-    keys = source * span + edge_group
+    return source * span + edge_group, span
+
+
+def _has_edge(edge_keys: tuple[np.ndarray, int], state: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Whether each ``state[i]`` has an edge for ``group[i]`` (``group >= 0``)."""
+    keys, span = edge_keys
+    if not len(keys):
+        return np.zeros(len(state), dtype=bool)
     wanted = state * span + np.maximum(group, 0)
-    at = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
-    return (keys[at] == wanted) if len(keys) else np.zeros(len(state), dtype=bool)
+    at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+    return keys[at] == wanted
 
 
 def _forced_runs(dfa: ByteDFA, forced: np.ndarray, states: np.ndarray,
                  limit: int = FORCED_RUN_LIMIT) -> list[bytes]:
     """``forced_run(dfa, state, forced, limit)[0]`` of each of ``states``,
-    all at once: every run takes one step a round while it lasts."""
+    all at once: every run takes one step a round while it lasts, once to
+    measure the runs and once to write their bytes where they go (so the
+    memory is the runs' bytes, not an index a byte)."""
     table = dfa.transitions
-    current = np.asarray(states, dtype=np.int64).copy()
-    going = np.arange(len(current))
-    columns = []  # (which runs, their byte) a round
-    for _ in range(limit):
-        byte = forced[current[going]]
-        on = byte != NOT_FORCED
-        going = going[on]
-        if not len(going):
-            break
-        byte = byte[on].astype(np.int64)
-        columns.append((going, byte))
-        current[going] = table[current[going], byte]
-    lengths = np.zeros(len(current), dtype=np.int64)
-    for going, _ in columns:
-        lengths[going] += 1
-    ends = np.cumsum(lengths)
-    buffer = np.zeros(int(ends[-1]) if len(ends) else 0, dtype=np.uint8)
-    for depth, (going, byte) in enumerate(columns):
-        buffer[ends[going] - lengths[going] + depth] = byte
+    start = np.asarray(states, dtype=np.int64)
+    lengths = np.zeros(len(start), dtype=np.int64)
+    for write in (False, True):
+        if write:
+            ends = np.cumsum(lengths)
+            buffer = np.zeros(int(ends[-1]) if len(ends) else 0, dtype=np.uint8)
+            position = ends - lengths
+        current = start.copy()
+        going = np.arange(len(current))
+        for _ in range(limit):
+            byte = forced[current[going]]
+            on = byte != NOT_FORCED
+            going = going[on]
+            if not len(going):
+                break
+            byte = byte[on].astype(np.int64)
+            if write:
+                buffer[position[going]] = byte
+                position[going] += 1
+            else:
+                lengths[going] += 1
+            current[going] = table[current[going], byte]
     data = buffer.tobytes()
     return [data[end - length:end] for end, length in zip(ends.tolist(), lengths.tolist())]
 
