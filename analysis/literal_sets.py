@@ -66,7 +66,8 @@ from .dfa import INITIAL, STATE_DTYPE, ByteDFA
 from .graph import breadth_first
 from .errors import RegexError
 
-__all__ = ["LiteralDFA", "minimal_literal_dfa", "encode_literals", "stamp_literal_dfa"]
+__all__ = ["LiteralDFA", "PrefixTrie", "minimal_literal_dfa", "encode_literals", "prefix_trie",
+           "stamp_literal_dfa"]
 
 # Bytes the construction holds per input byte at its peak, estimated: a trie
 # node's parent, label, depth, height, class and edge index as int64, and the
@@ -175,6 +176,10 @@ def encode_literals(strings: Iterable[str | bytes]) -> list[bytes]:
     """The members as UTF-8 bytes; :class:`RegexError` for a lone surrogate."""
     strings = list(strings)
     try:
+        return [member.encode("utf-8") for member in strings]  # text, the common case
+    except (AttributeError, UnicodeEncodeError):
+        pass  # bytes among them, or a lone surrogate (found and named below)
+    try:
         return [member.encode("utf-8") if isinstance(member, str) else bytes(member)
                 for member in strings]
     except UnicodeEncodeError:
@@ -206,32 +211,11 @@ def minimal_literal_dfa(strings: Iterable[str | bytes]) -> LiteralDFA:
         return _incremental(data)
     limits.check_memory((total + n) * _BYTES_PER_INPUT_BYTE,
                         f"the automaton of {n:,} literals ({total:,} bytes)")
-    buffer = np.frombuffer(b"".join(data), dtype=np.uint8).astype(np.int64) if total else \
-        np.zeros(0, dtype=np.int64)
-    offsets = np.cumsum(lengths) - lengths
-    lcp = _common_prefixes(data, lengths)
-
-    # --- the trie: string i adds the nodes for its bytes after lcp[i] ---
-    added = lengths - lcp
-    first = 1 + np.cumsum(added) - added          # the first node string i adds
-    num_nodes = 1 + int(added.sum())
-    owner = np.repeat(np.arange(n, dtype=np.int64), added)
-    k = np.arange(num_nodes - 1, dtype=np.int64) - np.repeat(first - 1, added)  # 0.. within the string
-    depth = np.zeros(num_nodes, dtype=np.int64)
-    depth[1:] = lcp[owner] + 1 + k
-    by_depth = np.argsort(_small(depth), kind="stable")  # by depth, then by id
-    # String i's nodes hang from its prefix of lcp[i] bytes: the node at that depth
-    # added last before string i's own (a later one at that depth would have
-    # come from a string between, which shares the prefix: it would be the same node).
-    keys = depth[by_depth] * num_nodes + by_depth
-    anchors = by_depth[np.searchsorted(keys, lcp * num_nodes + first) - 1]
-    label = np.zeros(num_nodes, dtype=np.int64)
-    label[1:] = buffer[offsets[owner] + depth[1:] - 1]
-    parent = np.zeros(num_nodes, dtype=np.int64)
-    parent[1:] = np.where(k == 0, anchors[owner],
-                          np.arange(num_nodes - 1, dtype=np.int64))
+    trie = prefix_trie(data, lengths)
+    parent, label, depth, by_depth = trie.parent, trie.label, trie.depth, trie.by_depth
+    num_nodes = len(parent)
     final = np.zeros(num_nodes, dtype=bool)
-    final[np.where(added > 0, first + added - 1, anchors)] = True  # anchors: a string added nothing
+    final[trie.end] = True
     limits.check()
 
     # --- heights, deepest nodes first (a child is one level below its parent) ---
@@ -293,6 +277,52 @@ def minimal_literal_dfa(strings: Iterable[str | bytes]) -> LiteralDFA:
     starts = np.zeros(classes + 1, dtype=np.int64)
     np.cumsum(np.bincount(source[at], minlength=classes), out=starts[1:])
     return LiteralDFA(starts, byte[at], byte[ends], target[at], final[reps])
+
+
+class PrefixTrie(NamedTuple):
+    """The trie of sorted byte strings: its nodes are their distinct
+    prefixes, numbered in sorted (pre-)order, the root (the empty prefix) 0."""
+
+    parent: np.ndarray    # int64[num_nodes]: the node one byte shorter (the root's is 0)
+    label: np.ndarray     # int64[num_nodes]: the node's last byte (the root's is 0)
+    depth: np.ndarray     # int64[num_nodes]: the prefix's length
+    by_depth: np.ndarray  # int64[num_nodes]: the nodes by depth, then by id
+    end: np.ndarray       # int64[num_strings]: the node each string spells
+
+
+def prefix_trie(data: list[bytes], lengths: np.ndarray | None = None) -> PrefixTrie:
+    """The :class:`PrefixTrie` of ``data``, byte strings in sorted order
+    (repeats allowed: they end at one node), built with array operations:
+    string ``i`` adds one node for each byte after its longest common prefix
+    with string ``i - 1``."""
+    n = len(data)
+    if lengths is None:
+        lengths = np.fromiter(map(len, data), dtype=np.int64, count=n)
+    total = int(lengths.sum())
+    buffer = np.frombuffer(b"".join(data), dtype=np.uint8).astype(np.int64) if total else \
+        np.zeros(0, dtype=np.int64)
+    offsets = np.cumsum(lengths) - lengths
+    lcp = _common_prefixes(data, lengths)
+    added = lengths - lcp
+    first = 1 + np.cumsum(added) - added          # the first node string i adds
+    num_nodes = 1 + int(added.sum())
+    owner = np.repeat(np.arange(n, dtype=np.int64), added)
+    k = np.arange(num_nodes - 1, dtype=np.int64) - np.repeat(first - 1, added)  # 0.. within the string
+    depth = np.zeros(num_nodes, dtype=np.int64)
+    depth[1:] = lcp[owner] + 1 + k
+    by_depth = np.argsort(_small(depth), kind="stable")  # by depth, then by id
+    # String i's nodes hang from its prefix of lcp[i] bytes: the node at that depth
+    # added last before string i's own (a later one at that depth would have
+    # come from a string between, which shares the prefix: it would be the same node).
+    keys = depth[by_depth] * num_nodes + by_depth
+    anchors = by_depth[np.searchsorted(keys, lcp * num_nodes + first) - 1]
+    label = np.zeros(num_nodes, dtype=np.int64)
+    label[1:] = buffer[offsets[owner] + depth[1:] - 1]
+    parent = np.zeros(num_nodes, dtype=np.int64)
+    parent[1:] = np.where(k == 0, anchors[owner],
+                          np.arange(num_nodes - 1, dtype=np.int64))
+    end = np.where(added > 0, first + added - 1, anchors)  # anchors: a string that added nothing
+    return PrefixTrie(parent, label, depth, by_depth, end)
 
 
 def _incremental(data: list[bytes]) -> LiteralDFA:

@@ -16,20 +16,29 @@ import numpy as np
 from .dfa import DEAD, ByteDFA
 
 NOT_FORCED = -1
+# The longest run forced_run gives (a fast-forward of a long literal stops there).
+FORCED_RUN_LIMIT = 4096
+_ROWS_AT_ONCE = 4096
 
 
 def forced_bytes(dfa: ByteDFA) -> np.ndarray:
     """``int16[num_states]``: the one live byte of each forced state, else -1."""
-    live = dfa.transitions != DEAD
-    single = live.sum(axis=1) == 1
-    forced = single & ~dfa.finals
+    # Counted on the table itself (DEAD is 0): a boolean copy summed was ~10x
+    # slower (97k states: ~0.4 s against ~0.04 s).
+    single = np.count_nonzero(dfa.transitions, axis=1) == 1
+    forced = np.flatnonzero(single & ~dfa.finals)
     result = np.full(dfa.num_states, NOT_FORCED, dtype=np.int16)
-    result[forced] = np.argmax(live[forced], axis=1)
+    # the one cell that is not DEAD holds a state id > 0, the row's maximum; a
+    # few thousand rows at a time, so the copy stays small (80k rows at once
+    # are 80 MB to fault in)
+    for low in range(0, len(forced), _ROWS_AT_ONCE):
+        rows = forced[low:low + _ROWS_AT_ONCE]
+        result[rows] = np.argmax(dfa.transitions[rows], axis=1)
     return result
 
 
 def forced_run(dfa: ByteDFA, state: int, forced: np.ndarray | None = None,
-               limit: int = 4096) -> tuple[bytes, int]:
+               limit: int = FORCED_RUN_LIMIT) -> tuple[bytes, int]:
     """The bytes forced from ``state`` on, and the state after them."""
     forced = forced_bytes(dfa) if forced is None else forced
     run = bytearray()
@@ -48,7 +57,7 @@ def narrow_states(dfa: ByteDFA, max_bytes: int) -> np.ndarray:
     would get a byte class of its own; the build walks narrow states byte by
     byte against the vocabulary instead, and keeps the classes coarse.
     """
-    live_bytes = (dfa.transitions != DEAD).sum(axis=1)
+    live_bytes = np.count_nonzero(dfa.transitions, axis=1)  # DEAD is 0
     narrow = live_bytes <= max_bytes
     narrow[DEAD] = False
     return narrow

@@ -265,7 +265,9 @@ def test_enum_values_are_checked_against_the_rest_of_the_schema():
 
 
 @pytest.mark.slow
-def test_enum_of_300_strings_lazy_and_eager_are_the_reference_qwen():
+def test_enum_of_300_strings_lazy_and_eager_are_the_reference_qwen(monkeypatch):
+    from tokendfa.builder import fast
+
     vocab = cached_vocabulary("qwen2.5")
     values = enum_values(300)
     schema = {"type": "string", "enum": values}
@@ -273,6 +275,18 @@ def test_enum_of_300_strings_lazy_and_eager_are_the_reference_qwen():
     eager = Index.from_schema(schema, vocab, lazy=False)
     lazy = Index.from_schema(schema, vocab, lazy=True)
     assert eager.arrays.equals(reference.arrays)
+    # walked byte by byte from every state, as a large set is (the trie walk in rounds)
+    walked = []
+    original = fast.narrow_edges
+
+    def recording(dfa, narrow, vocabulary, max_steps=None):
+        walked.append(max_steps)
+        return original(dfa, narrow, vocabulary, max_steps)
+
+    monkeypatch.setattr(fast, "narrow_edges", recording)
+    monkeypatch.setattr(fast, "EXACT_MIN_STATES", 0)
+    assert Index.from_schema(schema, vocab, lazy=False).arrays.equals(reference.arrays)
+    assert len(walked) == 1 and walked[0] is not None  # everywhere, and nothing coarse after
     texts = [json.dumps(v, ensure_ascii=False) for v in values[::37]]
     assert walk(lazy, vocab, texts) == walk(eager, vocab, texts)
     assert lazy.complete().arrays.equals(reference.arrays)

@@ -19,13 +19,18 @@ could be the model's next token.
 from __future__ import annotations
 
 import bisect
+import itertools
 
 import numpy as np
 
 from ..analysis.dfa import ByteDFA
+from ..analysis import limits
 from ..analysis.errors import VocabularyError
-from ..analysis.literals import forced_bytes, forced_run
+from ..analysis.literals import FORCED_RUN_LIMIT, NOT_FORCED, forced_bytes, forced_run
 from ..runtime.arrays import IndexArrays
+
+# Text of forced runs tokenized and walked at a time (see forced_token_table).
+_CHUNK_BYTES = 1 << 20
 
 
 def _running_past(spellings: list[bytes], tail: bytes) -> tuple[int, int]:
@@ -141,19 +146,177 @@ def forced_token_table(dfa: ByteDFA, dfa_state_of: np.ndarray, arrays: IndexArra
     """Forced tokens of every index state, as CSR arrays (offsets, tokens).
 
     ``arrays`` are the index's (their forced-token arrays are not read);
-    ``dfa_state_of[s]`` is the byte-DFA state of index state ``s``."""
+    ``dfa_state_of[s]`` is the byte-DFA state of index state ``s`` (one
+    index state a byte state).
+
+    The answer is :func:`forced_tokens_for_state`'s for every state, found
+    for all states at once; only the tokenizer runs state by state:
+
+    * the forced runs are made once for all states (a chain of forced
+      states shares its run's suffixes), not byte by byte from each;
+    * the healing question "does the state allow a token that starts with
+      the rest of the run and is longer?" is "is its longest allowed token
+      longer than the rest of the run?": every live byte string from a
+      state inside a forced run starts with that run, so an allowed token
+      longer than the rest begins with it;
+    * the state after a run's first tokens is the index state of the byte
+      state that many forced bytes on (found by doubling along the runs),
+      and a token is taken while its group has an edge from there.
+
+    A 60,000-value enum (80k forced states, ~5 tokens each) spent 2.4 s in
+    the state-by-state walk; this is ~0.3 s, most of it the tokenizer.
+    """
     forced = forced_bytes(dfa)
-    lists = []
-    steps = None
-    for state, dfa_state in enumerate(dfa_state_of.tolist()):
-        if forced[dfa_state] < 0:
-            lists.append([])
+    dfa_state_of = np.asarray(dfa_state_of, dtype=np.int64)
+    num_states = len(dfa_state_of)
+    offsets = np.zeros(num_states + 1, dtype=np.int64)
+    starting = np.flatnonzero(forced[dfa_state_of] != NOT_FORCED)
+    if not len(starting):
+        return offsets, np.zeros(0, dtype=np.int32)
+    runs = _forced_runs(dfa, forced, dfa_state_of[starting])
+    texts = []
+    for at, run in enumerate(runs):
+        try:
+            texts.append(run.decode("utf-8"))
+        except UnicodeDecodeError:  # a run that stops inside a character: up to it
+            runs[at] = _whole_characters(run)
+            texts.append(runs[at].decode("utf-8"))
+    run_length = np.fromiter(map(len, runs), dtype=np.int64, count=len(runs))
+    longest = _longest_allowed(arrays, vocabulary)
+    # healed at the first token whatever the encoding: not encoded at all
+    encode = np.flatnonzero((run_length > 0) & (longest[starting] <= run_length))
+    index_of_byte = np.full(dfa.num_states, -1, dtype=np.int64)
+    index_of_byte[dfa_state_of] = np.arange(num_states)
+    edge_keys = _edge_keys(arrays)
+    per_state = np.zeros(num_states, dtype=np.int64)
+    kept_tokens = []
+    # A slice of the runs at a time, about _CHUNK_BYTES of text: a 5,000-byte
+    # literal's 5,000 forced states have runs of up to 4 kB each (17 MB, 2.4M
+    # tokens), and the arrays over all their tokens at once peaked at 550 MB.
+    ends = np.cumsum(run_length[encode])
+    bounds = np.searchsorted(ends, np.arange(_CHUNK_BYTES, int(ends[-1]) if len(ends) else 0, _CHUNK_BYTES))
+    for chunk in np.split(encode, np.unique(bounds + 1)):
+        if not len(chunk):
             continue
-        run, _ = forced_run(dfa, dfa_state, forced)
-        steps = _Steps(arrays, vocabulary) if steps is None else steps
-        lists.append(forced_tokens_for_state(arrays, state, run, vocabulary, steps))
-    offsets = np.zeros(len(lists) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(tokens) for tokens in lists])
-    flat = np.fromiter((t for tokens in lists for t in tokens), dtype=np.int32,
-                       count=int(offsets[-1]))
-    return offsets, flat
+        limits.check()
+        tokens, counts = _healed_tokens(chunk, texts, run_length, starting, dfa, forced, dfa_state_of,
+                                        index_of_byte, edge_keys, arrays, vocabulary, longest)
+        per_state[starting[chunk]] = counts
+        kept_tokens.append(tokens)
+    np.cumsum(per_state, out=offsets[1:])
+    if not kept_tokens:
+        return offsets, np.zeros(0, dtype=np.int32)
+    return offsets, np.concatenate(kept_tokens).astype(np.int32)
+
+
+def _healed_tokens(chunk, texts, run_length, starting, dfa, forced, dfa_state_of, index_of_byte,
+                   edge_keys, arrays, vocabulary, longest) -> tuple[np.ndarray, np.ndarray]:
+    """The forced tokens of the runs ``chunk`` (indices into ``texts``), one
+    after another, and how many each run keeps (see :func:`forced_token_table`)."""
+    encoded = [ids or [] for ids in vocabulary.encode_many([texts[at] for at in chunk.tolist()])]
+    counts = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    token = np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int64, count=int(counts.sum()))
+    if not len(token):
+        return token, counts
+    owner = np.repeat(np.arange(len(chunk)), counts)
+    first = np.cumsum(counts) - counts             # each run's first token in ``token``
+    token_length = vocabulary.byte_matrix()[1][token].astype(np.int64)
+    consumed = np.cumsum(token_length) - token_length
+    before = consumed - np.repeat(consumed[first], counts)   # bytes of the run before each token
+    byte_state = _forced_steps(dfa, forced, dfa_state_of[starting[chunk]][owner], before)
+    state = index_of_byte[byte_state]
+    group = np.asarray(arrays.token_group)[token].astype(np.int64)
+    healed = longest[np.maximum(state, 0)] > run_length[chunk][owner] - before
+    stops = (state < 0) | (group < 0) | healed | ~_has_edge(edge_keys, np.maximum(state, 0), group)
+    # each run keeps its tokens before the first that stops it
+    position = np.arange(len(token)) - np.repeat(first, counts)
+    stop_at = np.full(len(chunk), np.iinfo(np.int64).max)
+    np.minimum.at(stop_at, owner[stops], position[stops])
+    kept = position < stop_at[owner]
+    return token[kept], np.bincount(owner[kept], minlength=len(chunk))
+
+
+def _forced_steps(dfa: ByteDFA, forced: np.ndarray, start: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """The byte state ``count[i]`` forced bytes after ``start[i]`` (each within
+    its forced run), by doubling: a table of 2^k steps for each bit of the counts."""
+    states = np.arange(dfa.num_states, dtype=np.int64)
+    step = np.where(forced != NOT_FORCED,
+                    dfa.transitions[states, np.maximum(forced, 0)], states).astype(np.int64)
+    current = start.astype(np.int64).copy()
+    remaining = count.astype(np.int64).copy()
+    while True:
+        odd = np.flatnonzero(remaining & 1)
+        current[odd] = step[current[odd]]
+        remaining >>= 1
+        if not remaining.any():
+            return current
+        step = step[step]
+
+
+def _edge_keys(arrays: IndexArrays) -> tuple[np.ndarray, int]:
+    """Each edge as ``source * span + group``, increasing (edges are sorted by
+    state, then group), and ``span``."""
+    offsets = np.asarray(arrays.state_offsets)
+    edge_group = np.asarray(arrays.edge_group).astype(np.int64)
+    span = int(edge_group.max(initial=0)) + 2
+    source = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
+    return source * span + edge_group, span
+
+
+def _has_edge(edge_keys: tuple[np.ndarray, int], state: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Whether each ``state[i]`` has an edge for ``group[i]`` (``group >= 0``)."""
+    keys, span = edge_keys
+    if not len(keys):
+        return np.zeros(len(state), dtype=bool)
+    wanted = state * span + np.maximum(group, 0)
+    at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+    return keys[at] == wanted
+
+
+def _forced_runs(dfa: ByteDFA, forced: np.ndarray, states: np.ndarray,
+                 limit: int = FORCED_RUN_LIMIT) -> list[bytes]:
+    """``forced_run(dfa, state, forced, limit)[0]`` of each of ``states``,
+    all at once: every run takes one step a round while it lasts, once to
+    measure the runs and once to write their bytes where they go (so the
+    memory is the runs' bytes, not an index a byte)."""
+    table = dfa.transitions
+    start = np.asarray(states, dtype=np.int64)
+    lengths = np.zeros(len(start), dtype=np.int64)
+    for write in (False, True):
+        if write:
+            ends = np.cumsum(lengths)
+            buffer = np.zeros(int(ends[-1]) if len(ends) else 0, dtype=np.uint8)
+            position = ends - lengths
+        current = start.copy()
+        going = np.arange(len(current))
+        for _ in range(limit):
+            byte = forced[current[going]]
+            on = byte != NOT_FORCED
+            going = going[on]
+            if not len(going):
+                break
+            byte = byte[on].astype(np.int64)
+            if write:
+                buffer[position[going]] = byte
+                position[going] += 1
+            else:
+                lengths[going] += 1
+            current[going] = table[current[going], byte]
+    data = buffer.tobytes()
+    return [data[end - length:end] for end, length in zip(ends.tolist(), lengths.tolist())]
+
+
+def _longest_allowed(arrays: IndexArrays, vocabulary) -> np.ndarray:
+    """The byte length of the longest token each index state allows (0: none)."""
+    lengths = vocabulary.byte_matrix()[1]
+    token_group = np.asarray(arrays.token_group)
+    grouped = np.flatnonzero(token_group >= 0)
+    group_length = np.zeros(int(token_group.max(initial=-1)) + 1 if len(grouped) else 1, dtype=np.int64)
+    np.maximum.at(group_length, token_group[grouped], lengths[grouped])
+    offsets = np.asarray(arrays.state_offsets)
+    per_edge = group_length[np.asarray(arrays.edge_group)]
+    longest = np.zeros(len(offsets) - 1, dtype=np.int64)
+    has_edges = np.flatnonzero(offsets[1:] > offsets[:-1])
+    if len(has_edges):
+        longest[has_edges] = np.maximum.reduceat(per_edge, offsets[has_edges])
+    return longest

@@ -451,14 +451,17 @@ _WARM_UP_SCHEMA = {
 
 def prepare_builds(vocabulary: "Vocabulary") -> None:
     """What a first build for ``vocabulary`` would otherwise pay, done now:
-    the lazy engine's per-vocabulary tables, and one small schema compiled
+    the lazy engine's per-vocabulary tables, the eager build's trie of the
+    spellings, and one small schema compiled
     and served (imports, per-process caches). Called by
     :meth:`Vocabulary.prepare` (the package registers it); without the
     builder's dependencies (a serving-only install) it does nothing."""
     from ..analysis.errors import TokenDFAError
+    from ..builder.narrow import token_trie
     from ..lazy import prepare_vocabulary
 
     prepare_vocabulary(vocabulary)
+    token_trie(vocabulary)  # the eager build's byte-by-byte walk (literal sets)
     try:
         index = Index.from_schema(_WARM_UP_SCHEMA, vocabulary)
         state = index.initial_state

@@ -76,6 +76,15 @@ class TiktokenEncoder:
         offset = self._id_offset
         return [r + offset for r in self._encoding.encode_ordinary(text)]
 
+    def encode_many(self, texts: Sequence[str]) -> list[list[int]]:
+        """``[self(text) for text in texts]`` without a call of this object a text."""
+        if self._encoding is None:
+            self._encoding = self._build()
+        encode, offset = self._encoding.encode_ordinary, self._id_offset
+        if offset:
+            return [[r + offset for r in encode(text)] for text in texts]
+        return [encode(text) for text in texts]
+
     def _build(self) -> Any:
         tiktoken = import_optional("tiktoken", extra="build",
                                    needed_for=f"encoding text with the tiktoken vocabulary {self._name!r}")

@@ -29,6 +29,7 @@ are called.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -308,6 +309,61 @@ class Vocabulary:
             if self._spells(ids, data):
                 return list(ids)
         return self._longest_match(data)
+
+    def encode_many(self, texts: Sequence[str]) -> list[list[int] | None]:
+        """:meth:`encode` of each text, ``None`` where it raises
+        :class:`~tokendfa.analysis.errors.VocabularyError`: a build's many
+        short texts (the forced runs of a 60,000-value enum's 80k states) in
+        one call. The encoder runs on each text (its ``encode_many`` where it
+        has one), and its ids are checked all at once: they spell the texts
+        when the spelled lengths match text by text and the concatenations
+        are equal; only a text that fails goes through :meth:`encode`. The
+        check token by token was ~2 us of ~4 us a text."""
+        texts = list(texts)
+        encoder = self._encoder
+        if encoder is None or not texts:
+            return [self._encode_or_none(text) for text in texts]
+        try:
+            data = [text.encode("utf-8") for text in texts]
+        except UnicodeEncodeError:
+            return [self._encode_or_none(text) for text in texts]
+        many = getattr(encoder, "encode_many", None)
+        encoded = many(texts) if many is not None else [encoder(text) for text in texts]
+        counts = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+        flat = np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int64, count=int(counts.sum()))
+        owner = np.repeat(np.arange(len(texts)), counts)
+        # The spellings are read from the byte matrix, not from the token
+        # objects: touching those in a process forked from a warmed one copies
+        # their pages (400k token reads: ~0.5 s in such a child). A length of 0
+        # is a token that is not text (or the empty one): encode() decides there.
+        matrix, lengths = self.byte_matrix()
+        in_range = (flat >= 0) & (flat < len(self._tokens))
+        spelled = np.zeros(len(flat), dtype=np.int64)
+        spelled[in_range] = lengths[flat[in_range]]
+        bad = np.zeros(len(texts), dtype=bool)
+        bad[owner[spelled == 0]] = True
+        text_lengths = np.fromiter(map(len, data), dtype=np.int64, count=len(data))
+        bad |= np.bincount(owner, weights=spelled, minlength=len(texts)).astype(np.int64) != text_lengths
+        good_token = ~bad[owner]
+        ids, sizes = flat[good_token], spelled[good_token]
+        rows = np.repeat(ids, sizes)
+        columns = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        good_text = np.flatnonzero(~bad)
+        expected = np.frombuffer(b"".join([data[at] for at in good_text.tolist()]), dtype=np.uint8)
+        differs = matrix[rows, columns] != expected
+        if differs.any():  # the texts holding a byte spelled otherwise
+            ends = np.cumsum(text_lengths[good_text])
+            bad[good_text[np.searchsorted(ends, np.flatnonzero(differs), side="right")]] = True
+        out: list[list[int] | None] = [ids if type(ids) is list else list(ids) for ids in encoded]
+        for at in np.flatnonzero(bad).tolist():
+            out[at] = self._encode_or_none(texts[at])
+        return out
+
+    def _encode_or_none(self, text: str) -> list[int] | None:
+        try:
+            return self.encode(text)
+        except VocabularyError:
+            return None
 
     # --- constructors (each imports its adapter module when called) ------
 
