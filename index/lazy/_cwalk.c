@@ -70,7 +70,28 @@ typedef struct {
     PyObject *dfa, *step, *table_object;
     Buffer table;
     long long discovered;
+    PyThreadState *released;  /* non-NULL while this walk runs without the GIL */
 } Automaton;
+
+/* A walk reads the table with the GIL released, so that other threads (the
+ * cold rows of other lazy indexes: tokendfa.runtime.fill_masks) run Python
+ * meanwhile, and takes it back for what needs it: resolving a cell
+ * (step_held, Python) and setting an error. The table is safe to read
+ * unlocked: the caller holds the automaton's resolving lock, the only lock
+ * under which its cells are written or the table replaced, and the walk's
+ * buffer keeps the table it read alive. */
+static void let_go(Automaton *automaton) {
+    if (automaton->released == NULL) {
+        automaton->released = PyEval_SaveThread();
+    }
+}
+
+static void hold(Automaton *automaton) {
+    if (automaton->released != NULL) {
+        PyEval_RestoreThread(automaton->released);
+        automaton->released = NULL;
+    }
+}
 
 static int take_table(Automaton *automaton) {
     PyObject *current = PyObject_GetAttr(automaton->dfa, name_table);
@@ -113,6 +134,7 @@ static int open_automaton(PyObject *dfa, Automaton *automaton) {
 }
 
 static void close_automaton(Automaton *automaton) {
+    hold(automaton);
     release(&automaton->table, 1);
     Py_XDECREF(automaton->table_object);
     Py_XDECREF(automaton->step);
@@ -122,11 +144,13 @@ static void close_automaton(Automaton *automaton) {
  * every byte keeps the automaton alive, 0 when one is dead, -1 on error. */
 static int walk_bytes(Automaton *automaton, int64_t state, const uint8_t *bytes, Py_ssize_t count, int64_t *end) {
     if (state < 0 || state >= automaton->discovered) {
+        hold(automaton);
         PyErr_SetString(PyExc_IndexError, "walk: a state outside the automaton");
         return -1;
     }
     for (Py_ssize_t at = 0; at < count; at++) {
         if ((state + 1) * 256 > automaton->table.view.len / 4) {
+            hold(automaton);
             PyErr_SetString(PyExc_IndexError, "walk: a state outside the table");
             return -1;
         }
@@ -134,6 +158,7 @@ static int walk_bytes(Automaton *automaton, int64_t state, const uint8_t *bytes,
         int byte = bytes[at];
         int64_t next = table[state * 256 + byte];
         if (next == UNKNOWN) {
+            hold(automaton);
             PyObject *cell[2] = {PyLong_FromLongLong(state), PyLong_FromLong(byte)};
             PyObject *found = NULL;
             if (cell[0] != NULL && cell[1] != NULL) {
@@ -149,6 +174,7 @@ static int walk_bytes(Automaton *automaton, int64_t state, const uint8_t *bytes,
             if ((next == -1 && PyErr_Occurred()) || take_table(automaton) < 0) {
                 return -1;
             }
+            let_go(automaton);
         }
         if (next == DEAD) {
             return 0;
@@ -207,14 +233,17 @@ static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "walk: arrays of mismatched lengths");
         goto done;
     }
+    let_go(&automaton);
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t token = tokens[i];
         if (token < 0 || token >= vocab_size || positions[i] < 0) {
+            hold(&automaton);
             PyErr_SetString(PyExc_IndexError, "walk: a token outside the tables");
             goto done;
         }
         int64_t at = offsets[token] + positions[i], end = offsets[token + 1];
         if (at > end || end > total) {
+            hold(&automaton);
             PyErr_SetString(PyExc_IndexError, "walk: a token outside the tables");
             goto done;
         }
@@ -225,6 +254,7 @@ static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         ended_tokens[ended] = token;
         ended += alive;
     }
+    hold(&automaton);
     result = PyLong_FromSsize_t(ended);
 done:
     release(buffers, 8);
@@ -270,9 +300,11 @@ static PyObject *walk_packed(PyObject *module, PyObject *const *args, Py_ssize_t
         PyErr_SetString(PyExc_ValueError, "walk_packed: arrays of mismatched lengths");
         goto done;
     }
+    let_go(&automaton);
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t at = offsets[i], end = offsets[i + 1];
         if (at < 0 || at > end || end > total) {
+            hold(&automaton);
             PyErr_SetString(PyExc_IndexError, "walk_packed: an entry outside the data");
             goto done;
         }
@@ -283,6 +315,7 @@ static PyObject *walk_packed(PyObject *module, PyObject *const *args, Py_ssize_t
         ended_entries[ended] = i;
         ended += alive;
     }
+    hold(&automaton);
     result = PyLong_FromSsize_t(ended);
 done:
     release(buffers, 6);
@@ -497,6 +530,7 @@ static PyObject *walk_table(PyObject *module, PyObject *const *args, Py_ssize_t 
             || buffers[6].view.len / 4 != count || vocab_size < 0) {
         problem = "walk_table: a table whose rows are not 256 cells, or arrays of mismatched lengths";
     }
+    Py_BEGIN_ALLOW_THREADS  /* plain C over buffers the call holds */
     for (Py_ssize_t i = 0; i < count && problem == NULL; i++) {
         int64_t token = tokens[i], state = states[i];
         if (token < 0 || token >= vocab_size || positions[i] < 0 || state < 0 || state >= rows
@@ -516,6 +550,7 @@ static PyObject *walk_table(PyObject *module, PyObject *const *args, Py_ssize_t 
         }
         ends[i] = (int32_t)state;
     }
+    Py_END_ALLOW_THREADS
     release(buffers, 7);
     if (problem != NULL) {
         PyErr_SetString(PyExc_ValueError, problem);

@@ -306,6 +306,12 @@ class LazyIndex(MaskServing):
             mask = self._serve(state)
         return mask
 
+    def row_ready(self, state: int) -> bool:
+        """Whether the row of ``state`` is computed and kept (its mask is then
+        a lookup; :func:`tokendfa.fill_masks` computes a batch's cold rows
+        on threads)."""
+        return state in self._masks
+
     def is_final(self, state: int) -> bool:
         if state not in self._masks:
             self._serve(state)
