@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,7 +80,21 @@ from .plans import _ChainPlan, _PackedBytes, _WalkPlan, _chain_plan, _walk_plan
 from .tables import (_LEAD_BYTES, _chain_mask, _class_key, _class_runs, _last_leaving, _loop_mask, _loops_on,
                      _tail_tokens, vocabulary_tables)
 
-__all__ = ["LazyIndex", "LAZY_ANY_DEPTH"]
+__all__ = ["LazyIndex", "LAZY_ANY_DEPTH", "DEFAULT_ROW_BUDGET"]
+
+
+# The bytes of token rows a lazy index keeps (BuildConfig.row_budget): its
+# distinct masks (a Qwen mask is 18,960 bytes) and each state's successors.
+# Past it the least recently used rows are dropped and computed again when
+# asked (the same answers: cells once resolved never change). 32 MiB holds
+# ~1,700 distinct Qwen masks, more than a schema's generations visit
+# (JSONSchemaBench instances: tens to a few hundred states a schema); the
+# automaton's own states are bounded by max_states instead.
+DEFAULT_ROW_BUDGET = 32 << 20
+# What a kept row costs beyond its arrays' bytes: a dict entry or two, the
+# array headers (measured with tracemalloc: ~0.3 kB a state, ~0.1 kB a mask).
+_ROW_OVERHEAD = 320
+_MASK_OVERHEAD = 128
 
 
 # Free values of a schema nest this many levels in lazy mode, with no
@@ -217,9 +231,18 @@ class LazyIndex(MaskServing):
         self._chain_links: dict[tuple[int, tuple[int, int, bool]], int] = {}  # (state, class) -> next or DEAD
         self._raw_rows: dict[int, _TokenRow] = {}
         self._lock = threading.RLock()
-        self._masks: dict[int, np.ndarray] = {}        # state -> its allowed-token bitset
+        # state -> its allowed-token bitset, least recently used first once
+        # the rows pass half their budget (see _touch)
+        self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
         self._successors: dict[int, np.ndarray] = {}   # state -> distinct states its tokens reach
+        # A mask's bytes -> the one read-only array over them that every
+        # state with that mask serves, and how many kept states do.
         self._distinct_masks: dict[bytes, np.ndarray] = {}
+        self._mask_users: dict[bytes, int] = {}
+        budget = self._config.row_budget
+        self._row_budget = DEFAULT_ROW_BUDGET if budget is None else budget
+        self._row_bytes = 0
+        self._tracking = False  # recency is kept from half the budget on
         self._table_view: tuple[np.ndarray | None, memoryview | None] = (None, None)
         self._completed = None
         self._explored = None  # (lazy table, minimal DFA, completed arrays) until state_map() is made
@@ -304,6 +327,8 @@ class LazyIndex(MaskServing):
         mask = self._masks.get(state)
         if mask is None:
             mask = self._serve(state)
+        elif self._tracking:
+            self._touch(state)
         return mask
 
     def row_ready(self, state: int) -> bool:
@@ -336,6 +361,8 @@ class LazyIndex(MaskServing):
         mask = self._masks.get(state)
         if mask is None:
             mask = self._serve(state)
+        elif self._tracking:
+            self._touch(state)
         if not 0 <= token_id < self._vocab_size:
             self._check_token(token_id)
         if (mask.item(token_id >> 5) >> (token_id & 31)) & 1:
@@ -369,6 +396,8 @@ class LazyIndex(MaskServing):
         mask = self._masks.get(state)
         if mask is None:
             mask = self._serve(state)
+        elif self._tracking:
+            self._touch(state)
         if type(out) is np.ndarray and (out.dtype == _INT32 or out.dtype == _UINT32):
             target = out if row is None else self._row_of(out, row)
             if target.shape == mask.shape:
@@ -419,8 +448,10 @@ class LazyIndex(MaskServing):
             for state in frontier:
                 if self._stop.is_set():
                     return
-                self.get_mask(state)
-                for nxt in self._successors[state].tolist():
+                with self._lock:  # rows are dropped under it: the successors stay with the mask
+                    self.get_mask(state)
+                    following_states = self._successors[state].tolist()
+                for nxt in following_states:
                     if nxt not in seen:
                         seen.add(nxt)
                         following.append(nxt)
@@ -531,12 +562,56 @@ class LazyIndex(MaskServing):
                     _set_bits(mask, tokens)
                 if self._dfa.finals[state]:
                     _set_bits(mask, np.array(self._eos, dtype=np.int64))
-                mask = self._distinct_masks.setdefault(mask.tobytes(), mask)
-                mask.flags.writeable = False
-                self._successors[state] = row.successors()
+                key = mask.tobytes()
+                mask = self._distinct_masks.get(key)
+                if mask is None:
+                    # read-only, over the key's own bytes: a distinct mask is held once
+                    mask = self._distinct_masks[key] = np.frombuffer(key, dtype=MASK_WORD)
+                    self._mask_users[key] = 0
+                    self._row_bytes += len(key) + _MASK_OVERHEAD
+                self._mask_users[key] += 1
+                successors = self._successors[state] = row.successors()
+                self._row_bytes += successors.nbytes + _ROW_OVERHEAD
                 self._raw_rows.pop(state, None)
                 self._masks[state] = mask  # published last: readers take no lock
+                if self._row_bytes > self._row_budget // 2:
+                    self._tracking = True
+                    if self._row_bytes > self._row_budget:
+                        self._drop_rows()
             return mask
+
+    def _touch(self, state: int) -> None:
+        """Mark the row of ``state`` most recently used (a served row,
+        once the rows pass half their budget: below it nothing is dropped,
+        and the warm path skips the ~0.1 us this costs)."""
+        try:
+            self._masks.move_to_end(state)
+        except KeyError:  # dropped meanwhile by another thread
+            pass
+
+    def _drop_rows(self) -> None:
+        """Drop the least recently used rows until they hold three quarters
+        of the budget (not one a call: each drop would then come with the
+        next new row), keeping the newest. Under the lock; a reader that
+        took a mask before keeps it, and one that asks after computes the
+        row again."""
+        goal = self._row_budget * 3 // 4
+        masks = self._masks
+        while self._row_bytes > goal and len(masks) > 1:
+            state, mask = masks.popitem(last=False)
+            successors = self._successors.pop(state)
+            self._row_bytes -= successors.nbytes + _ROW_OVERHEAD
+            key = mask.base
+            self._mask_users[key] -= 1
+            if not self._mask_users[key]:
+                del self._mask_users[key], self._distinct_masks[key]
+                self._row_bytes -= len(key) + _MASK_OVERHEAD
+
+    @property
+    def row_bytes(self) -> int:
+        """The bytes of token rows this index keeps now (at most about
+        ``config.row_budget``; see :data:`DEFAULT_ROW_BUDGET`)."""
+        return self._row_bytes
 
     def _raw_row(self, state: int) -> _TokenRow:
         """Every token whose bytes keep the automaton alive from ``state``,
