@@ -10,7 +10,9 @@ pool of threads, then writes every mask into one buffer of int32/uint32 rows
 
 Threads pay only where rows run in parallel: the compiled walk of a row and
 numpy's larger passes release the GIL (see ``tokendfa/lazy/_cwalk.c``);
-discovering states in Python does not. Rows of one lazy index are computed
+discovering states (the lazy automaton's subset construction) and building
+a row's walk plan do not, and they are most of a cold row today, so the
+default is the calling thread alone (:data:`DEFAULT_MASK_THREADS`). Rows of one lazy index are computed
 one after another (its lock), so the work is split by index, and a batch
 whose cold rows all belong to one index, or that has fewer than two, is
 computed on the calling thread. An index read from arrays has no cold rows.
@@ -30,10 +32,16 @@ from .guide import Guide
 
 __all__ = ["fill_masks", "DEFAULT_MASK_THREADS"]
 
-# Threads for a batch's cold rows. Past the cores there is nothing to gain,
-# and a row holds the GIL for most of its Python part: 4 keeps a few rows'
-# C parts going beside it without a crowd waiting on the GIL.
-DEFAULT_MASK_THREADS = max(1, min(4, os.cpu_count() or 1))
+# Threads for a batch's cold rows when the caller names none. One (the
+# calling thread alone) while a cold row holds the GIL for most of its time:
+# on 16 new JSONSchemaBench schemas decoded in lockstep (qwen2.5,
+# benchmarks/bench_batch.py) the walk ran without it for 13-17% of the
+# rows' time, which bounds two threads at ~0.85 of the serial time, and on
+# the loaded 2-core machine measured two threads took 1.2x as long (each
+# cell a walk resolves takes the GIL back, waiting for the other thread's
+# switch interval). Raise it (or pass ``threads``) where rows run mostly
+# without the GIL.
+DEFAULT_MASK_THREADS = 1
 
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
@@ -69,8 +77,8 @@ def fill_masks(guides: Sequence[Guide | None], bitmask, rows: Sequence[int] | No
 
     The cold rows of lazy indexes (states whose row is not computed yet)
     are computed first, on up to ``threads`` threads (default
-    :data:`DEFAULT_MASK_THREADS`; 1: all on the calling thread) when they
-    belong to two or more indexes. An error computing a row (a
+    :data:`DEFAULT_MASK_THREADS`, 1: all on the calling thread) when they
+    belong to two or more indexes, the calling thread one of them. An error computing a row (a
     :class:`~tokendfa.analysis.errors.BuildLimitError`, say) is raised here,
     as ``get_mask`` raises it."""
     if rows is None:
@@ -91,10 +99,15 @@ def fill_masks(guides: Sequence[Guide | None], bitmask, rows: Sequence[int] | No
             elif state not in entry[1]:
                 entry[1].append(state)
     if len(cold) >= 2 and threads >= 2:
-        pool = _shared_pool(threads)
-        jobs = [pool.submit(_compute_rows, index, states) for index, states in cold.values()]
-        for job in jobs:
-            job.result()  # re-raises a row's error
+        # the calling thread takes the first index's rows itself, the pool the others
+        groups = list(cold.values())
+        pool = _shared_pool(threads - 1)
+        jobs = [pool.submit(_compute_rows, index, states) for index, states in groups[1:]]
+        try:
+            _compute_rows(*groups[0])
+        finally:
+            for job in jobs:
+                job.result()  # re-raises a row's error
     for guide, row in zip(guides, rows):
         if guide is not None:
             guide.write_mask_into(bitmask, row)
