@@ -4,9 +4,10 @@
  *
  * The numpy walk pays ~40 us a level in calls whatever the number of tokens,
  * and a cold row inside a JSON string walks ~6k tokens over a dozen levels.
- * Here each token goes to its end or its dead byte in one go; a cell not
- * resolved yet is resolved as the walk meets it (the automaton's
- * ``step_held``, which discovers states and may grow the table).
+ * Here the tokens go to their end or their dead byte over resolved cells
+ * without the GIL; the cells not resolved yet that they stop at are resolved
+ * together, with it (the automaton's ``step_held``, which discovers states
+ * and may grow the table), and the walk goes on: a few passes a row.
  *
  * Plain C over the buffer protocol: no numpy headers at build time. The
  * module is optional; without it the numpy walk serves the same rows.

@@ -702,11 +702,12 @@ class LazyIndex(MaskServing):
                        packed: _PackedBytes | None, found_tokens: list, found_ends: list) -> None:
         """Walk ``tokens`` from ``states`` at ``positions`` with the compiled
         loop (:mod:`tokendfa.lazy._cwalk`), appending the live ones and their
-        end states to ``found_*``. A cell not resolved yet is resolved as
-        the walk meets it (``LazyByteDFA.step_held``, the automaton's lock
-        held for the whole walk). Walking in passes instead, the stopped
-        tokens' cells resolved together between them, paid ~40 us of numpy
-        a pass, and a token spelling ``"},{"`` needed a pass a byte. No loop
+        end states to ``found_*``. The walk goes in passes inside the C
+        call: every token as far as resolved cells go, without the GIL, then
+        the cells the stopped ones wait on resolved together
+        (``LazyByteDFA.step_held``, with the GIL; the automaton's lock held
+        for the whole walk), and on (passes driven from numpy instead paid
+        ~40 us a pass). No loop
         shortcut: a byte costs a few nanoseconds here (~15 ns a Qwen token
         from a JSON string state), and asking a state for its loop set
         resolves its whole ASCII row. With ``packed`` (the plan's bytes in
