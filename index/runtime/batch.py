@@ -36,11 +36,10 @@ __all__ = ["fill_masks", "DEFAULT_MASK_THREADS"]
 # calling thread alone) while a cold row holds the GIL for most of its time:
 # on 16 new JSONSchemaBench schemas decoded in lockstep (qwen2.5,
 # benchmarks/bench_batch.py) the walk ran without it for 13-17% of the
-# rows' time, which bounds two threads at ~0.85 of the serial time, and on
-# the loaded 2-core machine measured two threads took 1.2x as long (each
-# cell a walk resolves takes the GIL back, waiting for the other thread's
-# switch interval). Raise it (or pass ``threads``) where rows run mostly
-# without the GIL.
+# rows' time, which bounds two threads at ~0.85 of the serial time; on the
+# shared 2-core machine (load 7-10) two threads took 1.15x as long (1.23x
+# before the walk took the GIL back once a pass rather than once a cell).
+# Raise it (or pass ``threads``) where rows run mostly without the GIL.
 DEFAULT_MASK_THREADS = 1
 
 _pool: ThreadPoolExecutor | None = None
