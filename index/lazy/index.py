@@ -231,9 +231,11 @@ class LazyIndex(MaskServing):
         self._chain_links: dict[tuple[int, tuple[int, int, bool]], int] = {}  # (state, class) -> next or DEAD
         self._raw_rows: dict[int, _TokenRow] = {}
         self._lock = threading.RLock()
-        # state -> its allowed-token bitset, least recently used first once
-        # the rows pass half their budget (see _touch)
-        self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._masks: dict[int, np.ndarray] = {}        # state -> its allowed-token bitset
+        # the states with a row, least recently used first once the rows
+        # pass half their budget (see _touch); beside _masks, whose plain
+        # dict lookup is ~25 ns faster than an OrderedDict's on a warm step
+        self._recency: OrderedDict[int, None] = OrderedDict()
         self._successors: dict[int, np.ndarray] = {}   # state -> distinct states its tokens reach
         # A mask's bytes -> the one read-only array over them that every
         # state with that mask serves, and how many kept states do.
@@ -573,6 +575,7 @@ class LazyIndex(MaskServing):
                 successors = self._successors[state] = row.successors()
                 self._row_bytes += successors.nbytes + _ROW_OVERHEAD
                 self._raw_rows.pop(state, None)
+                self._recency[state] = None
                 self._masks[state] = mask  # published last: readers take no lock
                 if self._row_bytes > self._row_budget // 2:
                     self._tracking = True
@@ -585,7 +588,7 @@ class LazyIndex(MaskServing):
         once the rows pass half their budget: below it nothing is dropped,
         and the warm path skips the ~0.1 us this costs)."""
         try:
-            self._masks.move_to_end(state)
+            self._recency.move_to_end(state)
         except KeyError:  # dropped meanwhile by another thread
             pass
 
@@ -596,9 +599,10 @@ class LazyIndex(MaskServing):
         took a mask before keeps it, and one that asks after computes the
         row again."""
         goal = self._row_budget * 3 // 4
-        masks = self._masks
-        while self._row_bytes > goal and len(masks) > 1:
-            state, mask = masks.popitem(last=False)
+        recency = self._recency
+        while self._row_bytes > goal and len(recency) > 1:
+            state, _ = recency.popitem(last=False)
+            mask = self._masks.pop(state)
             successors = self._successors.pop(state)
             self._row_bytes -= successors.nbytes + _ROW_OVERHEAD
             key = mask.base
