@@ -39,6 +39,7 @@ from .analysis.errors import (
     VocabularyError,
     VocabularyMismatchError,
 )
+from .runtime.batch import fill_masks
 from .runtime.guide import Guide
 from .runtime.index import Index, prepare_builds
 from .vocab.vocabulary import Vocabulary, register_preparer
@@ -48,7 +49,7 @@ from .vocab.vocabulary import Vocabulary, register_preparer
 register_preparer(prepare_builds)
 
 __all__ = [
-    "Index", "Guide", "Vocabulary",
+    "Index", "Guide", "Vocabulary", "fill_masks",
     "TokenDFAError", "RegexError", "UnsupportedRegexError", "EmptyLanguageError",
     "SchemaError", "UnsupportedSchemaError", "RegexTooLongError", "VocabularyError", "VocabularyCoverageError",
     "BuildLimitError", "TimeLimitError", "IndexFileError", "IndexVersionError", "VocabularyMismatchError",

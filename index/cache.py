@@ -95,7 +95,7 @@ _RESULT_OPTIONS: dict[str, dict[str, Any]] = {
                "any_depth": "auto"},
 }
 # Options that change how an index is built, never which index.
-_BUILD_OPTIONS = frozenset({"method", "n_jobs", "backend", "max_states", "progress"})
+_BUILD_OPTIONS = frozenset({"method", "n_jobs", "backend", "max_states", "progress", "row_budget"})
 
 
 def default_cache_dir() -> Path:

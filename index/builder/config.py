@@ -59,7 +59,10 @@ class BuildConfig:
     at most 1 GiB). ``time_limit`` (seconds) stops the build with
     :class:`~tokendfa.analysis.errors.TimeLimitError` shortly after it
     runs out (``None``: no limit). ``narrow_max_bytes``: states where at most
-    this many bytes go on are walked byte by byte.
+    this many bytes go on are walked byte by byte. ``row_budget``: the bytes
+    of token rows a lazy index keeps, past which the least recently used are
+    dropped and computed again when asked (``None``:
+    ``tokendfa.lazy.DEFAULT_ROW_BUDGET``, 32 MiB; no effect on an eager build).
     """
 
     method: str = "fast"
@@ -70,6 +73,7 @@ class BuildConfig:
     memory_budget: int | None = None
     narrow_max_bytes: int = NARROW_MAX_BYTES
     time_limit: float | None = None
+    row_budget: int | None = None
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -79,6 +83,8 @@ class BuildConfig:
             raise ValueError(f"time_limit must be a positive number of seconds, not {self.time_limit!r}")
         if self.memory_budget is not None and self.memory_budget <= 0:
             raise ValueError(f"memory_budget must be a positive number of bytes, not {self.memory_budget!r}")
+        if self.row_budget is not None and self.row_budget <= 0:
+            raise ValueError(f"row_budget must be a positive number of bytes, not {self.row_budget!r}")
         if self.max_states is not None and self.max_states <= 0:
             raise ValueError(f"max_states must be a positive number, not {self.max_states!r}")
 

@@ -15,9 +15,10 @@ remembers each row's prompt length. Each later call:
 
 1. advances each row's :class:`~tokendfa.Guide` with the tokens ``generate``
    appended since the last call (normally one: the last of the row);
-2. fills an ``int32 [batch, ceil(width / 32)]`` bitmask, one
-   :meth:`Guide.write_mask_into` per row (a copy of a precomputed row, no
-   per-token work); words past the vocabulary are cleared, so ids the model
+2. fills an ``int32 [batch, ceil(width / 32)]`` bitmask with
+   :func:`tokendfa.fill_masks` (a copy of a precomputed row per guide, no
+   per-token work; the rows a lazy index has not computed yet are computed
+   first, on threads where they belong to several indexes); words past the vocabulary are cleared, so ids the model
    has but the tokenizer does not (Qwen2.5: 151,936 logits for 151,665
    tokens) are never allowed;
 3. unpacks the bitmask on the logits' device, a byte at a time through a
@@ -82,6 +83,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.errors import TokenNotAllowedError, import_optional
+from ..runtime.batch import fill_masks
 from ..runtime.guide import Guide
 from ..runtime.index import Index
 from ..runtime.serving import MaskServing
@@ -248,11 +250,11 @@ class TokenDFALogitsProcessor(LogitsProcessor):
         batch, width = scores.shape
         words = max((width + 31) // 32, self._index_words)
         bitmask = self._bitmask_for(batch, words)
-        for row, guide in enumerate(self._guides):
-            if self._closed[row] is not None:
+        fill_masks([None if self._closed[row] is not None else guide
+                    for row, guide in enumerate(self._guides)], bitmask)
+        for row, closed in enumerate(self._closed):
+            if closed is not None:
                 bitmask[row].copy_(self._eos_row)
-            else:
-                guide.write_mask_into(bitmask, row=row)
         # Unpack a byte at a time through a 256 x 8 table of 0 / -inf: one
         # gather gives each logit its penalty, one add applies it. Measured
         # 5-10 times faster on a CPU than shifting each word by 0..31 into a

@@ -35,8 +35,8 @@ and imports this package only inside its calls (a test checks both).
 Other layers use the names below and no other.
 """
 
-from .index import LAZY_ANY_DEPTH, LazyIndex
+from .index import DEFAULT_ROW_BUDGET, LAZY_ANY_DEPTH, LazyIndex
 from .kernels import NATIVE_WALK
 from .tables import prepare_vocabulary, tables_ready, vocabulary_tables
 
-__all__ = ["LazyIndex", "LAZY_ANY_DEPTH", "NATIVE_WALK", "prepare_vocabulary", "tables_ready", "vocabulary_tables"]
+__all__ = ["LazyIndex", "LAZY_ANY_DEPTH", "DEFAULT_ROW_BUDGET", "NATIVE_WALK", "prepare_vocabulary", "tables_ready", "vocabulary_tables"]

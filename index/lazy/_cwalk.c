@@ -4,9 +4,10 @@
  *
  * The numpy walk pays ~40 us a level in calls whatever the number of tokens,
  * and a cold row inside a JSON string walks ~6k tokens over a dozen levels.
- * Here each token goes to its end or its dead byte in one go; a cell not
- * resolved yet is resolved as the walk meets it (the automaton's
- * ``step_held``, which discovers states and may grow the table).
+ * Here the tokens go to their end or their dead byte over resolved cells
+ * without the GIL; the cells not resolved yet that they stop at are resolved
+ * together, with it (the automaton's ``step_held``, which discovers states
+ * and may grow the table), and the walk goes on: a few passes a row.
  *
  * Plain C over the buffer protocol: no numpy headers at build time. The
  * module is optional; without it the numpy walk serves the same rows.
@@ -70,7 +71,28 @@ typedef struct {
     PyObject *dfa, *step, *table_object;
     Buffer table;
     long long discovered;
+    PyThreadState *released;  /* non-NULL while this walk runs without the GIL */
 } Automaton;
+
+/* A walk reads the table with the GIL released, so that other threads (the
+ * cold rows of other lazy indexes: tokendfa.runtime.fill_masks) run Python
+ * meanwhile, and takes it back for what needs it: resolving a cell
+ * (step_held, Python) and setting an error. The table is safe to read
+ * unlocked: the caller holds the automaton's resolving lock, the only lock
+ * under which its cells are written or the table replaced, and the walk's
+ * buffer keeps the table it read alive. */
+static void let_go(Automaton *automaton) {
+    if (automaton->released == NULL) {
+        automaton->released = PyEval_SaveThread();
+    }
+}
+
+static void hold(Automaton *automaton) {
+    if (automaton->released != NULL) {
+        PyEval_RestoreThread(automaton->released);
+        automaton->released = NULL;
+    }
+}
 
 static int take_table(Automaton *automaton) {
     PyObject *current = PyObject_GetAttr(automaton->dfa, name_table);
@@ -113,42 +135,31 @@ static int open_automaton(PyObject *dfa, Automaton *automaton) {
 }
 
 static void close_automaton(Automaton *automaton) {
+    hold(automaton);
     release(&automaton->table, 1);
     Py_XDECREF(automaton->table_object);
     Py_XDECREF(automaton->step);
 }
 
-/* Walk ``count`` bytes from ``state``: 1 with the end state in ``*end`` when
- * every byte keeps the automaton alive, 0 when one is dead, -1 on error. */
-static int walk_bytes(Automaton *automaton, int64_t state, const uint8_t *bytes, Py_ssize_t count, int64_t *end) {
-    if (state < 0 || state >= automaton->discovered) {
-        PyErr_SetString(PyExc_IndexError, "walk: a state outside the automaton");
-        return -1;
-    }
-    for (Py_ssize_t at = 0; at < count; at++) {
+/* Walk bytes[from:count] from ``state`` over resolved cells only, without
+ * the GIL: 1 with the end state in ``*end`` when every byte keeps the
+ * automaton alive, 0 when one is dead, 2 at a cell still UNKNOWN (its
+ * position in ``*stop``, the state there in ``*end``), -1 on error (the GIL
+ * taken back, the error set). */
+static int walk_known(Automaton *automaton, int64_t state, const uint8_t *bytes, Py_ssize_t from,
+                      Py_ssize_t count, int64_t *end, Py_ssize_t *stop) {
+    for (Py_ssize_t at = from; at < count; at++) {
         if ((state + 1) * 256 > automaton->table.view.len / 4) {
+            hold(automaton);
             PyErr_SetString(PyExc_IndexError, "walk: a state outside the table");
             return -1;
         }
         const int32_t *table = automaton->table.view.buf;
-        int byte = bytes[at];
-        int64_t next = table[state * 256 + byte];
+        int64_t next = table[state * 256 + bytes[at]];
         if (next == UNKNOWN) {
-            PyObject *cell[2] = {PyLong_FromLongLong(state), PyLong_FromLong(byte)};
-            PyObject *found = NULL;
-            if (cell[0] != NULL && cell[1] != NULL) {
-                found = PyObject_Vectorcall(automaton->step, cell, 2, NULL);
-            }
-            Py_XDECREF(cell[0]);
-            Py_XDECREF(cell[1]);
-            if (found == NULL) {
-                return -1;
-            }
-            next = PyLong_AsLongLong(found);
-            Py_DECREF(found);
-            if ((next == -1 && PyErr_Occurred()) || take_table(automaton) < 0) {
-                return -1;
-            }
+            *end = state;
+            *stop = at;
+            return 2;
         }
         if (next == DEAD) {
             return 0;
@@ -157,6 +168,136 @@ static int walk_bytes(Automaton *automaton, int64_t state, const uint8_t *bytes,
     }
     *end = state;
     return 1;
+}
+
+/* The cell (state, byte) resolved with ``step_held``, with the GIL held:
+ * the successor, or -2 on error. The table may grow: it is taken again. */
+static int64_t resolve(Automaton *automaton, int64_t state, int byte) {
+    const int32_t *table = automaton->table.view.buf;
+    int64_t next = table[state * 256 + byte];
+    if (next != UNKNOWN) {  /* resolved meanwhile, with an earlier cell's range */
+        return next;
+    }
+    PyObject *cell[2] = {PyLong_FromLongLong(state), PyLong_FromLong(byte)};
+    PyObject *found = NULL;
+    if (cell[0] != NULL && cell[1] != NULL) {
+        found = PyObject_Vectorcall(automaton->step, cell, 2, NULL);
+    }
+    Py_XDECREF(cell[0]);
+    Py_XDECREF(cell[1]);
+    if (found == NULL) {
+        return -2;
+    }
+    next = PyLong_AsLongLong(found);
+    Py_DECREF(found);
+    if ((next == -1 && PyErr_Occurred()) || take_table(automaton) < 0) {
+        return -2;
+    }
+    return next;
+}
+
+/* Walk entry i = bytes[starts[i]:stops[i]] from states[i] for each of
+ * ``count`` entries (checked by the caller), in passes: a pass walks every
+ * entry left as far as resolved cells go, without the GIL; then the cells
+ * the stopped ones wait on are resolved together, with it, and the next
+ * pass goes on from there. An entry whose bytes keep the automaton alive
+ * goes to ended_* as (ids[i], or i without ids; end state). Returns how
+ * many ended, or -1 on error (GIL held). Taking the GIL back once a cell
+ * (~50 a cold row) made a thread walking beside another wait for that
+ * one's switch interval at every cell; once a pass, it waits a few times a
+ * row. The cells resolved are the same (those some entry reaches), in
+ * another order: state ids are discovery order and may differ. */
+static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uint8_t *bytes,
+                               const int64_t *starts, const int64_t *stops, const int64_t *states,
+                               const int64_t *ids, int64_t *ended_ids, int64_t *ended_states) {
+    Py_ssize_t ended = 0, waiting = 0;
+    Py_ssize_t *entry = PyMem_RawMalloc(sizeof(Py_ssize_t) * (size_t)(count ? count : 1));
+    Py_ssize_t *position = PyMem_RawMalloc(sizeof(Py_ssize_t) * (size_t)(count ? count : 1));
+    int64_t *state = PyMem_RawMalloc(sizeof(int64_t) * (size_t)(count ? count : 1));
+    int64_t *reached = PyMem_RawMalloc(sizeof(int64_t) * (size_t)(count ? count : 1));
+    if (entry == NULL || position == NULL || state == NULL || reached == NULL) {
+        PyMem_RawFree(entry);
+        PyMem_RawFree(position);
+        PyMem_RawFree(state);
+        PyMem_RawFree(reached);
+        PyErr_NoMemory();
+        return -1;
+    }
+    let_go(automaton);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        reached[i] = -1;  /* dead, until found alive */
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (states[i] < 0 || states[i] >= automaton->discovered) {
+            hold(automaton);
+            PyErr_SetString(PyExc_IndexError, "walk: a state outside the automaton");
+            ended = -1;
+            goto done;
+        }
+        int64_t end;
+        Py_ssize_t stop;
+        int found = walk_known(automaton, states[i], bytes + starts[i], 0, stops[i] - starts[i], &end, &stop);
+        if (found < 0) {
+            ended = -1;
+            goto done;
+        }
+        if (found == 1) {
+            reached[i] = end;
+        } else if (found == 2) {
+            entry[waiting] = i;
+            position[waiting] = stop;
+            state[waiting++] = end;
+        }
+    }
+    while (waiting) {
+        hold(automaton);
+        for (Py_ssize_t k = 0; k < waiting; k++) {
+            int64_t next = resolve(automaton, state[k], bytes[starts[entry[k]] + position[k]]);
+            if (next < -1) {
+                ended = -1;
+                goto done;
+            }
+            state[k] = next;
+        }
+        let_go(automaton);
+        Py_ssize_t left = 0;
+        for (Py_ssize_t k = 0; k < waiting; k++) {
+            if (state[k] == DEAD) {
+                continue;
+            }
+            Py_ssize_t i = entry[k];
+            int64_t end;
+            Py_ssize_t stop;
+            int found = walk_known(automaton, state[k], bytes + starts[i], position[k] + 1, stops[i] - starts[i],
+                                   &end, &stop);
+            if (found < 0) {
+                ended = -1;
+                goto done;
+            }
+            if (found == 1) {
+                reached[i] = end;
+            } else if (found == 2) {
+                entry[left] = i;
+                position[left] = stop;
+                state[left++] = end;
+            }
+        }
+        waiting = left;
+    }
+    /* in entry order, as a walk of one entry after another gives them */
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (reached[i] >= 0) {
+            ended_ids[ended] = ids != NULL ? ids[i] : i;
+            ended_states[ended++] = reached[i];
+        }
+    }
+done:
+    hold(automaton);
+    PyMem_RawFree(entry);
+    PyMem_RawFree(position);
+    PyMem_RawFree(state);
+    PyMem_RawFree(reached);
+    return ended;
 }
 
 /* walk(dfa, spellings, offsets, tokens, states, positions, ended_tokens, ended_states) -> ended
@@ -207,25 +348,28 @@ static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "walk: arrays of mismatched lengths");
         goto done;
     }
+    int64_t *starts = PyMem_Malloc(sizeof(int64_t) * (size_t)(2 * count + 1));
+    if (starts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t *stops = starts + count;
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t token = tokens[i];
-        if (token < 0 || token >= vocab_size || positions[i] < 0) {
+        if (token < 0 || token >= vocab_size || positions[i] < 0
+                || offsets[token] + positions[i] > offsets[token + 1] || offsets[token + 1] > total) {
+            PyMem_Free(starts);
             PyErr_SetString(PyExc_IndexError, "walk: a token outside the tables");
             goto done;
         }
-        int64_t at = offsets[token] + positions[i], end = offsets[token + 1];
-        if (at > end || end > total) {
-            PyErr_SetString(PyExc_IndexError, "walk: a token outside the tables");
-            goto done;
-        }
-        int alive = walk_bytes(&automaton, states[i], spellings + at, end - at, &ended_states[ended]);
-        if (alive < 0) {
-            goto done;
-        }
-        ended_tokens[ended] = token;
-        ended += alive;
+        starts[i] = offsets[token] + positions[i];
+        stops[i] = offsets[token + 1];
     }
-    result = PyLong_FromSsize_t(ended);
+    ended = walk_entries(&automaton, count, spellings, starts, stops, states, tokens, ended_tokens, ended_states);
+    PyMem_Free(starts);
+    if (ended >= 0) {
+        result = PyLong_FromSsize_t(ended);
+    }
 done:
     release(buffers, 8);
     close_automaton(&automaton);
@@ -271,19 +415,15 @@ static PyObject *walk_packed(PyObject *module, PyObject *const *args, Py_ssize_t
         goto done;
     }
     for (Py_ssize_t i = 0; i < count; i++) {
-        int64_t at = offsets[i], end = offsets[i + 1];
-        if (at < 0 || at > end || end > total) {
+        if (offsets[i] < 0 || offsets[i] > offsets[i + 1] || offsets[i + 1] > total) {
             PyErr_SetString(PyExc_IndexError, "walk_packed: an entry outside the data");
             goto done;
         }
-        int alive = walk_bytes(&automaton, states[i], data + at, end - at, &ended_states[ended]);
-        if (alive < 0) {
-            goto done;
-        }
-        ended_entries[ended] = i;
-        ended += alive;
     }
-    result = PyLong_FromSsize_t(ended);
+    ended = walk_entries(&automaton, count, data, offsets, offsets + 1, states, NULL, ended_entries, ended_states);
+    if (ended >= 0) {
+        result = PyLong_FromSsize_t(ended);
+    }
 done:
     release(buffers, 6);
     close_automaton(&automaton);
@@ -497,6 +637,7 @@ static PyObject *walk_table(PyObject *module, PyObject *const *args, Py_ssize_t 
             || buffers[6].view.len / 4 != count || vocab_size < 0) {
         problem = "walk_table: a table whose rows are not 256 cells, or arrays of mismatched lengths";
     }
+    Py_BEGIN_ALLOW_THREADS  /* plain C over buffers the call holds */
     for (Py_ssize_t i = 0; i < count && problem == NULL; i++) {
         int64_t token = tokens[i], state = states[i];
         if (token < 0 || token >= vocab_size || positions[i] < 0 || state < 0 || state >= rows
@@ -516,6 +657,7 @@ static PyObject *walk_table(PyObject *module, PyObject *const *args, Py_ssize_t 
         }
         ends[i] = (int32_t)state;
     }
+    Py_END_ALLOW_THREADS
     release(buffers, 7);
     if (problem != NULL) {
         PyErr_SetString(PyExc_ValueError, problem);

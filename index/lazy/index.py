@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,7 +80,21 @@ from .plans import _ChainPlan, _PackedBytes, _WalkPlan, _chain_plan, _walk_plan
 from .tables import (_LEAD_BYTES, _chain_mask, _class_key, _class_runs, _last_leaving, _loop_mask, _loops_on,
                      _tail_tokens, vocabulary_tables)
 
-__all__ = ["LazyIndex", "LAZY_ANY_DEPTH"]
+__all__ = ["LazyIndex", "LAZY_ANY_DEPTH", "DEFAULT_ROW_BUDGET"]
+
+
+# The bytes of token rows a lazy index keeps (BuildConfig.row_budget): its
+# distinct masks (a Qwen mask is 18,960 bytes) and each state's successors.
+# Past it the least recently used rows are dropped and computed again when
+# asked (the same answers: cells once resolved never change). 32 MiB holds
+# ~1,700 distinct Qwen masks, more than a schema's generations visit
+# (JSONSchemaBench instances: tens to a few hundred states a schema); the
+# automaton's own states are bounded by max_states instead.
+DEFAULT_ROW_BUDGET = 32 << 20
+# What a kept row costs beyond its arrays' bytes: a dict entry or two, the
+# array headers (measured with tracemalloc: ~0.3 kB a state, ~0.1 kB a mask).
+_ROW_OVERHEAD = 320
+_MASK_OVERHEAD = 128
 
 
 # Free values of a schema nest this many levels in lazy mode, with no
@@ -218,8 +232,19 @@ class LazyIndex(MaskServing):
         self._raw_rows: dict[int, _TokenRow] = {}
         self._lock = threading.RLock()
         self._masks: dict[int, np.ndarray] = {}        # state -> its allowed-token bitset
+        # the states with a row, least recently used first once the rows
+        # pass half their budget (see _touch); beside _masks, whose plain
+        # dict lookup is ~25 ns faster than an OrderedDict's on a warm step
+        self._recency: OrderedDict[int, None] = OrderedDict()
         self._successors: dict[int, np.ndarray] = {}   # state -> distinct states its tokens reach
+        # A mask's bytes -> the one read-only array over them that every
+        # state with that mask serves, and how many kept states do.
         self._distinct_masks: dict[bytes, np.ndarray] = {}
+        self._mask_users: dict[bytes, int] = {}
+        budget = self._config.row_budget
+        self._row_budget = DEFAULT_ROW_BUDGET if budget is None else budget
+        self._row_bytes = 0
+        self._tracking = False  # recency is kept from half the budget on
         self._table_view: tuple[np.ndarray | None, memoryview | None] = (None, None)
         self._completed = None
         self._explored = None  # (lazy table, minimal DFA, completed arrays) until state_map() is made
@@ -304,7 +329,15 @@ class LazyIndex(MaskServing):
         mask = self._masks.get(state)
         if mask is None:
             mask = self._serve(state)
+        elif self._tracking:
+            self._touch(state)
         return mask
+
+    def row_ready(self, state: int) -> bool:
+        """Whether the row of ``state`` is computed and kept (its mask is then
+        a lookup; :func:`tokendfa.fill_masks` computes a batch's cold rows
+        on threads)."""
+        return state in self._masks
 
     def is_final(self, state: int) -> bool:
         if state not in self._masks:
@@ -330,6 +363,8 @@ class LazyIndex(MaskServing):
         mask = self._masks.get(state)
         if mask is None:
             mask = self._serve(state)
+        elif self._tracking:
+            self._touch(state)
         if not 0 <= token_id < self._vocab_size:
             self._check_token(token_id)
         if (mask.item(token_id >> 5) >> (token_id & 31)) & 1:
@@ -363,6 +398,8 @@ class LazyIndex(MaskServing):
         mask = self._masks.get(state)
         if mask is None:
             mask = self._serve(state)
+        elif self._tracking:
+            self._touch(state)
         if type(out) is np.ndarray and (out.dtype == _INT32 or out.dtype == _UINT32):
             target = out if row is None else self._row_of(out, row)
             if target.shape == mask.shape:
@@ -413,8 +450,10 @@ class LazyIndex(MaskServing):
             for state in frontier:
                 if self._stop.is_set():
                     return
-                self.get_mask(state)
-                for nxt in self._successors[state].tolist():
+                with self._lock:  # rows are dropped under it: the successors stay with the mask
+                    self.get_mask(state)
+                    following_states = self._successors[state].tolist()
+                for nxt in following_states:
                     if nxt not in seen:
                         seen.add(nxt)
                         following.append(nxt)
@@ -525,12 +564,58 @@ class LazyIndex(MaskServing):
                     _set_bits(mask, tokens)
                 if self._dfa.finals[state]:
                     _set_bits(mask, np.array(self._eos, dtype=np.int64))
-                mask = self._distinct_masks.setdefault(mask.tobytes(), mask)
-                mask.flags.writeable = False
-                self._successors[state] = row.successors()
+                key = mask.tobytes()
+                mask = self._distinct_masks.get(key)
+                if mask is None:
+                    # read-only, over the key's own bytes: a distinct mask is held once
+                    mask = self._distinct_masks[key] = np.frombuffer(key, dtype=MASK_WORD)
+                    self._mask_users[key] = 0
+                    self._row_bytes += len(key) + _MASK_OVERHEAD
+                self._mask_users[key] += 1
+                successors = self._successors[state] = row.successors()
+                self._row_bytes += successors.nbytes + _ROW_OVERHEAD
                 self._raw_rows.pop(state, None)
+                self._recency[state] = None
                 self._masks[state] = mask  # published last: readers take no lock
+                if self._row_bytes > self._row_budget // 2:
+                    self._tracking = True
+                    if self._row_bytes > self._row_budget:
+                        self._drop_rows()
             return mask
+
+    def _touch(self, state: int) -> None:
+        """Mark the row of ``state`` most recently used (a served row,
+        once the rows pass half their budget: below it nothing is dropped,
+        and the warm path skips the ~0.1 us this costs)."""
+        try:
+            self._recency.move_to_end(state)
+        except KeyError:  # dropped meanwhile by another thread
+            pass
+
+    def _drop_rows(self) -> None:
+        """Drop the least recently used rows until they hold three quarters
+        of the budget (not one a call: each drop would then come with the
+        next new row), keeping the newest. Under the lock; a reader that
+        took a mask before keeps it, and one that asks after computes the
+        row again."""
+        goal = self._row_budget * 3 // 4
+        recency = self._recency
+        while self._row_bytes > goal and len(recency) > 1:
+            state, _ = recency.popitem(last=False)
+            mask = self._masks.pop(state)
+            successors = self._successors.pop(state)
+            self._row_bytes -= successors.nbytes + _ROW_OVERHEAD
+            key = mask.base
+            self._mask_users[key] -= 1
+            if not self._mask_users[key]:
+                del self._mask_users[key], self._distinct_masks[key]
+                self._row_bytes -= len(key) + _MASK_OVERHEAD
+
+    @property
+    def row_bytes(self) -> int:
+        """The bytes of token rows this index keeps now (at most about
+        ``config.row_budget``; see :data:`DEFAULT_ROW_BUDGET`)."""
+        return self._row_bytes
 
     def _raw_row(self, state: int) -> _TokenRow:
         """Every token whose bytes keep the automaton alive from ``state``,
@@ -621,11 +706,12 @@ class LazyIndex(MaskServing):
                        packed: _PackedBytes | None, found_tokens: list, found_ends: list) -> None:
         """Walk ``tokens`` from ``states`` at ``positions`` with the compiled
         loop (:mod:`tokendfa.lazy._cwalk`), appending the live ones and their
-        end states to ``found_*``. A cell not resolved yet is resolved as
-        the walk meets it (``LazyByteDFA.step_held``, the automaton's lock
-        held for the whole walk). Walking in passes instead, the stopped
-        tokens' cells resolved together between them, paid ~40 us of numpy
-        a pass, and a token spelling ``"},{"`` needed a pass a byte. No loop
+        end states to ``found_*``. The walk goes in passes inside the C
+        call: every token as far as resolved cells go, without the GIL, then
+        the cells the stopped ones wait on resolved together
+        (``LazyByteDFA.step_held``, with the GIL; the automaton's lock held
+        for the whole walk), and on (passes driven from numpy instead paid
+        ~40 us a pass). No loop
         shortcut: a byte costs a few nanoseconds here (~15 ns a Qwen token
         from a JSON string state), and asking a state for its loop set
         resolves its whole ASCII row. With ``packed`` (the plan's bytes in

@@ -9,6 +9,8 @@ Reading order:
 * :mod:`tokendfa.runtime.index`   :class:`Index`: ``get_mask`` / ``get_tokens`` /
   ``advance`` in constant time
 * :mod:`tokendfa.runtime.guide`   :class:`Guide`: one generation's cursor
+* :mod:`tokendfa.runtime.batch`   :func:`fill_masks`: a batch's masks in one
+  call, the cold rows of lazy indexes on a few threads
 * :mod:`tokendfa.runtime.files`   versioned msgpack + raw-array files,
   validated on load, written atomically
 
@@ -24,7 +26,8 @@ inside the call (and return a lazy index by default:
 """
 
 from .arrays import IndexArrays
+from .batch import fill_masks
 from .guide import Guide
 from .index import Index
 
-__all__ = ["Index", "Guide", "IndexArrays"]
+__all__ = ["Index", "Guide", "IndexArrays", "fill_masks"]

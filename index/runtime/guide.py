@@ -30,6 +30,11 @@ class Guide:
     def state(self) -> int:
         return self._states[-1]
 
+    @property
+    def ended(self) -> bool:
+        """Whether an EOS was accepted (the generation is over: no token is allowed)."""
+        return self._ended[-1]
+
     def get_tokens(self) -> np.ndarray:
         """Allowed token ids (sorted int32); nothing once EOS was accepted."""
         if self._ended[-1]:

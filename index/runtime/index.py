@@ -85,7 +85,7 @@ class Index(MaskServing):
                    n_jobs: int = 1, backend: str | None = None,
                    max_states: int | None = None, progress: bool | None = None,
                    lazy: bool = True, time_limit: float | None = None,
-                   memory_budget: int | None = None) -> "Index | LazyIndex":
+                   memory_budget: int | None = None, row_budget: int | None = None) -> "Index | LazyIndex":
         """Compile ``pattern`` (Python ``re`` syntax, matched against the
         whole text) for ``vocabulary``.
 
@@ -115,7 +115,10 @@ class Index(MaskServing):
         (:class:`~tokendfa.analysis.errors.BuildLimitError`); both are
         checked while the work runs, and a build stopped by either returns
         nothing. For a lazy index they bound its construction, ``complete()``
-        and the background completion, each from its start.
+        and the background completion, each from its start. ``row_budget``
+        (bytes; default ``tokendfa.lazy.DEFAULT_ROW_BUDGET``, 32 MiB) bounds
+        the token rows a lazy index keeps: the least recently used are
+        dropped past it and computed again when asked.
 
         The builder (:mod:`tokendfa.builder`) is imported here, inside the call,
         so that loading and serving an index never pays for it; it returns
@@ -125,7 +128,7 @@ class Index(MaskServing):
 
         config = BuildConfig(method=method, n_jobs=n_jobs, backend=backend,
                              max_states=max_states, progress=progress, time_limit=time_limit,
-                             memory_budget=memory_budget)
+                             memory_budget=memory_budget, row_budget=row_budget)
         definitions = dfa = deferred = None
         if not isinstance(pattern, str) and hasattr(pattern, "tree_definitions"):
             deferred = getattr(pattern, "deferred", None)  # recursion left to a lazy automaton
@@ -161,7 +164,7 @@ class Index(MaskServing):
         bound recursion and free values (see :func:`tokendfa.schema.api.regex_from_schema`);
         ``metadata["notes"]`` lists the narrowings that applied. Other options
         (``method``, ``n_jobs``, ``backend``, ``max_states``, ``progress``,
-        ``time_limit``, ``memory_budget``) are :meth:`from_regex`'s; the time
+        ``time_limit``, ``memory_budget``, ``row_budget``) are :meth:`from_regex`'s; the time
         limit and the memory budget cover the schema's compilation too. The
         schema compiler and the builder are imported inside the call.
 

@@ -30,6 +30,12 @@ class MaskServing:
     def get_mask(self, state: int) -> np.ndarray:  # pragma: no cover - every subclass defines it
         raise NotImplementedError
 
+    def row_ready(self, state: int) -> bool:
+        """Whether ``get_mask(state)`` is served from memory, with no row to
+        compute first (always, for an index read from arrays; a lazy index
+        says whether the state's row is computed and kept)."""
+        return True
+
     def get_tokens(self, state: int) -> np.ndarray:
         """Allowed token ids, sorted, as ``int32`` (EOS included in final states)."""
         bits = np.unpackbits(self.get_mask(state).view(np.uint8), bitorder="little")

@@ -1,0 +1,115 @@
+"""A batch of new schemas, one generation each: the cold rows of a step
+computed one after another, and by ``tokendfa.fill_masks`` on threads.
+
+Each repeat builds fresh lazy indexes for the same ``--batch`` JSONSchemaBench
+schemas (qwen2.5; construction not timed), then decodes each schema's first
+valid instance (compact JSON, its tokens forced) in lockstep for up to
+``--steps`` steps: each step is one ``fill_masks(guides, bitmask,
+threads=k)`` call, timed. Nearly every state is new to its index, so most
+rows are cold (the per-vocabulary caches are filled by a run before the
+timed ones, as in a server that has seen other schemas). The modes alternate
+within each repeat, and the table gives each mode's median total over the
+repeats and its ratio to threads=1. The masks of every mode are checked equal.
+
+    .venv/bin/python benchmarks/bench_batch.py --batch 16 --threads 1 2 --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from support.data import compact, round_robin, source_names  # noqa: E402
+
+
+def pick_schemas(vocab, count: int):
+    """The first ``count`` schemas (round robin over the sources) whose first
+    valid instance the lazy index accepts, with that instance's tokens."""
+    from tokendfa import Guide, Index
+
+    def qualify(record):
+        texts = [compact(data) for data in record.instances(True)]
+        if not texts:
+            return "no valid instance"
+        try:
+            index = Index.from_schema(record.schema, vocab)
+            tokens = vocab.encode(texts[0])
+            guide = Guide(index)
+            for token in tokens:
+                guide.advance(token)
+        except Exception as exc:  # noqa: BLE001 - a schema or instance this engine refuses is passed over
+            return type(exc).__name__
+        return record, tokens
+
+    chosen, _, _ = round_robin(source_names(), count, qualify)
+    return chosen
+
+
+def run_mode(chosen, vocab, steps: int, threads: int):
+    """Fresh indexes, one guide each, decoding each schema's instance in
+    lockstep (its tokens forced); ``fill_masks`` timed at every step."""
+    from tokendfa import Guide, Index, fill_masks
+
+    guides = [Guide(Index.from_schema(record.schema, vocab)) for record, _ in chosen]
+    words = (vocab.size + 31) // 32
+    bitmask = np.zeros((len(guides), words), dtype=np.int32)
+    seconds, masks = [], []
+    for step in range(steps):
+        live = [guide if step <= len(tokens) else None for guide, (_, tokens) in zip(guides, chosen)]
+        if not any(live):
+            break
+        started = time.perf_counter()
+        fill_masks(live, bitmask, threads=threads)
+        seconds.append(time.perf_counter() - started)
+        masks.append(bitmask.copy())
+        for guide, (_, tokens) in zip(guides, chosen):
+            if step < len(tokens):
+                guide.advance(tokens[step])
+    return seconds, masks
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=64)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    from tokendfa import Index, Vocabulary
+
+    vocab = Vocabulary.builtin("qwen2.5").prepare()
+    Index.from_schema({"type": "object", "properties": {"a": {"type": "string"}}}, vocab).get_mask(1)
+    records = pick_schemas(vocab, args.batch)
+    print(f"{len(records)} schemas: {', '.join(r.label for r, _ in records)}", flush=True)
+    run_mode(records, vocab, args.steps, 1)  # the per-vocabulary caches the first run fills
+    modes = sorted(set(args.threads) | {1})
+    totals = {k: [] for k in modes}
+    firsts = {k: [] for k in modes}
+    for repeat in range(args.repeats):
+        reference = None
+        for threads in modes:
+            seconds, masks = run_mode(records, vocab, args.steps, threads)
+            if reference is None:
+                reference = masks
+            elif not all(np.array_equal(a, b) for a, b in zip(reference, masks)):
+                raise SystemExit(f"threads={threads}: masks differ from threads=1")
+            totals[threads].append(sum(seconds))
+            firsts[threads].append(seconds[0])
+            print(f"repeat {repeat} threads {threads}: {sum(seconds) * 1e3:8.1f} ms over {args.steps} steps"
+                  f" (first step {seconds[0] * 1e3:.1f} ms)", flush=True)
+    base = np.median(totals[1])
+    print(f"\nbatch {len(records)}, {args.steps} steps, {args.repeats} repeats, {os.cpu_count()} CPUs")
+    print("| threads | median total ms | ratio to 1 thread | median first step ms |")
+    print("| --- | --- | --- | --- |")
+    for threads in modes:
+        median = np.median(totals[threads])
+        print(f"| {threads} | {median * 1e3:.1f} | {median / base:.2f} | {np.median(firsts[threads]) * 1e3:.1f} |")
+
+
+if __name__ == "__main__":
+    main()

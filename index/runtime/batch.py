@@ -1,0 +1,112 @@
+"""Masks for a whole batch of generations at once: one call per decoding step.
+
+A server decoding a batch asks every generation's mask at each step. On a
+lazy index (:class:`~tokendfa.lazy.LazyIndex`) a state seen for the first
+time has a token row to compute first (a *cold* row: a fraction of a
+millisecond to a few), and a batch of new schemas has one per generation.
+:func:`fill_masks` computes the cold rows of different indexes on a small
+pool of threads, then writes every mask into one buffer of int32/uint32 rows
+(the layout of ``Guide.write_mask_into`` and of xgrammar's token bitmask).
+
+Threads pay only where rows run in parallel: the compiled walk of a row and
+numpy's larger passes release the GIL (see ``tokendfa/lazy/_cwalk.c``);
+discovering states (the lazy automaton's subset construction) and building
+a row's walk plan do not, and they are most of a cold row today, so the
+default is the calling thread alone (:data:`DEFAULT_MASK_THREADS`). Rows of one lazy index are computed
+one after another (its lock), so the work is split by index, and a batch
+whose cold rows all belong to one index, or that has fewer than two, is
+computed on the calling thread. An index read from arrays has no cold rows.
+
+May import: the standard library and numpy (a runtime module: see
+:mod:`tokendfa.runtime`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
+from .guide import Guide
+
+__all__ = ["fill_masks", "DEFAULT_MASK_THREADS"]
+
+# Threads for a batch's cold rows when the caller names none. One (the
+# calling thread alone) while a cold row holds the GIL for most of its time:
+# on 16 new JSONSchemaBench schemas decoded in lockstep (qwen2.5,
+# benchmarks/bench_batch.py) the walk ran without it for 13-17% of the
+# rows' time, which bounds two threads at ~0.85 of the serial time; on the
+# shared 2-core machine (load 7-10) two threads took 1.15x as long (1.23x
+# before the walk took the GIL back once a pass rather than once a cell).
+# Raise it (or pass ``threads``) where rows run mostly without the GIL.
+DEFAULT_MASK_THREADS = 1
+
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+_pool_lock = threading.Lock()
+
+
+def _shared_pool(threads: int) -> ThreadPoolExecutor:
+    """One pool for the process, grown when a call asks for more threads
+    (starting a thread costs ~50-100 us, more than a warm batch)."""
+    global _pool, _pool_size
+    with _pool_lock:
+        if _pool is None or _pool_size < threads:
+            old = _pool
+            _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tokendfa-masks")
+            _pool_size = threads
+            if old is not None:
+                old.shutdown(wait=False)
+        return _pool
+
+
+def _compute_rows(index, states: list[int]) -> None:
+    for state in states:
+        index.get_mask(state)
+
+
+def fill_masks(guides: Sequence[Guide | None], bitmask, rows: Sequence[int] | None = None, *,
+               threads: int | None = None) -> None:
+    """Write each guide's mask into ``bitmask`` (a numpy array or torch
+    tensor of int32/uint32 words, ``[batch, words]``): guide ``i``'s into
+    row ``rows[i]`` (default: row ``i``); a ``None`` guide leaves its row
+    untouched. Works for guides over whole and lazy indexes alike, with the
+    answers of :meth:`Guide.write_mask_into` one guide at a time.
+
+    The cold rows of lazy indexes (states whose row is not computed yet)
+    are computed first, on up to ``threads`` threads (default
+    :data:`DEFAULT_MASK_THREADS`, 1: all on the calling thread) when they
+    belong to two or more indexes, the calling thread one of them. An error computing a row (a
+    :class:`~tokendfa.analysis.errors.BuildLimitError`, say) is raised here,
+    as ``get_mask`` raises it."""
+    if rows is None:
+        rows = range(len(guides))
+    elif len(rows) != len(guides):
+        raise ValueError(f"fill_masks: {len(guides)} guides but {len(rows)} rows")
+    threads = DEFAULT_MASK_THREADS if threads is None else max(1, int(threads))
+    # The cold rows, by index (an index's rows are computed one after another).
+    cold: dict[int, tuple[object, list[int]]] = {}
+    for guide in guides:
+        if guide is None or guide.ended:
+            continue
+        index, state = guide.index, guide.state
+        if not index.row_ready(state):
+            entry = cold.get(id(index))
+            if entry is None:
+                cold[id(index)] = (index, [state])
+            elif state not in entry[1]:
+                entry[1].append(state)
+    if len(cold) >= 2 and threads >= 2:
+        # the calling thread takes the first index's rows itself, the pool the others
+        groups = list(cold.values())
+        pool = _shared_pool(threads - 1)
+        jobs = [pool.submit(_compute_rows, index, states) for index, states in groups[1:]]
+        try:
+            _compute_rows(*groups[0])
+        finally:
+            for job in jobs:
+                job.result()  # re-raises a row's error
+    for guide, row in zip(guides, rows):
+        if guide is not None:
+            guide.write_mask_into(bitmask, row)

@@ -1,0 +1,180 @@
+"""A batch's masks in one call (tokendfa.fill_masks), the cold rows of lazy
+indexes computed on threads, and the compiled walk running without the GIL."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from conftest import cached_vocabulary
+from tokendfa import Guide, Index, fill_masks
+from tokendfa.lazy import NATIVE_WALK
+
+SCHEMAS = [
+    {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                      "age": {"type": "integer"}}, "required": ["name", "age"]},
+    {"type": "array", "items": {"type": "string", "pattern": "^[a-f0-9]{8}$"}},
+    {"type": "object", "properties": {"when": {"type": "string", "format": "date"},
+                                      "tags": {"type": "array", "items": {"enum": ["red", "green", "blue"]}}}},
+    {"type": "object", "additionalProperties": {"type": "number"}},
+    {"type": "string", "minLength": 3, "maxLength": 40},
+]
+INSTANCES = [{"name": "Ada Lovelace", "age": 36}, ["deadbeef", "0123abcd"],
+             {"when": "2024-02-29", "tags": ["red", "blue"]}, {"x": 1.5, "y": -2, "zeta": 1e3},
+             "hello, world: é日"]
+
+
+def token_paths(vocab) -> list[list[int]]:
+    return [vocab.encode(json.dumps(x, separators=(",", ":"), ensure_ascii=False)) for x in INSTANCES]
+
+
+def batch_steps(guides, paths, vocab, threads: int, rows=None) -> list[np.ndarray]:
+    """Decode every path in lockstep with fill_masks; the bitmask of each step."""
+    words = (vocab.size + 31) // 32
+    seen = []
+    for step in range(max(len(p) for p in paths) + 1):
+        live = [g if step <= len(p) else None for g, p in zip(guides, paths)]
+        bitmask = np.full((len(guides) + 2, words), -7, dtype=np.int32)  # rows fill_masks must not touch keep -7
+        fill_masks(live, bitmask, rows=rows, threads=threads)
+        seen.append(bitmask)
+        for guide, path in zip(guides, paths):
+            if step < len(path):
+                guide.advance(path[step])
+    return seen
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("threads", [1, 4])
+def test_fill_masks_gives_each_guides_own_mask(threads):
+    """Lazy indexes (cold: rows computed on threads) and a whole one, side by
+    side: every row of the bitmask is what the guide alone writes, computed
+    on fresh indexes one guide at a time; rows of finished guides (None) and
+    rows nobody names stay as they were."""
+    vocab = cached_vocabulary("qwen2.5")
+    paths = token_paths(vocab)
+    lazy = lambda: [Index.from_schema(s, vocab, lazy=i != 1) for i, s in enumerate(SCHEMAS)]  # noqa: E731
+    rows = [len(SCHEMAS) + 1 - i for i in range(len(SCHEMAS))]  # a permutation, rows 1.. of a wider buffer
+    batched = batch_steps([Guide(i) for i in lazy()], paths, vocab, threads, rows)
+    serial = [Guide(i) for i in lazy()]
+    words = (vocab.size + 31) // 32
+    for step, bitmask in enumerate(batched):
+        assert (bitmask[0] == -7).all()
+        for guide, path, row in zip(serial, paths, rows):
+            if step > len(path):
+                assert (bitmask[row] == -7).all()
+                continue
+            expected = np.zeros(words, dtype=np.int32)
+            guide.write_mask_into(expected)
+            assert np.array_equal(bitmask[row], expected), (step, row)
+            if step < len(path):
+                guide.advance(path[step])
+
+
+@pytest.mark.slow
+def test_many_threads_on_one_lazy_index_give_the_serial_answers():
+    """Eight threads decode the same instances through one cold lazy index
+    (each starting at another instance, so they race for different new
+    states) and see, step by step, the masks a fresh index gives serially."""
+    vocab = cached_vocabulary("qwen2.5")
+    paths = token_paths(vocab)
+    schema = {"anyOf": SCHEMAS}
+
+    def masks(index, order):
+        seen = []
+        for i in order:
+            guide = Guide(index)
+            for token in paths[i]:
+                seen.append(guide.get_mask().tobytes())
+                guide.advance(token)
+            seen.append(guide.get_mask().tobytes())
+        return seen
+
+    orders = [[(n + k) % len(paths) for k in range(len(paths))] for n in range(8)]
+    expected = [masks(Index.from_schema(schema, vocab), order) for order in orders]
+    shared = Index.from_schema(schema, vocab)
+    results: dict[int, list] = {}
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(orders))
+
+    def run(n: int) -> None:
+        try:
+            start.wait()
+            results[n] = masks(shared, orders[n])
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(len(orders))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    for n in range(len(orders)):
+        assert results[n] == expected[n]
+
+
+def test_fill_masks_checks_its_rows():
+    index = Index.from_regex("[0-9]+", cached_vocabulary("toy"))
+    with pytest.raises(ValueError):
+        fill_masks([Guide(index)], np.zeros((1, 1), dtype=np.int32), rows=[0, 1])
+
+
+class _LoopingAutomaton:
+    """What the compiled walk reads: a complete table where state 1 loops
+    on every byte (no cell to resolve, so the walk never needs Python)."""
+
+    def __init__(self) -> None:
+        self.table = np.ones((2, 256), dtype=np.int32)
+        self.table[0] = 0
+        self.num_states = 2
+
+    def step_held(self, state: int, byte: int) -> int:  # pragma: no cover - every cell is known
+        raise AssertionError("no cell is unknown")
+
+
+def _longest_pause_of_python_during(call) -> tuple[float, float]:
+    """``(seconds call took, longest pause of another thread's Python loop
+    meanwhile)``: the pause is the whole call when it holds the GIL, a
+    switch interval or a scheduling delay at most when it lets go."""
+    stamps: list[float] = []
+    running = threading.Event()
+    stop = threading.Event()
+
+    def spin() -> None:
+        running.set()
+        while not stop.is_set():
+            stamps.append(time.perf_counter())
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    running.wait()
+    time.sleep(0.01)
+    started = time.perf_counter()
+    call()
+    finished = time.perf_counter()
+    stop.set()
+    spinner.join()
+    inside = np.array([t for t in stamps if started <= t <= finished] + [started, finished])
+    inside.sort()
+    return finished - started, float(np.diff(inside).max())
+
+
+@pytest.mark.skipif(not NATIVE_WALK, reason="the compiled walk is not built (or TOKENDFA_NATIVE=0)")
+def test_the_compiled_walk_runs_without_the_gil():
+    from tokendfa.lazy import kernels
+
+    cwalk = kernels._cwalk
+    data = np.full(32 << 20, ord("a"), dtype=np.uint8)  # one entry of 32 MB: ~0.1-0.3 s of walking
+    offsets = np.array([0, len(data)], dtype=np.int64)
+    states = np.ones(1, dtype=np.int64)
+    ended = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    automaton = _LoopingAutomaton()
+    result = []
+    took, pause = _longest_pause_of_python_during(
+        lambda: result.append(cwalk.walk_packed(automaton, data, offsets, states, *ended)))
+    assert result == [1] and ended[1][0] == 1
+    assert pause < took / 2, (took, pause)
