@@ -70,6 +70,13 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+# Loaded with the front end although only some schemas need them: a server
+# forks its workers from a warm process, and a module first imported inside
+# one schema's compilation adds its import to that schema's time to first
+# mask (numpy.ma, which np.unique imports on first use in the string
+# algebra: 17.7 ms against 1.3 ms for Handwritten:25 in a fresh fork).
+import numpy.ma  # noqa: F401
+from . import disjoint  # noqa: F401 - oneOf's branches (keywords._k_one_of)
 from ..analysis.errors import SchemaError, UnsupportedSchemaError
 from ..analysis.regex_tree import Node, to_regex
 from ..analysis.utf8 import SURROGATES
