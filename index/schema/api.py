@@ -65,6 +65,7 @@ from __future__ import annotations
 import functools
 import gc
 import json
+import numbers
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -418,7 +419,7 @@ def _dialect(schema: dict | bool, default_draft: str | None):
                 f"unsupported keyword '$schema' at /: dialect {cls.__name__} is not supported "
                 "(draft 4 and newer are)")
         flat = _flat_meta_validator() if cls is validators.Draft202012Validator else None
-        if flat is not None and flat.is_valid(schema):
+        if flat is not None and (_meta_accepts(schema) or flat.is_valid(schema)):
             return cls, *_DRAFTS[cls.__name__]
         # check_schema would also test each "pattern" with Python's re, which
         # refuses valid ECMA syntax (\p{L}); the compiler reads patterns itself
@@ -505,6 +506,155 @@ def _flat_meta_validator():
         return None
     flat = {"type": ["object", "boolean"], "properties": properties, "$defs": definitions}
     return validators.Draft202012Validator(flat)
+
+
+def _meta_accepts(schema) -> bool:
+    """True if the flat 2020-12 meta-schema (:func:`_flat_meta_validator`)
+    surely accepts ``schema``; False if it does not or if this cannot tell
+    (the caller then asks jsonschema).
+
+    jsonschema walks the meta-schema anew for every subschema (a validator
+    evolved, a scope pushed, each keyword looked up): 0.6 ms of a 3.7 ms
+    time to first mask at the MaskBench sample's median, 6 ms at its p90.
+    This is the same meta-schema compiled once into Python closures (see
+    :func:`_compile_meta`), about ten times faster.
+    """
+    check = _meta_check()
+    if check is None:
+        return False
+    try:
+        return check(schema)
+    except RecursionError:
+        return False
+
+
+@functools.lru_cache(maxsize=1)
+def _meta_check():
+    flat = _flat_meta_validator()
+    if flat is None:
+        return None
+    try:
+        return _compile_meta(flat.schema)
+    except _Unexpected:
+        return None
+
+
+def _meta_is_number(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, numbers.Number)
+
+
+# jsonschema's 2020-12 type checker, one predicate a type name
+_META_TYPES = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+    "number": _meta_is_number,
+    "integer": lambda v: not isinstance(v, bool) and (
+        isinstance(v, int) or (isinstance(v, float) and v.is_integer())),
+}
+# what asserts nothing here: annotations, and format (the meta-schema is checked without a format checker)
+_META_ANNOTATIONS = frozenset({"$comment", "default", "deprecated", "format", "title", "description"})
+
+
+def _compile_meta(root: dict):
+    """``root`` (a schema with ``$ref`` only to ``#`` and ``#/$defs/...``, and
+    only the keywords the flat meta-schema uses) as a predicate; raises
+    :class:`_Unexpected` on anything else. Each keyword does what
+    jsonschema's does, so the predicate answers as ``is_valid``, except that
+    it answers False where it is unsure (``uniqueItems`` of non-strings)."""
+    compiled: dict[str, Any] = {}
+    definitions = root.get("$defs", {})
+
+    def ref(target: str):
+        # late-bound: a reference may be compiled before its target (recursion through "#")
+        if target not in compiled:
+            compiled[target] = None
+            if target == "#":
+                compiled[target] = build(root, top=True)
+            elif target.startswith("#/$defs/") and target[8:] in definitions:
+                compiled[target] = build(definitions[target[8:]])
+            else:
+                raise _Unexpected(target)
+        return lambda v: compiled[target](v)
+
+    def build(schema, top: bool = False):
+        if schema is True:
+            return lambda v: True
+        if not isinstance(schema, dict):
+            raise _Unexpected(repr(schema))
+        checks = []
+        for key, value in schema.items():
+            if key in _META_ANNOTATIONS or (top and key == "$defs"):
+                continue
+            checks.append(keyword(key, value, schema))
+        if len(checks) == 1:
+            return checks[0]
+        return lambda v: all(check(v) for check in checks)
+
+    def keyword(key, value, schema):
+        if key == "$ref":
+            return ref(value)
+        if key == "type":
+            names = value if isinstance(value, list) else [value]
+            if not all(name in _META_TYPES for name in names):
+                raise _Unexpected(key)
+            tests = [_META_TYPES[name] for name in names]
+            return lambda v: any(test(v) for test in tests)
+        if key == "properties":
+            subs = {name: build(sub) for name, sub in value.items()}
+
+            def properties(v):
+                if not isinstance(v, dict):
+                    return True
+                for name, item in v.items():
+                    check = subs.get(name)
+                    if check is not None and not check(item):
+                        return False
+                return True
+            return properties
+        if key == "additionalProperties":
+            if "patternProperties" in schema:
+                raise _Unexpected(key)
+            sub, known = build(value), set(schema.get("properties", ()))
+            return lambda v: not isinstance(v, dict) or all(
+                sub(item) for name, item in v.items() if name not in known)
+        if key == "propertyNames":
+            sub = build(value)
+            return lambda v: not isinstance(v, dict) or all(sub(name) for name in v)
+        if key == "items":
+            if "prefixItems" in schema:
+                raise _Unexpected(key)
+            sub = build(value)
+            return lambda v: not isinstance(v, list) or all(sub(item) for item in v)
+        if key == "minItems":
+            return lambda v: not isinstance(v, list) or len(v) >= value
+        if key == "uniqueItems":
+            if value is not True:
+                raise _Unexpected(key)
+            # unsure beyond strings: jsonschema's equality (1 == 1.0, True != 1) is not Python's
+            return lambda v: not isinstance(v, list) or (
+                all(isinstance(item, str) for item in v) and len(set(v)) == len(v))
+        if key == "enum":
+            if not all(isinstance(item, str) for item in value):
+                raise _Unexpected(key)
+            members = frozenset(value)
+            return lambda v: isinstance(v, str) and v in members
+        if key == "minimum":
+            return lambda v: not _meta_is_number(v) or v >= value
+        if key == "exclusiveMinimum":
+            return lambda v: not _meta_is_number(v) or v > value
+        if key == "pattern":
+            search = re.compile(value).search
+            return lambda v: not isinstance(v, str) or search(v) is not None
+        if key == "anyOf":
+            subs = [build(sub) for sub in value]
+            return lambda v: any(sub(v) for sub in subs)
+        raise _Unexpected(key)
+
+    check = ref("#")
+    return check
 
 
 def _resolver(schema, meta_uri: str, registry):
