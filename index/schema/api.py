@@ -418,8 +418,10 @@ def _dialect(schema: dict | bool, default_draft: str | None):
             raise UnsupportedSchemaError(
                 f"unsupported keyword '$schema' at /: dialect {cls.__name__} is not supported "
                 "(draft 4 and newer are)")
+        if _meta_accepts(cls, schema):
+            return cls, *_DRAFTS[cls.__name__]
         flat = _flat_meta_validator() if cls is validators.Draft202012Validator else None
-        if flat is not None and (_meta_accepts(schema) or flat.is_valid(schema)):
+        if flat is not None and flat.is_valid(schema):
             return cls, *_DRAFTS[cls.__name__]
         # check_schema would also test each "pattern" with Python's re, which
         # refuses valid ECMA syntax (\p{L}); the compiler reads patterns itself
@@ -508,18 +510,21 @@ def _flat_meta_validator():
     return validators.Draft202012Validator(flat)
 
 
-def _meta_accepts(schema) -> bool:
-    """True if the flat 2020-12 meta-schema (:func:`_flat_meta_validator`)
-    surely accepts ``schema``; False if it does not or if this cannot tell
-    (the caller then asks jsonschema).
+def _meta_accepts(cls, schema) -> bool:
+    """True if the meta-schema of validator class ``cls`` surely accepts
+    ``schema`` (for 2020-12: the flat one, :func:`_flat_meta_validator`);
+    False if it does not or if this cannot tell (the caller then asks
+    jsonschema).
 
     jsonschema walks the meta-schema anew for every subschema (a validator
     evolved, a scope pushed, each keyword looked up): 0.6 ms of a 3.7 ms
-    time to first mask at the MaskBench sample's median, 6 ms at its p90.
-    This is the same meta-schema compiled once into Python closures (see
+    time to first mask at the MaskBench sample's median, 6 ms at its p90,
+    and more for the 30 of its 84 schemas that declare draft 4 or 7 (their
+    meta-schema is checked in full, with ``best_match``). This is the same
+    meta-schema compiled once into Python closures (see
     :func:`_compile_meta`), about ten times faster.
     """
-    check = _meta_check()
+    check = _meta_check(cls.__name__)
     if check is None:
         return False
     try:
@@ -528,22 +533,32 @@ def _meta_accepts(schema) -> bool:
         return False
 
 
-@functools.lru_cache(maxsize=1)
-def _meta_check():
-    flat = _flat_meta_validator()
-    if flat is None:
-        return None
+@functools.lru_cache(maxsize=None)
+def _meta_check(name: str):
+    from jsonschema import validators
+
     try:
-        return _compile_meta(flat.schema)
+        if name == "Draft202012Validator":
+            flat = _flat_meta_validator()
+            return None if flat is None else _compile_meta(flat.schema, 2020)
+        if name in ("Draft4Validator", "Draft6Validator", "Draft7Validator"):
+            draft = _DRAFTS[name][0]
+            return _compile_meta(getattr(validators, name).META_SCHEMA, draft)
     except _Unexpected:
-        return None
+        pass
+    return None
 
 
 def _meta_is_number(value) -> bool:
     return not isinstance(value, bool) and isinstance(value, numbers.Number)
 
 
-# jsonschema's 2020-12 type checker, one predicate a type name
+def _meta_is_integer(value) -> bool:  # draft 6 on: 1.0 is an integer
+    return not isinstance(value, bool) and (
+        isinstance(value, int) or (isinstance(value, float) and value.is_integer()))
+
+
+# jsonschema's type checker, one predicate a type name
 _META_TYPES = {
     "object": lambda v: isinstance(v, dict),
     "array": lambda v: isinstance(v, list),
@@ -551,30 +566,55 @@ _META_TYPES = {
     "boolean": lambda v: isinstance(v, bool),
     "null": lambda v: v is None,
     "number": _meta_is_number,
-    "integer": lambda v: not isinstance(v, bool) and (
-        isinstance(v, int) or (isinstance(v, float) and v.is_integer())),
+    "integer": _meta_is_integer,
 }
+_META_TYPES_4 = dict(_META_TYPES, integer=lambda v: not isinstance(v, bool) and isinstance(v, int))
 # what asserts nothing here: annotations, and format (the meta-schema is checked without a format checker)
 _META_ANNOTATIONS = frozenset({"$comment", "default", "deprecated", "format", "title", "description"})
+# the meta-schema's own identity, at its root
+_META_ROOT = frozenset({"$schema", "$id", "id", "$defs", "definitions"})
 
 
-def _compile_meta(root: dict):
-    """``root`` (a schema with ``$ref`` only to ``#`` and ``#/$defs/...``, and
-    only the keywords the flat meta-schema uses) as a predicate; raises
-    :class:`_Unexpected` on anything else. Each keyword does what
-    jsonschema's does, so the predicate answers as ``is_valid``, except that
-    it answers False where it is unsure (``uniqueItems`` of non-strings)."""
+def _meta_unique(items: list) -> bool | None:
+    """Whether ``items`` are distinct as JSON values (``uniqueItems``), for
+    scalars; None for anything else (containers, NaN)."""
+    keys = set()
+    for item in items:
+        if item is None or isinstance(item, str):
+            key = item
+        elif isinstance(item, bool):
+            key = ("bool", item)  # True is not 1 in JSON
+        elif isinstance(item, (int, float)) and item == item:
+            key = ("number", item)  # 1 and 1.0 are the same number
+        else:
+            return None
+        if key in keys:
+            return False
+        keys.add(key)
+    return True
+
+
+def _compile_meta(root: dict, draft: int):
+    """The meta-schema ``root`` of ``draft`` as a predicate; raises
+    :class:`_Unexpected` on what it does not know (a ``$ref`` elsewhere than
+    ``#`` and its definitions, a keyword the meta-schemas do not use). Each
+    keyword does what jsonschema's does for that draft, so the predicate
+    answers as ``is_valid``, except that it answers False where it is unsure
+    (``uniqueItems`` of arrays or objects)."""
     compiled: dict[str, Any] = {}
-    definitions = root.get("$defs", {})
+    defs_key = "$defs" if draft >= 2019 else "definitions"
+    definitions = root.get(defs_key, {})
+    types = _META_TYPES_4 if draft <= 4 else _META_TYPES
 
     def ref(target: str):
         # late-bound: a reference may be compiled before its target (recursion through "#")
         if target not in compiled:
             compiled[target] = None
+            prefix = f"#/{defs_key}/"
             if target == "#":
                 compiled[target] = build(root, top=True)
-            elif target.startswith("#/$defs/") and target[8:] in definitions:
-                compiled[target] = build(definitions[target[8:]])
+            elif target.startswith(prefix) and target[len(prefix):] in definitions:
+                compiled[target] = build(definitions[target[len(prefix):]])
             else:
                 raise _Unexpected(target)
         return lambda v: compiled[target](v)
@@ -584,11 +624,15 @@ def _compile_meta(root: dict):
             return lambda v: True
         if not isinstance(schema, dict):
             raise _Unexpected(repr(schema))
+        if draft <= 7 and "$ref" in schema and len(schema) > 1:
+            raise _Unexpected("$ref beside other keywords")  # ignored siblings: not needed here
         checks = []
         for key, value in schema.items():
-            if key in _META_ANNOTATIONS or (top and key == "$defs"):
+            if key in _META_ANNOTATIONS or (top and key in _META_ROOT):
                 continue
             checks.append(keyword(key, value, schema))
+        if not checks:
+            return lambda v: True
         if len(checks) == 1:
             return checks[0]
         return lambda v: all(check(v) for check in checks)
@@ -598,9 +642,9 @@ def _compile_meta(root: dict):
             return ref(value)
         if key == "type":
             names = value if isinstance(value, list) else [value]
-            if not all(name in _META_TYPES for name in names):
+            if not all(name in types for name in names):
                 raise _Unexpected(key)
-            tests = [_META_TYPES[name] for name in names]
+            tests = [types[name] for name in names]
             return lambda v: any(test(v) for test in tests)
         if key == "properties":
             subs = {name: build(sub) for name, sub in value.items()}
@@ -623,8 +667,13 @@ def _compile_meta(root: dict):
         if key == "propertyNames":
             sub = build(value)
             return lambda v: not isinstance(v, dict) or all(sub(name) for name in v)
+        if key == "dependencies":
+            if not all(isinstance(names, list) for names in value.values()):
+                raise _Unexpected(key)
+            return lambda v: not isinstance(v, dict) or all(
+                name in v for key_, names in value.items() if key_ in v for name in names)
         if key == "items":
-            if "prefixItems" in schema:
+            if "prefixItems" in schema or not (value is True or isinstance(value, dict)):
                 raise _Unexpected(key)
             sub = build(value)
             return lambda v: not isinstance(v, list) or all(sub(item) for item in v)
@@ -633,28 +682,31 @@ def _compile_meta(root: dict):
         if key == "uniqueItems":
             if value is not True:
                 raise _Unexpected(key)
-            # unsure beyond strings: jsonschema's equality (1 == 1.0, True != 1) is not Python's
-            return lambda v: not isinstance(v, list) or (
-                all(isinstance(item, str) for item in v) and len(set(v)) == len(v))
+            return lambda v: not isinstance(v, list) or bool(_meta_unique(v))
         if key == "enum":
             if not all(isinstance(item, str) for item in value):
                 raise _Unexpected(key)
             members = frozenset(value)
             return lambda v: isinstance(v, str) and v in members
         if key == "minimum":
+            if draft <= 4 and schema.get("exclusiveMinimum") is True:
+                return lambda v: not _meta_is_number(v) or v > value
             return lambda v: not _meta_is_number(v) or v >= value
         if key == "exclusiveMinimum":
+            if draft <= 4:  # a flag of minimum's
+                return lambda v: True
             return lambda v: not _meta_is_number(v) or v > value
         if key == "pattern":
             search = re.compile(value).search
             return lambda v: not isinstance(v, str) or search(v) is not None
-        if key == "anyOf":
+        if key in ("anyOf", "allOf"):
             subs = [build(sub) for sub in value]
+            if key == "allOf":
+                return lambda v: all(sub(v) for sub in subs)
             return lambda v: any(sub(v) for sub in subs)
         raise _Unexpected(key)
 
-    check = ref("#")
-    return check
+    return ref("#")
 
 
 def _resolver(schema, meta_uri: str, registry):
