@@ -32,16 +32,33 @@ def disjoint(c: "Compiler", a: Sub, b: Sub, context: Flat, required: tuple = ())
     ["kind"], "oneOf": [{"properties": {"kind": {"const": "a"}}}, ...]}``)
     are then disjoint, and no branch carries the negations of the others.
     """
+    fa = _branch_flat(c, a, context, required)
+    fb = _branch_flat(c, b, context, required) if fa is not None else None
+    return fb is not None and _flats_disjoint(c, fa, fb)
+
+
+def disjoint_pairs(c: "Compiler", branches: list[Sub], context: Flat,
+                   required: tuple = ()) -> set[tuple[int, int]]:
+    """The ordered pairs ``(i, j)`` of ``branches`` for which
+    :func:`disjoint` answers True, each branch absorbed once rather than
+    once for every pair it is in (a ``oneOf`` of n branches absorbed each
+    2(n - 1) times: a fifth of the schema front end on the MaskBench
+    sample's p90 schemas)."""
+    flats = [_branch_flat(c, branch, context, required) for branch in branches]
+    return {(i, j) for i, fa in enumerate(flats) if fa is not None
+            for j, fb in enumerate(flats) if j != i and fb is not None and _flats_disjoint(c, fa, fb)}
+
+
+def _branch_flat(c: "Compiler", branch: Sub, context: Flat, required: tuple) -> Flat | None:
+    """``branch`` absorbed under what ``context`` says (None: it cannot be)."""
     try:
-        fa, fb = Flat(), Flat()
-        fa.types = fb.types = context.types
-        names = list(dict.fromkeys([*context.required, *required]))
-        fa.required, fb.required = list(names), list(names)
-        c.absorb(fa, a)
-        c.absorb(fb, b)
+        flat = Flat()
+        flat.types = context.types
+        flat.required = list(dict.fromkeys([*context.required, *required]))
+        c.absorb(flat, branch)
     except UnsupportedSchemaError:
-        return False
-    return _flats_disjoint(c, fa, fb)
+        return None
+    return flat
 
 
 def _flats_disjoint(c: "Compiler", fa: Flat, fb: Flat) -> bool:
