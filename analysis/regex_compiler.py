@@ -127,6 +127,15 @@ def _may_be_placeholder(code: int) -> bool:
 
 # --- Thompson construction ----------------------------------------------------
 
+# Repeats whose Thompson fragments are kept, per construction class, for the
+# process (ThompsonNFA._stamped): at least this size (about the characters of
+# their regex), at most this many states each, this many in all.
+_STAMPED_MIN_SIZE = 12
+_STAMP_MAX_STATES = 20_000
+_STAMPS_MAX = 4096
+_STAMPS: dict = {}
+
+
 class ThompsonNFA:
     """An NFA over byte ranges with epsilon moves, built from a regex tree.
 
@@ -212,12 +221,9 @@ class ThompsonNFA:
                 self.eps[self.build(branch, source)].append(end)
             return end
         if cls is Repeat:
-            body = node.body
-            if body.__class__ is Chars:
-                ranges = body.ranges
-                return self._repeat(lambda entry: self._character_set(ranges, entry),
-                                    node.lo, node.hi, source)
-            return self._repeat(lambda entry: self.build(body, entry), node.lo, node.hi, source)
+            if node.size >= _STAMPED_MIN_SIZE and not node.calls:
+                return self._stamped(node, source)
+            return self._build_repeat(node, source)
         if cls is LiteralSet:
             return self.literal_set(node.automaton(), source)
         if cls is Call:
@@ -225,6 +231,47 @@ class ThompsonNFA:
                 return self.place_definition(self.shared.template(node.key), source)
             return self.new_state()  # a definition nobody gave: no string (a lone surrogate)
         raise TypeError(f"not a regex tree node: {node!r}")
+
+    def _build_repeat(self, node: Repeat, source: int) -> int:
+        body = node.body
+        if body.__class__ is Chars:
+            ranges = body.ranges
+            return self._repeat(lambda entry: self._character_set(ranges, entry),
+                                node.lo, node.hi, source)
+        return self._repeat(lambda entry: self.build(body, entry), node.lo, node.hi, source)
+
+    def _stamped(self, node: Repeat, source: int) -> int:
+        """``node`` (a repeat that calls no definition) as a copy of the
+        fragment this construction made for it before, in this process; the
+        first time, built and kept (:data:`_STAMPS`).
+
+        Schemas repeat the same pieces (JSON strings with their length
+        bounds, numbers, formats, whitespace), and trees are interned, so
+        the piece is its own key. A fragment's states are all new but the
+        ``source`` it leaves from, so its rows relocate by one offset."""
+        key = (self.__class__, node)
+        stamp = _STAMPS.get(key)
+        eps, edges = self.eps, self.edges
+        if stamp is None:
+            from_eps, from_edges = len(eps[source]), len(edges[source])
+            base = len(eps)
+            end = self._build_repeat(node, source)
+            if base <= end and len(_STAMPS) < _STAMPS_MAX and len(eps) - base <= _STAMP_MAX_STATES:
+                _STAMPS[key] = (
+                    tuple(tuple(t - base for t in eps[q]) for q in range(base, len(eps))),
+                    tuple(tuple((lo, hi, t - base) for lo, hi, t in edges[q]) for q in range(base, len(eps))),
+                    tuple(t - base for t in eps[source][from_eps:]),
+                    tuple((lo, hi, t - base) for lo, hi, t in edges[source][from_edges:]),
+                    end - base)
+            return end
+        rows_eps, rows_edges, source_eps, source_edges, end = stamp
+        self._reserve(len(rows_eps))
+        base = len(eps)
+        eps.extend([[t + base for t in row] for row in rows_eps])
+        edges.extend([[(lo, hi, t + base) for lo, hi, t in row] for row in rows_edges])
+        eps[source].extend([t + base for t in source_eps])
+        edges[source].extend([(lo, hi, t + base) for lo, hi, t in source_edges])
+        return end + base
 
     def _text(self, value: str, source: int) -> int:
         """A literal string: runs of ASCII as chains of one-byte edges (property
