@@ -129,11 +129,12 @@ def _may_be_placeholder(code: int) -> bool:
 
 # Repeats whose Thompson fragments are kept, per construction class, for the
 # process (ThompsonNFA._stamped): at least this size (about the characters of
-# their regex), at most this many states each, this many in all.
+# their regex), at most this many states each and in all (a few tens of MB).
 _STAMPED_MIN_SIZE = 12
-_STAMP_MAX_STATES = 20_000
-_STAMPS_MAX = 4096
+_STAMP_MAX_STATES = 5_000
+_STAMPS_MAX_STATES = 200_000
 _STAMPS: dict = {}
+_stamped_states = [0]
 
 
 class ThompsonNFA:
@@ -160,6 +161,9 @@ class ThompsonNFA:
     construction's extension points: the lazy automaton
     (:mod:`tokendfa.analysis.lazydfa`) overrides them to compile a call as a
     call, with a stack, instead of a copy.
+
+    A repeat that calls no definition is built once per process and
+    construction class, and copied where it stands again (:meth:`_stamped`).
     """
 
     def __init__(self, pattern: "str | Node", max_states: int, shared=None) -> None:
@@ -256,10 +260,13 @@ class ThompsonNFA:
             from_eps, from_edges = len(eps[source]), len(edges[source])
             base = len(eps)
             end = self._build_repeat(node, source)
-            if base <= end and len(_STAMPS) < _STAMPS_MAX and len(eps) - base <= _STAMP_MAX_STATES:
+            size = len(eps) - base
+            if base <= end and size <= _STAMP_MAX_STATES and _stamped_states[0] + size <= _STAMPS_MAX_STATES:
+                _stamped_states[0] += size
+                states = range(base, len(eps))
                 _STAMPS[key] = (
-                    tuple(tuple(t - base for t in eps[q]) for q in range(base, len(eps))),
-                    tuple(tuple((lo, hi, t - base) for lo, hi, t in edges[q]) for q in range(base, len(eps))),
+                    tuple(tuple(t - base for t in eps[q]) for q in states),
+                    tuple(tuple((lo, hi, t - base) for lo, hi, t in edges[q]) for q in states),
                     tuple(t - base for t in eps[source][from_eps:]),
                     tuple((lo, hi, t - base) for lo, hi, t in edges[source][from_edges:]),
                     end - base)
@@ -300,7 +307,8 @@ class ThompsonNFA:
         base = len(edges)
         self.eps.extend([[] for _ in range(count)])
         edges[source].append((codes[0], codes[0], base))
-        edges.extend([[(code, code, target)] for code, target in zip(codes[1:], range(base + 1, base + count))])
+        targets = range(base + 1, base + count)
+        edges.extend([[(code, code, target)] for code, target in zip(codes[1:], targets)])
         edges.append([])
         return base + count - 1
 

@@ -51,7 +51,8 @@ def main() -> int:
     parser.add_argument("--sources", default="all", help="comma-separated source names, or 'all'")
     parser.add_argument("--vocab", default="qwen2.5", help="a builtin vocabulary")
     parser.add_argument("--time-limit", type=float, default=10.0, help="seconds a schema")
-    parser.add_argument("--rounds", type=int, default=1, help="runs of the sample; each schema's fastest counts")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="runs of the sample; each schema's fastest counts")
     parser.add_argument("--slowest", type=int, default=15, help="slowest schemas to list")
     parser.add_argument("--root", default=None, help="import tokendfa from this checkout")
     parser.add_argument("--out", default=None, help="rows as JSON")
