@@ -156,6 +156,14 @@ def check_memory(nbytes: int, what: "str | Callable[[], str]") -> None:
             reached=int(nbytes))
 
 
+def unchecked_bytes() -> int:
+    """Bytes that :func:`check_memory` lets pass under the current limits
+    whatever ``what`` is: a caller that checks before every small step (the
+    NFA construction) skips the call below them."""
+    budget = _current.get().memory_budget
+    return _DEFAULT_BUDGET_FLOOR if budget is None else budget
+
+
 @contextlib.contextmanager
 def limits(time_limit: float | None = None, memory_budget: int | None = None):
     """Run the block under these limits (nested: the earlier deadline and the

@@ -627,3 +627,37 @@ def test_shared_definitions_are_checked():
         byte_tables_from_regex(P, definitions={P: f"a{P}?"})
     with pytest.raises(RegexError, match="negated class"):
         byte_tables_from_regex(f"[^{P}a]", definitions=SHARED)
+
+
+def test_a_kept_repeat_fragment_is_the_construction_it_stands_for():
+    # ThompsonNFA._stamped: a repeat met again (here twice in one pattern, at
+    # other state numbers and after other sources) is a relocated copy of the
+    # fragment built the first time, state for state and edge for edge
+    from tokendfa.analysis import regex_compiler as rc
+    from tokendfa.analysis.regex_tree import parse_regex
+
+    pattern = r'x(?:"(?:[^"\\]|\\["\\/bfnrt])*"|é{2,5})?y(?:"(?:[^"\\]|\\["\\/bfnrt])*"|é{2,5})z'
+    tree = parse_regex(pattern)
+
+    def construction():
+        nfa = rc.ThompsonNFA(tree, 10_000)
+        start = nfa.new_state()
+        end = nfa.build(tree, start)
+        return nfa.eps, nfa.edges, end
+
+    saved = dict(rc._STAMPS)
+    try:
+        rc._STAMPS.clear()
+        stamped = construction()
+        assert any(key[1].__class__.__name__ == "Repeat" for key in rc._STAMPS)
+        rc._STAMPS.clear()
+        minimum = rc._STAMPED_MIN_SIZE
+        rc._STAMPED_MIN_SIZE = 1 << 30  # nothing kept: every repeat built anew
+        try:
+            built = construction()
+        finally:
+            rc._STAMPED_MIN_SIZE = minimum
+    finally:
+        rc._STAMPS.clear()
+        rc._STAMPS.update(saved)
+    assert stamped == built

@@ -1035,20 +1035,53 @@ META_CASES = [
     {"format": 3}, {"pattern": "[a-"}, {"additionalProperties": {"contentSchema": {"type": "nope"}}},
     {"unevaluatedProperties": {"maxItems": -2}}, {"if": {"exclusiveMinimum": True}}, {"x-custom": {"type": 1}},
     {"$recursiveRef": 1}, {"examples": 1}, {"deprecated": "yes"}, {"propertyNames": {"multipleOf": 0}},
+    {"type": ["string", 1]}, {"type": ["integer", "number"]}, {"minimum": True}, {"maxLength": 2.5},
+    {"multipleOf": 1e-9}, {"$vocabulary": {"https://example.com/v": 1}}, {"$vocabulary": {"https://a/b": True}},
+    {"required": [1, 1]}, {"enum": []}, {"const": {"type": 1}}, {"$anchor": "_ok-1.x"}, {"$comment": 1},
+    {"dependentSchemas": {"a": {"minItems": -1}}}, {"patternProperties": {"^a": {"type": "object"}}},
 ]
 
 
 @pytest.mark.parametrize("schema", META_CASES)
 def test_the_flat_2020_12_meta_schema_is_the_meta_schema(schema):
     # _dialect accepts a schema when the flattened meta-schema does, without
-    # asking jsonschema's own validator (whose $dynamicRef makes it 5x slower)
-    from tokendfa.schema.api import _flat_meta_validator
+    # asking jsonschema's own validator (whose $dynamicRef makes it 5x slower);
+    # _meta_accepts is the flat meta-schema compiled to closures, which says the same
+    from tokendfa.schema.api import _flat_meta_validator, _meta_accepts
+
+    def fast(value):
+        return _meta_accepts(jsonschema.Draft202012Validator, value)
 
     meta = jsonschema.Draft202012Validator(jsonschema.Draft202012Validator.META_SCHEMA)
     flat = _flat_meta_validator()
     assert flat is not None
-    assert flat.is_valid(schema) == meta.is_valid(schema)
+    assert flat.is_valid(schema) == meta.is_valid(schema) == fast(schema)
     for key in (schema if isinstance(schema, dict) else {}):  # the same schema one level down
         for wrapped in ({"properties": {"p": schema}}, {"items": schema}, {"$defs": {"d": schema}},
                         {"anyOf": [True, schema]}):
-            assert flat.is_valid(wrapped) == meta.is_valid(wrapped), (key, wrapped)
+            assert flat.is_valid(wrapped) == meta.is_valid(wrapped) == fast(wrapped), (key, wrapped)
+
+
+OLD_DRAFT_CASES = META_CASES + [
+    {"minimum": 1, "exclusiveMinimum": True}, {"exclusiveMaximum": True}, {"exclusiveMinimum": 1},
+    {"multipleOf": 0}, {"items": [{"type": "string"}, True]}, {"additionalItems": False},
+    {"enum": [1, 1.0]}, {"enum": [1, True]}, {"enum": [None, "a", None]}, {"enum": [[1], [1]]},
+    {"enum": [[1], [2]]}, {"enum": [{"a": 1}]}, {"required": []}, {"minLength": 2.0}, {"id": 3}, {"$id": 3}, {"const": 1},
+    {"dependencies": {"a": []}},
+]
+
+
+@pytest.mark.parametrize("validator", ["Draft4Validator", "Draft6Validator", "Draft7Validator"])
+def test_the_compiled_older_meta_schemas_answer_as_jsonschema(validator):
+    # _dialect asks _meta_accepts first for a schema that declares draft 4, 6 or 7 too
+    from tokendfa.schema.api import _meta_accepts
+
+    cls = getattr(jsonschema, validator)
+    meta = cls(cls.META_SCHEMA)
+    draft4 = validator == "Draft4Validator"
+    for schema in OLD_DRAFT_CASES:
+        for wrapped in (schema, {"properties": {"p": schema}}, {"items": schema},
+                        {"definitions": {"d": schema}}, {"anyOf": [{}, schema]}):
+            # unsure (False, jsonschema is then asked) only of draft 4's distinct enum of containers
+            unsure = str(schema).startswith("{'enum': [[") or str(schema).startswith("{'enum': [{")
+            assert _meta_accepts(cls, wrapped) == (meta.is_valid(wrapped) and not (unsure and draft4)), wrapped

@@ -378,17 +378,18 @@ def _k_any_of(c: "Compiler", flat: Flat, sub: Sub, value) -> None:
 def _k_one_of(c: "Compiler", flat: Flat, sub: Sub, value) -> None:
     if not isinstance(value, list):
         return
-    from .disjoint import disjoint
+    from .disjoint import disjoint_pairs
 
     branches = [sub.child(s, "oneOf", i) for i, s in enumerate(value)]
     beside = sub.schema.get("required")
     required = tuple(n for n in beside if isinstance(n, str)) if isinstance(beside, list) else ()
+    apart = disjoint_pairs(c, branches, flat, required)
     options = []
     for i, branch in enumerate(branches):
         # this branch, and not every other one it may overlap
         option: list = [branch]
         for j, other in enumerate(branches):
-            if j != i and not disjoint(c, branch, other, flat, required):
+            if j != i and (i, j) not in apart:
                 option.append(Negated(other))
         options.append(tuple(option))
     flat.choices.append(Choice("oneOf", tuple(options), sub.pointer + "/oneOf"))
