@@ -179,6 +179,16 @@ def test_an_escape_no_dialect_agrees_on_is_refused_not_read_as_a_letter(escape):
         compile_schema({"type": "string", "pattern": f"^abc{escape}"})
 
 
+@pytest.mark.parametrize("pattern", ["^a{,2}$", "x{,10}", "(ab){,3}c"])
+def test_a_count_with_no_lower_bound_is_refused(pattern):
+    # ECMA-262 reads a{,2} as the text "a{,2}" (or refuses it with the u flag), Python's re as a{0,2}
+    with pytest.raises(UnsupportedSchemaError, match=r"'pattern' at /: quantifier \{,"):
+        compile_schema({"type": "string", "pattern": pattern})
+    # where both read the braces alike, they still compile
+    assert _matches({"type": "string", "pattern": "^a{2,}b{1,2}[{,2}]$"}, '"aaab,"')
+    assert _matches({"type": "string", "pattern": "^a{ 2}$"}, '"a{ 2}"')
+
+
 def test_known_escapes_still_read():
     schema = {"type": "string", "pattern": "^\\d\\w\\s\\x41\\u0042\\t\\/\\.\\-$"}
     assert _matches(schema, '"1a A B\\t/.-"'.replace(" A B", " AB"))

@@ -410,6 +410,12 @@ def _ecma_to_python(pattern: str) -> str:
                 out.append("^")
                 i += 1
             continue
+        if c == "{" and _NO_LOWER_BOUND.match(pattern, i):
+            # ECMA without the u flag reads x{,3} as the text "x{,3}", with it refuses it;
+            # Python's re (jsonschema's) reads it as x{0,3}
+            raise PatternUnsupported(f"quantifier {_NO_LOWER_BOUND.match(pattern, i).group()} in pattern "
+                                     f"{pattern!r} (ECMA-262 reads it as text or refuses it, Python's "
+                                     "re as a count from 0)")
         if c == "(" and pattern.startswith("(?<", i) and not pattern.startswith(("(?<=", "(?<!"), i):
             out.append("(?P<")
             i += 3
@@ -422,6 +428,7 @@ def _ecma_to_python(pattern: str) -> str:
 
 
 _UNIT_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
+_NO_LOWER_BOUND = re.compile(r"\{,[0-9]+\}")
 
 
 def _lone_surrogate(pattern: str, cp: int) -> str:

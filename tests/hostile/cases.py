@@ -130,6 +130,8 @@ CASES += [
     *[Case(f"schema-pattern-escape-{letter}", "schema", lambda letter=letter: json.dumps(
         {"type": "string", "pattern": f"^abc\\{letter}"}), either=("UnsupportedSchemaError",),
         vocab="qwen2.5") for letter in "ZAzG"],
+    Case("schema-pattern-count-from-none", "schema", lambda: json.dumps(
+        {"type": "string", "pattern": "^a{,3}$"}), either=("UnsupportedSchemaError",), vocab="qwen2.5"),
 ]
 
 
