@@ -13,7 +13,8 @@ checks them) and walked:
 
 * a **valid** value, written as the regex writes JSON (``instance_text``),
   that the index refuses is a *narrowing*, unless it is one of the
-  documented forms (an integer written with a fraction, ``1.0``);
+  documented forms (an integer written with a fraction, ``1.0``; a number
+  written with an exponent, ``1e-07``, which bounds refuse);
 * an **invalid** value, written compactly, that the index accepts is a
   *widening* (unsound).
 
@@ -105,14 +106,43 @@ def _changes(v, rng: random.Random) -> list:
     return out
 
 
-def _has_integral_float(v) -> bool:
+def _documented_form(v) -> bool:
+    """A value holding a number whose json.dumps text is outside the form the regex
+    writes: an integral float (``1.0``), or an exponent where bounds apply (``1e-07``)."""
     if isinstance(v, float):
-        return not math.isfinite(v) or v == int(v)
+        return not math.isfinite(v) or v == int(v) or "e" in repr(v)
     if isinstance(v, dict):
-        return any(_has_integral_float(x) for x in v.values())
+        return any(_documented_form(x) for x in v.values())
     if isinstance(v, list):
-        return any(_has_integral_float(x) for x in v)
+        return any(_documented_form(x) for x in v)
     return False
+
+
+def _ecma_patterns(cls):
+    """``cls`` with ``pattern`` read as ECMA-262 (by ``regress``, the u flag where the
+    pattern allows it), when ``regress`` is importable (``--regress PATH``):
+    jsonschema reads patterns with Python's re, which differs (``$`` before a final
+    newline, Unicode ``\\d``, ``\\s`` without U+FEFF, ``x{,3}``)."""
+    try:
+        import regress
+    except ImportError:
+        return cls
+    import functools
+
+    import jsonschema
+
+    @functools.lru_cache(maxsize=4096)
+    def compiled(pattern):
+        try:
+            return regress.Regex(pattern, "u")
+        except Exception:  # noqa: BLE001 - not valid with the u flag: Annex B reading
+            return regress.Regex(pattern)
+
+    def pattern(validator, patrn, instance, schema):
+        if validator.is_type(instance, "string") and compiled(patrn).find(instance) is None:
+            yield jsonschema.ValidationError(f"{instance!r} does not match {patrn!r}")
+
+    return jsonschema.validators.extend(cls, {"pattern": pattern})
 
 
 def _byte_vocabulary():
@@ -148,7 +178,7 @@ def check_one(job) -> dict:
         out["crash"] = f"{type(exc).__name__}: {str(exc)[:200]}"
         return out
     try:
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        cls = _ecma_patterns(jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator))
         validator = cls(schema, format_checker=api._format_checker())
     except Exception as exc:  # noqa: BLE001
         out["refused"] = f"validator: {exc}"
@@ -169,7 +199,7 @@ def check_one(job) -> dict:
             continue
         try:
             if valid:
-                if _has_integral_float(value):
+                if _documented_form(value):
                     continue
                 text = instance_text(schema, value)
                 ok = _accepts(index, text)
@@ -207,7 +237,11 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--only", default="", help="schemas whose name contains this")
     parser.add_argument("--out", default="narrowing.jsonl")
+    parser.add_argument("--regress", default="", help="a folder holding the regress package "
+                        "(pip install --target DIR regress): patterns judged as ECMA-262")
     args = parser.parse_args()
+    if args.regress:
+        sys.path.insert(0, args.regress)
     jobs = [(name, schema, instances, args.mutants, args.time_limit, i)
             for i, (name, schema, instances) in enumerate(_schemas(args.every)) if args.only in name]
     counts = {"schemas": len(jobs), "compiled": 0, "refused": 0, "crash": 0, "timeout": 0,

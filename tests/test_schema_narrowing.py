@@ -230,3 +230,10 @@ def test_cli(tmp_path, capsys, schema, error):
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("tokendfa: error: ") and error in lines[0], stderr
     assert "at /" in lines[0]
+
+
+def test_lenient_mode_widens_what_strict_mode_refuses_and_says_so():
+    for pattern in ("(?i)^abc$", "^abc\\Z", "\\ud800", "^a{,2}$"):
+        result = compile_schema({"type": "string", "pattern": pattern}, lenient=True)
+        assert len(result.widenings) == 1 and "'pattern' at / ignored" in result.widenings[0]
+        assert re.fullmatch(result.regex, '"ABC"')
