@@ -184,12 +184,12 @@ def json_text(value, **options) -> str:
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _SURROGATE.search(text) else text
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def holds_surrogate(text: str) -> bool:
     """Whether ``text`` holds a surrogate code point (a lone one, in a JSON value)."""
     return _SURROGATE.search(text) is not None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _SPLIT_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 
 
@@ -357,13 +357,11 @@ def _ecma_to_python(pattern: str) -> str:
             unit = _UNIT_ESCAPE.match(pattern, i)
             if unit is not None and SURROGATES[0] <= int(unit.group(1), 16) <= SURROGATES[1]:
                 # ECMA reads \ud83d\ude00 as the two UTF-16 units of one character
-                high, low = int(unit.group(1), 16), None
+                high = int(unit.group(1), 16)
                 pair = _UNIT_ESCAPE.match(pattern, unit.end())
-                if pair is not None:
-                    low = int(pair.group(1), 16)
-                if not (high <= 0xDBFF and low is not None and 0xDC00 <= low <= 0xDFFF):
-                    raise PatternUnsupported(_lone_surrogate(pattern, high if high > 0xDBFF or low is None
-                                                             or not 0xDC00 <= low <= 0xDFFF else low))
+                low = int(pair.group(1), 16) if pair is not None else 0
+                if not (high <= 0xDBFF and 0xDC00 <= low <= 0xDFFF):
+                    raise PatternUnsupported(_lone_surrogate(pattern, high))
                 out.append(f"\\U{0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00):08x}")
                 i = pair.end()
                 continue
