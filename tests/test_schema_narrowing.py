@@ -237,3 +237,28 @@ def test_lenient_mode_widens_what_strict_mode_refuses_and_says_so():
         result = compile_schema({"type": "string", "pattern": pattern}, lenient=True)
         assert len(result.widenings) == 1 and "'pattern' at / ignored" in result.widenings[0]
         assert re.fullmatch(result.regex, '"ABC"')
+
+
+def test_an_index_of_a_schema_text_holding_a_raw_surrogate_saves_and_loads(tmp_path):
+    # a Python str may hold the surrogate itself (not its escape); the file's metadata is UTF-8
+    vocab = _byte_vocabulary()
+    text = '{"enum": ["\ud800", "a"], "description": "\udfff"}'
+    for index in (Index.from_schema(text, vocab, lazy=False), Index.from_schema(text, vocab).complete()):
+        index.save(tmp_path / "x.tdfa")
+        loaded = Index.load(tmp_path / "x.tdfa", vocab)
+        assert json.loads(loaded.metadata["schema"]) == json.loads(text)
+        assert _index_accepts(loaded, '"\\ud800"')
+    lenient = Index.from_schema({"properties": {"\ud800": {"type": "string", "pattern": "(?i)x"}}},
+                                vocab, lazy=False, lenient=True)
+    lenient.save(tmp_path / "y.tdfa")
+    assert "/properties/\\ud800" in Index.load(tmp_path / "y.tdfa", vocab).metadata["widenings"][0]
+
+
+def test_cli_names_a_pointer_holding_a_surrogate_on_one_line(tmp_path, capsys):
+    from tokendfa.cli import main
+
+    path = tmp_path / "schema.json"
+    path.write_text('{"properties": {"\\ud800": {"type": "string", "pattern": "(?i)x"}}}')
+    status = main(["build", "--schema", str(path), "--vocab", "qwen2.5", "-o", str(tmp_path / "o.tdfa")])
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert status == 2 and len(lines) == 1 and "inline flags" in lines[0], lines

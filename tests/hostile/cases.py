@@ -130,6 +130,9 @@ CASES += [
     *[Case(f"schema-pattern-escape-{letter}", "schema", lambda letter=letter: json.dumps(
         {"type": "string", "pattern": f"^abc\\{letter}"}), either=("UnsupportedSchemaError",),
         vocab="qwen2.5") for letter in "ZAzG"],
+    Case("schema-surrogate-in-pointer", "schema", lambda: json.dumps(
+        {"properties": {"\ud800": {"type": "string", "pattern": "(?i)x"}}}),
+        either=("UnsupportedSchemaError",), vocab="qwen2.5"),
     Case("schema-pattern-count-from-none", "schema", lambda: json.dumps(
         {"type": "string", "pattern": "^a{,3}$"}), either=("UnsupportedSchemaError",), vocab="qwen2.5"),
 ]
