@@ -262,3 +262,14 @@ def test_cli_names_a_pointer_holding_a_surrogate_on_one_line(tmp_path, capsys):
     status = main(["build", "--schema", str(path), "--vocab", "qwen2.5", "-o", str(tmp_path / "o.tdfa")])
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert status == 2 and len(lines) == 1 and "inline flags" in lines[0], lines
+
+
+def test_a_narrowed_format_is_listed_in_the_notes():
+    result = compile_schema({"properties": {"to": {"type": "string", "format": "email"},
+                                            "at": {"type": "string", "format": "ipv4"}},
+                             "additionalProperties": False})
+    assert [n for n in result.notes if n.startswith("format")] == ["format 'email' at /properties/to is narrowed: no quoted local parts or "
+                            "address literals; host names of up to 4 labels of up to 62 characters "
+                            "or up to 8 labels of up to 30 (a longer valid one is refused)"]
+    # what the note says is refused is valid to jsonschema's own checker
+    assert not re.fullmatch(result.regex, '{"to":"\\"a b\\"@example.com"}')
