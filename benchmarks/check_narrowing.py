@@ -44,10 +44,10 @@ EXTRA_STRINGS = ["", "x", "A", "0", "é", "日本", "\u2028", "\n", " ", "a b", 
                  "2024-01-01", "user@example.com", "http://a.b/c", "\t", "\\", '"']
 
 
-def _schemas(every: int):
+def _schemas(every: int, sources=("bench", "suite")):
     """(name, schema, [instances]) from JSONSchemaBench and the test suite."""
     bench = DATA / "jsonschemabench"
-    for path in sorted(bench.glob("*.jsonl.gz")):
+    for path in sorted(bench.glob("*.jsonl.gz")) if "bench" in sources else ():
         with gzip.open(path, "rt") as handle:
             for i, line in enumerate(handle):
                 if i % every:
@@ -55,7 +55,7 @@ def _schemas(every: int):
                 record = json.loads(line)
                 yield record["name"], record["schema"], [t["data"] for t in record.get("tests", [])]
     suite = DATA / "json-schema-test-suite"
-    for draft in ("draft2020-12", "draft7"):
+    for draft in ("draft2020-12", "draft7") if "suite" in sources else ():
         for path in sorted((suite / draft).glob("*.json")):
             for group in json.loads(path.read_text()):
                 schema = group["schema"]
@@ -236,6 +236,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=30.0, help="a child's wall clock per schema")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--only", default="", help="schemas whose name contains this")
+    parser.add_argument("--sources", default="bench,suite", help="bench, suite or both")
     parser.add_argument("--out", default="narrowing.jsonl")
     parser.add_argument("--regress", default="", help="a folder holding the regress package "
                         "(pip install --target DIR regress): patterns judged as ECMA-262")
@@ -243,7 +244,8 @@ def main() -> None:
     if args.regress:
         sys.path.insert(0, args.regress)
     jobs = [(name, schema, instances, args.mutants, args.time_limit, i)
-            for i, (name, schema, instances) in enumerate(_schemas(args.every)) if args.only in name]
+            for i, (name, schema, instances) in enumerate(_schemas(args.every, args.sources.split(",")))
+            if args.only in name]
     counts = {"schemas": len(jobs), "compiled": 0, "refused": 0, "crash": 0, "timeout": 0,
               "checked": 0, "narrowing": 0, "widening": 0}
     context = multiprocessing.get_context("fork")

@@ -1,4 +1,5 @@
-"""No silent narrowing: lone surrogates, inline flags and unknown escapes in schemas.
+"""No silent narrowing: lone surrogates, inline flags, escapes and counts the
+dialects read differently, narrowed formats.
 
 Every construct here either compiles exactly (checked against ``jsonschema``
 on the JSON texts the regex accepts or refuses, and through an index built
@@ -15,13 +16,17 @@ parser as that one UTF-16 code unit):
 * in a ``pattern`` (raw, ``\\ud800`` alone or ``\\u{d800}``) they are refused:
   a pattern here reads characters, which a lone surrogate is not. An escaped
   pair (``\\ud83d\\ude00``) is the one character it encodes, as in ECMA-262.
+
+In a ``pattern``, what ECMA-262 and Python's ``re`` (jsonschema's) read
+differently is refused: inline flags, escaped letters ECMA gives no meaning
+(``\\Z``), counts with no lower bound (``x{,3}``). A format asserted
+narrower than its RFC is listed in the notes.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 
 import jsonschema
