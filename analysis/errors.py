@@ -14,11 +14,26 @@ package imports a dependency that ``pip install tokendfa`` does not install.
 from __future__ import annotations
 
 import importlib
+import re
 from types import ModuleType
 
 
 class TokenDFAError(Exception):
-    """Base of every error tokendfa raises on purpose."""
+    """Base of every error tokendfa raises on purpose.
+
+    A lone surrogate in the message (a schema's property name in a pointer, a
+    value) is written as its escape, ``\\ud800``: no stream encodes it as
+    UTF-8, and a one-line error must print wherever it goes."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*(_SURROGATE.sub(_escape, a) if isinstance(a, str) else a for a in args))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape(match: re.Match) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 # --- the pattern ---------------------------------------------------------

@@ -478,8 +478,17 @@ def prepare_builds(vocabulary: "Vocabulary") -> None:
 
 
 def _schema_metadata(schema, whitespace: str, compiled) -> dict[str, Any]:
-    """What an index built from a schema says of it, besides the build's own metadata."""
-    import json
+    """What an index built from a schema says of it, besides the build's own metadata.
 
-    return dict(kind="schema", schema=schema if isinstance(schema, str) else json.dumps(schema),
-                whitespace=whitespace, widenings=list(compiled.widenings), notes=list(compiled.notes))
+    A lone surrogate (a Python string may hold one raw, in the schema's text or
+    in a pointer a note names) is written as its escape: the file's metadata is
+    UTF-8, which has no bytes for it."""
+    import json
+    import re
+
+    def utf8(text: str) -> str:
+        return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
+
+    return dict(kind="schema", schema=utf8(schema) if isinstance(schema, str) else json.dumps(schema),
+                whitespace=whitespace, widenings=[utf8(w) for w in compiled.widenings],
+                notes=[utf8(n) for n in compiled.notes])

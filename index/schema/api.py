@@ -22,7 +22,10 @@ form we write*. The form is fixed in a few documented ways:
   ensure_ascii=False)``;
 * strings under ``pattern``/``format``/``enum``/``const`` and additional
   property names are spelled canonically (``\\u0061`` is not accepted for
-  ``a``); unconstrained strings accept every JSON spelling;
+  ``a``); unconstrained strings accept every JSON spelling; a lone surrogate
+  (in an ``enum``, a ``const``, a property name) is spelled as its escape
+  ``\\ud800``, as UTF-8 text has no other spelling for it, and refused in
+  a ``pattern``; in an annotation it changes nothing;
 * integers have no fraction part (``2``, not ``2.0``); numbers with bounds
   have no exponent (``1e2`` is not accepted for ``maximum: 1000``), except
   where the sign alone decides;
@@ -320,10 +323,12 @@ def instance_text(schema: dict | bool | str, value: Any, *, whitespace: str = "c
     compiler, root = _setup(schema, whitespace=whitespace, lenient=True, max_recursion_depth=3,
                             max_whitespace=0, indent=indent, any_depth=0, registry=registry,
                             default_draft=default_draft, max_regex_length=DEFAULT_MAX_REGEX_LENGTH)
+    from .strings import json_text
+
     arranged = compiler.arrange([root], value)
     if whitespace == "pretty":
-        return json.dumps(arranged, indent=indent, ensure_ascii=False)
-    return json.dumps(arranged, separators=(",", ":"), ensure_ascii=False)
+        return json_text(arranged, indent=indent)
+    return json_text(arranged, separators=(",", ":"))
 
 
 def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, indent, any_depth,
@@ -354,7 +359,7 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
         max_recursion_depth=max_recursion_depth, any_depth=any_depth,
         validator_cls=validator_cls, registry=full_registry, format_checker=_format_checker(),
         max_regex_length=max_regex_length, meta_uri=meta_uri,
-        share=registry is None and not _may_hold_surrogates(schema),
+        share=registry is None,
         share_free_levels=share_free_levels, share_counts=share_counts,
         defer_recursion=defer_recursion)
     return compiler, Sub(schema, resolver, "")
@@ -364,19 +369,6 @@ def _check_count(name: str, value) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         also = ' or "auto"' if name == "any_depth" else ""
         raise ValueError(f"{name} must be an integer >= 0{also}, not {value!r}")
-
-
-# a surrogate, raw, or as an escape (\ud83d in JSON or ECMA text, \u{d800} in a pattern)
-_SURROGATE_TEXT = re.compile(r"[\ud800-\udfff]|\\u\{?0*[dD][89a-fA-F]")
-
-
-def _may_hold_surrogates(schema) -> bool:
-    """True if the schema has a surrogate, raw or as an escape (in a pattern, say).
-
-    Placeholders of shared pieces are lone surrogates; a schema that could put
-    one in the regex itself is compiled without sharing (rare, and still exact).
-    """
-    return _SURROGATE_TEXT.search(json.dumps(schema, ensure_ascii=False)) is not None
 
 
 # --- reading and checking the schema --------------------------------------------

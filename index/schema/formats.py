@@ -9,7 +9,8 @@ string without its quotes (every character of these formats is printable
 ASCII, except in JSON pointers, which may hold any character). Some are
 narrowed, never widened: no quoted e-mail local parts, no IP-literal URI
 hosts, leap seconds only at ``23:59:60`` UTC, host names within two sound
-families of label counts and lengths (see ``_HOSTNAME``).
+families of label counts and lengths (see ``_HOSTNAME``); :data:`NARROWED`
+says what each leaves out, and the compiler lists it in its notes.
 
 :func:`format_regex` is what the string emitter and the negation of a
 ``format`` read; the ``jsonschema`` format checker of
@@ -25,7 +26,7 @@ from ..analysis.utf8 import complement_ranges, merge_ranges
 from ..analysis.regex_tree import Node, parse_regex
 from .strings import char_set_regex
 
-__all__ = ["FORMATS", "FORMAT_WIDTHS", "format_regex", "format_tree"]
+__all__ = ["FORMATS", "FORMAT_WIDTHS", "NARROWED", "format_regex", "format_tree"]
 
 _HEX = "[0-9a-fA-F]"
 _YEAR = "[0-9]{4}"
@@ -100,6 +101,20 @@ FORMATS: dict[str, str] = {
     "ipv6": _IPV6,
     "uri": _URI,
     "uri-reference": _URI_REFERENCE,
+}
+
+# What each narrowed format leaves out: the compiler lists it in its notes where the
+# format applies, as it does a recursion cut (these refuse valid values, never admit
+# invalid ones).
+_HOSTNAMES = ("host names of up to 4 labels of up to 62 characters or up to 8 labels of "
+              "up to 30 (a longer valid one is refused)")
+NARROWED: dict[str, str] = {
+    "date-time": "a leap second only at 23:59:60 with a zero offset",
+    "time": "a leap second only at 23:59:60 with a zero offset",
+    "email": f"no quoted local parts or address literals; {_HOSTNAMES}",
+    "hostname": _HOSTNAMES,
+    "uri": "no IP-literal hosts ([v6])",
+    "uri-reference": "no IP-literal hosts ([v6])",
 }
 
 

@@ -36,7 +36,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Callable
 
-from ..analysis.errors import TimeLimitError
+from ..analysis.errors import TimeLimitError, UnsupportedSchemaError
 from . import strings as strs
 from .numbers import to_decimal
 
@@ -267,6 +267,9 @@ class StringIn(Constraint):
     regex: str
 
     def holds(self, value, valid):
+        if isinstance(value, str) and strs.holds_surrogate(value):
+            raise UnsupportedSchemaError(f"the string {value[:60]!r} holds a lone surrogate, which a "
+                                         "negated pattern (over characters) cannot be tested against")
         return (not isinstance(value, str)
                 or re.fullmatch(self.regex, json.dumps(value, ensure_ascii=False)) is not None)
 

@@ -30,7 +30,7 @@ from ..analysis import algebra, limits
 from ..analysis.errors import UnsupportedSchemaError
 from . import numbers as nums
 from . import strings as strs
-from .formats import FORMAT_WIDTHS, FORMATS, format_tree
+from .formats import FORMAT_WIDTHS, FORMATS, NARROWED, format_tree
 from .ir import Flat, json_key, type_key, type_of
 from .numbers import to_decimal
 from ..analysis.regex_tree import char, concat, optional, repeat
@@ -296,6 +296,8 @@ def string(c: "Compiler", flat: Flat) -> Node | None:
     for name, pointer in formats:
         if name not in FORMATS:
             c.note(f"format {name!r} at {pointer or '/'} is not checked (an annotation)")
+        elif name in NARROWED:
+            c.note(f"format {name!r} at {pointer or '/'} is narrowed: {NARROWED[name]}")
     if len({f for f, _ in known}) > 1:
         c.unsupported("format", known[1][1], "several different formats")
         known = known[:1]

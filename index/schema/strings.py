@@ -17,8 +17,16 @@ every character of the string value becomes the text that encodes it:
 
 ``pattern`` is ECMA-262 syntax. We parse it with Python's own parser (after
 rewriting the few spellings that differ: ``(?<name>``, ``\\u{...}``,
-``\\cX``, ``[^]``, ``[]``), give ``\\s`` and ``.`` their ECMA meaning, and
-emit each character set as the text of its canonical characters. JSON
+``\\cX``, ``[^]``, ``[]``, an escaped surrogate pair ``\\ud83d\\ude00`` as
+its character), give ``\\s`` and ``.`` their ECMA meaning, and
+emit each character set as the text of its canonical characters. What the
+dialects read differently is refused rather than guessed: inline flags
+(``(?i)``, ``(?s:...)``; ECMA has none), an escaped letter ECMA gives no
+meaning (``\\Z`` is the letter Z to ECMA without the ``u`` flag, an error
+with it, the end of the text to Python's ``re``), and a lone surrogate (our
+patterns read characters, which it is not). A lone surrogate in a literal
+(``enum``, ``const``, a property name) is written as its escape
+``\\ud800``, the only spelling UTF-8 text has for it. JSON
 Schema's ``pattern`` is *not* anchored: ``"abc"`` means "contains abc", so
 each top-level alternative gets ``.*`` on the side where it has no ``^`` or
 ``$``. Lookarounds, backreferences, word boundaries and inner anchors cannot
@@ -37,7 +45,7 @@ from __future__ import annotations
 import functools
 import re
 
-from ..analysis.errors import RegexError
+from ..analysis.errors import RegexError, UnsupportedSchemaError
 from ..analysis.regex_syntax import class_escapes, parse_tree, regex_char, set_ranges
 from ..analysis.regex_syntax import sre as _sre, sre_parse as _sre_parse
 from ..analysis.utf8 import MAX_CODEPOINT, SURROGATES, complement_ranges, merge_ranges
@@ -46,7 +54,7 @@ from ..analysis.regex_tree import (Alt, Concat, Node, Repeat, Text, alt, chars, 
 from .regexes import from_text, text_counted as _counted
 
 __all__ = [
-    "STRING", "CHAR", "string_regex", "json_string_literal", "keys_except",
+    "STRING", "CHAR", "string_regex", "json_string_literal", "json_text", "keys_except",
     "PatternUnsupported", "translate_pattern", "pattern_matches", "canonical_string_regex",
     "pattern_complement", "char_set_regex",
 ]
@@ -85,6 +93,8 @@ def _canonical_unit(cp: int) -> str:
         low = cp & 15
         digit = f"[{low:x}{low:X}]" if low > 9 else f"{low:x}"
         return f"\\\\u00{cp >> 4:x}{digit}"
+    if SURROGATES[0] <= cp <= SURROGATES[1]:
+        return "\\\\u" + "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in f"{cp:04x}")
     return regex_char(cp, False)
 
 
@@ -149,14 +159,42 @@ def char_set_regex(ranges) -> str | None:
 
 
 def json_string_literal(value: str) -> Node:
-    """The canonical JSON text of ``value``, quotes included, as a tree."""
+    """The canonical JSON text of ``value``, quotes included, as a tree.
+
+    A lone surrogate is written as its escape (``\\ud800``, hex digits in
+    either case): UTF-8 has no bytes for it, and a JSON parser reads the
+    escape back as that one code unit. Only a Python string can hold a high
+    and a low surrogate side by side; every JSON text of those two reads back
+    as the one character they pair into, so such a string is refused."""
     if _PLAIN.fullmatch(value):
         return Text('"' + value + '"')
+    if _SPLIT_PAIR.search(value):
+        raise UnsupportedSchemaError(
+            f"the string {value[:60]!r} holds a surrogate pair as two characters, "
+            "which no JSON text spells (JSON reads the two escapes as one character)")
     return concat(_QUOTE, *[_canonical_unit_tree(ord(ch)) for ch in value], _QUOTE)
 
 
-# characters written as themselves (no escape), surrogates aside
-_PLAIN = re.compile('[^"\\\\\x00-\x1f]*')
+def json_text(value, **options) -> str:
+    """``json.dumps(value, ensure_ascii=False, **options)`` with each lone surrogate
+    written as its escape, the canonical text :func:`json_string_literal` spells."""
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, **options)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _SURROGATE.search(text) else text
+
+
+def holds_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a surrogate code point (a lone one, in a JSON value)."""
+    return _SURROGATE.search(text) is not None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SPLIT_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
+# characters written as themselves (no escape)
+_PLAIN = re.compile('[^"\\\\\x00-\x1f\ud800-\udfff]*')
 _HEX_DIGIT = chars([(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)])
 
 
@@ -173,6 +211,11 @@ def _canonical_unit_tree(cp: int) -> Node:
         low = cp & 15
         digit = chars([(ord(f"{low:x}"),) * 2, (ord(f"{low:X}"),) * 2]) if low > 9 else Text(f"{low:x}")
         return concat(Text(f"\\u00{cp >> 4:x}"), digit)
+    if SURROGATES[0] <= cp <= SURROGATES[1]:
+        # a lone surrogate (in an enum, a const or a property name): UTF-8 has no bytes
+        # for it, so its one spelling is the escape, as json.dumps and JSON.stringify write it
+        return concat(Text("\\u"), *[chars([(ord(d),) * 2, (ord(d.upper()),) * 2]) if d.isalpha()
+                                       else Text(d) for d in f"{cp:04x}"])
     return Text(chr(cp))
 
 
@@ -305,8 +348,22 @@ def _ecma_to_python(pattern: str) -> str:
                 end = pattern.find("}", i + 3)
                 if end < 0:
                     raise PatternUnsupported(f"bad escape \\u{{ in {pattern!r}")
-                out.append(f"\\U{int(pattern[i + 3:end], 16):08x}")
+                cp = int(pattern[i + 3:end], 16)
+                if SURROGATES[0] <= cp <= SURROGATES[1]:
+                    raise PatternUnsupported(_lone_surrogate(pattern, cp))
+                out.append(f"\\U{cp:08x}")
                 i = end + 1
+                continue
+            unit = _UNIT_ESCAPE.match(pattern, i)
+            if unit is not None and SURROGATES[0] <= int(unit.group(1), 16) <= SURROGATES[1]:
+                # ECMA reads \ud83d\ude00 as the two UTF-16 units of one character
+                high = int(unit.group(1), 16)
+                pair = _UNIT_ESCAPE.match(pattern, unit.end())
+                low = int(pair.group(1), 16) if pair is not None else 0
+                if not (high <= 0xDBFF and 0xDC00 <= low <= 0xDFFF):
+                    raise PatternUnsupported(_lone_surrogate(pattern, high))
+                out.append(f"\\U{0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00):08x}")
+                i = pair.end()
                 continue
             if nxt == "c" and i + 2 < n and pattern[i + 2].isalpha():
                 out.append(f"\\x{ord(pattern[i + 2]) % 32:02x}")
@@ -317,10 +374,12 @@ def _ecma_to_python(pattern: str) -> str:
             if nxt == "k" and i + 2 < n and pattern[i + 2] == "<":
                 raise PatternUnsupported(f"backreference \\k in {pattern!r}")
             if nxt.isalpha() and nxt not in "dDwWsSbBnrtfvxu":
-                # ECMA without the u flag reads \q as q (and \A, \Z as letters)
-                out.append(nxt)
-            else:
-                out.append(pattern[i:i + 2])
+                # ECMA without the u flag reads \Z as the letter Z, with it refuses it; Python's
+                # re (jsonschema's) reads \Z as the end: no reading is safe, so none is taken
+                raise PatternUnsupported(
+                    f"escape \\{nxt} in pattern {pattern!r} (ECMA-262 reads it as the letter "
+                    f"{nxt!r} or refuses it, other dialects as an anchor or a class)")
+            out.append(pattern[i:i + 2])
             i += 2
             continue
         if in_class:
@@ -349,20 +408,50 @@ def _ecma_to_python(pattern: str) -> str:
                 out.append("^")
                 i += 1
             continue
+        if c == "{" and _NO_LOWER_BOUND.match(pattern, i):
+            # ECMA without the u flag reads x{,3} as the text "x{,3}", with it refuses it;
+            # Python's re (jsonschema's) reads it as x{0,3}
+            raise PatternUnsupported(f"quantifier {_NO_LOWER_BOUND.match(pattern, i).group()} in pattern "
+                                     f"{pattern!r} (ECMA-262 reads it as text or refuses it, Python's "
+                                     "re as a count from 0)")
         if c == "(" and pattern.startswith("(?<", i) and not pattern.startswith(("(?<=", "(?<!"), i):
             out.append("(?P<")
             i += 3
             continue
+        if SURROGATES[0] <= ord(c) <= SURROGATES[1]:
+            raise PatternUnsupported(_lone_surrogate(pattern, ord(c)))
         out.append(c)
         i += 1
     return "".join(out)
 
 
+_UNIT_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
+_NO_LOWER_BOUND = re.compile(r"\{,[0-9]+\}")
+
+
+def _lone_surrogate(pattern: str, cp: int) -> str:
+    return (f"lone surrogate U+{cp:04X} in pattern {pattern!r} (a pattern here reads "
+            "characters, which a lone surrogate is not)")
+
+
+# Python's global inline flags that change what the pattern means; ECMA-262
+# patterns have none ((?x) changes only how it is written, and is read)
+_MEANING_FLAGS = {_sre.SRE_FLAG_IGNORECASE: "i", _sre.SRE_FLAG_LOCALE: "L",
+                  _sre.SRE_FLAG_MULTILINE: "m", _sre.SRE_FLAG_DOTALL: "s"}
+
+
 def _parse(pattern: str):
     try:
-        return parse_tree(_ecma_to_python(pattern), re.ASCII)
+        tree = parse_tree(_ecma_to_python(pattern), re.ASCII)
+    except PatternUnsupported:
+        raise
     except ValueError as exc:  # a RegexError, or the rewrite's own (a bad \u{...})
         raise PatternUnsupported(f"pattern {pattern!r} cannot be read: {exc}") from None
+    flags = "".join(name for flag, name in _MEANING_FLAGS.items() if tree.state.flags & flag)
+    if flags:
+        raise PatternUnsupported(f"inline flags (?{flags}) in pattern {pattern!r} (ECMA-262 "
+                                 "patterns have no inline flags; write the cases or characters out)")
+    return tree
 
 
 def _set_ranges(op, av) -> list[tuple[int, int]]:
@@ -612,6 +701,11 @@ def pattern_matches(pattern: str, value: str) -> bool:
     compiled = _pattern_compiled(pattern)
     if compiled is None:
         return False
+    if _SURROGATE.search(value):
+        # ECMA and Python read a lone surrogate as one more code unit that '.' or [^a]
+        # match; our patterns are over characters, which it is not
+        raise PatternUnsupported(f"pattern {pattern!r} tested against {value[:60]!r}, "
+                                 "which holds a lone surrogate")
     import json
 
     return compiled.fullmatch(json.dumps(value, ensure_ascii=False)) is not None

@@ -140,6 +140,38 @@ CASES: list[Case] = [
     Case("schema-nested-wide-anyof", "schema", lambda: _nested_wide_any_ofs(5, 8), vocab="qwen2.5"),
 ]
 
+# Silent narrowings (issue 32): a lone surrogate anywhere once turned off definition
+# sharing, and a lazy index then wrote its 32 levels of free values out in full
+# (a 26-byte schema grew past 3 GiB); each construct here compiles exactly or is refused.
+_SURROGATE_FREE = {"type": "object", "properties": {"a": {}, "b": {"type": "array"}},
+                   "description": "\ud800"}
+CASES += [
+    Case("schema-surrogate-annotation", "schema", lambda: '{"description": "\\ud800"}',
+         either=("ok",) + LIMITED, vocab="qwen2.5"),
+    Case("schema-surrogate-annotation-free-object", "schema", lambda: json.dumps(_SURROGATE_FREE),
+         either=("ok",) + LIMITED, vocab="qwen2.5"),
+    Case("schema-surrogate-pair-pattern", "schema", lambda: json.dumps(
+        {"type": "object", "properties": {"e": {"type": "string", "pattern": "\\ud83d\\ude00"}}}),
+        either=("ok",) + LIMITED, vocab="qwen2.5"),
+    Case("schema-surrogate-enum", "schema", lambda: json.dumps(
+        {"anyOf": [{"enum": ["a", "\ud800", {"\udfff": [1]}]}, {"type": "object"}]}),
+        either=("ok",) + LIMITED, vocab="qwen2.5"),
+    Case("schema-surrogate-lone-pattern", "schema", lambda: json.dumps(
+        {"type": "object", "properties": {"s": {"type": "string", "pattern": "^\\ud800"}}}),
+        either=("UnsupportedSchemaError",), vocab="qwen2.5"),
+    *[Case(f"schema-inline-flag-{flag}", "schema", lambda flag=flag: json.dumps(
+        {"type": "string", "pattern": f"(?{flag})^a.b$"}), either=("UnsupportedSchemaError",),
+        vocab="qwen2.5") for flag in "ism"],
+    *[Case(f"schema-pattern-escape-{letter}", "schema", lambda letter=letter: json.dumps(
+        {"type": "string", "pattern": f"^abc\\{letter}"}), either=("UnsupportedSchemaError",),
+        vocab="qwen2.5") for letter in "ZAzG"],
+    Case("schema-surrogate-in-pointer", "schema", lambda: json.dumps(
+        {"properties": {"\ud800": {"type": "string", "pattern": "(?i)x"}}}),
+        either=("UnsupportedSchemaError",), vocab="qwen2.5"),
+    Case("schema-pattern-count-from-none", "schema", lambda: json.dumps(
+        {"type": "string", "pattern": "^a{,3}$"}), either=("UnsupportedSchemaError",), vocab="qwen2.5"),
+]
+
 
 # --- index files that lie about their size, tokenizer files that are not ----------
 
