@@ -25,8 +25,10 @@ class TokenDFAError(Exception):
     value) is written as its escape, ``\\ud800``: no stream encodes it as
     UTF-8, and a one-line error must print wherever it goes."""
 
-    def __init__(self, *args) -> None:
-        super().__init__(*(_SURROGATE.sub(_escape, a) if isinstance(a, str) else a for a in args))
+    def __init__(self, *args, **kwargs) -> None:
+        # keyword arguments are another base's (ImportError's ``name``, ``path``)
+        super().__init__(*(_SURROGATE.sub(_escape, a) if isinstance(a, str) else a for a in args),
+                         **kwargs)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

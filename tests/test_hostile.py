@@ -59,8 +59,10 @@ def _run(name: str, mode: str) -> dict:
 @pytest.fixture(scope="module")
 def outcomes(request) -> dict:
     # Only the cases of the selected tests (``-k``), so that one family runs alone.
+    # (other modules' tests have parameters named ``case`` too: only this module's count)
     selected = {item.callspec.params["case"].name for item in request.session.items
-                if hasattr(item, "callspec") and "case" in item.callspec.params}
+                if getattr(item, "module", None) is request.module
+                and hasattr(item, "callspec") and "case" in item.callspec.params}
     cases = [case for case in ALL_CASES if case.name in selected]
     jobs = [(case.name, mode) for case in cases for mode in ("lib", "cli")]
     jobs += [(case.name, "lazy") for case in cases if case.kind in ("regex", "schema")]

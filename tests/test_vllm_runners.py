@@ -44,11 +44,13 @@ from tokendfa import Index  # noqa: E402
 # its own (the property names shuffled by ``seed``): a schema's parts, once
 # compiled, are cached in the process and compile faster the next time.
 def hostile(seed: int) -> dict:
-    names = [a + b + c + d for a in "abcx" for b in "abcx" for c in "abcx" for d in "abcx"]
-    random.Random(seed).shuffle(names)
-    return {"oneOf": [{"type": "object", "additionalProperties": False,
-                       "properties": {n: {"type": "integer"} for n in names[i * 8:(i + 1) * 8]},
-                       "required": names[i * 8:(i + 1) * 8]} for i in range(30)]}
+    """A schema whose compile takes ~6 s here (an allOf of ten two-way
+    anyOfs: a product of 1,024 branches), far past the tests' 0.2 s limit, so
+    the wall-clock bounds below (generous, for a loaded machine) fail only
+    when the limit does not fire; ``seed`` names its properties, so each seed
+    is a new schema to the memo."""
+    return {"allOf": [{"anyOf": [{"required": [f"a{i}s{seed}"]}, {"required": [f"b{i}s{seed}"]}]}
+                      for i in range(10)]}
 
 
 # --- both runners load it, once ----------------------------------------------------------
@@ -391,7 +393,7 @@ def test_a_hostile_schema_in_the_front_end_is_a_one_line_error_within_the_limit(
     front.validate(params({"tokendfa_regex": REGEX}))
     with pytest.raises(ValueError) as caught:
         front.validate(params({"tokendfa_json_schema": json.dumps(hostile(1))}))
-    assert time.monotonic() - started < 0.6
+    assert time.monotonic() - started < 2.5
     assert str(caught.value) == ("tokendfa_json_schema: compiling it took longer than the time "
                                  "limit of 0.2 s")
     front.validate(params({"tokendfa": {"json_schema": SCHEMA}}))   # the next one is served
@@ -411,7 +413,7 @@ def test_a_hostile_schema_in_the_middle_of_a_worker_batch_ends_alone(vllm_module
     engine.update(added=[(0, {"tokendfa_regex": REGEX}, regex),
                          (1, {"tokendfa": {"json_schema": hostile(2)}}, None),
                          (2, {"tokendfa": {"json_schema": SCHEMA}}, schema)])
-    assert time.monotonic() - started < 0.8
+    assert time.monotonic() - started < 2.5
     out = engine.lp.apply(logits_for(3))
     assert out[1].isfinite().nonzero().flatten().tolist() == [TOY_EOS]
     assert out[0].isfinite().nonzero().flatten().tolist() == regex.get_tokens(1).tolist()
