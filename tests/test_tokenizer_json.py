@@ -122,9 +122,9 @@ def test_qwen25_folder_is_read_as_transformers_reads_it(tmp_path):
     (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [151645, 151643]}))
     v = assert_same_as_transformers(tmp_path)
     assert v.size == 151665 and v.eos_token_ids == (151645, 151643)
-    assert v.tokens == Vocabulary.builtin("qwen2.5").tokens[:151665] \
-        or v.tokens[:151643] == Vocabulary.builtin("qwen2.5").tokens[:151643]
-    assert v.tokens[151658] == b"<tool_call>"                    # added, not special: text
+    assert v.tokens[:151643] == Vocabulary.builtin("qwen2.5").tokens[:151643]
+    assert v.tokens[151657] == b"<tool_call>"                    # added, not special: text
+    assert v.tokens[151644] is None                              # <|im_start|>: special
 
 
 @pytest.mark.slow
