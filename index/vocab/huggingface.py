@@ -15,7 +15,12 @@ How token strings are written depends on the tokenizer's decoder:
   that text and decodes them back to it.
 
 EOS is the tokenizer's, plus any extra EOS ids in ``generation_config.json``.
-transformers is imported only to load a tokenizer from a directory; a
+
+A saved folder is read from its JSON files where
+:mod:`tokendfa.vocab.tokenizer_json` knows the result is transformers' own
+(Gemma 3: 2.6 s against 17.7 s through transformers on the loaded 2-core
+machine), through transformers otherwise, and either way kept in the
+vocabulary store (:mod:`tokendfa.vocab.stored`) for the next process. A
 tokenizer object the caller built is read as it is.
 """
 

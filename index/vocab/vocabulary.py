@@ -351,6 +351,14 @@ class Vocabulary:
         for that text and decodes them back to it. EOS comes from
         ``eos_token_ids``, else the tokenizer's EOS followed by any extra EOS
         ids in a ``generation_config.json`` next to it.
+
+        A folder is read from its JSON files without transformers where the
+        result is known to be the same (:mod:`tokendfa.vocab.tokenizer_json`),
+        and, unless ``eos_token_ids`` is given, kept in the vocabulary store
+        in the cache folder, so the next process (vLLM's worker after its
+        front end, a restart) loads it in a fraction of a second
+        (:mod:`tokendfa.vocab.stored`; ``TOKENDFA_VOCABULARY_STORE=off``
+        turns it off).
         """
         from .huggingface import from_pretrained
         return from_pretrained(tokenizer_or_path, eos_token_ids=eos_token_ids)
