@@ -12,8 +12,9 @@ of every token otherwise).
 * **Where**: ``vocabularies/`` in the index cache's folder
   (``$TOKENDFA_CACHE_DIR``, else ``$XDG_CACHE_HOME/tokendfa``, else
   ``~/.cache/tokendfa``); ``TOKENDFA_VOCABULARY_STORE=off`` turns it off.
-* **Key**: a SHA-256 of the store's format, the tokendfa version and the
-  name and content of every file of the folder that decides the vocabulary
+* **Key**: a SHA-256 of the store's format, the tokendfa and transformers
+  versions, the source of the reading modules, and the name and content of
+  every file of the folder that decides the vocabulary
   (``tokenizer.json``, ``tokenizer_config.json``, ``generation_config.json``,
   ...; :data:`tokendfa.vocab.tokenizer_json.FOLDER_FILES`), so an edited,
   replaced or upgraded tokenizer is a new entry. Hashing Gemma's files is
@@ -88,13 +89,28 @@ def store_dir() -> Path | None:
     return base / "vocabularies"
 
 
-def _tokendfa_version() -> str:
+def _versions() -> bytes:
+    """What the reading depends on besides the files: the versions of
+    tokendfa and transformers (which reads the folders the JSON reader
+    leaves to it), and the source of the modules that read, so that an
+    entry written by other code is never served (an editable install keeps
+    its version number across edits)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    try:
-        return version("tokendfa")
-    except PackageNotFoundError:  # pragma: no cover - a bare checkout
-        return "unknown"
+    parts = []
+    for distribution in ("tokendfa", "transformers"):
+        try:
+            parts.append(f"{distribution}={version(distribution)}")
+        except PackageNotFoundError:
+            parts.append(f"{distribution}=none")
+    h = hashlib.sha256("\x00".join(parts).encode())
+    here = Path(__file__).resolve().parent
+    for module in ("huggingface.py", "tokenizer_json.py", "stored.py", "vocabulary.py"):
+        try:
+            h.update((here / module).read_bytes())
+        except OSError:  # pragma: no cover - installed without sources
+            h.update(module.encode())
+    return h.digest()
 
 
 def folder_key(directory: Path) -> str:
@@ -104,7 +120,7 @@ def folder_key(directory: Path) -> str:
 
     h = hashlib.sha256(b"tokendfa-vocabulary-store\x00")
     h.update(struct.pack("<I", FORMAT))
-    h.update(_tokendfa_version().encode() + b"\x00")
+    h.update(_versions())
     for name in FOLDER_FILES:
         p = directory / name
         if not p.exists():
