@@ -302,3 +302,26 @@ def test_a_stored_vocabulary_pickles_with_its_encoder(byte_level_folder):
     v = Vocabulary.from_pretrained(byte_level_folder)
     copy = pickle.loads(pickle.dumps(v))
     assert copy == v and copy.encode("hello world") == v.encode("hello world")
+
+
+@pytest.mark.parametrize("scheme", ["byte-level", "sentencepiece", "sentencepiece-no-fallback"])
+def test_whole_vocabulary_decoding_equals_piece_by_piece(scheme):
+    """The whole-vocabulary string operations against the per-piece
+    definition, on pieces that send them down their fallbacks: characters
+    outside the byte-level map (a raw space, a control, a soft hyphen, CJK),
+    the join separator inside a piece, lower-case byte pieces."""
+    from tokendfa.vocab.huggingface import PieceScheme, _byte_level_decoder
+
+    made = {"byte-level": PieceScheme(byte_level=True),
+            "sentencepiece": PieceScheme(space_marker="\u2581", byte_fallback=True),
+            "sentencepiece-no-fallback": PieceScheme(space_marker="\u2581")}[scheme]
+    # pieces the whole-vocabulary path takes (each scheme's own writing) ...
+    plain = (["ĠhÃ©llo", "Ċ", "¤", "x", ""] if made.byte_level else
+             ["▁the", "<0x0A>", "<0xff>", "<0x0G>", "x", "▁▁", "", "héllo", "你"])
+    assert made.all_to_bytes(plain) == [made.to_bytes(p) for p in plain]
+    # ... and one at a time, a piece that sends it down a fallback
+    for odd in (" a", "\x01", "\u00ad", "你", "a\x00b", "▁the"):
+        pieces = [*plain, odd]
+        assert made.all_to_bytes(pieces) == [made.to_bytes(p) for p in pieces], odd
+    every = list(_byte_level_decoder())
+    assert made.all_to_bytes(every) == [made.to_bytes(p) for p in every]
