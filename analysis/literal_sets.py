@@ -56,6 +56,7 @@ Example::
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -199,7 +200,11 @@ def encode_literals(strings: Iterable[str | bytes]) -> list[bytes]:
 def minimal_literal_dfa(strings: Iterable[str | bytes]) -> LiteralDFA:
     """The minimal DFA accepting exactly ``strings`` (text is UTF-8 encoded;
     duplicates and order do not matter)."""
-    data = sorted(set(encode_literals(strings)))
+    data = encode_literals(strings)
+    if not all(map(bytes.__lt__, data, itertools.islice(data, 1, None))):
+        # not given sorted and distinct (a LiteralSet's members are, and UTF-8
+        # keeps code point order): sorting 60,000 codes here took ~25 ms
+        data = sorted(set(data))
     limits.check()
     n = len(data)
     if n == 0:

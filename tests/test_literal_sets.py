@@ -123,6 +123,16 @@ def test_empty_string_empty_set_and_duplicates():
     assert literal_set(["b", "a", "b"]) == LiteralSet(("a", "b"))
 
 
+
+def test_order_and_repeats_do_not_matter_in_a_large_set():
+    # sorted distinct members skip the sort: anything else must still be sorted
+    words = [f"w{i:05d}" for i in range(1000)]  # 6,000 bytes: the array construction
+    built = minimal_literal_dfa(words)
+    for other in (words[::-1], words + words[-1:], words[:500] + words[499:]):
+        assert all(np.array_equal(a, b) for a, b in zip(minimal_literal_dfa(other), built))
+    assert built.accepts(b"w00999") and not built.accepts(b"w01000")
+
+
 def test_lone_surrogate_is_refused_and_matches_nothing_in_a_regex(thompson_only):
     with pytest.raises(RegexError, match="surrogate"):
         minimal_literal_dfa(["ok", "\ud800x"])
