@@ -272,6 +272,16 @@ def test_enum_values_are_checked_against_the_rest_of_the_schema():
     dfa = byte_dfa_from_regex(mixed.pattern, definitions=mixed.definitions)
     assert dfa.accepts(b"1") and dfa.accepts(b"2") and not dfa.accepts(b"2.5")
     assert not dfa.accepts(b'"a"') and not dfa.accepts(b"true") and not dfa.accepts(b"null")
+    # no float among them: one value of each Python type decides for its type
+    for types, kept in (("string", values[:3]), (["integer", "null"], [1, None]),
+                        (["boolean", "array"], [True, [1]])):
+        mixed = regex_from_schema({"type": types, "enum": [1, True, None, [1]] + values})
+        dfa = byte_dfa_from_regex(mixed.pattern, definitions=mixed.definitions)
+        for value in [1, True, None, [1]] + values:
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+            wanted = any(type(k) is type(value) and k == value for k in kept) or \
+                isinstance(value, str) and types == "string"
+            assert dfa.accepts(text) == wanted, (types, value)
 
 
 @pytest.mark.slow

@@ -91,6 +91,7 @@ def admitted_values(c: "Compiler", flat: Flat, candidates, unique: bool = False)
     keyed = unique or bool(excluded)
     if not keyed and c.type_decides(flat):
         # the verdict depends on the value's type alone: found once per type
+        candidates = list(candidates)
         kinds = set(map(type, candidates))
         if float not in kinds:
             # type_key is (type, None) for each value: one value of each type
