@@ -123,6 +123,16 @@ def test_empty_string_empty_set_and_duplicates():
     assert literal_set(["b", "a", "b"]) == LiteralSet(("a", "b"))
 
 
+
+def test_order_and_repeats_do_not_matter_in_a_large_set():
+    # sorted distinct members skip the sort: anything else must still be sorted
+    words = [f"w{i:05d}" for i in range(1000)]  # 6,000 bytes: the array construction
+    built = minimal_literal_dfa(words)
+    for other in (words[::-1], words + words[-1:], words[:500] + words[499:]):
+        assert all(np.array_equal(a, b) for a, b in zip(minimal_literal_dfa(other), built))
+    assert built.accepts(b"w00999") and not built.accepts(b"w01000")
+
+
 def test_lone_surrogate_is_refused_and_matches_nothing_in_a_regex(thompson_only):
     with pytest.raises(RegexError, match="surrogate"):
         minimal_literal_dfa(["ok", "\ud800x"])
@@ -262,6 +272,16 @@ def test_enum_values_are_checked_against_the_rest_of_the_schema():
     dfa = byte_dfa_from_regex(mixed.pattern, definitions=mixed.definitions)
     assert dfa.accepts(b"1") and dfa.accepts(b"2") and not dfa.accepts(b"2.5")
     assert not dfa.accepts(b'"a"') and not dfa.accepts(b"true") and not dfa.accepts(b"null")
+    # no float among them: one value of each Python type decides for its type
+    for types, kept in (("string", values[:3]), (["integer", "null"], [1, None]),
+                        (["boolean", "array"], [True, [1]])):
+        mixed = regex_from_schema({"type": types, "enum": [1, True, None, [1]] + values})
+        dfa = byte_dfa_from_regex(mixed.pattern, definitions=mixed.definitions)
+        for value in [1, True, None, [1]] + values:
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+            wanted = any(type(k) is type(value) and k == value for k in kept) or \
+                isinstance(value, str) and types == "string"
+            assert dfa.accepts(text) == wanted, (types, value)
 
 
 @pytest.mark.slow

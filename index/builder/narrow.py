@@ -147,8 +147,10 @@ def narrow_edges(dfa: ByteDFA, narrow: np.ndarray, vocabulary: Vocabulary,
     ids = vocabulary.sorted_spellings()[1]
     table = dfa.transitions
     # the live bytes of the narrow states, as CSR rows (one pass over the table:
-    # copying the narrow rows out first cost as much again)
-    live_state, live_byte = np.nonzero(table)
+    # copying the narrow rows out first cost as much again). The flat cells of a
+    # boolean copy: np.nonzero of the 2-D int32 table took 60 ms on a 60,000-value
+    # enum's (97k states), this 12 ms (CPU).
+    live_state, live_byte = np.divmod(np.flatnonzero(table.reshape(-1) != 0), table.shape[1])
     if len(origin) < dfa.num_states - 1:
         keep = narrow[live_state]
         live_state, live_byte = live_state[keep], live_byte[keep]

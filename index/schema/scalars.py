@@ -51,6 +51,11 @@ def literals(c: "Compiler", flat: Flat, depth: int) -> Node | None:
     (:meth:`Compiler.literal_set`), built as a minimal automaton instead of
     as branches; the other values are trees of their own."""
     values = admitted_values(c, flat, flat.enum)
+    if len(values) >= LITERAL_SET_MIN and set(map(type, values)) == {str} \
+            and _TWO_SPELLINGS.search("".join(values)) is None:
+        # all strings of one spelling, checked in bulk: the check value by value
+        # below took ~50 ms of a 60,000-value enum's ~190 ms schema compilation
+        return alternation([c.literal_set(_json_texts(values))])
     spelled = _json_texts([v for v in values if isinstance(v, str) and not _TWO_SPELLINGS.search(v)]) \
         if len(values) >= LITERAL_SET_MIN else []
     if len(spelled) < LITERAL_SET_MIN:
@@ -86,6 +91,17 @@ def admitted_values(c: "Compiler", flat: Flat, candidates, unique: bool = False)
     keyed = unique or bool(excluded)
     if not keyed and c.type_decides(flat):
         # the verdict depends on the value's type alone: found once per type
+        candidates = list(candidates)
+        kinds = set(map(type, candidates))
+        if float not in kinds:
+            # type_key is (type, None) for each value: one value of each type
+            # (the last, from the C loop of dict/zip) stands for its type; the
+            # loop below took ~40 ms over a 60,000-value enum
+            passing = {kind for kind, value in dict(zip(map(type, candidates), candidates)).items()
+                       if type_of(value) in flat.types and c.admitted(flat, value)}
+            if passing == kinds:
+                return list(candidates)
+            return [value for value in candidates if type(value) in passing]
         verdicts: dict = {}
         values = []
         for value in candidates:
