@@ -15,7 +15,10 @@ far larger than anything tokendfa reads. Every such path goes through here:
 * :func:`read_regular_file` reads such a file whole, at most ``max_bytes``;
 * :func:`check_output_file` refuses an output path that exists and is not a
   regular file, or that is one of the inputs (writing over it would destroy
-  the input).
+  the input);
+* :func:`replace_file` writes a file whole or not at all: a temporary file
+  beside it, renamed over it, so a reader (or a mapping) of the old file is
+  never handed a half-written one.
 
 Each takes the error class to raise (a :class:`~tokendfa.analysis.errors.TokenDFAError`
 subclass), so that a vocabulary file fails with ``VocabularyError`` and an
@@ -27,10 +30,12 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["check_regular_file", "open_regular_file", "read_regular_file", "check_output_file", "kind_of"]
+__all__ = ["check_regular_file", "open_regular_file", "read_regular_file", "check_output_file",
+           "replace_file", "kind_of"]
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -140,3 +145,26 @@ def check_output_file(path: Any, what: str, error: type[Exception],
         if (other.st_dev, other.st_ino) == (info.st_dev, info.st_ino):
             raise error(f"refusing to write {what} {name}: it is the input "
                         f"{os.fsdecode(source)}, which writing would destroy")
+
+
+def replace_file(path: Any, parts: Iterable[bytes], *, prefix: str = ".tokendfa-",
+                 durable: bool = True) -> None:
+    """Write ``parts`` to ``path`` atomically: a temporary file in the same
+    folder, renamed over ``path`` once complete (removed on any failure).
+    ``durable`` also syncs the data to disk before the rename."""
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    descriptor, temporary = tempfile.mkstemp(prefix=prefix, suffix=".partial", dir=folder)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            for part in parts:
+                handle.write(part)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise

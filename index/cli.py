@@ -195,12 +195,9 @@ def _any_depth(text: str) -> int | str:
     if text == "auto":
         return text
     try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0 or 'auto', not {text!r}")
-    return value
+        return _whole(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0 or 'auto', not {text!r}") from None
 
 
 def _load_vocabulary(spec: str):

@@ -55,7 +55,6 @@ import mmap as mmap_module
 import os
 import stat
 import struct
-import tempfile
 import zlib
 from os import PathLike
 from typing import TYPE_CHECKING, Any
@@ -65,6 +64,7 @@ import numpy as np
 
 from ..analysis.errors import IndexFileError, IndexVersionError, VocabularyMismatchError
 from ..analysis.limits import current as current_limits
+from ..analysis.regular_files import replace_file
 from .arrays import MASK_WORD, IndexArrays
 from .index import Index
 
@@ -197,21 +197,7 @@ def save_index(index: Index, path: str | PathLike, *, compress: bool = True) -> 
     """Write ``index`` to ``path`` atomically: all of it or nothing.
     ``compress=False`` stores every array raw (mapped, not copied, at load)."""
     payload = encode_index(index, compress=compress)
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    descriptor, temporary = tempfile.mkstemp(prefix=".tokendfa-", suffix=".partial", dir=folder)
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
+    replace_file(os.fspath(path), [payload])
 
 
 def load_index(path: str | PathLike, vocabulary: "Vocabulary | None" = None, *,

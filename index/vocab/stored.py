@@ -47,7 +47,6 @@ import hashlib
 import json
 import os
 import struct
-import tempfile
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -55,7 +54,7 @@ from pathlib import Path
 import numpy as np
 
 from ..analysis.errors import VocabularyError
-from ..analysis.regular_files import read_regular_file
+from ..analysis.regular_files import read_regular_file, replace_file
 from .vocabulary import Vocabulary
 
 __all__ = ["load_or_read", "store_dir", "folder_key", "STORE_ENVIRONMENT_VARIABLE"]
@@ -195,19 +194,7 @@ def _write(folder: Path, entry: Path, key: str, vocabulary: Vocabulary) -> None:
     head = MAGIC + struct.pack("<I", len(header)) + header
     head += b"\x00" * (-len(head) % 8)
     folder.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(descriptor, "wb") as f:
-            f.write(head)
-            for part in payload:
-                f.write(part)
-        os.replace(temporary, entry)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
+    replace_file(entry, [head, *payload], prefix=f".{key[:16]}.", durable=False)
 
 
 def _load(entry: Path, key: str, directory: Path) -> Vocabulary:
