@@ -49,11 +49,13 @@ def index_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def llm(gemma_dir, cache_dir, index_dir):
-    # Read by the engine's processes, which inherit this environment.
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
-    os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")
-    os.environ["TOKENDFA_CACHE_DIR"] = str(cache_dir)
-    os.environ["TOKENDFA_INDEX_DIR"] = str(index_dir)
+    # Read by the engine's processes, which inherit this environment; undone
+    # after the module, so that later tests see the server's defaults.
+    environment = pytest.MonkeyPatch()
+    environment.setenv("VLLM_CPU_KVCACHE_SPACE", os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2"))
+    environment.setenv("VLLM_USE_AOT_COMPILE", os.environ.get("VLLM_USE_AOT_COMPILE", "0"))
+    environment.setenv("TOKENDFA_CACHE_DIR", str(cache_dir))
+    environment.setenv("TOKENDFA_INDEX_DIR", str(index_dir))
     from vllm import LLM
 
     from tokendfa.integrations.vllm import TokenDFALogitsProcessor
@@ -65,6 +67,7 @@ def llm(gemma_dir, cache_dir, index_dir):
     yield engine
     # Stop the engine's processes now, not when the test session exits.
     engine.llm_engine.engine_core.shutdown()
+    environment.undo()
 
 
 def sampling(extra_args=None, **options):
