@@ -596,7 +596,7 @@ def _determinise(eps, edges, start: int, final: int, max_dfa_states: int | None,
     kernels: list[frozenset] = [frozenset(), closure(start)]
     ids: dict[frozenset, int] = {frozenset(): 0}
     ids.setdefault(kernels[1], 1)
-    steps: dict[frozenset, int] = {}
+    steps: dict[tuple, int] = {}
     segment_state: list[int] = []
     segment_lo: list[int] = []
     segment_hi: list[int] = []
@@ -618,7 +618,7 @@ def _determinise(eps, edges, start: int, final: int, max_dfa_states: int | None,
                 else:
                     targets.append(target)
         for lo, hi, targets in cut_ranges(by_range):
-            key = frozenset(targets)
+            key = tuple(targets)
             target = steps.get(key)
             if target is None:
                 if len(key) == 1:
