@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import limits
 from .dfa import DEAD, ByteDFA
 
 
@@ -124,11 +125,14 @@ def _unique_columns_hashed(table: np.ndarray):
     weights = ((hash_weights(0, table.shape[0]) >> np.uint64(2)) | np.uint64(1)).view(np.int64)  # < 2**62
     hashes = np.zeros(table.shape[1], dtype=np.int64)
     for start in range(0, table.shape[0], _ROWS_PER_PASS):  # a 64-bit copy of a slice only
+        # a pass takes ~8 ms: a 120,000-state table took 0.25 s without a check
+        limits.check()
         part = slice(start, start + _ROWS_PER_PASS)
         hashes += weights[part] @ table[part].astype(np.int64)  # wraps around: fine for a hash
     _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
     representative = first[inverse]
     for start in range(0, table.shape[0], _ROWS_PER_PASS):
+        limits.check()
         rows = table[start:start + _ROWS_PER_PASS]
         if not np.array_equal(rows, rows[:, representative]):
             return None

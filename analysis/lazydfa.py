@@ -344,7 +344,11 @@ class LazyByteDFA:
             stack = [nfa.start] if nfa.start >= 0 else []
             for q in stack:
                 seen[q] = 1
+            visited = 0
             while stack:
+                visited += 1
+                if not visited & 4095:
+                    limits.check()  # ~1 us a state: 0.5 s unchecked on "a" * 600000
                 q = stack.pop()
                 for lo, hi, t in edges[q]:
                     present[lo] += 1

@@ -123,6 +123,30 @@ def test_fill_masks_checks_its_rows():
         fill_masks([Guide(index)], np.zeros((1, 1), dtype=np.int32), rows=[0, 1])
 
 
+def test_fill_masks_rows_on_the_pool_keep_the_callers_limits():
+    """A cold row computed on the pool's thread runs under the limits of the
+    call (a context variable, per thread: the pool gets a copy of the
+    caller's): an expensive row of the second index, which has no time
+    limit of its own, stops at the caller's deadline."""
+    import itertools
+
+    from tokendfa import TimeLimitError, Vocabulary
+    from tokendfa.analysis import limits
+
+    tokens = [bytes([b]) for b in range(256)] + [bytes(t) for t in itertools.product(b"ab", repeat=14)]
+    vocab = Vocabulary(tokens + [None], eos_token_ids=[len(tokens)], name="ab14")
+    cheap = Index.from_regex("[0-9]+", vocab)
+    expensive = Index.from_regex("x|y(a|b)*a(a|b){20}", vocab)  # its row after "y": ~0.2 s
+    guides = [Guide(cheap), Guide(expensive, expensive.advance(expensive.initial_state, ord("y")))]
+    bitmask = np.zeros((2, (vocab.size + 31) // 32), dtype=np.int32)  # (both rows cold)
+    started = time.perf_counter()
+    with limits.limits(time_limit=0.01), pytest.raises(TimeLimitError):
+        fill_masks(guides, bitmask, threads=2)
+    assert time.perf_counter() - started < 0.51
+    fill_masks(guides, bitmask, threads=2)  # with no limit it finishes
+    assert bitmask[1].any()
+
+
 class _LoopingAutomaton:
     """What the compiled walk reads: a complete table where state 1 loops
     on every byte (no cell to resolve, so the walk never needs Python)."""

@@ -1382,6 +1382,82 @@ def test_background_completion_stops_at_its_time_limit():
     assert lazy.is_allowed(lazy.initial_state, 0)  # "a" is still allowed at the start
 
 
+def _ab_vocabulary(length: int) -> Vocabulary:
+    """Every byte, and every string of ``length`` a's and b's: from a state
+    inside ``(a|b)*a(a|b){20}`` each of those walks into states of its own."""
+    import itertools
+
+    tokens = [bytes([b]) for b in range(256)] + [bytes(t) for t in itertools.product(b"ab", repeat=length)]
+    return Vocabulary(tokens + [None], eos_token_ids=[len(tokens)], name=f"ab{length}")
+
+
+def _limited_row(index, state: int, limit: float) -> np.ndarray | None:
+    """``index.get_mask(state)``, or None when the row's time limit fired
+    (asserted to fire within half a second of its deadline)."""
+    import time
+
+    from tokendfa import TimeLimitError
+
+    started = time.perf_counter()
+    try:
+        return index.get_mask(state)
+    except TimeLimitError:
+        assert time.perf_counter() - started < limit + 0.5
+        return None
+
+
+def test_time_limit_bounds_each_row_served_later():
+    """time_limit= bounds each row a lazy index computes after its
+    construction, from the moment that row starts: an expensive row (~1 s,
+    65k tokens that each discover states) raises TimeLimitError within the
+    limit + 0.5 s, the rows around it keep serving the unbounded index's
+    answers, and the same row asked again goes on from the cells resolved
+    before (each try bounded again) to the exact mask."""
+    vocab = _ab_vocabulary(16)
+    pattern = "x|y(a|b)*a(a|b){20}"
+    reference = Index.from_regex(pattern, vocab)  # no limit (and the vocabulary's tables made)
+    limit = 0.1
+    index = Index.from_regex(pattern, vocab, time_limit=limit)  # the construction passes
+    initial = index.initial_state
+    after_y = index.advance(initial, ord("y"))
+    assert _limited_row(index, after_y, limit) is None  # the first try cannot finish in time
+    for text in (b"", b"x"):  # the rows around it, exactly
+        state, expected = initial, reference.initial_state
+        for byte in text:
+            state, expected = index.advance(state, byte), reference.advance(expected, byte)
+        np.testing.assert_array_equal(index.get_mask(state), reference.get_mask(expected))
+    for _ in range(1000):  # each try resolves more cells
+        mask = _limited_row(index, after_y, limit)
+        if mask is not None:
+            break
+    expected = reference.get_mask(reference.advance(reference.initial_state, ord("y")))
+    np.testing.assert_array_equal(mask, expected)
+    # and a step into the region the failed tries discovered is the reference's
+    token = vocab.size - 2  # b"bbbb...": ends in a state that is not final
+    np.testing.assert_array_equal(index.get_mask(index.advance(after_y, token)),
+                                  reference.get_mask(reference.advance(
+                                      reference.advance(reference.initial_state, ord("y")), token)))
+
+
+def test_rows_without_a_time_limit_are_unbounded_and_take_an_ambient_one():
+    """With no time_limit= a later row has no deadline of its own (the same
+    expensive row finishes), and one run under the caller's limits (what the
+    vLLM integration does each step) is bounded by them."""
+    import time
+
+    from tokendfa import TimeLimitError
+    from tokendfa.analysis import limits
+
+    vocab = _ab_vocabulary(14)
+    index = Index.from_regex("x|y(a|b)*a(a|b){20}", vocab)
+    after_y = index.advance(index.initial_state, ord("y"))
+    started = time.perf_counter()
+    with limits.limits(time_limit=0.01), pytest.raises(TimeLimitError):
+        index.get_mask(after_y)
+    assert time.perf_counter() - started < 0.51
+    assert index.get_mask(after_y).any()
+
+
 @pytest.mark.skipif(not lazydfa_module.NATIVE_CORE, reason="the compiled core is not built here")
 def test_the_native_core_context_is_named_field_by_field():
     """The compiled core reads the automaton through a Context of named

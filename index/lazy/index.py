@@ -56,6 +56,7 @@ the completed index).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -178,15 +179,25 @@ class LazyIndex(MaskServing):
     background thread; :meth:`complete` returns the eager :class:`Index`, and
     :meth:`completed_state` the state of it that a state of this one is.
 
+    ``config.time_limit`` and ``config.memory_budget`` bound the
+    construction, :meth:`complete` and the background completion, each
+    from its start, and also each row computed later (and each cell an
+    :meth:`advance` resolves), from the moment its computation starts, on
+    whichever thread computes it: such a row raises
+    :class:`~tokendfa.analysis.errors.TimeLimitError` and keeps nothing but
+    the automaton's cells it resolved (final, so the same row asked again
+    goes on from there; other rows are untouched). Rows are bounded by the
+    limits of the caller too (``with tokendfa.analysis.limits.limits(...)``,
+    as the vLLM integration runs each step); the earlier deadline wins.
+
     ``deferred`` (a :class:`~tokendfa.analysis.lazydfa.DefinitionSource`;
     a schema's recursion, see :mod:`tokendfa.schema.compiler`) gives the
     definitions that are computed when a match first reaches them, and are
     added to ``definitions`` as they are: the index then holds the schema
     compiler, and through it the user's schema, for as long as it lives.
     Such a definition is computed under the lock that resolving cells takes,
-    and under the limits of the request that reaches it (the construction's,
-    ``complete()``'s and the background completion's time limit; none while
-    serving, as for any fragment the lazy automaton compiles).
+    and under the limits of the request that reaches it (as any fragment
+    the lazy automaton compiles).
     """
 
     def __init__(self, pattern: str, vocabulary: Vocabulary, config: BuildConfig | None = None, *,
@@ -243,6 +254,9 @@ class LazyIndex(MaskServing):
         self._mask_users: dict[bytes, int] = {}
         budget = self._config.row_budget
         self._row_budget = DEFAULT_ROW_BUDGET if budget is None else budget
+        # time_limit= and memory_budget= bound each row computed after the
+        # construction too, each from the moment its computation starts (_serve)
+        self._bounded_rows = self._config.time_limit is not None or self._config.memory_budget is not None
         self._row_bytes = 0
         self._tracking = False  # recency is kept from half the budget on
         self._table_view: tuple[np.ndarray | None, memoryview | None] = (None, None)
@@ -385,8 +399,10 @@ class LazyIndex(MaskServing):
                 if following < 0:
                     # a cell no row needed: the rows of states past the first
                     # byte of a wide character are not computed when the NFA
-                    # shows where the character ends (LazyByteDFA.wide_target)
-                    following = self._dfa.step(state, byte)
+                    # shows where the character ends (LazyByteDFA.wide_target);
+                    # it may discover a state (a deferred definition, even): bounded as a row
+                    with self._config.limits() if self._bounded_rows else contextlib.nullcontext():
+                        following = self._dfa.step(state, byte)
                     view = memoryview(self._dfa.table)
                 state = following
             return state
@@ -542,46 +558,55 @@ class LazyIndex(MaskServing):
         with self._lock:
             mask = self._masks.get(state)
             if mask is None:
-                row = self._raw_row(state)
-                tokens, ends, loop = row.tokens, row.ends, row.loop
-                if not self._covered:
-                    if len(ends):
-                        distinct = _distinct(ends)
-                        live = np.array([self._is_token_live(int(e)) for e in distinct.tolist()])
-                        keep = np.isin(ends, distinct[live])
-                        tokens, ends = tokens[keep], ends[keep]
-                    if loop is not None and not all(self._is_token_live(end) for end in loop.ends):
-                        loop = None
-                    row = _TokenRow(tokens, ends, loop)
-                if loop is None:
-                    mask = np.zeros(self._tables.num_words, dtype=MASK_WORD)
-                    _set_bits(mask, tokens)
-                else:
-                    # Most of the row is a cached mask: copy it and add the few
-                    # walked tokens (a JSON string on Qwen: 147k tokens loop,
-                    # ~1.6k of the 6.1k others survive the walk).
-                    mask = loop.mask.copy()
-                    _set_bits(mask, tokens)
-                if self._dfa.finals[state]:
-                    _set_bits(mask, np.array(self._eos, dtype=np.int64))
-                key = mask.tobytes()
-                mask = self._distinct_masks.get(key)
-                if mask is None:
-                    # read-only, over the key's own bytes: a distinct mask is held once
-                    mask = self._distinct_masks[key] = np.frombuffer(key, dtype=MASK_WORD)
-                    self._mask_users[key] = 0
-                    self._row_bytes += len(key) + _MASK_OVERHEAD
-                self._mask_users[key] += 1
-                successors = self._successors[state] = row.successors()
-                self._row_bytes += successors.nbytes + _ROW_OVERHEAD
-                self._raw_rows.pop(state, None)
-                self._recency[state] = None
-                self._masks[state] = mask  # published last: readers take no lock
-                if self._row_bytes > self._row_budget // 2:
-                    self._tracking = True
-                    if self._row_bytes > self._row_budget:
-                        self._drop_rows()
+                with self._config.limits() if self._bounded_rows else contextlib.nullcontext():
+                    mask = self._new_row(state)
             return mask
+
+    def _new_row(self, state: int) -> np.ndarray:
+        """Compute, keep and return the row of ``state`` (not kept yet),
+        under the lock. An error (a limit) leaves nothing of the row kept but
+        the automaton's cells it resolved, which are final: asked again, the
+        row is computed again from there."""
+        row = self._raw_row(state)
+        tokens, ends, loop = row.tokens, row.ends, row.loop
+        if not self._covered:
+            if len(ends):
+                distinct = _distinct(ends)
+                live = np.array([self._is_token_live(int(e)) for e in distinct.tolist()])
+                keep = np.isin(ends, distinct[live])
+                tokens, ends = tokens[keep], ends[keep]
+            if loop is not None and not all(self._is_token_live(end) for end in loop.ends):
+                loop = None
+            row = _TokenRow(tokens, ends, loop)
+        if loop is None:
+            mask = np.zeros(self._tables.num_words, dtype=MASK_WORD)
+            _set_bits(mask, tokens)
+        else:
+            # Most of the row is a cached mask: copy it and add the few
+            # walked tokens (a JSON string on Qwen: 147k tokens loop,
+            # ~1.6k of the 6.1k others survive the walk).
+            mask = loop.mask.copy()
+            _set_bits(mask, tokens)
+        if self._dfa.finals[state]:
+            _set_bits(mask, np.array(self._eos, dtype=np.int64))
+        key = mask.tobytes()
+        mask = self._distinct_masks.get(key)
+        if mask is None:
+            # read-only, over the key's own bytes: a distinct mask is held once
+            mask = self._distinct_masks[key] = np.frombuffer(key, dtype=MASK_WORD)
+            self._mask_users[key] = 0
+            self._row_bytes += len(key) + _MASK_OVERHEAD
+        self._mask_users[key] += 1
+        successors = self._successors[state] = row.successors()
+        self._row_bytes += successors.nbytes + _ROW_OVERHEAD
+        self._raw_rows.pop(state, None)
+        self._recency[state] = None
+        self._masks[state] = mask  # published last: readers take no lock
+        if self._row_bytes > self._row_budget // 2:
+            self._tracking = True
+            if self._row_bytes > self._row_budget:
+                self._drop_rows()
+        return mask
 
     def _touch(self, state: int) -> None:
         """Mark the row of ``state`` most recently used (a served row,

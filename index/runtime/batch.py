@@ -23,6 +23,7 @@ May import: the standard library and numpy (a runtime module: see
 
 from __future__ import annotations
 
+import contextvars
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -79,7 +80,10 @@ def fill_masks(guides: Sequence[Guide | None], bitmask, rows: Sequence[int] | No
     :data:`DEFAULT_MASK_THREADS`, 1: all on the calling thread) when they
     belong to two or more indexes, the calling thread one of them. An error computing a row (a
     :class:`~tokendfa.analysis.errors.BuildLimitError`, say) is raised here,
-    as ``get_mask`` raises it."""
+    as ``get_mask`` raises it. A row is bounded by its index's own
+    ``time_limit`` and by the limits the caller runs under
+    (``with tokendfa.analysis.limits.limits(...)``), on whichever thread it
+    is computed."""
     if rows is None:
         rows = range(len(guides))
     elif len(rows) != len(guides):
@@ -101,7 +105,10 @@ def fill_masks(guides: Sequence[Guide | None], bitmask, rows: Sequence[int] | No
         # the calling thread takes the first index's rows itself, the pool the others
         groups = list(cold.values())
         pool = _shared_pool(threads - 1)
-        jobs = [pool.submit(_compute_rows, index, states) for index, states in groups[1:]]
+        # each job in a copy of the caller's context: the limits it runs under
+        # (tokendfa.analysis.limits, a context variable) bound the pool's rows too
+        jobs = [pool.submit(contextvars.copy_context().run, _compute_rows, index, states)
+                for index, states in groups[1:]]
         try:
             _compute_rows(*groups[0])
         finally:

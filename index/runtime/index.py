@@ -115,7 +115,8 @@ class Index(MaskServing):
         (:class:`~tokendfa.analysis.errors.BuildLimitError`); both are
         checked while the work runs, and a build stopped by either returns
         nothing. For a lazy index they bound its construction, ``complete()``
-        and the background completion, each from its start. ``row_budget``
+        and the background completion, each from its start, and each row it
+        computes later, from the start of that row's computation. ``row_budget``
         (bytes; default ``tokendfa.lazy.DEFAULT_ROW_BUDGET``, 32 MiB) bounds
         the token rows a lazy index keeps: the least recently used are
         dropped past it and computed again when asked.
