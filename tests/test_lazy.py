@@ -1487,3 +1487,21 @@ def test_the_native_core_context_is_named_field_by_field():
         _lazycore.closure(tuple(fields.values()), 0)
     # the core serves through it: "a" leads somewhere live, "x" first is dead
     assert dfa.step(dfa.initial, ord("a")) != 0 and dfa.step(dfa.initial, ord("x")) == 0
+
+
+def test_prepare_for_lazy_indexes_only_never_calls_the_encoder():
+    """``prepare(eager=False)`` (what the vLLM processor calls) makes the lazy
+    engine's tables but never runs the tokenizer: loading Gemma 3's encoder
+    from tokenizer.json is most of a second a lazy server does not need."""
+    qwen = cached_vocabulary("qwen2.5")
+    calls = []
+
+    def encoder(text):
+        calls.append(text)
+        return qwen.encode(text)
+
+    vocab = Vocabulary(qwen.tokens, qwen.eos_token_ids, name="qwen2.5 counted", encoder=encoder)
+    vocab.prepare(eager=False)
+    assert lazy_module.tables_ready(vocab) and calls == []
+    vocab.prepare()
+    assert calls  # the full prepare warms the encoder up

@@ -400,3 +400,14 @@ def test_sampled_generations_match_while_the_batch_is_reshuffled(vllm_module, to
     assert len(finished) == 24
     for pattern, text in finished:
         assert re.fullmatch(pattern.encode(), text), (pattern, text)
+
+
+@pytest.mark.parametrize("value, preload", [(None, True), ("0", False), ("off", False), ("1", True),
+                                            ("maybe", True)])
+def test_the_vocabulary_is_read_ahead_unless_the_operator_says_not(vllm_module, monkeypatch,
+                                                                    value, preload):
+    if value is None:
+        monkeypatch.delenv("TOKENDFA_PRELOAD", raising=False)
+    else:
+        monkeypatch.setenv("TOKENDFA_PRELOAD", value)
+    assert vllm_module.Settings.of().preload is preload

@@ -50,6 +50,9 @@ Environment variables, or the engine option ``additional_config={"tokendfa":
 * ``TOKENDFA_MEMO_BYTES`` / ``memo_bytes`` (default 1 GiB): the bytes the
   indexes each process keeps for later requests may take (estimated; see
   :func:`index_bytes`).
+* ``TOKENDFA_PRELOAD`` / ``preload`` (default on): the worker reads the
+  model's vocabulary and its lazy tables while the engine starts, on a
+  thread, instead of with the first constrained request.
 
 A setting that cannot be read is logged and its default used: a typo must
 not stop an engine.
@@ -230,6 +233,7 @@ class Settings:
     index_dir: str | None = None
     compile_time_limit: float = _DEFAULT_TIME_LIMIT
     memo_bytes: int = _DEFAULT_MEMO_BYTES
+    preload: bool = True
 
     @classmethod
     def of(cls, vllm_config: Any = None) -> "Settings":
@@ -237,7 +241,8 @@ class Settings:
         extra = getattr(vllm_config, "additional_config", None)
         if isinstance(extra, dict) and isinstance(extra.get(EXTRA_ARGS_KEY), dict):
             options = extra[EXTRA_ARGS_KEY]
-            for name in sorted(set(options) - {"index_dir", "compile_time_limit", "memo_bytes"}):
+            for name in sorted(set(options) - {"index_dir", "compile_time_limit", "memo_bytes",
+                                               "preload"}):
                 _warn_once(f"tokendfa: unknown setting {name!r} in additional_config; ignored")
         index_dir = options.get("index_dir", os.environ.get("TOKENDFA_INDEX_DIR")) or None
         if index_dir is not None:
@@ -245,7 +250,24 @@ class Settings:
         return cls(index_dir,
                    _positive(options, "compile_time_limit", "TOKENDFA_COMPILE_TIME_LIMIT",
                              float, _DEFAULT_TIME_LIMIT),
-                   _positive(options, "memo_bytes", "TOKENDFA_MEMO_BYTES", int, _DEFAULT_MEMO_BYTES))
+                   _positive(options, "memo_bytes", "TOKENDFA_MEMO_BYTES", int, _DEFAULT_MEMO_BYTES),
+                   _switch(options, "preload", "TOKENDFA_PRELOAD", True))
+
+
+def _switch(options: dict, name: str, variable: str, default: bool) -> bool:
+    value = options.get(name, os.environ.get(variable))
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    _warn_once(f"tokendfa: setting {name} ({variable}) is {value!r}, not on/off; "
+               f"the default ({'on' if default else 'off'}) is used")
+    return default
 
 
 def _positive(options: dict, name: str, variable: str, kind: type, default):
@@ -403,10 +425,11 @@ class _Indexes:
                         raise ValueError("the model's tokenizer is not loaded "
                                          "(skip_tokenizer_init), so its vocabulary is unknown")
                     vocab = Vocabulary.from_pretrained(tokenizer)
-                # The per-vocabulary tables (1.0 s for Gemma's 262,144 tokens)
+                # The per-vocabulary tables (~0.7 s for Gemma's 262,144 tokens)
                 # now, once per process: not inside the first request's
-                # compile, whose time limit is the request's own.
-                vocab.prepare()
+                # compile, whose time limit is the request's own. Only what
+                # lazy indexes use: requests are served by lazy indexes.
+                vocab.prepare(eager=False)
                 self._vocabularies[key] = vocab
             return vocab
 
@@ -758,6 +781,21 @@ class TokenDFALogitsProcessor(_vllm_lp.LogitsProcessor, _V2Base):
         if self.duplicate:
             _logger().info("tokendfa: the processor is registered twice (entry point and "
                            "logits_processors); this second instance does nothing")
+        elif self._settings.preload:
+            # The worker reads the model's vocabulary while the engine starts
+            # (torch.compile, KV cache: tens of seconds), not when the first
+            # constrained request arrives (~1-2 s for Gemma 3 from tokenizer.json
+            # and its tables); that request then waits on the read's lock at
+            # most. TOKENDFA_PRELOAD=0 reads it on first use instead.
+            threading.Thread(target=self._preload, name="tokendfa-vocabulary",
+                             daemon=True).start()
+
+    def _preload(self) -> None:
+        try:
+            _INDEXES.vocabulary(self._model_config)
+        except Exception as exc:  # the first request reports it, with its own context
+            _logger().warning("tokendfa: reading the model's vocabulary ahead of time failed "
+                              "(%s); it is read again with the first constrained request", exc)
 
     def _claim(self) -> bool:
         """Whether another instance of this class was built for the same

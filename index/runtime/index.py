@@ -453,25 +453,33 @@ _WARM_UP_SCHEMA = {
 }
 
 
-def prepare_builds(vocabulary: "Vocabulary") -> None:
+def prepare_builds(vocabulary: "Vocabulary", *, eager: bool = True) -> None:
     """What a first build for ``vocabulary`` would otherwise pay, done now:
     the lazy engine's per-vocabulary tables, the eager build's trie of the
-    spellings, and one small schema compiled
-    and served (imports, per-process caches). Called by
-    :meth:`Vocabulary.prepare` (the package registers it); without the
-    builder's dependencies (a serving-only install) it does nothing."""
+    spellings (``eager`` only), and one small schema compiled and served
+    (imports, per-process caches). Called by :meth:`Vocabulary.prepare`
+    (the package registers it); without the builder's dependencies (a
+    serving-only install) it does nothing."""
     from ..analysis.errors import TokenDFAError
-    from ..builder.narrow import token_trie
     from ..lazy import prepare_vocabulary
 
     prepare_vocabulary(vocabulary)
-    token_trie(vocabulary)  # the eager build's byte-by-byte walk (literal sets)
+    if eager:
+        from ..builder.narrow import token_trie
+
+        token_trie(vocabulary)  # the eager build's byte-by-byte walk (literal sets)
     try:
         index = Index.from_schema(_WARM_UP_SCHEMA, vocabulary)
+        # A few steps through allowed tokens (the first allowed one that is
+        # not EOS at each), not the tokenizer's encoding: a lazy server
+        # never loads the encoder, and any walk touches the same code.
         state = index.initial_state
-        for token_id in vocabulary.encode('{"name":"x","count":1}'):
-            index.get_mask(state)
-            state = index.advance(state, token_id)
+        eos = set(vocabulary.eos_token_ids)
+        for _ in range(12):
+            allowed = [int(t) for t in index.get_tokens(state)[:8] if int(t) not in eos]
+            if not allowed:
+                break
+            state = index.advance(state, allowed[0])
     except TokenDFAError:
         # no jsonschema (MissingDependencyError), or a vocabulary that cannot
         # spell JSON (the toy ones of the tests): nothing more to warm
