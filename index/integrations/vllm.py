@@ -158,7 +158,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import sys
 import threading
 import weakref
@@ -168,9 +167,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..analysis.errors import (TimeLimitError, TokenDFAError, TokenNotAllowedError,
+from ..analysis.errors import (IndexFileError, TimeLimitError, TokenDFAError, TokenNotAllowedError,
                                import_optional)
 from ..analysis.limits import limits
+from ..analysis.regular_files import open_regular_file
 from ..runtime.files import decode_index
 from ..runtime.guide import Guide
 from ..runtime.index import Index
@@ -459,13 +459,15 @@ class _Indexes:
             raise ValueError(_ENABLE_INDEXES)
         path = os.path.join(settings.index_dir, name)
         try:
-            # Non-blocking: opening a FIFO for reading would wait for a writer.
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        except OSError:
+            # Only a regular file, opened without blocking (a FIFO would wait
+            # for a writer); its error names the path, which the client must
+            # not see, so every reason becomes the one message.
+            fd = open_regular_file(path, "index file", IndexFileError)
+        except IndexFileError:
             raise _NoSuchIndex(name) from None
         try:
             info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
+            if info.st_size == 0:
                 raise _NoSuchIndex(name)
             key = ("index", info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size,
                    vocab.fingerprint if vocab is not None else None)

@@ -53,7 +53,6 @@ from __future__ import annotations
 import math
 import mmap as mmap_module
 import os
-import stat
 import struct
 import zlib
 from os import PathLike
@@ -64,7 +63,7 @@ import numpy as np
 
 from ..analysis.errors import IndexFileError, IndexVersionError, VocabularyMismatchError
 from ..analysis.limits import current as current_limits
-from ..analysis.regular_files import replace_file
+from ..analysis.regular_files import open_regular_file, replace_file
 from .arrays import MASK_WORD, IndexArrays
 from .index import Index
 
@@ -221,17 +220,11 @@ def load_index(path: str | PathLike, vocabulary: "Vocabulary | None" = None, *,
 
 def _read_file(path: str, *, mapped: bool):
     """The bytes of the regular file at ``path`` (or a read-only map of it).
-    Opened without blocking, so a FIFO or device there is refused, not
-    waited on."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        descriptor = os.open(path, flags)
-    except OSError as exc:
-        raise IndexFileError(f"cannot read index file {path}: {exc.strerror or exc}") from None
+    Opened without blocking (:func:`~tokendfa.analysis.regular_files.open_regular_file`),
+    so a FIFO or device there is refused, not waited on."""
+    descriptor = open_regular_file(path, "index file", IndexFileError)
     try:
         info = os.fstat(descriptor)
-        if not stat.S_ISREG(info.st_mode):
-            raise IndexFileError(f"{path}: not a regular file, so not a tokendfa index")
         if info.st_size == 0:
             raise IndexFileError(f"{path}: the file is empty, not a tokendfa index")
         if mapped:
