@@ -134,7 +134,7 @@ draft whatever they say); rows after a drafted EOS allow only EOS.
 # A step's masks
 
 Each constrained row's guide copies its allowed-token bitset into row ``k``
-of an ``int32 [rows, words]`` (pinned) buffer (:func:`fill_masks`, the one
+of an ``int32 [rows, words]`` (pinned) buffer (:func:`fill_request_rows`, the one
 loop that writes a step's masks), and once for all rows, the buffer goes to
 the logits' device, is unpacked there a byte at a time through a ``[256,
 8]`` table of ``0`` / ``-inf``, and is added into the constrained rows
@@ -180,7 +180,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..lazy import LazyIndex
 
 __all__ = ["TokenDFALogitsProcessor", "V1Processor", "V2Processor", "Constraint", "Settings",
-           "constraint_of", "engine_config", "fill_masks", "index_bytes", "EXTRA_ARGS_KEY",
+           "constraint_of", "engine_config", "fill_request_rows", "index_bytes", "EXTRA_ARGS_KEY",
            "XARGS_KEYS"]
 
 # Importing this module is opting in to torch and vLLM (neither is a
@@ -603,13 +603,15 @@ def _uses_v2(config: Any) -> bool:
 
 # --- a step's masks --------------------------------------------------------------------
 
-def fill_masks(guides: "list[Guide | None]", bitmask: np.ndarray, eos_row: np.ndarray,
-               time_limit: float) -> list[tuple[int, BaseException]]:
+def fill_request_rows(guides: "list[Guide | None]", bitmask: np.ndarray, eos_row: np.ndarray,
+                      time_limit: float) -> list[tuple[int, BaseException]]:
     """Write row ``k`` of ``bitmask`` from ``guides[k]`` (None: only EOS),
     each row under ``time_limit`` (a lazy index compiles a state it has not
     served yet). Returns the rows that failed, with their errors; those rows
-    hold ``eos_row``. The one loop that writes a step's masks: a batch API of
-    the runtime can replace it."""
+    hold ``eos_row``. The one loop that writes a step's masks. Not
+    :func:`tokendfa.fill_masks`: that batch call stops at the first error,
+    where here a row over its limit ends its own request alone (and its
+    threads do not pay yet: ``benchmarks/RESULTS.md``, batch masks)."""
     failed: list[tuple[int, BaseException]] = []
     for k, guide in enumerate(guides):
         if guide is None:
@@ -924,8 +926,8 @@ class V1Processor(TokenDFALogitsProcessor):
 
     def _fill(self, guides, order, owner) -> None:
         bitmask = self._masker.rows(len(guides))
-        for k, exc in fill_masks(guides, bitmask, self._masker.eos_row(),
-                                 self._settings.compile_time_limit):
+        for k, exc in fill_request_rows(guides, bitmask, self._masker.eos_row(),
+                                        self._settings.compile_time_limit):
             self._failed(guides[k], exc, f"batch row {order[k]}")
             owner(k).closed = True
 
@@ -1012,8 +1014,8 @@ class V2Processor(TokenDFALogitsProcessor):
         guides = [guides[i] for i in ranked]
         owners = [owners[i] for i in ranked]
         bitmask = self._masker.rows(len(guides))
-        for k, exc in fill_masks(guides, bitmask, self._masker.eos_row(),
-                                 self._settings.compile_time_limit):
+        for k, exc in fill_request_rows(guides, bitmask, self._masker.eos_row(),
+                                        self._settings.compile_time_limit):
             if not owners[k].closed:
                 self._failed(guides[k], exc, f"slot row {order[k]}")
                 owners[k].closed = True
