@@ -35,6 +35,10 @@ from tokendfa import Index, Vocabulary
 
 TOKEN = {data: i for i, data in reversed(list(enumerate(TOY_TOKENS))) if data is not None}
 WIDTH = 64  # logits: 34 ids past the toy vocabulary
+# Where the logits live: the CPU here and in CI; TOKENDFA_TEST_DEVICE=cuda runs
+# the same checks with GPU tensors and pinned buffers (benchmarks/gpu_check.py).
+DEVICE = torch.device(os.environ.get("TOKENDFA_TEST_DEVICE", "cpu"))
+PIN = DEVICE.type == "cuda"
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 52}},
           "required": ["a"], "additionalProperties": False}
 REGEX = r"(ab|c)x-[0-9]{1,3}"
@@ -235,7 +239,7 @@ class Engine:
 
     def __init__(self, module) -> None:
         self.module = module
-        self.lp = module.TokenDFALogitsProcessor(engine_config(), torch.device("cpu"), False)
+        self.lp = module.TokenDFALogitsProcessor(engine_config(), DEVICE, PIN)
         self.outputs: dict[int, list[int]] = {}      # batch index -> output ids (vLLM's list)
         self.indexes: dict[int, Index | None] = {}   # batch index -> the index it should follow
         self.tags: dict[int, object] = {}            # batch index -> the caller's label
@@ -290,7 +294,28 @@ class Engine:
 
 
 def logits_for(rows: int, seed: int = 0) -> torch.Tensor:
-    return torch.randn(rows, WIDTH, generator=torch.Generator().manual_seed(seed))
+    return torch.randn(rows, WIDTH, generator=torch.Generator().manual_seed(seed)).to(DEVICE)
+
+
+@pytest.mark.skipif(DEVICE.type != "cuda", reason="a GPU race: runs with TOKENDFA_TEST_DEVICE=cuda "
+                    "on a GPU machine (benchmarks/gpu_check.py); there is no copy to race on a CPU")
+def test_a_host_a_step_ahead_of_the_gpu_leaves_the_last_steps_mask_alone(vllm_module, toy_vocab):
+    # vLLM's asynchronous scheduling can call apply() for the next step while
+    # the GPU has not yet copied this step's mask out of the pinned buffer.
+    # A long kernel holds the copy back; the second step must wait for it
+    # instead of writing its own mask into the buffer under it.
+    engine = Engine(vllm_module)
+    regex = Index.from_regex(REGEX, toy_vocab)
+    engine.update(added=[(0, {"tokendfa_regex": REGEX}, regex)])
+    torch.cuda._sleep(1_000_000_000)       # ~0.5 s of GPU time before the copy runs
+    first = engine.lp.apply(logits_for(1))
+    engine.outputs[0] += [TOKEN[b"c"]]
+    second = engine.lp.apply(logits_for(1, seed=1))
+    torch.cuda.synchronize()
+    start = regex.initial_state
+    assert first[0].isfinite().nonzero().flatten().tolist() == regex.get_tokens(start).tolist()
+    after_c = regex.advance(start, TOKEN[b"c"])
+    assert second[0].isfinite().nonzero().flatten().tolist() == regex.get_tokens(after_c).tolist()
 
 
 def test_rows_follow_adds_moves_swaps_and_removals(vllm_module, toy_vocab):
@@ -372,8 +397,8 @@ def test_sampled_generations_match_while_the_batch_is_reshuffled(vllm_module, to
         if not engine.outputs:
             break
         rows = len(engine.outputs)
-        out = engine.step(torch.randn(rows, WIDTH, generator=torch.Generator().manual_seed(step)))
-        probs = torch.softmax(out, dim=-1)
+        out = engine.step(torch.randn(rows, WIDTH, generator=torch.Generator().manual_seed(step)).to(DEVICE))
+        probs = torch.softmax(out, dim=-1).cpu()
         done = []
         for i in range(rows):
             token = int(torch.multinomial(probs[i], 1,

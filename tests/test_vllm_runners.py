@@ -36,7 +36,7 @@ pytest.importorskip("vllm.v1.worker.gpu.sample.logits_processor.interface",
 
 from conftest import TOY_EOS, TOY_TOKENS  # noqa: E402
 from test_vllm_processor import (  # noqa: E402,F401 - vllm_module is a fixture
-    REGEX, SCHEMA, WIDTH, Engine, FrontEnd, engine_config, logits_for, params, vllm_module)
+    DEVICE, PIN, REGEX, SCHEMA, WIDTH, Engine, FrontEnd, engine_config, logits_for, params, vllm_module)
 from tokendfa import Index  # noqa: E402
 
 # A schema that takes ~0.75 s to compile over the toy vocabulary (30 objects
@@ -74,11 +74,11 @@ def test_both_runners_plugin_loaders_accept_the_entry_point():
 
 def fake_req_states(slots=8, length=64):
     return SimpleNamespace(
-        device=torch.device("cpu"), max_num_reqs=slots, vocab_size=WIDTH,
-        all_token_ids=SimpleNamespace(gpu=torch.zeros(slots, length, dtype=torch.int64)),
+        device=DEVICE, max_num_reqs=slots, vocab_size=WIDTH,
+        all_token_ids=SimpleNamespace(gpu=torch.zeros(slots, length, dtype=torch.int64, device=DEVICE)),
         prompt_len=SimpleNamespace(np=np.zeros(slots, dtype=np.int32)),
         prefill_len=SimpleNamespace(np=np.zeros(slots, dtype=np.int32)),
-        total_len=SimpleNamespace(gpu=torch.zeros(slots, dtype=torch.int32)))
+        total_len=SimpleNamespace(gpu=torch.zeros(slots, dtype=torch.int32, device=DEVICE)))
 
 
 def ours(processors, module):
@@ -92,7 +92,7 @@ def test_registered_twice_it_runs_once_under_both_runners(vllm_module):
     explicit = [vllm_module.TokenDFALogitsProcessor]   # as well as the entry point
     config = engine_config()
     config.scheduler_config = SimpleNamespace(max_num_seqs=8)
-    v1 = ours(build_logitsprocs(config, torch.device("cpu"), False, False, explicit).all,
+    v1 = ours(build_logitsprocs(config, DEVICE, PIN, False, explicit).all,
               vllm_module)
     v2 = ours(build_custom_logits_processors(engine_config(), fake_req_states(), False, explicit),
               vllm_module)
@@ -210,7 +210,7 @@ class V2Runner:
             rows += [(rid, k + 1, drafts[k], len(committed) + k, drafts[:k + 1])
                      for k in range(len(drafts))]
         count = len(rows)
-        logits = torch.randn(count, WIDTH, generator=torch.Generator().manual_seed(self.rng.randrange(1 << 30)))
+        logits = torch.randn(count, WIDTH, generator=torch.Generator().manual_seed(self.rng.randrange(1 << 30))).to(DEVICE)
         for r, (rid, k, _, _, _) in enumerate(rows):
             if plans[rid] is not None and k < len(plans[rid]):
                 logits[r, plans[rid][k]] += 10.0   # the target model agrees with the plan
@@ -219,12 +219,12 @@ class V2Runner:
             if rid not in order:
                 order.append(rid)
         ctx = self.LogitsContext(
-            expanded_idx_mapping=torch.tensor([self.slot_of[row[0]] for row in rows], dtype=torch.int32),
-            idx_mapping=torch.tensor([self.slot_of[rid] for rid in order], dtype=torch.int32),
+            expanded_idx_mapping=torch.tensor([self.slot_of[row[0]] for row in rows], dtype=torch.int32, device=DEVICE),
+            idx_mapping=torch.tensor([self.slot_of[rid] for rid in order], dtype=torch.int32, device=DEVICE),
             idx_mapping_np=np.array([self.slot_of[rid] for rid in order], dtype=np.int32),
-            expanded_local_pos=torch.tensor([row[1] for row in rows], dtype=torch.int32),
-            input_ids=torch.tensor([row[2] for row in rows], dtype=torch.int32),
-            pos=torch.tensor([row[3] for row in rows], dtype=torch.int64),
+            expanded_local_pos=torch.tensor([row[1] for row in rows], dtype=torch.int32, device=DEVICE),
+            input_ids=torch.tensor([row[2] for row in rows], dtype=torch.int32, device=DEVICE),
+            pos=torch.tensor([row[3] for row in rows], dtype=torch.int64, device=DEVICE),
             seq_lens_upper_bound_np=np.array([row[3] + 1 for row in rows], dtype=np.int32))
         before = logits.clone()
         out = self.lp.apply(logits, ctx)
@@ -234,7 +234,7 @@ class V2Runner:
     def _check(self, reference_module, rows, before, out) -> None:
         """Each constrained row as the V1 processor writes it for the same
         committed tokens plus that row's drafts."""
-        v1 = reference_module.TokenDFALogitsProcessor(engine_config(), torch.device("cpu"), False)
+        v1 = reference_module.TokenDFALogitsProcessor(engine_config(), DEVICE, PIN)
         batch, expected_rows = [], []
         for r, (rid, k, _, position, drafts) in enumerate(rows):
             request = self.requests[rid]
@@ -564,12 +564,12 @@ def test_a_compile_over_the_limit_while_serving_ends_that_request_alone(vllm_mod
     from vllm.v1.worker.gpu.sample.logits_processor.interface import LogitsContext
 
     ctx = LogitsContext(
-        expanded_idx_mapping=torch.tensor([5, 3], dtype=torch.int32),
-        idx_mapping=torch.tensor([5, 3], dtype=torch.int32),
+        expanded_idx_mapping=torch.tensor([5, 3], dtype=torch.int32, device=DEVICE),
+        idx_mapping=torch.tensor([5, 3], dtype=torch.int32, device=DEVICE),
         idx_mapping_np=np.array([5, 3], dtype=np.int32),
-        expanded_local_pos=torch.tensor([0, 0], dtype=torch.int32),
-        input_ids=torch.tensor([2, 2], dtype=torch.int32),
-        pos=torch.tensor([0, 0], dtype=torch.int64),
+        expanded_local_pos=torch.tensor([0, 0], dtype=torch.int32, device=DEVICE),
+        input_ids=torch.tensor([2, 2], dtype=torch.int32, device=DEVICE),
+        pos=torch.tensor([0, 0], dtype=torch.int64, device=DEVICE),
         seq_lens_upper_bound_np=np.array([1, 1], dtype=np.int32))
     out = lp.apply(logits_for(2), ctx)
     assert out[1].isfinite().nonzero().flatten().tolist() == [TOY_EOS]

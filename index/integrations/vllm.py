@@ -641,6 +641,12 @@ class _Masker:
         self._penalty: torch.Tensor | None = None     # [capacity * words * 4, 8] on the device
         self.eos_ids: list[int] = []
         self._eos_words: np.ndarray | None = None
+        # Recorded after the last asynchronous copy out of the pinned buffer.
+        # vLLM's asynchronous scheduling lets the host run a step ahead of the
+        # GPU and syncs before a step only when some request has a sampled
+        # token to read back, so without this wait the next step could
+        # overwrite the buffer before the GPU has copied it.
+        self._copied: Any = None
 
     def widen(self, vocab_size: int, eos_ids) -> None:
         words = (max(self.width, vocab_size) + 31) // 32
@@ -658,6 +664,11 @@ class _Masker:
         return self._eos_words
 
     def rows(self, count: int) -> np.ndarray:
+        """The buffer's first ``count`` rows, to be written (the last step's
+        copy out of it has finished)."""
+        if self._copied is not None:
+            self._copied.synchronize()
+            self._copied = None
         if self._bitmask is None or self._bitmask.shape[0] < count:
             capacity = max(8, 1 << (count - 1).bit_length())
             pin = self._pin and self._device.type != "cpu"
@@ -681,6 +692,9 @@ class _Masker:
         if self._penalty is None or self._penalty.device != device:
             self._penalty = torch.empty((capacity * words * 4, 8), device=device, dtype=dtype)
         data = self._bitmask[:count].to(device, non_blocking=True).view(torch.uint8).view(-1)
+        if device.type == "cuda" and self._bitmask.is_pinned():
+            self._copied = torch.cuda.Event()
+            self._copied.record()
         penalty = self._penalty[:count * words * 4]
         torch.index_select(self._table, 0, data.to(torch.int64), out=penalty)
         if words * 32 >= width:
