@@ -307,10 +307,13 @@ def test_a_host_a_step_ahead_of_the_gpu_leaves_the_last_steps_mask_alone(vllm_mo
     engine = Engine(vllm_module)
     regex = Index.from_regex(REGEX, toy_vocab)
     engine.update(added=[(0, {"tokendfa_regex": REGEX}, regex)])
-    torch.cuda._sleep(1_000_000_000)       # ~0.5 s of GPU time before the copy runs
-    first = engine.lp.apply(logits_for(1))
+    engine.lp.apply(logits_for(1))   # the device tables are made (a copy that syncs)
+    first, second = logits_for(1), logits_for(1, seed=1)
+    torch.cuda.synchronize()
+    torch.cuda._sleep(1_000_000_000)       # ~0.5 s of GPU time before the next copy runs
+    engine.lp.apply(first)
     engine.outputs[0] += [TOKEN[b"c"]]
-    second = engine.lp.apply(logits_for(1, seed=1))
+    engine.lp.apply(second)
     torch.cuda.synchronize()
     start = regex.initial_state
     assert first[0].isfinite().nonzero().flatten().tolist() == regex.get_tokens(start).tolist()
