@@ -439,3 +439,95 @@ def test_the_vocabulary_is_read_ahead_unless_the_operator_says_not(vllm_module, 
     else:
         monkeypatch.setenv("TOKENDFA_PRELOAD", value)
     assert vllm_module.Settings.of().preload is preload
+
+
+# --- the vocabulary of a model named by a hub id ---------------------------------------
+
+@pytest.fixture(scope="module")
+def tokenizer_files(tmp_path_factory):
+    """A small byte-level BPE tokenizer folder, as transformers saves it."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(['{"name": "x", "age": 12}\n', "hello world\n"] * 50, trainer)
+    folder = tmp_path_factory.mktemp("tokenizer")
+    PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>").save_pretrained(folder)
+    return folder
+
+
+def hub_cache(cache, repo_id: str, files, commit: str = "0123456789abcdef0123456789abcdef01234567"):
+    """``files`` laid out as huggingface_hub's cache holds a downloaded
+    repository: content-named blobs, a snapshot folder of links to them, and
+    ``refs/main`` naming the snapshot's commit."""
+    import hashlib
+
+    repo = cache / ("models--" + repo_id.replace("/", "--"))
+    (repo / "blobs").mkdir(parents=True)
+    snapshot = repo / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    for path in sorted(files.iterdir()):
+        data = path.read_bytes()
+        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        (snapshot / path.name).symlink_to(os.path.relpath(blob, snapshot))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    return snapshot
+
+
+def hub_config(repo_id: str):
+    return SimpleNamespace(model=repo_id, tokenizer=repo_id, tokenizer_revision=None,
+                           skip_tokenizer_init=False)
+
+
+def test_a_hub_id_is_read_from_its_cached_snapshot_and_stored(vllm_module, tokenizer_files,
+                                                              tmp_path, monkeypatch):
+    import huggingface_hub
+
+    from tokendfa.vocab import huggingface, stored
+
+    monkeypatch.delenv(stored.STORE_ENVIRONMENT_VARIABLE, raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    snapshot = hub_cache(tmp_path / "hub", "org/tiny", tokenizer_files)
+    assert vllm_module.tokenizer_folder("org/tiny") == str(snapshot)
+    expected = Vocabulary.from_pretrained(str(tokenizer_files))
+
+    vocab = vllm_module._Indexes().vocabulary(hub_config("org/tiny"))
+    assert (vocab.tokens, vocab.eos_token_ids) == (expected.tokens, expected.eos_token_ids)
+    assert vocab.source == str(snapshot)
+    # Keyed by the snapshot's files: the next process (a new memo) loads the
+    # entry without reading the tokenizer.
+    entries = sorted((tmp_path / "cache" / "vocabularies").glob(f"*{stored.SUFFIX}"))
+    assert [p.name for p in entries] == [stored.folder_key(snapshot) + stored.SUFFIX]
+    monkeypatch.setattr(huggingface, "read_folder",
+                        lambda *a, **k: pytest.fail("read the tokenizer on a store hit"))
+    again = vllm_module._Indexes().vocabulary(hub_config("org/tiny"))
+    assert again.tokens == expected.tokens
+
+
+def test_a_hub_id_not_in_the_cache_uses_the_tokenizer_vllm_loaded(vllm_module, tokenizer_files,
+                                                                  tmp_path, monkeypatch):
+    import huggingface_hub
+    from transformers import PreTrainedTokenizerFast
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    hub_cache(tmp_path / "hub", "org/tiny", tokenizer_files)
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(tokenizer_files))
+    tokenizer.name_or_path = "org/elsewhere"   # vLLM reports the hub id, not the snapshot
+    registry = types.ModuleType("vllm.tokenizers.registry")
+    registry.cached_tokenizer_from_config = lambda model_config: tokenizer
+    monkeypatch.setitem(sys.modules, "vllm.tokenizers.registry", registry)
+    expected = Vocabulary.from_pretrained(str(tokenizer_files))
+    store = tmp_path / "cache" / "vocabularies"
+    before = sorted(store.iterdir())
+    for name in ("org/elsewhere", "not a repository id", "/no/such/folder"):
+        assert vllm_module.tokenizer_folder(name) is None
+        vocab = vllm_module._Indexes().vocabulary(hub_config(name))
+        assert vocab.tokens == expected.tokens
+    assert sorted(store.iterdir()) == before   # a tokenizer object has no files to key

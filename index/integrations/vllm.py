@@ -65,8 +65,10 @@ every request before scheduling it; the worker builds one instance and
 drives it each step.
 
 * ``validate_params`` reads the constraint, reads the model's vocabulary
-  (``Vocabulary.from_pretrained`` on the model's tokenizer, once per
-  process) and builds the index under the compile time limit. Any problem
+  (``Vocabulary.from_pretrained`` on the model's tokenizer folder, once per
+  process: the folder vLLM was given, or for a hub id the Hub cache's
+  snapshot vLLM loaded the tokenizer from, so the vocabulary store serves
+  the next process either way) and builds the index under the compile time limit. Any problem
   (an unknown key, a schema that is not JSON or that tokendfa cannot
   compile, a compile over the time limit, an invalid regex, an index name
   that is not in the folder, an index built for another vocabulary) is a
@@ -181,7 +183,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["TokenDFALogitsProcessor", "V1Processor", "V2Processor", "Constraint", "Settings",
            "constraint_of", "engine_config", "fill_request_rows", "index_bytes", "EXTRA_ARGS_KEY",
-           "XARGS_KEYS"]
+           "XARGS_KEYS", "tokenizer_folder"]
 
 # Importing this module is opting in to torch and vLLM (neither is a
 # dependency of tokendfa).
@@ -408,15 +410,18 @@ class _Indexes:
 
     def vocabulary(self, model_config: Any) -> Vocabulary:
         """The model's vocabulary: ``Vocabulary.from_pretrained`` on its
-        tokenizer folder, or on the tokenizer vLLM loaded when the model was
-        named by a hub id (vLLM has downloaded it by then)."""
+        tokenizer folder (:func:`tokenizer_folder`: the folder it names, or
+        the Hub cache's snapshot of a hub id), which the vocabulary store
+        keeps for the next process; else on the tokenizer vLLM loaded."""
         path = getattr(model_config, "tokenizer", None) or getattr(model_config, "model", None)
-        key = (str(path), getattr(model_config, "tokenizer_revision", None))
+        revision = getattr(model_config, "tokenizer_revision", None)
+        key = (str(path), revision)
         with self._lock:
             vocab = self._vocabularies.get(key)
             if vocab is None:
-                if path is not None and os.path.isdir(str(path)):
-                    vocab = Vocabulary.from_pretrained(str(path))
+                folder = tokenizer_folder(path, revision)
+                if folder is not None:
+                    vocab = Vocabulary.from_pretrained(folder)
                 else:
                     from vllm.tokenizers.registry import cached_tokenizer_from_config
 
@@ -524,6 +529,36 @@ class _Indexes:
 
 
 _INDEXES = _Indexes()
+
+
+def tokenizer_folder(name: Any, revision: str | None = None) -> str | None:
+    """The local folder of the tokenizer vLLM was given as ``name``: the
+    folder itself, or for a hub id the Hub cache's snapshot of ``revision``
+    (``main`` by default) when it holds ``tokenizer.json``; None otherwise
+    (not downloaded, or not a Hugging Face repository).
+
+    vLLM loads a hub id's tokenizer from that snapshot (it downloads the
+    repository's files there when the engine starts, before any request),
+    so reading the folder gives the same vocabulary as converting vLLM's
+    tokenizer object, and a folder is what the vocabulary store keys by its
+    files: the next process loads it instead of converting the tokenizer
+    again (seconds for Gemma's 262,144 tokens). Only the local cache is
+    looked at (``huggingface_hub.try_to_load_from_cache``), never the
+    network; vLLM's tokenizer loader takes the default cache folder too."""
+    if name is None:
+        return None
+    text = os.fspath(name) if isinstance(name, os.PathLike) else str(name)
+    if os.path.isdir(text):
+        return text
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(repo_id=text, filename="tokenizer.json", revision=revision)
+    except Exception:  # noqa: BLE001 - not a repository id (HFValidationError), no huggingface_hub
+        return None
+    if not isinstance(found, str) or not os.path.isfile(found):
+        return None
+    return os.path.dirname(found)
 
 
 def _check_without_vocabulary(constraint: Constraint) -> None:
