@@ -534,3 +534,24 @@ def test_a_hub_id_not_in_the_cache_uses_the_tokenizer_vllm_loaded(vllm_module, t
     # a tokenizer object has no files to key (its lazy tables, keyed by the
     # vocabulary's fingerprint, are kept beside)
     assert sorted(store.glob(f"*{stored.SUFFIX}")) == before
+
+
+def test_the_front_end_reads_the_tables_the_worker_left_and_prepares_nothing_more(
+        vllm_module, tokenizer_files, monkeypatch):
+    """The worker (serving) prepares the vocabulary and leaves its lazy tables
+    in the cache folder; the front end (which only checks requests) reads
+    them instead of making them, and prepares nothing more."""
+    from tokendfa.lazy import tables, tables_ready
+
+    config = hub_config(str(tokenizer_files))
+    worker = vllm_module._Indexes().vocabulary(config)
+    assert tables_ready(worker) and worker.has_derived("byte-occurrences")
+    monkeypatch.setattr(tables, "_vocabulary_tables",
+                        lambda vocabulary: pytest.fail("made the tables instead of reading them"))
+    front = vllm_module._Indexes()
+    vocab = front.vocabulary(config, serving=False)
+    assert vocab is not worker and vocab.fingerprint == worker.fingerprint
+    assert tables_ready(vocab) and not vocab.has_derived("byte-occurrences")
+    vllm_module._build(vllm_module.Constraint("regex", "[0-9]{3}", "regex"), vocab,
+                       vllm_module.Settings())
+    assert front.vocabulary(config) is vocab and vocab.has_derived("byte-occurrences")  # serving now

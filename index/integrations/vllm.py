@@ -68,7 +68,11 @@ drives it each step.
   (``Vocabulary.from_pretrained`` on the model's tokenizer folder, once per
   process: the folder vLLM was given, or for a hub id the Hub cache's
   snapshot vLLM loaded the tokenizer from, so the vocabulary store serves
-  the next process either way) and builds the index under the compile time limit. Any problem
+  the next process either way) and the lazy engine's tables of it
+  (:func:`tokendfa.lazy.load_or_make_tables`), both from the cache folder
+  where the worker left them while the engine started, and builds the
+  index under the compile time limit. It prepares nothing more: it only
+  checks requests, and never computes a mask. Any problem
   (an unknown key, a schema that is not JSON or that tokendfa cannot
   compile, a compile over the time limit, an invalid regex, an index name
   that is not in the folder, an index built for another vocabulary) is a
@@ -89,9 +93,11 @@ drives it each step.
   regex syntax, index file header), and anything the worker then fails to
   build ends that request at once (only EOS allowed) with an error in the
   log, never an engine crash.
-* The worker reads the vocabulary when the first constrained request
-  arrives, not at start-up: every vLLM engine in the environment loads this
-  class, and most never see a constrained request.
+* The worker reads the vocabulary and prepares it for serving
+  (``Vocabulary.prepare(eager=False)``) on a thread while the engine starts
+  (``TOKENDFA_PRELOAD``), writing the vocabulary store's entry and the lazy
+  tables' file for the front end; with the preload off, when the first
+  constrained request arrives.
 * A request the worker cannot serve (its index fails to build, a compile
   passes the time limit, a token the index refuses because something after
   this processor changed the logits) ends: its rows allow only EOS from then
