@@ -127,3 +127,16 @@ def test_a_folder_that_cannot_be_written_only_costs_speed(store):
     store.write_text("not a folder")
     with pytest.warns(RuntimeWarning, match="cannot write"):
         assert tables_ready(load_or_make_tables(fresh("toy")))
+
+
+def test_an_eager_build_over_read_tables_is_the_reference(store, monkeypatch):
+    """The byte matrix and column layout the vocabulary takes from the file
+    serve the eager build too (signatures, byte occurrences)."""
+    load_or_make_tables(fresh("qwen2.5"))
+    never_made(monkeypatch)
+    read = load_or_make_tables(fresh("qwen2.5"))
+    reference = cached_vocabulary("qwen2.5")
+    for pattern in PATTERNS[:2]:
+        built = Index.from_regex(pattern, read, lazy=False)
+        expected = Index.from_regex(pattern, reference, lazy=False, method="reference")
+        lockstep(built, expected, max_pairs=200)
