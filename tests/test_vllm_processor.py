@@ -86,7 +86,7 @@ def vllm_module(monkeypatch, tmp_path, toy_vocab):
     monkeypatch.delitem(sys.modules, "tokendfa.integrations.vllm", raising=False)
     monkeypatch.setenv("TOKENDFA_CACHE_DIR", str(tmp_path / "cache"))
     module = importlib.import_module("tokendfa.integrations.vllm")
-    monkeypatch.setattr(module._INDEXES, "vocabulary", lambda model_config: toy_vocab)
+    monkeypatch.setattr(module._INDEXES, "vocabulary", lambda model_config, serving=True: toy_vocab)
     yield module
     sys.modules.pop("tokendfa.integrations.vllm", None)
 
@@ -515,6 +515,7 @@ def test_a_hub_id_not_in_the_cache_uses_the_tokenizer_vllm_loaded(vllm_module, t
                                                                   tmp_path, monkeypatch):
     import huggingface_hub
     from transformers import PreTrainedTokenizerFast
+    from tokendfa.vocab import stored
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     hub_cache(tmp_path / "hub", "org/tiny", tokenizer_files)
@@ -525,9 +526,32 @@ def test_a_hub_id_not_in_the_cache_uses_the_tokenizer_vllm_loaded(vllm_module, t
     monkeypatch.setitem(sys.modules, "vllm.tokenizers.registry", registry)
     expected = Vocabulary.from_pretrained(str(tokenizer_files))
     store = tmp_path / "cache" / "vocabularies"
-    before = sorted(store.iterdir())
+    before = sorted(store.glob(f"*{stored.SUFFIX}"))
     for name in ("org/elsewhere", "not a repository id", "/no/such/folder"):
         assert vllm_module.tokenizer_folder(name) is None
         vocab = vllm_module._Indexes().vocabulary(hub_config(name))
         assert vocab.tokens == expected.tokens
-    assert sorted(store.iterdir()) == before   # a tokenizer object has no files to key
+    # a tokenizer object has no files to key (its lazy tables, keyed by the
+    # vocabulary's fingerprint, are kept beside)
+    assert sorted(store.glob(f"*{stored.SUFFIX}")) == before
+
+
+def test_the_front_end_reads_the_tables_the_worker_left_and_prepares_nothing_more(
+        vllm_module, tokenizer_files, monkeypatch):
+    """The worker (serving) prepares the vocabulary and leaves its lazy tables
+    in the cache folder; the front end (which only checks requests) reads
+    them instead of making them, and prepares nothing more."""
+    from tokendfa.lazy import tables, tables_ready
+
+    config = hub_config(str(tokenizer_files))
+    worker = vllm_module._Indexes().vocabulary(config)
+    assert tables_ready(worker) and worker.has_derived("byte-occurrences")
+    monkeypatch.setattr(tables, "_vocabulary_tables",
+                        lambda vocabulary: pytest.fail("made the tables instead of reading them"))
+    front = vllm_module._Indexes()
+    vocab = front.vocabulary(config, serving=False)
+    assert vocab is not worker and vocab.fingerprint == worker.fingerprint
+    assert tables_ready(vocab) and not vocab.has_derived("byte-occurrences")
+    vllm_module._build(vllm_module.Constraint("regex", "[0-9]{3}", "regex"), vocab,
+                       vllm_module.Settings())
+    assert front.vocabulary(config) is vocab and vocab.has_derived("byte-occurrences")  # serving now

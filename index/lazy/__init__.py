@@ -17,6 +17,8 @@ Reading order:
 * :mod:`tokendfa.lazy.tables`      the per-vocabulary tables the rows read
   and the caches they fill (tail sets, loop masks, class runs), made once
   per vocabulary; :func:`prepare_vocabulary` makes them ahead
+* :mod:`tokendfa.lazy.table_store` those tables kept in the cache folder for
+  the next process of the same vocabulary (:func:`load_or_make_tables`)
 * :mod:`tokendfa.lazy.plans`       walk and chain plans: which tokens a cold
   row walks and from where, cached per vocabulary, packed for the walk
 * :mod:`tokendfa.lazy.kernels`     the compiled walk's module
@@ -37,6 +39,8 @@ Other layers use the names below and no other.
 
 from .index import DEFAULT_ROW_BUDGET, LAZY_ANY_DEPTH, LazyIndex
 from .kernels import NATIVE_WALK
+from .table_store import load_or_make_tables
 from .tables import prepare_vocabulary, tables_ready, vocabulary_tables
 
-__all__ = ["LazyIndex", "LAZY_ANY_DEPTH", "DEFAULT_ROW_BUDGET", "NATIVE_WALK", "prepare_vocabulary", "tables_ready", "vocabulary_tables"]
+__all__ = ["LazyIndex", "LAZY_ANY_DEPTH", "DEFAULT_ROW_BUDGET", "NATIVE_WALK", "prepare_vocabulary", "tables_ready", "vocabulary_tables",
+           "load_or_make_tables"]

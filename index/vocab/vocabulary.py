@@ -90,7 +90,7 @@ class Vocabulary:
     """
 
     __slots__ = ("_tokens", "_eos_token_ids", "_name", "_source", "_encoder",
-                 "_fingerprint", "_byte_matrix", "_byte_columns", "_sorted_spellings", "_ids_by_bytes",
+                 "_fingerprint", "_byte_matrix", "_byte_columns", "_sorted_spellings", "_sorted_order", "_ids_by_bytes",
                  "_token_lengths", "_derived")
 
     def __init__(self, tokens: Sequence[bytes | None], eos_token_ids: int | Iterable[int], *,
@@ -116,6 +116,7 @@ class Vocabulary:
         self._byte_matrix: tuple[np.ndarray, np.ndarray] | None = None
         self._byte_columns = None
         self._sorted_spellings: tuple[list[bytes], np.ndarray] | None = None
+        self._sorted_order: np.ndarray | None = None   # adopted, checked on first use
         self._ids_by_bytes: dict[bytes, tuple[int, ...]] | None = None
         self._token_lengths: tuple[int, ...] | None = None
         # tables other modules derive from the tokens, computed once (see tokendfa.lazy)
@@ -185,6 +186,13 @@ class Vocabulary:
             self._fingerprint = h.hexdigest()
         return self._fingerprint
 
+    def adopt_fingerprint(self, fingerprint: str) -> None:
+        """Take :attr:`fingerprint` as computed elsewhere from the same tokens
+        and EOS ids (the vocabulary store records it with them) instead of
+        hashing every token again."""
+        if self._fingerprint is None:
+            self._fingerprint = str(fingerprint)
+
     # --- array view ------------------------------------------------------
 
     def byte_matrix(self) -> tuple[np.ndarray, np.ndarray]:
@@ -220,6 +228,10 @@ class Vocabulary:
         Computed once and cached."""
         if self._sorted_spellings is None:
             tokens = self._tokens
+            adopted, self._sorted_order = self._sorted_order, None
+            if adopted is not None:
+                self._sorted_spellings = _checked_order(tokens, adopted)
+        if self._sorted_spellings is None:
             # A stable sort of the ids by their bytes: equal spellings keep
             # id order. Sorting ids keyed by their bytes took 0.43 s for
             # Gemma's 262,144 where sorting (bytes, id) pairs took 0.70 s.
@@ -230,12 +242,31 @@ class Vocabulary:
             self._sorted_spellings = (list(map(tokens.__getitem__, spelled)), ids)
         return self._sorted_spellings
 
-    def adopt_sorted_spellings(self, spellings: list[bytes], ids: np.ndarray) -> None:
-        """Take :meth:`sorted_spellings` as computed elsewhere (the vocabulary
-        store, :mod:`tokendfa.vocab.stored`, which checks them) instead of
-        sorting every token again."""
+    def adopt_sorted_order(self, ids: np.ndarray) -> None:
+        """Take the ids of :meth:`sorted_spellings` as computed elsewhere (the
+        vocabulary store, :mod:`tokendfa.vocab.stored`) instead of sorting
+        every token again. They are checked when first used, not here (only
+        eager builds use them, and the check makes a pair per token: 0.3 s
+        of a 0.9 s load of Gemma 3's 262,144 tokens); ids that are not the
+        sorted spelled tokens are dropped then, and the tokens sorted."""
         if self._sorted_spellings is None:
-            self._sorted_spellings = (spellings, ids)
+            self._sorted_order = ids
+
+    def adopt_byte_columns(self, columns: "ByteColumns", lengths: np.ndarray) -> None:
+        """Take :meth:`byte_columns` (and the :meth:`byte_matrix` it holds,
+        with the token ``lengths``) as made elsewhere (the lazy engine's
+        tables kept in the cache folder, :mod:`tokendfa.lazy.table_store`)
+        instead of making them again."""
+        if self._byte_columns is None:
+            if columns.matrix.shape[0] != len(self._tokens) or lengths.shape != (len(self._tokens),):
+                raise VocabularyError("byte columns of another vocabulary's size")
+            self._byte_matrix = (columns.matrix, lengths)
+            self._byte_columns = columns
+
+    def adopt_derived(self, key: str, value: Any) -> None:
+        """Take :meth:`derived` ``key`` as made elsewhere (see
+        :meth:`adopt_byte_columns`), unless it is made already."""
+        self._derived.setdefault(key, value)
 
     def prepare(self, *, eager: bool = True) -> "Vocabulary":
         """Compute every per-vocabulary table a build uses (column layout,
@@ -602,6 +633,27 @@ class _EncoderWarmUp:
         self._thread.join()
         if self._error is not None:
             raise self._error
+
+
+def _checked_order(tokens: tuple[bytes | None, ...],
+                   ids: np.ndarray) -> tuple[list[bytes], np.ndarray] | None:
+    """``(spellings, ids)`` when ``ids`` lists every spelled token once, in
+    the order of :meth:`Vocabulary.sorted_spellings` (bytes, then id); else None."""
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or ids.size and (int(ids.min()) < 0 or int(ids.max()) >= len(tokens)):
+        return None
+    order = ids.tolist()
+    spellings = list(map(tokens.__getitem__, order))
+    if None in spellings or len(order) != len(tokens) - tokens.count(None):
+        return None
+    if np.bincount(ids, minlength=len(tokens)).max(initial=0) > 1:
+        return None
+    pairs = list(zip(spellings, order))
+    if sorted(pairs) != pairs:
+        return None
+    ids = ids.astype(np.int64)
+    ids.setflags(write=False)
+    return spellings, ids
 
 
 def _rebuild(tokens: tuple[bytes | None, ...], eos_token_ids: tuple[int, ...], name: str,
