@@ -12,7 +12,11 @@ and the :class:`Layout` of whitespace, the widenings and notes so far,
 validators for the literal check, and the shared pieces: each value regex is
 computed once per (subschemas, recursion counts), and one of at least
 ``SHARE_MIN_LENGTH`` characters is written once, as a placeholder
-character (see :class:`~tokendfa.schema.api.SchemaRegex`).
+character (see :class:`~tokendfa.schema.api.SchemaRegex`). With
+``share_values`` (a lazy index) every value of ``SHARE_VALUE_MIN_LENGTH``
+characters or more is a definition, and so are an object's additional
+members: an object's regex is its keys and calls of its values, which the
+lazy automaton compiles when a match first reaches them.
 
 Recursion through ``$ref`` is unrolled ``max_recursion_depth`` times; past
 that the reference is the empty schema ``false`` (an optional recursive
@@ -81,8 +85,16 @@ SHARED_COUNT_MIN = 256
 # about two configurations in every state of the string. Base 2 (1024: ten
 # levels) cost 1.19 ms a token inside a maxLength-1024 string on Qwen.
 COUNT_BASE = 16
+# With ``share_values`` (a lazy index), a value regex this long, or longer, is
+# a definition however short, so that an object's fragment holds its keys and
+# calls, and each value is compiled when a match first reaches it.
+SHARE_VALUE_MIN_LENGTH = 40
 PLACEHOLDER_BASE = SURROGATES[0]
 MAX_DEFINITIONS = SURROGATES[1] - SURROGATES[0] + 1
+# Placeholders ``share_values`` may take (short values; large ones are shared
+# anyway): the rest stay for deferred recursion, which without one writes a
+# value where it stands, with the eager compiler's exponential cost.
+MAX_VALUE_DEFINITIONS = MAX_DEFINITIONS // 2
 # Keywords whose subschemas are read into the same flat as the schema holding them
 # (see keywords.absorb): a $ref under them is entered by the value of that schema.
 _IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas",
@@ -157,7 +169,7 @@ class Compiler:
                  any_depth: int, validator_cls, registry, format_checker,
                  max_regex_length: int, share: bool = True, meta_uri: str = "",
                  share_free_levels: bool = False, share_counts: bool = False,
-                 defer_recursion: bool = False) -> None:
+                 share_values: bool = False, defer_recursion: bool = False) -> None:
         self.draft = draft
         self.layout = layout
         self.lenient = lenient
@@ -178,6 +190,7 @@ class Compiler:
         self.share = share
         self.share_free_levels = share_free_levels
         self.share_counts = share_counts
+        self.share_values = share_values
         self.definitions: dict = {}  # key -> tree: placeholder characters, or names (tuples)
         self._placeholder_of: dict = {}
         self._values: dict = {}
@@ -216,6 +229,14 @@ class Compiler:
             self.definitions[placeholder] = regex
             self._placeholder_of[regex] = placeholder
         return Call(placeholder)
+
+    def value_definition(self, regex: Node | None) -> Node | None:
+        """A value regex as :meth:`shared` writes it; with ``share_values``,
+        a definition whenever it is ``SHARE_VALUE_MIN_LENGTH`` long (while
+        ``MAX_VALUE_DEFINITIONS`` placeholders are not all taken)."""
+        return self.shared(regex, always=self.share_values and regex is not None
+                           and regex.size >= SHARE_VALUE_MIN_LENGTH
+                           and self._placeholders < MAX_VALUE_DEFINITIONS)
 
     def _new_placeholder(self) -> str | None:
         if self._placeholders >= MAX_DEFINITIONS:
@@ -400,7 +421,7 @@ class Compiler:
                 return deferred
         # Only a $ref reaches the same schema objects twice, and what is reported
         # inside names the referenced schema's pointer, so nothing is lost here.
-        regex = self.shared(self._value(subs, depth))
+        regex = self.value_definition(self._value(subs, depth))
         self._values[key] = (tuple(subs), regex)  # holding subs keeps their ids unique
         return regex
 

@@ -488,6 +488,10 @@ def _members(c: "Compiler", entries, extras, min_props: int, max_props: int | No
         return None
     members = [(k + colon + v, r) for k, v, r in entries]
     extra = alternation([k + colon + v for k, v in extras if k is not None]) if extras else None
+    # written up to three times below (after the declared members, alone, and
+    # repeated after each): with share_values one definition, compiled once by
+    # a lazy index, when first reached
+    extra = c.value_definition(extra)
     # bounds that every object of this shape meets need no count: the required members
     # alone reach the minimum ({"minProperties": 1, "required": ["id"]}, common in
     # Snowplow's schemas), or no more members than the maximum can be written at all
