@@ -137,7 +137,9 @@ class DefinitionSource(Protocol):
 
     ``defines(key)`` says, without computing anything, whether the source
     has a definition for ``key`` (a call of a key it does not define matches
-    nothing). ``tree(key)`` is called at most once per key, under the
+    nothing). A source may also have ``matches_something(key)``: True when
+    it knows, without computing it, that the definition matches some string
+    (deciding a caller then leaves it to be computed when a match enters it). ``tree(key)`` is called at most once per key, under the
     automaton's lock; it may raise the errors of
     :mod:`tokendfa.analysis.errors` (a time limit, say), which surface from
     the request that reached the definition. Its definitions must not call
@@ -1297,7 +1299,7 @@ class _LazyNFA:
         if known is not None:
             return known
         if self.start_of[d] < 0:
-            if self._matches_something(self._tree(d)):
+            if self._known_to_match(d) or self._matches_something(self._tree(d)):
                 # decided on the tree: compiled when first entered. A fragment's
                 # callees are decided when it is entered, and compiling them all
                 # there was most of the first mask on schemas of many properties
@@ -1313,6 +1315,18 @@ class _LazyNFA:
         else:
             self.completes[d] = True
         return self.completes[d]
+
+    def _known_to_match(self, d: int) -> bool:
+        """Whether the growing source says, without computing it, that
+        definition ``d`` matches something (its optional
+        ``matches_something``); then recorded as decided."""
+        if self.texts[d] is not None or self.source is None:
+            return False
+        said = getattr(self.source, "matches_something", None)
+        if said is None or not said(self.placeholders[d]):
+            return False
+        self.completes[d] = True
+        return True
 
     def _matches_something(self, tree: Node) -> bool:
         """Whether ``tree`` surely matches some string, read off the tree:
@@ -1334,7 +1348,7 @@ class _LazyNFA:
                 return node.lo == 0 or matches(node.body)
             if cls is Call:
                 d = number.get(node.key)
-                return d is not None and completes[d] is True
+                return d is not None and (completes[d] is True or self._known_to_match(d))
             if cls is LiteralSet:
                 return True  # two strings or more
             found = memo.get(id(node))

@@ -297,11 +297,12 @@ def _result(compiled: Compiled) -> SchemaRegex:
         notes.append(f"values the schema leaves free (an empty schema, additional properties) "
                      f"nest arrays and objects at most {compiler.any_depth} level(s) deep; "
                      f"deeper ones are not accepted")
-    if compiler.defer_recursion and compiler.deferred_computed + len(compiler.pending):
+    if compiler.defers:
         from .compiler import DeferredDefinitions
 
-        notes.append(f"recursive $ref are unrolled {compiler.max_recursion_depth} times; "
-                     "deeper values are not accepted")
+        if compiler.deferred_computed or compiler.pending:
+            notes.append(f"recursive $ref are unrolled {compiler.max_recursion_depth} times; "
+                         "deeper values are not accepted")
         # the definitions grow as the automaton computes the deferred ones: the live dict
         return SchemaRegex(regex, list(compiler.widenings), notes, compiler.meta_uri,
                            compiler.definitions, compiled.automaton, DeferredDefinitions(compiler))

@@ -360,7 +360,8 @@ def _key_regions(c: "Compiler", pieces: list[_Piece], others: list[Sub], pointer
 def _key(c: "Compiler", key_subs: list[Sub], excluded: list[str], pointer: str) -> Node | None:
     """Regex for the undeclared keys that ``propertyNames`` (``key_subs``) allow."""
     if not key_subs:
-        return strs.keys_except(excluded)
+        names = tuple(excluded)
+        return c.deferred_piece(("keys except", names), lambda: strs.keys_except(names))
     flat = Flat()
     for sub in key_subs:
         c.absorb(flat, sub)
