@@ -1208,6 +1208,8 @@ class _LazyNFA:
         """``tree`` with each call of a definition renamed to the order of its
         first appearance, and the definitions in that order: two trees of one
         shape have the same Thompson construction but for the callees."""
+        if not tree.calls:
+            return tree, ()  # nothing to rename (the walk below would give the tree back)
         order: dict[int, int] = {}
         number = self.number
         memo: dict[int, Node] = {}
