@@ -16,7 +16,9 @@ character (see :class:`~tokendfa.schema.api.SchemaRegex`). With
 ``share_values`` (a lazy index) every value of ``SHARE_VALUE_MIN_LENGTH``
 characters or more is a definition, and so are an object's additional
 members: an object's regex is its keys and calls of its values, which the
-lazy automaton compiles when a match first reaches them.
+lazy automaton compiles when a match first reaches them. Pieces that always
+match something and report nothing (an object's additional keys) are not
+even written until then (:meth:`Compiler.deferred_piece`).
 
 Recursion through ``$ref`` is unrolled ``max_recursion_depth`` times; past
 that the reference is the empty schema ``false`` (an optional recursive
