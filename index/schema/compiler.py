@@ -273,7 +273,8 @@ class Compiler:
         known = self._piece_of.get(name)
         if known is not None:
             return known
-        placeholder = self._new_placeholder()
+        # (placeholders kept for deferred recursion, as for value definitions)
+        placeholder = self._new_placeholder() if self._placeholders < MAX_VALUE_DEFINITIONS else None
         if placeholder is None:
             return make()
         self.pieces[placeholder] = make
