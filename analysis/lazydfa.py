@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import gc
 import mmap
+import re
 import threading
 import weakref
 from bisect import bisect_right
@@ -71,8 +72,9 @@ from .native import native_module
 from .errors import BuildLimitError, EmptyLanguageError, RegexError
 from .regex_compiler import (DEFAULT_MAX_NFA_STATES, NFA_STATE_BYTES, cut_ranges,
                              SharedDefinitions, ThompsonNFA)
-from .regex_tree import Alt, Call, Concat, LiteralSet, Node, Repeat, calls_in, parse_regex, to_regex
-from .utf8 import MAX_CODEPOINT, utf8_range_sequences
+from .regex_tree import (Alt, Call, Chars, Concat, LiteralSet, Node, Repeat, Text, calls_in, parse_regex,
+                         to_regex)
+from .utf8 import MAX_CODEPOINT, SURROGATES, utf8_range_sequences
 
 __all__ = ["LazyByteDFA", "DefinitionSource", "DEFAULT_MAX_LAZY_STATES", "UNKNOWN", "WIDE_SEQUENCES",
            "NATIVE_CORE"]
@@ -92,6 +94,8 @@ UNKNOWN = -1
 # Every UTF-8 sequence of a character of two or more bytes, as byte ranges.
 WIDE_SEQUENCES = tuple(tuple(sequence) for sequence in utf8_range_sequences(0x80, MAX_CODEPOINT))
 _UNDECIDED = object()
+# A lone surrogate in a literal: not encodable in UTF-8, so the literal matches nothing.
+_HAS_SURROGATE = re.compile("[\ud800-\udfff]").search
 
 # States a lazy automaton may discover (before minimisation) before it stops
 # with BuildLimitError: 200k rows of 256 int32 are 200 MB, the order of what
@@ -133,7 +137,9 @@ class DefinitionSource(Protocol):
 
     ``defines(key)`` says, without computing anything, whether the source
     has a definition for ``key`` (a call of a key it does not define matches
-    nothing). ``tree(key)`` is called at most once per key, under the
+    nothing). A source may also have ``matches_something(key)``: True when
+    it knows, without computing it, that the definition matches some string
+    (deciding a caller then leaves it to be computed when a match enters it). ``tree(key)`` is called at most once per key, under the
     automaton's lock; it may raise the errors of
     :mod:`tokendfa.analysis.errors` (a time limit, say), which surface from
     the request that reached the definition. Its definitions must not call
@@ -935,11 +941,14 @@ class _LazyNFA:
     **Exact liveness, lazily.** Every kept state can reach the end of its
     fragment (dead is empty, as without calls). When a fragment is *entered*
     (resolved), what each of its callees can do is decided first: whether
-    it matches anything at all. That is a backward search over the callee's
-    own fragment that counts a not yet decided call as impassable; only when
-    that fails are the callee's callees decided, so the decision usually
-    compiles just the direct callees. With every callee decided, the
-    fragment's states that cannot reach its end are dropped, once.
+    it matches anything at all. That is first read off the callee's tree
+    (:meth:`_matches_something`: a match through literals, character sets,
+    optional parts and calls of definitions known to match), which usually
+    settles it without compiling the callee; else a backward search over
+    the callee's compiled fragment that counts a not yet decided call as
+    impassable; only when that fails are the callee's callees decided. With
+    every callee decided, the fragment's states that cannot reach its end
+    are dropped, once.
 
     **Growing definitions.** From a :class:`DefinitionSource` the
     definitions are not all known at the start: a key is numbered when a
@@ -1199,6 +1208,8 @@ class _LazyNFA:
         """``tree`` with each call of a definition renamed to the order of its
         first appearance, and the definitions in that order: two trees of one
         shape have the same Thompson construction but for the callees."""
+        if not tree.calls:
+            return tree, ()  # nothing to rename (the walk below would give the tree back)
         order: dict[int, int] = {}
         number = self.number
         memo: dict[int, Node] = {}
@@ -1290,10 +1301,11 @@ class _LazyNFA:
         if known is not None:
             return known
         if self.start_of[d] < 0:
-            if self._tree(d).__class__ is LiteralSet:  # (read from a source: compiled next anyway)
-                # a set of two strings or more matches something: compiled when first
-                # entered (a 60,000-value enum inside an object: ~0.2 s the first
-                # mask no longer pays)
+            if self._known_to_match(d) or self._matches_something(self._tree(d)):
+                # decided on the tree: compiled when first entered. A fragment's
+                # callees are decided when it is entered, and compiling them all
+                # there was most of the first mask on schemas of many properties
+                # (a 60,000-value enum inside an object: ~0.2 s)
                 self.completes[d] = True
                 return True
             self._compile(d)
@@ -1305,6 +1317,55 @@ class _LazyNFA:
         else:
             self.completes[d] = True
         return self.completes[d]
+
+    def _known_to_match(self, d: int) -> bool:
+        """Whether the growing source says, without computing it, that
+        definition ``d`` matches something (its optional
+        ``matches_something``); then recorded as decided."""
+        if self.texts[d] is not None or self.source is None:
+            return False
+        said = getattr(self.source, "matches_something", None)
+        if said is None or not said(self.placeholders[d]):
+            return False
+        self.completes[d] = True
+        return True
+
+    def _matches_something(self, tree: Node) -> bool:
+        """Whether ``tree`` surely matches some string, read off the tree:
+        True only when it has a match that passes through no call of a
+        definition not yet known to match (the alive search of
+        :meth:`_decide` on the fragment would find the same). False also
+        where that is not found here (a set of lone surrogates, a tree
+        nested too deeply): the fragment is then compiled and searched."""
+        completes, number = self.completes, self.number
+        memo: dict[int, bool] = {}
+
+        def matches(node: Node) -> bool:
+            cls = node.__class__
+            if cls is Text:
+                return not _HAS_SURROGATE(node.text)
+            if cls is Chars:
+                return any(lo < SURROGATES[0] or hi > SURROGATES[1] for lo, hi in node.ranges)
+            if cls is Repeat:
+                return node.lo == 0 or matches(node.body)
+            if cls is Call:
+                d = number.get(node.key)
+                return d is not None and (completes[d] is True or self._known_to_match(d))
+            if cls is LiteralSet:
+                return True  # two strings or more
+            found = memo.get(id(node))
+            if found is None:
+                if cls is Concat:
+                    found = all(matches(item) for item in node.items)
+                else:  # Alt
+                    found = any(matches(item) for item in node.items)
+                memo[id(node)] = found
+            return found
+
+        try:
+            return matches(tree)
+        except RecursionError:
+            return False
 
     def _prune(self, span: tuple[int, int], alive: bytearray) -> None:
         eps, edges, calls, completes = self.eps, self.edges, self.calls, self.completes

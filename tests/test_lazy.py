@@ -146,6 +146,23 @@ def test_long_string_counts_shared_by_digits_keep_the_language(low, high):
     assert np.array_equal(left.finals, right.finals)
 
 
+def test_counts_in_one_schema_share_the_powers_of_their_unit():
+    # Compiler.counted keeps the powers of a unit, and each count, for the
+    # whole compilation: three bounds written from the same definitions
+    strings = {"a": (0, 300), "b": (257, 258), "c": (5, 300), "d": (256, None), "e": (0, 300)}
+    schema = {"type": "object", "required": list(strings), "additionalProperties": False,
+              "properties": {name: {"type": "string", "minLength": low,
+                                    **({} if high is None else {"maxLength": high})}
+                             for name, (low, high) in strings.items()}}
+    shared = regex_from_schema(schema, state_budget=None, share_counts=True)
+    written = regex_from_schema(schema, state_budget=None)
+    explored = explored_like_eager(shared.pattern, shared.definitions)
+    left = canonical_byte_dfa(*explored.explore())
+    right = byte_dfa_from_regex(written.pattern)
+    assert np.array_equal(left.transitions, right.transitions)
+    assert np.array_equal(left.finals, right.finals)
+
+
 def test_many_long_strings_compile_lazily_in_a_small_nfa():
     # Snowplow/sp_0 of JSONSchemaBench: 36 strings of maxLength 1024 and one of
     # 65535 needed a 1.4 GiB NFA written out, over the memory budget.

@@ -48,3 +48,23 @@ def test_object_keywords_on_a_name_assert_nothing():
            OBJECTS, must_accept=[{"0": 1, "b": 2}], any_depth=1)
     agrees({"type": "object", "propertyNames": {"not": {"propertyNames": {"const": "a"}}}},
            OBJECTS, must_accept=[{}], any_depth=1)
+
+
+def test_keys_except_is_every_key_but_the_names():
+    # keys_except writes the exits of a trie of plain ASCII names once for
+    # every node (a character past ASCII, an escape) after a trie of all
+    # paths: the same language as every canonical key less the names
+    import random
+
+    from tokendfa.schema.objects import regex_subset
+    from tokendfa.schema.regexes import difference
+    from tokendfa.schema.strings import canonical_string_regex, json_string_literal, keys_except
+    from tokendfa.analysis.regex_tree import alt
+
+    rng = random.Random(7)
+    for _ in range(60):
+        names = ["".join(rng.choice("ab_~ \x7f") for _ in range(rng.randint(0, 4)))
+                 for _ in range(rng.randint(1, 6))]
+        wanted = difference(canonical_string_regex(), alt([json_string_literal(n) for n in names]))
+        got = keys_except(names)
+        assert regex_subset(got, wanted) and regex_subset(wanted, got), names

@@ -229,7 +229,7 @@ class Index(MaskServing):
             compiled = regex_from_schema(
                 schema, whitespace=whitespace, lenient=lenient, max_recursion_depth=depth,
                 any_depth=LAZY_ANY_DEPTH if any_depth == "auto" else any_depth, state_budget=None,
-                share_free_levels=True, share_counts=True, defer_recursion=True)
+                share_free_levels=True, share_counts=True, share_values=True, defer_recursion=True)
             if depth != max_recursion_depth:
                 compiled.notes.append(f"no value within {max_recursion_depth} recursion unrolling(s): "
                                       f"unrolled {depth} times instead")

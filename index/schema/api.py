@@ -174,7 +174,7 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
                       state_budget: int | None = DEFAULT_STATE_BUDGET,
                       max_regex_length: int = DEFAULT_MAX_REGEX_LENGTH,
                       share_free_levels: bool = False, share_counts: bool = False,
-                      defer_recursion: bool = False) -> SchemaRegex:
+                      share_values: bool = False, defer_recursion: bool = False) -> SchemaRegex:
     """Compile a JSON Schema into a regex for the JSON texts of its valid instances.
 
     ``schema`` is a dict, a bool, or JSON text. ``whitespace`` is
@@ -213,6 +213,11 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
     with O(log n) shared definitions instead of n copies of a character
     (the same language, see :meth:`Compiler.counted`); the lazy index
     passes it too, since it compiles a definition only when entered.
+    ``share_values=True`` writes every value regex of at least
+    ``SHARE_VALUE_MIN_LENGTH`` characters (a property's, an item's, the
+    additional members of an object) as a shared definition, however short:
+    a lazy index then compiles an object's keys with calls of its values,
+    and a value when a match first reaches it (the lazy index passes it).
 
     ``max_recursion_depth`` is how many times a recursive ``$ref`` is
     unrolled; values nested deeper are not accepted. If that leaves no value
@@ -257,7 +262,7 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
                                 indent=indent, any_depth=depth_a, registry=registry,
                                 default_draft=default_draft, max_regex_length=max_regex_length,
                                 share_free_levels=share_free_levels, share_counts=share_counts,
-                                defer_recursion=defer_recursion)
+                                share_values=share_values, defer_recursion=defer_recursion)
         try:
             regex = compiler.value([root], 0)
             if compiler.defer_recursion:
@@ -292,11 +297,12 @@ def _result(compiled: Compiled) -> SchemaRegex:
         notes.append(f"values the schema leaves free (an empty schema, additional properties) "
                      f"nest arrays and objects at most {compiler.any_depth} level(s) deep; "
                      f"deeper ones are not accepted")
-    if compiler.defer_recursion and compiler.deferred_computed + len(compiler.pending):
+    if compiler.defers:
         from .compiler import DeferredDefinitions
 
-        notes.append(f"recursive $ref are unrolled {compiler.max_recursion_depth} times; "
-                     "deeper values are not accepted")
+        if compiler.deferred_computed or compiler.pending:
+            notes.append(f"recursive $ref are unrolled {compiler.max_recursion_depth} times; "
+                         "deeper values are not accepted")
         # the definitions grow as the automaton computes the deferred ones: the live dict
         return SchemaRegex(regex, list(compiler.widenings), notes, compiler.meta_uri,
                            compiler.definitions, compiled.automaton, DeferredDefinitions(compiler))
@@ -333,7 +339,7 @@ def instance_text(schema: dict | bool | str, value: Any, *, whitespace: str = "c
 
 def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, indent, any_depth,
            registry, default_draft, max_regex_length, share_free_levels=False, share_counts=False,
-           defer_recursion=False):
+           share_values=False, defer_recursion=False):
     """Check the options and the schema; return the compiler and the root subschema."""
     if whitespace not in WHITESPACE_MODES:
         raise ValueError(f"whitespace must be one of {WHITESPACE_MODES}, not {whitespace!r}")
@@ -360,7 +366,7 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
         validator_cls=validator_cls, registry=full_registry, format_checker=_format_checker(),
         max_regex_length=max_regex_length, meta_uri=meta_uri,
         share=registry is None,
-        share_free_levels=share_free_levels, share_counts=share_counts,
+        share_free_levels=share_free_levels, share_counts=share_counts, share_values=share_values,
         defer_recursion=defer_recursion)
     return compiler, Sub(schema, resolver, "")
 

@@ -12,7 +12,13 @@ and the :class:`Layout` of whitespace, the widenings and notes so far,
 validators for the literal check, and the shared pieces: each value regex is
 computed once per (subschemas, recursion counts), and one of at least
 ``SHARE_MIN_LENGTH`` characters is written once, as a placeholder
-character (see :class:`~tokendfa.schema.api.SchemaRegex`).
+character (see :class:`~tokendfa.schema.api.SchemaRegex`). With
+``share_values`` (a lazy index) every value of ``SHARE_VALUE_MIN_LENGTH``
+characters or more is a definition, and so are an object's additional
+members: an object's regex is its keys and calls of its values, which the
+lazy automaton compiles when a match first reaches them. Pieces that always
+match something and report nothing (an object's additional keys) are not
+even written until then (:meth:`Compiler.deferred_piece`).
 
 Recursion through ``$ref`` is unrolled ``max_recursion_depth`` times; past
 that the reference is the empty schema ``false`` (an optional recursive
@@ -81,8 +87,16 @@ SHARED_COUNT_MIN = 256
 # about two configurations in every state of the string. Base 2 (1024: ten
 # levels) cost 1.19 ms a token inside a maxLength-1024 string on Qwen.
 COUNT_BASE = 16
+# With ``share_values`` (a lazy index), a value regex this long, or longer, is
+# a definition however short, so that an object's fragment holds its keys and
+# calls, and each value is compiled when a match first reaches it.
+SHARE_VALUE_MIN_LENGTH = 40
 PLACEHOLDER_BASE = SURROGATES[0]
 MAX_DEFINITIONS = SURROGATES[1] - SURROGATES[0] + 1
+# Placeholders ``share_values`` may take (short values; large ones are shared
+# anyway): the rest stay for deferred recursion, which without one writes a
+# value where it stands, with the eager compiler's exponential cost.
+MAX_VALUE_DEFINITIONS = MAX_DEFINITIONS // 2
 # Keywords whose subschemas are read into the same flat as the schema holding them
 # (see keywords.absorb): a $ref under them is entered by the value of that schema.
 _IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas",
@@ -157,7 +171,7 @@ class Compiler:
                  any_depth: int, validator_cls, registry, format_checker,
                  max_regex_length: int, share: bool = True, meta_uri: str = "",
                  share_free_levels: bool = False, share_counts: bool = False,
-                 defer_recursion: bool = False) -> None:
+                 share_values: bool = False, defer_recursion: bool = False) -> None:
         self.draft = draft
         self.layout = layout
         self.lenient = lenient
@@ -178,6 +192,7 @@ class Compiler:
         self.share = share
         self.share_free_levels = share_free_levels
         self.share_counts = share_counts
+        self.share_values = share_values
         self.definitions: dict = {}  # key -> tree: placeholder characters, or names (tuples)
         self._placeholder_of: dict = {}
         self._values: dict = {}
@@ -186,9 +201,15 @@ class Compiler:
         self.defer_recursion = defer_recursion and share
         self.pending: dict[str, tuple[tuple[Sub, ...], int]] = {}
         self.deferred_computed = 0
+        # Deferred pieces (see deferred_piece): placeholder -> what computes its tree.
+        self.pieces: dict[str, Any] = {}
+        self.pieces_deferred = 0
+        self._piece_of: dict = {}
         self._references = _References()
         self.branches = 0                  # branches of combinator products emitted so far
         self.disjoint_answers: dict = {}   # see disjoint.disjoint
+        self._counted: dict = {}            # (unit, lo, hi) -> tree (see counted)
+        self._count_parts: dict = {}        # unit -> (its powers, counts below them)
 
     # --- shared pieces -------------------------------------------------------------
 
@@ -199,7 +220,7 @@ class Compiler:
         value's level: see :meth:`any_value`); otherwise it is numbered here."""
         if not self.share or regex is None or (regex.size < SHARE_MIN_LENGTH and not always):
             return regex
-        if regex.__class__ is Call and (regex.key in self.definitions or regex.key in self.pending):
+        if regex.__class__ is Call and self.defines(regex.key):
             return regex  # already a definition (written or deferred)
         if key is not None:
             if key not in self.definitions:
@@ -217,6 +238,14 @@ class Compiler:
             self._placeholder_of[regex] = placeholder
         return Call(placeholder)
 
+    def value_definition(self, regex: Node | None) -> Node | None:
+        """A value regex as :meth:`shared` writes it; with ``share_values``,
+        a definition whenever it is ``SHARE_VALUE_MIN_LENGTH`` long (while
+        ``MAX_VALUE_DEFINITIONS`` placeholders are not all taken)."""
+        return self.shared(regex, always=self.share_values and regex is not None
+                           and regex.size >= SHARE_VALUE_MIN_LENGTH
+                           and self._placeholders < MAX_VALUE_DEFINITIONS)
+
     def _new_placeholder(self) -> str | None:
         if self._placeholders >= MAX_DEFINITIONS:
             return None
@@ -225,13 +254,50 @@ class Compiler:
 
     def defines(self, key) -> bool:
         """Whether ``key`` names a definition, computed or deferred."""
-        return key in self.definitions or key in self.pending
+        return key in self.definitions or key in self.pending or key in self.pieces
+
+    @property
+    def defers(self) -> bool:
+        """Whether something was left for a lazy automaton to compute: a
+        value entering a recursion, or a piece (:meth:`deferred_piece`)."""
+        return self.defer_recursion and bool(self.deferred_computed or self.pending
+                                             or self.pieces_deferred)
+
+    def deferred_piece(self, name, make) -> Node:
+        """``make()``, a tree that matches something and reports nothing (an
+        object's additional keys), or, with ``share_values`` and deferral (a
+        lazy index), a call of a definition computed when a lazy automaton
+        first enters it: a schema's nested objects then cost nothing to the
+        first mask (``keys_except`` was 45% of kb_484's compilation under
+        cProfile). ``name`` identifies the piece within the compilation."""
+        if not (self.share_values and self.defer_recursion):
+            return make()
+        known = self._piece_of.get(name)
+        if known is not None:
+            return known
+        # (placeholders kept for deferred recursion, as for value definitions)
+        placeholder = self._new_placeholder() if self._placeholders < MAX_VALUE_DEFINITIONS else None
+        if placeholder is None:
+            return make()
+        self.pieces[placeholder] = make
+        self.pieces_deferred += 1
+        self._piece_of[name] = call = Call(placeholder)
+        return call
+
+    def matches_something(self, key) -> bool:
+        """Whether ``key`` is known to match something without computing it (a
+        deferred piece)."""
+        return key in self.pieces
 
     def define(self, placeholder: str) -> Node:
         """The tree of a deferred value, computed now (see the module notes).
 
         A tree written already under another key is a call of that key
         (one call, not a second copy), and an empty value is :data:`NOTHING`."""
+        make = self.pieces.pop(placeholder, None)
+        if make is not None:
+            self.definitions[placeholder] = tree = make()
+            return tree
         subs, depth = self.pending[placeholder]
         try:
             regex = self._value(list(subs), depth)
@@ -291,8 +357,17 @@ class Compiler:
         """
         if not (self.share and self.share_counts) or max(lo, hi or 0) < SHARED_COUNT_MIN:
             return counted(unit, lo, hi)
+        # made once per count and unit in a compilation, with the powers of the unit
+        # shared by every count (sp_0's 90 strings of maxLength 1024 and others:
+        # counts were 40% of its compilation under cProfile)
+        known = self._counted.get((unit, lo, hi))
+        if known is not None:
+            return known
+        parts = self._count_parts.get(unit)
+        if parts is None:
+            parts = self._count_parts[unit] = ([self.shared(unit, always=True)], {0: EMPTY})
+        powers, below_powers = parts
         base = COUNT_BASE
-        powers = [self.shared(unit, always=True)]
 
         def power(j: int) -> Node:  # the unit base**j times
             while len(powers) <= j:
@@ -304,8 +379,6 @@ class Compiler:
             for _ in range(times):
                 node = optional(piece + node)
             return node
-
-        below_powers: dict[int, Node] = {0: EMPTY}
 
         def below_power(k: int) -> Node:  # 0 to base**k - 1 times
             if k not in below_powers:
@@ -330,7 +403,9 @@ class Compiler:
             m, digit = divmod(m, base)
             exactly.extend([power(j)] * digit)
             j += 1
-        return concat(*exactly, repeat(powers[0], 0, None) if hi is None else at_most(hi - lo))
+        result = concat(*exactly, repeat(powers[0], 0, None) if hi is None else at_most(hi - lo))
+        self._counted[(unit, lo, hi)] = result
+        return result
 
     def _value_key(self, subs: list[Sub], depth: int):
         """What a value regex depends on: the schemas, their base URIs, the recursion counts.
@@ -400,7 +475,7 @@ class Compiler:
                 return deferred
         # Only a $ref reaches the same schema objects twice, and what is reported
         # inside names the referenced schema's pointer, so nothing is lost here.
-        regex = self.shared(self._value(subs, depth))
+        regex = self.value_definition(self._value(subs, depth))
         self._values[key] = (tuple(subs), regex)  # holding subs keeps their ids unique
         return regex
 
@@ -698,7 +773,6 @@ class _References:
         self._enters: dict[int, tuple] = {}    # id(schema) -> (schema, answer)
         self._pending_targets: list = []
         self._reaches: dict[int, tuple] = {}     # id(schema) -> (schema, answer)
-        self._target_reach: dict[int, bool] = {}
 
     @staticmethod
     def _resolve(resolver, ref: str):
@@ -754,22 +828,38 @@ class _References:
             return any(self.reaches_recursion(inner) for inner in _subs_in(schema))
         if not isinstance(schema, dict):
             return False
-        known = self._reaches.get(id(schema))
+        return self._reaches_from(schema, sub.resolver)
+
+    def _reaches_from(self, node, resolver) -> bool:
+        """Whether a recursive target is reachable from the JSON ``node``:
+        through a ``$ref`` of it (to a recursive target, or to one from which
+        one is reachable) or through a subschema under it. One walk of the
+        schema, each dict answered once and kept (asked for every value
+        compiled, a walk of the whole subtree each time was quadratic in the
+        nesting: 13% of kb_484's compilation). A walk entering a target that
+        is not recursive cannot come back to it, so it ends."""
+        if isinstance(node, list):
+            return any(self._reaches_from(item, resolver) for item in node
+                       if isinstance(item, (dict, list)))
+        if not isinstance(node, dict):
+            return False
+        key = id(node)
+        known = self._reaches.get(key)
         if known is not None:
             return known[1]
-        self._pending_targets = []
-        under = self._under_from(schema, sub.resolver)
-        answer = any(self._target_reaches(t) for t in under)
-        self._reaches[id(schema)] = (schema, answer)
+        limits.check()
+        resolver = enter(resolver, node)
+        answer = False
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            target = self._resolve(resolver, ref)
+            if target is not None:
+                answer = self.recursive(*target) or self._reaches_from(*target)
+        if not answer:
+            answer = any(self._reaches_from(value, resolver) for name, value in node.items()
+                         if name not in _NOT_SCHEMAS and isinstance(value, (dict, list)))
+        self._reaches[key] = (node, answer)  # holding the node keeps its id unique
         return answer
-
-    def _under_from(self, schema, resolver) -> tuple[int, ...]:
-        """The targets of the references under ``schema`` (not registered as a target)."""
-        found: dict[int, None] = {}
-        for target in self._ref_targets(schema, resolver):
-            found[id(target[0])] = None
-            self.recursive(*target)  # registers it and what it reaches
-        return tuple(found)
 
     def _ref_targets(self, schema, resolver):
         """The resolved targets ``(contents, resolver)`` of the references
@@ -791,26 +881,6 @@ class _References:
                     yield target
             stack.extend((value, res) for name, value in node.items()
                          if name not in _NOT_SCHEMAS and isinstance(value, (dict, list)))
-
-    def _target_reaches(self, key: int) -> bool:
-        """Whether the registered target ``key`` is recursive or reaches one that is."""
-        known = self._target_reach.get(key)
-        if known is not None:
-            return known
-        seen: set[int] = set()
-        stack = [key]
-        answer = False
-        while stack:
-            node = stack.pop()
-            if node in seen:
-                continue
-            seen.add(node)
-            if self.recursive(self._targets[node][0], None):  # registered: no resolver needed
-                answer = True
-                break
-            stack.extend(self._targets[node][1])
-        self._target_reach[key] = answer
-        return answer
 
     def enters_recursion(self, sub: Sub) -> bool:
         schema = sub.schema
@@ -889,6 +959,12 @@ class DeferredDefinitions:
             return known
         return self.compiler.define(key)
 
+    def matches_something(self, key) -> bool:
+        """Whether the definition ``key`` surely matches some string, known
+        without computing it (an optional method of a
+        :class:`~tokendfa.analysis.lazydfa.DefinitionSource`)."""
+        return self.compiler.matches_something(key)
+
     @property
     def computed(self) -> int:
         """Deferred definitions computed so far."""
@@ -902,9 +978,10 @@ class DeferredDefinitions:
     def everything(self) -> dict:
         """Every definition (key -> tree), the deferred ones computed (the whole
         unrolling: may be huge)."""
-        while self.compiler.pending:
-            self.tree(next(iter(self.compiler.pending)))
-        return self.compiler.definitions
+        compiler = self.compiler
+        while compiler.pending or compiler.pieces:
+            self.tree(next(iter(compiler.pending or compiler.pieces)))
+        return compiler.definitions
 
 
 def _point(compiler: Compiler, subs, depth: int) -> tuple:

@@ -227,8 +227,7 @@ def compile_within_bounds(compile_at: Callable[[int, int], tuple], *, any_depth:
 
 def _defers(compiler) -> bool:
     """Whether the compilation deferred values to a lazy automaton (see :mod:`.compiler`)."""
-    return bool(getattr(compiler, "defer_recursion", False)
-                and compiler.deferred_computed + len(compiler.pending))
+    return bool(getattr(compiler, "defers", False))
 
 
 def _unrolled_deeper(compile_once, compiler, depth_a: int, depth_r: int, notes: list[str]) -> Compiled:

@@ -360,7 +360,8 @@ def _key_regions(c: "Compiler", pieces: list[_Piece], others: list[Sub], pointer
 def _key(c: "Compiler", key_subs: list[Sub], excluded: list[str], pointer: str) -> Node | None:
     """Regex for the undeclared keys that ``propertyNames`` (``key_subs``) allow."""
     if not key_subs:
-        return strs.keys_except(excluded)
+        names = tuple(excluded)
+        return c.deferred_piece(("keys except", names), lambda: strs.keys_except(names))
     flat = Flat()
     for sub in key_subs:
         c.absorb(flat, sub)
@@ -488,6 +489,10 @@ def _members(c: "Compiler", entries, extras, min_props: int, max_props: int | No
         return None
     members = [(k + colon + v, r) for k, v, r in entries]
     extra = alternation([k + colon + v for k, v in extras if k is not None]) if extras else None
+    # written up to three times below (after the declared members, alone, and
+    # repeated after each): with share_values one definition, compiled once by
+    # a lazy index, when first reached
+    extra = c.value_definition(extra)
     # bounds that every object of this shape meets need no count: the required members
     # alone reach the minimum ({"minProperties": 1, "required": ["id"]}, common in
     # Snowplow's schemas), or no more members than the maximum can be written at all
@@ -584,11 +589,9 @@ def _product_reaches(a: Node, b: Node, wanted, *, b_may_die: bool) -> bool | Non
     """Whether some pair of states reachable in the product of the byte DFAs
     of ``a`` and ``b`` has ``wanted(a final, b final)``; None when either
     regex cannot be compiled (the callers then answer "not known")."""
-    from ..analysis.regex_compiler import byte_tables_from_regex
-
     try:
-        ta, fa = byte_tables_from_regex(a)
-        tb, fb = byte_tables_from_regex(b)
+        ta, fa = _byte_tables(a)
+        tb, fb = _byte_tables(b)
     except TimeLimitError:
         raise
     except Exception:  # noqa: BLE001 - unknown, not an error of the schema
@@ -599,9 +602,34 @@ def _product_reaches(a: Node, b: Node, wanted, *, b_may_die: bool) -> bool | Non
         x, y = stack.pop()
         if wanted(bool(fa[x]), bool(fb[y])):
             return True
-        for byte in range(256):
-            nx, ny = int(ta[x, byte]), int(tb[y, byte])
-            if nx and (ny or b_may_die) and (nx, ny) not in seen:
-                seen.add((nx, ny))
-                stack.append((nx, ny))
+        # the successor pairs of all 256 bytes at once (a loop over the bytes
+        # in Python was most of an object's patternProperties check: o10293)
+        row_a, row_b = ta[x], tb[y]
+        keep = row_a != 0 if b_may_die else (row_a != 0) & (row_b != 0)
+        for pair in set(zip(row_a[keep].tolist(), row_b[keep].tolist())):
+            if pair not in seen:
+                seen.add(pair)
+                stack.append(pair)
     return False
+
+
+# Byte DFAs of key regexes, kept for the process (_byte_tables): at most this
+# many, of at most this many bytes each (a few MB in all).
+_TABLES_KEPT = 64
+_TABLE_MAX_BYTES = 1 << 16
+_TABLES: dict = {}
+
+
+def _byte_tables(tree: Node):
+    """The byte DFA of a key regex (read only); a small one is kept, since the
+    same few key sets (every key, a pattern's) are compared again and again."""
+    from ..analysis.regex_compiler import byte_tables_from_regex
+
+    found = _TABLES.get(tree)
+    if found is None:
+        found = byte_tables_from_regex(tree)
+        if found[0].nbytes <= _TABLE_MAX_BYTES:
+            if len(_TABLES) >= _TABLES_KEPT:
+                _TABLES.clear()
+            _TABLES[tree] = found
+    return found
