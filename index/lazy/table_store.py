@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from ..analysis.regular_files import read_regular_file, replace_file
-from ..vocab.stored import store_dir
+from ..vocab.stored import code_digest, evict_least_recent, store_dir
 from ..vocab.vocabulary import Vocabulary
 from .tables import adopt_table_arrays, table_arrays, tables_ready
 
@@ -91,7 +91,7 @@ def load_or_make_tables(vocabulary: Vocabulary) -> Vocabulary:
     arrays, num_words = table_arrays(vocabulary)
     try:
         _write(folder, entry, key, arrays, num_words)
-        _evict(folder, keep=entry)
+        evict_least_recent(folder, SUFFIX, MAX_ENTRIES, keep=entry)
     except OSError as e:
         warnings.warn(f"tokendfa: cannot write lazy tables file {str(entry)!r} "
                       f"({e.strerror or e}); they will be made again next time",
@@ -101,22 +101,10 @@ def load_or_make_tables(vocabulary: Vocabulary) -> Vocabulary:
 
 def _versions() -> bytes:
     """The code the tables depend on: the tokendfa version and the source of
-    the modules that make them (an editable install keeps its version
-    number across edits)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        h = hashlib.sha256(f"tokendfa={version('tokendfa')}".encode())
-    except PackageNotFoundError:  # pragma: no cover
-        h = hashlib.sha256(b"tokendfa=none")
+    the modules that make them."""
     package = Path(__file__).resolve().parent.parent
-    for module in ("lazy/tables.py", "lazy/table_store.py", "vocab/vocabulary.py",
-                   "analysis/signatures.py"):
-        try:
-            h.update((package / module).read_bytes())
-        except OSError:  # pragma: no cover - installed without sources
-            h.update(module.encode())
-    return h.digest()
+    return code_digest(("tokendfa",), [package / m for m in (
+        "lazy/tables.py", "lazy/table_store.py", "vocab/vocabulary.py", "analysis/signatures.py")])
 
 
 def _key(vocabulary: Vocabulary) -> str:
@@ -183,16 +171,3 @@ def _load(entry: Path, key: str) -> tuple[dict[str, np.ndarray], int]:
             raise _Damaged(f"array {name!r} outside the file")
         arrays[name] = np.frombuffer(payload, dtype=dtype, count=count, offset=offset).reshape(shape)
     return arrays, num_words
-
-
-def _evict(folder: Path, keep: Path) -> None:
-    """Remove the least recently used files past :data:`MAX_ENTRIES`."""
-    entries = []
-    for p in folder.glob(f"*{SUFFIX}"):
-        with contextlib.suppress(OSError):
-            entries.append((p.stat().st_mtime_ns, p))
-    entries.sort(reverse=True)
-    for _, p in entries[MAX_ENTRIES:]:
-        if p != keep:
-            with contextlib.suppress(OSError):
-                p.unlink()

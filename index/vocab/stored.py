@@ -51,7 +51,7 @@ import json
 import os
 import struct
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -60,7 +60,8 @@ from ..analysis.errors import VocabularyError
 from ..analysis.regular_files import read_regular_file, replace_file
 from .vocabulary import Vocabulary
 
-__all__ = ["load_or_read", "store_dir", "folder_key", "STORE_ENVIRONMENT_VARIABLE"]
+__all__ = ["load_or_read", "store_dir", "folder_key", "code_digest", "evict_least_recent",
+           "STORE_ENVIRONMENT_VARIABLE"]
 
 MAGIC = b"TDFAVOC\x01"
 FORMAT = 2
@@ -91,28 +92,36 @@ def store_dir() -> Path | None:
     return base / "vocabularies"
 
 
-def _versions() -> bytes:
-    """What the reading depends on besides the files: the versions of
-    tokendfa and transformers (which reads the folders the JSON reader
-    leaves to it), and the source of the modules that read, so that an
-    entry written by other code is never served (an editable install keeps
-    its version number across edits)."""
+def code_digest(distributions: Sequence[str], modules: Sequence[Path]) -> bytes:
+    """SHA-256 of what cached data depends on besides its input: the
+    installed versions of ``distributions`` and the source of ``modules``,
+    so that an entry written by other code is never served (an editable
+    install keeps its version number across edits)."""
     from importlib.metadata import PackageNotFoundError, version
 
     parts = []
-    for distribution in ("tokendfa", "transformers"):
+    for distribution in distributions:
         try:
             parts.append(f"{distribution}={version(distribution)}")
         except PackageNotFoundError:
             parts.append(f"{distribution}=none")
     h = hashlib.sha256("\x00".join(parts).encode())
-    here = Path(__file__).resolve().parent
-    for module in ("huggingface.py", "tokenizer_json.py", "stored.py", "vocabulary.py"):
+    for module in modules:
         try:
-            h.update((here / module).read_bytes())
+            h.update(module.read_bytes())
         except OSError:  # pragma: no cover - installed without sources
-            h.update(module.encode())
+            h.update(module.name.encode())
     return h.digest()
+
+
+def _versions() -> bytes:
+    """What the reading depends on besides the files: tokendfa and
+    transformers (which reads the folders the JSON reader leaves to it), and
+    the modules that read."""
+    here = Path(__file__).resolve().parent
+    return code_digest(("tokendfa", "transformers"),
+                       [here / m for m in ("huggingface.py", "tokenizer_json.py", "stored.py",
+                                           "vocabulary.py")])
 
 
 def folder_key(directory: Path) -> str:
@@ -153,7 +162,7 @@ def load_or_read(directory: Path, read: Callable[[], Vocabulary]) -> Vocabulary:
     vocabulary = read()
     try:
         _write(folder, entry, key, vocabulary)
-        _evict(folder, keep=entry)
+        evict_least_recent(folder, SUFFIX, MAX_ENTRIES, keep=entry)
     except OSError as e:
         warnings.warn(f"tokendfa: cannot write vocabulary store entry {str(entry)!r} "
                       f"({e.strerror or e}); the vocabulary will be read again next time",
@@ -161,14 +170,15 @@ def load_or_read(directory: Path, read: Callable[[], Vocabulary]) -> Vocabulary:
     return vocabulary
 
 
-def _evict(folder: Path, keep: Path) -> None:
-    """Remove the least recently used entries past :data:`MAX_ENTRIES`."""
+def evict_least_recent(folder: Path, suffix: str, count: int, keep: Path) -> None:
+    """Remove the least recently used files named ``*suffix`` in ``folder``
+    past the ``count`` newest, never ``keep``."""
     entries = []
-    for p in folder.glob(f"*{SUFFIX}"):
+    for p in folder.glob(f"*{suffix}"):
         with contextlib.suppress(OSError):
             entries.append((p.stat().st_mtime_ns, p))
     entries.sort(reverse=True)
-    for _, p in entries[MAX_ENTRIES:]:
+    for _, p in entries[count:]:
         if p != keep:
             with contextlib.suppress(OSError):
                 p.unlink()
