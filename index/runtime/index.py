@@ -500,7 +500,11 @@ def prepare_builds(vocabulary: "Vocabulary", *, eager: bool = True) -> None:
     try:
         for _ in range(2):  # each piece is kept for the process the second time it is built
             for schema in (_WARM_UP_COMMON, _WARM_UP_SCHEMA):
-                Index.from_schema(schema, vocabulary).get_mask(INITIAL_STATE)
+                warm = Index.from_schema(schema, vocabulary)
+                warm.get_mask(warm.initial_state)
+                # every fragment built, not only the first mask's: a lazy
+                # automaton compiles the rest of a pattern when a match reaches it
+                warm.byte_dfa.byte_alphabet()
         index = Index.from_schema(_WARM_UP_SCHEMA, vocabulary)
         # A few steps through allowed tokens (the first allowed one that is
         # not EOS at each), not the tokenizer's encoding: a lazy server
