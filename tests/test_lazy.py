@@ -264,6 +264,22 @@ def test_a_definition_that_surely_matches_is_compiled_when_first_entered():
     assert nfa.start_of[nfa.number[p]] >= 0
 
 
+def test_the_rest_of_a_long_pattern_is_compiled_when_a_match_reaches_it():
+    # _LazyNFA._rest_deferred: a long concatenation keeps its first items in
+    # the automaton's main fragment; the others are a definition of their own,
+    # built when a match first reaches them, with the same language
+    members = [f'"key{i}":(?:true|false|-?(?:0|[1-9][0-9]*)|"[a-z]*")' for i in range(24)]
+    pattern = r"\{" + ",".join(members) + r"\}"
+    dfa = LazyByteDFA(pattern)
+    built = dfa.num_nfa_states
+    text = "{" + ",".join(f'"key{i}":{"true" if i % 2 else chr(34) + "ab" + chr(34)}' for i in range(24)) + "}"
+    assert accepts(dfa, text.encode()) and not accepts(dfa, text[:-1].encode())
+    assert dfa.num_nfa_states > 4 * built
+    lazy = canonical_byte_dfa(*LazyByteDFA(pattern).explore())
+    eager = byte_dfa_from_regex(pattern)
+    assert np.array_equal(lazy.transitions, eager.transitions) and np.array_equal(lazy.finals, eager.finals)
+
+
 @pytest.mark.parametrize("nothing", [Chars(((0xD800, 0xDFFF),)), Text("x\ud800"),
                                      Alt((Text("\udc00"), Chars(((0xD900, 0xD9FF),)))),
                                      Concat((Text("x"), Chars(()))), Repeat(Chars(((0xD800, 0xD8FF),)), 1, 3)])
