@@ -72,8 +72,8 @@ from .native import native_module
 from .errors import BuildLimitError, EmptyLanguageError, RegexError
 from .regex_compiler import (DEFAULT_MAX_NFA_STATES, NFA_STATE_BYTES, cut_ranges,
                              SharedDefinitions, ThompsonNFA)
-from .regex_tree import (Alt, Call, Chars, Concat, LiteralSet, Node, Repeat, Text, calls_in, parse_regex,
-                         to_regex)
+from .regex_tree import (Alt, Call, Chars, Concat, LiteralSet, Node, Repeat, Text, alt, calls_in, concat,
+                         parse_regex, to_regex)
 from .utf8 import MAX_CODEPOINT, SURROGATES, utf8_range_sequences
 
 __all__ = ["LazyByteDFA", "DefinitionSource", "DEFAULT_MAX_LAZY_STATES", "UNKNOWN", "WIDE_SEQUENCES",
@@ -1013,7 +1013,16 @@ class _LazyNFA:
         self.completes: list[bool | None] = []
         self.resolved = bytearray()
         self.templates: dict[tuple, _FragmentTemplate] = {}
-        if isinstance(definitions, DefinitionSource):
+        # The builder's tables (see _build), kept from fragment to fragment
+        # (untracked as the tables are: long-lived, and no cycle runs through them).
+        self._builder_eps: list = []
+        self._builder_edges: list = []
+        if _lazycore is not None:
+            _lazycore.untrack_table(self._builder_eps)
+            _lazycore.untrack_table(self._builder_edges)
+        # a dict or nothing, the common cases, skip the protocol's isinstance
+        # (~20 us: typing walks the protocol's members on every check)
+        if definitions.__class__ not in (dict, type(None)) and isinstance(definitions, DefinitionSource):
             if max_depth is not None:
                 raise ValueError("max_depth compiles every definition up front: "
                                  "it takes a mapping of definitions, not a growing source")
@@ -1039,6 +1048,8 @@ class _LazyNFA:
         self._discover(main)
         if main.__class__ is Call and main.key in self.number:
             main = self._tree(self.number[main.key])  # the whole pattern is one definition
+        if max_depth is None:
+            main = self._rest_deferred(main)
         self.start, self.final, main_callees = self._build(main)
         self.main_span = (0, len(self.eps))
         self.need: list[int] | None = None
@@ -1055,6 +1066,36 @@ class _LazyNFA:
                 if self.start_of[d] < 0:
                     self._compile(d)
             self._bounded(max_depth)
+
+    # --- the rest of a long pattern, compiled when a match reaches it ----------
+
+    def _rest_deferred(self, main: Node) -> Node:
+        """``main`` (a concatenation, or an alternation of them) with the
+        items after its first ones made a definition of their own: decided
+        without compiling it when its tree surely matches (:meth:`_matches_something`),
+        and compiled when a match first reaches it. A schema's regex is an
+        object's members one after the other; the first mask walks tokens
+        into the first few of them only, and building the others' NFA was
+        most of the construction (0.78 of a 3.3 ms time to first mask at the
+        median of MaskBench's sample). Not with ``max_depth``, whose stack
+        bound counts every call."""
+        if main.size < _REST_MIN_SIZE:
+            return main
+        if main.__class__ is Alt:
+            return alt([self._rest_deferred(branch) for branch in main.items])
+        if main.__class__ is not Concat:
+            return main
+        items = main.items
+        head, size = 0, 0
+        while head < len(items) - 1 and size < _HEAD_SIZE:
+            size += items[head].size
+            head += 1
+        rest = items[head:]
+        if sum(item.size for item in rest) < _REST_MIN_SIZE:
+            return main
+        key = _RestOfPattern(len(self.placeholders))
+        self._register(key, concat(*rest))
+        return concat(*items[:head], Call(key))
 
     # --- the definitions, as they become known ------------------------------
 
@@ -1147,18 +1188,26 @@ class _LazyNFA:
         # The builder numbers its states from the end of the tables, past
         # stand-ins for the states there, so its rows need no renumbering
         # (adding the base to every target was ~1 us a state, a fifth of
-        # compiling a definition at its first call).
+        # compiling a definition at its first call). The stand-ins are kept
+        # from one fragment to the next, only the new states' added: made
+        # anew for every fragment, they were 58 ms of Github_ultra/o0's
+        # 359 ms time to first mask (66 fragments past 89,000 states on average).
         base = len(self.eps)
-        builder.eps = [()] * base
-        builder.edges = [()] * base
-        start = builder.new_state()
+        builder_eps, builder_edges = self._builder_eps, self._builder_edges
+        builder_eps.extend([()] * (base - len(builder_eps)))
+        builder_edges.extend([()] * (base - len(builder_edges)))
+        builder.eps, builder.edges = builder_eps, builder_edges
         try:
-            end = builder.build(tree, start)
-        except RecursionError:
-            raise RegexError(f"regex {builder.shown()[:200]!r} is nested too deeply to compile") from None
-        added = len(builder.eps) - base
-        self.eps.extend(map(tuple, builder.eps[base:]))
-        self.edges.extend(map(tuple, builder.edges[base:]))
+            start = builder.new_state()
+            try:
+                end = builder.build(tree, start)
+            except RecursionError:
+                raise RegexError(f"regex {builder.shown()[:200]!r} is nested too deeply to compile") from None
+            added = len(builder_eps) - base
+            self.eps.extend(map(tuple, builder_eps[base:]))
+            self.edges.extend(map(tuple, builder_edges[base:]))
+        finally:
+            del builder_eps[base:], builder_edges[base:]
         _untrack_rows(self.eps, base, len(self.eps))
         _untrack_rows(self.edges, base, len(self.edges))
         self.calls.extend(() for _ in range(added))
@@ -1436,6 +1485,17 @@ class _LazyNFA:
             self.start = -1
 
 
+class _RestOfPattern(NamedTuple):
+    """The key of the definition that holds the rest of a long pattern (:meth:`_LazyNFA._rest_deferred`)."""
+
+    number: int
+
+
+# A pattern at least this large (about its characters) keeps its first items,
+# about _HEAD_SIZE characters of them, and the others become a definition
+# compiled when a match first reaches it (_LazyNFA._rest_deferred).
+_REST_MIN_SIZE = 256
+_HEAD_SIZE = 64
 class _SharedFragments:
     """The fragments of definitions given as trees, by shape, kept for the
     whole process: a JSON Schema's free value levels and counted strings

@@ -136,6 +136,17 @@ _STAMP_MAX_STATES = 5_000
 _STAMPS_MAX_STATES = 200_000
 _STAMPS: dict = {}
 _stamped_states = [0]
+# A repeat is kept the second time the process builds it, not the first: most
+# repeats of a schema are its own (an optional member with its property name,
+# the nested prefixes of the names that additionalProperties excludes) and
+# never recur, and keeping them cost more than building them (the rows copied
+# into tuples, once for each level of a nesting: JME/0 of MaskBench's sample
+# kept 17 repeats and met none of them again). The pieces that recur (JSON
+# strings and numbers, formats) are kept from their second building on, in
+# Vocabulary.prepare()'s warm-up for the common ones. Bounded: past
+# _SEEN_MAX keys the record of first sightings starts again.
+_SEEN: dict = {}
+_SEEN_MAX = 8192
 
 
 class ThompsonNFA:
@@ -247,8 +258,9 @@ class ThompsonNFA:
 
     def _stamped(self, node: Repeat, source: int) -> int:
         """``node`` (a repeat that calls no definition) as a copy of the
-        fragment this construction made for it before, in this process; the
-        first time, built and kept (:data:`_STAMPS`).
+        fragment this construction made for it before, in this process
+        (:data:`_STAMPS`); built otherwise, and kept from its second building
+        on (:data:`_SEEN`).
 
         Schemas repeat the same pieces (JSON strings with their length
         bounds, numbers, formats, whitespace), and trees are interned, so
@@ -258,6 +270,11 @@ class ThompsonNFA:
         stamp = _STAMPS.get(key)
         eps, edges = self.eps, self.edges
         if stamp is None:
+            if key not in _SEEN:
+                if len(_SEEN) >= _SEEN_MAX:
+                    _SEEN.clear()
+                _SEEN[key] = None
+                return self._build_repeat(node, source)
             from_eps, from_edges = len(eps[source]), len(edges[source])
             base = len(eps)
             end = self._build_repeat(node, source)
@@ -304,12 +321,16 @@ class ThompsonNFA:
         """``codes`` (ASCII, so one byte each) one after the other after ``source``."""
         count = len(codes)
         self._reserve(count)
-        edges = self.edges
+        eps, edges = self.eps, self.edges
         base = len(edges)
-        self.eps.extend([[] for _ in range(count)])
+        # The states inside the chain are complete when made (nothing is ever
+        # added to a state a fragment does not return): their rows are tuples,
+        # the empty one shared, and only the end is a pair of lists.
+        eps.extend([()] * (count - 1))
+        eps.append([])
         edges[source].append((codes[0], codes[0], base))
         targets = range(base + 1, base + count)
-        edges.extend([[(code, code, target)] for code, target in zip(codes[1:], targets)])
+        edges.extend([((code, code, target),) for code, target in zip(codes[1:], targets)])
         edges.append([])
         return base + count - 1
 
@@ -322,9 +343,12 @@ class ThompsonNFA:
             self.eps.append([])
             edges.append([])
         else:
-            self.eps.extend([[] for _ in range(num_nodes - 1)])
-            edges.extend([[(lo, hi, base + t) for lo, hi, t in node_edges]
-                          for node_edges in template[1:]])
+            # node 1 is the end (lists); the intermediate ones are complete (tuples)
+            self.eps.append([])
+            self.eps.extend([()] * (num_nodes - 2))
+            edges.append([])
+            edges.extend([tuple([(lo, hi, base + t) for lo, hi, t in node_edges])
+                          for node_edges in template[2:]])
         edges[source].extend([(lo, hi, base + t) for lo, hi, t in template[0]])
         return base + 1
 

@@ -25,6 +25,7 @@ from tokendfa import (BuildLimitError, EmptyLanguageError, Guide, Index, Invalid
 from tokendfa.analysis.construct import byte_dfa_from_regex
 from tokendfa.analysis.minimise import canonical_byte_dfa
 from tokendfa.analysis.lazydfa import UNKNOWN, LazyByteDFA
+from tokendfa.analysis.regex_tree import Alt, Chars, Concat, Repeat, Text
 from tokendfa.analysis.dfa import INITIAL as INITIAL_STATE
 from tokendfa.analysis import lazydfa as lazydfa_module
 import tokendfa.lazy as lazy_module
@@ -264,6 +265,49 @@ def test_definition_nfa_grows_with_the_written_pattern():
     assert dfa.num_nfa_states < 400
     assert accepts(dfa, b"[[[n,n],n]]") and not accepts(dfa, b"[[n,n]")
     assert accepts(dfa, b"[" * 10 + b"n" + b"]" * 10) and not accepts(dfa, b"[" * 11 + b"n" + b"]" * 11)
+
+
+def test_a_definition_that_surely_matches_is_compiled_when_first_entered():
+    # _LazyNFA._decide reads a definition's tree before compiling it to tell
+    # whether it matches anything: an alternation that begins with a word (a
+    # JSON Schema's free value begins with null) surely does, so the
+    # construction compiles nothing and the first match that enters it does
+    p = chr(0xD805)
+    dfa = LazyByteDFA(f"a{p}b|c", definitions={p: "null|x[0-9]+"})
+    nfa = dfa._nfa
+    assert nfa.start_of[nfa.number[p]] < 0
+    assert accepts(dfa, b"anullb") and accepts(dfa, b"ax12b") and accepts(dfa, b"c")
+    assert not accepts(dfa, b"ab") and not accepts(dfa, b"axb")
+    assert nfa.start_of[nfa.number[p]] >= 0
+
+
+def test_the_rest_of_a_long_pattern_is_compiled_when_a_match_reaches_it():
+    # _LazyNFA._rest_deferred: a long concatenation keeps its first items in
+    # the automaton's main fragment; the others are a definition of their own,
+    # built when a match first reaches them, with the same language
+    members = [f'"key{i}":(?:true|false|-?(?:0|[1-9][0-9]*)|"[a-z]*")' for i in range(24)]
+    pattern = r"\{" + ",".join(members) + r"\}"
+    dfa = LazyByteDFA(pattern)
+    built = dfa.num_nfa_states
+    text = "{" + ",".join(f'"key{i}":{"true" if i % 2 else chr(34) + "ab" + chr(34)}' for i in range(24)) + "}"
+    assert accepts(dfa, text.encode()) and not accepts(dfa, text[:-1].encode())
+    assert dfa.num_nfa_states > 4 * built
+    lazy = canonical_byte_dfa(*LazyByteDFA(pattern).explore())
+    eager = byte_dfa_from_regex(pattern)
+    assert np.array_equal(lazy.transitions, eager.transitions) and np.array_equal(lazy.finals, eager.finals)
+
+
+@pytest.mark.parametrize("nothing", [Chars(((0xD800, 0xDFFF),)), Text("x\ud800"),
+                                     Alt((Text("\udc00"), Chars(((0xD900, 0xD9FF),)))),
+                                     Concat((Text("x"), Chars(()))), Repeat(Chars(((0xD800, 0xD8FF),)), 1, 3)])
+def test_a_definition_of_lone_surrogates_still_matches_nothing(nothing):
+    # what the tree reading cannot vouch for is compiled to decide: a
+    # character or text of lone surrogates has no UTF-8, so no match
+    p = chr(0xD805)
+    dfa = LazyByteDFA(f"a{p}|b", definitions={p: nothing})
+    assert accepts(dfa, b"b") and int(dfa.row(dfa.initial)[ord("a")]) == 0
+    with pytest.raises(EmptyLanguageError):
+        LazyByteDFA(f"a{p}", definitions={p: nothing})
 
 
 class _EveryFragmentBuilt(lazydfa_module._LazyNFA):

@@ -632,7 +632,9 @@ def test_shared_definitions_are_checked():
 def test_a_kept_repeat_fragment_is_the_construction_it_stands_for():
     # ThompsonNFA._stamped: a repeat met again (here twice in one pattern, at
     # other state numbers and after other sources) is a relocated copy of the
-    # fragment built the first time, state for state and edge for edge
+    # fragment built before, state for state and edge for edge; a repeat is
+    # kept the second time it is built, so the third construction copies
+    # every one
     from tokendfa.analysis import regex_compiler as rc
     from tokendfa.analysis.regex_tree import parse_regex
 
@@ -643,13 +645,18 @@ def test_a_kept_repeat_fragment_is_the_construction_it_stands_for():
         nfa = rc.ThompsonNFA(tree, 10_000)
         start = nfa.new_state()
         end = nfa.build(tree, start)
-        return nfa.eps, nfa.edges, end
+        return [list(row) for row in nfa.eps], [list(row) for row in nfa.edges], end
 
-    saved = dict(rc._STAMPS)
+    saved, seen = dict(rc._STAMPS), dict(rc._SEEN)
     try:
         rc._STAMPS.clear()
-        stamped = construction()
+        rc._SEEN.clear()
+        construction()
+        construction()
         assert any(key[1].__class__.__name__ == "Repeat" for key in rc._STAMPS)
+        kept = dict(rc._STAMPS)
+        stamped = construction()
+        assert rc._STAMPS == kept  # nothing new: every repeat was copied
         rc._STAMPS.clear()
         minimum = rc._STAMPED_MIN_SIZE
         rc._STAMPED_MIN_SIZE = 1 << 30  # nothing kept: every repeat built anew
@@ -660,4 +667,35 @@ def test_a_kept_repeat_fragment_is_the_construction_it_stands_for():
     finally:
         rc._STAMPS.clear()
         rc._STAMPS.update(saved)
+        rc._SEEN.clear()
+        rc._SEEN.update(seen)
     assert stamped == built
+
+
+def test_a_repeat_built_once_is_not_kept():
+    # Most repeats of a schema are its own (an optional member with its name):
+    # ThompsonNFA._stamped keeps a repeat's fragment only when it is built a
+    # second time, so the first building copies no rows and the process-wide
+    # store is left to the pieces that recur
+    from tokendfa.analysis import regex_compiler as rc
+    from tokendfa.analysis.regex_tree import parse_regex
+
+    tree = parse_regex(r'\{(?:,"a_name_of_its_own":(?:true|false|null))?\}')
+
+    def construction():
+        nfa = rc.ThompsonNFA(tree, 10_000)
+        nfa.build(tree, nfa.new_state())
+
+    saved, seen = dict(rc._STAMPS), dict(rc._SEEN)
+    try:
+        rc._STAMPS.clear()
+        rc._SEEN.clear()
+        construction()
+        assert not rc._STAMPS
+        construction()
+        assert len(rc._STAMPS) == 1
+    finally:
+        rc._STAMPS.clear()
+        rc._STAMPS.update(saved)
+        rc._SEEN.clear()
+        rc._SEEN.update(seen)

@@ -711,8 +711,18 @@ def _compile_meta(root: dict, draft: int):
     return ref("#")
 
 
-def _resolver(schema, meta_uri: str, registry):
+@functools.lru_cache(maxsize=1)
+def _known_schemas():
+    """The meta-schemas as a registry of their own (registries are immutable):
+    combining them into an empty registry for every schema took 25-60 us
+    warm, ~0.15 ms in a fresh fork of a prepared process."""
     import referencing
+    from jsonschema_specifications import REGISTRY as SPECIFICATIONS
+
+    return referencing.Registry().combine(SPECIFICATIONS)
+
+
+def _resolver(schema, meta_uri: str, registry):
     import referencing.jsonschema as rj
     from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 
@@ -721,8 +731,10 @@ def _resolver(schema, meta_uri: str, registry):
     spec = rj.specification_with(meta_uri)
     ir.DEFAULT_SPEC[0] = spec
     resource = spec.create_resource(schema)
-    base = registry if registry is not None else referencing.Registry()
-    full = base.combine(SPECIFICATIONS) if base is not SPECIFICATIONS else base
+    if registry is None:
+        full = _known_schemas()
+    else:
+        full = registry.combine(SPECIFICATIONS) if registry is not SPECIFICATIONS else registry
     uri = ""
     if isinstance(schema, dict):
         ident = schema.get("$id", schema.get("id") if meta_uri.startswith("http://json-schema.org/draft-04") else None)

@@ -50,6 +50,7 @@ through one more reference.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import fields
 from typing import Any
@@ -115,9 +116,13 @@ _FREE_VALUES: dict = {}
 _FREE_VALUES_KEPT = 512
 
 
+@functools.lru_cache(maxsize=4096)
 def _key_order(key) -> tuple:
     """Definition keys in an order that does not depend on the hash seed:
-    the numbered placeholders, then the named pieces."""
+    the numbered placeholders, then the named pieces. Kept per key: a named
+    piece's repr writes its trees out as regex text (a free value's 32 levels
+    took ~0.2 ms of each schema in a fresh fork of a prepared process), and
+    the named pieces recur from schema to schema."""
     return (0, key) if isinstance(key, str) else (1, repr(key))
 
 

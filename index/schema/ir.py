@@ -510,7 +510,7 @@ class Flat:
 
     def trivial(self) -> bool:
         """Constrains nothing: the generic value (every field as in ``Flat()``, bookkeeping aside)."""
-        return all(getattr(self, name) == getattr(_EMPTY, name) for name in _MEANINGFUL_FIELDS)
+        return all(getattr(self, name) == empty for name, empty in _TRIVIAL)
 
 
 # what says nothing about the value by itself: where it came from, inclusive flags of absent bounds
@@ -518,4 +518,5 @@ _BOOKKEEPING = frozenset({"false", "sources", "negated", "lo_incl", "hi_incl"})
 _EMPTY = Flat()
 # the field names, found once (dataclasses.fields() at every copy was a fifth of its cost)
 _FLAT_FIELDS = tuple(f.name for f in fields(Flat))
-_MEANINGFUL_FIELDS = tuple(name for name in _FLAT_FIELDS if name not in _BOOKKEEPING)
+# (field, its value in Flat()) for Flat.trivial, which every value asks
+_TRIVIAL = tuple((name, getattr(_EMPTY, name)) for name in _FLAT_FIELDS if name not in _BOOKKEEPING)
