@@ -1154,7 +1154,7 @@ def test_walk_and_pack_walks_as_walk_and_packs_as_pack():
 
 def test_packed_plans_walk_as_the_token_ids_do():
     """The plans a lazy index keeps on Qwen (loop rows' walk plans and a
-    counted string's chain plans) are packed from their second walk on:
+    counted string's chain plans) are packed by their first walk:
     each token's remaining bytes, in the plan's order; walked packed, from
     the same states, they end alive in the same states as the tokens walked
     by id."""
