@@ -1241,7 +1241,14 @@ class _LazyNFA:
             start, end, callees = self._build(tree)
             if template is None and shape is not None:
                 template = self._template(base, start, end, order)
-                if local:
+                # A tree's template is kept here whatever the lengths known so
+                # far: from a growing source, the next definition of its shape
+                # may be read only later, and a fragment too large for the
+                # process's templates (_SharedFragments) was built again
+                # (Kubernetes kb_188: a 25,759-state fragment, ~40-80 ms a
+                # build, inside one step; a stamp is ~17 ms). The template
+                # holds the rows as built, the NFA's own tuples.
+                if local or isinstance(source, Node):
                     self.templates[shape] = template
                 if isinstance(source, Node):
                     _SHARED_FRAGMENTS.keep(shape, template)

@@ -138,7 +138,9 @@ def _paired(args) -> int:
         pooled = np.concatenate([steps for steps in best[name].values() if len(steps)])
         cold = pooled[pooled > 3e5].sum() / 1e6
         print(f"{name:8s} {len(pooled):,} steps, {int((pooled > 1e6).sum())} over 1 ms, "
-              f"p99 {np.percentile(pooled, 99) / 1e3:,.0f} us, steps over 0.3 ms: {cold:,.0f} ms in all")
+              f"{int((pooled > 2.5e5).sum())} over 0.25 ms, p50 {np.percentile(pooled, 50) / 1e3:,.2f} us, "
+              f"p99 {np.percentile(pooled, 99) / 1e3:,.0f} us, max {pooled.max() / 1e6:,.1f} ms, "
+              f"steps over 0.3 ms: {cold:,.0f} ms in all")
     moved = sorted(((int((best["this"][schema] > 1e6).sum()) - int((best["against"][schema] > 1e6).sum()), schema)
                     for schema in names if len(best["this"][schema]) == len(best["against"][schema])))
     print("fewest slow steps here: " + ", ".join(f"{schema} {change:+d}" for change, schema in moved[:5]))

@@ -1180,9 +1180,42 @@ def test_packed_walk_refuses_bad_arrays():
         cwalk.pack(spellings, token_offsets, np.array([2]), np.array([0]), np.zeros(0, dtype=np.uint8))
 
 
+def test_walk_and_pack_walks_as_walk_and_packs_as_pack():
+    """A plan's first walk packs its tokens' remaining bytes as it goes: the
+    same entries end alive in the same states as walked by id, and the bytes
+    it keeps are what ``pack`` writes."""
+    cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
+    spellings = np.frombuffer(b"ababbab", dtype=np.uint8)
+    offsets = np.array([0, 2, 3, 4, 7], dtype=np.int64)  # "ab", "a", "b", "bab"
+    tokens = np.array([0, 1, 3, 2, 0], dtype=np.int64)
+    positions = np.array([0, 0, 1, 0, 1], dtype=np.int64)  # "ab", "a", "ab", "b", "b"
+    dfa = LazyByteDFA("(ab)*")
+    states = np.full(5, INITIAL_STATE, dtype=np.int64)
+    by_id, packed = np.zeros((2, 5), dtype=np.int64), np.zeros((2, 5), dtype=np.int64)
+    packed_offsets = np.zeros(6, dtype=np.int64)
+    with dfa.resolving():
+        ended = cwalk.walk(dfa, spellings, offsets, tokens, states, positions, *by_id)
+        ended_packed, data = cwalk.walk_and_pack(dfa, spellings, offsets, tokens, states, positions, *packed,
+                                                 packed_offsets)
+    assert ended == ended_packed == 3  # "b" alone dies (twice)
+    assert tokens[packed[0, :ended]].tolist() == by_id[0, :ended].tolist()
+    assert packed[1, :ended].tolist() == by_id[1, :ended].tolist()
+    expected = np.zeros(7, dtype=np.uint8)
+    cwalk.pack(spellings, offsets, tokens, positions, expected)
+    assert data == expected.tobytes() == b"abaabbb"
+    assert packed_offsets.tolist() == [0, 2, 3, 5, 6, 7]
+    with pytest.raises(TypeError, match="9 arguments"):
+        cwalk.walk_and_pack(dfa, spellings)
+    with dfa.resolving():
+        with pytest.raises(ValueError, match="mismatched"):
+            cwalk.walk_and_pack(dfa, spellings, offsets, tokens, states, positions, *packed, packed_offsets[:5])
+        with pytest.raises(IndexError, match="outside the tables"):
+            cwalk.walk_and_pack(dfa, spellings, offsets, tokens + 4, states, positions, *packed, packed_offsets)
+
+
 def test_packed_plans_walk_as_the_token_ids_do():
     """The plans a lazy index keeps on Qwen (loop rows' walk plans and a
-    counted string's chain plans) are packed from their second walk on:
+    counted string's chain plans) are packed by their first walk:
     each token's remaining bytes, in the plan's order; walked packed, from
     the same states, they end alive in the same states as the tokens walked
     by id."""

@@ -215,3 +215,35 @@ def test_growing_source_that_calls_itself_is_refused():
 
     with pytest.raises(RegexError, match="uses itself"):
         LazyByteDFA(P, definitions=_Source({P: f"a{Q}|b", Q: f"c{P}"})).explore()
+
+
+def test_growing_source_copies_a_shape_read_after_its_first_fragment(monkeypatch):
+    """Two definitions of one shape from a growing source, the second read
+    only after the first is compiled: the second is a copy of the first's
+    fragment, not built again, also where the process keeps no template for
+    it (a fragment over _SharedFragments.MAX_FRAGMENT_STATES: Kubernetes
+    kb_188's 25,759-state fragment was built twice, ~40-80 ms each time,
+    inside a step). The automaton is the mapping's."""
+    from tokendfa.analysis import lazydfa
+    from tokendfa.analysis.lazydfa import LazyByteDFA
+    from tokendfa.analysis.minimise import canonical_byte_dfa
+
+    shared = lazydfa._SharedFragments()
+    shared.MAX_FRAGMENT_STATES = 0  # the process keeps no fragment: only the automaton's own templates
+    monkeypatch.setattr(lazydfa, "_SHARED_FRAGMENTS", shared)
+    built = []
+    build = lazydfa._LazyNFA._build
+
+    def counted(self, tree):
+        built.append(tree)
+        return build(self, tree)
+
+    monkeypatch.setattr(lazydfa._LazyNFA, "_build", counted)
+    texts = {P: f"a{Q}|b{R}", Q: "(cd)+e", R: "(cd)+e"}  # Q and R: one shape, read one after the other
+    source = _Source(texts)
+    dfa = LazyByteDFA(f"x{P}", definitions=source)
+    grown = canonical_byte_dfa(*dfa.explore())
+    assert sorted(source.read) == sorted(texts)
+    assert len(built) == 3  # the pattern, P and Q: R is a copy of Q's fragment
+    fixed = canonical_byte_dfa(*LazyByteDFA(f"x{P}", definitions=texts).explore())
+    assert np.array_equal(grown.transitions, fixed.transitions)

@@ -661,8 +661,7 @@ class LazyIndex(MaskServing):
         found_tokens, found_ends = [], []
         if _cwalk is not None:
             # (a token with nothing left to walk ends where it starts)
-            packed = plan.packing.bytes_for(self._tables, tokens, positions)
-            self._compiled_walk(tokens, states, positions, packed, found_tokens, found_ends)
+            self._compiled_walk(plan, states, found_tokens, found_ends)
         else:
             ended = self._tables.lengths[tokens] == positions
             found_tokens.append(tokens[ended])
@@ -727,35 +726,44 @@ class LazyIndex(MaskServing):
                 alive &= ~last
             at, states, left = at[alive] + vocab_size, following[alive], left[alive] - 1
 
-    def _compiled_walk(self, tokens: np.ndarray, states: np.ndarray, positions: np.ndarray,
-                       packed: _PackedBytes | None, found_tokens: list, found_ends: list) -> None:
-        """Walk ``tokens`` from ``states`` at ``positions`` with the compiled
-        loop (:mod:`tokendfa.lazy._cwalk`), appending the live ones and their
-        end states to ``found_*``. The walk goes in passes inside the C
-        call: every token as far as resolved cells go, without the GIL, then
-        the cells the stopped ones wait on resolved together
+    def _compiled_walk(self, plan: _WalkPlan | _ChainPlan, states: np.ndarray,
+                       found_tokens: list, found_ends: list) -> None:
+        """Walk the ``plan``'s tokens from ``states`` at its positions with
+        the compiled loop (:mod:`tokendfa.lazy._cwalk`), appending the live
+        ones and their end states to ``found_*``. The walk goes in passes
+        inside the C call: every token as far as resolved cells go, without
+        the GIL, then the cells the stopped ones wait on resolved together
         (``LazyByteDFA.step_held``, with the GIL; the automaton's lock held
         for the whole walk), and on (passes driven from numpy instead paid
-        ~40 us a pass). No loop
-        shortcut: a byte costs a few nanoseconds here (~15 ns a Qwen token
-        from a JSON string state), and asking a state for its loop set
-        resolves its whole ASCII row. With ``packed`` (the plan's bytes in
-        walking order) the walk reads memory in order."""
+        ~40 us a pass). No loop shortcut: a byte costs a few nanoseconds
+        here (~15 ns a Qwen token from a JSON string state), and asking a
+        state for its loop set resolves its whole ASCII row.
+
+        The walk reads the plan's remaining bytes packed in walking order
+        (:class:`_PackedBytes`), so that it reads memory in order: the
+        plan's first walk packs them as it goes (``walk_and_pack``) and
+        keeps them with the plan for the next."""
         tables = self._tables
+        tokens = plan.tokens
         ended_tokens = np.empty(len(tokens), dtype=np.int64)
         ended_states = np.empty(len(tokens), dtype=np.int64)
         states = np.ascontiguousarray(states, dtype=np.int64)
         dfa = self._dfa
+        packed = plan.packing.packed
         with dfa.resolving():  # once for the row, not once a cell (step_held)
             if packed is not None:
                 ended = _cwalk.walk_packed(dfa, packed.data, packed.offsets, states, ended_tokens, ended_states)
             else:
-                ended = _cwalk.walk(dfa, tables.spellings, tables.spelling_offsets,
-                                    np.ascontiguousarray(tokens, dtype=np.int64), states,
-                                    np.ascontiguousarray(positions, dtype=np.int64), ended_tokens, ended_states)
+                offsets = np.empty(len(tokens) + 1, dtype=np.int64)
+                ended, data = _cwalk.walk_and_pack(dfa, tables.spellings, tables.spelling_offsets,
+                                                   np.ascontiguousarray(tokens, dtype=np.int64), states,
+                                                   np.ascontiguousarray(plan.positions, dtype=np.int64),
+                                                   ended_tokens, ended_states, offsets)
+        if packed is None:
+            plan.packing.keep(data, offsets)
         if ended:
-            # walk_packed gives entries of the plan: their tokens
-            found_tokens.append(tokens[ended_tokens[:ended]] if packed is not None else ended_tokens[:ended])
+            # both walks give entries of the plan: their tokens
+            found_tokens.append(tokens[ended_tokens[:ended]])
             found_ends.append(ended_states[:ended].astype(STATE_DTYPE))
 
     def _walk_rest(self, tokens: np.ndarray, states: np.ndarray, positions: np.ndarray) -> np.ndarray:

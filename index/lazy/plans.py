@@ -6,9 +6,9 @@ byte each starts at and the state it starts in depend only on the row's
 live first bytes and its loop or chain, not on the state: a *plan*
 (:class:`_WalkPlan` for loop rows and rows with no loop, :class:`_ChainPlan`
 for chain rows inside a counted class) is made once per vocabulary and kept
-in a bounded cache (:class:`_PlanCache`). From its second walk on, a plan's
-remaining bytes are packed in walking order (:class:`_PackedBytes`), so the
-compiled walk reads memory in order.
+in a bounded cache (:class:`_PlanCache`). A plan's
+remaining bytes are packed in walking order (:class:`_PackedBytes`) by its
+first walk, so that the compiled walk reads memory in order.
 """
 
 from __future__ import annotations
@@ -88,36 +88,36 @@ class _PackedBytes:
     """The bytes a plan's tokens have left to walk, in the plan's order, one
     token after another: entry i is ``data[offsets[i]:offsets[i + 1]]``.
     Walking these reads memory in order, where walking by token id met a
-    cache miss or two a token (:func:`tokendfa.lazy._cwalk.walk_packed`)."""
+    cache miss or two a token (:func:`tokendfa.lazy._cwalk.walk_packed`):
+    with the caches flushed, ~150-200 us by id against ~40-50 packed for a
+    plan of ~4.5-6k Qwen tokens (Github_hard o668, Snowplow sp_0)."""
 
     data: np.ndarray     # uint8
     offsets: np.ndarray  # int64, one more than the plan's tokens
 
 
 class _Packing:
-    """A kept plan's :class:`_PackedBytes`, made at its second walk: packing
-    costs about one cold walk (~200 us a plan on o65424, whose 6k steps make
-    82 plans), which a plan walked once (most of a schema's) would never get
-    back. Two threads may both pack; either copy is right."""
+    """A plan's :class:`_PackedBytes`, made by its first walk
+    (``_cwalk.walk_and_pack`` copies each token's bytes as it reads them)
+    and read by every later one. Two threads may both pack; either copy is
+    right."""
 
-    __slots__ = ("walks", "packed")
+    __slots__ = ("packed",)
 
     def __init__(self) -> None:
-        self.walks = 0
         self.packed: _PackedBytes | None = None
 
-    def bytes_for(self, tables: _VocabularyTables, tokens: np.ndarray, positions: np.ndarray
-                  ) -> _PackedBytes | None:
-        """The plan's packed bytes from its second walk on, else None."""
-        if self.packed is None:
-            self.walks += 1
-            if self.walks >= 2:
-                self.packed = _packed(tables, tokens, positions)
-        return self.packed
+    def keep(self, data: bytes, offsets: np.ndarray) -> None:
+        """Keep the bytes a walk packed (``data``, entry i at
+        ``data[offsets[i]:offsets[i + 1]]``)."""
+        offsets.flags.writeable = False
+        self.packed = _PackedBytes(np.frombuffer(data, dtype=np.uint8), offsets)
 
 
 def _packed(tables: _VocabularyTables, tokens: np.ndarray, positions: np.ndarray) -> _PackedBytes:
-    """The :class:`_PackedBytes` of a plan's ``tokens`` from ``positions``."""
+    """The :class:`_PackedBytes` of a plan's ``tokens`` from ``positions``,
+    packed in a pass of their own: what a plan's first walk
+    (``_cwalk.walk_and_pack``) keeps."""
     offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
     np.cumsum(tables.lengths[tokens] - positions, out=offsets[1:])
     data = np.empty(int(offsets[-1]), dtype=np.uint8)
