@@ -730,21 +730,20 @@ _CHECKER = []
 
 
 def _format_checker():
-    """A FormatChecker that asserts the formats the compiler writes, with the same regexes."""
+    """A FormatChecker that asserts the formats the compiler writes: their regexes,
+    and where a narrowed one refuses, the full format or
+    :class:`~.formats.UndecidedFormat` (:func:`~.formats.check_format`)."""
     if _CHECKER:
         return _CHECKER[0]
     from jsonschema import FormatChecker
 
-    from .formats import FORMATS, format_regex
+    from .formats import FORMATS, check_format
 
     checker = FormatChecker(formats=())
     for name in FORMATS:
-        compiled = re.compile(format_regex(name))
 
-        def check(instance, compiled=compiled) -> bool:
-            if not isinstance(instance, str):
-                return True
-            return compiled.fullmatch(json.dumps(instance, ensure_ascii=False)) is not None
+        def check(instance, name=name) -> bool:
+            return not isinstance(instance, str) or check_format(name, instance)
 
         checker.checks(name)(check)
     _CHECKER.append(checker)

@@ -54,6 +54,7 @@ from ..analysis.utf8 import SURROGATES
 from . import numbers as nums
 from . import strings as strs
 from .arrays import array
+from .formats import UndecidedFormat
 from .ir import Choice, Constraint, Flat, Negated, Sub, enter, json_key, type_key
 from .keywords import absorb
 from .negation import negate
@@ -518,6 +519,9 @@ class Compiler:
             return validator.is_valid(value)
         except TimeLimitError:
             raise
+        except UndecidedFormat as exc:   # its own class: the enum path reports it as the format's
+            raise UndecidedFormat(f"cannot check enum/const value {value!r} at {sub.pointer or '/'}: "
+                                  f"{exc}") from None
         except Exception as exc:  # noqa: BLE001 - a validator crash is the schema's problem
             raise UnsupportedSchemaError(
                 f"cannot check enum/const value {value!r} at {sub.pointer or '/'}: {exc}") from None
