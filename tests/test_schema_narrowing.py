@@ -337,3 +337,21 @@ def test_one_of_a_leap_second_and_its_format_refuses_the_value_both_take():
     result = regex_from_schema({"oneOf": [{"const": "00:59:60+01:00"}, {"type": "string", "format": "time"}]})
     assert not re.fullmatch(result.regex, '"00:59:60+01:00"')
     assert re.fullmatch(result.regex, '"12:00:00Z"')
+
+
+PAIR = "\ud83d\ude00"   # a Python string only: JSON reads the two escapes as one character
+
+
+@pytest.mark.parametrize("schema, where", [
+    ({"const": PAIR}, "'const' at /"),
+    ({"properties": {"a": {"enum": ["x", PAIR]}}}, "'enum' at /properties/a"),
+    ({"properties": {"a": {"allOf": [{"const": {"k": [PAIR]}}]}}}, "'const' at /properties/a/allOf/0"),
+    ({"properties": {PAIR: {"type": "null"}}}, "'properties' at /"),
+    ({"properties": {"b": {"properties": {"x": {}}, "required": [PAIR]}}}, "'required' at /properties/b"),
+    ({"type": "object", "propertyNames": {"enum": [PAIR]}}, "'propertyNames' at /"),
+    ({"properties": {"a": {"$ref": "#/$defs/d"}}, "$defs": {"d": {"enum": [PAIR, 1]}}}, "'$ref' at /properties/a"),
+])
+def test_a_split_surrogate_pair_is_refused_naming_its_keyword_and_pointer(schema, where):
+    with pytest.raises(UnsupportedSchemaError, match=f"^unsupported keyword {re.escape(where)}: the string "
+                       r"'\\ud83d\\ude00' holds a surrogate pair as two characters"):
+        compile_schema(schema)

@@ -83,6 +83,15 @@ class PatternUnsupported(ValueError):
     """A pattern (or a pattern with lengths) with no exact regex here."""
 
 
+class SplitSurrogatePair(UnsupportedSchemaError):
+    """A literal string (``enum``, ``const``, a property name) holding a high and a
+    low surrogate as two characters; ``text`` is the string, ``located`` whether
+    the message names the keyword and pointer yet (the compiler adds them)."""
+
+    text: str = ""
+    located: bool = False
+
+
 # --- characters ---------------------------------------------------------------
 
 def _canonical_unit(cp: int) -> str:
@@ -169,10 +178,15 @@ def json_string_literal(value: str) -> Node:
     if _PLAIN.fullmatch(value):
         return Text('"' + value + '"')
     if _SPLIT_PAIR.search(value):
-        raise UnsupportedSchemaError(
-            f"the string {value[:60]!r} holds a surrogate pair as two characters, "
-            "which no JSON text spells (JSON reads the two escapes as one character)")
+        exc = SplitSurrogatePair(split_pair_message(value))
+        exc.text = value
+        raise exc
     return concat(_QUOTE, *[_canonical_unit_tree(ord(ch)) for ch in value], _QUOTE)
+
+
+def split_pair_message(value: str) -> str:
+    return (f"the string {value[:60]!r} holds a surrogate pair as two characters, "
+            "which no JSON text spells (JSON reads the two escapes as one character)")
 
 
 def json_text(value, **options) -> str:
