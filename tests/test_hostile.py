@@ -198,13 +198,17 @@ def test_a_stopped_construction_turns_the_collector_back_on():
     from conftest import toy_vocabulary
     from tokendfa import Index, TimeLimitError
 
+    def freed() -> None:
+        for thread in threading.enumerate():
+            if thread.name == "tokendfa-free":
+                thread.join(30)
+
+    freed()   # what the tests before stopped
     assert gc.isenabled()
     with pytest.raises(TimeLimitError):
         Index.from_regex("(a|b)*a(a|b){22}", toy_vocabulary(), time_limit=0.3, lazy=False,
                          max_states=2_000_000)
-    for thread in threading.enumerate():
-        if thread.name == "tokendfa-free":
-            thread.join(30)
+    freed()
     assert gc.isenabled()
 
 
