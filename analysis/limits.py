@@ -112,6 +112,7 @@ def call_within_deadline(function, *args):
     limits_now = _current.get()
     if limits_now.deadline is None:
         return function(*args)
+    limits_now.check()   # past it already: nothing to start
     import threading
 
     outcome: list = []

@@ -98,19 +98,29 @@ def normalize_and_parse(pattern: str, flags: int):
 _PARSE_IN_THREAD_FROM = 10_000
 
 
-def _parse_quietly(pattern: str, flags: int):
-    """``sre_parse.parse`` with the cyclic collector off: the parse makes a few small
-    objects a character and no reference cycle, and the collector's full passes,
-    each holding the interpreter lock, were half of a 600,000-character parse (5-11
-    passes of 40-130 ms) and what the deadline waited on when it fell inside one
-    (a time limit overshot by up to 241 ms)."""
+def _quietly(function, *args):
+    """``function(*args)`` with the cyclic collector off: Python's regex parser and
+    compiler make a few small objects a character and no reference cycle, and the
+    collector's full passes, each holding the interpreter lock, were half of a
+    600,000-character parse (5-11 passes of 40-130 ms) and what the deadline
+    waited on when it fell inside one (a time limit overshot by up to 241 ms)."""
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return sre_parse.parse(pattern, flags)
+        return function(*args)
     finally:
         if collecting:
             gc.enable()
+
+
+def compile_untrusted(pattern: str, flags: int = 0) -> "re.Pattern":
+    """``re.compile(pattern, flags)`` for a pattern from outside (a schema's, which
+    ``jsonschema`` then finds in ``re``'s cache), within the current deadline: a
+    long one compiles where the deadline can stop waiting, as :func:`parse_tree`
+    parses (Python's compile of 600,000 characters: 0.2-0.4 s past a limit)."""
+    if len(pattern) < _PARSE_IN_THREAD_FROM:
+        return re.compile(pattern, flags)
+    return limits.call_within_deadline(_quietly, re.compile, pattern, flags)
 
 
 def parse_tree(pattern: str, flags: int = 0):
@@ -128,10 +138,10 @@ def parse_tree(pattern: str, flags: int = 0):
         warnings.simplefilter("ignore")  # FutureWarnings about nested sets are not errors
         try:
             if len(pattern) < _PARSE_IN_THREAD_FROM:
-                return _parse_quietly(pattern, flags)
+                return _quietly(sre_parse.parse, pattern, flags)
             # a long pattern's parse (pure Python, ~3 us a character) cannot check the
             # deadline itself: it runs where the deadline can still be kept
-            return limits.call_within_deadline(_parse_quietly, pattern, flags)
+            return limits.call_within_deadline(_quietly, sre_parse.parse, pattern, flags)
         except re.error as exc:
             position = f" at position {exc.pos}" if exc.pos is not None else ""
             raise RegexError(f"invalid regex{position}: {exc.msg} in {_shown(pattern)}") from None

@@ -125,6 +125,9 @@ SLOW_INPUTS = [
     ("regex", "(x|" + "|".join(f"k{i}y?" for i in range(15_000)) + ")*"),
     ("regex", "a" * 600_000),                          # Python's parser alone: 1.3-1.8 s
     ("schema", '{"type": "string", "pattern": "^(a|b)*a(a|b){30}$"}'),   # schema + regex algebra
+    # the validator checks the enum's values against the pattern: Python's re compiled
+    # it on the caller's thread (~1.1 s, 0.6 s past the limit)
+    ("schema", json.dumps({"enum": ["x", "y"], "pattern": "a" * 1_500_000})),
     # the schema compiler's branch products: 24-26 s and > 60 s whole
     ("schema", _allof_of_anyofs(12)),
     ("schema", _nested_one_ofs(7)),
@@ -240,6 +243,25 @@ def test_python_s_parser_runs_with_the_collector_off():
     # at most the one pass each that the first allocation after the parse sets off
     # (with the collector on throughout: 29 passes here)
     assert gc.isenabled() and len(passes) <= 2, passes
+
+
+def test_the_validator_compiles_a_long_schema_pattern_within_the_deadline():
+    """jsonschema's own re.search compiled it where nothing could stop it."""
+    from jsonschema import Draft202012Validator
+
+    from tokendfa import TimeLimitError
+    from tokendfa.analysis import limits
+    from tokendfa.schema import api
+
+    validator = api._bounded_patterns(Draft202012Validator)
+    for schema, instance in [({"pattern": "b" * 20_000 + "x"}, "x"),
+                             ({"patternProperties": {"c" * 20_000 + "x": {}}}, {"x": 1}),
+                             ({"patternProperties": {"d" * 20_000 + "x": {}},
+                               "additionalProperties": False}, {"x": 1})]:
+        with limits.limits(time_limit=0.001), pytest.raises(TimeLimitError):
+            time.sleep(0.01)
+            validator(schema).is_valid(instance)
+    assert not validator({"pattern": "^a+$"}).is_valid("ab")
 
 
 def test_memory_budget_bounds_a_branch_product():

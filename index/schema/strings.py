@@ -46,7 +46,7 @@ import functools
 import re
 
 from ..analysis.errors import RegexError, UnsupportedSchemaError
-from ..analysis.regex_syntax import class_escapes, parse_tree, regex_char, set_ranges
+from ..analysis.regex_syntax import class_escapes, compile_untrusted, parse_tree, regex_char, set_ranges
 from ..analysis.regex_syntax import sre as _sre, sre_parse as _sre_parse
 from ..analysis.utf8 import MAX_CODEPOINT, SURROGATES, complement_ranges, merge_ranges
 from ..analysis.regex_tree import (Alt, Concat, Node, Repeat, Text, alt, chars, concat, parse_regex,
@@ -729,4 +729,4 @@ def pattern_matches(pattern: str, value: str) -> bool:
 def _pattern_compiled(pattern: str):
     """The ECMA ``pattern``'s translation, compiled by Python's ``re`` (None: it matches nothing)."""
     regex = _translate_pattern_text(pattern, 0, None)
-    return None if regex is None else re.compile(regex)
+    return None if regex is None else compile_untrusted(regex)
