@@ -460,6 +460,7 @@ def byte_tables_from_regex(pattern: "str | Node", *, max_nfa_states: int = DEFAU
     # of them in a reference cycle; the cyclic collector would rescan them all
     # again and again, which doubles the time on big patterns.
     collecting = gc.isenabled()
+    nfa = None   # a limit may stop the build before there is one
     gc.disable()
     try:
         shared = definitions

@@ -276,3 +276,15 @@ def test_memory_budget_bounds_a_branch_product():
             pytest.raises(BuildLimitError, match="branches of anyOf"):
         regex_from_schema(_allof_of_anyofs(24))
     assert time.perf_counter() - started < 5.0
+
+
+def test_a_limit_before_the_automaton_is_built_still_ends_in_its_error():
+    """A deadline past before the NFA exists (here, at once) frees nothing and
+    raises TimeLimitError (it raised UnboundLocalError on 'nfa')."""
+    from tokendfa import TimeLimitError
+    from tokendfa.analysis import limits
+    from tokendfa.analysis.regex_compiler import byte_tables_from_regex
+
+    with limits.limits(time_limit=0.001), pytest.raises(TimeLimitError):
+        time.sleep(0.01)
+        byte_tables_from_regex("ab|cd")
