@@ -112,6 +112,7 @@ def call_within_deadline(function, *args):
     limits_now = _current.get()
     if limits_now.deadline is None:
         return function(*args)
+    limits_now.check()   # past it already: nothing to start
     import threading
 
     outcome: list = []
@@ -124,10 +125,13 @@ def call_within_deadline(function, *args):
 
     worker = threading.Thread(target=run, daemon=True, name="tokendfa-deadline-call")
     worker.start()
-    worker.join(max(0.0, limits_now.deadline - time.monotonic()))
-    if not outcome:
-        limits_now.check()  # past the deadline: TimeLimitError
-        worker.join()       # a spurious early wake-up: wait for the result after all
+    while True:
+        worker.join(max(0.0, limits_now.deadline - time.monotonic()))
+        if outcome:
+            break
+        # past the deadline: TimeLimitError; a wake-up a hair early waits out the
+        # rest of the time, not the whole call (which may run for seconds more)
+        limits_now.check()
     succeeded, value = outcome[0]
     if succeeded:
         return value

@@ -320,6 +320,12 @@ class ThompsonNFA:
     def _ascii_chain(self, codes, source: int) -> int:
         """``codes`` (ASCII, so one byte each) one after the other after ``source``."""
         count = len(codes)
+        if count > _CHAIN_CHECK_EVERY:
+            # a chunk at a time, each reserved (and the deadline checked) on its own:
+            # 600,000 characters at once took 50-100 ms past a time limit
+            for start in range(0, count, _CHAIN_CHECK_EVERY):
+                source = self._ascii_chain(codes[start:start + _CHAIN_CHECK_EVERY], source)
+            return source
         self._reserve(count)
         eps, edges = self.eps, self.edges
         base = len(edges)
@@ -478,6 +484,7 @@ def byte_tables_from_regex(pattern: "str | Node", *, max_nfa_states: int = DEFAU
     # of them in a reference cycle; the cyclic collector would rescan them all
     # again and again, which doubles the time on big patterns.
     collecting = gc.isenabled()
+    nfa = None   # a limit may stop the build before there is one
     gc.disable()
     try:
         shared = definitions
@@ -506,13 +513,61 @@ def byte_tables_from_regex(pattern: "str | Node", *, max_nfa_states: int = DEFAU
             # its hundreds of thousands of frozensets and lists, all in the youngest
             # generation while the collector was off: the first collection after
             # gc.enable() walked them all (0.59 s at 400,000 subset states, the time
-            # limit overshot by that). Free them first (0.18 s), the collector still off.
+            # limit overshot by that). They are freed first, the collector still off,
+            # on a thread of their own that turns it back on: freeing them here was
+            # most of what a time limit overshot by (~100 ms at 1.5 s on (a|b)*a(a|b){22}).
+            _free_in_background(nfa, exc.__traceback__)
             nfa = node = shared = None
-            traceback.clear_frames(exc.__traceback__)
+            collecting = False
         raise
     finally:
         if collecting:
             gc.enable()
+
+
+_CHAIN_CHECK_EVERY = 1 << 15
+
+# the subset construction's own containers, by name (nothing it was given)
+_CONSTRUCTION_LOCALS = ("closures", "kernels", "ids", "steps", "segment_state", "segment_lo",
+                        "segment_hi", "segment_target", "by_range")
+_FREE_CHUNK = 4096
+
+
+def _free_in_background(nfa: "ThompsonNFA | None", frames) -> None:
+    """Free a stopped construction (``nfa``'s lists, the subset construction's
+    containers in the traceback ``frames``) on a daemon thread, then turn the
+    cyclic collector on (it is off until then).
+
+    The containers are emptied a chunk at a time: freeing one holding 400,000
+    frozensets is one call that holds the interpreter lock throughout (0.9 s
+    once, the caller's thread waiting on it), while between chunks the caller's
+    thread runs on."""
+    import threading
+
+    owned = [] if nfa is None else [nfa.eps, nfa.edges]
+    tb = frames
+    while tb is not None:
+        if tb.tb_frame.f_code is _determinise.__code__:
+            found = tb.tb_frame.f_locals
+            owned += [found[name] for name in _CONSTRUCTION_LOCALS if name in found]
+        tb = tb.tb_next
+
+    def free() -> None:
+        try:
+            for container in owned:
+                if isinstance(container, list):
+                    while container:
+                        del container[-_FREE_CHUNK:]
+                elif isinstance(container, dict):
+                    while container:
+                        for _ in range(min(_FREE_CHUNK, len(container))):
+                            container.popitem()
+            owned.clear()
+            traceback.clear_frames(frames)   # a frame still running is left alone
+        finally:
+            gc.enable()
+
+    threading.Thread(target=free, daemon=True, name="tokendfa-free").start()
 
 
 def pattern_tree(pattern: "str | Node", *, calls: bool = False) -> Node:

@@ -125,6 +125,9 @@ SLOW_INPUTS = [
     ("regex", "(x|" + "|".join(f"k{i}y?" for i in range(15_000)) + ")*"),
     ("regex", "a" * 600_000),                          # Python's parser alone: 1.3-1.8 s
     ("schema", '{"type": "string", "pattern": "^(a|b)*a(a|b){30}$"}'),   # schema + regex algebra
+    # the validator checks the enum's values against the pattern: Python's re compiled
+    # it on the caller's thread (~1.1 s, 0.6 s past the limit)
+    ("schema", json.dumps({"enum": ["x", "y"], "pattern": "a" * 1_500_000})),
     # the schema compiler's branch products: 24-26 s and > 60 s whole
     ("schema", _allof_of_anyofs(12)),
     ("schema", _nested_one_ofs(7)),
@@ -171,7 +174,9 @@ def test_time_limit_overshoot_does_not_grow_with_what_was_built():
     hundred thousand sets) before the cyclic collector runs again: the first
     collection after it walked them all (0.66 s over at a 1.5 s limit), so the
     overshoot grew with the limit (the corpus's exp-ab cases, at 4 s, ended
-    2-3 s late on a loaded machine). Now ~6% of the limit: freeing them."""
+    2-3 s late on a loaded machine). Freeing them on the caller's thread then
+    took ~6% of the limit (80-135 ms); they are freed on a thread of their own,
+    a chunk at a time (6-15 ms over)."""
     from conftest import toy_vocabulary
     from tokendfa import Index, TimeLimitError
 
@@ -187,6 +192,78 @@ def test_time_limit_overshoot_does_not_grow_with_what_was_built():
     assert overshoot < 0.5
 
 
+def test_a_stopped_construction_turns_the_collector_back_on():
+    """The construction runs with the cyclic collector off; when it is stopped,
+    the thread that frees it turns the collector on again once it is done."""
+    import gc
+    import threading
+
+    from conftest import toy_vocabulary
+    from tokendfa import Index, TimeLimitError
+
+    def freed() -> None:
+        for thread in threading.enumerate():
+            if thread.name == "tokendfa-free":
+                thread.join(30)
+
+    freed()   # what the tests before stopped
+    assert gc.isenabled()
+    with pytest.raises(TimeLimitError):
+        Index.from_regex("(a|b)*a(a|b){22}", toy_vocabulary(), time_limit=0.3, lazy=False,
+                         max_states=2_000_000)
+    freed()
+    assert gc.isenabled()
+
+
+def test_the_scan_of_a_long_pattern_checks_the_deadline():
+    """The scan for unsupported constructs after the parse (70-200 ms on 600,000 characters)."""
+    from tokendfa import TimeLimitError
+    from tokendfa.analysis import limits, regex_syntax
+
+    with limits.limits(time_limit=0.001), pytest.raises(TimeLimitError):
+        time.sleep(0.01)
+        regex_syntax._find_unsupported("a" * 100_000)
+
+
+def test_python_s_parser_runs_with_the_collector_off():
+    """Its full passes, each holding the interpreter lock, were half of a long
+    parse and what a deadline waited on (241 ms over once)."""
+    import gc
+
+    from tokendfa.analysis import regex_syntax
+
+    passes = []
+    callback = lambda phase, info: phase == "start" and passes.append(info["generation"])  # noqa: E731
+    gc.callbacks.append(callback)
+    try:
+        regex_syntax.parse_tree("(?:ab|c)" * 1_000)
+        regex_syntax.parse_tree("a" * 9_000)
+    finally:
+        gc.callbacks.remove(callback)
+    # at most the one pass each that the first allocation after the parse sets off
+    # (with the collector on throughout: 29 passes here)
+    assert gc.isenabled() and len(passes) <= 2, passes
+
+
+def test_the_validator_compiles_a_long_schema_pattern_within_the_deadline():
+    """jsonschema's own re.search compiled it where nothing could stop it."""
+    from jsonschema import Draft202012Validator
+
+    from tokendfa import TimeLimitError
+    from tokendfa.analysis import limits
+    from tokendfa.schema import api
+
+    validator = api._bounded_patterns(Draft202012Validator)
+    for schema, instance in [({"pattern": "b" * 20_000 + "x"}, "x"),
+                             ({"patternProperties": {"c" * 20_000 + "x": {}}}, {"x": 1}),
+                             ({"patternProperties": {"d" * 20_000 + "x": {}},
+                               "additionalProperties": False}, {"x": 1})]:
+        with limits.limits(time_limit=0.001), pytest.raises(TimeLimitError):
+            time.sleep(0.01)
+            validator(schema).is_valid(instance)
+    assert not validator({"pattern": "^a+$"}).is_valid("ab")
+
+
 def test_memory_budget_bounds_a_branch_product():
     """A product of choices keeps every branch it emits: the memory budget
     stops it by the count of branches, long before the time limit."""
@@ -199,3 +276,15 @@ def test_memory_budget_bounds_a_branch_product():
             pytest.raises(BuildLimitError, match="branches of anyOf"):
         regex_from_schema(_allof_of_anyofs(24))
     assert time.perf_counter() - started < 5.0
+
+
+def test_a_limit_before_the_automaton_is_built_still_ends_in_its_error():
+    """A deadline past before the NFA exists (here, at once) frees nothing and
+    raises TimeLimitError (it raised UnboundLocalError on 'nfa')."""
+    from tokendfa import TimeLimitError
+    from tokendfa.analysis import limits
+    from tokendfa.analysis.regex_compiler import byte_tables_from_regex
+
+    with limits.limits(time_limit=0.001), pytest.raises(TimeLimitError):
+        time.sleep(0.01)
+        byte_tables_from_regex("ab|cd")

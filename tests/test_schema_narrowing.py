@@ -278,3 +278,80 @@ def test_a_narrowed_format_is_listed_in_the_notes():
                             "or up to 8 labels of up to 30 (a longer valid one is refused)"]
     # what the note says is refused is valid to jsonschema's own checker
     assert not re.fullmatch(result.regex, '{"to":"\\"a b\\"@example.com"}')
+
+
+# a value a narrowed format's regex refuses is checked against the full format, or refused
+QUOTED = '"q"@example.com'     # a valid e-mail address (quoted local part) the regex refuses
+
+
+@pytest.mark.parametrize("schema", [{"enum": [QUOTED, "x@y.com"], "format": "email"},
+                                    {"const": QUOTED, "format": "email"},
+                                    {"enum": ["http://[::1]/", "http://a/"], "format": "uri"},
+                                    {"properties": {"to": {"enum": [QUOTED], "format": "email"}}}])
+def test_a_literal_a_narrowed_format_cannot_settle_is_refused_not_dropped(schema):
+    with pytest.raises(UnsupportedSchemaError, match=r"^unsupported keyword 'format' at /.*narrowed"):
+        regex_from_schema(schema)
+
+
+def test_lenient_mode_leaves_such_a_literal_out_and_says_so():
+    result = regex_from_schema({"enum": [QUOTED, "x@y.com"], "format": "email"}, lenient=True)
+    assert re.fullmatch(result.regex, '"x@y.com"') and not re.fullmatch(result.regex, json.dumps(QUOTED))
+    assert [n for n in result.notes if QUOTED in n and "left out" in n], result.notes
+
+
+@pytest.mark.parametrize("schema, kept, refused", [
+    # a leap second is valid at 23:59 UTC, whatever the offset; the regex takes only Z
+    ({"enum": ["00:59:60+01:00", "23:59:60+01:00", "23:59:60Z"], "format": "time"},
+     ["00:59:60+01:00", "23:59:60Z"], ["23:59:60+01:00"]),
+    ({"enum": ["2016-12-31T18:59:60-05:00", "2016-12-31T23:59:60-05:00"], "format": "date-time"},
+     ["2016-12-31T18:59:60-05:00"], ["2016-12-31T23:59:60-05:00"]),
+    # a label of 63 characters and 5 labels of 40: valid host names beyond both families
+    ({"enum": ["a" * 63 + ".com", ".".join(["b" * 40] * 5), "a" * 64, "-a.com"], "format": "hostname"},
+     ["a" * 63 + ".com", ".".join(["b" * 40] * 5)], ["a" * 64, "-a.com"]),
+    ({"enum": ["x@" + "a" * 63 + ".com", "x@a..com", "x y@a.com"], "format": "email"},
+     ["x@" + "a" * 63 + ".com"], ["x@a..com", "x y@a.com"]),
+])
+def test_a_literal_the_full_format_settles_compiles_exactly(schema, kept, refused):
+    result = regex_from_schema(schema)
+    for value in kept:
+        assert re.fullmatch(result.regex, json.dumps(value)), value
+    for value in refused:
+        assert not re.fullmatch(result.regex, json.dumps(value)), value
+    assert not [n for n in result.notes if "left out" in n]
+
+
+@pytest.mark.parametrize("name, valid", [("time", "00:59:60+01:00"), ("date-time", "2016-12-31T18:59:60-05:00"),
+                                         ("uri", "http://[::1]/"), ("hostname", "a" * 63)])
+def test_the_negation_of_a_narrowed_format_is_refused_or_widened(name, valid):
+    # its regex's complement holds valid values, which `not` must refuse
+    schema = {"type": "string", "not": {"format": name}}
+    with pytest.raises(UnsupportedSchemaError, match=f"^unsupported keyword 'not' at /not: negation of format '{name}'"):
+        regex_from_schema(schema)
+    result = regex_from_schema(schema, lenient=True)
+    assert result.widenings and re.fullmatch(result.regex, json.dumps(valid))
+
+
+def test_one_of_a_leap_second_and_its_format_refuses_the_value_both_take():
+    # both branches take "00:59:60+01:00", so oneOf refuses it (the narrowed
+    # checker read the first as no time, proved the branches apart and took it)
+    result = regex_from_schema({"oneOf": [{"const": "00:59:60+01:00"}, {"type": "string", "format": "time"}]})
+    assert not re.fullmatch(result.regex, '"00:59:60+01:00"')
+    assert re.fullmatch(result.regex, '"12:00:00Z"')
+
+
+PAIR = "\ud83d\ude00"   # a Python string only: JSON reads the two escapes as one character
+
+
+@pytest.mark.parametrize("schema, where", [
+    ({"const": PAIR}, "'const' at /"),
+    ({"properties": {"a": {"enum": ["x", PAIR]}}}, "'enum' at /properties/a"),
+    ({"properties": {"a": {"allOf": [{"const": {"k": [PAIR]}}]}}}, "'const' at /properties/a/allOf/0"),
+    ({"properties": {PAIR: {"type": "null"}}}, "'properties' at /"),
+    ({"properties": {"b": {"properties": {"x": {}}, "required": [PAIR]}}}, "'required' at /properties/b"),
+    ({"type": "object", "propertyNames": {"enum": [PAIR]}}, "'propertyNames' at /"),
+    ({"properties": {"a": {"$ref": "#/$defs/d"}}, "$defs": {"d": {"enum": [PAIR, 1]}}}, "'$ref' at /properties/a"),
+])
+def test_a_split_surrogate_pair_is_refused_naming_its_keyword_and_pointer(schema, where):
+    with pytest.raises(UnsupportedSchemaError, match=f"^unsupported keyword {re.escape(where)}: the string "
+                       r"'\\ud83d\\ude00' holds a surrogate pair as two characters"):
+        compile_schema(schema)

@@ -61,7 +61,8 @@ from ..analysis.utf8 import SURROGATES
 from . import numbers as nums
 from . import strings as strs
 from .arrays import array
-from .ir import Choice, Constraint, Flat, Negated, Sub, enter, json_key, type_key
+from .formats import UndecidedFormat
+from .ir import Choice, Constraint, Flat, Negated, Sub, enter, json_key, locate_literal, type_key
 from .keywords import absorb
 from .negation import negate
 from .objects import declared, member_subs, object_
@@ -493,7 +494,21 @@ class Compiler:
         pointer = subs[0].pointer if subs else ""
         if flat.trivial():
             return self.any_value(depth)
-        return self._check_size(self._split(flat, depth, 0), pointer)
+        try:
+            return self._check_size(self._split(flat, depth, 0), pointer)
+        except strs.SplitSurrogatePair as exc:
+            # written where the literal is: the innermost value that holds it names it
+            if exc.located:
+                raise
+            where = next(filter(None, (locate_literal(sub, exc.text) for sub in subs)), None)
+            if where is None:   # not in these subschemas' JSON: brought by a $ref
+                where = ("$ref" if any(isinstance(s.schema, dict) and "$ref" in s.schema for s in subs)
+                         else "enum", pointer or "/")
+            keyword, at = where
+            located = strs.SplitSurrogatePair(f"unsupported keyword '{keyword}' at {at}: "
+                                              f"{strs.split_pair_message(exc.text)}")
+            located.text, located.located = exc.text, True
+            raise located from None
 
     def _split(self, flat: Flat, depth: int, fanout: int) -> Node | None:
         """Split the choices of ``flat`` one after the other, then emit each branch."""
@@ -598,6 +613,9 @@ class Compiler:
             return validator.is_valid(value)
         except TimeLimitError:
             raise
+        except UndecidedFormat as exc:   # its own class: the enum path reports it as the format's
+            raise UndecidedFormat(f"cannot check enum/const value {value!r} at {sub.pointer or '/'}: "
+                                  f"{exc}") from None
         except Exception as exc:  # noqa: BLE001 - a validator crash is the schema's problem
             raise UnsupportedSchemaError(
                 f"cannot check enum/const value {value!r} at {sub.pointer or '/'}: {exc}") from None

@@ -12,6 +12,14 @@ hosts, leap seconds only at ``23:59:60`` UTC, host names within two sound
 families of label counts and lengths (see ``_HOSTNAME``); :data:`NARROWED`
 says what each leaves out, and the compiler lists it in its notes.
 
+A value is checked (an ``enum``/``const`` member, a branch of a ``oneOf``)
+with :func:`check_format`, which answers for the full format where a plain
+test can (a leap second in any offset, a host name of any valid shape) and
+raises :class:`UndecidedFormat` where it cannot (a quoted e-mail local part,
+an address literal, an IP-literal URI host): the validator's answer must not
+be the narrowed regex's, or a refused member would vanish without a word and
+a negated format would let valid values through.
+
 :func:`format_regex` is what the string emitter and the negation of a
 ``format`` read; the ``jsonschema`` format checker of
 :mod:`tokendfa.schema.api` asserts these same regexes, so that an ``enum``
@@ -21,12 +29,16 @@ value is checked the way the regex would check it.
 from __future__ import annotations
 
 import functools
+import json
+import re
 
+from ..analysis.errors import UnsupportedSchemaError
 from ..analysis.utf8 import complement_ranges, merge_ranges
 from ..analysis.regex_tree import Node, parse_regex
 from .strings import char_set_regex
 
-__all__ = ["FORMATS", "FORMAT_WIDTHS", "NARROWED", "format_regex", "format_tree"]
+__all__ = ["FORMATS", "FORMAT_WIDTHS", "NARROWED", "UndecidedFormat", "check_format", "format_regex",
+           "format_tree"]
 
 _HEX = "[0-9a-fA-F]"
 _YEAR = "[0-9]{4}"
@@ -140,3 +152,67 @@ def format_tree(name: str) -> Node | None:
     """:func:`format_regex` as a tree, read once per process (None: not a known format)."""
     regex = format_regex(name)
     return None if regex is None else parse_regex(regex, anchors=False)
+
+
+class UndecidedFormat(UnsupportedSchemaError):
+    """A narrowed format met a value its regex refuses and a plain test cannot settle."""
+
+
+def check_format(name: str, value: str) -> bool:
+    """Whether ``value`` (the string, not its JSON text) is a valid ``name``.
+
+    The format's regex answers, except where it refuses a value that the
+    narrowing may have left out: then the full format answers (leap seconds,
+    host names), or :class:`UndecidedFormat` is raised (quoted e-mail local
+    parts, address literals, IP-literal hosts)."""
+    if _checkers()[name].fullmatch(_json_text(value)) is not None:
+        return True
+    if name not in NARROWED:
+        return False
+    if name == "time":
+        return _leap_second(value)
+    if name == "date-time":
+        return (len(value) > 11 and value[10] in "tT" and _checkers()["date"].fullmatch(f'"{value[:10]}"')
+                is not None and _leap_second(value[11:]))
+    if name == "hostname":
+        return _hostname(value)
+    if name == "email" and '"' not in value and "[" not in value:
+        # no quoted local part, no address literal: a dot-atom local part (no '@'
+        # in it) and a host name
+        local, _, host = value.rpartition("@")
+        return _DOT_ATOM.fullmatch(local) is not None and _hostname(host)
+    if name != "email" and "[" not in value:   # every IP-literal URI host is written in [ ]
+        return False
+    raise UndecidedFormat(f"format {name!r}, which is narrowed ({NARROWED[name]}), cannot tell "
+                          "whether the value is valid")
+
+
+@functools.lru_cache(maxsize=None)
+def _checkers() -> dict:
+    return {name: re.compile(format_regex(name)) for name in FORMATS}
+
+
+def _json_text(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+_LEAP = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9]):60(?:\.[0-9]+)?(?:[zZ]|([+-])([01][0-9]|2[0-3]):([0-5][0-9]))")
+_LABEL = re.compile("[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+_DOT_ATOM = re.compile(rf"{_ATEXT}+(?:\.{_ATEXT}+)*")
+
+
+def _leap_second(text: str) -> bool:
+    """Whether ``text`` is a time whose second is 60 at 23:59 UTC (RFC 3339)."""
+    m = _LEAP.fullmatch(text)
+    if m is None:
+        return False
+    minutes = int(m.group(1)) * 60 + int(m.group(2))
+    if m.group(3):
+        offset = int(m.group(4)) * 60 + int(m.group(5))
+        minutes -= offset if m.group(3) == "+" else -offset
+    return minutes % (24 * 60) == 23 * 60 + 59
+
+
+def _hostname(text: str) -> bool:
+    """RFC 1123: labels of 1-63 letters, digits and inner hyphens, 253 characters in all."""
+    return 0 < len(text) <= 253 and all(_LABEL.fullmatch(label) for label in text.split("."))

@@ -75,6 +75,43 @@ class Sub:
         return Sub(constraint, self.resolver, self.pointer, self.refs, True)
 
 
+# where a string is written as JSON text: a literal, a property name
+_LITERAL_KEYWORDS = ("const", "enum", "required", "properties", "dependentRequired",
+                     "dependentSchemas", "dependencies", "propertyNames")
+
+
+def locate_literal(sub: Sub, text: str) -> tuple[str, str] | None:
+    """The keyword and JSON pointer under ``sub`` that write ``text`` as a literal or a
+    property name (as a value inside ``const``/``enum``/``required``, or as a key of
+    ``properties`` and the like), found depth first in the JSON; None where it is not
+    there (it came through a ``$ref``)."""
+    stack = [(sub.schema, sub.pointer)]
+    while stack:
+        schema, pointer = stack.pop()
+        if isinstance(schema, list):
+            stack.extend((item, f"{pointer}/{i}") for i, item in reversed(list(enumerate(schema))))
+            continue
+        if not isinstance(schema, dict):
+            continue
+        for keyword in _LITERAL_KEYWORDS:
+            if keyword in schema and _holds_text(schema[keyword], text, keyword != "propertyNames"):
+                return keyword, pointer or "/"
+        stack.extend((value, pointer + json_pointer([key])) for key, value in reversed(schema.items())
+                     if key not in ("const", "enum"))
+    return None
+
+
+def _holds_text(value, text: str, keys: bool) -> bool:
+    """Whether ``text`` is ``value``, an item in it or (``keys``) one of its keys, at any depth."""
+    if value == text:
+        return True
+    if isinstance(value, list):
+        return any(_holds_text(v, text, True) for v in value)
+    if isinstance(value, dict):
+        return (keys and text in value) or any(_holds_text(v, text, True) for v in value.values())
+    return False
+
+
 def json_pointer(path) -> str:
     """The JSON pointer of a path of keys and indexes (``~`` written ``~0``, ``/`` ``~1``)."""
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from ..analysis import algebra, limits
 from . import strings as strs
-from .formats import FORMATS, format_regex
+from .formats import FORMATS, NARROWED, format_regex
 from .ir import (ALL_TYPES, ArrPart, Conjunction, Contains, Elements, Flat, ItemCount, Literals,
                  Members, MultipleOf, Negated, NotMultipleOf, NotValues, NumberBound, ObjPart,
                  PropertyCount, Required, SomeMember, StringIn, StringLength, Sub, Types)
@@ -89,7 +89,12 @@ def negate(c: "Compiler", sub: Sub) -> tuple:
         add(Types(_STRING), StringLength(maximum=flat.min_length - 1))
     if flat.max_length is not None:
         add(Types(_STRING), StringLength(minimum=flat.max_length + 1))
-    if flat.patterns or flat.formats:
+    narrowed = next((name for name, _ in flat.formats if name in NARROWED), None)
+    if narrowed is not None:
+        # the complement of a narrowed format's regex holds valid values (a leap
+        # second at another offset, an IP-literal host), which the negation refuses
+        widened(f"format {narrowed!r}, which is narrowed ({NARROWED[narrowed]})", _STRING)
+    elif flat.patterns or flat.formats:
         # a string that fails one pattern or known format (canonical spelling, as under pattern)
         try:
             for pattern, _ in flat.patterns:

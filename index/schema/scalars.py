@@ -30,7 +30,7 @@ from ..analysis import algebra, limits
 from ..analysis.errors import UnsupportedSchemaError
 from . import numbers as nums
 from . import strings as strs
-from .formats import FORMAT_WIDTHS, FORMATS, NARROWED, format_tree
+from .formats import FORMAT_WIDTHS, FORMATS, NARROWED, UndecidedFormat, format_tree
 from .ir import Flat, json_key, type_key, type_of
 from .numbers import to_decimal
 from ..analysis.regex_tree import char, concat, optional, repeat
@@ -98,7 +98,7 @@ def admitted_values(c: "Compiler", flat: Flat, candidates, unique: bool = False)
             # (the last, from the C loop of dict/zip) stands for its type; the
             # loop below took ~40 ms over a 60,000-value enum
             passing = {kind for kind, value in dict(zip(map(type, candidates), candidates)).items()
-                       if type_of(value) in flat.types and c.admitted(flat, value)}
+                       if type_of(value) in flat.types and _admitted(c, flat, value)}
             if passing == kinds:
                 return list(candidates)
             return [value for value in candidates if type(value) in passing]
@@ -108,7 +108,7 @@ def admitted_values(c: "Compiler", flat: Flat, candidates, unique: bool = False)
             kind = type_key(value)
             verdict = verdicts.get(kind)
             if verdict is None:
-                verdict = verdicts[kind] = type_of(value) in flat.types and c.admitted(flat, value)
+                verdict = verdicts[kind] = type_of(value) in flat.types and _admitted(c, flat, value)
             if verdict:
                 values.append(value)
         return values
@@ -123,17 +123,31 @@ def admitted_values(c: "Compiler", flat: Flat, candidates, unique: bool = False)
         if type_of(value) not in flat.types:
             continue
         if by_type is None:
-            if not c.admitted(flat, value):
+            if not _admitted(c, flat, value):
                 continue
         else:
             kind = type_key(value)
             verdict = by_type.get(kind)
             if verdict is None:
-                verdict = by_type[kind] = c.admitted(flat, value)
+                verdict = by_type[kind] = _admitted(c, flat, value)
             if not verdict:
                 continue
         values.append(value)
     return values
+
+
+def _admitted(c: "Compiler", flat: Flat, value) -> bool:
+    """:meth:`Compiler.admitted`, where a narrowed format that cannot tell whether
+    the value is valid refuses the schema, or in lenient mode leaves the value out
+    with a note (the format's narrowing reaching an ``enum``/``const``)."""
+    try:
+        return c.admitted(flat, value)
+    except UndecidedFormat as exc:
+        where = flat.formats[0][1] if flat.formats else flat.sources[0].pointer if flat.sources else ""
+        if not c.lenient:
+            c.unsupported("format", where, str(exc))
+        c.note(f"{exc}: left out")
+        return False
 
 
 def literal(c: "Compiler", value, depth: int) -> Node:

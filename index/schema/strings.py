@@ -46,7 +46,7 @@ import functools
 import re
 
 from ..analysis.errors import RegexError, UnsupportedSchemaError
-from ..analysis.regex_syntax import class_escapes, parse_tree, regex_char, set_ranges
+from ..analysis.regex_syntax import class_escapes, compile_untrusted, parse_tree, regex_char, set_ranges
 from ..analysis.regex_syntax import sre as _sre, sre_parse as _sre_parse
 from ..analysis.utf8 import MAX_CODEPOINT, SURROGATES, complement_ranges, merge_ranges
 from ..analysis.regex_tree import (EMPTY, Alt, Concat, Node, Repeat, Text, alt, chars, concat,
@@ -81,6 +81,15 @@ _SHORT_TEXT = {0x22: '\\"', 0x5C: "\\\\", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n",
 
 class PatternUnsupported(ValueError):
     """A pattern (or a pattern with lengths) with no exact regex here."""
+
+
+class SplitSurrogatePair(UnsupportedSchemaError):
+    """A literal string (``enum``, ``const``, a property name) holding a high and a
+    low surrogate as two characters; ``text`` is the string, ``located`` whether
+    the message names the keyword and pointer yet (the compiler adds them)."""
+
+    text: str = ""
+    located: bool = False
 
 
 # --- characters ---------------------------------------------------------------
@@ -169,10 +178,15 @@ def json_string_literal(value: str) -> Node:
     if _PLAIN.fullmatch(value):
         return Text('"' + value + '"')
     if _SPLIT_PAIR.search(value):
-        raise UnsupportedSchemaError(
-            f"the string {value[:60]!r} holds a surrogate pair as two characters, "
-            "which no JSON text spells (JSON reads the two escapes as one character)")
+        exc = SplitSurrogatePair(split_pair_message(value))
+        exc.text = value
+        raise exc
     return concat(_QUOTE, *[_canonical_unit_tree(ord(ch)) for ch in value], _QUOTE)
+
+
+def split_pair_message(value: str) -> str:
+    return (f"the string {value[:60]!r} holds a surrogate pair as two characters, "
+            "which no JSON text spells (JSON reads the two escapes as one character)")
 
 
 def json_text(value, **options) -> str:
@@ -763,4 +777,4 @@ def pattern_matches(pattern: str, value: str) -> bool:
 def _pattern_compiled(pattern: str):
     """The ECMA ``pattern``'s translation, compiled by Python's ``re`` (None: it matches nothing)."""
     regex = _translate_pattern_text(pattern, 0, None)
-    return None if regex is None else re.compile(regex)
+    return None if regex is None else compile_untrusted(regex)

@@ -172,6 +172,18 @@ CASES += [
         either=("UnsupportedSchemaError",), vocab="qwen2.5"),
     Case("schema-pattern-count-from-none", "schema", lambda: json.dumps(
         {"type": "string", "pattern": "^a{,3}$"}), either=("UnsupportedSchemaError",), vocab="qwen2.5"),
+    # a narrowed format's regex refuses a valid member (a quoted local part), and the
+    # complement of a narrowed format holds valid values: refused, not dropped or widened
+    Case("schema-enum-narrowed-format", "schema", lambda: json.dumps(
+        {"enum": ['"q"@example.com', "x@y.com"], "format": "email"}),
+        either=("UnsupportedSchemaError",), vocab="qwen2.5"),
+    Case("schema-not-narrowed-format", "schema", lambda: json.dumps(
+        {"type": "string", "not": {"format": "time"}}), either=("UnsupportedSchemaError",), vocab="qwen2.5"),
+    # the validator checks the enum against a 1.5 MB pattern: Python's re compiled it
+    # where the time limit could not stop it
+    Case("schema-enum-long-pattern", "schema", lambda: json.dumps(
+        {"enum": ["x", "y"], "pattern": "a" * 1_500_000}),
+        either=("EmptyLanguageError",) + LIMITED, vocab="qwen2.5"),
 ]
 
 
