@@ -15,6 +15,17 @@ the objects the collector tracks after the walk that it did not before.
     python benchmarks/lazy_gc_steps.py                      # 4 per source, llguidance's setup too (~2 min)
     python benchmarks/lazy_gc_steps.py --sources Kubernetes --names kb_376,kb_188
 
+What starts a full pass (CPython 3.11): ten collections of the middle
+generation since the last full one, each after ten of the youngest, each
+after 700 more container objects made than freed -- objects taken off the
+collector's lists count too, since the count is kept at allocation -- and
+then only if the objects moved to the oldest generation since the last full
+pass are a quarter of those it kept. MaskBench's parent has run seven full
+passes and moved enough since, so a child's first pass is due as soon as it
+has made ~35,000 containers more than it freed: the lazy automaton's own
+(kernels, closures, cuts, step keys, NFA rows; ~16 a DFA state) are most of
+them on the schemas where it lands in a step.
+
 A development aid like ``lazy_slow_steps.py``, not the benchmark of record.
 """
 
