@@ -245,3 +245,47 @@ def test_definitions_of_trees_are_built_once_per_process(monkeypatch):
     assert shared  # the free value's levels
     assert len(built) < first_builds
     assert not {tree for tree in built} & {first.tree_definitions[k] for k in shared}
+
+
+def test_nodes_are_off_the_collectors_lists():
+    """With the compiled core, a node, its intern key and its tuple of
+    children are untracked by the cyclic collector when made (a schema's
+    trees were most of the objects a lazy index kept alive, and each full
+    collection walked them); a node calling a key the collector follows (an
+    arbitrary object), and what holds it, stay tracked, and so does a
+    literal set (its automaton is set later)."""
+    import gc
+
+    if regex_tree._untrack is None:
+        pytest.skip("the compiled core is off (TOKENDFA_NATIVE=0) or not built")
+
+    class Key:  # a key that could refer back to the node calling it
+        pass
+
+    def nodes(node):
+        yield node
+        for child in getattr(node, "items", ()):
+            yield from nodes(child)
+        if isinstance(node, Repeat):
+            yield from nodes(node.body)
+
+    collecting = gc.isenabled()
+    gc.disable()  # a collection untracks tuples of untracked objects itself
+    try:
+        fresh = "untracked-node-test"
+        plain = alt([concat(Text(fresh), Call("\ue123"), Repeat(Chars(((0x30, 0x39), (0x41, 0x46))), 1, None)),
+                     concat(Text(fresh + "!"), Call(("ref", fresh)))])
+        made = list(nodes(plain))
+        plain_tracked = [gc.is_tracked(node) for node in made]
+        fields_tracked = [gc.is_tracked(node.items) for node in made if isinstance(node, (Alt, regex_tree.Concat))]
+        odd = concat(Text(fresh + "?"), Call(Key()))
+        odd_tracked = [gc.is_tracked(odd), gc.is_tracked(odd.items[1])]
+        literals = regex_tree.LiteralSet((fresh + "a", fresh + "b"))
+        literals_tracked = gc.is_tracked(literals)
+    finally:
+        if collecting:
+            gc.enable()
+    assert len(made) == 9
+    assert not any(plain_tracked) and not any(fields_tracked)
+    assert odd_tracked == [True, True]
+    assert literals_tracked
