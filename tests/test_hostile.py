@@ -215,6 +215,30 @@ def test_a_stopped_construction_turns_the_collector_back_on():
     assert gc.isenabled()
 
 
+def test_a_stopped_schema_compilation_leaves_nothing_for_the_collector():
+    """A stopped schema compilation made its trees with the collector off; the
+    ~100,000 nodes it left in the table of interned nodes were all young, and
+    the first collection after it walked them (~300 ms past the deadline). They
+    are taken out and freed on the thread that turns the collector back on."""
+    import gc
+    import threading
+
+    from tokendfa import TimeLimitError
+    from tokendfa.analysis import limits
+    from tokendfa.analysis.regex_tree import intern_mark
+    from tokendfa.schema.api import regex_from_schema
+
+    before = intern_mark()
+    with limits.limits(time_limit=0.5), pytest.raises(TimeLimitError):
+        regex_from_schema(_allof_of_anyofs(12))
+    for thread in threading.enumerate():
+        if thread.name == "tokendfa-free":
+            thread.join(30)
+    assert gc.isenabled()
+    after = intern_mark()
+    assert after.purges == before.purges and after.size <= before.size, (before, after)
+
+
 def test_the_scan_of_a_long_pattern_checks_the_deadline():
     """The scan for unsupported constructs after the parse (70-200 ms on 600,000 characters)."""
     from tokendfa import TimeLimitError
