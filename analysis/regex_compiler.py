@@ -548,7 +548,7 @@ def _free_in_background(nfa: "ThompsonNFA | None", frames) -> None:
 
 def free_in_background(owned: list, frames=None) -> None:
     """Empty the lists and dicts in ``owned``, then clear the traceback
-    ``frames``, on a daemon thread (``tokendfa-free``) that turns the cyclic
+    ``frames`` (one, or a list), on a daemon thread (``tokendfa-free``) that turns the cyclic
     collector on when done: the caller turned it off for the stopped work
     and leaves it off, so that what that work made, all of it young, is freed
     before any collection walks it.
@@ -570,8 +570,9 @@ def free_in_background(owned: list, frames=None) -> None:
                         for _ in range(min(_FREE_CHUNK, len(container))):
                             container.popitem()
             owned.clear()
-            if frames is not None:
-                traceback.clear_frames(frames)   # a frame still running is left alone
+            for tb in frames if isinstance(frames, list) else [frames]:
+                if tb is not None:
+                    traceback.clear_frames(tb)   # a frame still running is left alone
         finally:
             gc.enable()
 

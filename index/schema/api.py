@@ -292,16 +292,17 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
             # the first pass after gc.enable() walked all that was still alive (~300 ms
             # past a 4 s limit on the corpus's allOf of 12 anyOfs): the trees its frames
             # (and those of the errors it was handling) hold, and its nodes in the
-            # process-wide table of interned nodes (~100,000 there). The frames are
-            # cleared and the nodes taken out of the table here; they are freed on a
-            # thread of their own, a chunk at a time, which turns the collector back on.
+            # process-wide table of interned nodes (~100,000 there). The nodes are taken
+            # out of the table here; they and the frames are freed on a thread of their
+            # own (the nodes a chunk at a time), which turns the collector back on.
             seen: set = set()
+            tracebacks = []
             error: BaseException | None = exc
             while error is not None and id(error) not in seen:
                 seen.add(id(error))
-                traceback.clear_frames(error.__traceback__)
+                tracebacks.append(error.__traceback__)
                 error = error.__cause__ or error.__context__
-            free_in_background([release_interned_since(mark)])
+            free_in_background([release_interned_since(mark)], tracebacks)
             collecting = False
         raise
     finally:
