@@ -75,7 +75,7 @@ from .regex_tree import (Alt, Call, Chars, Concat, LiteralSet, Node, Repeat, Tex
                          parse_regex, to_regex)
 from .utf8 import SURROGATES, CodepointRange, utf8_range_sequences
 
-__all__ = ["byte_tables_from_regex", "pattern_tree", "ThompsonNFA", "SharedDefinitions", "cut_ranges",
+__all__ = ["byte_tables_from_regex", "free_in_background", "pattern_tree", "ThompsonNFA", "SharedDefinitions", "cut_ranges",
            "DEFAULT_MAX_NFA_STATES", "NFA_STATE_BYTES"]
 
 DEFAULT_MAX_NFA_STATES = 2_000_000
@@ -535,15 +535,7 @@ _FREE_CHUNK = 4096
 
 def _free_in_background(nfa: "ThompsonNFA | None", frames) -> None:
     """Free a stopped construction (``nfa``'s lists, the subset construction's
-    containers in the traceback ``frames``) on a daemon thread, then turn the
-    cyclic collector on (it is off until then).
-
-    The containers are emptied a chunk at a time: freeing one holding 400,000
-    frozensets is one call that holds the interpreter lock throughout (0.9 s
-    once, the caller's thread waiting on it), while between chunks the caller's
-    thread runs on."""
-    import threading
-
+    containers in the traceback ``frames``) with :func:`free_in_background`."""
     owned = [] if nfa is None else [nfa.eps, nfa.edges]
     tb = frames
     while tb is not None:
@@ -551,6 +543,21 @@ def _free_in_background(nfa: "ThompsonNFA | None", frames) -> None:
             found = tb.tb_frame.f_locals
             owned += [found[name] for name in _CONSTRUCTION_LOCALS if name in found]
         tb = tb.tb_next
+    free_in_background(owned, frames)
+
+
+def free_in_background(owned: list, frames=None) -> None:
+    """Empty the lists and dicts in ``owned``, then clear the traceback
+    ``frames`` (one, or a list), on a daemon thread (``tokendfa-free``) that turns the cyclic
+    collector on when done: the caller turned it off for the stopped work
+    and leaves it off, so that what that work made, all of it young, is freed
+    before any collection walks it.
+
+    The containers are emptied a chunk at a time: freeing one holding 400,000
+    frozensets is one call that holds the interpreter lock throughout (0.9 s
+    once, the caller's thread waiting on it), while between chunks the caller's
+    thread runs on."""
+    import threading
 
     def free() -> None:
         try:
@@ -563,7 +570,9 @@ def _free_in_background(nfa: "ThompsonNFA | None", frames) -> None:
                         for _ in range(min(_FREE_CHUNK, len(container))):
                             container.popitem()
             owned.clear()
-            traceback.clear_frames(frames)   # a frame still running is left alone
+            for tb in frames if isinstance(frames, list) else [frames]:
+                if tb is not None:
+                    traceback.clear_frames(tb)   # a frame still running is left alone
         finally:
             gc.enable()
 

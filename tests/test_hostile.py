@@ -215,6 +215,53 @@ def test_a_stopped_construction_turns_the_collector_back_on():
     assert gc.isenabled()
 
 
+def test_a_stopped_schema_compilation_leaves_nothing_for_the_collector():
+    """A stopped schema compilation made its trees with the collector off; the
+    ~100,000 nodes it left in the table of interned nodes were all young, and
+    the first collection after it walked them (~300 ms past the deadline). They
+    are taken out and freed on the thread that turns the collector back on."""
+    import gc
+    import threading
+
+    from tokendfa import TimeLimitError
+    from tokendfa.analysis import limits
+    from tokendfa.analysis.regex_tree import intern_mark
+    from tokendfa.schema.api import regex_from_schema
+
+    before = intern_mark()
+    with limits.limits(time_limit=0.5), pytest.raises(TimeLimitError):
+        regex_from_schema(_allof_of_anyofs(12))
+    for thread in threading.enumerate():
+        if thread.name == "tokendfa-free":
+            thread.join(30)
+    assert gc.isenabled()
+    after = intern_mark()
+    assert after.purges == before.purges and after.size <= before.size, (before, after)
+
+
+def test_a_vocabulary_s_tables_are_not_counted_against_the_time_limit():
+    """The tables a build is the first to need are the process's (made once,
+    for every later build, as Vocabulary.prepare() makes them at a server's
+    start-up): the deadline moves later by the time they took, once however
+    they nest (sorted_spellings 60-200 ms on 150,000 tokens)."""
+    import random
+
+    from tokendfa import Vocabulary
+    from tokendfa.analysis import limits
+
+    rng = random.Random(7)
+    tokens = sorted({bytes(rng.randrange(256) for _ in range(rng.randrange(1, 12)))
+                     for _ in range(150_000)})
+    vocab = Vocabulary(tokens, eos_token_ids=0)
+    with limits.limits(time_limit=30) as given:
+        started = time.monotonic()
+        vocab.sorted_spellings()
+        vocab.byte_occurrences()   # byte_columns, byte_matrix inside: counted once
+        spent = time.monotonic() - started
+        moved = limits.current().deadline - given.deadline
+    assert spent > 0.01 and spent * 0.9 <= moved <= spent + 1e-6, (spent, moved)
+
+
 def test_the_scan_of_a_long_pattern_checks_the_deadline():
     """The scan for unsupported constructs after the parse (70-200 ms on 600,000 characters)."""
     from tokendfa import TimeLimitError

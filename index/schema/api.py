@@ -84,7 +84,8 @@ import numpy.ma  # noqa: F401
 from . import disjoint  # noqa: F401 - oneOf's branches (keywords._k_one_of)
 from ..analysis import limits
 from ..analysis.errors import BuildLimitError, SchemaError, UnsupportedSchemaError
-from ..analysis.regex_tree import Node, to_regex
+from ..analysis.regex_compiler import free_in_background
+from ..analysis.regex_tree import Node, intern_mark, release_interned_since, to_regex
 from ..analysis.utf8 import SURROGATES
 from .depth import (DEFAULT_REGEX_BUDGET, DEFAULT_STATE_BUDGET, Compiled, compile_within_bounds,
                     written_size)
@@ -279,6 +280,7 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
     # with it running, in a fresh fork of a warm process).
     collecting = gc.isenabled()
     gc.disable()
+    mark = intern_mark()
     try:
         compiled = compile_within_bounds(
             compile_at, any_depth=any_depth, max_recursion_depth=max_recursion_depth,
@@ -286,16 +288,22 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
             layout=(whitespace, max_whitespace, indent))
     except BuildLimitError as exc:
         if collecting:
-            # the stopped compilation's trees, reached from the error's frames, were all
-            # made with the collector off: its first pass after gc.enable() walked them
-            # all (~300 ms past a 4 s limit on the corpus's allOf of 12 anyOfs); they
-            # are freed first (and those of the errors it was handling)
+            # What the stopped compilation made is young (the collector was off), and
+            # the first pass after gc.enable() walked all that was still alive (~300 ms
+            # past a 4 s limit on the corpus's allOf of 12 anyOfs): the trees its frames
+            # (and those of the errors it was handling) hold, and its nodes in the
+            # process-wide table of interned nodes (~100,000 there). The nodes are taken
+            # out of the table here; they and the frames are freed on a thread of their
+            # own (the nodes a chunk at a time), which turns the collector back on.
             seen: set = set()
+            tracebacks = []
             error: BaseException | None = exc
             while error is not None and id(error) not in seen:
                 seen.add(id(error))
-                traceback.clear_frames(error.__traceback__)
+                tracebacks.append(error.__traceback__)
                 error = error.__cause__ or error.__context__
+            free_in_background([release_interned_since(mark)], tracebacks)
+            collecting = False
         raise
     finally:
         if collecting:

@@ -18,6 +18,7 @@ import binascii
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..analysis import limits
 from ..analysis.errors import VocabularyError, import_optional
 from ._files import existing_file, read_file
 from .vocabulary import Vocabulary
@@ -72,14 +73,16 @@ class TiktokenEncoder:
 
     def __call__(self, text: str) -> list[int]:
         if self._encoding is None:
-            self._encoding = self._build()
+            with limits.excluded():   # the process's encoder, made once (~0.15 s)
+                self._encoding = self._build()
         offset = self._id_offset
         return [r + offset for r in self._encoding.encode_ordinary(text)]
 
     def encode_many(self, texts: Sequence[str]) -> list[list[int]]:
         """``[self(text) for text in texts]`` without a call of this object a text."""
         if self._encoding is None:
-            self._encoding = self._build()
+            with limits.excluded():   # the process's encoder, made once (~0.15 s)
+                self._encoding = self._build()
         encode, offset = self._encoding.encode_ordinary, self._id_offset
         if offset:
             return [[r + offset for r in encode(text)] for text in texts]

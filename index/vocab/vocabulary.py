@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis import limits
 from ..analysis.errors import VocabularyError
 
 __all__ = ["Vocabulary", "register_preparer"]
@@ -56,6 +57,23 @@ _PLAIN_TOKEN_TYPES = {bytes, type(None)}
 # tables of the layers above (the lazy engine's), which this module cannot
 # import. Each layer registers its preparer (register_preparer).
 _PREPARERS: "list[Callable[..., Any]]" = []
+
+
+def _outside_time_limit(made: str):
+    """A per-vocabulary table's method (cached in attribute ``made``), whose
+    first computation is not counted against a build's time limit
+    (:func:`tokendfa.analysis.limits.excluded`): it is the process's, made once
+    for every later build, not the request's."""
+    def wrap(method):
+        def computed(self, *args, **kwargs):
+            if getattr(self, made) is not None:
+                return method(self, *args, **kwargs)
+            with limits.excluded():
+                return method(self, *args, **kwargs)
+        computed.__name__, computed.__qualname__, computed.__doc__ = (
+            method.__name__, method.__qualname__, method.__doc__)
+        return computed
+    return wrap
 
 
 def register_preparer(prepare: "Callable[..., Any]") -> None:
@@ -195,6 +213,7 @@ class Vocabulary:
 
     # --- array view ------------------------------------------------------
 
+    @_outside_time_limit("_byte_matrix")
     def byte_matrix(self) -> tuple[np.ndarray, np.ndarray]:
         """``(bytes, lengths)``: a ``uint8 [V, Lmax]`` matrix with token ``i``'s
         bytes left-aligned in row ``i`` and zero padding, and ``int32 [V]``
@@ -222,6 +241,7 @@ class Vocabulary:
             self._byte_matrix = (matrix, lengths)
         return self._byte_matrix
 
+    @_outside_time_limit("_sorted_spellings")
     def sorted_spellings(self) -> tuple[list[bytes], np.ndarray]:
         """Every spelled token's bytes in sorted order, with their ids
         (``int64``) in the same order: prefix searches by bisection.
@@ -290,6 +310,7 @@ class Vocabulary:
             prepare(self, eager=eager)
         return self
 
+    @_outside_time_limit("_byte_columns")
     def byte_columns(self) -> "ByteColumns":
         """The bytes in column layout, longest tokens first
         (:class:`tokendfa.analysis.signatures.ByteColumns`); computed once and cached."""
@@ -313,7 +334,8 @@ class Vocabulary:
         per-vocabulary tables of other modules (:mod:`tokendfa.lazy`)."""
         found = self._derived.get(key)
         if found is None:
-            found = self._derived[key] = make(self)
+            with limits.excluded():   # the process's table, not the request's (see byte_matrix)
+                found = self._derived[key] = make(self)
         return found
 
     def has_derived(self, key: str) -> bool:
