@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from ..analysis.regular_files import read_regular_file, replace_file
-from ..vocab.stored import code_digest, evict_least_recent, store_dir
+from ..vocab.stored import code_digest, store_dir, write_entry
 from ..vocab.vocabulary import Vocabulary
 from .tables import adopt_table_arrays, table_arrays, tables_ready
 
@@ -89,13 +89,8 @@ def load_or_make_tables(vocabulary: Vocabulary) -> Vocabulary:
             warnings.warn(f"tokendfa: lazy tables file {str(entry)!r} is damaged ({e}); "
                           f"making the tables again", RuntimeWarning, stacklevel=2)
     arrays, num_words = table_arrays(vocabulary)
-    try:
-        _write(folder, entry, key, arrays, num_words)
-        evict_least_recent(folder, SUFFIX, MAX_ENTRIES, keep=entry)
-    except OSError as e:
-        warnings.warn(f"tokendfa: cannot write lazy tables file {str(entry)!r} "
-                      f"({e.strerror or e}); they will be made again next time",
-                      RuntimeWarning, stacklevel=2)
+    write_entry(lambda: _write(folder, entry, key, arrays, num_words), entry, SUFFIX, MAX_ENTRIES,
+                "lazy tables file", "they will be made again next time", stacklevel=3)
     return vocabulary
 
 

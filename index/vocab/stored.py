@@ -60,7 +60,7 @@ from ..analysis.errors import VocabularyError
 from ..analysis.regular_files import read_regular_file, replace_file
 from .vocabulary import Vocabulary
 
-__all__ = ["load_or_read", "store_dir", "folder_key", "code_digest", "evict_least_recent",
+__all__ = ["load_or_read", "store_dir", "folder_key", "code_digest", "evict_least_recent", "write_entry",
            "STORE_ENVIRONMENT_VARIABLE"]
 
 MAGIC = b"TDFAVOC\x01"
@@ -160,14 +160,23 @@ def load_or_read(directory: Path, read: Callable[[], Vocabulary]) -> Vocabulary:
             warnings.warn(f"tokendfa: vocabulary store entry {str(entry)!r} is damaged ({e}); "
                           f"reading the tokenizer again", RuntimeWarning, stacklevel=3)
     vocabulary = read()
-    try:
-        _write(folder, entry, key, vocabulary)
-        evict_least_recent(folder, SUFFIX, MAX_ENTRIES, keep=entry)
-    except OSError as e:
-        warnings.warn(f"tokendfa: cannot write vocabulary store entry {str(entry)!r} "
-                      f"({e.strerror or e}); the vocabulary will be read again next time",
-                      RuntimeWarning, stacklevel=3)
+    write_entry(lambda: _write(folder, entry, key, vocabulary), entry, SUFFIX, MAX_ENTRIES,
+                "vocabulary store entry", "the vocabulary will be read again next time", stacklevel=4)
     return vocabulary
+
+
+def write_entry(write: Callable[[], None], entry: Path, suffix: str, count: int, what: str,
+                otherwise: str, stacklevel: int = 2) -> None:
+    """Write the cache file ``entry`` with ``write()``, then keep the
+    ``count`` most recently used files named ``*suffix`` in its folder
+    (:func:`evict_least_recent`). A folder that cannot be written only
+    warns: ``what`` names the file, ``otherwise`` says what that costs."""
+    try:
+        write()
+        evict_least_recent(entry.parent, suffix, count, keep=entry)
+    except OSError as e:
+        warnings.warn(f"tokendfa: cannot write {what} {str(entry)!r} ({e.strerror or e}); "
+                      f"{otherwise}", RuntimeWarning, stacklevel=stacklevel)
 
 
 def evict_least_recent(folder: Path, suffix: str, count: int, keep: Path) -> None:
