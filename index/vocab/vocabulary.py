@@ -108,8 +108,8 @@ class Vocabulary:
     """
 
     __slots__ = ("_tokens", "_eos_token_ids", "_name", "_source", "_encoder",
-                 "_fingerprint", "_byte_matrix", "_byte_columns", "_sorted_spellings", "_sorted_order", "_ids_by_bytes",
-                 "_token_lengths", "_derived")
+                 "_fingerprint", "_byte_matrix", "_byte_columns", "_sorted_spellings", "_sorted_order",
+                 "_ids_by_bytes", "_token_lengths", "_derived")
 
     def __init__(self, tokens: Sequence[bytes | None], eos_token_ids: int | Iterable[int], *,
                  name: str = "custom", source: str | None = None,
