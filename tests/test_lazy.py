@@ -1216,6 +1216,26 @@ def test_walk_and_pack_walks_as_walk_and_packs_as_pack():
             cwalk.walk_and_pack(dfa, spellings, offsets, tokens + 4, states, positions, *packed, packed_offsets)
 
 
+def test_forged_spelling_offsets_are_refused_not_read():
+    """Offsets that point before the spellings (a forged lazy tables file in
+    the cache folder) are refused by every compiled walk, not read."""
+    cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
+    spellings = np.frombuffer(b"ababbab", dtype=np.uint8)
+    offsets = np.array([-4096, 2, 3, 4, 7], dtype=np.int64)  # token 0 starts far before the data
+    tokens, positions = np.array([0], dtype=np.int64), np.array([0], dtype=np.int64)
+    dfa = LazyByteDFA("(ab)*")
+    states = np.full(1, INITIAL_STATE, dtype=np.int64)
+    ended = np.zeros((2, 1), dtype=np.int64)
+    with dfa.resolving():
+        with pytest.raises(IndexError, match="outside the tables"):
+            cwalk.walk(dfa, spellings, offsets, tokens, states, positions, *ended)
+        with pytest.raises(IndexError, match="outside the tables"):
+            cwalk.walk_and_pack(dfa, spellings, offsets, tokens, states, positions, *ended,
+                                np.zeros(2, dtype=np.int64))
+    with pytest.raises(IndexError, match="outside the tables"):
+        cwalk.pack(spellings, offsets, tokens, positions, np.zeros(8192, dtype=np.uint8))
+
+
 def test_packed_plans_walk_as_the_token_ids_do():
     """The plans a lazy index keeps on Qwen (loop rows' walk plans and a
     counted string's chain plans) are packed by their first walk:

@@ -140,3 +140,14 @@ def test_an_eager_build_over_read_tables_is_the_reference(store, monkeypatch):
         built = Index.from_regex(pattern, read, lazy=False)
         expected = Index.from_regex(pattern, reference, lazy=False, method="reference")
         lockstep(built, expected, max_pairs=200)
+
+
+def test_tables_whose_offsets_do_not_match_the_lengths_are_refused():
+    # A file forged with a valid checksum: spelling offsets that leave the
+    # spellings would make the compiled walk read outside them.
+    arrays, num_words = tables.table_arrays(fresh("toy"))
+    forged = dict(arrays, spelling_offsets=arrays["spelling_offsets"].copy())
+    forged["spelling_offsets"][1] = -4096
+    with pytest.raises(ValueError, match="do not hold together"):
+        tables.adopt_table_arrays(fresh("toy"), forged, num_words)
+    tables.adopt_table_arrays(fresh("toy"), dict(arrays), num_words)   # the real ones are taken

@@ -356,7 +356,7 @@ static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int64_t *stops = starts + count;
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t token = tokens[i];
-        if (token < 0 || token >= vocab_size || positions[i] < 0
+        if (token < 0 || token >= vocab_size || positions[i] < 0 || offsets[token] < 0
                 || offsets[token] + positions[i] > offsets[token + 1] || offsets[token + 1] > total) {
             PyMem_Free(starts);
             PyErr_SetString(PyExc_IndexError, "walk: a token outside the tables");
@@ -427,7 +427,7 @@ static PyObject *walk_and_pack(PyObject *module, PyObject *const *args, Py_ssize
     packed_offsets[0] = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t token = tokens[i];
-        if (token < 0 || token >= vocab_size || positions[i] < 0
+        if (token < 0 || token >= vocab_size || positions[i] < 0 || offsets[token] < 0
                 || offsets[token] + positions[i] > offsets[token + 1] || offsets[token + 1] > total) {
             PyErr_SetString(PyExc_IndexError, "walk_and_pack: a token outside the tables");
             goto done;
@@ -546,7 +546,7 @@ static PyObject *pack(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
         int64_t at = offsets[token] + positions[i], end = offsets[token + 1];
-        if (at > end || end > total || filled + (end - at) > room) {
+        if (offsets[token] < 0 || at > end || end > total || filled + (end - at) > room) {
             PyErr_SetString(PyExc_IndexError, "pack: a token outside the tables, or more bytes than data holds");
             goto done;
         }
@@ -720,7 +720,7 @@ static PyObject *walk_table(PyObject *module, PyObject *const *args, Py_ssize_t 
     for (Py_ssize_t i = 0; i < count && problem == NULL; i++) {
         int64_t token = tokens[i], state = states[i];
         if (token < 0 || token >= vocab_size || positions[i] < 0 || state < 0 || state >= rows
-                || offsets[token] > offsets[token + 1] || offsets[token + 1] > total) {
+                || offsets[token] < 0 || offsets[token] > offsets[token + 1] || offsets[token + 1] > total) {
             problem = "walk_table: a token or state outside the tables";
             break;
         }
