@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..analysis import limits
 from ..analysis.errors import VocabularyError, import_optional
 from ._files import check_tokenizer_folder
 from .sentencepiece import BYTE_PIECE, exact_model, load_processor, processor_tokens
@@ -206,7 +207,8 @@ class FolderTransformersEncoder:
 
     def __call__(self, text: str) -> list[int]:
         if self._encoder is None:
-            with self._lock:
+            # the process's tokenizer, made once: outside a build's time limit
+            with limits.excluded(), self._lock:
                 if self._encoder is None:
                     self._encoder = _TransformersEncoder(
                         _load_transformers_tokenizer(Path(self._directory)))

@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from ..analysis import limits
 from ..analysis.errors import VocabularyError, import_optional
 from ._files import existing_file, read_file
 from .vocabulary import Vocabulary
@@ -123,7 +124,8 @@ class SentencePieceEncoder:
 
     def __call__(self, text: str) -> list[int]:
         if self._processor is None:
-            self._processor = load_processor(self._model, "model")
+            with limits.excluded():   # the process's processor (once unpickled), made once
+                self._processor = load_processor(self._model, "model")
         return self._processor.EncodeAsIds(text)
 
     def __getstate__(self) -> dict[str, Any]:

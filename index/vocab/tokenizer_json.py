@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..analysis import limits
 from ..analysis.errors import VocabularyError, import_optional
 from ._files import read_file
 from .huggingface import PieceScheme, piece_scheme
@@ -221,7 +222,9 @@ class TokenizerFileEncoder:
         self._lock = threading.Lock()
 
     def _load(self) -> Any:
-        with self._lock:
+        # the process's tokenizer, made once: outside a build's time limit, the wait
+        # for another thread's load (Vocabulary.prepare's warm-up) included
+        with limits.excluded(), self._lock:
             if self._tokenizer is None:
                 tokenizers = import_optional("tokenizers", extra="hf",
                                              needed_for="encoding text with a Hugging Face tokenizer")

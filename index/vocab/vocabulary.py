@@ -182,6 +182,7 @@ class Vocabulary:
         return self._source
 
     @property
+    @_outside_time_limit("_fingerprint")
     def fingerprint(self) -> str:
         """Hex SHA-256 of the size, the EOS ids and every token's bytes.
 
@@ -565,7 +566,10 @@ class Vocabulary:
         return (_rebuild, (self._tokens, self._eos_token_ids, self._name,
                            self._source, self._encoder))
 
+    @_outside_time_limit("_ids_by_bytes")
     def _bytes_index(self) -> dict[bytes, tuple[int, ...]]:
+        """Bytes -> the ids that spell them (the encoder's fallback, the
+        longest match); made once, on first use."""
         if self._ids_by_bytes is None:
             grouped: dict[bytes, list[int]] = {}
             for i, t in enumerate(self._tokens):

@@ -1,0 +1,155 @@
+"""A build's time limit counts the request's work, not the process's.
+
+What a vocabulary makes once for every later build (its tables, and its
+tokenizer's encoder, loaded on first use) is outside the limit
+(:func:`tokendfa.analysis.limits.excluded`), whichever kind of tokenizer it
+comes from: a short limit on the first request of a fresh vocabulary must
+not fire because that request was the first to need the encoder, and a
+build that is really over its limit must still be stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import time
+
+import pytest
+
+from tokendfa import Index, TimeLimitError, Vocabulary
+from tokendfa.analysis import limits
+
+# Loading an encoder stands in as this long (a real one: Gemma 3's tokenizer.json
+# 0.7-1.9 s, Qwen2.5's tiktoken 0.15 s), past the limit given to the first request.
+LOAD_SECONDS = 1.5
+LIMIT = 1.0
+# a schema of forced text: the eager build encodes it with the tokenizer's own encoder
+FORCED = json.dumps({"type": "object", "properties": {"greeting": {"const": "hello world"}},
+                     "required": ["greeting"], "additionalProperties": False})
+
+
+def _slowly(real):
+    def loaded(*args, **kwargs):
+        time.sleep(LOAD_SECONDS)
+        return real(*args, **kwargs)
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def byte_level_folder(tmp_path_factory):
+    """A small byte-level BPE saved as transformers saves it (tokenizer.json and its companions)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(['{"greeting": "hello world"}\n', "the quick brown fox\n"] * 50, trainer)
+    folder = tmp_path_factory.mktemp("byte-level")
+    PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>").save_pretrained(folder)
+    return folder
+
+
+def _tokenizer_json(folder, monkeypatch) -> Vocabulary:
+    import tokenizers
+
+    from tokendfa.vocab.huggingface import read_folder
+    from tokendfa.vocab.tokenizer_json import TokenizerFileEncoder
+
+    vocab = read_folder(folder)
+    assert isinstance(vocab.encoder, TokenizerFileEncoder)
+    monkeypatch.setattr(tokenizers.Tokenizer, "from_file", _slowly(tokenizers.Tokenizer.from_file))
+    return vocab
+
+
+def _transformers_folder(folder, monkeypatch) -> Vocabulary:
+    from tokendfa.vocab import huggingface
+
+    read = huggingface.read_folder(folder)
+    monkeypatch.setattr(huggingface, "_load_transformers_tokenizer",
+                        _slowly(huggingface._load_transformers_tokenizer))
+    return Vocabulary(read.tokens, read.eos_token_ids, name="folder",
+                      encoder=huggingface.FolderTransformersEncoder(str(folder)))
+
+
+def _sentencepiece(folder, monkeypatch) -> Vocabulary:
+    from tokendfa.vocab import sentencepiece
+
+    # a copy through pickle holds the model, and loads its processor on first use
+    vocab = pickle.loads(pickle.dumps(Vocabulary.builtin("mistral-sp32k")))
+    assert vocab.encoder._processor is None
+    monkeypatch.setattr(sentencepiece, "load_processor", _slowly(sentencepiece.load_processor))
+    return vocab
+
+
+def _tiktoken(folder, monkeypatch) -> Vocabulary:
+    from tokendfa.vocab.tiktoken import TiktokenEncoder
+
+    vocab = pickle.loads(pickle.dumps(Vocabulary.builtin("qwen2.5")))
+    assert vocab.encoder._encoding is None
+    monkeypatch.setattr(TiktokenEncoder, "_build", _slowly(TiktokenEncoder._build))
+    return vocab
+
+
+@pytest.mark.parametrize("fresh", [_tokenizer_json, _transformers_folder, _sentencepiece, _tiktoken],
+                         ids=["tokenizer.json", "transformers", "sentencepiece", "tiktoken"])
+def test_the_first_request_does_not_pay_for_the_encoder(fresh, byte_level_folder, monkeypatch):
+    vocab = fresh(byte_level_folder, monkeypatch)
+    vocab.prepare(eager=False)   # the tables, not the encoder: what is left is the encoder's load
+    excluded = limits.excluded_seconds()
+    started = time.perf_counter()
+    index = Index.from_schema(FORCED, vocab, lazy=False, time_limit=LIMIT)
+    spent = time.perf_counter() - started
+    # the encoder was loaded inside this build, and its time is not the request's
+    assert spent > LOAD_SECONDS and limits.excluded_seconds() - excluded >= LOAD_SECONDS * 0.9
+    state = index.initial_state
+    for token in vocab.encode('{"greeting":"hello world"}'):
+        state = index.advance(state, token)
+    assert index.is_final(state)
+    # a build really over its limit is still stopped, the encoder loaded or not
+    from hostile.cases import _allof_of_anyofs
+
+    started = time.perf_counter()
+    with pytest.raises(TimeLimitError):
+        Index.from_schema(_allof_of_anyofs(12), vocab, lazy=False, time_limit=0.3)
+    assert time.perf_counter() - started < 0.3 + 1.0
+
+
+def test_a_second_thread_waiting_for_the_encoder_s_load_is_not_counted(byte_level_folder, monkeypatch):
+    """Vocabulary.prepare() loads the encoder on a thread of its own; a build
+    that needs it meanwhile waits for that load, outside its limit too."""
+    import threading
+
+    vocab = _tokenizer_json(byte_level_folder, monkeypatch)
+    loading = threading.Thread(target=vocab.encode, args=("warm up",))
+    loading.start()
+    time.sleep(0.1)   # the load has begun: the build below waits for its lock
+    try:
+        with limits.limits(time_limit=LIMIT) as given:
+            vocab.encode("hello world")
+            moved = limits.current().deadline - given.deadline
+            limits.check()
+    finally:
+        loading.join()
+    assert moved >= LOAD_SECONDS - 0.2, moved
+
+
+def test_the_vocabulary_s_spelling_index_and_fingerprint_are_outside_the_limit():
+    """The longest-match fallback's table of bytes -> ids, and the fingerprint
+    (a hash of every token), are the vocabulary's, made once."""
+    import random
+
+    rng = random.Random(3)
+    tokens = sorted({bytes(rng.randrange(256) for _ in range(rng.randrange(1, 12)))
+                     for _ in range(150_000)})
+    vocab = Vocabulary(tokens, eos_token_ids=0)
+    with limits.limits(time_limit=30) as given:
+        started = time.monotonic()
+        vocab.ids_for_bytes(tokens[5])
+        assert vocab.fingerprint
+        spent = time.monotonic() - started
+        moved = limits.current().deadline - given.deadline
+    assert spent > 0.01 and spent * 0.9 <= moved <= spent + 1e-6, (spent, moved)
