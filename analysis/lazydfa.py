@@ -1057,7 +1057,9 @@ class _LazyNFA:
         if max_depth is None:
             for callee in main_callees:
                 self._decide(callee)
+            limits.check()   # the two passes below are linear in the fragment: 50 ms on 500,000 states
             alive = self._alive(self.main_span, self.final)
+            limits.check()
             self._prune(self.main_span, alive)
             if not alive[self.start]:
                 self.start = -1
@@ -1204,12 +1206,28 @@ class _LazyNFA:
             except RecursionError:
                 raise RegexError(f"regex {builder.shown()[:200]!r} is nested too deeply to compile") from None
             added = len(builder_eps) - base
-            self.eps.extend(map(tuple, builder_eps[base:]))
-            self.edges.extend(map(tuple, builder_edges[base:]))
+            # The rows become tuples a chunk at a time, each chunk's lists freed
+            # at once, the deadline checked between chunks; the tables change only
+            # once all are made (a fragment stopped half-way leaves them as they
+            # were). Made in one go, 500,000 rows (an enum of 30,000 objects) were
+            # ~0.2 s without a check (conversion 70 ms, the lists' freeing 40 ms,
+            # untracking 25 ms).
+            new_eps: list = []
+            new_edges: list = []
+            for at in range(base, base + added, _ROWS_CHUNK):
+                limits.check()
+                stop = min(at + _ROWS_CHUNK, base + added)
+                new_eps += map(tuple, builder_eps[at:stop])
+                new_edges += map(tuple, builder_edges[at:stop])
+                builder_eps[at:stop] = _NO_ROWS[:stop - at]
+                builder_edges[at:stop] = _NO_ROWS[:stop - at]
+                _untrack_rows(new_eps, at - base, stop - base)
+                _untrack_rows(new_edges, at - base, stop - base)
+            limits.check()
+            self.eps += new_eps
+            self.edges += new_edges
         finally:
             del builder_eps[base:], builder_edges[base:]
-        _untrack_rows(self.eps, base, len(self.eps))
-        _untrack_rows(self.edges, base, len(self.edges))
         self.calls.extend(() for _ in range(added))
         self.ends.extend(bytes(added))
         callees = set()
@@ -1560,6 +1578,10 @@ class _FragmentTemplate(NamedTuple):
 
 
 _SHARED_FRAGMENTS = _SharedFragments()
+
+# _LazyNFA._build turns a fragment's rows into tuples this many at a time
+_ROWS_CHUNK = 1 << 14
+_NO_ROWS = [()] * _ROWS_CHUNK
 
 
 def _source_length(source: "str | Node") -> tuple[bool, int]:

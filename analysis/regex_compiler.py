@@ -506,7 +506,11 @@ def byte_tables_from_regex(pattern: "str | Node", *, max_nfa_states: int = DEFAU
             final = nfa.build(node, start)
         except RecursionError:
             raise RegexError(f"regex {nfa.shown()[:200]!r} is nested too deeply to compile") from None
-        return _determinise(nfa.eps, nfa.edges, start, final, max_dfa_states, nfa.shown())
+        # the pattern's text only for a message: written out from a tree, an enum of
+        # 30,000 objects took 90 ms (and nothing checked the deadline inside)
+        tables = _determinise(nfa.eps, nfa.edges, start, final, max_dfa_states, nfa.shown)
+        release_checked(nfa.eps, nfa.edges)   # the NFA's lists, each state's: see release_checked
+        return tables
     except BuildLimitError as exc:
         if collecting:
             # The error's traceback holds the construction's frames, and through them
@@ -650,8 +654,9 @@ class SharedDefinitions:
 
 # --- subset construction ----------------------------------------------------
 
-def _determinise(eps, edges, start: int, final: int, max_dfa_states: int | None, pattern: str):
+def _determinise(eps, edges, start: int, final: int, max_dfa_states: int | None, shown):
     """Subset construction over byte ranges; dead state 0, initial state 1.
+    ``shown()`` is the pattern's text, for a message.
 
     A DFA state is the set of NFA states, closed under epsilon moves, that
     have byte edges (or are the final state): the others cannot change what
@@ -696,23 +701,30 @@ def _determinise(eps, edges, start: int, final: int, max_dfa_states: int | None,
         limits.check()
         if state & 255 == 0:
             limits.check_memory(len(kernels) * DFA_STATE_BYTES + kernel_cells * 40,
-                                f"the subset construction of regex {pattern[:100]!r}")
+                                lambda: f"the subset construction of regex {shown()[:100]!r}")
         by_range: dict[tuple[int, int], list[int]] = {}
-        for nfa_state in kernels[state]:
-            for lo, hi, target in edges[nfa_state]:
-                targets = by_range.get((lo, hi))
-                if targets is None:
-                    by_range[(lo, hi)] = [target]
-                else:
-                    targets.append(target)
+        kernel = kernels[state]
+        # a kernel of many NFA states (the start of a 30,000-branch alternation) is one
+        # step of 60-120 ms: it checks the deadline every _WIDE_STEP states
+        for part in (kernel,) if len(kernel) <= _WIDE_STEP else _parts(kernel):
+            for nfa_state in part:
+                for lo, hi, target in edges[nfa_state]:
+                    targets = by_range.get((lo, hi))
+                    if targets is None:
+                        by_range[(lo, hi)] = [target]
+                    else:
+                        targets.append(target)
         for lo, hi, targets in cut_ranges(by_range):
             key = tuple(targets)
             target = steps.get(key)
             if target is None:
                 if len(key) == 1:
                     closed = closure(targets[0])
-                else:
+                elif len(key) <= _WIDE_STEP:
                     closed = frozenset().union(*map(closure, key))
+                else:
+                    closed = frozenset().union(*(frozenset().union(*map(closure, part))
+                                                 for part in _parts(key)))
                 target = ids.get(closed)
                 if target is None:
                     target = ids[closed] = len(kernels)
@@ -720,7 +732,7 @@ def _determinise(eps, edges, start: int, final: int, max_dfa_states: int | None,
                     kernel_cells += len(closed)
                     if max_dfa_states is not None and len(kernels) > max_dfa_states:
                         raise BuildLimitError(
-                            f"regex {pattern[:200]!r} needs more than {max_dfa_states:,} "
+                            f"regex {shown()[:200]!r} needs more than {max_dfa_states:,} "
                             "DFA states before minimisation", reached=len(kernels))
                 steps[key] = target
             if target:
@@ -730,17 +742,54 @@ def _determinise(eps, edges, start: int, final: int, max_dfa_states: int | None,
                 segment_target.append(target)
         state += 1
 
-    limits.check_memory(len(kernels) * 256 * 4 * 2, f"the table of regex {pattern[:100]!r}")
-    transitions = np.zeros((len(kernels), 256), dtype=STATE_DTYPE)
-    if segment_state:
-        lo = np.array(segment_lo, dtype=np.int64)
-        lengths = np.array(segment_hi, dtype=np.int64) - lo + 1
-        starts = np.array(segment_state, dtype=np.int64) * 256 + lo
+    limits.check_memory(len(kernels) * 256 * 4 * 2, lambda: f"the table of regex {shown()[:100]!r}")
+    finals = np.array([final in kernel for kernel in kernels], dtype=bool)
+    num_states = len(kernels)
+    # What follows is linear in the states, and on 300,000 of them (a 300,000-character
+    # literal) it was one stretch of 0.1 s without a deadline check, 0.7-0.8 s on a loaded
+    # machine (a time limit fired that late): the sets are dropped and the table filled a
+    # chunk at a time, the deadline checked between chunks.
+    ids.clear()   # its sets are the kernels', freed below
+    steps.clear()
+    release_checked(closures, kernels)
+    transitions = np.zeros((num_states, 256), dtype=STATE_DTYPE)
+    cells = transitions.ravel()
+    # a chunk of segments touches at most as many rows of the table: 16 MB of its pages
+    for at in range(0, len(segment_state), _FILL_CHUNK):
+        limits.check()
+        stop = at + _FILL_CHUNK
+        lo = np.array(segment_lo[at:stop], dtype=np.int64)
+        lengths = np.array(segment_hi[at:stop], dtype=np.int64) - lo + 1
+        starts = np.array(segment_state[at:stop], dtype=np.int64) * 256 + lo
         before = np.cumsum(lengths) - lengths
         flat = np.repeat(starts - before, lengths) + np.arange(int(lengths.sum()))
-        transitions.ravel()[flat] = np.repeat(np.array(segment_target, dtype=STATE_DTYPE), lengths)
-    finals = np.array([final in kernel for kernel in kernels], dtype=bool)
+        cells[flat] = np.repeat(np.array(segment_target[at:stop], dtype=STATE_DTYPE), lengths)
+    release_checked(segment_state, segment_lo, segment_hi, segment_target)
     return transitions, finals
+
+
+_FILL_CHUNK = 1 << 14
+_RELEASE_CHUNK = 1 << 14
+_WIDE_STEP = 1 << 12
+
+
+def _parts(states):
+    """``states`` (a set or tuple) in lists of ``_WIDE_STEP``, the deadline checked before each."""
+    ordered = list(states)
+    for at in range(0, len(ordered), _WIDE_STEP):
+        limits.check()
+        yield ordered[at:at + _WIDE_STEP]
+
+
+def release_checked(*containers) -> None:
+    """Empty each list in ``containers`` from its end, a chunk at a time, with
+    the deadline checked between chunks: freeing a construction's 300,000
+    sets is one call of ~40 ms (several times that on a loaded machine) when
+    its last reference goes, and nothing checks the deadline inside it."""
+    for container in containers:
+        while container:
+            del container[-_RELEASE_CHUNK:]
+            limits.check()
 
 
 def cut_ranges(by_range: dict[tuple[int, int], list[int]]):

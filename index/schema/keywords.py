@@ -131,7 +131,9 @@ def _intersect_enum(flat: Flat, values: list) -> None:
         flat.enum = list(dict.fromkeys(values))  # a string's key is the string
     elif flat.enum is None:
         seen, unique = set(), []
-        for v in values:
+        for at, v in enumerate(values):
+            if at & 1023 == 0:
+                limits.check()   # 30,000 objects' keys: 80 ms
             # a string's key without the call: an enum of 60,000 strings spent 60 ms here
             key = ("str", v) if type(v) is str else json_key(v)
             if key not in seen:
@@ -139,8 +141,18 @@ def _intersect_enum(flat: Flat, values: list) -> None:
                 unique.append(v)
         flat.enum = unique
     else:
-        keys = {json_key(v) for v in values}
-        flat.enum = [v for v in flat.enum if json_key(v) in keys]
+        keys = set()
+        for at, v in enumerate(values):
+            if at & 1023 == 0:
+                limits.check()
+            keys.add(json_key(v))
+        kept = []
+        for at, v in enumerate(flat.enum):
+            if at & 1023 == 0:
+                limits.check()
+            if json_key(v) in keys:
+                kept.append(v)
+        flat.enum = kept
     if not flat.enum:
         flat.false = True
 
