@@ -337,6 +337,12 @@ class LazyByteDFA:
     def is_final(self, state: int) -> bool:
         return bool(self._finals[state])
 
+    def compile_everything(self) -> None:
+        """Compile every definition the pattern can reach, now rather than
+        when a match first calls it (a warm-up: ``Vocabulary.prepare()``)."""
+        with self._exclusive:
+            self._nfa.compile_everything()
+
     def byte_alphabet(self) -> np.ndarray:
         """``bool[256]``: the bytes on some byte edge of the pruned NFA that
         the pattern reaches, i.e. every byte that can occur in a match (and,

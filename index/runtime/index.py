@@ -458,8 +458,9 @@ _WARM_UP_SCHEMA = {
 # and 1 (724), minItems 1 (1,299), the formats date-time (946), uri (737),
 # date (323), email (127) and uuid (87), closed objects (additionalProperties
 # false, 17,107), open ones (true, 1,203: free values) and a $ref. Both
-# schemas are compiled twice at start-up (a piece is kept for the process
-# the second time it is built: tokendfa.analysis.regex_compiler), so that a
+# schemas are compiled once at start-up, their pieces kept for the process
+# the first time they are built (tokendfa.analysis.regex_compiler's
+# keeping_repeats; elsewhere a piece is kept the second time), so that a
 # server's first schemas, and the children a prepared process forks, copy
 # these fragments instead of building them.
 _WARM_UP_COMMON = {
@@ -490,6 +491,7 @@ def prepare_builds(vocabulary: "Vocabulary", *, eager: bool = True) -> None:
     (the package registers it); without the builder's dependencies (a
     serving-only install) it does nothing."""
     from ..analysis.errors import TokenDFAError
+    from ..analysis.regex_compiler import keeping_repeats
     from ..lazy import prepare_vocabulary
 
     prepare_vocabulary(vocabulary)
@@ -498,14 +500,13 @@ def prepare_builds(vocabulary: "Vocabulary", *, eager: bool = True) -> None:
 
         token_trie(vocabulary)  # the eager build's byte-by-byte walk (literal sets)
     try:
-        for _ in range(2):  # each piece is kept for the process the second time it is built
+        with keeping_repeats():   # each piece kept the first time it is built: one compile each
             for schema in (_WARM_UP_COMMON, _WARM_UP_SCHEMA):
-                warm = Index.from_schema(schema, vocabulary)
-                warm.get_mask(warm.initial_state)
+                index = Index.from_schema(schema, vocabulary)
+                index.get_mask(index.initial_state)
                 # every fragment built, not only the first mask's: a lazy
                 # automaton compiles the rest of a pattern when a match reaches it
-                warm.byte_dfa.byte_alphabet()
-        index = Index.from_schema(_WARM_UP_SCHEMA, vocabulary)
+                index.byte_dfa.compile_everything()
         # A few steps through allowed tokens (the first allowed one that is
         # not EOS at each), not the tokenizer's encoding: a lazy server
         # never loads the encoder, and any walk touches the same code.
