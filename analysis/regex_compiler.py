@@ -229,10 +229,10 @@ class ThompsonNFA:
         return f"the NFA of regex {self.shown()[:100]!r}"
 
     def shown(self) -> str:
-        """The pattern as text, for a message."""
+        """The pattern as text, for a message (the start of it for a tree)."""
         if isinstance(self.pattern, str):
             return self.pattern
-        return to_regex(self.pattern)
+        return to_regex(self.pattern, head=_SHOWN_HEAD)
 
     def build(self, node: Node, source: int) -> int:
         cls = node.__class__
@@ -762,16 +762,20 @@ def _determinise(eps, edges, start: int, final: int, max_dfa_states: int | None,
     limits.check_memory(len(kernels) * 256 * 4 * 2, lambda: f"the table of regex {shown()[:100]!r}")
     finals = np.array([final in kernel for kernel in kernels], dtype=bool)
     num_states = len(kernels)
+    limits.check()
     # What follows is linear in the states, and on 300,000 of them (a 300,000-character
     # literal) it was one stretch of 0.1 s without a deadline check, 0.7-0.8 s on a loaded
     # machine (a time limit fired that late): the sets are dropped and the table filled a
     # chunk at a time, the deadline checked between chunks.
     ids.clear()   # its sets are the kernels', freed below
+    limits.check()
     steps.clear()
     release_checked(closures, kernels)
     transitions = np.zeros((num_states, 256), dtype=STATE_DTYPE)
     cells = transitions.ravel()
-    # a chunk of segments touches at most as many rows of the table: 16 MB of its pages
+    # a chunk of segments touches at most as many rows of the table: 4 MB of its pages
+    # (numpy asks for huge pages: a fault that waits for the kernel to compact memory
+    # took ~5 ms a 2 MB page on the shared machine, 85 ms a chunk of 16 MB)
     for at in range(0, len(segment_state), _FILL_CHUNK):
         limits.check()
         stop = at + _FILL_CHUNK
@@ -785,7 +789,9 @@ def _determinise(eps, edges, start: int, final: int, max_dfa_states: int | None,
     return transitions, finals
 
 
-_FILL_CHUNK = 1 << 14
+_FILL_CHUNK = 1 << 12
+# a message shows this many characters of a pattern at most
+_SHOWN_HEAD = 200
 _RELEASE_CHUNK = 1 << 14
 _WIDE_STEP = 1 << 12
 

@@ -153,3 +153,67 @@ def test_the_vocabulary_s_spelling_index_and_fingerprint_are_outside_the_limit()
         spent = time.monotonic() - started
         moved = limits.current().deadline - given.deadline
     assert spent > 0.01 and spent * 0.9 <= moved <= spent + 1e-6, (spent, moved)
+
+
+# --- no long stretch of work between two deadline checks ------------------------------
+# (benchmarks/limit_gaps.py finds them: it records every check of a build)
+
+def _checks(monkeypatch) -> list[tuple[str, int]]:
+    """Where each limits.check() of the block is called from: (function, line)."""
+    import sys
+
+    calls: list[tuple[str, int]] = []
+    real = limits.check
+
+    def recorded() -> None:
+        frame = sys._getframe(1)
+        calls.append((frame.f_code.co_name, frame.f_lineno))
+        real()
+
+    monkeypatch.setattr(limits, "check", recorded)
+    return calls
+
+
+def test_the_end_of_a_subset_construction_checks_the_deadline(monkeypatch):
+    """After its last state, a construction of 100,000 states drops its sets
+    and fills its table (0.1 s on 300,000 states, 0.8 s once on a loaded
+    machine, and the limit fired that late): a chunk at a time, checked."""
+    from tokendfa.analysis.regex_compiler import byte_tables_from_regex
+
+    calls = _checks(monkeypatch)
+    with limits.limits(time_limit=60):
+        transitions, _ = byte_tables_from_regex("ab" * 50_000)
+    assert transitions.shape[0] > 100_000
+    from collections import Counter
+
+    counts = Counter(calls)
+    loop = max(at for at, call in enumerate(calls) if call[0] == "_determinise"
+               and counts[call] > 1000)   # the check of each state
+    after = calls[loop + 1:]
+    # the sets dropped, the table filled, the NFA's lists dropped: each in chunks
+    assert sum(name == "release_checked" for name, _ in after) >= 3 * 6, after
+    assert sum(name == "_determinise" for name, _ in after) >= 6, after
+
+
+def test_a_wide_step_of_the_subset_construction_checks_the_deadline(monkeypatch):
+    """A state of 20,000 NFA states (the start of a wide alternation that is not
+    a literal set) is one step of the construction: it checks every 4,096."""
+    from tokendfa.analysis.regex_compiler import byte_tables_from_regex
+
+    calls = _checks(monkeypatch)
+    with limits.limits(time_limit=60):
+        byte_tables_from_regex("(?:" + "|".join(f"k{i}y?" for i in range(20_000)) + ")")
+    assert sum(name == "_parts" for name, _ in calls) >= 20_000 // 4096, calls[:20]
+
+
+def test_the_lazy_nfa_checks_the_deadline_while_it_stores_a_large_fragment(monkeypatch):
+    """The rows of a fragment of ~150,000 states become tuples a chunk at a time
+    (0.2 s at once on 500,000), checked between chunks."""
+    from tokendfa.analysis.lazydfa import LazyByteDFA
+
+    calls = _checks(monkeypatch)
+    with limits.limits(time_limit=60):
+        dfa = LazyByteDFA("(?:" + "|".join(f"k{i}y?" for i in range(20_000)) + ")")
+        dfa.compile_everything()   # the alternation is a definition, compiled when first reached
+    # a check before each chunk of 16,384 rows and one after them, fragment by fragment
+    assert sum(name == "_build" for name, _ in calls) >= 140_000 // 16_384 + 1, sorted(set(calls))[:20]
