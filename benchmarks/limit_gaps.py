@@ -3,9 +3,10 @@
 A build stops at the first ``limits.check()`` after its deadline, so how late a
 time limit fires is bounded by the longest stretch of work between two checks
 (on a loaded machine, that stretch times the slowdown). This script runs cases
-of the hostile corpus (``tests/hostile/cases.py``) or any schema/regex file
-with every ``limits.check()`` recorded, and prints the longest gaps with the
-code on both sides of each.
+of the hostile corpus (``tests/hostile/cases.py``, by name) with every
+``limits.check()`` recorded, and prints the longest gaps with the code on
+both sides of each (the recorder's own cost is outside the gaps, but its
+records make the collector's passes longer).
 
     python benchmarks/limit_gaps.py schema-const-huge schema-enum-30k-objects
     python benchmarks/limit_gaps.py schema-const-huge --mode lazy --top 5
