@@ -681,7 +681,7 @@ class Compiler:
         layout = self.layout
         parts = []
         if body is not None:
-            parts.append(layout.open(open_b, depth) + body + layout.close(close_b, depth))
+            parts.append(concat(layout.open(open_b, depth), body, layout.close(close_b, depth)))
         if can_be_empty:
             parts.append(layout.empty(open_b, close_b))
         return alternation(parts)
