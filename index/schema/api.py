@@ -392,7 +392,20 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
         share=registry is None,
         share_free_levels=share_free_levels, share_counts=share_counts, share_values=share_values,
         defer_recursion=defer_recursion)
+    if not _mentions_ref(schema):
+        compiler.no_references()
     return compiler, Sub(schema, resolver, "")
+
+
+def _mentions_ref(schema) -> bool:
+    """Whether ``$ref`` may be a key somewhere in ``schema`` (True when unsure):
+    its JSON text, written in C, holds ``"$ref"`` wherever it is a key."""
+    if not isinstance(schema, dict):
+        return False
+    try:
+        return '"$ref"' in json.dumps(schema)
+    except (TypeError, ValueError, RecursionError):
+        return True
 
 
 _PREPARED: list = []
