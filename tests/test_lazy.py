@@ -1664,3 +1664,11 @@ def test_prepare_for_lazy_indexes_only_never_calls_the_encoder():
     assert lazy_module.tables_ready(vocab) and calls == []
     vocab.prepare()
     assert calls  # the full prepare warms the encoder up
+
+
+def test_a_definition_source_is_recognised_by_the_protocol_members():
+    # _LazyNFA looks the protocol's members up itself (typing's isinstance walks
+    # the protocol on every call): the two lists must stay the same
+    import typing
+
+    assert set(lazydfa_module._SOURCE_MEMBERS) == set(typing._get_protocol_attrs(lazydfa_module.DefinitionSource))
