@@ -1087,3 +1087,15 @@ def test_the_compiled_older_meta_schemas_answer_as_jsonschema(validator):
             # unsure (False, jsonschema is then asked) only of draft 4's distinct enum of containers
             unsure = str(schema).startswith("{'enum': [[") or str(schema).startswith("{'enum': [{")
             assert _meta_accepts(cls, wrapped) == (meta.is_valid(wrapped) and not (unsure and draft4)), wrapped
+
+
+def test_declared_dialects_are_looked_up_as_jsonschema_does():
+    # api._dialect maps a declared "$schema" to its validator class itself:
+    # each URI it knows gives jsonschema's own answer
+    from jsonschema import validators
+
+    from tokendfa.schema.api import _DRAFT_OF_URI
+
+    assert len(_DRAFT_OF_URI) >= 10
+    for uri, name in _DRAFT_OF_URI.items():
+        assert validators.validator_for({"$schema": uri}, default=None).__name__ == name

@@ -103,6 +103,13 @@ _DRAFTS = {  # validator class name -> (draft number, meta-schema URI)
     "Draft202012Validator": (2020, "https://json-schema.org/draft/2020-12/schema"),
 }
 
+# The meta-schema URIs a schema declares in "$schema", with or without the empty
+# fragment, to the validator class name: looked up here as jsonschema's
+# validator_for does (which normalises the URI with urllib, and is called
+# with warnings caught).
+_DRAFT_OF_URI = {variant: name for name, (_, uri) in _DRAFTS.items()
+                 for variant in (uri, uri.rstrip("#"), uri.rstrip("#") + "#")}
+
 
 @dataclass(frozen=True)
 class SchemaRegex:
@@ -466,9 +473,13 @@ def _dialect(schema: dict | bool, default_draft: str | None):
     candidates = []
     declared = schema.get("$schema") if isinstance(schema, dict) else None
     if isinstance(declared, str):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            cls = validators.validator_for(schema, default=None)
+        name = _DRAFT_OF_URI.get(declared)
+        if name is not None:  # jsonschema's lookup normalises the URI and guards a warning
+            cls = getattr(validators, name)
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                cls = validators.validator_for(schema, default=None)
         if cls is None:
             raise UnsupportedSchemaError(f"unsupported keyword '$schema' at /: unknown dialect {declared!r}")
         candidates = [cls]
