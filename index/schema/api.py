@@ -145,6 +145,9 @@ class SchemaRegex:
     # pulls the deferred definitions from; `tree_definitions` then holds those computed so
     # far (the text forms, `pattern` and `definitions`, compute them all first)
     deferred: Any = field(default=None, compare=False, repr=False)
+    # json.dumps of a schema given as a dict or a bool (what an index's metadata
+    # holds), written once for the compilation's own use
+    schema_json: str | None = field(default=None, compare=False, repr=False)
 
     @functools.cached_property
     def pattern(self) -> str:
@@ -334,10 +337,11 @@ def _result(compiled: Compiled) -> SchemaRegex:
                          "deeper values are not accepted")
         # the definitions grow as the automaton computes the deferred ones: the live dict
         return SchemaRegex(regex, list(compiler.widenings), notes, compiler.meta_uri,
-                           compiler.definitions, compiled.automaton, DeferredDefinitions(compiler))
+                           compiler.definitions, compiled.automaton, DeferredDefinitions(compiler),
+                           compiler.schema_json)
     used = compiler.used_definitions(regex) if compiled.used is None else compiled.used
     return SchemaRegex(regex, list(compiler.widenings), notes, compiler.meta_uri, used,
-                       compiled.automaton)
+                       compiled.automaton, schema_json=compiler.schema_json)
 
 
 def instance_text(schema: dict | bool | str, value: Any, *, whitespace: str = "compact",
@@ -399,20 +403,14 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
         share=registry is None,
         share_free_levels=share_free_levels, share_counts=share_counts, share_values=share_values,
         defer_recursion=defer_recursion)
-    if not _mentions_ref(schema):
+    try:
+        compiler.schema_json = json.dumps(schema)
+    except (TypeError, ValueError, RecursionError):
+        compiler.schema_json = None
+    # its JSON text, written in C, holds "$ref" wherever that is a key
+    if isinstance(schema, bool) or (compiler.schema_json is not None and '"$ref"' not in compiler.schema_json):
         compiler.no_references()
     return compiler, Sub(schema, resolver, "")
-
-
-def _mentions_ref(schema) -> bool:
-    """Whether ``$ref`` may be a key somewhere in ``schema`` (True when unsure):
-    its JSON text, written in C, holds ``"$ref"`` wherever it is a key."""
-    if not isinstance(schema, dict):
-        return False
-    try:
-        return '"$ref"' in json.dumps(schema)
-    except (TypeError, ValueError, RecursionError):
-        return True
 
 
 _PREPARED: list = []
