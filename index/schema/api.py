@@ -671,6 +671,28 @@ def _meta_unique(items: list) -> bool | None:
     return True
 
 
+def _every(checks: list):
+    """A predicate true when each of ``checks`` is (a loop: a generator a call
+    of the meta-schema check, for every subschema of a user's schema, was most
+    of the allocations of that check)."""
+    def every(v) -> bool:
+        for check in checks:
+            if not check(v):
+                return False
+        return True
+    return every
+
+
+def _some(checks: list):
+    """A predicate true when one of ``checks`` is (see :func:`_every`)."""
+    def some(v) -> bool:
+        for check in checks:
+            if check(v):
+                return True
+        return False
+    return some
+
+
 def _compile_meta(root: dict, draft: int):
     """The meta-schema ``root`` of ``draft`` as a predicate; raises
     :class:`_Unexpected` on what it does not know (a ``$ref`` elsewhere than
@@ -712,7 +734,7 @@ def _compile_meta(root: dict, draft: int):
             return lambda v: True
         if len(checks) == 1:
             return checks[0]
-        return lambda v: all(check(v) for check in checks)
+        return _every(checks)
 
     def keyword(key, value, schema):
         if key == "$ref":
@@ -722,7 +744,7 @@ def _compile_meta(root: dict, draft: int):
             if not all(name in types for name in names):
                 raise _Unexpected(key)
             tests = [types[name] for name in names]
-            return lambda v: any(test(v) for test in tests)
+            return tests[0] if len(tests) == 1 else _some(tests)
         if key == "properties":
             subs = {name: build(sub) for name, sub in value.items()}
 
@@ -739,8 +761,14 @@ def _compile_meta(root: dict, draft: int):
             if "patternProperties" in schema:
                 raise _Unexpected(key)
             sub, known = build(value), set(schema.get("properties", ()))
-            return lambda v: not isinstance(v, dict) or all(
-                sub(item) for name, item in v.items() if name not in known)
+
+            def additional(v) -> bool:
+                if isinstance(v, dict):
+                    for name, item in v.items():
+                        if name not in known and not sub(item):
+                            return False
+                return True
+            return additional
         if key == "propertyNames":
             sub = build(value)
             return lambda v: not isinstance(v, dict) or all(sub(name) for name in v)
@@ -753,7 +781,14 @@ def _compile_meta(root: dict, draft: int):
             if "prefixItems" in schema or not (value is True or isinstance(value, dict)):
                 raise _Unexpected(key)
             sub = build(value)
-            return lambda v: not isinstance(v, list) or all(sub(item) for item in v)
+
+            def items(v) -> bool:
+                if isinstance(v, list):
+                    for item in v:
+                        if not sub(item):
+                            return False
+                return True
+            return items
         if key == "minItems":
             return lambda v: not isinstance(v, list) or len(v) >= value
         if key == "uniqueItems":
@@ -778,9 +813,7 @@ def _compile_meta(root: dict, draft: int):
             return lambda v: not isinstance(v, str) or search(v) is not None
         if key in ("anyOf", "allOf"):
             subs = [build(sub) for sub in value]
-            if key == "allOf":
-                return lambda v: all(sub(v) for sub in subs)
-            return lambda v: any(sub(v) for sub in subs)
+            return _every(subs) if key == "allOf" else _some(subs)
         raise _Unexpected(key)
 
     return ref("#")
