@@ -25,7 +25,7 @@ from tokendfa import (BuildLimitError, EmptyLanguageError, Guide, Index, Invalid
 from tokendfa.analysis.construct import byte_dfa_from_regex
 from tokendfa.analysis.minimise import canonical_byte_dfa
 from tokendfa.analysis.lazydfa import UNKNOWN, LazyByteDFA
-from tokendfa.analysis.regex_tree import Alt, Chars, Concat, Node, Repeat, Text
+from tokendfa.analysis.regex_tree import Alt, Chars, Concat, Node, Repeat, Text, parse_regex
 from tokendfa.analysis.dfa import INITIAL as INITIAL_STATE
 from tokendfa.analysis import lazydfa as lazydfa_module
 import tokendfa.lazy as lazy_module
@@ -279,6 +279,48 @@ def test_a_definition_that_surely_matches_is_compiled_when_first_entered():
     assert accepts(dfa, b"anullb") and accepts(dfa, b"ax12b") and accepts(dfa, b"c")
     assert not accepts(dfa, b"ab") and not accepts(dfa, b"axb")
     assert nfa.start_of[nfa.number[p]] >= 0
+
+
+def test_a_definition_whose_callees_surely_match_is_not_compiled_up_front():
+    # _LazyNFA._matches_something reads the trees of the definitions a tree
+    # calls: a value that calls values (an object property's, calling its
+    # members') is decided without compiling either; the first match that
+    # enters them does
+    p, q = chr(0xD806), chr(0xD807)
+    definitions = {p: parse_regex(rf"\[{q}(?:,{q})*\]", calls=True), q: parse_regex('"[a-z]*"', calls=True)}
+    pattern = rf'\{{"k":{p}\}}'
+    dfa = LazyByteDFA(pattern, definitions=definitions)
+    nfa = dfa._nfa
+    assert nfa.start_of[nfa.number[p]] < 0 and nfa.start_of[nfa.number[q]] < 0
+    assert accepts(dfa, b'{"k":["ab",""]}') and not accepts(dfa, b'{"k":[]}')
+    assert not accepts(dfa, b'{"k":[ab]}') and not accepts(dfa, b'{"k":}')
+    assert nfa.start_of[nfa.number[p]] >= 0 and nfa.start_of[nfa.number[q]] >= 0
+    lazy = canonical_byte_dfa(*LazyByteDFA(pattern, definitions=definitions).explore())
+    eager = byte_dfa_from_regex(pattern, definitions=definitions)
+    assert np.array_equal(lazy.transitions, eager.transitions) and np.array_equal(lazy.finals, eager.finals)
+
+
+def test_a_schema_source_says_which_written_definitions_surely_match():
+    # With deferred recursion the definitions come from the schema compiler
+    # (DeferredDefinitions), which says which written definitions surely
+    # match: the nested object's value is not compiled with the first fragment
+    strings = {"type": "array", "items": {"type": "string"}}
+    schema = {"type": "object", "required": ["outer"], "additionalProperties": False, "properties": {
+        "outer": {"type": "object", "required": ["a", "b"], "additionalProperties": False, "properties": {
+            "a": {"type": "string"}, "b": strings, "c": {"type": "array", "items": strings},
+            "d": {"enum": ["one", "two", "three"]}}},
+        "tree": {"$ref": "#/$defs/node"}},
+        "$defs": {"node": {"type": "object", "additionalProperties": False, "properties": {
+            "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}}}
+    compiled = regex_from_schema(schema, any_depth=LAZY_ANY_DEPTH, state_budget=None, share_free_levels=True,
+                                 share_counts=True, share_values=True, defer_recursion=True)
+    assert compiled.deferred is not None
+    dfa = LazyByteDFA(compiled.tree, definitions=compiled.deferred)
+    built = dfa.num_nfa_states
+    assert built < 40
+    assert accepts(dfa, b'{"outer":{"a":"x","b":["y"],"d":"two"},"tree":{"kids":[{}]}}')
+    assert not accepts(dfa, b'{"outer":{"a":"x"}}') and not accepts(dfa, b'{"outer":{"a":"x","b":[],"d":"on"}}')
+    assert dfa.num_nfa_states > 2 * built
 
 
 def test_the_rest_of_a_long_pattern_is_compiled_when_a_match_reaches_it():
@@ -1622,3 +1664,11 @@ def test_prepare_for_lazy_indexes_only_never_calls_the_encoder():
     assert lazy_module.tables_ready(vocab) and calls == []
     vocab.prepare()
     assert calls  # the full prepare warms the encoder up
+
+
+def test_a_definition_source_is_recognised_by_the_protocol_members():
+    # _LazyNFA looks the protocol's members up itself (typing's isinstance walks
+    # the protocol on every call): the two lists must stay the same
+    import typing
+
+    assert set(lazydfa_module._SOURCE_MEMBERS) == set(typing._get_protocol_attrs(lazydfa_module.DefinitionSource))

@@ -1087,3 +1087,38 @@ def test_the_compiled_older_meta_schemas_answer_as_jsonschema(validator):
             # unsure (False, jsonschema is then asked) only of draft 4's distinct enum of containers
             unsure = str(schema).startswith("{'enum': [[") or str(schema).startswith("{'enum': [{")
             assert _meta_accepts(cls, wrapped) == (meta.is_valid(wrapped) and not (unsure and draft4)), wrapped
+
+
+def test_declared_dialects_are_looked_up_as_jsonschema_does():
+    # api._dialect maps a declared "$schema" to its validator class itself:
+    # each URI it knows gives jsonschema's own answer
+    from jsonschema import validators
+
+    from tokendfa.schema.api import _DRAFT_OF_URI
+
+    assert len(_DRAFT_OF_URI) >= 10
+    for uri, name in _DRAFT_OF_URI.items():
+        assert validators.validator_for({"$schema": uri}, default=None).__name__ == name
+
+
+def test_enum_type_checks_answer_as_jsonschema():
+    # Compiler.valid tests a listed value against a type-only schema itself
+    # (compiler._type_test): the same answers as jsonschema's validator of each draft
+    import decimal
+    import fractions
+    import itertools
+
+    from jsonschema import validators
+
+    from tokendfa.schema.compiler import _TYPE_NAMES, _type_test
+
+    values = [None, True, False, 0, 1, -3, 1.0, 2.5, -0.0, float("inf"), "", "x", [], [1], {}, {"a": 1},
+              decimal.Decimal("1.5"), fractions.Fraction(1, 2)]
+    names = sorted(_TYPE_NAMES)
+    for cls, draft in [(validators.Draft4Validator, 4), (validators.Draft6Validator, 6),
+                       (validators.Draft7Validator, 7), (validators.Draft202012Validator, 2020)]:
+        for kinds in [None, *names, *(list(pair) for pair in itertools.combinations(names, 2))]:
+            validator = cls({} if kinds is None else {"type": kinds})
+            test = _type_test(kinds, draft)
+            assert [test(v) for v in values] == [validator.is_valid(v) for v in values], (draft, kinds)
+    assert _type_test("decimal", 2020) is None and _type_test({"a": 1}, 2020) is None

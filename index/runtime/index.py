@@ -535,6 +535,7 @@ def _schema_metadata(schema, whitespace: str, compiled) -> dict[str, Any]:
     def utf8(text: str) -> str:
         return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
 
-    return dict(kind="schema", schema=utf8(schema) if isinstance(schema, str) else json.dumps(schema),
+    text = utf8(schema) if isinstance(schema, str) else compiled.schema_json or json.dumps(schema)
+    return dict(kind="schema", schema=text,
                 whitespace=whitespace, widenings=[utf8(w) for w in compiled.widenings],
                 notes=[utf8(n) for n in compiled.notes])

@@ -103,6 +103,13 @@ _DRAFTS = {  # validator class name -> (draft number, meta-schema URI)
     "Draft202012Validator": (2020, "https://json-schema.org/draft/2020-12/schema"),
 }
 
+# The meta-schema URIs a schema declares in "$schema", with or without the empty
+# fragment, to the validator class name: looked up here as jsonschema's
+# validator_for does (which normalises the URI with urllib, and is called
+# with warnings caught).
+_DRAFT_OF_URI = {variant: name for name, (_, uri) in _DRAFTS.items()
+                 for variant in (uri, uri.rstrip("#"), uri.rstrip("#") + "#")}
+
 
 @dataclass(frozen=True)
 class SchemaRegex:
@@ -138,6 +145,9 @@ class SchemaRegex:
     # pulls the deferred definitions from; `tree_definitions` then holds those computed so
     # far (the text forms, `pattern` and `definitions`, compute them all first)
     deferred: Any = field(default=None, compare=False, repr=False)
+    # json.dumps of a schema given as a dict or a bool (what an index's metadata
+    # holds), written once for the compilation's own use
+    schema_json: str | None = field(default=None, compare=False, repr=False)
 
     @functools.cached_property
     def pattern(self) -> str:
@@ -327,10 +337,11 @@ def _result(compiled: Compiled) -> SchemaRegex:
                          "deeper values are not accepted")
         # the definitions grow as the automaton computes the deferred ones: the live dict
         return SchemaRegex(regex, list(compiler.widenings), notes, compiler.meta_uri,
-                           compiler.definitions, compiled.automaton, DeferredDefinitions(compiler))
+                           compiler.definitions, compiled.automaton, DeferredDefinitions(compiler),
+                           compiler.schema_json)
     used = compiler.used_definitions(regex) if compiled.used is None else compiled.used
     return SchemaRegex(regex, list(compiler.widenings), notes, compiler.meta_uri, used,
-                       compiled.automaton)
+                       compiled.automaton, schema_json=compiler.schema_json)
 
 
 def instance_text(schema: dict | bool | str, value: Any, *, whitespace: str = "compact",
@@ -380,6 +391,7 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
     # jsonschema's meta-schema check cannot look at the deadline, and takes its time
     # on a large schema (5.6 s for a 5-deep nest of 8-way anyOfs of arrays, 32,768
     # leaves): under a time limit it runs where the caller can stop waiting for it
+    _prepare_dialects()
     validator_cls, draft, meta_uri = limits.call_within_deadline(_dialect, schema, default_draft)
     resolver, full_registry = _resolver(schema, meta_uri, registry)
     compiler = Compiler(
@@ -391,7 +403,43 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
         share=registry is None,
         share_free_levels=share_free_levels, share_counts=share_counts, share_values=share_values,
         defer_recursion=defer_recursion)
+    try:
+        compiler.schema_json = json.dumps(schema)
+    except (TypeError, ValueError, RecursionError):
+        compiler.schema_json = None
+    # its JSON text, written in C, holds "$ref" wherever that is a key
+    if isinstance(schema, bool) or (compiler.schema_json is not None and '"$ref"' not in compiler.schema_json):
+        compiler.no_references()
     return compiler, Sub(schema, resolver, "")
+
+
+_PREPARED: list = []
+
+
+def _prepare_dialects() -> None:
+    """Build, on the process's first schema, every dialect's tables that a
+    schema's compilation reads: the compiled meta-schema checks
+    (:func:`_meta_check`), the validator classes with bounded patterns
+    (:func:`_bounded_patterns`), the format checker and the meta-schemas'
+    registry. Built when a schema of that dialect first came, they were
+    built again in each worker a server forked from a warm process that had
+    met only the others: 1-2.5 ms more to the first mask of a draft 4 or
+    draft 7 schema (30 of MaskBench's 84) in a fresh fork, where those
+    classes are made with ``attrs`` and ``compile``. The dialects other than
+    2020-12 (which every first schema builds anyway) add ~2 ms once."""
+    if _PREPARED:
+        return
+    from jsonschema import validators
+
+    _flat_meta_validator()
+    _known_schemas()
+    _format_checker()
+    for name in _DRAFTS:
+        cls = getattr(validators, name, None)
+        if cls is not None:
+            _meta_check(name)
+            _bounded_patterns(cls)
+    _PREPARED.append(True)
 
 
 def _check_count(name: str, value) -> None:
@@ -423,9 +471,13 @@ def _dialect(schema: dict | bool, default_draft: str | None):
     candidates = []
     declared = schema.get("$schema") if isinstance(schema, dict) else None
     if isinstance(declared, str):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            cls = validators.validator_for(schema, default=None)
+        name = _DRAFT_OF_URI.get(declared)
+        if name is not None:  # jsonschema's lookup normalises the URI and guards a warning
+            cls = getattr(validators, name)
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                cls = validators.validator_for(schema, default=None)
         if cls is None:
             raise UnsupportedSchemaError(f"unsupported keyword '$schema' at /: unknown dialect {declared!r}")
         candidates = [cls]
@@ -619,6 +671,28 @@ def _meta_unique(items: list) -> bool | None:
     return True
 
 
+def _every(checks: list):
+    """A predicate true when each of ``checks`` is (a loop: a generator a call
+    of the meta-schema check, for every subschema of a user's schema, was most
+    of the allocations of that check)."""
+    def every(v) -> bool:
+        for check in checks:
+            if not check(v):
+                return False
+        return True
+    return every
+
+
+def _some(checks: list):
+    """A predicate true when one of ``checks`` is (see :func:`_every`)."""
+    def some(v) -> bool:
+        for check in checks:
+            if check(v):
+                return True
+        return False
+    return some
+
+
 def _compile_meta(root: dict, draft: int):
     """The meta-schema ``root`` of ``draft`` as a predicate; raises
     :class:`_Unexpected` on what it does not know (a ``$ref`` elsewhere than
@@ -660,7 +734,7 @@ def _compile_meta(root: dict, draft: int):
             return lambda v: True
         if len(checks) == 1:
             return checks[0]
-        return lambda v: all(check(v) for check in checks)
+        return _every(checks)
 
     def keyword(key, value, schema):
         if key == "$ref":
@@ -670,7 +744,7 @@ def _compile_meta(root: dict, draft: int):
             if not all(name in types for name in names):
                 raise _Unexpected(key)
             tests = [types[name] for name in names]
-            return lambda v: any(test(v) for test in tests)
+            return tests[0] if len(tests) == 1 else _some(tests)
         if key == "properties":
             subs = {name: build(sub) for name, sub in value.items()}
 
@@ -687,8 +761,14 @@ def _compile_meta(root: dict, draft: int):
             if "patternProperties" in schema:
                 raise _Unexpected(key)
             sub, known = build(value), set(schema.get("properties", ()))
-            return lambda v: not isinstance(v, dict) or all(
-                sub(item) for name, item in v.items() if name not in known)
+
+            def additional(v) -> bool:
+                if isinstance(v, dict):
+                    for name, item in v.items():
+                        if name not in known and not sub(item):
+                            return False
+                return True
+            return additional
         if key == "propertyNames":
             sub = build(value)
             return lambda v: not isinstance(v, dict) or all(sub(name) for name in v)
@@ -701,7 +781,14 @@ def _compile_meta(root: dict, draft: int):
             if "prefixItems" in schema or not (value is True or isinstance(value, dict)):
                 raise _Unexpected(key)
             sub = build(value)
-            return lambda v: not isinstance(v, list) or all(sub(item) for item in v)
+
+            def items(v) -> bool:
+                if isinstance(v, list):
+                    for item in v:
+                        if not sub(item):
+                            return False
+                return True
+            return items
         if key == "minItems":
             return lambda v: not isinstance(v, list) or len(v) >= value
         if key == "uniqueItems":
@@ -726,9 +813,7 @@ def _compile_meta(root: dict, draft: int):
             return lambda v: not isinstance(v, str) or search(v) is not None
         if key in ("anyOf", "allOf"):
             subs = [build(sub) for sub in value]
-            if key == "allOf":
-                return lambda v: all(sub(v) for sub in subs)
-            return lambda v: any(sub(v) for sub in subs)
+            return _every(subs) if key == "allOf" else _some(subs)
         raise _Unexpected(key)
 
     return ref("#")

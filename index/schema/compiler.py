@@ -51,6 +51,8 @@ through one more reference.
 from __future__ import annotations
 
 import functools
+import numbers
+import re
 from collections import Counter
 from dataclasses import fields
 from typing import Any
@@ -66,7 +68,8 @@ from .ir import Choice, Constraint, Flat, Negated, Sub, enter, json_key, locate_
 from .keywords import absorb
 from .negation import negate
 from .objects import declared, member_subs, object_
-from ..analysis.regex_tree import NOTHING, Call, calls_in, chars, concat, literal_set
+from ..analysis.regex_tree import (NOTHING, Alt, Call, Chars, Concat, LiteralSet, Repeat, Text, calls_in, chars,
+                                   concat, literal_set)
 from .regexes import EMPTY, Node, alternation, counted, lit, optional, repeat
 from .scalars import constants, literal, literals, number, string
 
@@ -135,6 +138,10 @@ class Layout:
         self.indent = indent
         self.ws = EMPTY if mode != "flexible" or max_whitespace <= 0 else (
             repeat(_WHITESPACE, 0, max_whitespace))
+        # the separators that do not depend on the depth, made once (asked for
+        # at every member and container: ~10% of a small object's compilation)
+        self._comma = concat(self.ws, lit(","), self.ws)
+        self._colon = lit(": ") if mode == "pretty" else concat(self.ws, lit(":"), self.ws)
 
     def _nl(self, depth: int) -> Node:
         return lit("\n" + " " * (self.indent * depth))
@@ -155,12 +162,10 @@ class Layout:
     def comma(self, depth: int) -> Node:
         if self.mode == "pretty":
             return lit(",") + self._nl(depth + 1)
-        return concat(self.ws, lit(","), self.ws)
+        return self._comma
 
     def colon(self) -> Node:
-        if self.mode == "pretty":
-            return lit(": ")
-        return concat(self.ws, lit(":"), self.ws)
+        return self._colon
 
 
 # Keywords of a schema whose answer for a value depends on the value's JSON type
@@ -211,7 +216,9 @@ class Compiler:
         self.pieces: dict[str, Any] = {}
         self.pieces_deferred = 0
         self._piece_of: dict = {}
+        self._matching: dict = {}  # key -> whether its tree surely matches (matches_something)
         self._references = _References()
+        self.schema_json: str | None = None  # the schema's json.dumps (see api._setup)
         self.branches = 0                  # branches of combinator products emitted so far
         self.disjoint_answers: dict = {}   # see disjoint.disjoint
         self._counted: dict = {}            # (unit, lo, hi) -> tree (see counted)
@@ -290,10 +297,34 @@ class Compiler:
         self._piece_of[name] = call = Call(placeholder)
         return call
 
+    def no_references(self) -> None:
+        """Say that the schema holds no ``$ref`` anywhere: no subschema enters
+        or reaches recursion, which is then not searched for value by value
+        (~10% of a small object's compilation)."""
+        self._references.absent = True
+
     def matches_something(self, key) -> bool:
-        """Whether ``key`` is known to match something without computing it (a
-        deferred piece)."""
-        return key in self.pieces
+        """Whether ``key`` is known to match something without computing it: a
+        deferred piece, or a definition written already whose tree surely
+        matches (:func:`_surely_matches`, which reads the definitions it
+        calls the same way; a deferred value is not computed for it).
+
+        A lazy automaton compiles a fragment before its first mask when a
+        definition it calls is not known to match: a schema's top-level
+        property whose value is an object calling its members' value
+        definitions (BFCL_sql:14: 122 of its 140 NFA states, and ~120
+        copy-on-write faults in a fresh fork) was compiled so, though no
+        first-mask token reaches it."""
+        if key in self.pieces:
+            return True
+        known = self._matching.get(key)
+        if known is None:
+            tree = self.definitions.get(key)
+            if tree is None:
+                return False
+            self._matching[key] = False  # a definition reaching itself is undecided here
+            known = self._matching[key] = _surely_matches(tree, self.matches_something)
+        return known
 
     def define(self, placeholder: str) -> Node:
         """The tree of a deferred value, computed now (see the module notes).
@@ -595,10 +626,19 @@ class Compiler:
                 schema = {k: v for k, v in schema.items() if k not in ("enum", "const")}
                 if schema.keys() <= _TYPE_ONLY:
                     by_type = {}
+                    test = _type_test(schema.get("type"), self.draft)
+                    if test is not None:
+                        # what jsonschema's type checker answers, without making a
+                        # validator (an attrs class instance, ~12 copy-on-write faults
+                        # and 30-60 us in a fresh fork for an enum of strings)
+                        self._validators[key] = (test, sub, None)
+                        return test(value)
             validator = self.validator_cls(schema, registry=self.registry, _resolver=sub.resolver,
                                            format_checker=self.format_checker)
             validator = self._validators[key] = (validator, sub, by_type)  # keep sub alive: its id stays unique
         validator, _, by_type = validator
+        if validator.__class__ is _TypeTest:
+            return validator(value)
         if by_type is not None:
             kind = type_key(value)
             known = by_type.get(kind)
@@ -660,7 +700,7 @@ class Compiler:
         layout = self.layout
         parts = []
         if body is not None:
-            parts.append(layout.open(open_b, depth) + body + layout.close(close_b, depth))
+            parts.append(concat(layout.open(open_b, depth), body, layout.close(close_b, depth)))
         if can_be_empty:
             parts.append(layout.empty(open_b, close_b))
         return alternation(parts)
@@ -796,6 +836,8 @@ class _References:
         self._enters: dict[int, tuple] = {}    # id(schema) -> (schema, answer)
         self._pending_targets: list = []
         self._reaches: dict[int, tuple] = {}     # id(schema) -> (schema, answer)
+        # the schema holds no $ref at all (Compiler.no_references): nothing recursive
+        self.absent = False
 
     @staticmethod
     def _resolve(resolver, ref: str):
@@ -846,6 +888,8 @@ class _References:
 
     def reaches_recursion(self, sub: Sub) -> bool:
         """Whether a recursive reference can be reached from ``sub``, at any depth."""
+        if self.absent:
+            return False
         schema = sub.schema
         if isinstance(schema, Constraint):
             return any(self.reaches_recursion(inner) for inner in _subs_in(schema))
@@ -906,6 +950,8 @@ class _References:
                          if name not in _NOT_SCHEMAS and isinstance(value, (dict, list)))
 
     def enters_recursion(self, sub: Sub) -> bool:
+        if self.absent:
+            return False
         schema = sub.schema
         if isinstance(schema, Constraint):
             # what the compiler wrote (a negation, a conjunction, members...): the
@@ -1005,6 +1051,97 @@ class DeferredDefinitions:
         while compiler.pending or compiler.pieces:
             self.tree(next(iter(compiler.pending or compiler.pieces)))
         return compiler.definitions
+
+
+class _TypeTest:
+    """Whether a value is of one of the JSON Schema ``type`` names given, as
+    jsonschema's type checker of the draft answers (from draft 6 on, an
+    integral float is an ``integer``)."""
+
+    __slots__ = ("names", "integral_floats")
+
+    def __init__(self, names: tuple[str, ...], integral_floats: bool) -> None:
+        self.names = names
+        self.integral_floats = integral_floats
+
+    def __call__(self, value) -> bool:
+        return any(_is_type(value, name, self.integral_floats) for name in self.names)
+
+
+def _is_type(value, name: str, integral_floats: bool) -> bool:
+    if name == "string":
+        return isinstance(value, str)
+    if name == "null":
+        return value is None
+    if name == "boolean":
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False  # not a number in JSON Schema, though a Python int
+    if name == "integer":
+        return isinstance(value, int) or (integral_floats and isinstance(value, float) and value.is_integer())
+    if name == "number":
+        return isinstance(value, numbers.Number)
+    if name == "object":
+        return isinstance(value, dict)
+    return isinstance(value, list)  # "array"
+
+
+_TYPE_NAMES = frozenset({"string", "null", "boolean", "integer", "number", "object", "array"})
+
+
+def _type_test(kinds, draft: int) -> "_TypeTest | None":
+    """The test of a ``type`` keyword's value (absent: any value), or None
+    for what is left to jsonschema (a name it does not know, say)."""
+    if kinds is None:
+        names: tuple = tuple(_TYPE_NAMES)
+    elif isinstance(kinds, str):
+        names = (kinds,)
+    elif isinstance(kinds, list) and kinds:
+        names = tuple(kinds)
+    else:
+        return None
+    if not all(isinstance(name, str) and name in _TYPE_NAMES for name in names):
+        return None
+    return _TypeTest(names, draft >= 6)
+
+
+def _surely_matches(tree: Node, call_matches) -> bool:
+    """Whether ``tree`` surely matches some string: True only when it has a
+    match through calls that ``call_matches(key)`` says match; False where
+    that is not found (a set of lone surrogates, a tree nested too deeply),
+    which leaves the question to the automaton."""
+    memo: dict[int, bool] = {}
+
+    def matches(node: Node) -> bool:
+        cls = node.__class__
+        if cls is Text:
+            return not _SURROGATE_CHAR(node.text)
+        if cls is Chars:
+            return any(lo < SURROGATES[0] or hi > SURROGATES[1] for lo, hi in node.ranges)
+        if cls is Repeat:
+            return node.lo == 0 or matches(node.body)
+        if cls is Call:
+            return call_matches(node.key)
+        if cls is LiteralSet:
+            return True  # two strings or more
+        found = memo.get(id(node))
+        if found is None:
+            if cls is Concat:
+                found = all(matches(item) for item in node.items)
+            elif cls is Alt:
+                found = any(matches(item) for item in node.items)
+            else:
+                return False
+            memo[id(node)] = found
+        return found
+
+    try:
+        return matches(tree)
+    except RecursionError:
+        return False
+
+
+_SURROGATE_CHAR = re.compile("[\ud800-\udfff]").search
 
 
 def _point(compiler: Compiler, subs, depth: int) -> tuple:

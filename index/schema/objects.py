@@ -34,7 +34,7 @@ from ..analysis import algebra
 from ..analysis.errors import TimeLimitError
 from . import strings as strs
 from .ir import Flat, Negated, ObjPart, SomeMember, Sub
-from ..analysis.regex_tree import Text, literal_set
+from ..analysis.regex_tree import Text, concat, literal_set
 from .regexes import (Node, alternation, difference, fullmatch, intersect, optional, repeat)
 from .scalars import LITERAL_SET_MIN, string
 
@@ -487,8 +487,8 @@ def _members(c: "Compiler", entries, extras, min_props: int, max_props: int | No
     n_required = sum(1 for _, _, r in entries if r)
     if max_props is not None and n_required > max_props:
         return None
-    members = [(k + colon + v, r) for k, v, r in entries]
-    extra = alternation([k + colon + v for k, v in extras if k is not None]) if extras else None
+    members = [(concat(k, colon, v), r) for k, v, r in entries]
+    extra = alternation([concat(k, colon, v) for k, v in extras if k is not None]) if extras else None
     # written up to three times below (after the declared members, alone, and
     # repeated after each): with share_values one definition, compiled once by
     # a lazy index, when first reached
@@ -504,14 +504,24 @@ def _members(c: "Compiler", entries, extras, min_props: int, max_props: int | No
     if not counting:
         chain: Node | None = None     # at least one member written, after the members so far
         seen_required = False
+        # once a required member is written, each later one only follows: the
+        # chain is then concat(*after), made once (a concatenation a member at
+        # a time flattened the growing chain again each time, and interned each)
+        after: list[Node] = []
         for member, req in members:
             if chain is None:
                 chain = member
+            elif seen_required:
+                after.append(concat(comma, member) if req else optional(concat(comma, member)))
             else:
-                step = chain + (comma + member if req else optional(comma + member))
+                step = concat(chain, concat(comma, member) if req else optional(concat(comma, member)))
                 # unless a required member came before, this one may be the first written
-                chain = step if seen_required else alternation([step, member])
-            seen_required = seen_required or req
+                chain = alternation([step, member])
+            if req and not seen_required:
+                seen_required = True
+                after = [chain]
+        if len(after) > 1:
+            chain = concat(*after)
         bodies = []
         if witnessed is not None:
             # some extra member is a witness: extras, the witness, extras
