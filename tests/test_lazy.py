@@ -983,7 +983,7 @@ def test_tail_sets_from_tail_bytes_are_the_last_leaving_ones(name, monkeypatch):
     every wide character), the empty set and the full ones, on a byte-level
     BPE and a SentencePiece vocabulary; the tail set built from it keeps
     those tokens and only those, and the compiled split (_cwalk.tail_split)
-    makes the numpy one's arrays."""
+    and resume points (_cwalk.skips) make the numpy ones' arrays."""
     vocab = cached_vocabulary(name)
     tables = lazy_tables._vocabulary_tables(vocab)  # fresh caches
     everything = (1 << 64) - 1

@@ -817,6 +817,59 @@ static PyObject *leading_runs(PyObject *module, PyObject *const *args, Py_ssize_
     Py_RETURN_NONE;
 }
 
+/* skips(spellings, offsets, loops, tokens, first_char, out):
+ * for each of ``tokens`` (int64 ids) the position of its first byte after
+ * its first character that is not in ``loops`` (256 flags), its length when
+ * there is none, and 0 when it is not text (first_char, int8 a token: the
+ * bytes of its first character, 0 when it is not text). The resume points
+ * of a loop set's other tokens (tokendfa.lazy.tables._skips), read token
+ * by token: numpy's passes over the first 32 byte columns made a new loop
+ * set's tail tokens (a pattern's class) cost 2-6 ms on Qwen, inside the
+ * cold row that meets it; 0.3-0.5 ms with this. */
+static PyObject *skips(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 6, "skips") < 0) {
+        return NULL;
+    }
+    Buffer buffers[6] = {{0}};
+    Py_ssize_t size = take_spellings(args, buffers);
+    if (size < 0 || take(args[3], &buffers[3], "tokens", 8, 0) < 0
+            || take(args[4], &buffers[4], "first_char", 1, 0) < 0 || take(args[5], &buffers[5], "out", 2, 1) < 0) {
+        release(buffers, 6);
+        return NULL;
+    }
+    Py_ssize_t count = buffers[3].view.len / 8;
+    if (buffers[4].view.len != size || buffers[5].view.len / 2 != count) {
+        release(buffers, 6);
+        PyErr_SetString(PyExc_ValueError, "skips: first_char is not one item a token, or out not one a token asked");
+        return NULL;
+    }
+    const uint8_t *spellings = buffers[0].view.buf, *loops = buffers[2].view.buf;
+    const int64_t *offsets = buffers[1].view.buf, *tokens = buffers[3].view.buf;
+    const int8_t *first_char = buffers[4].view.buf;
+    int16_t *out = buffers[5].view.buf;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t t = tokens[i];
+        if (t < 0 || t >= size) {
+            release(buffers, 6);
+            PyErr_SetString(PyExc_IndexError, "skips: a token outside the tables");
+            return NULL;
+        }
+        if (first_char[t] <= 0) {
+            out[i] = 0;
+            continue;
+        }
+        const uint8_t *token = spellings + offsets[t];
+        int64_t length = offsets[t + 1] - offsets[t], at = first_char[t];
+        while (at < length && loops[token[at]]) {
+            at++;
+        }
+        out[i] = (int16_t)(at < length ? at : length);
+    }
+    release(buffers, 6);
+    Py_RETURN_NONE;
+}
+
 /* tail_split(tail_low, tail_high, tail_wide, first_char, by_first_byte,
  *            first_offsets, low, high, wide, mask, rest, rest_offsets) -> n
  *
@@ -926,6 +979,8 @@ static PyMethodDef methods[] = {
      "Walk tokens through a complete byte table: each one's end state (0: dead)."},
     {"leading_runs", (PyCFunction)(void (*)(void))leading_runs, METH_FASTCALL,
      "Each token's leading run of bytes in a set: bytes, ASCII bytes, characters."},
+    {"skips", (PyCFunction)(void (*)(void))skips, METH_FASTCALL,
+     "Each token's first byte after its first character outside a loop set (its length if none; 0: not text)."},
     {"tail_split", (PyCFunction)(void (*)(void))tail_split, METH_FASTCALL,
      "A loop set's tail tokens as a mask, and the other spelled tokens by first byte."},
     {NULL, NULL, 0, NULL},
