@@ -371,8 +371,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "(default) or {\"type\": \"boolean\"} (the method of runs before 2026-11-27 10:00)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT,
                    help=f"markdown report; the raw results go next to it as .json (default {DEFAULT_OUT.name})")
-    p.add_argument("--plot", type=Path, default=DEFAULT_PLOT, help=f"TTFM plot (default {DEFAULT_PLOT.name})")
+    p.add_argument("--plot", type=Path, default=None,
+                   help=f"TTFM plot (default {DEFAULT_PLOT.name} with the default --out, else beside --out as .png)")
     args = p.parse_args(argv)
+    if args.plot is None:   # a report written elsewhere never overwrites the committed plot
+        args.plot = DEFAULT_PLOT if args.out == DEFAULT_OUT else args.out.with_suffix(".png")
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     unknown = set(args.engines) - set(ENGINES)
     if unknown:
