@@ -65,6 +65,7 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis.closing import LazyDistances
 from ..analysis.dfa import DEAD, INITIAL, STATE_DTYPE
 from ..analysis.minimise import canonical_byte_dfa
 from ..analysis.errors import (BuildLimitError, InvalidStateError, TokenNotAllowedError,
@@ -237,6 +238,7 @@ class LazyIndex(MaskServing):
         self._covered = bool(single.all()) or (
             deferred is None and bool(np.all(single[self._dfa.byte_alphabet()])))
         self._token_live: dict[int, bool] = {}
+        self._distances: LazyDistances | None = None  # made when a budget first asks
         self._loops: dict[int, tuple[int, int, bool]] = {}
         self._wide_targets: dict[int, int] = {}
         self._chain_links: dict[tuple[int, tuple[int, int, bool]], int] = {}  # (state, class) -> next or DEAD
@@ -426,6 +428,52 @@ class LazyIndex(MaskServing):
                 target[...] = mask
                 return
         self._copy_mask(mask, out, row)
+
+    # --- closing within a budget (see tokendfa.runtime.serving) -------------------
+
+    def _finish_distance(self, state: int, limit: int) -> int:
+        # The shortest path in bytes that are tokens of their own: each is
+        # one token a generation may pick (such a path's states are
+        # token-live), so that many tokens always close the text.
+        distances = self._distances
+        if distances is None:
+            with self._lock:
+                if self._distances is None:
+                    self._distances = LazyDistances(self._dfa, self._tables.single_byte)
+                distances = self._distances
+        with self._config.limits() if self._bounded_rows else contextlib.nullcontext():
+            return distances.distance(state, limit)
+
+    def _closing_successors(self, state: int) -> np.ndarray:
+        with self._lock:  # rows are dropped under it: the successors stay with the mask
+            self.get_mask(state)
+            return self._successors[state]
+
+    def _closing_token_ends(self, state: int) -> tuple[np.ndarray, np.ndarray]:
+        """The row of ``state`` computed again, with where each token ends
+        (a kept row holds its mask and distinct successors only): the walked
+        tokens' ends, and the loop's tokens, which end in the loop's state or,
+        along a chain, are walked here."""
+        with self._lock, self._config.limits() if self._bounded_rows else contextlib.nullcontext():
+            self.get_mask(state)
+            row = self._raw_row(state)
+            self._raw_rows.pop(state, None)   # kept only until its mask is made, which it is
+            tokens, ends = row.tokens.astype(np.int64), row.ends.astype(np.int64)
+            loop = row.loop
+            if loop is None:
+                return tokens, ends
+            bits = np.unpackbits(loop.mask.view(np.uint8), bitorder="little")
+            looping = np.flatnonzero(bits[:self._vocab_size]).astype(np.int64)
+            if len(loop.ends) == 1:
+                loop_ends = np.full(len(looping), loop.ends[0], dtype=np.int64)
+            else:  # a chain: each token ends as far along as it has characters
+                found_tokens: list = []
+                found_ends: list = []
+                self._numpy_walk(looping, np.full(len(looping), state, dtype=STATE_DTYPE),
+                                 np.zeros(len(looping), dtype=np.int64), found_tokens, found_ends)
+                looping = np.concatenate(found_tokens).astype(np.int64) if found_tokens else looping[:0]
+                loop_ends = np.concatenate(found_ends).astype(np.int64) if found_ends else looping[:0]
+            return np.concatenate([tokens, looping]), np.concatenate([ends, loop_ends])
 
     # --- completion -------------------------------------------------------------
 

@@ -7,17 +7,56 @@ answer ``get_mask(state)`` with a ``uint32`` bitset (bit ``i % 32`` of word
 once: the allowed ids, the checks on token ids and caller buffers, and the
 copy of a mask into a caller's numpy array or torch tensor.
 
-May import: numpy and :mod:`tokendfa.analysis.errors` (torch only inside a
-call that was handed a torch tensor).
+**Closing within a token budget.** A generation that may take ``R`` more
+tokens (its ``max_tokens`` less those generated) must reach a final state
+and emit EOS within them, or its text is cut off inside a value.
+:meth:`MaskServing.closing_mask` allows, of a state's mask, the tokens after
+which what the text still needs (:meth:`MaskServing.finish_bound`: a bound
+on the tokens to a final state, plus one for EOS) fits in the ``R - 1``
+tokens left, and EOS where the state is final. The bound is each index
+type's (``_finish_distance``): a lazy index counts the shortest path in
+bytes that are single-byte tokens of the vocabulary, an eager one the
+fewest tokens of its own graph; either way a generation inside it can
+always close, so a restricted mask is never empty while the generation
+started within reach of a final state. Far from the budget (every token's
+successor needs at most ``R - 1``) the plain mask is served: one dict
+lookup a step once a state's successors are known
+(:meth:`MaskServing.needs_closing`).
+
+May import: numpy, :mod:`tokendfa.analysis.errors` and
+:mod:`tokendfa.analysis.closing` (torch only inside a call that was handed
+a torch tensor).
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
+from ..analysis.closing import FAR
 from ..analysis.errors import InvalidStateError, MaskBufferError
+
+# Restricted masks an index keeps (by state and threshold), least recently
+# used dropped first: a generation near its budget asks for one a step, and
+# a batch of the same schema asks for the same few (Gemma: 32 kB a mask).
+_CLOSING_MASKS = 64
+_NO_NEEDS: dict = {}
+
+
+class _Needs:
+    """What the successors of one state need to close: the distinct exact
+    needs (sorted), and a need every other successor is known to reach
+    (:data:`FAR` when every successor's need is exact)."""
+
+    __slots__ = ("exact", "most", "beyond")
+
+    def __init__(self, exact: list[int], beyond: int) -> None:
+        self.exact = exact
+        self.most = exact[-1] if exact else 0
+        self.beyond = beyond
 
 
 class MaskServing:
@@ -35,6 +74,111 @@ class MaskServing:
         compute first (always, for an index read from arrays; a lazy index
         says whether the state's row is computed and kept)."""
         return True
+
+    # --- closing within a token budget ---------------------------------------
+
+    def _finish_distance(self, state: int, limit: int) -> int:  # pragma: no cover - every subclass defines it
+        """Tokens from ``state`` to a final state (a sound bound): exact when
+        at most ``limit``, else any number above ``limit``."""
+        raise NotImplementedError
+
+    def _closing_successors(self, state: int) -> np.ndarray:  # pragma: no cover
+        """The distinct states the allowed tokens of ``state`` (EOS aside) lead to."""
+        raise NotImplementedError
+
+    def _closing_token_ends(self, state: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+        """``(tokens, ends)``: every allowed token of ``state`` but EOS, and the state each leads to."""
+        raise NotImplementedError
+
+    def finish_bound(self, state: int, limit: int = FAR) -> int:
+        """The tokens a generation in ``state`` needs to close: a bound on
+        the tokens to a final state, plus one for EOS (1 in a final state).
+        Exact when at most ``limit + 1``; above it, some larger number."""
+        return self._finish_distance(state, limit) + 1
+
+    def _needs(self, state: int, remaining: int) -> _Needs:
+        """The needs of the successors of ``state``, exact up to ``remaining - 1``."""
+        kept = self.__dict__.get("_closing_needs")
+        if kept is None:
+            kept = self.__dict__.setdefault("_closing_needs", {})
+        found = kept.get(state)
+        if found is not None and (found.beyond >= FAR or remaining - 1 < found.beyond):
+            return found
+        limit = max(remaining - 2, 0)   # a need of remaining - 1 at most: a distance of remaining - 2
+        exact, beyond = set(), FAR
+        for successor in self._closing_successors(state).tolist():
+            distance = self._finish_distance(successor, limit)
+            if distance <= limit or distance >= FAR:
+                exact.add(distance + 1 if distance < FAR else FAR)
+            else:
+                beyond = limit + 2
+        exact.discard(FAR)
+        found = kept[state] = _Needs(sorted(exact), beyond)
+        return found
+
+    def needs_closing(self, state: int, remaining: int) -> bool:
+        """Whether, with ``remaining`` tokens left (this one included), some
+        allowed token of ``state`` leads where closing needs more than the
+        ``remaining - 1`` left after it. A dict lookup once the state's
+        successors were asked for (in any generation)."""
+        found = self.__dict__.get("_closing_needs", _NO_NEEDS).get(state)
+        if found is None or not (found.beyond >= FAR or remaining - 1 < found.beyond):
+            found = self._needs(state, remaining)
+        # a successor known only to need more than remaining - 1 (beyond) is out too
+        return found.most > remaining - 1 or found.beyond < FAR
+
+    def closing_mask(self, state: int, remaining: int) -> np.ndarray | None:
+        """The mask of ``state`` for a generation with ``remaining`` tokens
+        left (this one included): the allowed tokens after which closing
+        needs at most ``remaining - 1`` tokens (:meth:`finish_bound`), and
+        EOS where ``state`` is final. None when that is the whole mask (far
+        from the budget), or when it is empty (the generation cannot close
+        in time whatever it picks: the caller serves the plain mask)."""
+        if remaining < 1:
+            return None
+        if not self.needs_closing(state, remaining):
+            return None
+        needs = self._needs(state, remaining)
+        threshold = remaining - 1
+        fitting = [need for need in needs.exact if need <= threshold]
+        key = (state, fitting[-1] if fitting else 0)
+        with self.__dict__.setdefault("_closing_lock", threading.Lock()):
+            masks = self.__dict__.setdefault("_closing_masks", OrderedDict())
+            if key in masks:
+                masks.move_to_end(key)
+                return masks[key]
+        mask = self._closing_mask(state, threshold)
+        with self.__dict__["_closing_lock"]:
+            masks[key] = mask
+            while len(masks) > _CLOSING_MASKS:
+                masks.popitem(last=False)
+        return mask
+
+    def _closing_mask(self, state: int, threshold: int) -> np.ndarray | None:
+        tokens, ends = self._closing_token_ends(state)
+        limit = max(threshold - 1, 0)
+        distinct = np.unique(ends)
+        fits = np.array([self._finish_distance(end, limit) + 1 <= threshold for end in distinct.tolist()],
+                        dtype=bool)
+        keep = fits[np.searchsorted(distinct, ends)] if len(ends) else np.zeros(0, dtype=bool)
+        allowed = np.zeros(self._words * 32, dtype=bool)
+        allowed[tokens[keep]] = True
+        if self.is_final(state):
+            allowed[list(self.eos_token_ids)] = True
+        elif not keep.any():
+            return None
+        mask = np.packbits(allowed, bitorder="little").view(np.uint32)
+        mask.flags.writeable = False
+        return mask
+
+    def write_closing_mask_into(self, state: int, remaining: int, out, row: int | None = None) -> None:
+        """:meth:`write_mask_into` with :meth:`closing_mask`: the plain mask
+        when it is None."""
+        mask = self.closing_mask(state, remaining)
+        if mask is None:
+            self.write_mask_into(state, out, row)
+        else:
+            self._copy_mask(mask, out, row)
 
     def get_tokens(self, state: int) -> np.ndarray:
         """Allowed token ids, sorted, as ``int32`` (EOS included in final states)."""
