@@ -161,10 +161,10 @@ def _check_masks(index, vocab, need_of, states, budgets):
         for remaining in budgets(need_of(state)) if callable(budgets) else budgets:
             expected = brute_force(index, state, remaining, need_of)
             guide = Guide(index, state, max_tokens=remaining)
-            if guide.max_tokens is None:   # cannot close from here: the plain mask
-                assert index.finish_bound(state) > remaining
-                assert need_of(state) > remaining
-                assert set(guide.get_tokens().tolist()) == set(index.get_tokens(state).tolist())
+            plain = set(index.get_tokens(state).tolist())
+            if not expected:   # nothing leaves room to close: the plain mask
+                assert not index.is_final(state) and need_of(state) > remaining
+                assert set(guide.get_tokens().tolist()) == plain
                 continue
             got = set(guide.get_tokens().tolist())
             assert got == expected, (state, remaining, sorted(got ^ expected)[:10])
@@ -224,7 +224,6 @@ def test_every_generation_within_its_budget_closes(qwen_vocab, lazy):
     for budget in (least, least + 3, least + 20, 80):
         for _ in range(3):
             guide = Guide(index, max_tokens=budget)
-            assert guide.max_tokens == budget
             while not guide.ended:
                 assert guide.remaining >= 1, "ran past the budget"
                 tokens = guide.get_tokens()
@@ -236,13 +235,14 @@ def test_every_generation_within_its_budget_closes(qwen_vocab, lazy):
             assert index.is_final(guide.state)
 
 
-def test_a_budget_too_small_to_close_is_dropped(qwen_vocab, toy_vocab):
-    index = Index.from_schema(SCHEMA, qwen_vocab)
-    least = Guide(index).tokens_to_close()
+def test_a_guide_too_short_to_close_serves_the_plain_masks(qwen_vocab):
+    index = Index.from_schema(SCHEMA, qwen_vocab, lazy=False)
+    least = Guide(index).tokens_to_close()   # exact on an eager index: no token path is shorter
     guide = Guide(index, max_tokens=least - 1)
-    assert guide.max_tokens is None and guide.remaining is None
-    assert np.array_equal(guide.get_mask(), index.get_mask(index.initial_state))
-    assert Guide(index, max_tokens=least).max_tokens == least
+    assert guide.max_tokens == least - 1 and guide.remaining == least - 1
+    while not guide.ended and guide.remaining > 0:
+        assert np.array_equal(guide.get_mask(), index.get_mask(guide.state))
+        guide.advance(int(guide.get_tokens()[0]))
     with pytest.raises(ValueError):
         Guide(index, max_tokens=-1)
 

@@ -29,25 +29,22 @@ class Guide:
 
     def __init__(self, index: Index, state: int | None = None, *, max_tokens: int | None = None) -> None:
         """``max_tokens``: the tokens this generation may still take from
-        ``state`` on, EOS included (None: no budget). When the text cannot
-        be closed within it whatever is picked (:meth:`tokens_to_close` is
-        larger), the budget is dropped (:attr:`max_tokens` None) and the
-        index's masks are served as they are."""
+        ``state`` on, EOS included (None: no budget). Where no allowed token
+        leaves room to close (the generation started too short to close at
+        all, see :meth:`tokens_to_close`), the index's own mask is served."""
         self.index = index
         self._states = [index.initial_state if state is None else state]
         # One flag per position: whether an EOS has been accepted there.
         self._ended = [False]
         self._eos = frozenset(index.eos_token_ids)  # asked at every advance
-        self._budget = None
-        if max_tokens is not None:
-            if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) or max_tokens < 0:
-                raise ValueError(f"max_tokens must be a non-negative integer or None, not {max_tokens!r}")
-            if index.finish_bound(self._states[0], int(max_tokens)) <= max_tokens:
-                self._budget = int(max_tokens)
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer))
+                                       or max_tokens < 0):
+            raise ValueError(f"max_tokens must be a non-negative integer or None, not {max_tokens!r}")
+        self._budget = None if max_tokens is None else int(max_tokens)
 
     @property
     def max_tokens(self) -> int | None:
-        """The budget this guide closes within (see the constructor), or None."""
+        """The budget this guide closes within, or None."""
         return self._budget
 
     @property
