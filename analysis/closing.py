@@ -36,6 +36,13 @@ __all__ = ["LazyDistances", "TableSteps", "distances_to_final", "FAR"]
 
 # A distance no budget reaches: "no final state within any limit asked".
 FAR = 1 << 40
+# States one search may visit before it gives up (answering "above the
+# limit", which only ever forbids more): with every byte a token of its own
+# (byte-level BPE, SentencePiece with byte fallback) a final state is a few
+# hundred states away at most, but a vocabulary missing a byte the pattern
+# needs (no single-byte path to a final state) would make the search
+# explore the whole reachable automaton, up to the lazy automaton's bound.
+MAX_SEARCH_STATES = 50_000
 
 
 class TableSteps:
@@ -57,10 +64,13 @@ class LazyDistances:
     """The shortest path in steps from a state of ``dfa`` to a final state,
     where a step is one byte of ``steps`` (``bool[256]``); computed on
     demand and memoised. ``dfa`` has ``successors(states, symbols)`` (state
-    0 dead) and ``is_final(state)``. Thread-safe."""
+    0 dead) and ``is_final(state)``. A search that visits more than
+    ``max_search_states`` states gives up: the answer is then "above the
+    limit" (a bound that only forbids more). Thread-safe."""
 
-    def __init__(self, dfa, steps: np.ndarray) -> None:
+    def __init__(self, dfa, steps: np.ndarray, *, max_search_states: int = MAX_SEARCH_STATES) -> None:
         self._dfa = dfa
+        self._max_search = max_search_states
         self._symbols = np.flatnonzero(np.asarray(steps, dtype=bool)).astype(np.int64)
         self._exact: dict[int, int] = {}
         self._above: dict[int, int] = {}   # state -> a limit its distance is known to pass
@@ -107,7 +117,8 @@ class LazyDistances:
                 if cost < best:
                     best, best_state = cost, node
             # every state of the next level costs at least depth + 1
-            if best <= depth + 1 or depth + 1 > limit or not expand or not len(symbols):
+            if (best <= depth + 1 or depth + 1 > limit or not expand or not len(symbols)
+                    or len(parent) > self._max_search):
                 break
             sources = np.repeat(np.array(expand, dtype=np.int64), len(symbols))
             reached = dfa.successors(sources, np.tile(symbols, len(expand)))
@@ -121,6 +132,13 @@ class LazyDistances:
                     parent[target] = source
                     frontier.append(target)
             depth += 1
+        if len(parent) > self._max_search:
+            # gave up: a path found is still an upper bound (it only ever
+            # forbids more), and "above the limit" stands for the rest
+            if best <= limit:
+                return best
+            self._above[state] = max(self._above.get(state, -1), limit)
+            return limit + 1
         if best > limit:
             if frontier or best < FAR:
                 self._above[state] = max(self._above.get(state, -1), limit)

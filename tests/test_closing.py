@@ -145,6 +145,24 @@ def test_memoised_distances_stay_exact_in_any_order():
             assert distances.distance(state, FAR) == truth[state]
 
 
+def test_a_search_past_its_state_bound_only_ever_overestimates():
+    pattern = r"[a-z]{0,3}(x[0-9]{6}|y)"
+    steps = np.zeros(256, dtype=bool)
+    steps[[ord(c) for c in "abcdefghijklmnopqrstuvwxyz0123456789"]] = True
+    lazy = LazyByteDFA(pattern)
+    lazy.explore()
+    byte_list = np.flatnonzero(steps).tolist()
+    truth = {s: naive_byte_distance(lazy, s, byte_list) for s in range(1, lazy.num_states)}
+    gave_up = 0
+    for limit in (2, 5, 100):
+        distances = LazyDistances(lazy, steps, max_search_states=3)
+        for state, true in truth.items():
+            got = distances.distance(state, limit)
+            assert got >= true or got > limit, (state, limit)   # never less than the truth
+            gave_up += got != true and true <= limit
+    assert gave_up
+
+
 def test_distances_to_final_over_adjacency_arrays():
     # 0 -> 1 -> 2 (final), 0 -> 3 -> 3, 4 -> 0; -1 is no edge
     offsets = np.array([0, 2, 3, 3, 4, 6])

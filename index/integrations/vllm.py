@@ -27,8 +27,15 @@ and, against the OpenAI server, whose ``vllm_xargs`` carries only strings,
 numbers and lists, through flat keys: ``{"tokendfa_json_schema": "<JSON
 text>"}``, ``{"tokendfa_regex": "..."}``, ``{"tokendfa_index": "name"}``.
 The text the request generates is then a match of the pattern (or a
-document valid for the schema), and it ends (EOS) only on a complete match;
-``max_tokens`` can still cut it short.
+document valid for the schema), and it ends (EOS) only on a complete match.
+It closes within the request's ``max_tokens``: when few tokens are left,
+only the tokens after which the text can still reach a complete match and
+EOS in the tokens that remain are allowed (:class:`~tokendfa.Guide` with
+``max_tokens``; on by default, see ``close_within_max_tokens`` below). A
+request turns this off with ``{"tokendfa": {..., "close_within_max_tokens":
+False}}`` (flat: ``"tokendfa_close_within_max_tokens": "false"``); a request
+that cannot close within its ``max_tokens`` at all is served without it,
+with a warning in the log, and ``max_tokens`` may then cut it short.
 
 # The operator's settings (:class:`Settings`)
 
@@ -53,6 +60,11 @@ Environment variables, or the engine option ``additional_config={"tokendfa":
 * ``TOKENDFA_PRELOAD`` / ``preload`` (default on): the worker reads the
   model's vocabulary and its lazy tables while the engine starts, on a
   thread, instead of with the first constrained request.
+* ``TOKENDFA_CLOSE_WITHIN_MAX_TOKENS`` / ``close_within_max_tokens`` (default
+  on): each request's text closes within its ``max_tokens`` (V1: the
+  request's ``SamplingParams.max_tokens`` less the tokens generated; V2:
+  the same for row ``k = 0``, and ``k`` fewer for draft position ``k``); a
+  request's own ``close_within_max_tokens`` wins.
 
 A setting that cannot be read is logged and its default used: a typo must
 not stop an engine.
@@ -425,12 +437,15 @@ def index_bytes(index: "Index | LazyIndex") -> int:
     for a lazy one, which grows as it serves, a conservative estimate from
     what it holds now: a mask and its successors per served state (masks of
     equal rows are shared, counted here each time) and a 256-entry row per
-    byte-automaton state."""
+    byte-automaton state. Both count what closing within ``max_tokens``
+    keeps (at most ~4.5 MB an index)."""
+    closing = int(getattr(index, "closing_bytes", 0))   # what closing within budgets keeps
     if isinstance(index, Index):
-        return int(index.nbytes)
+        return int(index.nbytes) + closing
     words = (int(index.vocab_size) + 31) // 32
     byte_states = int(getattr(index.byte_dfa, "num_states", 0))
-    return _LAZY_BASE_BYTES + int(index.num_served_states) * (words * 4 + 256) + byte_states * 1024
+    return (_LAZY_BASE_BYTES + int(index.num_served_states) * (words * 4 + 256) + byte_states * 1024
+            + closing)
 
 
 class _NoSuchIndex(ValueError):

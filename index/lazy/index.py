@@ -73,7 +73,7 @@ from ..analysis.errors import (BuildLimitError, InvalidStateError, TokenNotAllow
 from ..analysis.lazydfa import (DEFAULT_MAX_LAZY_STATES, UNKNOWN, WIDE_SEQUENCES, DefinitionSource,
                                 LazyByteDFA)
 from ..runtime.arrays import MASK_WORD
-from ..runtime.serving import MaskServing
+from ..runtime.serving import ClosingRow, MaskServing
 from ..vocab.vocabulary import Vocabulary
 from ..builder.config import BuildConfig
 from .completion import _byte_state_map, _index_states_of_byte_states
@@ -449,11 +449,12 @@ class LazyIndex(MaskServing):
             self.get_mask(state)
             return self._successors[state]
 
-    def _closing_token_ends(self, state: int) -> tuple[np.ndarray, np.ndarray]:
+    def _closing_row(self, state: int) -> ClosingRow:
         """The row of ``state`` computed again, with where each token ends
         (a kept row holds its mask and distinct successors only): the walked
-        tokens' ends, and the loop's tokens, which end in the loop's state or,
-        along a chain, are walked here."""
+        tokens and their ends, and the loop's mask and state; along a chain
+        (whose tokens end as far along as they have characters) the loop's
+        tokens are walked here."""
         with self._lock, self._config.limits() if self._bounded_rows else contextlib.nullcontext():
             self.get_mask(state)
             row = self._raw_row(state)
@@ -461,19 +462,17 @@ class LazyIndex(MaskServing):
             tokens, ends = row.tokens.astype(np.int64), row.ends.astype(np.int64)
             loop = row.loop
             if loop is None:
-                return tokens, ends
-            bits = np.unpackbits(loop.mask.view(np.uint8), bitorder="little")
-            looping = np.flatnonzero(bits[:self._vocab_size]).astype(np.int64)
+                return ClosingRow(tokens, ends, None, -1)
             if len(loop.ends) == 1:
-                loop_ends = np.full(len(looping), loop.ends[0], dtype=np.int64)
-            else:  # a chain: each token ends as far along as it has characters
-                found_tokens: list = []
-                found_ends: list = []
-                self._numpy_walk(looping, np.full(len(looping), state, dtype=STATE_DTYPE),
-                                 np.zeros(len(looping), dtype=np.int64), found_tokens, found_ends)
-                looping = np.concatenate(found_tokens).astype(np.int64) if found_tokens else looping[:0]
-                loop_ends = np.concatenate(found_ends).astype(np.int64) if found_ends else looping[:0]
-            return np.concatenate([tokens, looping]), np.concatenate([ends, loop_ends])
+                return ClosingRow(tokens, ends, loop.mask, int(loop.ends[0]))
+            bits = np.unpackbits(loop.mask.view(np.uint8), bitorder="little")
+            chained = np.flatnonzero(bits[:self._vocab_size]).astype(np.int64)
+            found_tokens: list = []
+            found_ends: list = []
+            self._numpy_walk(chained, np.full(len(chained), state, dtype=STATE_DTYPE),
+                             np.zeros(len(chained), dtype=np.int64), found_tokens, found_ends)
+            return ClosingRow(np.concatenate([tokens, *found_tokens]).astype(np.int64),
+                              np.concatenate([ends, *found_ends]).astype(np.int64), None, -1)
 
     # --- completion -------------------------------------------------------------
 

@@ -31,7 +31,7 @@ import numpy as np
 from ..analysis.closing import distances_to_final
 from ..analysis.errors import InvalidStateError, MaskBufferError, TokenNotAllowedError
 from .arrays import INITIAL_STATE, IndexArrays
-from .serving import MaskServing
+from .serving import ClosingRow, MaskServing
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..vocab.vocabulary import Vocabulary
@@ -433,15 +433,16 @@ class Index(MaskServing):
     def _closing_successors(self, state: int) -> np.ndarray:
         return np.unique(self._edge_next[self._offsets[state]:self._offsets[state + 1]])
 
-    def _closing_token_ends(self, state: int) -> tuple[np.ndarray, np.ndarray]:
+    def _closing_row(self, state: int) -> ClosingRow:
         lo, hi = int(self._offsets[state]), int(self._offsets[state + 1])
         groups, following = self._edge_group[lo:hi], self._edge_next[lo:hi]
         if not len(groups):
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+            empty = np.zeros(0, dtype=np.int64)
+            return ClosingRow(empty, empty, None, -1)
         token_group = self._token_group.astype(np.int64)
         at = np.minimum(np.searchsorted(groups, token_group), len(groups) - 1)
         tokens = np.flatnonzero((token_group >= 0) & (groups[at] == token_group))
-        return tokens, following[at[tokens]].astype(np.int64)
+        return ClosingRow(tokens, following[at[tokens]].astype(np.int64), None, -1)
 
     # --- helpers ----------------------------------------------------------------
 

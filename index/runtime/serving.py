@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -40,10 +40,30 @@ from ..analysis.closing import FAR
 from ..analysis.errors import InvalidStateError, MaskBufferError
 
 # Restricted masks an index keeps (by state and threshold), least recently
-# used dropped first: a generation near its budget asks for one a step, and
-# a batch of the same schema asks for the same few (Gemma: 32 kB a mask).
-_CLOSING_MASKS = 64
+# used dropped first: a batch of generations of one schema asks for the same
+# few near their budgets (Gemma: 32 kB a mask).
+_CLOSING_MASKS = 16
+# The bytes of closing rows (each token of a state and where it ends) an
+# index keeps, least recently used dropped first: a lazy index computes a
+# row again to have them (a cold row's time), a restricted mask from a kept
+# row is one pass over the vocabulary's bits.
+_CLOSING_ROW_BYTES = 4 << 20
 _NO_NEEDS: dict = {}
+
+
+class ClosingRow(NamedTuple):
+    """Every allowed token of a state but EOS, and where each leads: the
+    ``tokens`` and their ``ends``, and (a lazy index's loop) a ``loop``
+    mask of tokens that all end in ``loop_end``."""
+
+    tokens: np.ndarray          # int64
+    ends: np.ndarray            # int64
+    loop: np.ndarray | None     # uint32 words, or None
+    loop_end: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.tokens.nbytes + self.ends.nbytes + (0 if self.loop is None else self.loop.nbytes) + 128
 
 
 class _Needs:
@@ -86,9 +106,34 @@ class MaskServing:
         """The distinct states the allowed tokens of ``state`` (EOS aside) lead to."""
         raise NotImplementedError
 
-    def _closing_token_ends(self, state: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
-        """``(tokens, ends)``: every allowed token of ``state`` but EOS, and the state each leads to."""
+    def _closing_row(self, state: int) -> ClosingRow:  # pragma: no cover
+        """Every allowed token of ``state`` but EOS, and the state each leads to."""
         raise NotImplementedError
+
+    def _kept_closing_row(self, state: int) -> ClosingRow:
+        lock = self.__dict__.get("_closing_lock")
+        if lock is None:
+            lock = self.__dict__.setdefault("_closing_lock", threading.Lock())
+        with lock:
+            rows = self.__dict__.setdefault("_closing_rows", OrderedDict())
+            row = rows.get(state)
+            if row is not None:
+                rows.move_to_end(state)
+                return row
+        row = self._closing_row(state)
+        with lock:
+            rows[state] = row
+            self._closing_row_bytes = self.__dict__.get("_closing_row_bytes", 0) + row.nbytes
+            while self._closing_row_bytes > _CLOSING_ROW_BYTES and len(rows) > 1:
+                _, dropped = rows.popitem(last=False)
+                self._closing_row_bytes -= dropped.nbytes
+        return row
+
+    @property
+    def closing_bytes(self) -> int:
+        """The bytes this index keeps for closing within budgets (rows and masks)."""
+        masks = self.__dict__.get("_closing_masks", {})
+        return self.__dict__.get("_closing_row_bytes", 0) + len(masks) * (self._words * 4 + 128)
 
     def finish_bound(self, state: int, limit: int = FAR) -> int:
         """The tokens a generation in ``state`` needs to close: a bound on
@@ -142,32 +187,38 @@ class MaskServing:
         threshold = remaining - 1
         fitting = [need for need in needs.exact if need <= threshold]
         key = (state, fitting[-1] if fitting else 0)
-        with self.__dict__.setdefault("_closing_lock", threading.Lock()):
+        lock = self.__dict__.get("_closing_lock")
+        if lock is None:
+            lock = self.__dict__.setdefault("_closing_lock", threading.Lock())
+        with lock:
             masks = self.__dict__.setdefault("_closing_masks", OrderedDict())
             if key in masks:
                 masks.move_to_end(key)
                 return masks[key]
         mask = self._closing_mask(state, threshold)
-        with self.__dict__["_closing_lock"]:
+        with lock:
             masks[key] = mask
             while len(masks) > _CLOSING_MASKS:
                 masks.popitem(last=False)
         return mask
 
     def _closing_mask(self, state: int, threshold: int) -> np.ndarray | None:
-        tokens, ends = self._closing_token_ends(state)
+        row = self._kept_closing_row(state)
         limit = max(threshold - 1, 0)
-        distinct = np.unique(ends)
-        fits = np.array([self._finish_distance(end, limit) + 1 <= threshold for end in distinct.tolist()],
-                        dtype=bool)
-        keep = fits[np.searchsorted(distinct, ends)] if len(ends) else np.zeros(0, dtype=bool)
+        fits = {}
+        for end in np.unique(row.ends).tolist() + ([] if row.loop is None else [row.loop_end]):
+            fits[end] = self._finish_distance(end, limit) + 1 <= threshold
+        good = np.array([end for end, fit in fits.items() if fit], dtype=np.int64)
+        keep = np.isin(row.ends, good)
         allowed = np.zeros(self._words * 32, dtype=bool)
-        allowed[tokens[keep]] = True
+        allowed[row.tokens[keep]] = True
         if self.is_final(state):
             allowed[list(self.eos_token_ids)] = True
-        elif not keep.any():
-            return None
         mask = np.packbits(allowed, bitorder="little").view(np.uint32)
+        if row.loop is not None and fits[row.loop_end]:
+            mask |= row.loop
+        elif not keep.any() and not self.is_final(state):
+            return None
         mask.flags.writeable = False
         return mask
 
