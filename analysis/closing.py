@@ -32,18 +32,23 @@ import numpy as np
 
 from . import limits
 
-__all__ = ["LazyDistances", "TableSteps", "distances_to_final", "FAR"]
+__all__ = ["LazyDistances", "TableSteps", "distances_to_final", "FAR", "UNKNOWN", "MAX_SEARCH_STATES"]
 
 # A distance no budget reaches: "no final state within any limit asked".
 FAR = 1 << 40
-# States one search may visit before it gives up (answering "above the
-# limit", which only ever forbids more): with every byte a token of its own
-# (byte-level BPE, SentencePiece with byte fallback) a final state is a few
-# hundred states away at most, but a vocabulary missing a byte the pattern
-# needs (no single-byte path to a final state) would make the search
-# explore the whole reachable automaton, up to the lazy automaton's bound.
-MAX_SEARCH_STATES = 50_000
-
+# What a search that gave up answers (see LazyDistances).
+UNKNOWN = -1
+# States one search may visit before it gives up. Breadth-first, a search
+# visits every state closer than the nearest final one: a few to a few
+# hundred on JSONSchemaBench schemas when the distance is tens of bytes, but
+# tens of thousands when it is hundreds of bytes through a schema with many
+# alternatives (a Github_medium schema whose shortest document is ~330
+# bytes: 56k states, 3 s, on Gemma 3's vocabulary), ~25-50 us a state.
+# Over 3,600 cold steps of 36 schemas with max_tokens 512 (Gemma 3's
+# vocabulary, random walks; the lazy index's steps), closing cost 1.9 s at
+# 500, 2.7 s at 1,000 and 3.4 s at 2,000 (the steps themselves: 0.3 s); a
+# search that gives up leaves its state unrestricted.
+MAX_SEARCH_STATES = 1_000
 
 class TableSteps:
     """``successors`` and ``is_final`` over a complete table
@@ -64,9 +69,14 @@ class LazyDistances:
     """The shortest path in steps from a state of ``dfa`` to a final state,
     where a step is one byte of ``steps`` (``bool[256]``); computed on
     demand and memoised. ``dfa`` has ``successors(states, symbols)`` (state
-    0 dead) and ``is_final(state)``. A search that visits more than
-    ``max_search_states`` states gives up: the answer is then "above the
-    limit" (a bound that only forbids more). Thread-safe."""
+    0 dead) and ``is_final(state)``. Thread-safe.
+
+    A search that would visit more than ``max_search_states`` states gives
+    up and answers :data:`UNKNOWN`: the distance is then neither known nor
+    bounded (the caller decides; the serving layer does not restrict for
+    it). A search with a limit at most half the one that gave up is tried
+    again (it explores a smaller ball), so a state costs a few searches at
+    most as a generation's budget shrinks."""
 
     def __init__(self, dfa, steps: np.ndarray, *, max_search_states: int = MAX_SEARCH_STATES) -> None:
         self._dfa = dfa
@@ -74,6 +84,7 @@ class LazyDistances:
         self._symbols = np.flatnonzero(np.asarray(steps, dtype=bool)).astype(np.int64)
         self._exact: dict[int, int] = {}
         self._above: dict[int, int] = {}   # state -> a limit its distance is known to pass
+        self._gave_up: dict[int, int] = {}  # state -> the least limit a search of it gave up at
         self._lock = threading.Lock()
 
     def known(self, state: int) -> int | None:
@@ -83,12 +94,16 @@ class LazyDistances:
     def distance(self, state: int, limit: int) -> int:
         """The distance of ``state`` when it is at most ``limit``; otherwise
         some number above ``limit`` (:data:`FAR` when no final state is
-        reachable with these steps at all, as far as the search went)."""
+        reachable with these steps at all); :data:`UNKNOWN` when a search
+        gave up."""
         found = self._exact.get(state)
         if found is not None:
             return found
         if self._above.get(state, -1) >= limit:
             return limit + 1
+        gave_up = self._gave_up.get(state)
+        if gave_up is not None and limit > gave_up // 2:
+            return UNKNOWN
         with self._lock:
             found = self._exact.get(state)
             if found is not None:
@@ -117,9 +132,11 @@ class LazyDistances:
                 if cost < best:
                     best, best_state = cost, node
             # every state of the next level costs at least depth + 1
-            if (best <= depth + 1 or depth + 1 > limit or not expand or not len(symbols)
-                    or len(parent) > self._max_search):
+            if best <= depth + 1 or depth + 1 > limit or not expand or not len(symbols):
                 break
+            if len(parent) > self._max_search:
+                self._gave_up[state] = min(limit, self._gave_up.get(state, limit))
+                return UNKNOWN
             sources = np.repeat(np.array(expand, dtype=np.int64), len(symbols))
             reached = dfa.successors(sources, np.tile(symbols, len(expand)))
             reached = np.asarray(reached, dtype=np.int64)
@@ -132,13 +149,6 @@ class LazyDistances:
                     parent[target] = source
                     frontier.append(target)
             depth += 1
-        if len(parent) > self._max_search:
-            # gave up: a path found is still an upper bound (it only ever
-            # forbids more), and "above the limit" stands for the rest
-            if best <= limit:
-                return best
-            self._above[state] = max(self._above.get(state, -1), limit)
-            return limit + 1
         if best > limit:
             if frontier or best < FAR:
                 self._above[state] = max(self._above.get(state, -1), limit)

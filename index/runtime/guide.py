@@ -55,7 +55,7 @@ class Guide:
     def tokens_to_close(self) -> int:
         """A bound on the tokens that close the text from here, EOS included
         (:meth:`~tokendfa.runtime.serving.MaskServing.finish_bound`): that many
-        always suffice."""
+        always suffice; -1 when a lazy index's search for it gave up."""
         return self.index.finish_bound(self.state)
 
     def _closing(self) -> "np.ndarray | None":

@@ -15,13 +15,19 @@ which what the text still needs (:meth:`MaskServing.finish_bound`: a bound
 on the tokens to a final state, plus one for EOS) fits in the ``R - 1``
 tokens left, and EOS where the state is final. The bound is each index
 type's (``_finish_distance``): a lazy index counts the shortest path in
-bytes that are single-byte tokens of the vocabulary, an eager one the
-fewest tokens of its own graph; either way a generation inside it can
+bytes that are single-byte tokens of the vocabulary (ASCII and UTF-8
+continuation bytes), an eager one the fewest tokens of its own graph; either way a generation inside it can
 always close, so a restricted mask is never empty while the generation
 started within reach of a final state. Far from the budget (every token's
 successor needs at most ``R - 1``) the plain mask is served: one dict
 lookup a step once a state's successors are known
-(:meth:`MaskServing.needs_closing`).
+(:meth:`MaskServing.needs_closing`). A lazy index's search for a distance
+gives up past a bound on the states it visits (a long way through a
+schema with many alternatives): such a state does not restrict the mask,
+and is searched again when the budget has halved (a smaller search); nor
+does a state from which no path of the counted steps reaches a final state
+(a lazy index counts ASCII and UTF-8 continuation bytes: a completion that
+must start a wider character). Closing is best effort there.
 
 May import: numpy, :mod:`tokendfa.analysis.errors` and
 :mod:`tokendfa.analysis.closing` (torch only inside a call that was handed
@@ -36,7 +42,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..analysis.closing import FAR
+from ..analysis.closing import FAR, UNKNOWN
 from ..analysis.errors import InvalidStateError, MaskBufferError
 
 # Restricted masks an index keeps (by state and threshold), least recently
@@ -68,15 +74,20 @@ class ClosingRow(NamedTuple):
 
 class _Needs:
     """What the successors of one state need to close: the distinct exact
-    needs (sorted), and a need every other successor is known to reach
-    (:data:`FAR` when every successor's need is exact)."""
+    needs (sorted), a need every other successor is known to reach
+    (:data:`FAR` when every successor's need is exact), and the budgets for
+    which they hold (see :meth:`MaskServing._needs`)."""
 
-    __slots__ = ("exact", "most", "beyond")
+    __slots__ = ("exact", "most", "beyond", "retry_below")
 
-    def __init__(self, exact: list[int], beyond: int) -> None:
+    def __init__(self, exact: list[int], beyond: int, retry_below: int) -> None:
         self.exact = exact
         self.most = exact[-1] if exact else 0
         self.beyond = beyond
+        self.retry_below = retry_below   # a successor's search gave up: asked again below this limit
+
+    def holds_for(self, remaining: int) -> bool:
+        return (self.beyond >= FAR or remaining - 1 < self.beyond) and remaining - 2 > self.retry_below
 
 
 class MaskServing:
@@ -138,27 +149,35 @@ class MaskServing:
     def finish_bound(self, state: int, limit: int = FAR) -> int:
         """The tokens a generation in ``state`` needs to close: a bound on
         the tokens to a final state, plus one for EOS (1 in a final state).
-        Exact when at most ``limit + 1``; above it, some larger number."""
-        return self._finish_distance(state, limit) + 1
+        Exact when at most ``limit + 1``; above it, some larger number;
+        :data:`~tokendfa.analysis.closing.UNKNOWN` (-1) when the bound
+        cannot tell: a lazy index's search gave up (past its bound on
+        states), or no path of the steps it counts reaches a final state."""
+        distance = self._finish_distance(state, limit)
+        return UNKNOWN if distance == UNKNOWN or distance >= FAR else distance + 1
 
     def _needs(self, state: int, remaining: int) -> _Needs:
-        """The needs of the successors of ``state``, exact up to ``remaining - 1``."""
+        """The needs of the successors of ``state``, exact up to ``remaining
+        - 1``. A successor the bound cannot tell about is left out: it does
+        not restrict the mask (closing is then best effort); one whose
+        search gave up is asked again when the budget has halved."""
         kept = self.__dict__.get("_closing_needs")
         if kept is None:
             kept = self.__dict__.setdefault("_closing_needs", {})
         found = kept.get(state)
-        if found is not None and (found.beyond >= FAR or remaining - 1 < found.beyond):
+        if found is not None and found.holds_for(remaining):
             return found
         limit = max(remaining - 2, 0)   # a need of remaining - 1 at most: a distance of remaining - 2
-        exact, beyond = set(), FAR
+        exact, beyond, retry_below = set(), FAR, -1
         for successor in self._closing_successors(state).tolist():
             distance = self._finish_distance(successor, limit)
-            if distance <= limit or distance >= FAR:
-                exact.add(distance + 1 if distance < FAR else FAR)
-            else:
+            if distance == UNKNOWN:
+                retry_below = max(retry_below, limit // 2)
+            elif distance <= limit:
+                exact.add(distance + 1)
+            elif distance < FAR:
                 beyond = limit + 2
-        exact.discard(FAR)
-        found = kept[state] = _Needs(sorted(exact), beyond)
+        found = kept[state] = _Needs(sorted(exact), beyond, retry_below)
         return found
 
     def needs_closing(self, state: int, remaining: int) -> bool:
@@ -167,7 +186,7 @@ class MaskServing:
         ``remaining - 1`` left after it. A dict lookup once the state's
         successors were asked for (in any generation)."""
         found = self.__dict__.get("_closing_needs", _NO_NEEDS).get(state)
-        if found is None or not (found.beyond >= FAR or remaining - 1 < found.beyond):
+        if found is None or not found.holds_for(remaining):
             found = self._needs(state, remaining)
         # a successor known only to need more than remaining - 1 (beyond) is out too
         return found.most > remaining - 1 or found.beyond < FAR
@@ -207,7 +226,9 @@ class MaskServing:
         limit = max(threshold - 1, 0)
         fits = {}
         for end in np.unique(row.ends).tolist() + ([] if row.loop is None else [row.loop_end]):
-            fits[end] = self._finish_distance(end, limit) + 1 <= threshold
+            distance = self._finish_distance(end, limit)
+            # the bound cannot tell (a search gave up, no counted path): not restricted
+            fits[end] = distance == UNKNOWN or distance >= FAR or distance + 1 <= threshold
         good = np.array([end for end, fit in fits.items() if fit], dtype=np.int64)
         keep = np.isin(row.ends, good)
         allowed = np.zeros(self._words * 32, dtype=bool)
