@@ -287,3 +287,18 @@ def test_far_from_the_budget_the_check_is_a_lookup(qwen_vocab):
     finally:
         type(index)._closing_successors = original
     assert calls == []
+
+
+def test_where_the_lazy_bound_cannot_tell_the_mask_is_not_restricted(qwen_vocab):
+    """A search that gives up (past its bound on states) answers UNKNOWN,
+    and a successor it answered so for restricts nothing: with a bound of
+    no states at all, every mask is the index's own."""
+    index = Index.from_schema(SCHEMA, qwen_vocab)
+    steps = np.zeros(256, dtype=bool)
+    steps[single_bytes(qwen_vocab)] = True
+    index._distances = LazyDistances(index.byte_dfa, steps, max_search_states=0)
+    assert index.finish_bound(index.initial_state) == UNKNOWN
+    for state in walk_states(index, qwen_vocab, 2, 6):
+        plain = index.get_tokens(state).tolist()
+        for remaining in (2, 5, 12):
+            assert Guide(index, state, max_tokens=remaining).get_tokens().tolist() == plain
