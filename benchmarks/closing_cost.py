@@ -6,9 +6,10 @@ step with no budget.
 generation (the tokenizer's encoding of a fixed document) walked once to
 warm the lazy index's rows, then every step's ``write_mask_into`` + ``advance``
 timed over N passes: with no budget, with a budget far away (``max_tokens``
-10,000: the check alone), and with the budget the document needs exactly
-(every step near it: restricted masks, first pass cold, later ones from the
-index's kept rows). VOCAB: a built-in vocabulary name or a tokenizer folder
+10,000: the check alone), and with the least budget closing can keep (the
+document's length or the schema's bound from the start, whichever is
+larger: every step near it, restricted masks, first pass cold, later ones
+from the index's kept rows). VOCAB: a built-in vocabulary name or a tokenizer folder
 (default ``gemma``: Gemma 3 270M's, from ``examples/gemma_model.py``).
 """
 
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         return times
 
     walk(None)   # the rows, warm
-    exact = len(tokens)
+    exact = max(len(tokens), index.finish_bound(index.initial_state))   # the budget closing can keep
     print(f"{vocab.name}: {vocab.size:,} tokens; a document of {len(tokens)} tokens (EOS included); "
           f"the schema's bound from the start: {index.finish_bound(index.initial_state)} tokens")
     first_near = walk(exact)
