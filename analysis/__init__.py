@@ -23,6 +23,9 @@ Reading order:
 * :mod:`tokendfa.analysis.lazydfa`        the same DFA, determinised one state at a
   time on demand (the lazy index's automaton); its hot path is compiled where a
   C compiler was at install (``_lazycore.c``, loaded by :mod:`tokendfa.analysis.native`)
+* :mod:`tokendfa.analysis.closing`        how far a state is from a final state (the
+  steps a generation needs to close within a token budget): on demand over a
+  lazy byte DFA, or every state at once over a graph's adjacency arrays
 * :mod:`tokendfa.analysis.literals`       runs of bytes the automaton forces
 * :mod:`tokendfa.analysis.signatures`     tokens grouped by their byte-class sequence
 * :mod:`tokendfa.analysis.algebra`        products of regexes (intersection,

@@ -372,3 +372,66 @@ def test_outlines_takes_the_processor_as_it_is(gemma_dir, tmp_path):
         jsonschema.validate(json.loads(text), schema)
     torch.manual_seed(1)
     assert re.fullmatch(REGEX, phone(REGEX_PROMPT, max_new_tokens=20, do_sample=True))
+
+
+# --- closing within max_new_tokens --------------------------------------------------------
+
+LONG = r'\{"a":"[abc ]*"(,"b":-?[0-9]+)?\}'   # a string and a number without end
+
+
+class KeepWriting(LogitsProcessor):
+    """Favours the string's characters and digits, as a model that goes on
+    writing would: without a budget, the text runs to max_new_tokens."""
+
+    def __call__(self, input_ids, scores):
+        scores[:, [TOKEN[b"abc"], TOKEN[b"a"], TOKEN[b" "], TOKEN[b"12"], TOKEN[b"1"]]] += 20.0
+        return scores
+
+
+class BudgetSpy(LogitsProcessor):
+    """Checks that each row's mask is its guide's, budget included."""
+
+    def __init__(self, processor) -> None:
+        self.processor = processor
+        self.steps = 0
+
+    def __call__(self, input_ids, scores):
+        allowed = torch.isfinite(scores)
+        for row, guide in enumerate(self.processor.guides):
+            expected = sorted(guide.index.eos_token_ids) if guide.ended else guide.get_tokens().tolist()
+            assert allowed[row].nonzero().flatten().tolist() == expected, (self.steps, row)
+        self.steps += 1
+        return scores
+
+
+@pytest.mark.parametrize("budget", [9, 11, 16])
+def test_rows_close_within_max_new_tokens(toy_model, budget):
+    vocab = cached_vocabulary("toy")
+    index = Index.from_regex(LONG, vocab)
+    prompts = torch.tensor([[TOKEN[b"x"]], [TOKEN[b"a"]], [TOKEN[b"-"]]])
+    rows = {}
+    for closing in (False, True):
+        processor = TokenDFALogitsProcessor(index, max_new_tokens=budget if closing else None)
+        torch.manual_seed(5)
+        out = toy_model.generate(input_ids=prompts, attention_mask=torch.ones_like(prompts), do_sample=True,
+                                 logits_processor=[KeepWriting(), processor, BudgetSpy(processor)],
+                                 max_new_tokens=budget, eos_token_id=[TOY_EOS], pad_token_id=TOY_PAD)
+        rows[closing] = out[:, 1:].tolist()
+    assert not any(TOY_EOS in row for row in rows[False]), "the test should run out of tokens without closing"
+    for row in rows[True]:
+        assert TOY_EOS in row and row.index(TOY_EOS) < budget
+        assert re.fullmatch(LONG, vocab.decode(row[:row.index(TOY_EOS)]).decode())
+
+
+def test_generate_constrained_closes_within_max_new_tokens_or_warns(toy_model):
+    vocab = cached_vocabulary("toy")
+    index = Index.from_regex(LONG, vocab)
+    torch.manual_seed(6)
+    texts = generate_constrained(toy_model, vocab, index, ["x", "ab", "-"], do_sample=True,
+                                 max_new_tokens=9, logits_processor=[KeepWriting()])
+    assert all(re.fullmatch(LONG, text) for text in texts), texts
+    least = index.finish_bound(index.initial_state)
+    with pytest.warns(UserWarning, match=f"max_new_tokens={least - 1}"):
+        TokenDFALogitsProcessor(index, max_new_tokens=least - 1)
+    with pytest.raises(ValueError):
+        TokenDFALogitsProcessor(index, max_new_tokens=0)

@@ -1,8 +1,8 @@
 """The layers, read from the source: who may import whom at module level.
 
 ``analysis`` is pure functions over automata and imports nothing else of
-tokendfa; ``runtime`` (loading and serving) imports only the error, limit and
-regular-file modules of ``analysis``; ``builder`` and ``lazy`` never import
+tokendfa; ``runtime`` (loading and serving) imports only the error, limit,
+regular-file and closing-distance modules of ``analysis``; ``builder`` and ``lazy`` never import
 ``runtime.index``; the lazy engine takes from the builder only its
 configuration at module level; and no two modules import each other at
 module level, directly or around a cycle. The package's own ``__init__``
@@ -116,7 +116,7 @@ def test_runtime_imports_the_lazy_engine_only_inside_calls():
 @pytest.mark.parametrize("layer, allowed", [
     ("tokendfa.analysis", ("tokendfa.analysis",)),
     ("tokendfa.runtime", ("tokendfa.runtime", "tokendfa.analysis.errors", "tokendfa.analysis.limits",
-                          "tokendfa.analysis.regular_files")),
+                          "tokendfa.analysis.regular_files", "tokendfa.analysis.closing")),
     ("tokendfa.vocab", ("tokendfa.vocab", "tokendfa.analysis")),
     ("tokendfa.schema", ("tokendfa.schema", "tokendfa.analysis")),
     ("tokendfa.builder", ("tokendfa.builder", "tokendfa.analysis", "tokendfa.vocab", "tokendfa.runtime.arrays")),

@@ -31,7 +31,7 @@ import pytest
 import torch
 
 from conftest import TOY_EOS, TOY_TOKENS, toy_vocabulary
-from tokendfa import Index, Vocabulary
+from tokendfa import Guide, Index, Vocabulary
 
 TOKEN = {data: i for i, data in reversed(list(enumerate(TOY_TOKENS))) if data is not None}
 WIDTH = 64  # logits: 34 ids past the toy vocabulary
@@ -555,3 +555,93 @@ def test_the_front_end_reads_the_tables_the_worker_left_and_prepares_nothing_mor
     vllm_module._build(vllm_module.Constraint("regex", "[0-9]{3}", "regex"), vocab,
                        vllm_module.Settings())
     assert front.vocabulary(config) is vocab and vocab.has_derived("byte-occurrences")  # serving now
+
+
+# --- closing within max_tokens ------------------------------------------------------------
+
+LONG = r'\{"a":"[abc ]*"(,"b":-?[0-9]+)?\}'   # a string and a number without end: can run out
+
+
+def _budget_step(lp, rows, logits):
+    """Apply, then check each row against its reference guide and sample the next token."""
+    out = lp.apply(logits)
+    picked = []
+    for r, (output, reference) in enumerate(rows):
+        allowed = torch.isfinite(out[r]).nonzero().flatten().tolist()
+        expected = [TOY_EOS] if reference.ended else reference.get_tokens().tolist()
+        assert allowed == expected, (r, output)
+        token = int(out[r].argmax())
+        output.append(token)
+        if not reference.ended:
+            reference.advance(token)
+        picked.append(token)
+    return picked
+
+
+@pytest.mark.parametrize("setting, extra, closes", [
+    (None, {"tokendfa_regex": LONG}, True),
+    (None, {"tokendfa": {"regex": LONG, "close_within_max_tokens": False}}, False),
+    (None, {"tokendfa_regex": LONG, "tokendfa_close_within_max_tokens": "0"}, False),
+    (False, {"tokendfa_regex": LONG}, False),
+    (False, {"tokendfa_regex": LONG, "tokendfa_close_within_max_tokens": 1}, True),
+])
+def test_v1_requests_close_within_max_tokens_unless_told_not(vllm_module, toy_vocab, setting, extra, closes):
+    """Logits that favour the string's characters: without closing, every
+    request runs to max_tokens inside the string; with it, each ends with
+    EOS on a complete match within max_tokens."""
+    lp_module = sys.modules["vllm.v1.sample.logits_processor"]
+    config = engine_config() if setting is None else engine_config(close_within_max_tokens=setting)
+    assert vllm_module.Settings.of(config).close_within_max_tokens is (setting is None)
+    lp = vllm_module.TokenDFALogitsProcessor(config, DEVICE, PIN)
+    index = Index.from_regex(LONG, toy_vocab)
+    budgets = [9, 12, 20]
+    rows = [([], Guide(index, max_tokens=budget if closes else None)) for budget in budgets]
+    lp.update_state(lp_module.BatchUpdate(
+        batch_size=len(rows), removed=[], moved=[],
+        added=[(i, params(extra, max_tokens=budget), [2], rows[i][0])
+               for i, budget in enumerate(budgets)]))
+    favoured = torch.zeros(WIDTH)
+    favoured[[TOKEN[b"abc"], TOKEN[b"a"], TOKEN[b" "], TOKEN[b"1"], TOKEN[b"12"]]] = 5.0
+    favoured[TOY_EOS] = 1.0
+    for step in range(max(budgets)):
+        _budget_step(lp, rows, logits_for(len(rows), step) * 0.1 + favoured.to(DEVICE))
+        lp.update_state(None)
+        if all(len(output) >= budget for (output, _), budget in zip(rows, budgets)):
+            break
+    for (output, _), budget in zip(rows, budgets):
+        text = output[:budget]
+        ended = TOY_EOS in text
+        assert ended == closes, (text, budget)
+        if closes:
+            assert re.fullmatch(LONG.encode(), toy_vocab.decode(text[:text.index(TOY_EOS)]))
+
+
+def test_a_request_too_short_to_close_is_served_plain_with_a_log_line(vllm_module, toy_vocab,
+                                                                     monkeypatch, caplog):
+    import logging
+
+    logger = logging.getLogger("tokendfa-test-budget")
+    monkeypatch.setattr(vllm_module, "_logger", lambda: logger)
+    caplog.set_level(logging.INFO, logger="tokendfa-test-budget")
+    lp_module = sys.modules["vllm.v1.sample.logits_processor"]
+    lp = vllm_module.TokenDFALogitsProcessor(engine_config(), DEVICE, PIN)
+    index = Index.from_regex(LONG, toy_vocab)
+    least = index.finish_bound(index.initial_state)
+    output: list[int] = []
+    lp.update_state(lp_module.BatchUpdate(batch_size=1, removed=[], moved=[], added=[
+        (0, params({"tokendfa_regex": LONG}, max_tokens=least - 1), [2], output)]))
+    out = lp.apply(logits_for(1))
+    assert torch.isfinite(out[0]).nonzero().flatten().tolist() == index.get_tokens(1).tolist()
+    lines = [r.getMessage() for r in caplog.records if "max_tokens" in r.getMessage()]
+    assert len(lines) == 1 and f"max_tokens={least - 1}" in lines[0]
+
+
+def test_the_closing_option_is_read_and_checked(vllm_module):
+    read = vllm_module.constraint_of
+    assert read({"tokendfa_regex": "a"}).close is None
+    assert read({"tokendfa": {"regex": "a", "close_within_max_tokens": False}}).close is False
+    assert read({"tokendfa_regex": "a", "tokendfa_close_within_max_tokens": "true"}).close is True
+    with pytest.raises(ValueError, match="true or false"):
+        read({"tokendfa_regex": "a", "tokendfa_close_within_max_tokens": "maybe"})
+    with pytest.raises(ValueError, match="gives none"):
+        read({"tokendfa_close_within_max_tokens": 0})

@@ -117,11 +117,12 @@ class V2Runner:
     step's rows built as LogitsContext (row 0 fed the last committed token,
     rows 1.. the drafts), and greedy verification of the drafts."""
 
-    def __init__(self, module, toy_vocab, rng) -> None:
+    def __init__(self, module, toy_vocab, rng, max_tokens=None) -> None:
         from vllm.v1.worker.gpu.sample.logits_processor.interface import LogitsContext
 
         self.LogitsContext = LogitsContext
         self.module, self.vocab, self.rng = module, toy_vocab, rng
+        self.max_tokens = max_tokens   # every request's, closed within (None: 14 tokens, not said)
         self.req_states = fake_req_states()
         self.lp = module.TokenDFALogitsProcessor(engine_config(v2=True), self.req_states)
         assert type(self.lp) is module.V2Processor
@@ -147,7 +148,10 @@ class V2Runner:
         self.req_states.all_token_ids.gpu[slot, :len(tokens)] = torch.tensor(tokens)
         self.req_states.prompt_len.np[slot] = len(request["prompt"])
         extra = {"tokendfa_regex": request["pattern"]} if request["pattern"] else {"seed": rid}
-        assert self.lp.add_request(slot, params(extra)) == (request["pattern"] is not None)
+        assert self.lp.add_request(slot, self._params(extra)) == (request["pattern"] is not None)
+
+    def _params(self, extra):
+        return params(extra) if self.max_tokens is None else params(extra, max_tokens=self.max_tokens)
 
     def preempt(self, rid: int) -> None:
         self.free.append(self.slot_of.pop(rid))   # the runner frees the slot; nothing is said
@@ -163,7 +167,8 @@ class V2Runner:
         state = index.initial_state
         for token in tokens:
             if token == TOY_EOS:
-                return "eos"
+                # EOS before the match is complete is refused like any token
+                return "eos" if index.is_final(state) else None
             if not index.is_allowed(state, token):
                 return None
             state = index.advance(state, token)
@@ -250,7 +255,7 @@ class V2Runner:
                 continue
             if TOY_EOS in drafts:
                 self.counts["eos_draft"] += 1
-            batch.append((len(batch), params({"tokendfa_regex": request["pattern"]}),
+            batch.append((len(batch), self._params({"tokendfa_regex": request["pattern"]}),
                           request["prompt"], committed + drafts))
             expected_rows.append(r)
         if not batch:
@@ -288,11 +293,13 @@ class V2Runner:
                 break
             if TOY_EOS in new:
                 new = new[:new.index(TOY_EOS) + 1]
+            limit = self.max_tokens or 14
+            new = new[:limit - len(request["output"])]   # vLLM stops at max_tokens
             request["output"] += new
             if request["pattern"] is not None:
                 assert self._state(request, request["output"][:-1] if new[-1] == TOY_EOS
                                    else request["output"]) is not None
-            if new[-1] == TOY_EOS or len(request["output"]) >= 14:
+            if new[-1] == TOY_EOS or len(request["output"]) >= limit:
                 finished.append(rid)
         for rid in finished:
             self.free.append(self.slot_of.pop(rid))
@@ -300,11 +307,16 @@ class V2Runner:
         return finished
 
 
-def test_v2_with_drafts_matches_v1_while_requests_come_go_and_are_preempted(vllm_module, toy_vocab):
+@pytest.mark.parametrize("max_tokens", [None, 9])
+def test_v2_with_drafts_matches_v1_while_requests_come_go_and_are_preempted(vllm_module, toy_vocab,
+                                                                            max_tokens):
+    """With ``max_tokens``, a draft position k closes within the k fewer
+    tokens left, as V1 does for the same tokens; every request then ends
+    with EOS on a complete match within max_tokens."""
     rng = random.Random(11)
     patterns = [REGEX, "12|5", r"-?(0|[12][0-9]{0,2})(\.[0-9]{1,2})?",
                 r'\{"a":(0|[1-9]|[1-4][0-9]|5[0-2])\}', r"(abc|x)+-(12|5)"]
-    runner = V2Runner(vllm_module, toy_vocab, rng)
+    runner = V2Runner(vllm_module, toy_vocab, rng, max_tokens)
     pending = [patterns[i % len(patterns)] for i in range(25)] + [None] * 5
     rng.shuffle(pending)
     preempted: list[int] = []
@@ -327,6 +339,9 @@ def test_v2_with_drafts_matches_v1_while_requests_come_go_and_are_preempted(vllm
     assert len(done) == 30
     counts = runner.counts
     assert all(counts[name] > 0 for name in counts), counts   # every case was exercised
+    if max_tokens is not None:
+        closed = [r["output"][-1] == TOY_EOS for r in runner.requests.values() if r["pattern"]]
+        assert all(closed) and len(closed) == 25
     for request in runner.requests.values():
         if request["pattern"] and request["output"][-1] == TOY_EOS:
             text = toy_vocab.decode(request["output"][:-1])

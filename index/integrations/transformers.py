@@ -36,6 +36,20 @@ penalty, ``min_new_tokens``, ...) and before the sampling warpers
 ``-inf`` as it is. A processor that refuses EOS (``min_new_tokens``) where the
 pattern allows nothing else leaves no token at all: do not combine them.
 
+# Closing within max_new_tokens
+
+``generate`` does not tell a processor its budget: pass it as
+``TokenDFALogitsProcessor(index, max_new_tokens=n)`` (the same ``n`` as
+``generate``'s), and each row closes within it: when few tokens are left,
+the mask allows only the tokens after which the text can still reach a
+complete match and EOS in the tokens that remain
+(:class:`~tokendfa.Guide` with ``max_tokens``), so a row ends with a
+complete match instead of being cut off inside a value. Far from the budget
+the masks are the index's own (a dict lookup a step). When the pattern
+cannot close within ``n`` tokens at all, a warning says so and the rows are
+masked as without it. :func:`generate_constrained` passes its
+``max_new_tokens`` on.
+
 # Beams, reordering and rollback
 
 Beam search reorders rows between steps and assisted decoding shortens the
@@ -76,6 +90,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import warnings
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -122,16 +137,29 @@ class TokenDFALogitsProcessor(LogitsProcessor):
     ``guides`` are the rows' cursors, in the current row order, for a caller
     that wants to look (``is_finished``, ``state``) after ``generate``
     returns; the processor alone moves them.
+
+    ``max_new_tokens`` (``generate``'s, which it does not pass to
+    processors): each row closes within it (see the module docstring);
+    None: no budget.
     """
 
     # Its state is per batch row, which continuous batching reshuffles.
     supports_continuous_batching = False
 
-    def __init__(self, index: Index, *, refused: str = "raise") -> None:
+    def __init__(self, index: Index, *, refused: str = "raise", max_new_tokens: int | None = None) -> None:
         if refused not in ("raise", "end"):
             raise ValueError(f'refused must be "raise" or "end", not {refused!r}')
+        if max_new_tokens is not None and (isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int)
+                                           or max_new_tokens < 1):
+            raise ValueError(f"max_new_tokens must be a positive integer or None, not {max_new_tokens!r}")
         self.index = index
         self.refused = refused
+        self.max_new_tokens = max_new_tokens
+        self._budget = max_new_tokens
+        if max_new_tokens is not None and index.finish_bound(index.initial_state, max_new_tokens) > max_new_tokens:
+            warnings.warn(f"closing a text of this pattern may take more than max_new_tokens={max_new_tokens} "
+                          "tokens: the rows are masked without closing in time", stacklevel=2)
+            self._budget = None
         self._eos = frozenset(index.eos_token_ids)
         self._vocab_size = index.vocab_size
         self._index_words = (index.vocab_size + 31) // 32
@@ -174,7 +202,7 @@ class TokenDFALogitsProcessor(LogitsProcessor):
 
     def _start(self, ids: torch.Tensor) -> None:
         batch, length = ids.shape
-        self._guides = [Guide(self.index) for _ in range(batch)]
+        self._guides = [Guide(self.index, max_tokens=self._budget) for _ in range(batch)]
         self._prompt_lengths = [length] * batch
         self._closed = [None] * batch
 
@@ -402,8 +430,10 @@ def generate_constrained(model: Any, tokenizer_or_vocab: Any, index: Index | str
     ``num_return_sequences``, ...), with these defaults: ``eos_token_id`` the
     index's EOS ids, ``pad_token_id`` the first of them, and
     ``max_new_tokens`` :func:`max_generation_length` (a pattern with no
-    bound needs an explicit ``max_new_tokens``). A text cut short by
-    ``max_new_tokens`` is a prefix of a match, not a match. With
+    bound needs an explicit ``max_new_tokens``). Each row closes within
+    ``max_new_tokens`` (see :class:`TokenDFALogitsProcessor`); a pattern
+    that cannot close in that many tokens is warned about, and a text cut
+    short then is a prefix of a match, not a match. With
     ``num_beams > 1`` the processor closes the ``-inf`` beams that beam search
     carries through refused tokens (``refused="end"``).
 
@@ -424,7 +454,9 @@ def generate_constrained(model: Any, tokenizer_or_vocab: Any, index: Index | str
                              "pass max_new_tokens")
         kwargs["max_new_tokens"] = bound
     beams = kwargs.get("num_beams") or getattr(model.generation_config, "num_beams", 1) or 1
-    processor = TokenDFALogitsProcessor(index, refused="end" if beams > 1 else "raise")
+    budget = kwargs.get("max_new_tokens")
+    processor = TokenDFALogitsProcessor(index, refused="end" if beams > 1 else "raise",
+                                        max_new_tokens=budget if isinstance(budget, int) and budget > 0 else None)
     kwargs["logits_processor"] = LogitsProcessorList(
         [*(kwargs.get("logits_processor") or []), processor])
 

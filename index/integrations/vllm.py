@@ -27,8 +27,15 @@ and, against the OpenAI server, whose ``vllm_xargs`` carries only strings,
 numbers and lists, through flat keys: ``{"tokendfa_json_schema": "<JSON
 text>"}``, ``{"tokendfa_regex": "..."}``, ``{"tokendfa_index": "name"}``.
 The text the request generates is then a match of the pattern (or a
-document valid for the schema), and it ends (EOS) only on a complete match;
-``max_tokens`` can still cut it short.
+document valid for the schema), and it ends (EOS) only on a complete match.
+It closes within the request's ``max_tokens``: when few tokens are left,
+only the tokens after which the text can still reach a complete match and
+EOS in the tokens that remain are allowed (:class:`~tokendfa.Guide` with
+``max_tokens``; on by default, see ``close_within_max_tokens`` below). A
+request turns this off with ``{"tokendfa": {..., "close_within_max_tokens":
+False}}`` (flat: ``"tokendfa_close_within_max_tokens": "false"``); a request
+that cannot close within its ``max_tokens`` at all is served without it,
+with a warning in the log, and ``max_tokens`` may then cut it short.
 
 # The operator's settings (:class:`Settings`)
 
@@ -53,6 +60,11 @@ Environment variables, or the engine option ``additional_config={"tokendfa":
 * ``TOKENDFA_PRELOAD`` / ``preload`` (default on): the worker reads the
   model's vocabulary and its lazy tables while the engine starts, on a
   thread, instead of with the first constrained request.
+* ``TOKENDFA_CLOSE_WITHIN_MAX_TOKENS`` / ``close_within_max_tokens`` (default
+  on): each request's text closes within its ``max_tokens`` (V1: the
+  request's ``SamplingParams.max_tokens`` less the tokens generated; V2:
+  the same for row ``k = 0``, and ``k`` fewer for draft position ``k``); a
+  request's own ``close_within_max_tokens`` wins.
 
 A setting that cannot be read is logged and its default used: a typo must
 not stop an engine.
@@ -212,6 +224,8 @@ EXTRA_ARGS_KEY = "tokendfa"
 # extra_args["tokendfa"] keys, and the flat vllm_xargs keys, -> the constraint's kind.
 NESTED_KEYS = {"json_schema": "schema", "regex": "regex", "index": "index"}
 XARGS_KEYS = {"tokendfa_json_schema": "schema", "tokendfa_regex": "regex", "tokendfa_index": "index"}
+# The request's options (not constraints): extra_args["tokendfa"] key -> flat vllm_xargs key.
+OPTION_KEYS = {"close_within_max_tokens": "tokendfa_close_within_max_tokens"}
 _MEMO_COUNT = 256  # indexes kept per process at most, whatever their bytes
 
 
@@ -242,6 +256,7 @@ class Settings:
     compile_time_limit: float = _DEFAULT_TIME_LIMIT
     memo_bytes: int = _DEFAULT_MEMO_BYTES
     preload: bool = True
+    close_within_max_tokens: bool = True
 
     @classmethod
     def of(cls, vllm_config: Any = None) -> "Settings":
@@ -250,7 +265,7 @@ class Settings:
         if isinstance(extra, dict) and isinstance(extra.get(EXTRA_ARGS_KEY), dict):
             options = extra[EXTRA_ARGS_KEY]
             for name in sorted(set(options) - {"index_dir", "compile_time_limit", "memo_bytes",
-                                               "preload"}):
+                                               "preload", "close_within_max_tokens"}):
                 _warn_once(f"tokendfa: unknown setting {name!r} in additional_config; ignored")
         index_dir = options.get("index_dir", os.environ.get("TOKENDFA_INDEX_DIR")) or None
         if index_dir is not None:
@@ -259,7 +274,8 @@ class Settings:
                    _positive(options, "compile_time_limit", "TOKENDFA_COMPILE_TIME_LIMIT",
                              float, _DEFAULT_TIME_LIMIT),
                    _positive(options, "memo_bytes", "TOKENDFA_MEMO_BYTES", int, _DEFAULT_MEMO_BYTES),
-                   _switch(options, "preload", "TOKENDFA_PRELOAD", True))
+                   _switch(options, "preload", "TOKENDFA_PRELOAD", True),
+                   _switch(options, "close_within_max_tokens", "TOKENDFA_CLOSE_WITHIN_MAX_TOKENS", True))
 
 
 def _switch(options: dict, name: str, variable: str, default: bool) -> bool:
@@ -311,6 +327,7 @@ class Constraint:
     kind: str      # "schema", "regex" or "index"
     source: Any    # the schema (dict or bool), the pattern, or the index file's path
     key: str       # how the request spelled it, for messages
+    close: bool | None = None   # close within max_tokens (None: as the engine's setting says)
 
 
 def constraint_of(extra_args: dict | None) -> Constraint | None:
@@ -323,23 +340,39 @@ def constraint_of(extra_args: dict | None) -> Constraint | None:
     if not isinstance(extra_args, dict):
         return None
     found: list[tuple[str, str, Any]] = []  # (key as spelled, kind, value)
+    options: dict[str, tuple[str, Any]] = {}  # option -> (key as spelled, value)
+    flat_options = {flat: name for name, flat in OPTION_KEYS.items()}
     if EXTRA_ARGS_KEY in extra_args:
         nested = extra_args[EXTRA_ARGS_KEY]
         if not isinstance(nested, dict):
             raise ValueError(f"extra_args[{EXTRA_ARGS_KEY!r}] must be a dict with one of "
                              f"{_names(NESTED_KEYS)}, not {type(nested).__name__}")
-        unknown = sorted(set(map(str, nested)) - set(NESTED_KEYS))
+        unknown = sorted(set(map(str, nested)) - set(NESTED_KEYS) - set(OPTION_KEYS))
         if unknown:
             raise ValueError(f"unknown key {unknown[0]!r} in extra_args[{EXTRA_ARGS_KEY!r}]; "
-                             f"expected one of {_names(NESTED_KEYS)}")
+                             f"expected one of {_names(NESTED_KEYS)} (and the options "
+                             f"{_names(OPTION_KEYS)})")
         found += [(f"{EXTRA_ARGS_KEY}.{name}", NESTED_KEYS[name], value)
-                  for name, value in nested.items()]
+                  for name, value in nested.items() if name in NESTED_KEYS]
+        options.update((name, (f"{EXTRA_ARGS_KEY}.{name}", value))
+                       for name, value in nested.items() if name in OPTION_KEYS)
     for name, value in extra_args.items():
         if not isinstance(name, str) or not name.startswith(EXTRA_ARGS_KEY + "_"):
             continue
+        if name in flat_options:
+            options[flat_options[name]] = (name, value)
+            continue
         if name not in XARGS_KEYS:
-            raise ValueError(f"unknown key {name!r}; expected one of {_names(XARGS_KEYS)}")
+            raise ValueError(f"unknown key {name!r}; expected one of {_names(XARGS_KEYS)} "
+                             f"(and the options {_names(flat_options)})")
         found.append((name, XARGS_KEYS[name], value))
+    close = None
+    if "close_within_max_tokens" in options:
+        spelled, value = options["close_within_max_tokens"]
+        close = _flag(spelled, value)
+        if not found:
+            raise ValueError(f"{spelled} is an option of a tokendfa constraint, and the request "
+                             f"gives none; give one of {_names(NESTED_KEYS)}")
     if not found:
         if EXTRA_ARGS_KEY in extra_args:
             raise ValueError(f"extra_args[{EXTRA_ARGS_KEY!r}] is empty; give one of "
@@ -370,7 +403,19 @@ def constraint_of(extra_args: dict | None) -> Constraint | None:
                 or any(sep and sep in value for sep in (os.sep, os.altsep, "/", "\\"))):
             raise ValueError(f"{key} must be the name of a file in the server's index folder, "
                              "without path separators or '..'")
-    return Constraint(kind, value, key)
+    return Constraint(kind, value, key, close)
+
+
+def _flag(key: str, value: Any) -> bool:
+    """A request's on/off option: a bool, 0 or 1, or their words (vllm_xargs
+    carries strings and numbers)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    raise ValueError(f"{key} must be true or false, not {value!r}")
 
 
 def _names(keys: dict[str, str]) -> str:
@@ -392,12 +437,15 @@ def index_bytes(index: "Index | LazyIndex") -> int:
     for a lazy one, which grows as it serves, a conservative estimate from
     what it holds now: a mask and its successors per served state (masks of
     equal rows are shared, counted here each time) and a 256-entry row per
-    byte-automaton state."""
+    byte-automaton state. Both count what closing within ``max_tokens``
+    keeps (at most ~4.5 MB an index)."""
+    closing = int(getattr(index, "closing_bytes", 0))   # what closing within budgets keeps
     if isinstance(index, Index):
-        return int(index.nbytes)
+        return int(index.nbytes) + closing
     words = (int(index.vocab_size) + 31) // 32
     byte_states = int(getattr(index.byte_dfa, "num_states", 0))
-    return _LAZY_BASE_BYTES + int(index.num_served_states) * (words * 4 + 256) + byte_states * 1024
+    return (_LAZY_BASE_BYTES + int(index.num_served_states) * (words * 4 + 256) + byte_states * 1024
+            + closing)
 
 
 class _NoSuchIndex(ValueError):
@@ -911,10 +959,27 @@ class TokenDFALogitsProcessor(_vllm_lp.LogitsProcessor, _V2Base):
             vocab = self._vocabulary()
             if constraint.kind == "index" and self._settings.index_dir is None:
                 raise ValueError(f"{constraint.key}: {_ENABLE_INDEXES}")
-            return Guide(_build(constraint, vocab, self._settings))
+            index = _build(constraint, vocab, self._settings)
+            return self._budgeted(index, constraint, getattr(params, "max_tokens", None))
         except Exception as exc:  # noqa: BLE001 - any failure ends this request, not the engine
             _logger().error("tokendfa: %s; the request is ended", _one_line(str(exc)))
             return None
+
+    def _budgeted(self, index: "Index | LazyIndex", constraint: Constraint, max_tokens: Any) -> Guide:
+        """The request's guide, closing within ``max_tokens`` unless the
+        request or the operator turned that off; a request whose text cannot
+        close within its ``max_tokens`` at all is served without it (said
+        once in the log)."""
+        close = self._settings.close_within_max_tokens if constraint.close is None else constraint.close
+        if not close or not isinstance(max_tokens, int) or max_tokens < 1:
+            return Guide(index)
+        with limits(time_limit=self._settings.compile_time_limit):
+            least = index.finish_bound(index.initial_state, max_tokens)
+        if least > max_tokens:
+            _logger().warning("tokendfa: %s: closing the text may take more than the request's "
+                              "max_tokens=%d; served without closing in time", constraint.key, max_tokens)
+            return Guide(index)
+        return Guide(index, max_tokens=max_tokens)
 
     def _advance(self, guide: Guide, token: int, where: str) -> bool:
         """Feed ``token`` to ``guide`` under the time limit; False when the
@@ -1134,6 +1199,7 @@ class V2Processor(TokenDFALogitsProcessor):
         if state.closed:
             return [None] * (1 + len(drafts))
         guides: list[Guide | None] = [state.guide]
+        remaining = state.guide.remaining   # the committed state's budget left (None: no budget)
         walker = Guide(state.guide.index, state.guide.state)
         refused = False
         for token in drafts:
@@ -1156,6 +1222,9 @@ class V2Processor(TokenDFALogitsProcessor):
                 return [None] * (1 + len(drafts))
             if token in walker.index.eos_token_ids:
                 guides.append(None)   # a drafted EOS: only EOS after it
-            else:
-                guides.append(Guide(walker.index, walker.state))
+                continue
+            # draft position k = len(guides) has k fewer tokens of the budget left
+            left = None if remaining is None else remaining - len(guides)
+            guides.append(Guide(walker.index, walker.state,
+                                max_tokens=left if left is not None and left >= 0 else None))
         return guides

@@ -16,9 +16,10 @@ Reading order:
 
 May import: numpy, msgpack, the standard library,
 :mod:`tokendfa.analysis.errors`, :mod:`tokendfa.analysis.limits` (the
-memory budget a file's announced sizes are held to) and
-:mod:`tokendfa.analysis.regular_files` (files written atomically), each
-standard library only. Never the builder, the schema compiler,
+memory budget a file's announced sizes are held to),
+:mod:`tokendfa.analysis.regular_files` (files written atomically) and
+:mod:`tokendfa.analysis.closing` (the distances that closing within a token
+budget needs), each numpy and the standard library only. Never the builder, the schema compiler,
 interegular, joblib, transformers or torch at module level: a generator that
 loads an index file pays for none of them (a test checks). The convenience
 constructors ``Index.from_regex`` / ``Index.from_schema`` import the builder

@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..analysis.closing import distances_to_final
 from ..analysis.errors import InvalidStateError, MaskBufferError, TokenNotAllowedError
 from .arrays import INITIAL_STATE, IndexArrays
-from .serving import MaskServing
+from .serving import ClosingRow, MaskServing
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..vocab.vocabulary import Vocabulary
@@ -417,6 +418,31 @@ class Index(MaskServing):
         elif token_id in self._eos and self._finals[state]:
             return state
         raise TokenNotAllowedError(self._refusal(state, token_id), state=state, token_id=token_id)
+
+    # --- closing within a budget (see tokendfa.runtime.serving) -------------------
+
+    def _finish_distance(self, state: int, limit: int) -> int:
+        # The fewest tokens of this graph to a final state: exact, every
+        # state at once on first use (one backwards search over the edges).
+        distances = self.__dict__.get("_token_distances")
+        if distances is None:
+            distances = distances_to_final(self._offsets, self._edge_next, self._finals)
+            self._token_distances = distances
+        return int(distances[state])
+
+    def _closing_successors(self, state: int) -> np.ndarray:
+        return np.unique(self._edge_next[self._offsets[state]:self._offsets[state + 1]])
+
+    def _closing_row(self, state: int) -> ClosingRow:
+        lo, hi = int(self._offsets[state]), int(self._offsets[state + 1])
+        groups, following = self._edge_group[lo:hi], self._edge_next[lo:hi]
+        if not len(groups):
+            empty = np.zeros(0, dtype=np.int64)
+            return ClosingRow(empty, empty, None, -1)
+        token_group = self._token_group.astype(np.int64)
+        at = np.minimum(np.searchsorted(groups, token_group), len(groups) - 1)
+        tokens = np.flatnonzero((token_group >= 0) & (groups[at] == token_group))
+        return ClosingRow(tokens, following[at[tokens]].astype(np.int64), None, -1)
 
     # --- helpers ----------------------------------------------------------------
 
