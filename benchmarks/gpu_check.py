@@ -15,12 +15,14 @@ This script, on Gemma 3 270M (bf16, on the GPU), for the 4 JSON Schemas x 4
 prompts of ``bench_vllm.py``:
 
 * generates each schema's 4 prompts as one batch, greedy, through
-  transformers' ``generate`` with tokendfa's logits processor, and checks
-  each text: ended by EOS, valid JSON, valid for its schema (jsonschema);
+  transformers' ``generate`` with tokendfa's logits processor, which closes
+  each text within ``--max-new-tokens`` (``--no-closing``: it does not), and
+  checks each text: ended by EOS, valid JSON, valid for its schema (jsonschema);
 * generates the same batches without a constraint, for the time ratio;
 * replays every generated sequence through a fresh processor with random
   logits on the GPU and checks, at every step, that the finite logits are
-  exactly ``index.get_tokens(state)`` computed on the CPU.
+  exactly the tokens of a :class:`~tokendfa.Guide` with the same budget,
+  computed on the CPU.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import json
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -41,7 +44,7 @@ sys.path.insert(0, str(HERE.parent / "examples"))
 from bench_vllm import PROMPTS, SCHEMAS  # noqa: E402
 from support.provenance import command_line, log, now  # noqa: E402
 
-from tokendfa import Index, Vocabulary  # noqa: E402
+from tokendfa import Guide, Index, Vocabulary  # noqa: E402
 from tokendfa.integrations.transformers import TokenDFALogitsProcessor  # noqa: E402
 
 
@@ -77,14 +80,19 @@ def generate(model, input_ids, attention_mask, eos, max_new_tokens, processor=No
 
 
 def replay(index: Index, sequences: list[list[int]], width: int, eos: set[int],
-           device: str) -> int:
+           device: str, budget: int | None) -> int:
     """Every step of every sequence: the processor's finite logits on the GPU
-    equal the index's allowed tokens. Returns the steps checked."""
+    equal the allowed tokens of a CPU guide with the same budget (the
+    index's own tokens without one). Returns the steps checked."""
     checked = 0
     generator = torch.Generator(device=device).manual_seed(0)
+    # the processor serves plain masks, with a warning, to a pattern that may not close within the budget
+    closes = budget is not None and index.finish_bound(index.initial_state, budget) <= budget
     for sequence in sequences:
-        processor = TokenDFALogitsProcessor(index)
-        state = index.initial_state
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            processor = TokenDFALogitsProcessor(index, max_new_tokens=budget)
+        guide = Guide(index, max_tokens=budget if closes else None)
         prompt = torch.zeros((1, 1), dtype=torch.long, device=device)
         for step in range(len(sequence) + 1):
             ids = torch.cat([prompt, torch.tensor([sequence[:step]], dtype=torch.long,
@@ -92,14 +100,14 @@ def replay(index: Index, sequences: list[list[int]], width: int, eos: set[int],
             scores = torch.randn((1, width), generator=generator, device=device)
             masked = processor(ids, scores)
             allowed = torch.isfinite(masked[0]).nonzero().flatten().tolist()
-            expected = index.get_tokens(state).tolist()
+            expected = guide.get_tokens().tolist()
             if allowed != expected:
                 raise AssertionError(f"step {step}: {len(allowed)} finite logits, "
                                      f"{len(expected)} allowed tokens")
             checked += 1
             if step == len(sequence) or sequence[step] in eos:
                 break
-            state = index.advance(state, sequence[step])
+            guide.advance(sequence[step])
     return checked
 
 
@@ -111,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--out", type=Path, help="write the report here (markdown)")
     parser.add_argument("--device", default="cuda", help="cuda (default), or cpu for a smoke run")
+    parser.add_argument("--no-closing", action="store_true",
+                        help="do not pass max_new_tokens to the processor (texts may be cut off)")
     args = parser.parse_args(argv)
     device = args.device
     if device == "cuda" and not torch.cuda.is_available():
@@ -127,11 +137,13 @@ def main(argv: list[str] | None = None) -> int:
     vocab.prepare()
     log(f"vocabulary: {vocab.size} tokens in {time.perf_counter() - started:.2f} s")
     width = model.config.vocab_size
+    budget = None if args.no_closing else args.max_new_tokens
     lines = [f"# GPU check ({now()})", "", f"`{command_line('gpu_check.py', argv)}`", "",
              f"- device: {torch.cuda.get_device_name() if device == 'cuda' else device}, "
              f"torch {torch.__version__}",
              f"- model: Gemma 3 270M bf16, {width} logits, greedy, "
-             f"max_new_tokens {args.max_new_tokens}", "",
+             f"max_new_tokens {args.max_new_tokens}, "
+             f"{'no closing' if budget is None else 'the processor closes within it'}", "",
              "| schema | texts valid (EOS, JSON, schema) | constrained s | unconstrained s "
              "| steps replayed, masks equal |", "|---|---|---|---|---|"]
     total_valid = total = replayed = 0
@@ -145,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         attention_mask = encoded["attention_mask"].to(device)
         generate(model, input_ids, attention_mask, eos, 4)   # warm-up (kernels, caches)
         sequences, constrained = generate(model, input_ids, attention_mask, eos,
-                                          args.max_new_tokens, TokenDFALogitsProcessor(index))
+                                          args.max_new_tokens,
+                                          TokenDFALogitsProcessor(index, max_new_tokens=budget))
         unconstrained, free = generate(model, input_ids, attention_mask, eos, args.max_new_tokens)
         valid = 0
         for row in sequences:
@@ -161,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"{name}: invalid {text!r}: {error}")
         trimmed = [row[:next((i + 1 for i, t in enumerate(row) if t in eos), len(row))]
                    for row in sequences]
-        steps = replay(index, trimmed, width, set(eos), device)
+        steps = replay(index, trimmed, width, set(eos), device, budget)
         counts = [sum(len(r) for r in trimmed),
                   sum(next((i + 1 for i, t in enumerate(r) if t in eos), len(r))
                       for r in unconstrained)]
