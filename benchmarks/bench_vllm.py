@@ -453,16 +453,17 @@ def write_report(args, meta, first, cold, runs, requests, selection=None, distin
                      " / ".join(f"{r['tokens'] / r['seconds']:.0f}" for r in results)))
     ratio = {label: speed[label, "tokendfa"] / speed[label, "xgrammar"] for label in ("batch 16", "batch 1")}
     same = sum(a == b for a, b in zip(cold["tokendfa"]["texts"], cold["xgrammar"]["texts"]))
-    verdict = "PASS" if min(ratio.values()) >= 0.9 else "FAIL"
-    targets = [("tokendfa >= 0.9x xgrammar's generated tokens/s", f"**{verdict}**",
+    verdict = "PASS" if min(ratio.values()) >= 1.1 else "FAIL"
+    targets = [("tokendfa >= 1.1x xgrammar's generated tokens/s (issue #31)", f"**{verdict}**",
                 f"warm, {args.rounds} rounds pooled: batch 16 {ratio['batch 16']:.2f}x, "
                 f"batch 1 {ratio['batch 1']:.2f}x")]
     for result in distinct:
         t, x = result["tokendfa"], result["xgrammar"]
         n = len(t["texts"])
-        ok = t["seconds"] <= x["seconds"] and t["valid"] == n and x["valid"] == n
+        # the target is on tokendfa's outputs; xgrammar's are reported beside them
+        ok = t["seconds"] <= x["seconds"] and t["valid"] == n
         targets.append((f"cold batch of {n} distinct schemas: no slower than xgrammar, "
-                        "every output valid", f"**{'PASS' if ok else 'FAIL'}**",
+                        "every tokendfa output valid", f"**{'PASS' if ok else 'FAIL'}**",
                         f"{t['seconds']:.1f} s against {x['seconds']:.1f} s "
                         f"({x['seconds'] / t['seconds']:.2f}x); valid {t['valid']}/{n} "
                         f"against {x['valid']}/{n}"))
