@@ -592,6 +592,34 @@ def test_recursion_unrolled_deeper_when_the_cut_leaves_no_value():
         regex_from_schema(seven)
 
 
+def test_a_schema_found_empty_only_by_its_automaton_says_so_in_schema_terms(qwen):
+    """JSONSchemaBench's Handwritten/mod303: nesting depth a multiple of 2, 3 and 5,
+    at least 1, and not the depth-30 witness: every value nests 60 deep, past
+    the unrolled recursion. The lazy automaton finds it empty; the error speaks
+    of the schema, not of the compiled pattern (a surrogate placeholder)."""
+    witness: dict = {}
+    for _ in range(30):
+        witness = {"a": witness}
+
+    def cycle(name: str, length: int) -> dict:
+        return {f"{name}{i}": {"additionalProperties": {"$ref": f"#/definitions/{name}{(i + 1) % length}"},
+                               **({"minProperties": 1} if i else {})} for i in range(length)}
+
+    schema = {"allOf": [{"$ref": "#/definitions/word"}, {"$ref": "#/definitions/x0"},
+                        {"$ref": "#/definitions/y0"}, {"$ref": "#/definitions/z0"},
+                        {"minProperties": 1}, {"not": {"$ref": "#/definitions/witness"}}],
+              "definitions": {"word": {"type": "object", "properties": {"a": {"$ref": "#/definitions/word"}},
+                                       "additionalProperties": False},
+                              **cycle("x", 2), **cycle("y", 3), **cycle("z", 5), "witness": {"const": witness}}}
+    from tokendfa import Index
+
+    with pytest.raises(EmptyLanguageError) as raised:
+        Index.from_schema(schema, qwen)
+    assert "no JSON value satisfies this schema" in str(raised.value)
+    assert "max_recursion_depth" in str(raised.value)
+    assert "regex" not in str(raised.value) and "\ud800" not in str(raised.value)
+
+
 def test_only_bad_references_are_reported_as_unresolvable(monkeypatch):
     with pytest.raises(SchemaError, match="cannot resolve"):
         regex_from_schema({"$ref": "#/definitions/nope", "definitions": {}})

@@ -184,10 +184,22 @@ class Index(MaskServing):
         from ..builder import BuildConfig
         from ..builder.pipeline import bounded_resources
 
+        from ..analysis.errors import EmptyLanguageError
+
         config = BuildConfig(**build_options)  # an unknown option is a TypeError before any work
         with config.limits(), bounded_resources():
-            return cls._from_schema(schema, vocabulary, config, whitespace, lenient,
-                                    max_recursion_depth, any_depth, lazy)
+            try:
+                return cls._from_schema(schema, vocabulary, config, whitespace, lenient,
+                                        max_recursion_depth, any_depth, lazy)
+            except EmptyLanguageError as error:
+                if not str(error).startswith("regex "):
+                    raise   # the schema compiler's own words, which say where
+                # found empty only by the automaton (constraints that exclude each other
+                # through recursion): the compiled pattern means nothing to the user
+                raise EmptyLanguageError(
+                    "no JSON value satisfies this schema as compiled: its constraints exclude each "
+                    "other, or every value needs its recursive definitions nested deeper than they "
+                    "are unrolled (max_recursion_depth)") from None
 
     @classmethod
     def _from_schema(cls, schema, vocabulary, config, whitespace, lenient, max_recursion_depth,
