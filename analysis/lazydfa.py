@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import gc
 import mmap
-import re
 import threading
 import weakref
 from bisect import bisect_right
@@ -72,9 +71,9 @@ from .native import native_module
 from .errors import BuildLimitError, EmptyLanguageError, RegexError
 from .regex_compiler import (DEFAULT_MAX_NFA_STATES, NFA_STATE_BYTES, cut_ranges,
                              SharedDefinitions, ThompsonNFA)
-from .regex_tree import (Alt, Call, Chars, Concat, LiteralSet, Node, Repeat, Text, alt, calls_in, concat,
-                         parse_regex, to_regex)
-from .utf8 import MAX_CODEPOINT, SURROGATES, utf8_range_sequences
+from .regex_tree import (Alt, Call, Concat, LiteralSet, Node, Repeat, alt, calls_in, concat, parse_regex,
+                         surely_matches, to_regex)
+from .utf8 import MAX_CODEPOINT, utf8_range_sequences
 
 __all__ = ["LazyByteDFA", "DefinitionSource", "DEFAULT_MAX_LAZY_STATES", "UNKNOWN", "WIDE_SEQUENCES",
            "NATIVE_CORE"]
@@ -94,8 +93,6 @@ UNKNOWN = -1
 # Every UTF-8 sequence of a character of two or more bytes, as byte ranges.
 WIDE_SEQUENCES = tuple(tuple(sequence) for sequence in utf8_range_sequences(0x80, MAX_CODEPOINT))
 _UNDECIDED = object()
-# A lone surrogate in a literal: not encodable in UTF-8, so the literal matches nothing.
-_HAS_SURROGATE = re.compile("[\ud800-\udfff]").search
 
 # States a lazy automaton may discover (before minimisation) before it stops
 # with BuildLimitError: 200k rows of 256 int32 are 200 MB, the order of what
@@ -1423,53 +1420,31 @@ class _LazyNFA:
         where that is not found here (a set of lone surrogates, a tree
         nested too deeply): the fragment is then compiled and searched."""
         completes, number, texts = self.completes, self.number, self.texts
-        memo: dict[int, bool] = {}
         called: dict[int, bool] = {}
 
-        def matches(node: Node) -> bool:
-            cls = node.__class__
-            if cls is Text:
-                return not _HAS_SURROGATE(node.text)
-            if cls is Chars:
-                return any(lo < SURROGATES[0] or hi > SURROGATES[1] for lo, hi in node.ranges)
-            if cls is Repeat:
-                return node.lo == 0 or matches(node.body)
-            if cls is Call:
-                d = number.get(node.key)
-                if d is None:
-                    return False
-                if completes[d] is not None:
-                    return completes[d]
-                if self._known_to_match(d):
-                    return True
-                # A definition given as a tree is read too (not compiled): a
-                # schema's property whose value object calls its members'
-                # values was compiled before the first mask otherwise
-                # (BFCL_sql:14: 122 of 140 NFA states), though no first-mask
-                # token reaches it.
-                tree = texts[d]
-                if not isinstance(tree, Node):
-                    return False
-                found = called.get(d)
-                if found is None:
-                    called[d] = False  # a definition reaching itself: undecided here
-                    found = called[d] = matches(tree)
-                return found
-            if cls is LiteralSet:
-                return True  # two strings or more
-            found = memo.get(id(node))
+        def call_matches(key) -> bool:
+            d = number.get(key)
+            if d is None:
+                return False
+            if completes[d] is not None:
+                return completes[d]
+            if self._known_to_match(d):
+                return True
+            # A definition given as a tree is read too (not compiled): a
+            # schema's property whose value object calls its members'
+            # values was compiled before the first mask otherwise
+            # (BFCL_sql:14: 122 of 140 NFA states), though no first-mask
+            # token reaches it.
+            tree = texts[d]
+            if not isinstance(tree, Node):
+                return False
+            found = called.get(d)
             if found is None:
-                if cls is Concat:
-                    found = all(matches(item) for item in node.items)
-                else:  # Alt
-                    found = any(matches(item) for item in node.items)
-                memo[id(node)] = found
+                called[d] = False  # a definition reaching itself: undecided here
+                found = called[d] = surely_matches(tree, call_matches)
             return found
 
-        try:
-            return matches(tree)
-        except RecursionError:
-            return False
+        return surely_matches(tree, call_matches)
 
     def _prune(self, span: tuple[int, int], alive: bytearray) -> None:
         eps, edges, calls, completes = self.eps, self.edges, self.calls, self.completes

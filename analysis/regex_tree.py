@@ -53,7 +53,7 @@ __all__ = ["Node", "Chars", "Text", "Concat", "Alt", "Repeat", "Call", "LiteralS
            "chars", "char", "text", "concat", "alt", "repeat", "optional", "call", "literal_set",
            "literal_members",
            "to_regex", "parse_regex", "calls_in", "PARSE_CACHE_ENTRIES", "PARSE_CACHE_CHARACTERS",
-           "InternMark", "intern_mark", "release_interned_since"]
+           "InternMark", "intern_mark", "release_interned_since", "surely_matches"]
 
 
 _NO_CALLS: frozenset = frozenset()
@@ -521,6 +521,44 @@ def _nest_counts(outer_low: int, outer_high: int | None,
     if outer_low == 0 and high is None and inner_low > 1:
         return None  # {0} then [a, inf): a gap when a > 1
     return low, high
+
+
+def surely_matches(tree: Node, call_matches) -> bool:
+    """Whether ``tree`` surely matches some string, read off the tree: True
+    only when it has a match (through literals, character sets, optional or
+    counted parts) whose calls ``call_matches(key)`` says match. False also
+    where that is not found here (a set of lone surrogates, which UTF-8
+    cannot spell; a tree nested deeper than Python's recursion), which leaves
+    the question to the automaton."""
+    memo: dict[int, bool] = {}
+
+    def matches(node: Node) -> bool:
+        cls = node.__class__
+        if cls is Text:
+            return not _HAS_SURROGATE(node.text)
+        if cls is Chars:
+            return any(lo < SURROGATES[0] or hi > SURROGATES[1] for lo, hi in node.ranges)
+        if cls is Repeat:
+            return node.lo == 0 or matches(node.body)
+        if cls is Call:
+            return call_matches(node.key)
+        if cls is LiteralSet:
+            return True  # two strings or more
+        found = memo.get(id(node))
+        if found is None:
+            if cls is Concat:
+                found = all(matches(item) for item in node.items)
+            elif cls is Alt:
+                found = any(matches(item) for item in node.items)
+            else:
+                return False
+            memo[id(node)] = found
+        return found
+
+    try:
+        return matches(tree)
+    except RecursionError:
+        return False
 
 
 def calls_in(node: Node) -> frozenset:

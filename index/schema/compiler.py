@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import functools
 import numbers
-import re
 from collections import Counter
 from dataclasses import fields
 from typing import Any
@@ -68,8 +67,7 @@ from .ir import Choice, Constraint, Flat, Negated, Sub, enter, json_key, locate_
 from .keywords import absorb
 from .negation import negate
 from .objects import declared, member_subs, object_
-from ..analysis.regex_tree import (NOTHING, Alt, Call, Chars, Concat, LiteralSet, Repeat, Text, calls_in, chars,
-                                   concat, literal_set)
+from ..analysis.regex_tree import NOTHING, Call, calls_in, chars, concat, literal_set, surely_matches
 from .regexes import EMPTY, Node, alternation, counted, lit, optional, repeat
 from .scalars import constants, literal, literals, number, string
 
@@ -306,7 +304,7 @@ class Compiler:
     def matches_something(self, key) -> bool:
         """Whether ``key`` is known to match something without computing it: a
         deferred piece, or a definition written already whose tree surely
-        matches (:func:`_surely_matches`, which reads the definitions it
+        matches (:func:`~tokendfa.analysis.regex_tree.surely_matches`, which reads the definitions it
         calls the same way; a deferred value is not computed for it).
 
         A lazy automaton compiles a fragment before its first mask when a
@@ -323,7 +321,7 @@ class Compiler:
             if tree is None:
                 return False
             self._matching[key] = False  # a definition reaching itself is undecided here
-            known = self._matching[key] = _surely_matches(tree, self.matches_something)
+            known = self._matching[key] = surely_matches(tree, self.matches_something)
         return known
 
     def define(self, placeholder: str) -> Node:
@@ -1103,45 +1101,6 @@ def _type_test(kinds, draft: int) -> "_TypeTest | None":
     if not all(isinstance(name, str) and name in _TYPE_NAMES for name in names):
         return None
     return _TypeTest(names, draft >= 6)
-
-
-def _surely_matches(tree: Node, call_matches) -> bool:
-    """Whether ``tree`` surely matches some string: True only when it has a
-    match through calls that ``call_matches(key)`` says match; False where
-    that is not found (a set of lone surrogates, a tree nested too deeply),
-    which leaves the question to the automaton."""
-    memo: dict[int, bool] = {}
-
-    def matches(node: Node) -> bool:
-        cls = node.__class__
-        if cls is Text:
-            return not _SURROGATE_CHAR(node.text)
-        if cls is Chars:
-            return any(lo < SURROGATES[0] or hi > SURROGATES[1] for lo, hi in node.ranges)
-        if cls is Repeat:
-            return node.lo == 0 or matches(node.body)
-        if cls is Call:
-            return call_matches(node.key)
-        if cls is LiteralSet:
-            return True  # two strings or more
-        found = memo.get(id(node))
-        if found is None:
-            if cls is Concat:
-                found = all(matches(item) for item in node.items)
-            elif cls is Alt:
-                found = any(matches(item) for item in node.items)
-            else:
-                return False
-            memo[id(node)] = found
-        return found
-
-    try:
-        return matches(tree)
-    except RecursionError:
-        return False
-
-
-_SURROGATE_CHAR = re.compile("[\ud800-\udfff]").search
 
 
 def _point(compiler: Compiler, subs, depth: int) -> tuple:
