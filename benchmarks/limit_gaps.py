@@ -97,7 +97,7 @@ def record(name: str, mode: str, time_limit: float, depth: int, sampler_depth: i
     """(gaps, outcome, seconds): every gap between consecutive checks as
     (seconds, site before, site after, started); with ``sampler_depth``, also
     the stacks sampled inside the gaps (a :class:`Sampler`)."""
-    from tokendfa import Index, TokenDFAError, Vocabulary
+    from tokendfa import Vocabulary
     from tokendfa.analysis import limits
 
     case = _case(name)
@@ -121,14 +121,9 @@ def record(name: str, mode: str, time_limit: float, depth: int, sampler_depth: i
     started = time.perf_counter()
     last[0] = started
     try:
-        build = Index.from_regex if case.kind == "regex" else Index.from_schema
-        index = build(text, vocab, time_limit=time_limit, lazy=mode == "lazy")
-        if mode == "lazy":
-            index.get_mask(index.initial_state)
-        outcome = "ok"
-        gaps.append((time.perf_counter() - last[0], last[1], "end of the build", last[0]))
-    except TokenDFAError as exc:
-        outcome = type(exc).__name__
+        outcome = _build(case, text, vocab, mode, time_limit)
+        if outcome == "ok":
+            gaps.append((time.perf_counter() - last[0], last[1], "end of the build", last[0]))
     finally:
         limits.check = original
         if sampler is not None:
@@ -137,10 +132,24 @@ def record(name: str, mode: str, time_limit: float, depth: int, sampler_depth: i
     return gaps, outcome, seconds, sampler
 
 
+def _build(case, text, vocab, mode: str, time_limit: float) -> str:
+    """Build ``case`` (and, lazy, its first mask): "ok" or the tokendfa error's name."""
+    from tokendfa import Index, TokenDFAError
+
+    try:
+        build = Index.from_regex if case.kind == "regex" else Index.from_schema
+        index = build(text, vocab, time_limit=time_limit, lazy=mode == "lazy")
+        if mode == "lazy":
+            index.get_mask(index.initial_state)
+        return "ok"
+    except TokenDFAError as exc:
+        return type(exc).__name__
+
+
 def measure_once(name: str, mode: str, time_limit: float) -> dict:
     """One build under ``time_limit`` in this process (the vocabulary prepared
     first): its outcome, and how late a TimeLimitError came."""
-    from tokendfa import Index, TokenDFAError, Vocabulary
+    from tokendfa import Vocabulary
     from tokendfa.analysis import limits
 
     case = _case(name)
@@ -149,14 +158,7 @@ def measure_once(name: str, mode: str, time_limit: float) -> dict:
     vocab.prepare(eager=mode == "lib")
     excluded = limits.excluded_seconds()
     started = time.perf_counter()
-    try:
-        build = Index.from_regex if case.kind == "regex" else Index.from_schema
-        index = build(text, vocab, time_limit=time_limit, lazy=mode == "lazy")
-        if mode == "lazy":
-            index.get_mask(index.initial_state)
-        outcome = "ok"
-    except TokenDFAError as exc:
-        outcome = type(exc).__name__
+    outcome = _build(case, text, vocab, mode, time_limit)
     seconds = time.perf_counter() - started - (limits.excluded_seconds() - excluded)
     return {"outcome": outcome, "seconds": round(seconds, 3), "late": round(seconds - time_limit, 3)}
 
