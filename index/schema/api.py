@@ -429,6 +429,9 @@ def _prepare_dialects() -> None:
     2020-12 (which every first schema builds anyway) add ~2 ms once."""
     if _PREPARED:
         return
+    from ..analysis.errors import import_optional
+
+    import_optional("jsonschema", extra="build", needed_for="compiling a JSON Schema")
     from jsonschema import validators
 
     _flat_meta_validator()
