@@ -60,10 +60,8 @@ class Guide:
 
     def _closing(self) -> "np.ndarray | None":
         """The budget's mask for the current state, or None where the index's own is served."""
-        remaining = self._budget - len(self._states) + 1
-        if not self.index.needs_closing(self._states[-1], remaining):
-            return None
-        return self.index.closing_mask(self._states[-1], remaining)
+        # closing_mask answers None far from the budget itself (needs_closing)
+        return self.index.closing_mask(self._states[-1], self.remaining)
 
     @property
     def state(self) -> int:
@@ -101,7 +99,7 @@ class Guide:
             (out if row is None else out[row])[...] = 0
             return
         if self._budget is not None:
-            remaining = self._budget - len(self._states) + 1
+            remaining = self.remaining
             if self.index.needs_closing(self._states[-1], remaining):
                 self.index.write_closing_mask_into(self._states[-1], remaining, out, row)
                 return
