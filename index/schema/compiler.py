@@ -63,7 +63,8 @@ from . import numbers as nums
 from . import strings as strs
 from .arrays import array
 from .formats import UndecidedFormat
-from .ir import Choice, Constraint, Flat, Negated, Sub, enter, json_key, locate_literal, type_key
+from .ir import (Choice, Constraint, Flat, Negated, Sub, enter, json_key, locate_literal, real_resolver,
+                 type_key)
 from .keywords import absorb
 from .negation import negate
 from .objects import declared, member_subs, object_
@@ -187,7 +188,7 @@ class Compiler:
         self.max_recursion_depth = max_recursion_depth
         self.any_depth = any_depth
         self.validator_cls = validator_cls
-        self.registry = registry
+        self.registry = registry  # a callable: the registry, made when a validator first needs it
         self.format_checker = format_checker
         self.max_regex_length = max_regex_length
         self.meta_uri = meta_uri
@@ -459,14 +460,23 @@ class Compiler:
     def used_definitions(self, regex: Node | None) -> dict[str, Node]:
         """The definitions ``regex`` reaches, directly or through other definitions."""
         used: dict[str, Node] = {}
+        definitions = self.definitions
         pending = [] if regex is None else [regex]
         while pending:
+            calls = calls_in(pending.pop())
+            if not calls:
+                continue
             # sorted: the order of the definitions (and so the lazy automaton's
-            # state numbering) does not depend on the hash seed
-            for key in sorted(calls_in(pending.pop()) & self.definitions.keys(), key=_key_order):
-                if key not in used:
-                    used[key] = self.definitions[key]
-                    pending.append(used[key])
+            # state numbering) does not depend on the hash seed. The keys not
+            # met yet, then sorted (the same order as sorting all and skipping
+            # those met): ~1.5 us a definition less, where a free value's 30
+            # levels made this ~60 us of a schema's ~0.6 ms compilation.
+            fresh = [key for key in calls if key not in used and key in definitions]
+            if len(fresh) > 1:
+                fresh.sort(key=_key_order)
+            for key in fresh:
+                tree = used[key] = definitions[key]
+                pending.append(tree)
         return used
 
     # --- reporting -------------------------------------------------------------
@@ -631,7 +641,7 @@ class Compiler:
                         # and 30-60 us in a fresh fork for an enum of strings)
                         self._validators[key] = (test, sub, None)
                         return test(value)
-            validator = self.validator_cls(schema, registry=self.registry, _resolver=sub.resolver,
+            validator = self.validator_cls(schema, registry=self.registry(), _resolver=real_resolver(sub.resolver),
                                            format_checker=self.format_checker)
             validator = self._validators[key] = (validator, sub, by_type)  # keep sub alive: its id stays unique
         validator, _, by_type = validator
