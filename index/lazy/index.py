@@ -165,6 +165,15 @@ class _TokenRow:
 _WHOLE_INDEX_ONLY = frozenset({"arrays", "num_states", "final_states", "num_transitions", "nbytes"})
 
 
+
+_EVERY_BYTE_KEY = "lazy-every-byte-a-token"
+
+
+def _every_byte_a_token(vocabulary: Vocabulary) -> bool:
+    """Whether each of the 256 bytes is a token of its own (byte-level BPE)."""
+    return bool(vocabulary_tables(vocabulary).single_byte.all())
+
+
 class LazyIndex(MaskServing):
     """The serving API of :class:`~tokendfa.runtime.index.Index`, computed on demand.
 
@@ -235,7 +244,9 @@ class LazyIndex(MaskServing):
         single = self._tables.single_byte
         # Nor with deferred definitions, which it would compute whole (the
         # recursion unrolled every way): the token walk then checks liveness.
-        self._covered = bool(single.all()) or (
+        # (Whether all 256 are is asked once per vocabulary: numpy's all() was
+        # ~1% of a first mask in a fresh fork.)
+        self._covered = vocabulary.derived(_EVERY_BYTE_KEY, _every_byte_a_token) or (
             deferred is None and bool(np.all(single[self._dfa.byte_alphabet()])))
         self._token_live: dict[int, bool] = {}
         self._distances: LazyDistances | None = None  # made when a budget first asks

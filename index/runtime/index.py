@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import bisect
 from os import PathLike
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from ..analysis.closing import distances_to_final
-from ..analysis.errors import InvalidStateError, MaskBufferError, TokenNotAllowedError
+from ..analysis.errors import EmptyLanguageError, InvalidStateError, MaskBufferError, TokenNotAllowedError
 from .arrays import INITIAL_STATE, IndexArrays
 from .serving import ClosingRow, MaskServing
 
@@ -181,13 +181,9 @@ class Index(MaskServing):
         mutually recursive definitions cost the levels a generation reaches,
         not every unrolling up front.
         """
-        from ..builder import BuildConfig
-        from ..builder.pipeline import bounded_resources
-
-        from ..analysis.errors import EmptyLanguageError
-
-        config = BuildConfig(**build_options)  # an unknown option is a TypeError before any work
-        with config.limits(), bounded_resources():
+        path = _schema_path()
+        config = path.BuildConfig(**build_options)  # an unknown option is a TypeError before any work
+        with config.limits(), path.bounded_resources():
             try:
                 return cls._from_schema(schema, vocabulary, config, whitespace, lenient,
                                         max_recursion_depth, any_depth, lazy)
@@ -204,12 +200,12 @@ class Index(MaskServing):
     @classmethod
     def _from_schema(cls, schema, vocabulary, config, whitespace, lenient, max_recursion_depth,
                      any_depth, lazy) -> "Index":
-        from ..builder import build_index
-        from ..schema.api import regex_from_schema
-
         if lazy:
             return cls._lazy_from_schema(schema, vocabulary, config, whitespace, lenient,
                                          max_recursion_depth, any_depth)
+        from ..builder import build_index
+        from ..schema.api import regex_from_schema
+
         compiled = regex_from_schema(schema, whitespace=whitespace, lenient=lenient,
                                      max_recursion_depth=max_recursion_depth, any_depth=any_depth)
         built = build_index(compiled.tree, vocabulary, config,
@@ -225,11 +221,9 @@ class Index(MaskServing):
         ``defer_recursion``), so a schema left with no value only because its
         recursion was cut is found empty by the lazy automaton, and unrolled
         deeper here, as the eager compilation does."""
-        from ..analysis.errors import EmptyLanguageError
-        from ..lazy import LAZY_ANY_DEPTH, LazyIndex
-        from ..schema.api import regex_from_schema
-        from ..schema.depth import AUTO_RECURSION_DEPTH
-
+        path = _schema_path()
+        LAZY_ANY_DEPTH, LazyIndex = path.LAZY_ANY_DEPTH, path.LazyIndex
+        regex_from_schema, AUTO_RECURSION_DEPTH = path.regex_from_schema, path.AUTO_RECURSION_DEPTH
         advice = None
         if any_depth == "auto":
             advice = (f"free values (an empty schema, additional properties) nest {LAZY_ANY_DEPTH} "
@@ -475,6 +469,39 @@ class Index(MaskServing):
         if token_id in self._eos:
             return f"EOS token {token_id} is not allowed in state {state}: the match is not complete"
         return f"token {token_id}{spelled} is not allowed in state {state}"
+
+
+class _SchemaPath(NamedTuple):
+    """What ``Index.from_schema`` uses of the builder, the schema compiler and
+    the lazy engine (see :func:`_schema_path`)."""
+
+    BuildConfig: Any
+    bounded_resources: Any
+    LazyIndex: Any
+    LAZY_ANY_DEPTH: int
+    regex_from_schema: Any
+    AUTO_RECURSION_DEPTH: int
+
+
+_SCHEMA_PATH: list = []
+
+
+def _schema_path() -> _SchemaPath:
+    """The schema path's names, imported on the first call (this module never
+    imports the compiler itself, so that serving never pays for it) and kept:
+    imported in each call, every relative import asked the module spec's
+    parent (a Python property) and importlib's _handle_fromlist again, ~2%
+    of a schema's first mask in a fresh fork of a warm process."""
+    if not _SCHEMA_PATH:
+        from ..builder import BuildConfig
+        from ..builder.pipeline import bounded_resources
+        from ..lazy import LAZY_ANY_DEPTH, LazyIndex
+        from ..schema.api import regex_from_schema
+        from ..schema.depth import AUTO_RECURSION_DEPTH
+
+        _SCHEMA_PATH.append(_SchemaPath(BuildConfig, bounded_resources, LazyIndex, LAZY_ANY_DEPTH,
+                                        regex_from_schema, AUTO_RECURSION_DEPTH))
+    return _SCHEMA_PATH[0]
 
 
 # A small schema of the common kinds (free and bounded strings, integers,

@@ -89,6 +89,13 @@ from ..analysis.regex_tree import Node, intern_mark, release_interned_since, to_
 from ..analysis.utf8 import SURROGATES
 from .depth import (DEFAULT_REGEX_BUDGET, DEFAULT_STATE_BUDGET, Compiled, compile_within_bounds,
                     written_size)
+# At the top, not in the functions that use them: a relative import run in a
+# function asks the module spec's parent (a Python property) and, from a
+# package, importlib's _handle_fromlist, each time (~14 such imports a
+# schema on the lazy path, ~2% of its first mask in a fresh fork).
+from . import ir
+from .compiler import Compiler, DeferredDefinitions, Layout
+from .ir import Sub, json_pointer
 
 __all__ = ["regex_from_schema", "instance_text", "SchemaRegex", "WHITESPACE_MODES"]
 
@@ -330,8 +337,6 @@ def _result(compiled: Compiled) -> SchemaRegex:
                      f"nest arrays and objects at most {compiler.any_depth} level(s) deep; "
                      f"deeper ones are not accepted")
     if compiler.defers:
-        from .compiler import DeferredDefinitions
-
         if compiler.deferred_computed or compiler.pending:
             notes.append(f"recursive $ref are unrolled {compiler.max_recursion_depth} times; "
                          "deeper values are not accepted")
@@ -384,9 +389,6 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
         schema = _parse_json(schema)
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a JSON Schema is an object or a boolean, not {type(schema).__name__}")
-
-    from .compiler import Compiler, Layout
-    from .ir import Sub
 
     # jsonschema's meta-schema check cannot look at the deadline, and takes its time
     # on a large schema (5.6 s for a 5-deep nest of 8-way anyOfs of arrays, 32,768
@@ -463,13 +465,9 @@ def _parse_json(text: str | bytes) -> Any:
 
 
 def _dialect(schema: dict | bool, default_draft: str | None):
-    """The validator class for the schema (checked against its meta-schema)."""
-    from ..analysis.errors import import_optional
-
-    import_optional("jsonschema", extra="build", needed_for="compiling a JSON Schema")
+    """The validator class for the schema (checked against its meta-schema);
+    after :func:`_prepare_dialects`, which makes sure ``jsonschema`` imports."""
     from jsonschema import exceptions, validators
-
-    from .ir import json_pointer
 
     candidates = []
     declared = schema.get("$schema") if isinstance(schema, dict) else None
@@ -837,8 +835,6 @@ def _resolver(schema, meta_uri: str, registry):
     """The root's resolver, and the registry the compiler's validators read (a
     callable: made with the resolver, on first use; see :class:`.ir.RootResolver`)."""
     import referencing.jsonschema as rj
-
-    from . import ir
 
     spec = rj.specification_with(meta_uri)
     ir.DEFAULT_SPEC[0] = spec
