@@ -734,7 +734,7 @@ class Compiler:
         everywhere = ("free value", layout.mode, layout.ws, layout.indent, self.share,
                       self.share_free_levels) + key
         found = _FREE_VALUES.get(everywhere)
-        if found is not None and self._adopt(found[1]):
+        if found is not None and self._adopt(found[1], found[2]):
             self._any_cache[key] = found[0]
             return found[0]
         scalars = [lit("null"), lit("true"), lit("false"), nums.NUMBER_TREE, strs.STRING]
@@ -759,16 +759,35 @@ class Compiler:
         if all(isinstance(k, tuple) for k in used):  # no piece numbered by this compilation
             if len(_FREE_VALUES) >= _FREE_VALUES_KEPT:
                 _FREE_VALUES.clear()
-            _FREE_VALUES[everywhere] = (regex, tuple(used.items()))
+            reverse: dict = {}
+            for k, tree in used.items():
+                reverse.setdefault(tree, k)
+            _FREE_VALUES[everywhere] = (regex, used, reverse)
         return regex
 
-    def _adopt(self, definitions) -> bool:
-        """Take the definitions a free value built elsewhere calls (False: too many)."""
-        missing = [(k, tree) for k, tree in definitions if k not in self.definitions]
-        if len(self.definitions) + len(missing) > MAX_DEFINITIONS:
+    def _adopt(self, definitions: dict, reverse: dict) -> bool:
+        """Take the definitions a free value built elsewhere calls (False: too
+        many); ``reverse`` is each tree's first key among them.
+
+        Merged dict into dict, which reuses the hashes the dicts hold: one
+        key and one tree looked up at a time, each tree's hash a Python
+        call, was ~2% of a schema's first mask in a fresh fork (32 levels)."""
+        own = self.definitions
+        if own.keys().isdisjoint(definitions):
+            if len(own) + len(definitions) > MAX_DEFINITIONS:
+                return False
+            own.update(definitions)
+            placeholders = self._placeholder_of
+            merged = dict(reverse)
+            merged.update(placeholders)  # a tree named already keeps its name (setdefault)
+            placeholders.clear()
+            placeholders.update(merged)
+            return True
+        missing = [(k, tree) for k, tree in definitions.items() if k not in own]
+        if len(own) + len(missing) > MAX_DEFINITIONS:
             return False
         for k, tree in missing:
-            self.definitions[k] = tree
+            own[k] = tree
             self._placeholder_of.setdefault(tree, k)
         return True
 
