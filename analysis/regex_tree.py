@@ -103,13 +103,8 @@ class Node:
         raise AttributeError(f"{type(self).__name__} is immutable")
 
 
-# Nodes made, by their class and fields, children by their id: children are
-# interned already, and each entry's node holds its children, so an id in a
-# key is that of a live node for as long as the entry stands. A node's hash is
-# structural all the same (made of its children's), as __eq__ is. Keyed by the
-# children themselves, every lookup and insertion hashed the key tuple again,
-# calling each child's __hash__ in Python: ~3% of a schema's first mask in a
-# fresh fork of a warm process (MaskBench's middle 60%, sampled). Strong references, and the
+# Nodes made, by their class and fields (children are interned already, so a
+# key compares by identity below the first level). Strong references, and the
 # table is emptied past INTERN_LIMIT entries: weak references with callbacks
 # made a node cost 3x more (keys_except of 15 names: 4.4 ms, against 0.3 ms
 # for its regex text), most of it in the cyclic collector. After a purge an
@@ -229,7 +224,7 @@ class Concat(Node):
     __slots__ = ("items",)
 
     def __new__(cls, items: tuple[Node, ...]):
-        key = (3, *map(id, items))  # children by identity: see _INTERNED
+        key = (3, items)
         self = _INTERNED.get(key)
         if self is None:
             # made inline, not through helpers: a schema makes thousands (~3 us each with them)
@@ -243,7 +238,7 @@ class Concat(Node):
             _set(self, "items", items)
             _set(self, "calls", calls)
             _set(self, "size", size)
-            _set(self, "_hash", hash((3, *[item._hash for item in items])))
+            _set(self, "_hash", hash(key))
             if len(_INTERNED) >= INTERN_LIMIT:
                 _purge()
             _INTERNED[key] = self
@@ -261,7 +256,7 @@ class Alt(Node):
     __slots__ = ("items",)
 
     def __new__(cls, items: tuple[Node, ...]):
-        key = (4, *map(id, items))  # children by identity: see _INTERNED
+        key = (4, items)
         self = _INTERNED.get(key)
         if self is None:
             # made inline, not through helpers: a schema makes thousands (~3 us each with them)
@@ -275,7 +270,7 @@ class Alt(Node):
             _set(self, "items", items)
             _set(self, "calls", calls)
             _set(self, "size", size + len(items) + 3)
-            _set(self, "_hash", hash((4, *[item._hash for item in items])))
+            _set(self, "_hash", hash(key))
             if len(_INTERNED) >= INTERN_LIMIT:
                 _purge()
             _INTERNED[key] = self
@@ -293,7 +288,7 @@ class Repeat(Node):
     __slots__ = ("body", "lo", "hi")
 
     def __new__(cls, body: Node, lo: int, hi: int | None):
-        key = (5, id(body), lo, hi)  # the body by identity: see _INTERNED
+        key = (5, body, lo, hi)
         self = _INTERNED.get(key)
         if self is None:
             self = object.__new__(cls)
@@ -302,7 +297,7 @@ class Repeat(Node):
             _set(self, "lo", lo)
             _set(self, "hi", hi)
             _set(self, "size", body.size + 4)
-            _set(self, "_hash", hash((5, body._hash, lo, hi)))
+            _set(self, "_hash", hash(key))
             _keep(key, self)
         return self
 

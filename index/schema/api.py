@@ -832,30 +832,23 @@ def _known_schemas():
 
 
 def _resolver(schema, meta_uri: str, registry):
-    """The root's resolver, and the registry the compiler's validators read (a
-    callable: made with the resolver, on first use; see :class:`.ir.RootResolver`)."""
     import referencing.jsonschema as rj
+    from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 
     spec = rj.specification_with(meta_uri)
     ir.DEFAULT_SPEC[0] = spec
+    resource = spec.create_resource(schema)
+    if registry is None:
+        full = _known_schemas()
+    else:
+        full = registry.combine(SPECIFICATIONS) if registry is not SPECIFICATIONS else registry
     uri = ""
     if isinstance(schema, dict):
         ident = schema.get("$id", schema.get("id") if meta_uri.startswith("http://json-schema.org/draft-04") else None)
         if isinstance(ident, str):
             uri = ident.rstrip("#")
-
-    def make():
-        from jsonschema_specifications import REGISTRY as SPECIFICATIONS
-
-        if registry is None:
-            full = _known_schemas()
-        else:
-            full = registry.combine(SPECIFICATIONS) if registry is not SPECIFICATIONS else registry
-        full = full.with_resource(uri, spec.create_resource(schema))
-        return full.resolver(base_uri=uri), full
-
-    root = ir.RootResolver(uri, make)
-    return root, lambda: root.made()[1]
+    full = full.with_resource(uri, resource)
+    return full.resolver(base_uri=uri), full
 
 
 _BOUNDED: dict = {}

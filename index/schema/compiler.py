@@ -63,8 +63,7 @@ from . import numbers as nums
 from . import strings as strs
 from .arrays import array
 from .formats import UndecidedFormat
-from .ir import (Choice, Constraint, Flat, Negated, Sub, enter, json_key, locate_literal, real_resolver,
-                 type_key)
+from .ir import Choice, Constraint, Flat, Negated, Sub, enter, json_key, locate_literal, type_key
 from .keywords import absorb
 from .negation import negate
 from .objects import declared, member_subs, object_
@@ -188,7 +187,7 @@ class Compiler:
         self.max_recursion_depth = max_recursion_depth
         self.any_depth = any_depth
         self.validator_cls = validator_cls
-        self.registry = registry  # a callable: the registry, made when a validator first needs it
+        self.registry = registry
         self.format_checker = format_checker
         self.max_regex_length = max_regex_length
         self.meta_uri = meta_uri
@@ -641,7 +640,7 @@ class Compiler:
                         # and 30-60 us in a fresh fork for an enum of strings)
                         self._validators[key] = (test, sub, None)
                         return test(value)
-            validator = self.validator_cls(schema, registry=self.registry(), _resolver=real_resolver(sub.resolver),
+            validator = self.validator_cls(schema, registry=self.registry, _resolver=sub.resolver,
                                            format_checker=self.format_checker)
             validator = self._validators[key] = (validator, sub, by_type)  # keep sub alive: its id stays unique
         validator, _, by_type = validator
@@ -734,7 +733,7 @@ class Compiler:
         everywhere = ("free value", layout.mode, layout.ws, layout.indent, self.share,
                       self.share_free_levels) + key
         found = _FREE_VALUES.get(everywhere)
-        if found is not None and self._adopt(found[1], found[2]):
+        if found is not None and self._adopt(found[1]):
             self._any_cache[key] = found[0]
             return found[0]
         scalars = [lit("null"), lit("true"), lit("false"), nums.NUMBER_TREE, strs.STRING]
@@ -759,35 +758,16 @@ class Compiler:
         if all(isinstance(k, tuple) for k in used):  # no piece numbered by this compilation
             if len(_FREE_VALUES) >= _FREE_VALUES_KEPT:
                 _FREE_VALUES.clear()
-            reverse: dict = {}
-            for k, tree in used.items():
-                reverse.setdefault(tree, k)
-            _FREE_VALUES[everywhere] = (regex, used, reverse)
+            _FREE_VALUES[everywhere] = (regex, tuple(used.items()))
         return regex
 
-    def _adopt(self, definitions: dict, reverse: dict) -> bool:
-        """Take the definitions a free value built elsewhere calls (False: too
-        many); ``reverse`` is each tree's first key among them.
-
-        Merged dict into dict, which reuses the hashes the dicts hold: one
-        key and one tree looked up at a time, each tree's hash a Python
-        call, was ~2% of a schema's first mask in a fresh fork (32 levels)."""
-        own = self.definitions
-        if own.keys().isdisjoint(definitions):
-            if len(own) + len(definitions) > MAX_DEFINITIONS:
-                return False
-            own.update(definitions)
-            placeholders = self._placeholder_of
-            merged = dict(reverse)
-            merged.update(placeholders)  # a tree named already keeps its name (setdefault)
-            placeholders.clear()
-            placeholders.update(merged)
-            return True
-        missing = [(k, tree) for k, tree in definitions.items() if k not in own]
-        if len(own) + len(missing) > MAX_DEFINITIONS:
+    def _adopt(self, definitions) -> bool:
+        """Take the definitions a free value built elsewhere calls (False: too many)."""
+        missing = [(k, tree) for k, tree in definitions if k not in self.definitions]
+        if len(self.definitions) + len(missing) > MAX_DEFINITIONS:
             return False
         for k, tree in missing:
-            own[k] = tree
+            self.definitions[k] = tree
             self._placeholder_of.setdefault(tree, k)
         return True
 

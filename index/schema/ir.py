@@ -122,41 +122,6 @@ def json_pointer(path) -> str:
 DEFAULT_SPEC: list = [None]
 
 
-class RootResolver:
-    """The root schema's ``referencing`` resolver and registry, made when a
-    ``$ref``, an ``$id`` or a ``jsonschema`` validator first needs them
-    (``make()`` returns the pair): most schemas need neither, and making
-    them (a resource, a registry with it, its resolver) took ~70 us and ~8
-    copy-on-write faults of a ~1.5 ms first mask in a fresh fork of a warm
-    process (MaskBench's median). ``_base_uri`` is the real resolver's, so a
-    key made of it is the same before and after."""
-
-    __slots__ = ("_base_uri", "_make", "_made")
-
-    def __init__(self, base_uri: str, make: Callable[[], tuple[Any, Any]]) -> None:
-        self._base_uri = base_uri
-        self._make = make
-        self._made = None
-
-    def made(self) -> tuple[Any, Any]:
-        """``(resolver, registry)``, made on the first call."""
-        made = self._made
-        if made is None:
-            made = self._made = self._make()
-        return made
-
-    def lookup(self, ref: str):
-        return self.made()[0].lookup(ref)
-
-    def in_subresource(self, resource):
-        return self.made()[0].in_subresource(resource)
-
-
-def real_resolver(resolver):
-    """The ``referencing`` resolver that ``resolver`` (a :class:`RootResolver` or one) stands for."""
-    return resolver.made()[0] if resolver.__class__ is RootResolver else resolver
-
-
 def enter(resolver, schema: dict):
     """The resolver inside a subschema that may change the base URI with ``$id``."""
     ident = schema.get("$id", schema.get("id"))
