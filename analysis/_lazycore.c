@@ -470,11 +470,20 @@ done:
 
 /* LazyByteDFA._push: the stack ``stack`` with ``ret`` on top. New reference (an int). */
 static PyObject *push(PyObject *ctx, long long stack, PyObject *ret) {
+    /* keyed by stack * stride + ret, an int, as LazyByteDFA._push */
+    long long stride = stride_of(ctx), top_state = PyLong_AsLongLong(ret);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (stack < 0 || top_state < 0 || top_state >= stride || stack > (LLONG_MAX - top_state) / stride) {
+        PyErr_SetString(PyExc_IndexError, "_lazycore: a return state outside the NFA");
+        return NULL;
+    }
     PyObject *stack_object = PyLong_FromLongLong(stack);
     if (stack_object == NULL) {
         return NULL;
     }
-    PyObject *key = PyTuple_Pack(2, stack_object, ret);
+    PyObject *key = PyLong_FromLongLong(stack * stride + top_state);
     if (key == NULL) {
         Py_DECREF(stack_object);
         return NULL;
@@ -627,7 +636,8 @@ done:
 }
 
 /* LazyByteDFA._closure: cached, or the NFA state's own closure on this stack
- * when no call or end is on the way; else the Python method. New reference. */
+ * when no call or end is on the way (made afresh each time, not cached);
+ * else the Python method. New reference. */
 static PyObject *closure_of(PyObject *ctx, PyObject *config) {
     PyObject *closures = ITEM(ctx, C_CLOSURES), *found;
     int known = cached(closures, config, &found);
@@ -686,10 +696,7 @@ static PyObject *closure_of(PyObject *ctx, PyObject *config) {
                 Py_DECREF(shifted);
             }
             Py_DECREF(local);
-            if (result != NULL && PyDict_SetItem(closures, config, result) < 0) {
-                Py_CLEAR(result);
-            }
-            return result;
+            return result;  /* not kept: LazyByteDFA._closure says why */
         }
         Py_DECREF(local);
         return full_closure(ctx, config);
@@ -697,44 +704,87 @@ static PyObject *closure_of(PyObject *ctx, PyObject *config) {
     return PyObject_CallOneArg(ITEM(ctx, C_PY_CLOSURE), config);
 }
 
+/* The configuration ``base + t`` (an int base), or ``base[t // stride] + t %
+ * stride`` (a tuple of bases, one a slot); -1 with an exception. */
+static long long configuration(PyObject *base, long long single, int slotted, long long stride, long long t) {
+    if (!slotted) {
+        return single + t;
+    }
+    Py_ssize_t slot = (Py_ssize_t)(t / stride);
+    if (t < 0 || slot >= PyTuple_GET_SIZE(base)) {
+        PyErr_SetString(PyExc_IndexError, "_lazycore: a target's slot outside its bases");
+        return -1;
+    }
+    long long b = PyLong_AsLongLong(PyTuple_GET_ITEM(base, slot));
+    return (b == -1 && PyErr_Occurred()) ? -1 : b + t % stride;
+}
+
+/* The state of one configuration, keyed by it (an int: LazyByteDFA._step
+ * says why). New reference (an int). */
+static PyObject *step_to(PyObject *ctx, long long config) {
+    PyObject *key = PyLong_FromLongLong(config);
+    if (key == NULL) {
+        return NULL;
+    }
+    PyObject *steps = ITEM(ctx, C_STEPS), *found;
+    if (cached(steps, key, &found) == 0) {
+        PyObject *closed = closure_of(ctx, key);
+        if (closed != NULL) {
+            if (!PyFrozenSet_Check(closed)) {
+                PyErr_SetString(PyExc_TypeError, "_lazycore: a closure must be a frozenset");
+            } else if (cached(ITEM(ctx, C_IDS), closed, &found) == 0) {
+                found = discover(ctx, closed);
+            }
+            if (found != NULL && PyDict_SetItem(steps, key, found) < 0) {
+                Py_CLEAR(found);
+            }
+            Py_DECREF(closed);
+        }
+    }
+    Py_DECREF(key);
+    return found;
+}
+
 /* LazyByteDFA._step. New reference (an int). */
 static PyObject *step_of(PyObject *ctx, PyObject *targets, PyObject *base) {
+    if (!PyTuple_Check(targets)) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: targets must be a tuple");
+        return NULL;
+    }
+    long long stride = stride_of(ctx);
+    int slotted = PyTuple_Check(base);
+    long long single = slotted ? 0 : PyLong_AsLongLong(base);
+    if (stride <= 0 || (single == -1 && PyErr_Occurred())) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "_lazycore: the stride must be positive");
+        }
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(targets);
+    if (count == 1) {
+        long long t = PyLong_AsLongLong(PyTuple_GET_ITEM(targets, 0));
+        long long config = (t == -1 && PyErr_Occurred()) ? -1 : configuration(base, single, slotted, stride, t);
+        return (config == -1 && PyErr_Occurred()) ? NULL : step_to(ctx, config);
+    }
     PyObject *key = untracked(PyTuple_Pack(2, base, targets));
     if (key == NULL) {
         return NULL;
     }
     PyObject *steps = ITEM(ctx, C_STEPS), *found;
     int known = cached(steps, key, &found);
-    if (known || !PyTuple_Check(targets)) {
-        if (!known) {
-            PyErr_SetString(PyExc_TypeError, "_lazycore: targets must be a tuple");
-        }
+    if (known) {
         Py_DECREF(key);
         return found;  /* or NULL with the error */
     }
-    long long stride = stride_of(ctx);
-    int slotted = PyTuple_Check(base);
-    long long single = slotted ? 0 : PyLong_AsLongLong(base);
-    Py_ssize_t count = PyTuple_GET_SIZE(targets);
     PyObject *closed = NULL, *gathered = NULL;
     for (Py_ssize_t i = 0; i < count; i++) {
         long long t = PyLong_AsLongLong(PyTuple_GET_ITEM(targets, i)), config;
         if (t == -1 && PyErr_Occurred()) {
             goto fail;
         }
-        if (slotted) {
-            Py_ssize_t slot = (Py_ssize_t)(t / stride);
-            if (slot < 0 || slot >= PyTuple_GET_SIZE(base)) {
-                PyErr_SetString(PyExc_IndexError, "_lazycore: a target's slot outside its bases");
-                goto fail;
-            }
-            long long b = PyLong_AsLongLong(PyTuple_GET_ITEM(base, slot));
-            if (b == -1 && PyErr_Occurred()) {
-                goto fail;
-            }
-            config = b + t % stride;
-        } else {
-            config = single + t;
+        config = configuration(base, single, slotted, stride, t);
+        if (config == -1 && PyErr_Occurred()) {
+            goto fail;
         }
         PyObject *config_object = PyLong_FromLongLong(config);
         if (config_object == NULL) {
