@@ -328,6 +328,22 @@ static int by_range_then_target(const void *a, const void *b) {
 /* LazyByteDFA._shape_cut for a shape on one stack whose sorted edges are the
  * cut already (equal or disjoint ranges: JSON strings, keys); the Python
  * method for the rest. New reference (starts, ends, targets, dead). */
+/* A range's targets appended to a cut's list: one target as the int itself
+ * (LazyByteDFA._shape_cut says why), several as a tuple. 0, or -1 with an
+ * exception. */
+static int append_targets(PyObject *targets, PyObject *into) {
+    PyObject *closed = PyList_GET_SIZE(into) == 1 ? PyList_GET_ITEM(into, 0) : untracked(PyList_AsTuple(into));
+    if (closed == NULL) {
+        return -1;
+    }
+    if (PyList_GET_SIZE(into) == 1) {
+        Py_INCREF(closed);
+    }
+    int status = PyList_Append(targets, closed);
+    Py_DECREF(closed);
+    return status;
+}
+
 static PyObject *shape_cut(PyObject *ctx, PyObject *key, PyObject *shape) {
     PyObject *cuts = ITEM(ctx, C_SHAPE_CUTS), *edges = ITEM(ctx, C_EDGES);
     Py_ssize_t total = 0, count = PyList_GET_SIZE(shape);
@@ -405,12 +421,9 @@ static PyObject *shape_cut(PyObject *ctx, PyObject *key, PyObject *shape) {
             continue;
         }
         if (i) {
-            PyObject *closed = untracked(PyList_AsTuple(into));
-            if (closed == NULL || PyList_Append(targets, closed) < 0) {
-                Py_XDECREF(closed);
+            if (append_targets(targets, into) < 0) {
                 goto done;
             }
-            Py_DECREF(closed);
             if (PyList_SetSlice(into, 0, PyList_GET_SIZE(into), NULL) < 0) {
                 goto done;
             }
@@ -430,13 +443,8 @@ static PyObject *shape_cut(PyObject *ctx, PyObject *key, PyObject *shape) {
             goto done;
         }
     }
-    if (n) {
-        PyObject *closed = untracked(PyList_AsTuple(into));
-        if (closed == NULL || PyList_Append(targets, closed) < 0) {
-            Py_XDECREF(closed);
-            goto done;
-        }
-        Py_DECREF(closed);
+    if (n && append_targets(targets, into) < 0) {
+        goto done;
     }
     for (long b = dead_from; b < 256; b++) {
         dead[dead_count++] = (unsigned char)b;
@@ -745,10 +753,12 @@ static PyObject *step_to(PyObject *ctx, long long config) {
     return found;
 }
 
-/* LazyByteDFA._step. New reference (an int). */
+/* LazyByteDFA._step: ``targets`` a tuple, or one target as an int. New
+ * reference (an int). */
 static PyObject *step_of(PyObject *ctx, PyObject *targets, PyObject *base) {
-    if (!PyTuple_Check(targets)) {
-        PyErr_SetString(PyExc_TypeError, "_lazycore: targets must be a tuple");
+    int one = PyLong_Check(targets);
+    if (!one && !PyTuple_Check(targets)) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: targets must be a tuple or an int");
         return NULL;
     }
     long long stride = stride_of(ctx);
@@ -760,9 +770,9 @@ static PyObject *step_of(PyObject *ctx, PyObject *targets, PyObject *base) {
         }
         return NULL;
     }
-    Py_ssize_t count = PyTuple_GET_SIZE(targets);
+    Py_ssize_t count = one ? 1 : PyTuple_GET_SIZE(targets);
     if (count == 1) {
-        long long t = PyLong_AsLongLong(PyTuple_GET_ITEM(targets, 0));
+        long long t = PyLong_AsLongLong(one ? targets : PyTuple_GET_ITEM(targets, 0));
         long long config = (t == -1 && PyErr_Occurred()) ? -1 : configuration(base, single, slotted, stride, t);
         return (config == -1 && PyErr_Occurred()) ? NULL : step_to(ctx, config);
     }

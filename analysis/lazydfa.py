@@ -85,7 +85,7 @@ _lazycore = native_module(__package__ + "._lazycore")
 NATIVE_CORE = _lazycore is not None
 
 # A state's cut: (range starts, range ends, targets of each range, base); see LazyByteDFA._cut_of.
-_Cut = tuple[list[int], list[int], list[tuple[int, ...]], "int | tuple[int, ...]"]
+_Cut = tuple[list[int], list[int], "list[int | tuple[int, ...]]", "int | tuple[int, ...]"]
 
 # A table cell not computed yet (states are >= 0, DEAD is 0).
 UNKNOWN = -1
@@ -757,10 +757,15 @@ class LazyByteDFA:
     def _shape_cut(self, key, configs) -> tuple:
         """``(starts, ends, targets, dead)`` of a kernel shape (see
         :meth:`_cut_of`), computed once: ``configs`` numbered relative to
-        the shape's stacks, ``dead`` the bytes on no edge (None: none)."""
+        the shape's stacks, ``targets[i]`` a tuple, or an int for one
+        target, ``dead`` the bytes on no edge (None: none)."""
         cut = self._shape_cuts.get(key)
         if cut is None:
             starts, ends, targets, gaps = self._cut_configs(configs)
+            # one target as the int itself, not a 1-tuple: a tuple kept is a
+            # container CPython counts toward a full collection (see _step;
+            # sp_0: 18.7k target tuples, most of one target)
+            targets = [found[0] if len(found) == 1 else found for found in targets]
             # the dead bytes as one index (bytes: the compiled cut writes the
             # same): a JSON string's 5-8 gaps written slice by slice took
             # ~4 us a state, ~0.7 so
@@ -817,18 +822,18 @@ class LazyByteDFA:
         self._materialised[state] = 1
         self._cuts.pop(state, None)  # the row is whole: the cut is not needed again
 
-    def _step(self, targets: tuple[int, ...], base: "int | tuple[int, ...]") -> int:
+    def _step(self, targets: "int | tuple[int, ...]", base: "int | tuple[int, ...]") -> int:
         """The state of the configurations ``base + t`` for t in ``targets``
-        (distinct, sorted); with a tuple of bases (a cut over several
-        stacks), ``base[t // stride] + t % stride``.
+        (distinct, sorted; an int is one target); with a tuple of bases (a
+        cut over several stacks), ``base[t // stride] + t % stride``.
 
         A step to one configuration (most ranges) is keyed by that
         configuration, an int: a ``(base, targets)`` tuple kept a step is a
         container, and CPython starts a full collection after a count of
         containers made (MaskBench's sp_0: 12.8k steps of 158k containers,
         with a full pass of ~30 ms due after ~35k in a benchmark child)."""
-        if len(targets) == 1:
-            t = targets[0]
+        if targets.__class__ is int or len(targets) == 1:
+            t = targets if targets.__class__ is int else targets[0]
             key = base[t // self._stride] + t % self._stride if base.__class__ is tuple else base + t
             found = self._steps.get(key)
             if found is None:
