@@ -33,7 +33,7 @@ enum {
     C_STRIDE, C_BOUNDED, C_CHECK, C_PY_CLOSURE, C_PY_CUT_OF, C_PY_SHAPE_CUT, C_PY_LOCAL_CLOSURE,
     C_PY_DISCOVER, C_EPS, C_EDGES, C_CALLS, C_ENDS, C_FINAL, C_MAX_STATES,
     C_PUSHES, C_STACK_PARENT, C_STACK_TOP, C_STACK_DEPTH, C_RESOLVED, C_START_OF, C_ENTER,
-    C_WIDE_ENDS, C_SIZE
+    C_WIDE_ENDS, C_CUT_BASES, C_SIZE
 };
 
 /* The fields' names, in the enum's order. */
@@ -42,7 +42,7 @@ static const char *const context_fields[C_SIZE] = {
     "stride", "bounded", "check", "py_closure", "py_cut_of", "py_shape_cut", "py_local_closure",
     "py_discover", "eps", "edges", "calls", "ends", "final", "max_states",
     "pushes", "stack_parent", "stack_top", "stack_depth", "resolved", "start_of", "enter",
-    "wide_ends",
+    "wide_ends", "cut_bases",
 };
 
 typedef struct {
@@ -851,9 +851,29 @@ fail:
  * on several numbered as slots), DEAD written on the bytes outside it. New
  * reference. */
 static PyObject *cut_of(PyObject *ctx, PyObject *state) {
-    PyObject *cuts = ITEM(ctx, C_CUTS), *found;
-    if (cached(cuts, state, &found)) {
-        return found;  /* or NULL with the error */
+    /* A state keeps its shape's cut (shared) and its base, in two dicts: a
+     * 4-tuple kept a state is a container (LazyByteDFA._cut_of says why);
+     * the one returned is made for the caller. */
+    PyObject *cuts = ITEM(ctx, C_CUTS), *bases = ITEM(ctx, C_CUT_BASES), *found;
+    int known = cached(cuts, state, &found);
+    if (known < 0) {
+        return NULL;
+    }
+    if (known) {
+        PyObject *kept_base = PyDict_GetItemWithError(bases, state);  /* borrowed */
+        PyObject *result = NULL;
+        if (kept_base == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_KeyError, "_lazycore: a cut without its base");
+            }
+        } else if (!PyTuple_Check(found) || PyTuple_GET_SIZE(found) != 4) {
+            PyErr_SetString(PyExc_TypeError, "_lazycore: a shape's cut must be a 4-tuple");
+        } else {
+            result = PyTuple_Pack(4, PyTuple_GET_ITEM(found, 0), PyTuple_GET_ITEM(found, 1),
+                                  PyTuple_GET_ITEM(found, 2), kept_base);
+        }
+        Py_DECREF(found);
+        return result;
     }
     Py_ssize_t index = PyLong_AsSsize_t(state);
     if (index == -1 && PyErr_Occurred()) {
@@ -995,13 +1015,14 @@ static PyObject *cut_of(PyObject *ctx, PyObject *state) {
         Py_DECREF(base);
         return NULL;
     }
-    found = untracked(PyTuple_Pack(4, PyTuple_GET_ITEM(cut, 0), PyTuple_GET_ITEM(cut, 1),
-                                   PyTuple_GET_ITEM(cut, 2), base));
+    found = NULL;
+    /* the base first: a cut kept is one whose base is there */
+    if (PyDict_SetItem(bases, state, base) == 0 && PyDict_SetItem(cuts, state, cut) == 0) {
+        found = PyTuple_Pack(4, PyTuple_GET_ITEM(cut, 0), PyTuple_GET_ITEM(cut, 1),
+                             PyTuple_GET_ITEM(cut, 2), base);
+    }
     Py_DECREF(base);
     Py_DECREF(cut);
-    if (found != NULL && PyDict_SetItem(cuts, state, found) < 0) {
-        Py_CLEAR(found);
-    }
     return found;
 }
 

@@ -239,7 +239,11 @@ class LazyByteDFA:
         self._table[DEAD] = DEAD
         self._table[INITIAL] = UNKNOWN
         # state -> its byte ranges with NFA targets: (range starts, ends, targets)
-        self._cuts: dict[int, _Cut] = {}
+        # state -> its shape's cut (shared: see _shape_cut) and its base
+        # (see _cut_of), two dicts: a tuple of the two kept a state would be
+        # a container CPython counts toward a full collection (see _step)
+        self._cuts: dict[int, tuple] = {}
+        self._cut_bases: dict[int, "int | tuple[int, ...]"] = {}
         # The cut of each kernel shape seen (see _cut_of): the NFA states of a
         # kernel on one stack (an int for one state, else a frozenset), or a
         # tuple of configurations whose stacks are numbered as slots.
@@ -282,7 +286,7 @@ class LazyByteDFA:
             max_states=self.max_states, pushes=self._pushes, stack_parent=self._stack_parent,
             stack_top=self._stack_top, stack_depth=self._stack_depth,
             resolved=self._nfa.resolved, start_of=self._nfa.start_of, enter=self._nfa.enter,
-            wide_ends=self._wide_ends)
+            wide_ends=self._wide_ends, cut_bases=self._cut_bases)
         self._core_context = context
         self._closure = partial(core.closure, context)
         self._step = partial(core.step, context)
@@ -718,41 +722,43 @@ class LazyByteDFA:
         absolute only for the ranges a walk steps on. Cutting each state
         afresh cost ~10 us (Github_hard/o73917: 7.5k states, 4k shapes)."""
         found = self._cuts.get(state)
-        if found is None:
-            size = self._stride
-            kernel = self._kernels[state]
-            stack = -1
+        if found is not None:
+            return found[0], found[1], found[2], self._cut_bases[state]
+        size = self._stride
+        kernel = self._kernels[state]
+        stack = -1
+        shape = []
+        for config in kernel:
+            on, nfa_state = divmod(config, size)
+            if on != stack:
+                if stack >= 0:
+                    break  # two stacks
+                stack = on
+            shape.append(nfa_state)
+        else:
+            key, base = (shape[0] if len(shape) == 1 else frozenset(shape)), max(stack, 0) * size
+        if len(shape) < len(kernel):
+            # Configurations on several stacks (a counted string: a
+            # character's unit inside the digits of its count, every
+            # position a new set of stacks): the shape numbers the stacks
+            # in order, slot k standing for the k-th, and the cut's
+            # targets are made absolute through them. Cutting each such
+            # state afresh was ~18% of a step inside a maxLength-1024 string.
+            stacks: list[int] = []
             shape = []
-            for config in kernel:
+            for config in sorted(kernel):
                 on, nfa_state = divmod(config, size)
-                if on != stack:
-                    if stack >= 0:
-                        break  # two stacks
-                    stack = on
-                shape.append(nfa_state)
-            else:
-                key, base = (shape[0] if len(shape) == 1 else frozenset(shape)), max(stack, 0) * size
-            if len(shape) < len(kernel):
-                # Configurations on several stacks (a counted string: a
-                # character's unit inside the digits of its count, every
-                # position a new set of stacks): the shape numbers the stacks
-                # in order, slot k standing for the k-th, and the cut's
-                # targets are made absolute through them. Cutting each such
-                # state afresh was ~18% of a step inside a maxLength-1024 string.
-                stacks: list[int] = []
-                shape = []
-                for config in sorted(kernel):
-                    on, nfa_state = divmod(config, size)
-                    if not stacks or stacks[-1] != on:
-                        stacks.append(on)
-                    shape.append((len(stacks) - 1) * size + nfa_state)
-                key, base = tuple(shape), tuple([on * size for on in stacks])
-            starts, ends, targets, dead = self._shape_cut(key, shape)
-            found = (starts, ends, targets, base)
-            if dead is not None:
-                self._table[state, np.frombuffer(dead, dtype=np.uint8)] = DEAD
-            self._cuts[state] = found
-        return found
+                if not stacks or stacks[-1] != on:
+                    stacks.append(on)
+                shape.append((len(stacks) - 1) * size + nfa_state)
+            key, base = tuple(shape), tuple([on * size for on in stacks])
+        cut = self._shape_cut(key, shape)
+        starts, ends, targets, dead = cut
+        if dead is not None:
+            self._table[state, np.frombuffer(dead, dtype=np.uint8)] = DEAD
+        self._cut_bases[state] = base  # first: a cut kept is one whose base is there
+        self._cuts[state] = cut
+        return starts, ends, targets, base
 
     def _shape_cut(self, key, configs) -> tuple:
         """``(starts, ends, targets, dead)`` of a kernel shape (see
@@ -821,6 +827,7 @@ class LazyByteDFA:
         self._resolve_bytes(state, _ALL_BYTES)
         self._materialised[state] = 1
         self._cuts.pop(state, None)  # the row is whole: the cut is not needed again
+        self._cut_bases.pop(state, None)
 
     def _step(self, targets: "int | tuple[int, ...]", base: "int | tuple[int, ...]") -> int:
         """The state of the configurations ``base + t`` for t in ``targets``

@@ -1655,7 +1655,7 @@ def test_the_native_core_context_is_named_field_by_field():
         "dfa", "cuts", "shape_cuts", "steps", "closures", "local_closures", "ids", "kernels",
         "stride", "bounded", "check", "py_closure", "py_cut_of", "py_shape_cut", "py_local_closure",
         "py_discover", "eps", "edges", "calls", "ends", "final", "max_states", "pushes",
-        "stack_parent", "stack_top", "stack_depth", "resolved", "start_of", "enter", "wide_ends")}
+        "stack_parent", "stack_top", "stack_depth", "resolved", "start_of", "enter", "wide_ends", "cut_bases")}
     again = _lazycore.Context(**fields)
     assert again.steps is dfa._steps
     with pytest.raises(TypeError, match="'kernels' is missing"):
