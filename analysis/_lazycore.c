@@ -776,59 +776,60 @@ static PyObject *step_of(PyObject *ctx, PyObject *targets, PyObject *base) {
         long long config = (t == -1 && PyErr_Occurred()) ? -1 : configuration(base, single, slotted, stride, t);
         return (config == -1 && PyErr_Occurred()) ? NULL : step_to(ctx, config);
     }
-    PyObject *key = untracked(PyTuple_Pack(2, base, targets));
-    if (key == NULL) {
-        return NULL;
+    /* several targets: keyed by their configurations packed as int64 in a
+     * bytes, not a (base, targets) tuple (LazyByteDFA._step says why) */
+    long long small[16], *configs = small;
+    if (count > 16) {
+        configs = PyMem_Malloc(sizeof(long long) * (size_t)count);
+        if (configs == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
     }
-    PyObject *steps = ITEM(ctx, C_STEPS), *found;
-    int known = cached(steps, key, &found);
-    if (known) {
-        Py_DECREF(key);
-        return found;  /* or NULL with the error */
-    }
-    PyObject *closed = NULL, *gathered = NULL;
+    PyObject *key = NULL, *found = NULL, *closed = NULL, *gathered = NULL;
     for (Py_ssize_t i = 0; i < count; i++) {
-        long long t = PyLong_AsLongLong(PyTuple_GET_ITEM(targets, i)), config;
-        if (t == -1 && PyErr_Occurred()) {
-            goto fail;
+        long long t = PyLong_AsLongLong(PyTuple_GET_ITEM(targets, i));
+        configs[i] = (t == -1 && PyErr_Occurred()) ? -1 : configuration(base, single, slotted, stride, t);
+        if (configs[i] == -1 && PyErr_Occurred()) {
+            goto done;
         }
-        config = configuration(base, single, slotted, stride, t);
-        if (config == -1 && PyErr_Occurred()) {
-            goto fail;
-        }
-        PyObject *config_object = PyLong_FromLongLong(config);
+    }
+    key = PyBytes_FromStringAndSize((const char *)configs, (Py_ssize_t)(sizeof(long long) * (size_t)count));
+    if (key == NULL) {
+        goto done;
+    }
+    PyObject *steps = ITEM(ctx, C_STEPS);
+    if (cached(steps, key, &found)) {
+        goto done;  /* found, or NULL with the error */
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *config_object = PyLong_FromLongLong(configs[i]);
         if (config_object == NULL) {
-            goto fail;
+            goto done;
         }
         PyObject *part = closure_of(ctx, config_object);
         Py_DECREF(config_object);
         if (part == NULL) {
-            goto fail;
-        }
-        if (count == 1) {
-            closed = part;
-            break;
+            goto done;
         }
         if (gathered == NULL) {
             gathered = PySet_New(part);
             Py_DECREF(part);
             if (gathered == NULL) {
-                goto fail;
+                goto done;
             }
         } else {
             PyObject *merged = PyNumber_InPlaceOr(gathered, part);
             Py_DECREF(part);
             if (merged == NULL) {
-                goto fail;
+                goto done;
             }
             Py_DECREF(merged);  /* the same set, updated in place */
         }
     }
+    closed = untracked(gathered != NULL ? PyFrozenSet_New(gathered) : PyFrozenSet_New(NULL));
     if (closed == NULL) {
-        closed = untracked(gathered != NULL ? PyFrozenSet_New(gathered) : PyFrozenSet_New(NULL));
-        if (closed == NULL) {
-            goto fail;
-        }
+        goto done;
     }
     if (cached(ITEM(ctx, C_IDS), closed, &found) == 0) {
         found = discover(ctx, closed);
@@ -836,15 +837,14 @@ static PyObject *step_of(PyObject *ctx, PyObject *targets, PyObject *base) {
     if (found != NULL && PyDict_SetItem(steps, key, found) < 0) {
         Py_CLEAR(found);
     }
-    Py_DECREF(closed);
-    Py_XDECREF(gathered);
-    Py_DECREF(key);
-    return found;
-fail:
+done:
+    if (configs != small) {
+        PyMem_Free(configs);
+    }
     Py_XDECREF(closed);
     Py_XDECREF(gathered);
-    Py_DECREF(key);
-    return NULL;
+    Py_XDECREF(key);
+    return found;
 }
 
 /* LazyByteDFA._cut_of: a state's cut, from its shape's (on one stack, or

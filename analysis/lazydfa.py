@@ -57,6 +57,7 @@ import gc
 import mmap
 import threading
 import weakref
+from array import array
 from bisect import bisect_right
 from collections import Counter, OrderedDict
 from collections.abc import Mapping
@@ -232,8 +233,8 @@ class LazyByteDFA:
             raise EmptyLanguageError(f"regex {shown} matches no string at all")
         self._kernels: list[frozenset] = [frozenset(), initial]
         self._ids: dict[frozenset, int] = {frozenset(): DEAD, initial: INITIAL}
-        # (base, targets) -> state, or the configuration itself for one target (see _step)
-        self._steps: dict[int | tuple[int | tuple[int, ...], tuple[int, ...]], int] = {}
+        # the configurations of a step -> its state: one as an int, several packed (see _step)
+        self._steps: dict[int | bytes, int] = {}
         capacity = max(min(max_states, _RESERVED_ROWS), INITIAL + 1)
         self._table = _reserved_table(capacity)  # a row is set to UNKNOWN when its state is discovered
         self._table[DEAD] = DEAD
@@ -834,11 +835,12 @@ class LazyByteDFA:
         (distinct, sorted; an int is one target); with a tuple of bases (a
         cut over several stacks), ``base[t // stride] + t % stride``.
 
-        A step to one configuration (most ranges) is keyed by that
-        configuration, an int: a ``(base, targets)`` tuple kept a step is a
-        container, and CPython starts a full collection after a count of
-        containers made (MaskBench's sp_0: 12.8k steps of 158k containers,
-        with a full pass of ~30 ms due after ~35k in a benchmark child)."""
+        A step is keyed by its configurations: one as the int itself,
+        several packed as int64 in a ``bytes``, neither a container. A
+        ``(base, targets)`` tuple kept a step was one, and CPython starts a
+        full collection after a count of containers made (MaskBench's sp_0:
+        12.8k steps of 158k containers, a full pass of ~30 ms due after ~35k
+        in a benchmark child)."""
         if targets.__class__ is int or len(targets) == 1:
             t = targets if targets.__class__ is int else targets[0]
             key = base[t // self._stride] + t % self._stride if base.__class__ is tuple else base + t
@@ -850,18 +852,15 @@ class LazyByteDFA:
                     found = self._discover(closed)
                 self._steps[key] = found
             return found
-        key = (base, targets)
+        size = self._stride
+        if base.__class__ is tuple:  # one base a slot (see _cut_of)
+            configs = [base[t // size] + t % size for t in targets]
+        else:
+            configs = [base + t for t in targets]
+        key = array("q", configs).tobytes()
         found = self._steps.get(key)
         if found is None:
-            if base.__class__ is tuple:  # one base a slot (see _cut_of)
-                size = self._stride
-                configs = [base[t // size] + t % size for t in targets]
-            else:
-                configs = [base + t for t in targets]
-            if len(configs) == 1:
-                closed = self._closure(configs[0])
-            else:
-                closed = frozenset().union(*[self._closure(config) for config in configs])
+            closed = frozenset().union(*[self._closure(config) for config in configs])
             found = self._ids.get(closed)
             if found is None:
                 found = self._discover(closed)
