@@ -63,7 +63,8 @@ static PyObject *name_table, *name_count, *name_finals;
  * reference cycle: the cyclic collector need not follow them. A cold row
  * makes hundreds; tracked, the collection after the row's walk took ~90 us
  * (one in 25 of a slow step's time, more in the largest). */
-/* eps[q] and edges[q]: tuples (a list is read alike) */
+/* eps[q]: a tuple (a list is read alike); edges[q]: a tuple of (lo, hi,
+ * target) triples, flat (lazydfa._LazyNFA says why) */
 #define SEQUENCE(o) (PyTuple_Check(o) || PyList_Check(o))
 
 static PyObject *untracked(PyObject *object) {
@@ -358,11 +359,11 @@ static PyObject *shape_cut(PyObject *ctx, PyObject *key, PyObject *shape) {
             return NULL;
         }
         PyObject *list = PyList_GET_ITEM(edges, q);
-        if (!SEQUENCE(list)) {
-            PyErr_SetString(PyExc_TypeError, "_lazycore: edges[q] is not a tuple");
+        if (!PyTuple_Check(list) || PyTuple_GET_SIZE(list) % 3) {
+            PyErr_SetString(PyExc_TypeError, "_lazycore: edges[q] is not a tuple (lo, hi, target, ...)");
             return NULL;
         }
-        total += PySequence_Fast_GET_SIZE(list);
+        total += PyTuple_GET_SIZE(list) / 3;
     }
     Edge *own = PyMem_Malloc(sizeof(Edge) * (total ? total : 1));
     if (own == NULL) {
@@ -374,16 +375,11 @@ static PyObject *shape_cut(PyObject *ctx, PyObject *key, PyObject *shape) {
         long long config = PyLong_AsLongLong(PyList_GET_ITEM(shape, i));
         long long base = (config / stride) * stride;
         PyObject *list = PyList_GET_ITEM(edges, (Py_ssize_t)(config % stride));
-        for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(list) && n < total; j++) {
-            PyObject *edge = PySequence_Fast_GET_ITEM(list, j);
-            if (!PyTuple_Check(edge) || PyTuple_GET_SIZE(edge) != 3) {
-                PyMem_Free(own);
-                PyErr_SetString(PyExc_TypeError, "_lazycore: an edge is not (lo, hi, target)");
-                return NULL;
-            }
-            own[n].lo = PyLong_AsLong(PyTuple_GET_ITEM(edge, 0));
-            own[n].hi = PyLong_AsLong(PyTuple_GET_ITEM(edge, 1));
-            own[n].target = base + PyLong_AsLongLong(PyTuple_GET_ITEM(edge, 2));
+        /* checked above: a tuple of (lo, hi, target) triples, flat */
+        for (Py_ssize_t j = 0; j + 2 < PyTuple_GET_SIZE(list) && n < total; j += 3) {
+            own[n].lo = PyLong_AsLong(PyTuple_GET_ITEM(list, j));
+            own[n].hi = PyLong_AsLong(PyTuple_GET_ITEM(list, j + 1));
+            own[n].target = base + PyLong_AsLongLong(PyTuple_GET_ITEM(list, j + 2));
             n++;
         }
     }
@@ -1314,19 +1310,14 @@ static PyObject *nfa_wide_ends(PyObject *ctx, long long q) {
                     }
                 }
                 PyObject *own_edges = PyList_GET_ITEM(edges, node);
-                if (!SEQUENCE(own_edges)) {
-                    PyErr_SetString(PyExc_TypeError, "_lazycore: edges[q] is not a tuple");
+                if (!PyTuple_Check(own_edges) || PyTuple_GET_SIZE(own_edges) % 3) {
+                    PyErr_SetString(PyExc_TypeError, "_lazycore: edges[q] is not a tuple (lo, hi, target, ...)");
                     goto done;
                 }
-                for (Py_ssize_t e = 0; e < PySequence_Fast_GET_SIZE(own_edges); e++) {
-                    PyObject *edge = PySequence_Fast_GET_ITEM(own_edges, e);
-                    if (!PyTuple_Check(edge) || PyTuple_GET_SIZE(edge) != 3) {
-                        PyErr_SetString(PyExc_TypeError, "_lazycore: an edge is not (lo, hi, target)");
-                        goto done;
-                    }
-                    long edge_lo = PyLong_AsLong(PyTuple_GET_ITEM(edge, 0));
-                    long edge_hi = PyLong_AsLong(PyTuple_GET_ITEM(edge, 1));
-                    long long target = PyLong_AsLongLong(PyTuple_GET_ITEM(edge, 2));
+                for (Py_ssize_t e = 0; e + 2 < PyTuple_GET_SIZE(own_edges); e += 3) {
+                    long edge_lo = PyLong_AsLong(PyTuple_GET_ITEM(own_edges, e));
+                    long edge_hi = PyLong_AsLong(PyTuple_GET_ITEM(own_edges, e + 1));
+                    long long target = PyLong_AsLongLong(PyTuple_GET_ITEM(own_edges, e + 2));
                     if (PyErr_Occurred()) {
                         goto done;
                     }
@@ -1520,7 +1511,9 @@ static PyObject *py_alive(PyObject *module, PyObject *const *args, Py_ssize_t na
             PyObject *out = PyList_GET_ITEM(eps, q), *by_byte = PyList_GET_ITEM(edges, q);
             PyObject *called = PyList_GET_ITEM(calls, q);
             Py_ssize_t n_out = SEQUENCE(out) ? PySequence_Fast_GET_SIZE(out) : -1;
-            Py_ssize_t n_byte = SEQUENCE(by_byte) ? PySequence_Fast_GET_SIZE(by_byte) : -1;
+            /* edges[q]: (lo, hi, target) triples, flat; n_byte counts the triples */
+            Py_ssize_t n_byte = PyTuple_Check(by_byte) && PyTuple_GET_SIZE(by_byte) % 3 == 0
+                                ? PyTuple_GET_SIZE(by_byte) / 3 : -1;
             Py_ssize_t n_called = PyTuple_Check(called) ? PyTuple_GET_SIZE(called) : -1;
             if (n_out < 0 || n_byte < 0 || n_called < 0) {
                 PyErr_SetString(PyExc_TypeError, "alive: the NFA's tables are not of the expected types");
@@ -1532,9 +1525,7 @@ static PyObject *py_alive(PyObject *module, PyObject *const *args, Py_ssize_t na
                 if (i < n_out) {
                     target = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(out, i));
                 } else if (i < n_out + n_byte) {
-                    PyObject *edge = PySequence_Fast_GET_ITEM(by_byte, i - n_out);
-                    target = PyTuple_Check(edge) && PyTuple_GET_SIZE(edge) == 3
-                             ? PyLong_AsSsize_t(PyTuple_GET_ITEM(edge, 2)) : -1;
+                    target = PyLong_AsSsize_t(PyTuple_GET_ITEM(by_byte, 3 * (i - n_out) + 2));
                 } else {
                     PyObject *call = PyTuple_GET_ITEM(called, i - n_out - n_byte);
                     if (!PyTuple_Check(call) || PyTuple_GET_SIZE(call) != 2) {

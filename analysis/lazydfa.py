@@ -368,10 +368,11 @@ class LazyByteDFA:
                 if not visited & 4095:
                     limits.check()  # ~1 us a state: 0.5 s unchecked on "a" * 600000
                 q = stack.pop()
-                for lo, hi, t in edges[q]:
+                row = edges[q]
+                for lo, hi in zip(row[0::3], row[1::3]):
                     present[lo] += 1
                     present[hi + 1] -= 1
-                for t in [*eps[q], *(e[2] for e in edges[q]),
+                for t in [*eps[q], *row[2::3],
                           *(t for d, ret in calls[q] for t in (nfa.start_of[d], ret))]:
                     if not seen[t]:
                         seen[t] = 1
@@ -533,7 +534,7 @@ class LazyByteDFA:
                     return None
                 following = set()
                 for node in current:
-                    for edge_lo, edge_hi, target in edges[node]:
+                    for edge_lo, edge_hi, target in _edge_triples(edges[node]):
                         if edge_hi < lo or edge_lo > hi:
                             continue
                         if edge_lo > lo or edge_hi < hi:
@@ -790,13 +791,13 @@ class LazyByteDFA:
         # disjoint (a JSON string's ~15 ranges); cutting them through a dict
         # of ranges cost ~16 us a shape.
         if len(configs) == 1 and configs[0] < size:
-            own = sorted(edges[configs[0]])
+            own = sorted(_edge_triples(edges[configs[0]]))
         else:
             own = []
             for config in configs:
                 stack, nfa_state = divmod(config, size)
                 base = stack * size
-                own.extend([(lo, hi, base + target) for lo, hi, target in edges[nfa_state]])
+                own.extend([(lo, hi, base + target) for lo, hi, target in _edge_triples(edges[nfa_state])])
             own.sort()
         ranges: list[tuple[int, int, tuple[int, ...]]] = []  # (lo, hi, targets)
         into: list[int] = []
@@ -1027,7 +1028,11 @@ class _LazyNFA:
         # every collection of the generation holding them walked them all
         # (MaskBench's sp_0: 11 collections of ~4 ms inside its steps).
         self.eps: list[tuple[int, ...]] = []
-        self.edges: list[tuple[tuple[int, int, int], ...]] = []
+        # edges[q]: q's byte edges as one flat tuple (lo, hi, target, lo, hi,
+        # target, ...), not a tuple of triples: each tuple kept is a container
+        # CPython counts toward a full collection (MaskBench's sp_0: 22.9k
+        # triples of its 100k containers; see LazyByteDFA._step)
+        self.edges: list[tuple[int, ...]] = []
         self.calls: list[tuple[tuple[int, int], ...]] = []  # calls[q]: ((definition, return state), ...)
         self.ends = bytearray()  # ends[q]: q ends a definition's fragment (a return)
         if _lazycore is not None:
@@ -1259,7 +1264,7 @@ class _LazyNFA:
                 limits.check()
                 stop = min(at + _ROWS_CHUNK, base + added)
                 new_eps += map(tuple, builder_eps[at:stop])
-                new_edges += map(tuple, builder_edges[at:stop])
+                new_edges += map(_flat_edges, builder_edges[at:stop])
                 builder_eps[at:stop] = _NO_ROWS[:stop - at]
                 builder_edges[at:stop] = _NO_ROWS[:stop - at]
                 _untrack_rows(new_eps, at - base, stop - base)
@@ -1370,8 +1375,7 @@ class _LazyNFA:
         limits.check_memory((base + size) * NFA_STATE_BYTES, "the NFA of a shared definition")
         offset = base - template.base
         self.eps.extend([tuple([t + offset for t in row]) if row else () for row in template.eps])
-        self.edges.extend([tuple([(lo, hi, t + offset) for lo, hi, t in row]) if row else ()
-                           for row in template.edges])
+        self.edges.extend([_shifted_edges(row, offset) if row else () for row in template.edges])
         _untrack_rows(self.eps, base, len(self.eps))
         _untrack_rows(self.edges, base, len(self.edges))
         self.calls.extend(() for _ in range(size))
@@ -1394,7 +1398,7 @@ class _LazyNFA:
         for q in range(base, stop):
             for t in self.eps[q]:
                 predecessors[t - base].append(q)
-            for _, _, t in self.edges[q]:
+            for t in self.edges[q][2::3]:
                 predecessors[t - base].append(q)
             for d, ret in self.calls[q]:
                 if completes[d]:
@@ -1499,7 +1503,7 @@ class _LazyNFA:
                     eps[q] = tuple(kept)
             row = edges[q]
             if row:
-                kept = [e for e in row if alive[e[2]]]
+                kept = [x for lo, hi, t in _edge_triples(row) if alive[t] for x in (lo, hi, t)]
                 if len(kept) != len(row):
                     edges[q] = tuple(kept)
             row = calls[q]
@@ -1609,7 +1613,7 @@ class _FragmentTemplate(NamedTuple):
     as positions in the shape's order."""
     base: int
     eps: tuple[tuple[int, ...], ...]
-    edges: tuple[tuple[tuple[int, int, int], ...], ...]
+    edges: tuple[tuple[int, ...], ...]  # flat triples, as _LazyNFA.edges
     calls: tuple[tuple[int, tuple[tuple[int, int], ...]], ...]
     start: int
     end: int
@@ -1636,6 +1640,28 @@ def _key_order(key) -> tuple:
 def _key_name(key) -> str:
     """A definition's key for a message: a placeholder by its code point."""
     return f"{ord(key):#x}" if isinstance(key, str) and len(key) == 1 else repr(key)
+
+
+def _edge_triples(row: tuple[int, ...]):
+    """The ``(lo, hi, target)`` edges of a flat row of :attr:`_LazyNFA.edges`."""
+    return zip(row[0::3], row[1::3], row[2::3])
+
+
+def _flat_edges(row: list[tuple[int, int, int]]) -> tuple[int, ...]:
+    """A builder's row of ``(lo, hi, target)`` edges as one flat tuple: the
+    triple itself for one edge (most rows), no copy."""
+    if len(row) == 1:
+        return row[0]
+    return tuple([x for edge in row for x in edge])
+
+
+def _shifted_edges(row: tuple[int, ...], offset: int) -> tuple[int, ...]:
+    """A flat row of edges with ``offset`` added to each target."""
+    if len(row) == 3:
+        return (row[0], row[1], row[2] + offset)
+    shifted = list(row)
+    shifted[2::3] = [t + offset for t in row[2::3]]
+    return tuple(shifted)
 
 
 def _untrack_rows(rows: list, start: int, stop: int) -> None:
@@ -1689,7 +1715,7 @@ def _needs(eps, edges, calls, ends, final, max_depth):
         for target in targets:
             predecessors[target].append(source)
     for source, state_edges in enumerate(edges):
-        for _, _, target in state_edges:
+        for target in state_edges[2::3]:
             predecessors[target].append(source)
     call_sites = [(q, s, r) for q, items in enumerate(calls) for s, r in items]
     need = [INFINITE] * size
@@ -1718,5 +1744,5 @@ def _needs(eps, edges, calls, ends, final, max_depth):
                    for q, s, r in call_sites):
             break
         level += 1
-    need_byte = [min((need[t] for _, _, t in state_edges), default=INFINITE) for state_edges in edges]
+    need_byte = [min((need[t] for t in state_edges[2::3]), default=INFINITE) for state_edges in edges]
     return need, need_byte

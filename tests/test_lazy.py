@@ -1085,7 +1085,7 @@ def test_compiled_wide_ends_are_the_python_ones():
 
     def state(own_edges=(), own_eps=(), own_calls=(), end=0) -> int:
         eps.append(tuple(own_eps))
-        edges.append(tuple(own_edges))
+        edges.append(tuple(x for edge in own_edges for x in edge))  # flat triples, as the NFA keeps them
         calls.append(tuple(own_calls))
         ends.append(end)
         return len(eps) - 1
@@ -1108,6 +1108,29 @@ def test_compiled_wide_ends_are_the_python_ones():
     assert answers[0] and answers[1:] == [None] * 4
     with pytest.raises(IndexError, match="outside the tables"):
         core.nfa_wide_ends(dfa._core_context, len(dfa._eps) + 5)
+
+
+def test_compiled_core_refuses_edge_rows_not_flat_triples():
+    """The NFA keeps a state's byte edges as one flat tuple of (lo, hi,
+    target) triples; the compiled core refuses a row of another length or
+    a row of nested triples (a TypeError, no read past the row)."""
+    core = lazydfa_module._lazycore
+    if core is None:
+        pytest.skip("the compiled core is not built")
+    for bad in [(0x80, 0xBF), ((0x80, 0xBF, 1),)]:
+        dfa = LazyByteDFA("ab")
+        dfa._eps.append(())
+        dfa._edges.append(bad)
+        dfa._calls.append(())
+        dfa._ends.append(0)
+        q = len(dfa._eps) - 1
+        with pytest.raises(TypeError, match="not a tuple"):
+            core.nfa_wide_ends(dfa._core_context, q)
+        with pytest.raises(TypeError, match="expected types"):
+            core.alive(dfa._eps, dfa._edges, dfa._calls, [], q, q + 1, q)
+        with pytest.raises(TypeError, match="not a tuple"):
+            dfa._kernels.append(frozenset([q]))
+            core.cut_of(dfa._core_context, len(dfa._kernels) - 1)
 
 
 def test_lazy_nfa_rows_are_immutable_and_untracked(native):
