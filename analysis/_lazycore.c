@@ -396,12 +396,14 @@ static PyObject *shape_cut(PyObject *ctx, PyObject *key, PyObject *shape) {
             return PyObject_CallFunctionObjArgs(ITEM(ctx, C_PY_SHAPE_CUT), key, shape, NULL);
         }
     }
-    PyObject *starts = PyList_New(0), *stops = PyList_New(0), *targets = PyList_New(0), *into = PyList_New(0);
-    unsigned char dead[256];
-    Py_ssize_t dead_count = 0;
+    /* the ranges' starts and ends as bytes, not lists of ints (two
+     * containers fewer a shape: LazyByteDFA._shape_cut says why) */
+    PyObject *starts = NULL, *stops = NULL, *targets = PyList_New(0), *into = PyList_New(0);
+    unsigned char dead[256], start_bytes[256], stop_bytes[256];
+    Py_ssize_t dead_count = 0, ranges = 0;
     long dead_from = 0;
     PyObject *result = NULL;
-    if (starts == NULL || stops == NULL || targets == NULL || into == NULL) {
+    if (targets == NULL || into == NULL) {
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -424,20 +426,22 @@ static PyObject *shape_cut(PyObject *ctx, PyObject *key, PyObject *shape) {
                 goto done;
             }
         }
-        for (long b = dead_from; b < own[i].lo && b < 256; b++) {
+        if (own[i].lo < dead_from || own[i].lo > own[i].hi || own[i].hi > 255 || ranges >= 256) {
+            PyErr_SetString(PyExc_ValueError, "_lazycore: an edge's byte range outside 0..255");
+            goto done;
+        }
+        for (long b = dead_from; b < own[i].lo; b++) {
             dead[dead_count++] = (unsigned char)b;
         }
         dead_from = own[i].hi + 1;
-        PyObject *lo = PyLong_FromLong(own[i].lo), *hi = PyLong_FromLong(own[i].hi);
+        start_bytes[ranges] = (unsigned char)own[i].lo;
+        stop_bytes[ranges++] = (unsigned char)own[i].hi;
         PyObject *target = PyLong_FromLongLong(own[i].target);
-        int failed = lo == NULL || hi == NULL || target == NULL || PyList_Append(starts, lo) < 0
-                     || PyList_Append(stops, hi) < 0 || PyList_Append(into, target) < 0;
-        Py_XDECREF(lo);
-        Py_XDECREF(hi);
-        Py_XDECREF(target);
-        if (failed) {
+        if (target == NULL || PyList_Append(into, target) < 0) {
+            Py_XDECREF(target);
             goto done;
         }
+        Py_DECREF(target);
     }
     if (n && append_targets(targets, into) < 0) {
         goto done;
@@ -455,10 +459,12 @@ static PyObject *shape_cut(PyObject *ctx, PyObject *key, PyObject *shape) {
         dead_bytes = Py_None;
         Py_INCREF(dead_bytes);
     }
-    untracked(starts);
-    untracked(stops);
+    starts = PyBytes_FromStringAndSize((const char *)start_bytes, ranges);
+    stops = PyBytes_FromStringAndSize((const char *)stop_bytes, ranges);
     untracked(targets);
-    result = untracked(PyTuple_Pack(4, starts, stops, targets, dead_bytes));
+    if (starts != NULL && stops != NULL) {
+        result = untracked(PyTuple_Pack(4, starts, stops, targets, dead_bytes));
+    }
     Py_DECREF(dead_bytes);
     if (result != NULL && PyDict_SetItem(cuts, key, result) < 0) {
         Py_CLEAR(result);
@@ -1022,17 +1028,28 @@ static PyObject *cut_of(PyObject *ctx, PyObject *state) {
     return found;
 }
 
-/* The last index i with list[i] <= value, or -1 (bisect_right - 1). */
-static Py_ssize_t last_at_most(PyObject *list, long value, int *error) {
-    Py_ssize_t lo = 0, hi = PyList_GET_SIZE(list);
+/* A cut's ranges (cut_of's 4-tuple): its starts and ends, bytes of one
+ * length, and its targets, a list at least as long. The count of ranges, or
+ * -1 with an exception. */
+static Py_ssize_t cut_ranges(PyObject *cut, const unsigned char **starts, const unsigned char **ends) {
+    PyObject *s = PyTuple_GET_ITEM(cut, 0), *e = PyTuple_GET_ITEM(cut, 1), *t = PyTuple_GET_ITEM(cut, 2);
+    if (!PyBytes_Check(s) || !PyBytes_Check(e) || !PyList_Check(t) || PyBytes_GET_SIZE(s) != PyBytes_GET_SIZE(e)
+            || PyList_GET_SIZE(t) < PyBytes_GET_SIZE(s)) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: a cut's starts and ends must be bytes of one length, "
+                        "its targets a list as long");
+        return -1;
+    }
+    *starts = (const unsigned char *)PyBytes_AS_STRING(s);
+    *ends = (const unsigned char *)PyBytes_AS_STRING(e);
+    return PyBytes_GET_SIZE(s);
+}
+
+/* The last index i with items[i] <= value, or -1 (bisect_right - 1). */
+static Py_ssize_t last_at_most(const unsigned char *items, Py_ssize_t count, long value) {
+    Py_ssize_t lo = 0, hi = count;
     while (lo < hi) {
         Py_ssize_t middle = (lo + hi) / 2;
-        long item = PyLong_AsLong(PyList_GET_ITEM(list, middle));
-        if (item == -1 && PyErr_Occurred()) {
-            *error = 1;
-            return -1;
-        }
-        if (value < item) {
+        if (value < (long)items[middle]) {
             hi = middle;
         } else {
             lo = middle + 1;
@@ -1086,25 +1103,22 @@ static PyObject *py_step_held(PyObject *module, PyObject *const *args, Py_ssize_
     if (cut == NULL) {
         return NULL;
     }
-    PyObject *starts = PyTuple_GET_ITEM(cut, 0), *ends = PyTuple_GET_ITEM(cut, 1);
-    PyObject *targets = PyTuple_GET_ITEM(cut, 2), *base = PyTuple_GET_ITEM(cut, 3);
-    int error = 0;
-    Py_ssize_t at = last_at_most(starts, byte, &error);
-    if (error) {
+    const unsigned char *starts, *ends;
+    Py_ssize_t ranges = cut_ranges(cut, &starts, &ends);
+    if (ranges < 0) {
         Py_DECREF(cut);
         return NULL;
     }
-    if (at < 0 || byte > PyLong_AsLong(PyList_GET_ITEM(ends, at))) {
+    PyObject *targets = PyTuple_GET_ITEM(cut, 2), *base = PyTuple_GET_ITEM(cut, 3);
+    Py_ssize_t at = last_at_most(starts, ranges, byte);
+    if (at < 0 || byte > (long)ends[at]) {
         Py_DECREF(cut);
-        if (PyErr_Occurred()) {
-            return NULL;
-        }
         return PyLong_FromLong(DEAD);  /* outside every range: the cut wrote DEAD there */
     }
     PyObject *successor = step_of(ctx, PyList_GET_ITEM(targets, at), base);
     if (successor != NULL) {
         /* after the step: it may have grown the table */
-        long lo = PyLong_AsLong(PyList_GET_ITEM(starts, at)), hi = PyLong_AsLong(PyList_GET_ITEM(ends, at));
+        long lo = starts[at], hi = ends[at];
         long long value = PyLong_AsLongLong(successor);
         if (PyErr_Occurred() || write_cells(ctx, state, NULL, lo, hi, (int32_t)value) < 0) {
             Py_CLEAR(successor);
@@ -1142,14 +1156,17 @@ static int resolve_bytes(PyObject *ctx, PyObject *state_object, const unsigned c
     if (cut == NULL) {
         return -1;
     }
-    PyObject *starts = PyTuple_GET_ITEM(cut, 0), *ends = PyTuple_GET_ITEM(cut, 1);
+    const unsigned char *starts, *ends;
+    Py_ssize_t ranges = cut_ranges(cut, &starts, &ends);
+    if (ranges < 0) {
+        Py_DECREF(cut);
+        return -1;
+    }
     PyObject *targets = PyTuple_GET_ITEM(cut, 2), *base = PyTuple_GET_ITEM(cut, 3);
-    for (Py_ssize_t at = 0; at < PyList_GET_SIZE(starts); at++) {
-        long lo = PyLong_AsLong(PyList_GET_ITEM(starts, at)), hi = PyLong_AsLong(PyList_GET_ITEM(ends, at));
-        if (PyErr_Occurred() || lo < 0 || hi > 255 || lo > hi) {
-            if (!PyErr_Occurred()) {
-                PyErr_SetString(PyExc_ValueError, "_lazycore: a cut's range outside 0..255");
-            }
+    for (Py_ssize_t at = 0; at < ranges; at++) {
+        long lo = starts[at], hi = ends[at];
+        if (lo > hi) {
+            PyErr_SetString(PyExc_ValueError, "_lazycore: a cut's range ends before it starts");
             Py_DECREF(cut);
             return -1;
         }

@@ -86,7 +86,7 @@ _lazycore = native_module(__package__ + "._lazycore")
 NATIVE_CORE = _lazycore is not None
 
 # A state's cut: (range starts, range ends, targets of each range, base); see LazyByteDFA._cut_of.
-_Cut = tuple[list[int], list[int], "list[int | tuple[int, ...]]", "int | tuple[int, ...]"]
+_Cut = tuple[bytes, bytes, "list[int | tuple[int, ...]]", "int | tuple[int, ...]"]
 
 # A table cell not computed yet (states are >= 0, DEAD is 0).
 UNKNOWN = -1
@@ -765,20 +765,22 @@ class LazyByteDFA:
     def _shape_cut(self, key, configs) -> tuple:
         """``(starts, ends, targets, dead)`` of a kernel shape (see
         :meth:`_cut_of`), computed once: ``configs`` numbered relative to
-        the shape's stacks, ``targets[i]`` a tuple, or an int for one
-        target, ``dead`` the bytes on no edge (None: none)."""
+        the shape's stacks, ``starts`` and ``ends`` bytes, ``targets[i]``
+        a tuple, or an int for one target, ``dead`` the bytes on no edge
+        (None: none)."""
         cut = self._shape_cuts.get(key)
         if cut is None:
             starts, ends, targets, gaps = self._cut_configs(configs)
-            # one target as the int itself, not a 1-tuple: a tuple kept is a
+            # one target as the int itself, not a 1-tuple, and the ranges'
+            # starts and ends as bytes, not lists: a tuple or list kept is a
             # container CPython counts toward a full collection (see _step;
-            # sp_0: 18.7k target tuples, most of one target)
+            # sp_0: 18.7k target tuples, most of one target, 2.3k shapes)
             targets = [found[0] if len(found) == 1 else found for found in targets]
             # the dead bytes as one index (bytes: the compiled cut writes the
             # same): a JSON string's 5-8 gaps written slice by slice took
             # ~4 us a state, ~0.7 so
             dead = bytes(b for lo, hi in gaps for b in range(lo, hi + 1)) if gaps else None
-            cut = self._shape_cuts[key] = (starts, ends, targets, dead)
+            cut = self._shape_cuts[key] = (bytes(starts), bytes(ends), targets, dead)
         return cut
 
     def _cut_configs(self, configs) -> tuple[list[int], list[int], list[tuple[int, ...]], list[tuple[int, int]]]:

@@ -1112,8 +1112,10 @@ def test_compiled_wide_ends_are_the_python_ones():
 
 def test_compiled_core_refuses_edge_rows_not_flat_triples():
     """The NFA keeps a state's byte edges as one flat tuple of (lo, hi,
-    target) triples; the compiled core refuses a row of another length or
-    a row of nested triples (a TypeError, no read past the row)."""
+    target) triples, and a cut its ranges' starts and ends as bytes; the
+    compiled core refuses a row of another length, a row of nested
+    triples, or a cut of lists or of lengths that differ (a TypeError, no
+    read past a row or a cut)."""
     core = lazydfa_module._lazycore
     if core is None:
         pytest.skip("the compiled core is not built")
@@ -1131,6 +1133,14 @@ def test_compiled_core_refuses_edge_rows_not_flat_triples():
         with pytest.raises(TypeError, match="not a tuple"):
             dfa._kernels.append(frozenset([q]))
             core.cut_of(dfa._core_context, len(dfa._kernels) - 1)
+    for starts, ends, targets in [([97], [97], [2]), (b"a", b"", [2]), (b"ab", b"ab", [2])]:
+        dfa = LazyByteDFA("ab")
+        dfa._cut_bases[INITIAL_STATE] = 0
+        dfa._cuts[INITIAL_STATE] = (starts, ends, targets, None)
+        with pytest.raises(TypeError, match="bytes of one length"):
+            core.step_held(dfa._core_context, INITIAL_STATE, 97)
+        with pytest.raises(TypeError, match="bytes of one length"):
+            core.resolve_bytes(dfa._core_context, INITIAL_STATE, 1 << 97)
 
 
 def test_lazy_nfa_rows_are_immutable_and_untracked(native):
