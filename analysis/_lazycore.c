@@ -167,7 +167,7 @@ static int arguments(Py_ssize_t nargs, Py_ssize_t expected, PyObject *const *arg
 
 /* LazyByteDFA._local_closure: the kernel NFA states reachable from ``q`` by
  * epsilon moves alone, or () when a state on the way calls or ends a
- * definition. New reference (a tuple). */
+ * definition. New reference (a tuple, or an int for one state). */
 static PyObject *local_closure_of(PyObject *ctx, PyObject *q) {
     PyObject *eps = ITEM(ctx, C_EPS), *edges = ITEM(ctx, C_EDGES), *calls = ITEM(ctx, C_CALLS);
     PyObject *ends = ITEM(ctx, C_ENDS);
@@ -229,7 +229,12 @@ static PyObject *local_closure_of(PyObject *ctx, PyObject *q) {
             }
         }
     }
-    result = untracked(PyList_AsTuple(kernel));
+    if (PyList_GET_SIZE(kernel) == 1) {
+        result = PyList_GET_ITEM(kernel, 0);
+        Py_INCREF(result);
+    } else {
+        result = untracked(PyList_AsTuple(kernel));
+    }
 done:
     Py_XDECREF(seen);
     Py_XDECREF(todo);
@@ -676,9 +681,21 @@ static PyObject *closure_of(PyObject *ctx, PyObject *config) {
         if (local == NULL) {
             return NULL;
         }
+        if (PyLong_Check(local)) {
+            /* one NFA state (most): the frozenset of its configuration */
+            long long t = PyLong_AsLongLong(local);
+            Py_DECREF(local);
+            PyObject *item = (t == -1 && PyErr_Occurred()) ? NULL : PyLong_FromLongLong(base + t);
+            PyObject *result = item == NULL ? NULL : PyFrozenSet_New(NULL);
+            if (result != NULL && PySet_Add(result, item) < 0) {
+                Py_CLEAR(result);
+            }
+            Py_XDECREF(item);
+            return untracked(result);
+        }
         if (!PyTuple_Check(local)) {
             Py_DECREF(local);
-            PyErr_SetString(PyExc_TypeError, "_lazycore: a local closure must be a tuple");
+            PyErr_SetString(PyExc_TypeError, "_lazycore: a local closure must be a tuple or an int");
             return NULL;
         }
         Py_ssize_t size = PyTuple_GET_SIZE(local);

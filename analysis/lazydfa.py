@@ -224,7 +224,7 @@ class LazyByteDFA:
         self._pushes: dict[int, int] = {}  # stack * stride + return state -> the stack it pushes
         self._closures: dict[int, frozenset] = {}
         self._wide_ends: dict[int, frozenset | None] = {}  # NFA state -> see _nfa_wide_ends
-        self._local_closures: dict[int, tuple[int, ...]] = {}  # NFA state -> see _local_closure
+        self._local_closures: dict[int, int | tuple[int, ...]] = {}  # NFA state -> see _local_closure
         self._exclusive = _Exclusive()
         initial = self._closure(nfa.start) if nfa.start >= 0 else frozenset()
         if not initial:
@@ -644,6 +644,8 @@ class LazyByteDFA:
             local = self._local_closures.get(q)
             if local is None:
                 local = self._local_closures[q] = self._local_closure(q)
+            if local.__class__ is int:
+                return frozenset((stack * self._stride + local,))
             if local:
                 # not kept: a frozenset a configuration is a container the
                 # cyclic collector counts (sp_0: 22k of its 158k), and made
@@ -688,12 +690,13 @@ class LazyByteDFA:
         found = self._closures[config] = frozenset(kernel)
         return found
 
-    def _local_closure(self, q: int) -> tuple[int, ...]:
+    def _local_closure(self, q: int) -> "int | tuple[int, ...]":
         """The kernel NFA states reachable from ``q`` by epsilon moves alone
         (those with byte edges, and the final state), or ``()`` when a state
         on the way calls a definition or ends one (the closure then depends
         on the stack). Only for automata without a depth bound, whose
-        kernels need no stack depth check."""
+        kernels need no stack depth check. One state is the int itself, not
+        a 1-tuple (most; a tuple kept is a container, see :meth:`_step`)."""
         eps, edges, calls, ends, final = self._eps, self._edges, self._calls, self._ends, self._final
         seen = {q}
         todo = [q]
@@ -708,7 +711,7 @@ class LazyByteDFA:
                 if successor not in seen:
                     seen.add(successor)
                     todo.append(successor)
-        return tuple(kernel) if kernel else ()
+        return kernel[0] if len(kernel) == 1 else tuple(kernel)
 
     def _cut_of(self, state: int) -> "_Cut":
         """The byte ranges on which ``state``'s kernel has edges, cut where
