@@ -1274,8 +1274,8 @@ class _LazyNFA:
                 # inline and sum() for short rows, as fast as map(tuple) was
                 # (a call of a helper a row tripled the time: ~4% of the
                 # slowest steps, compiling definitions at their first call)
-                new_edges += [row[0] if len(row) == 1 else sum(row, ()) if len(row) < 16
-                              else tuple(chain.from_iterable(row)) for row in builder_edges[at:stop]]
+                new_edges += [(row[0] if len(row) == 1 else sum(row, ()) if len(row) < 16
+                               else tuple(chain.from_iterable(row))) if row else () for row in builder_edges[at:stop]]
                 builder_eps[at:stop] = _NO_ROWS[:stop - at]
                 builder_edges[at:stop] = _NO_ROWS[:stop - at]
                 _untrack_rows(new_eps, at - base, stop - base)
