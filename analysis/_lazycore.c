@@ -33,7 +33,7 @@ enum {
     C_STRIDE, C_BOUNDED, C_CHECK, C_PY_CLOSURE, C_PY_CUT_OF, C_PY_SHAPE_CUT, C_PY_LOCAL_CLOSURE,
     C_PY_DISCOVER, C_EPS, C_EDGES, C_CALLS, C_ENDS, C_FINAL, C_MAX_STATES,
     C_PUSHES, C_STACK_PARENT, C_STACK_TOP, C_STACK_DEPTH, C_RESOLVED, C_START_OF, C_ENTER,
-    C_WIDE_ENDS, C_SIZE
+    C_WIDE_ENDS, C_CUT_BASES, C_SIZE
 };
 
 /* The fields' names, in the enum's order. */
@@ -42,7 +42,7 @@ static const char *const context_fields[C_SIZE] = {
     "stride", "bounded", "check", "py_closure", "py_cut_of", "py_shape_cut", "py_local_closure",
     "py_discover", "eps", "edges", "calls", "ends", "final", "max_states",
     "pushes", "stack_parent", "stack_top", "stack_depth", "resolved", "start_of", "enter",
-    "wide_ends",
+    "wide_ends", "cut_bases",
 };
 
 typedef struct {
@@ -63,7 +63,8 @@ static PyObject *name_table, *name_count, *name_finals;
  * reference cycle: the cyclic collector need not follow them. A cold row
  * makes hundreds; tracked, the collection after the row's walk took ~90 us
  * (one in 25 of a slow step's time, more in the largest). */
-/* eps[q] and edges[q]: tuples (a list is read alike) */
+/* eps[q]: a tuple (a list is read alike); edges[q]: a tuple of (lo, hi,
+ * target) triples, flat (lazydfa._LazyNFA says why) */
 #define SEQUENCE(o) (PyTuple_Check(o) || PyList_Check(o))
 
 static PyObject *untracked(PyObject *object) {
@@ -166,7 +167,7 @@ static int arguments(Py_ssize_t nargs, Py_ssize_t expected, PyObject *const *arg
 
 /* LazyByteDFA._local_closure: the kernel NFA states reachable from ``q`` by
  * epsilon moves alone, or () when a state on the way calls or ends a
- * definition. New reference (a tuple). */
+ * definition. New reference (a tuple, or an int for one state). */
 static PyObject *local_closure_of(PyObject *ctx, PyObject *q) {
     PyObject *eps = ITEM(ctx, C_EPS), *edges = ITEM(ctx, C_EDGES), *calls = ITEM(ctx, C_CALLS);
     PyObject *ends = ITEM(ctx, C_ENDS);
@@ -228,7 +229,12 @@ static PyObject *local_closure_of(PyObject *ctx, PyObject *q) {
             }
         }
     }
-    result = untracked(PyList_AsTuple(kernel));
+    if (PyList_GET_SIZE(kernel) == 1) {
+        result = PyList_GET_ITEM(kernel, 0);
+        Py_INCREF(result);
+    } else {
+        result = untracked(PyList_AsTuple(kernel));
+    }
 done:
     Py_XDECREF(seen);
     Py_XDECREF(todo);
@@ -328,6 +334,22 @@ static int by_range_then_target(const void *a, const void *b) {
 /* LazyByteDFA._shape_cut for a shape on one stack whose sorted edges are the
  * cut already (equal or disjoint ranges: JSON strings, keys); the Python
  * method for the rest. New reference (starts, ends, targets, dead). */
+/* A range's targets appended to a cut's list: one target as the int itself
+ * (LazyByteDFA._shape_cut says why), several as a tuple. 0, or -1 with an
+ * exception. */
+static int append_targets(PyObject *targets, PyObject *into) {
+    PyObject *closed = PyList_GET_SIZE(into) == 1 ? PyList_GET_ITEM(into, 0) : untracked(PyList_AsTuple(into));
+    if (closed == NULL) {
+        return -1;
+    }
+    if (PyList_GET_SIZE(into) == 1) {
+        Py_INCREF(closed);
+    }
+    int status = PyList_Append(targets, closed);
+    Py_DECREF(closed);
+    return status;
+}
+
 static PyObject *shape_cut(PyObject *ctx, PyObject *key, PyObject *shape) {
     PyObject *cuts = ITEM(ctx, C_SHAPE_CUTS), *edges = ITEM(ctx, C_EDGES);
     Py_ssize_t total = 0, count = PyList_GET_SIZE(shape);
@@ -342,11 +364,11 @@ static PyObject *shape_cut(PyObject *ctx, PyObject *key, PyObject *shape) {
             return NULL;
         }
         PyObject *list = PyList_GET_ITEM(edges, q);
-        if (!SEQUENCE(list)) {
-            PyErr_SetString(PyExc_TypeError, "_lazycore: edges[q] is not a tuple");
+        if (!PyTuple_Check(list) || PyTuple_GET_SIZE(list) % 3) {
+            PyErr_SetString(PyExc_TypeError, "_lazycore: edges[q] is not a tuple (lo, hi, target, ...)");
             return NULL;
         }
-        total += PySequence_Fast_GET_SIZE(list);
+        total += PyTuple_GET_SIZE(list) / 3;
     }
     Edge *own = PyMem_Malloc(sizeof(Edge) * (total ? total : 1));
     if (own == NULL) {
@@ -358,16 +380,11 @@ static PyObject *shape_cut(PyObject *ctx, PyObject *key, PyObject *shape) {
         long long config = PyLong_AsLongLong(PyList_GET_ITEM(shape, i));
         long long base = (config / stride) * stride;
         PyObject *list = PyList_GET_ITEM(edges, (Py_ssize_t)(config % stride));
-        for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(list) && n < total; j++) {
-            PyObject *edge = PySequence_Fast_GET_ITEM(list, j);
-            if (!PyTuple_Check(edge) || PyTuple_GET_SIZE(edge) != 3) {
-                PyMem_Free(own);
-                PyErr_SetString(PyExc_TypeError, "_lazycore: an edge is not (lo, hi, target)");
-                return NULL;
-            }
-            own[n].lo = PyLong_AsLong(PyTuple_GET_ITEM(edge, 0));
-            own[n].hi = PyLong_AsLong(PyTuple_GET_ITEM(edge, 1));
-            own[n].target = base + PyLong_AsLongLong(PyTuple_GET_ITEM(edge, 2));
+        /* checked above: a tuple of (lo, hi, target) triples, flat */
+        for (Py_ssize_t j = 0; j + 2 < PyTuple_GET_SIZE(list) && n < total; j += 3) {
+            own[n].lo = PyLong_AsLong(PyTuple_GET_ITEM(list, j));
+            own[n].hi = PyLong_AsLong(PyTuple_GET_ITEM(list, j + 1));
+            own[n].target = base + PyLong_AsLongLong(PyTuple_GET_ITEM(list, j + 2));
             n++;
         }
     }
@@ -384,12 +401,14 @@ static PyObject *shape_cut(PyObject *ctx, PyObject *key, PyObject *shape) {
             return PyObject_CallFunctionObjArgs(ITEM(ctx, C_PY_SHAPE_CUT), key, shape, NULL);
         }
     }
-    PyObject *starts = PyList_New(0), *stops = PyList_New(0), *targets = PyList_New(0), *into = PyList_New(0);
-    unsigned char dead[256];
-    Py_ssize_t dead_count = 0;
+    /* the ranges' starts and ends as bytes, not lists of ints (two
+     * containers fewer a shape: LazyByteDFA._shape_cut says why) */
+    PyObject *starts = NULL, *stops = NULL, *targets = PyList_New(0), *into = PyList_New(0);
+    unsigned char dead[256], start_bytes[256], stop_bytes[256];
+    Py_ssize_t dead_count = 0, ranges = 0;
     long dead_from = 0;
     PyObject *result = NULL;
-    if (starts == NULL || stops == NULL || targets == NULL || into == NULL) {
+    if (targets == NULL || into == NULL) {
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -405,38 +424,32 @@ static PyObject *shape_cut(PyObject *ctx, PyObject *key, PyObject *shape) {
             continue;
         }
         if (i) {
-            PyObject *closed = untracked(PyList_AsTuple(into));
-            if (closed == NULL || PyList_Append(targets, closed) < 0) {
-                Py_XDECREF(closed);
+            if (append_targets(targets, into) < 0) {
                 goto done;
             }
-            Py_DECREF(closed);
             if (PyList_SetSlice(into, 0, PyList_GET_SIZE(into), NULL) < 0) {
                 goto done;
             }
         }
-        for (long b = dead_from; b < own[i].lo && b < 256; b++) {
+        if (own[i].lo < dead_from || own[i].lo > own[i].hi || own[i].hi > 255 || ranges >= 256) {
+            PyErr_SetString(PyExc_ValueError, "_lazycore: an edge's byte range outside 0..255");
+            goto done;
+        }
+        for (long b = dead_from; b < own[i].lo; b++) {
             dead[dead_count++] = (unsigned char)b;
         }
         dead_from = own[i].hi + 1;
-        PyObject *lo = PyLong_FromLong(own[i].lo), *hi = PyLong_FromLong(own[i].hi);
+        start_bytes[ranges] = (unsigned char)own[i].lo;
+        stop_bytes[ranges++] = (unsigned char)own[i].hi;
         PyObject *target = PyLong_FromLongLong(own[i].target);
-        int failed = lo == NULL || hi == NULL || target == NULL || PyList_Append(starts, lo) < 0
-                     || PyList_Append(stops, hi) < 0 || PyList_Append(into, target) < 0;
-        Py_XDECREF(lo);
-        Py_XDECREF(hi);
-        Py_XDECREF(target);
-        if (failed) {
+        if (target == NULL || PyList_Append(into, target) < 0) {
+            Py_XDECREF(target);
             goto done;
         }
+        Py_DECREF(target);
     }
-    if (n) {
-        PyObject *closed = untracked(PyList_AsTuple(into));
-        if (closed == NULL || PyList_Append(targets, closed) < 0) {
-            Py_XDECREF(closed);
-            goto done;
-        }
-        Py_DECREF(closed);
+    if (n && append_targets(targets, into) < 0) {
+        goto done;
     }
     for (long b = dead_from; b < 256; b++) {
         dead[dead_count++] = (unsigned char)b;
@@ -451,10 +464,12 @@ static PyObject *shape_cut(PyObject *ctx, PyObject *key, PyObject *shape) {
         dead_bytes = Py_None;
         Py_INCREF(dead_bytes);
     }
-    untracked(starts);
-    untracked(stops);
+    starts = PyBytes_FromStringAndSize((const char *)start_bytes, ranges);
+    stops = PyBytes_FromStringAndSize((const char *)stop_bytes, ranges);
     untracked(targets);
-    result = untracked(PyTuple_Pack(4, starts, stops, targets, dead_bytes));
+    if (starts != NULL && stops != NULL) {
+        result = untracked(PyTuple_Pack(4, starts, stops, targets, dead_bytes));
+    }
     Py_DECREF(dead_bytes);
     if (result != NULL && PyDict_SetItem(cuts, key, result) < 0) {
         Py_CLEAR(result);
@@ -470,11 +485,20 @@ done:
 
 /* LazyByteDFA._push: the stack ``stack`` with ``ret`` on top. New reference (an int). */
 static PyObject *push(PyObject *ctx, long long stack, PyObject *ret) {
+    /* keyed by stack * stride + ret, an int, as LazyByteDFA._push */
+    long long stride = stride_of(ctx), top_state = PyLong_AsLongLong(ret);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (stack < 0 || top_state < 0 || top_state >= stride || stack > (LLONG_MAX - top_state) / stride) {
+        PyErr_SetString(PyExc_IndexError, "_lazycore: a return state outside the NFA");
+        return NULL;
+    }
     PyObject *stack_object = PyLong_FromLongLong(stack);
     if (stack_object == NULL) {
         return NULL;
     }
-    PyObject *key = PyTuple_Pack(2, stack_object, ret);
+    PyObject *key = PyLong_FromLongLong(stack * stride + top_state);
     if (key == NULL) {
         Py_DECREF(stack_object);
         return NULL;
@@ -627,7 +651,8 @@ done:
 }
 
 /* LazyByteDFA._closure: cached, or the NFA state's own closure on this stack
- * when no call or end is on the way; else the Python method. New reference. */
+ * when no call or end is on the way (made afresh each time, not cached);
+ * else the Python method. New reference. */
 static PyObject *closure_of(PyObject *ctx, PyObject *config) {
     PyObject *closures = ITEM(ctx, C_CLOSURES), *found;
     int known = cached(closures, config, &found);
@@ -656,9 +681,21 @@ static PyObject *closure_of(PyObject *ctx, PyObject *config) {
         if (local == NULL) {
             return NULL;
         }
+        if (PyLong_Check(local)) {
+            /* one NFA state (most): the frozenset of its configuration */
+            long long t = PyLong_AsLongLong(local);
+            Py_DECREF(local);
+            PyObject *item = (t == -1 && PyErr_Occurred()) ? NULL : PyLong_FromLongLong(base + t);
+            PyObject *result = item == NULL ? NULL : PyFrozenSet_New(NULL);
+            if (result != NULL && PySet_Add(result, item) < 0) {
+                Py_CLEAR(result);
+            }
+            Py_XDECREF(item);
+            return untracked(result);
+        }
         if (!PyTuple_Check(local)) {
             Py_DECREF(local);
-            PyErr_SetString(PyExc_TypeError, "_lazycore: a local closure must be a tuple");
+            PyErr_SetString(PyExc_TypeError, "_lazycore: a local closure must be a tuple or an int");
             return NULL;
         }
         Py_ssize_t size = PyTuple_GET_SIZE(local);
@@ -686,10 +723,7 @@ static PyObject *closure_of(PyObject *ctx, PyObject *config) {
                 Py_DECREF(shifted);
             }
             Py_DECREF(local);
-            if (result != NULL && PyDict_SetItem(closures, config, result) < 0) {
-                Py_CLEAR(result);
-            }
-            return result;
+            return result;  /* not kept: LazyByteDFA._closure says why */
         }
         Py_DECREF(local);
         return full_closure(ctx, config);
@@ -697,78 +731,124 @@ static PyObject *closure_of(PyObject *ctx, PyObject *config) {
     return PyObject_CallOneArg(ITEM(ctx, C_PY_CLOSURE), config);
 }
 
-/* LazyByteDFA._step. New reference (an int). */
-static PyObject *step_of(PyObject *ctx, PyObject *targets, PyObject *base) {
-    PyObject *key = untracked(PyTuple_Pack(2, base, targets));
+/* The configuration ``base + t`` (an int base), or ``base[t // stride] + t %
+ * stride`` (a tuple of bases, one a slot); -1 with an exception. */
+static long long configuration(PyObject *base, long long single, int slotted, long long stride, long long t) {
+    if (!slotted) {
+        return single + t;
+    }
+    Py_ssize_t slot = (Py_ssize_t)(t / stride);
+    if (t < 0 || slot >= PyTuple_GET_SIZE(base)) {
+        PyErr_SetString(PyExc_IndexError, "_lazycore: a target's slot outside its bases");
+        return -1;
+    }
+    long long b = PyLong_AsLongLong(PyTuple_GET_ITEM(base, slot));
+    return (b == -1 && PyErr_Occurred()) ? -1 : b + t % stride;
+}
+
+/* The state of one configuration, keyed by it (an int: LazyByteDFA._step
+ * says why). New reference (an int). */
+static PyObject *step_to(PyObject *ctx, long long config) {
+    PyObject *key = PyLong_FromLongLong(config);
     if (key == NULL) {
         return NULL;
     }
     PyObject *steps = ITEM(ctx, C_STEPS), *found;
-    int known = cached(steps, key, &found);
-    if (known || !PyTuple_Check(targets)) {
-        if (!known) {
-            PyErr_SetString(PyExc_TypeError, "_lazycore: targets must be a tuple");
+    if (cached(steps, key, &found) == 0) {
+        PyObject *closed = closure_of(ctx, key);
+        if (closed != NULL) {
+            if (!PyFrozenSet_Check(closed)) {
+                PyErr_SetString(PyExc_TypeError, "_lazycore: a closure must be a frozenset");
+            } else if (cached(ITEM(ctx, C_IDS), closed, &found) == 0) {
+                found = discover(ctx, closed);
+            }
+            if (found != NULL && PyDict_SetItem(steps, key, found) < 0) {
+                Py_CLEAR(found);
+            }
+            Py_DECREF(closed);
         }
-        Py_DECREF(key);
-        return found;  /* or NULL with the error */
+    }
+    Py_DECREF(key);
+    return found;
+}
+
+/* LazyByteDFA._step: ``targets`` a tuple, or one target as an int. New
+ * reference (an int). */
+static PyObject *step_of(PyObject *ctx, PyObject *targets, PyObject *base) {
+    int one = PyLong_Check(targets);
+    if (!one && !PyTuple_Check(targets)) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: targets must be a tuple or an int");
+        return NULL;
     }
     long long stride = stride_of(ctx);
     int slotted = PyTuple_Check(base);
     long long single = slotted ? 0 : PyLong_AsLongLong(base);
-    Py_ssize_t count = PyTuple_GET_SIZE(targets);
-    PyObject *closed = NULL, *gathered = NULL;
+    if (stride <= 0 || (single == -1 && PyErr_Occurred())) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "_lazycore: the stride must be positive");
+        }
+        return NULL;
+    }
+    Py_ssize_t count = one ? 1 : PyTuple_GET_SIZE(targets);
+    if (count == 1) {
+        long long t = PyLong_AsLongLong(one ? targets : PyTuple_GET_ITEM(targets, 0));
+        long long config = (t == -1 && PyErr_Occurred()) ? -1 : configuration(base, single, slotted, stride, t);
+        return (config == -1 && PyErr_Occurred()) ? NULL : step_to(ctx, config);
+    }
+    /* several targets: keyed by their configurations packed as int64 in a
+     * bytes, not a (base, targets) tuple (LazyByteDFA._step says why) */
+    long long small[16], *configs = small;
+    if (count > 16) {
+        configs = PyMem_Malloc(sizeof(long long) * (size_t)count);
+        if (configs == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+    }
+    PyObject *key = NULL, *found = NULL, *closed = NULL, *gathered = NULL;
     for (Py_ssize_t i = 0; i < count; i++) {
-        long long t = PyLong_AsLongLong(PyTuple_GET_ITEM(targets, i)), config;
-        if (t == -1 && PyErr_Occurred()) {
-            goto fail;
+        long long t = PyLong_AsLongLong(PyTuple_GET_ITEM(targets, i));
+        configs[i] = (t == -1 && PyErr_Occurred()) ? -1 : configuration(base, single, slotted, stride, t);
+        if (configs[i] == -1 && PyErr_Occurred()) {
+            goto done;
         }
-        if (slotted) {
-            Py_ssize_t slot = (Py_ssize_t)(t / stride);
-            if (slot < 0 || slot >= PyTuple_GET_SIZE(base)) {
-                PyErr_SetString(PyExc_IndexError, "_lazycore: a target's slot outside its bases");
-                goto fail;
-            }
-            long long b = PyLong_AsLongLong(PyTuple_GET_ITEM(base, slot));
-            if (b == -1 && PyErr_Occurred()) {
-                goto fail;
-            }
-            config = b + t % stride;
-        } else {
-            config = single + t;
-        }
-        PyObject *config_object = PyLong_FromLongLong(config);
+    }
+    key = PyBytes_FromStringAndSize((const char *)configs, (Py_ssize_t)(sizeof(long long) * (size_t)count));
+    if (key == NULL) {
+        goto done;
+    }
+    PyObject *steps = ITEM(ctx, C_STEPS);
+    if (cached(steps, key, &found)) {
+        goto done;  /* found, or NULL with the error */
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *config_object = PyLong_FromLongLong(configs[i]);
         if (config_object == NULL) {
-            goto fail;
+            goto done;
         }
         PyObject *part = closure_of(ctx, config_object);
         Py_DECREF(config_object);
         if (part == NULL) {
-            goto fail;
-        }
-        if (count == 1) {
-            closed = part;
-            break;
+            goto done;
         }
         if (gathered == NULL) {
             gathered = PySet_New(part);
             Py_DECREF(part);
             if (gathered == NULL) {
-                goto fail;
+                goto done;
             }
         } else {
             PyObject *merged = PyNumber_InPlaceOr(gathered, part);
             Py_DECREF(part);
             if (merged == NULL) {
-                goto fail;
+                goto done;
             }
             Py_DECREF(merged);  /* the same set, updated in place */
         }
     }
+    closed = untracked(gathered != NULL ? PyFrozenSet_New(gathered) : PyFrozenSet_New(NULL));
     if (closed == NULL) {
-        closed = untracked(gathered != NULL ? PyFrozenSet_New(gathered) : PyFrozenSet_New(NULL));
-        if (closed == NULL) {
-            goto fail;
-        }
+        goto done;
     }
     if (cached(ITEM(ctx, C_IDS), closed, &found) == 0) {
         found = discover(ctx, closed);
@@ -776,24 +856,43 @@ static PyObject *step_of(PyObject *ctx, PyObject *targets, PyObject *base) {
     if (found != NULL && PyDict_SetItem(steps, key, found) < 0) {
         Py_CLEAR(found);
     }
-    Py_DECREF(closed);
-    Py_XDECREF(gathered);
-    Py_DECREF(key);
-    return found;
-fail:
+done:
+    if (configs != small) {
+        PyMem_Free(configs);
+    }
     Py_XDECREF(closed);
     Py_XDECREF(gathered);
-    Py_DECREF(key);
-    return NULL;
+    Py_XDECREF(key);
+    return found;
 }
 
 /* LazyByteDFA._cut_of: a state's cut, from its shape's (on one stack, or
  * on several numbered as slots), DEAD written on the bytes outside it. New
  * reference. */
 static PyObject *cut_of(PyObject *ctx, PyObject *state) {
-    PyObject *cuts = ITEM(ctx, C_CUTS), *found;
-    if (cached(cuts, state, &found)) {
-        return found;  /* or NULL with the error */
+    /* A state keeps its shape's cut (shared) and its base, in two dicts: a
+     * 4-tuple kept a state is a container (LazyByteDFA._cut_of says why);
+     * the one returned is made for the caller. */
+    PyObject *cuts = ITEM(ctx, C_CUTS), *bases = ITEM(ctx, C_CUT_BASES), *found;
+    int known = cached(cuts, state, &found);
+    if (known < 0) {
+        return NULL;
+    }
+    if (known) {
+        PyObject *kept_base = PyDict_GetItemWithError(bases, state);  /* borrowed */
+        PyObject *result = NULL;
+        if (kept_base == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_KeyError, "_lazycore: a cut without its base");
+            }
+        } else if (!PyTuple_Check(found) || PyTuple_GET_SIZE(found) != 4) {
+            PyErr_SetString(PyExc_TypeError, "_lazycore: a shape's cut must be a 4-tuple");
+        } else {
+            result = PyTuple_Pack(4, PyTuple_GET_ITEM(found, 0), PyTuple_GET_ITEM(found, 1),
+                                  PyTuple_GET_ITEM(found, 2), kept_base);
+        }
+        Py_DECREF(found);
+        return result;
     }
     Py_ssize_t index = PyLong_AsSsize_t(state);
     if (index == -1 && PyErr_Occurred()) {
@@ -935,27 +1034,39 @@ static PyObject *cut_of(PyObject *ctx, PyObject *state) {
         Py_DECREF(base);
         return NULL;
     }
-    found = untracked(PyTuple_Pack(4, PyTuple_GET_ITEM(cut, 0), PyTuple_GET_ITEM(cut, 1),
-                                   PyTuple_GET_ITEM(cut, 2), base));
+    found = NULL;
+    /* the base first: a cut kept is one whose base is there */
+    if (PyDict_SetItem(bases, state, base) == 0 && PyDict_SetItem(cuts, state, cut) == 0) {
+        found = PyTuple_Pack(4, PyTuple_GET_ITEM(cut, 0), PyTuple_GET_ITEM(cut, 1),
+                             PyTuple_GET_ITEM(cut, 2), base);
+    }
     Py_DECREF(base);
     Py_DECREF(cut);
-    if (found != NULL && PyDict_SetItem(cuts, state, found) < 0) {
-        Py_CLEAR(found);
-    }
     return found;
 }
 
-/* The last index i with list[i] <= value, or -1 (bisect_right - 1). */
-static Py_ssize_t last_at_most(PyObject *list, long value, int *error) {
-    Py_ssize_t lo = 0, hi = PyList_GET_SIZE(list);
+/* A cut's ranges (cut_of's 4-tuple): its starts and ends, bytes of one
+ * length, and its targets, a list at least as long. The count of ranges, or
+ * -1 with an exception. */
+static Py_ssize_t cut_ranges(PyObject *cut, const unsigned char **starts, const unsigned char **ends) {
+    PyObject *s = PyTuple_GET_ITEM(cut, 0), *e = PyTuple_GET_ITEM(cut, 1), *t = PyTuple_GET_ITEM(cut, 2);
+    if (!PyBytes_Check(s) || !PyBytes_Check(e) || !PyList_Check(t) || PyBytes_GET_SIZE(s) != PyBytes_GET_SIZE(e)
+            || PyList_GET_SIZE(t) < PyBytes_GET_SIZE(s)) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: a cut's starts and ends must be bytes of one length, "
+                        "its targets a list as long");
+        return -1;
+    }
+    *starts = (const unsigned char *)PyBytes_AS_STRING(s);
+    *ends = (const unsigned char *)PyBytes_AS_STRING(e);
+    return PyBytes_GET_SIZE(s);
+}
+
+/* The last index i with items[i] <= value, or -1 (bisect_right - 1). */
+static Py_ssize_t last_at_most(const unsigned char *items, Py_ssize_t count, long value) {
+    Py_ssize_t lo = 0, hi = count;
     while (lo < hi) {
         Py_ssize_t middle = (lo + hi) / 2;
-        long item = PyLong_AsLong(PyList_GET_ITEM(list, middle));
-        if (item == -1 && PyErr_Occurred()) {
-            *error = 1;
-            return -1;
-        }
-        if (value < item) {
+        if (value < (long)items[middle]) {
             hi = middle;
         } else {
             lo = middle + 1;
@@ -1009,25 +1120,22 @@ static PyObject *py_step_held(PyObject *module, PyObject *const *args, Py_ssize_
     if (cut == NULL) {
         return NULL;
     }
-    PyObject *starts = PyTuple_GET_ITEM(cut, 0), *ends = PyTuple_GET_ITEM(cut, 1);
-    PyObject *targets = PyTuple_GET_ITEM(cut, 2), *base = PyTuple_GET_ITEM(cut, 3);
-    int error = 0;
-    Py_ssize_t at = last_at_most(starts, byte, &error);
-    if (error) {
+    const unsigned char *starts, *ends;
+    Py_ssize_t ranges = cut_ranges(cut, &starts, &ends);
+    if (ranges < 0) {
         Py_DECREF(cut);
         return NULL;
     }
-    if (at < 0 || byte > PyLong_AsLong(PyList_GET_ITEM(ends, at))) {
+    PyObject *targets = PyTuple_GET_ITEM(cut, 2), *base = PyTuple_GET_ITEM(cut, 3);
+    Py_ssize_t at = last_at_most(starts, ranges, byte);
+    if (at < 0 || byte > (long)ends[at]) {
         Py_DECREF(cut);
-        if (PyErr_Occurred()) {
-            return NULL;
-        }
         return PyLong_FromLong(DEAD);  /* outside every range: the cut wrote DEAD there */
     }
     PyObject *successor = step_of(ctx, PyList_GET_ITEM(targets, at), base);
     if (successor != NULL) {
         /* after the step: it may have grown the table */
-        long lo = PyLong_AsLong(PyList_GET_ITEM(starts, at)), hi = PyLong_AsLong(PyList_GET_ITEM(ends, at));
+        long lo = starts[at], hi = ends[at];
         long long value = PyLong_AsLongLong(successor);
         if (PyErr_Occurred() || write_cells(ctx, state, NULL, lo, hi, (int32_t)value) < 0) {
             Py_CLEAR(successor);
@@ -1065,14 +1173,17 @@ static int resolve_bytes(PyObject *ctx, PyObject *state_object, const unsigned c
     if (cut == NULL) {
         return -1;
     }
-    PyObject *starts = PyTuple_GET_ITEM(cut, 0), *ends = PyTuple_GET_ITEM(cut, 1);
+    const unsigned char *starts, *ends;
+    Py_ssize_t ranges = cut_ranges(cut, &starts, &ends);
+    if (ranges < 0) {
+        Py_DECREF(cut);
+        return -1;
+    }
     PyObject *targets = PyTuple_GET_ITEM(cut, 2), *base = PyTuple_GET_ITEM(cut, 3);
-    for (Py_ssize_t at = 0; at < PyList_GET_SIZE(starts); at++) {
-        long lo = PyLong_AsLong(PyList_GET_ITEM(starts, at)), hi = PyLong_AsLong(PyList_GET_ITEM(ends, at));
-        if (PyErr_Occurred() || lo < 0 || hi > 255 || lo > hi) {
-            if (!PyErr_Occurred()) {
-                PyErr_SetString(PyExc_ValueError, "_lazycore: a cut's range outside 0..255");
-            }
+    for (Py_ssize_t at = 0; at < ranges; at++) {
+        long lo = starts[at], hi = ends[at];
+        if (lo > hi) {
+            PyErr_SetString(PyExc_ValueError, "_lazycore: a cut's range ends before it starts");
             Py_DECREF(cut);
             return -1;
         }
@@ -1233,19 +1344,14 @@ static PyObject *nfa_wide_ends(PyObject *ctx, long long q) {
                     }
                 }
                 PyObject *own_edges = PyList_GET_ITEM(edges, node);
-                if (!SEQUENCE(own_edges)) {
-                    PyErr_SetString(PyExc_TypeError, "_lazycore: edges[q] is not a tuple");
+                if (!PyTuple_Check(own_edges) || PyTuple_GET_SIZE(own_edges) % 3) {
+                    PyErr_SetString(PyExc_TypeError, "_lazycore: edges[q] is not a tuple (lo, hi, target, ...)");
                     goto done;
                 }
-                for (Py_ssize_t e = 0; e < PySequence_Fast_GET_SIZE(own_edges); e++) {
-                    PyObject *edge = PySequence_Fast_GET_ITEM(own_edges, e);
-                    if (!PyTuple_Check(edge) || PyTuple_GET_SIZE(edge) != 3) {
-                        PyErr_SetString(PyExc_TypeError, "_lazycore: an edge is not (lo, hi, target)");
-                        goto done;
-                    }
-                    long edge_lo = PyLong_AsLong(PyTuple_GET_ITEM(edge, 0));
-                    long edge_hi = PyLong_AsLong(PyTuple_GET_ITEM(edge, 1));
-                    long long target = PyLong_AsLongLong(PyTuple_GET_ITEM(edge, 2));
+                for (Py_ssize_t e = 0; e + 2 < PyTuple_GET_SIZE(own_edges); e += 3) {
+                    long edge_lo = PyLong_AsLong(PyTuple_GET_ITEM(own_edges, e));
+                    long edge_hi = PyLong_AsLong(PyTuple_GET_ITEM(own_edges, e + 1));
+                    long long target = PyLong_AsLongLong(PyTuple_GET_ITEM(own_edges, e + 2));
                     if (PyErr_Occurred()) {
                         goto done;
                     }
@@ -1439,7 +1545,9 @@ static PyObject *py_alive(PyObject *module, PyObject *const *args, Py_ssize_t na
             PyObject *out = PyList_GET_ITEM(eps, q), *by_byte = PyList_GET_ITEM(edges, q);
             PyObject *called = PyList_GET_ITEM(calls, q);
             Py_ssize_t n_out = SEQUENCE(out) ? PySequence_Fast_GET_SIZE(out) : -1;
-            Py_ssize_t n_byte = SEQUENCE(by_byte) ? PySequence_Fast_GET_SIZE(by_byte) : -1;
+            /* edges[q]: (lo, hi, target) triples, flat; n_byte counts the triples */
+            Py_ssize_t n_byte = PyTuple_Check(by_byte) && PyTuple_GET_SIZE(by_byte) % 3 == 0
+                                ? PyTuple_GET_SIZE(by_byte) / 3 : -1;
             Py_ssize_t n_called = PyTuple_Check(called) ? PyTuple_GET_SIZE(called) : -1;
             if (n_out < 0 || n_byte < 0 || n_called < 0) {
                 PyErr_SetString(PyExc_TypeError, "alive: the NFA's tables are not of the expected types");
@@ -1451,9 +1559,7 @@ static PyObject *py_alive(PyObject *module, PyObject *const *args, Py_ssize_t na
                 if (i < n_out) {
                     target = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(out, i));
                 } else if (i < n_out + n_byte) {
-                    PyObject *edge = PySequence_Fast_GET_ITEM(by_byte, i - n_out);
-                    target = PyTuple_Check(edge) && PyTuple_GET_SIZE(edge) == 3
-                             ? PyLong_AsSsize_t(PyTuple_GET_ITEM(edge, 2)) : -1;
+                    target = PyLong_AsSsize_t(PyTuple_GET_ITEM(by_byte, 3 * (i - n_out) + 2));
                 } else {
                     PyObject *call = PyTuple_GET_ITEM(called, i - n_out - n_byte);
                     if (!PyTuple_Check(call) || PyTuple_GET_SIZE(call) != 2) {

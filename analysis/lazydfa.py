@@ -57,10 +57,12 @@ import gc
 import mmap
 import threading
 import weakref
+from array import array
 from bisect import bisect_right
 from collections import Counter, OrderedDict
 from collections.abc import Mapping
 from functools import partial
+from itertools import chain
 from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
@@ -85,7 +87,7 @@ _lazycore = native_module(__package__ + "._lazycore")
 NATIVE_CORE = _lazycore is not None
 
 # A state's cut: (range starts, range ends, targets of each range, base); see LazyByteDFA._cut_of.
-_Cut = tuple[list[int], list[int], list[tuple[int, ...]], "int | tuple[int, ...]"]
+_Cut = tuple[bytes, bytes, "list[int | tuple[int, ...]]", "int | tuple[int, ...]"]
 
 # A table cell not computed yet (states are >= 0, DEAD is 0).
 UNKNOWN = -1
@@ -219,10 +221,10 @@ class LazyByteDFA:
         self._stack_parent: list[int] = [0]
         self._stack_top: list[int] = [-1]
         self._stack_depth: list[int] = [0]
-        self._pushes: dict[tuple[int, int], int] = {}
+        self._pushes: dict[int, int] = {}  # stack * stride + return state -> the stack it pushes
         self._closures: dict[int, frozenset] = {}
         self._wide_ends: dict[int, frozenset | None] = {}  # NFA state -> see _nfa_wide_ends
-        self._local_closures: dict[int, tuple[int, ...]] = {}  # NFA state -> see _local_closure
+        self._local_closures: dict[int, int | tuple[int, ...]] = {}  # NFA state -> see _local_closure
         self._exclusive = _Exclusive()
         initial = self._closure(nfa.start) if nfa.start >= 0 else frozenset()
         if not initial:
@@ -232,13 +234,18 @@ class LazyByteDFA:
             raise EmptyLanguageError(f"regex {shown} matches no string at all")
         self._kernels: list[frozenset] = [frozenset(), initial]
         self._ids: dict[frozenset, int] = {frozenset(): DEAD, initial: INITIAL}
-        self._steps: dict[tuple[int, tuple[int, ...]], int] = {}  # (base, targets) -> state (see _step)
+        # the configurations of a step -> its state: one as an int, several packed (see _step)
+        self._steps: dict[int | bytes, int] = {}
         capacity = max(min(max_states, _RESERVED_ROWS), INITIAL + 1)
         self._table = _reserved_table(capacity)  # a row is set to UNKNOWN when its state is discovered
         self._table[DEAD] = DEAD
         self._table[INITIAL] = UNKNOWN
         # state -> its byte ranges with NFA targets: (range starts, ends, targets)
-        self._cuts: dict[int, _Cut] = {}
+        # state -> its shape's cut (shared: see _shape_cut) and its base
+        # (see _cut_of), two dicts: a tuple of the two kept a state would be
+        # a container CPython counts toward a full collection (see _step)
+        self._cuts: dict[int, tuple] = {}
+        self._cut_bases: dict[int, "int | tuple[int, ...]"] = {}
         # The cut of each kernel shape seen (see _cut_of): the NFA states of a
         # kernel on one stack (an int for one state, else a frozenset), or a
         # tuple of configurations whose stacks are numbered as slots.
@@ -281,7 +288,7 @@ class LazyByteDFA:
             max_states=self.max_states, pushes=self._pushes, stack_parent=self._stack_parent,
             stack_top=self._stack_top, stack_depth=self._stack_depth,
             resolved=self._nfa.resolved, start_of=self._nfa.start_of, enter=self._nfa.enter,
-            wide_ends=self._wide_ends)
+            wide_ends=self._wide_ends, cut_bases=self._cut_bases)
         self._core_context = context
         self._closure = partial(core.closure, context)
         self._step = partial(core.step, context)
@@ -362,10 +369,11 @@ class LazyByteDFA:
                 if not visited & 4095:
                     limits.check()  # ~1 us a state: 0.5 s unchecked on "a" * 600000
                 q = stack.pop()
-                for lo, hi, t in edges[q]:
+                row = edges[q]
+                for lo, hi in zip(row[0::3], row[1::3]):
                     present[lo] += 1
                     present[hi + 1] -= 1
-                for t in [*eps[q], *(e[2] for e in edges[q]),
+                for t in [*eps[q], *row[2::3],
                           *(t for d, ret in calls[q] for t in (nfa.start_of[d], ret))]:
                     if not seen[t]:
                         seen[t] = 1
@@ -527,7 +535,7 @@ class LazyByteDFA:
                     return None
                 following = set()
                 for node in current:
-                    for edge_lo, edge_hi, target in edges[node]:
+                    for edge_lo, edge_hi, target in _edge_triples(edges[node]):
                         if edge_hi < lo or edge_lo > hi:
                             continue
                         if edge_lo > lo or edge_hi < hi:
@@ -606,7 +614,9 @@ class LazyByteDFA:
     # --- the subset construction, one state at a time ----------------------
 
     def _push(self, stack: int, ret: int) -> int:
-        key = (stack, ret)
+        # keyed by one int, not a (stack, ret) tuple: a tuple is a container
+        # the cyclic collector counts (sp_0: 7.4k stacks, see _steps)
+        key = stack * self._stride + ret
         found = self._pushes.get(key)
         if found is None:
             found = self._pushes[key] = len(self._stack_parent)
@@ -634,10 +644,14 @@ class LazyByteDFA:
             local = self._local_closures.get(q)
             if local is None:
                 local = self._local_closures[q] = self._local_closure(q)
+            if local.__class__ is int:
+                return frozenset((stack * self._stride + local,))
             if local:
+                # not kept: a frozenset a configuration is a container the
+                # cyclic collector counts (sp_0: 22k of its 158k), and made
+                # again from the NFA state's tuple it costs ~0.1 us (C)
                 base = stack * self._stride
-                found = self._closures[config] = frozenset([base + t for t in local] if base else local)
-                return found
+                return frozenset([base + t for t in local] if base else local)
         size, eps, edges, calls, ends, final = (self._stride, self._eps, self._edges, self._calls,
                                                 self._ends, self._final)
         bound = self.max_depth
@@ -676,12 +690,13 @@ class LazyByteDFA:
         found = self._closures[config] = frozenset(kernel)
         return found
 
-    def _local_closure(self, q: int) -> tuple[int, ...]:
+    def _local_closure(self, q: int) -> "int | tuple[int, ...]":
         """The kernel NFA states reachable from ``q`` by epsilon moves alone
         (those with byte edges, and the final state), or ``()`` when a state
         on the way calls a definition or ends one (the closure then depends
         on the stack). Only for automata without a depth bound, whose
-        kernels need no stack depth check."""
+        kernels need no stack depth check. One state is the int itself, not
+        a 1-tuple (most; a tuple kept is a container, see :meth:`_step`)."""
         eps, edges, calls, ends, final = self._eps, self._edges, self._calls, self._ends, self._final
         seen = {q}
         todo = [q]
@@ -696,7 +711,7 @@ class LazyByteDFA:
                 if successor not in seen:
                     seen.add(successor)
                     todo.append(successor)
-        return tuple(kernel) if kernel else ()
+        return kernel[0] if len(kernel) == 1 else tuple(kernel)
 
     def _cut_of(self, state: int) -> "_Cut":
         """The byte ranges on which ``state``'s kernel has edges, cut where
@@ -713,54 +728,63 @@ class LazyByteDFA:
         absolute only for the ranges a walk steps on. Cutting each state
         afresh cost ~10 us (Github_hard/o73917: 7.5k states, 4k shapes)."""
         found = self._cuts.get(state)
-        if found is None:
-            size = self._stride
-            kernel = self._kernels[state]
-            stack = -1
+        if found is not None:
+            return found[0], found[1], found[2], self._cut_bases[state]
+        size = self._stride
+        kernel = self._kernels[state]
+        stack = -1
+        shape = []
+        for config in kernel:
+            on, nfa_state = divmod(config, size)
+            if on != stack:
+                if stack >= 0:
+                    break  # two stacks
+                stack = on
+            shape.append(nfa_state)
+        else:
+            key, base = (shape[0] if len(shape) == 1 else frozenset(shape)), max(stack, 0) * size
+        if len(shape) < len(kernel):
+            # Configurations on several stacks (a counted string: a
+            # character's unit inside the digits of its count, every
+            # position a new set of stacks): the shape numbers the stacks
+            # in order, slot k standing for the k-th, and the cut's
+            # targets are made absolute through them. Cutting each such
+            # state afresh was ~18% of a step inside a maxLength-1024 string.
+            stacks: list[int] = []
             shape = []
-            for config in kernel:
+            for config in sorted(kernel):
                 on, nfa_state = divmod(config, size)
-                if on != stack:
-                    if stack >= 0:
-                        break  # two stacks
-                    stack = on
-                shape.append(nfa_state)
-            else:
-                key, base = (shape[0] if len(shape) == 1 else frozenset(shape)), max(stack, 0) * size
-            if len(shape) < len(kernel):
-                # Configurations on several stacks (a counted string: a
-                # character's unit inside the digits of its count, every
-                # position a new set of stacks): the shape numbers the stacks
-                # in order, slot k standing for the k-th, and the cut's
-                # targets are made absolute through them. Cutting each such
-                # state afresh was ~18% of a step inside a maxLength-1024 string.
-                stacks: list[int] = []
-                shape = []
-                for config in sorted(kernel):
-                    on, nfa_state = divmod(config, size)
-                    if not stacks or stacks[-1] != on:
-                        stacks.append(on)
-                    shape.append((len(stacks) - 1) * size + nfa_state)
-                key, base = tuple(shape), tuple([on * size for on in stacks])
-            starts, ends, targets, dead = self._shape_cut(key, shape)
-            found = (starts, ends, targets, base)
-            if dead is not None:
-                self._table[state, np.frombuffer(dead, dtype=np.uint8)] = DEAD
-            self._cuts[state] = found
-        return found
+                if not stacks or stacks[-1] != on:
+                    stacks.append(on)
+                shape.append((len(stacks) - 1) * size + nfa_state)
+            key, base = tuple(shape), tuple([on * size for on in stacks])
+        cut = self._shape_cut(key, shape)
+        starts, ends, targets, dead = cut
+        if dead is not None:
+            self._table[state, np.frombuffer(dead, dtype=np.uint8)] = DEAD
+        self._cut_bases[state] = base  # first: a cut kept is one whose base is there
+        self._cuts[state] = cut
+        return starts, ends, targets, base
 
     def _shape_cut(self, key, configs) -> tuple:
         """``(starts, ends, targets, dead)`` of a kernel shape (see
         :meth:`_cut_of`), computed once: ``configs`` numbered relative to
-        the shape's stacks, ``dead`` the bytes on no edge (None: none)."""
+        the shape's stacks, ``starts`` and ``ends`` bytes, ``targets[i]``
+        a tuple, or an int for one target, ``dead`` the bytes on no edge
+        (None: none)."""
         cut = self._shape_cuts.get(key)
         if cut is None:
             starts, ends, targets, gaps = self._cut_configs(configs)
+            # one target as the int itself, not a 1-tuple, and the ranges'
+            # starts and ends as bytes, not lists: a tuple or list kept is a
+            # container CPython counts toward a full collection (see _step;
+            # sp_0: 18.7k target tuples, most of one target, 2.3k shapes)
+            targets = [found[0] if len(found) == 1 else found for found in targets]
             # the dead bytes as one index (bytes: the compiled cut writes the
             # same): a JSON string's 5-8 gaps written slice by slice took
             # ~4 us a state, ~0.7 so
             dead = bytes(b for lo, hi in gaps for b in range(lo, hi + 1)) if gaps else None
-            cut = self._shape_cuts[key] = (starts, ends, targets, dead)
+            cut = self._shape_cuts[key] = (bytes(starts), bytes(ends), targets, dead)
         return cut
 
     def _cut_configs(self, configs) -> tuple[list[int], list[int], list[tuple[int, ...]], list[tuple[int, int]]]:
@@ -773,13 +797,13 @@ class LazyByteDFA:
         # disjoint (a JSON string's ~15 ranges); cutting them through a dict
         # of ranges cost ~16 us a shape.
         if len(configs) == 1 and configs[0] < size:
-            own = sorted(edges[configs[0]])
+            own = sorted(_edge_triples(edges[configs[0]]))
         else:
             own = []
             for config in configs:
                 stack, nfa_state = divmod(config, size)
                 base = stack * size
-                own.extend([(lo, hi, base + target) for lo, hi, target in edges[nfa_state]])
+                own.extend([(lo, hi, base + target) for lo, hi, target in _edge_triples(edges[nfa_state])])
             own.sort()
         ranges: list[tuple[int, int, tuple[int, ...]]] = []  # (lo, hi, targets)
         into: list[int] = []
@@ -811,23 +835,39 @@ class LazyByteDFA:
         self._resolve_bytes(state, _ALL_BYTES)
         self._materialised[state] = 1
         self._cuts.pop(state, None)  # the row is whole: the cut is not needed again
+        self._cut_bases.pop(state, None)
 
-    def _step(self, targets: tuple[int, ...], base: "int | tuple[int, ...]") -> int:
+    def _step(self, targets: "int | tuple[int, ...]", base: "int | tuple[int, ...]") -> int:
         """The state of the configurations ``base + t`` for t in ``targets``
-        (distinct, sorted); with a tuple of bases (a cut over several
-        stacks), ``base[t // stride] + t % stride``."""
-        key = (base, targets)
+        (distinct, sorted; an int is one target); with a tuple of bases (a
+        cut over several stacks), ``base[t // stride] + t % stride``.
+
+        A step is keyed by its configurations: one as the int itself,
+        several packed as int64 in a ``bytes``, neither a container. A
+        ``(base, targets)`` tuple kept a step was one, and CPython starts a
+        full collection after a count of containers made (MaskBench's sp_0:
+        12.8k steps of 158k containers, a full pass of ~30 ms due after ~35k
+        in a benchmark child)."""
+        if targets.__class__ is int or len(targets) == 1:
+            t = targets if targets.__class__ is int else targets[0]
+            key = base[t // self._stride] + t % self._stride if base.__class__ is tuple else base + t
+            found = self._steps.get(key)
+            if found is None:
+                closed = self._closure(key)
+                found = self._ids.get(closed)
+                if found is None:
+                    found = self._discover(closed)
+                self._steps[key] = found
+            return found
+        size = self._stride
+        if base.__class__ is tuple:  # one base a slot (see _cut_of)
+            configs = [base[t // size] + t % size for t in targets]
+        else:
+            configs = [base + t for t in targets]
+        key = array("q", configs).tobytes()
         found = self._steps.get(key)
         if found is None:
-            if base.__class__ is tuple:  # one base a slot (see _cut_of)
-                size = self._stride
-                configs = [base[t // size] + t % size for t in targets]
-            else:
-                configs = [base + t for t in targets]
-            if len(configs) == 1:
-                closed = self._closure(configs[0])
-            else:
-                closed = frozenset().union(*[self._closure(config) for config in configs])
+            closed = frozenset().union(*[self._closure(config) for config in configs])
             found = self._ids.get(closed)
             if found is None:
                 found = self._discover(closed)
@@ -994,7 +1034,11 @@ class _LazyNFA:
         # every collection of the generation holding them walked them all
         # (MaskBench's sp_0: 11 collections of ~4 ms inside its steps).
         self.eps: list[tuple[int, ...]] = []
-        self.edges: list[tuple[tuple[int, int, int], ...]] = []
+        # edges[q]: q's byte edges as one flat tuple (lo, hi, target, lo, hi,
+        # target, ...), not a tuple of triples: each tuple kept is a container
+        # CPython counts toward a full collection (MaskBench's sp_0: 22.9k
+        # triples of its 100k containers; see LazyByteDFA._step)
+        self.edges: list[tuple[int, ...]] = []
         self.calls: list[tuple[tuple[int, int], ...]] = []  # calls[q]: ((definition, return state), ...)
         self.ends = bytearray()  # ends[q]: q ends a definition's fragment (a return)
         if _lazycore is not None:
@@ -1226,7 +1270,12 @@ class _LazyNFA:
                 limits.check()
                 stop = min(at + _ROWS_CHUNK, base + added)
                 new_eps += map(tuple, builder_eps[at:stop])
-                new_edges += map(tuple, builder_edges[at:stop])
+                # flat (see self.edges): one edge's row is its triple itself;
+                # inline and sum() for short rows, as fast as map(tuple) was
+                # (a call of a helper a row tripled the time: ~4% of the
+                # slowest steps, compiling definitions at their first call)
+                new_edges += [(row[0] if len(row) == 1 else sum(row, ()) if len(row) < 16
+                               else tuple(chain.from_iterable(row))) if row else () for row in builder_edges[at:stop]]
                 builder_eps[at:stop] = _NO_ROWS[:stop - at]
                 builder_edges[at:stop] = _NO_ROWS[:stop - at]
                 _untrack_rows(new_eps, at - base, stop - base)
@@ -1337,8 +1386,8 @@ class _LazyNFA:
         limits.check_memory((base + size) * NFA_STATE_BYTES, "the NFA of a shared definition")
         offset = base - template.base
         self.eps.extend([tuple([t + offset for t in row]) if row else () for row in template.eps])
-        self.edges.extend([tuple([(lo, hi, t + offset) for lo, hi, t in row]) if row else ()
-                           for row in template.edges])
+        self.edges.extend([(row[0], row[1], row[2] + offset) if len(row) == 3  # one edge, most rows
+                           else _shifted_edges(row, offset) if row else () for row in template.edges])
         _untrack_rows(self.eps, base, len(self.eps))
         _untrack_rows(self.edges, base, len(self.edges))
         self.calls.extend(() for _ in range(size))
@@ -1361,7 +1410,7 @@ class _LazyNFA:
         for q in range(base, stop):
             for t in self.eps[q]:
                 predecessors[t - base].append(q)
-            for _, _, t in self.edges[q]:
+            for t in self.edges[q][2::3]:
                 predecessors[t - base].append(q)
             for d, ret in self.calls[q]:
                 if completes[d]:
@@ -1466,7 +1515,7 @@ class _LazyNFA:
                     eps[q] = tuple(kept)
             row = edges[q]
             if row:
-                kept = [e for e in row if alive[e[2]]]
+                kept = [x for lo, hi, t in _edge_triples(row) if alive[t] for x in (lo, hi, t)]
                 if len(kept) != len(row):
                     edges[q] = tuple(kept)
             row = calls[q]
@@ -1576,7 +1625,7 @@ class _FragmentTemplate(NamedTuple):
     as positions in the shape's order."""
     base: int
     eps: tuple[tuple[int, ...], ...]
-    edges: tuple[tuple[tuple[int, int, int], ...], ...]
+    edges: tuple[tuple[int, ...], ...]  # flat triples, as _LazyNFA.edges
     calls: tuple[tuple[int, tuple[tuple[int, int], ...]], ...]
     start: int
     end: int
@@ -1603,6 +1652,20 @@ def _key_order(key) -> tuple:
 def _key_name(key) -> str:
     """A definition's key for a message: a placeholder by its code point."""
     return f"{ord(key):#x}" if isinstance(key, str) and len(key) == 1 else repr(key)
+
+
+def _edge_triples(row: tuple[int, ...]):
+    """The ``(lo, hi, target)`` edges of a flat row of :attr:`_LazyNFA.edges`."""
+    return zip(row[0::3], row[1::3], row[2::3])
+
+
+def _shifted_edges(row: tuple[int, ...], offset: int) -> tuple[int, ...]:
+    """A flat row of edges with ``offset`` added to each target."""
+    if len(row) == 3:
+        return (row[0], row[1], row[2] + offset)
+    shifted = list(row)
+    shifted[2::3] = [t + offset for t in row[2::3]]
+    return tuple(shifted)
 
 
 def _untrack_rows(rows: list, start: int, stop: int) -> None:
@@ -1656,7 +1719,7 @@ def _needs(eps, edges, calls, ends, final, max_depth):
         for target in targets:
             predecessors[target].append(source)
     for source, state_edges in enumerate(edges):
-        for _, _, target in state_edges:
+        for target in state_edges[2::3]:
             predecessors[target].append(source)
     call_sites = [(q, s, r) for q, items in enumerate(calls) for s, r in items]
     need = [INFINITE] * size
@@ -1685,5 +1748,5 @@ def _needs(eps, edges, calls, ends, final, max_depth):
                    for q, s, r in call_sites):
             break
         level += 1
-    need_byte = [min((need[t] for _, _, t in state_edges), default=INFINITE) for state_edges in edges]
+    need_byte = [min((need[t] for t in state_edges[2::3]), default=INFINITE) for state_edges in edges]
     return need, need_byte

@@ -1085,7 +1085,7 @@ def test_compiled_wide_ends_are_the_python_ones():
 
     def state(own_edges=(), own_eps=(), own_calls=(), end=0) -> int:
         eps.append(tuple(own_eps))
-        edges.append(tuple(own_edges))
+        edges.append(tuple(x for edge in own_edges for x in edge))  # flat triples, as the NFA keeps them
         calls.append(tuple(own_calls))
         ends.append(end)
         return len(eps) - 1
@@ -1108,6 +1108,39 @@ def test_compiled_wide_ends_are_the_python_ones():
     assert answers[0] and answers[1:] == [None] * 4
     with pytest.raises(IndexError, match="outside the tables"):
         core.nfa_wide_ends(dfa._core_context, len(dfa._eps) + 5)
+
+
+def test_compiled_core_refuses_edge_rows_not_flat_triples():
+    """The NFA keeps a state's byte edges as one flat tuple of (lo, hi,
+    target) triples, and a cut its ranges' starts and ends as bytes; the
+    compiled core refuses a row of another length, a row of nested
+    triples, or a cut of lists or of lengths that differ (a TypeError, no
+    read past a row or a cut)."""
+    core = lazydfa_module._lazycore
+    if core is None:
+        pytest.skip("the compiled core is not built")
+    for bad in [(0x80, 0xBF), ((0x80, 0xBF, 1),)]:
+        dfa = LazyByteDFA("ab")
+        dfa._eps.append(())
+        dfa._edges.append(bad)
+        dfa._calls.append(())
+        dfa._ends.append(0)
+        q = len(dfa._eps) - 1
+        with pytest.raises(TypeError, match="not a tuple"):
+            core.nfa_wide_ends(dfa._core_context, q)
+        with pytest.raises(TypeError, match="expected types"):
+            core.alive(dfa._eps, dfa._edges, dfa._calls, [], q, q + 1, q)
+        with pytest.raises(TypeError, match="not a tuple"):
+            dfa._kernels.append(frozenset([q]))
+            core.cut_of(dfa._core_context, len(dfa._kernels) - 1)
+    for starts, ends, targets in [([97], [97], [2]), (b"a", b"", [2]), (b"ab", b"ab", [2])]:
+        dfa = LazyByteDFA("ab")
+        dfa._cut_bases[INITIAL_STATE] = 0
+        dfa._cuts[INITIAL_STATE] = (starts, ends, targets, None)
+        with pytest.raises(TypeError, match="bytes of one length"):
+            core.step_held(dfa._core_context, INITIAL_STATE, 97)
+        with pytest.raises(TypeError, match="bytes of one length"):
+            core.resolve_bytes(dfa._core_context, INITIAL_STATE, 1 << 97)
 
 
 def test_lazy_nfa_rows_are_immutable_and_untracked(native):
@@ -1655,7 +1688,7 @@ def test_the_native_core_context_is_named_field_by_field():
         "dfa", "cuts", "shape_cuts", "steps", "closures", "local_closures", "ids", "kernels",
         "stride", "bounded", "check", "py_closure", "py_cut_of", "py_shape_cut", "py_local_closure",
         "py_discover", "eps", "edges", "calls", "ends", "final", "max_states", "pushes",
-        "stack_parent", "stack_top", "stack_depth", "resolved", "start_of", "enter", "wide_ends")}
+        "stack_parent", "stack_top", "stack_depth", "resolved", "start_of", "enter", "wide_ends", "cut_bases")}
     again = _lazycore.Context(**fields)
     assert again.steps is dfa._steps
     with pytest.raises(TypeError, match="'kernels' is missing"):
