@@ -32,7 +32,7 @@ import numpy as np
 
 from . import limits
 
-__all__ = ["LazyDistances", "TableSteps", "distances_to_final", "FAR", "UNKNOWN", "MAX_SEARCH_STATES"]
+__all__ = ["LazyDistances", "TableSteps", "distances_to_final", "FAR", "UNKNOWN", "MAX_SEARCH_STATES", "CLOSURE_STATES"]
 
 # A distance no budget reaches: "no final state within any limit asked".
 FAR = 1 << 40
@@ -49,6 +49,10 @@ UNKNOWN = -1
 # 500, 2.7 s at 1,000 and 3.4 s at 2,000 (the steps themselves: 0.3 s); a
 # search that gives up leaves its state unrestricted.
 MAX_SEARCH_STATES = 1_000
+# States the closures that pass their bound may explore, all together, per
+# index (see LazyDistances): a closure of all that follows a state makes the
+# distance of every state in it exact at once.
+CLOSURE_STATES = 4_000
 
 class TableSteps:
     """``successors`` and ``is_final`` over a complete table
@@ -78,13 +82,20 @@ class LazyDistances:
     again (it explores a smaller ball), so a state costs a few searches at
     most as a generation's budget shrinks."""
 
-    def __init__(self, dfa, steps: np.ndarray, *, max_search_states: int = MAX_SEARCH_STATES) -> None:
+    def __init__(self, dfa, steps: np.ndarray, *, max_search_states: int = MAX_SEARCH_STATES,
+                 closure_states: int = CLOSURE_STATES) -> None:
         self._dfa = dfa
         self._max_search = max_search_states
+        # states the closures that passed their bound may still explore, all together
+        self._closure_allowance = closure_states
         self._symbols = np.flatnonzero(np.asarray(steps, dtype=bool)).astype(np.int64)
+        self._wanted = sum(1 << int(byte) for byte in self._symbols)   # bit b for byte b
         self._exact: dict[int, int] = {}
         self._above: dict[int, int] = {}   # state -> a limit its distance is known to pass
         self._gave_up: dict[int, int] = {}  # state -> the least limit a search of it gave up at
+        # state -> its distinct live successors (the states a closure expanded)
+        self._adjacency: dict[int, list[int]] = {}
+        self._open: set[int] = set()   # states whose closure passed the bound on states
         self._lock = threading.Lock()
 
     def known(self, state: int) -> int | None:
@@ -108,10 +119,105 @@ class LazyDistances:
             found = self._exact.get(state)
             if found is not None:
                 return found
-            return self._search(int(state), int(limit))
+            state = int(state)
+            if self._closure_allowance > 0 and state not in self._open:
+                found = self._close(state)
+                if found is not None:
+                    return found
+            return self._search(state, int(limit))
+
+    def _close(self, state: int) -> int | None:
+        """Every state reachable from ``state`` (up to a final or a state of
+        known distance), if they are at most what is left of the closures'
+        allowance: their distances, all exact at once, by a search backwards
+        over the edges found. None past it (``state`` is marked open, and
+        the states it explored are taken from the allowance)."""
+        dfa, exact, adjacency, symbols = self._dfa, self._exact, self._adjacency, self._symbols
+        bound, opened = self._closure_allowance, self._open
+        seen = {state: 0}
+        order = [state]
+        expanded: list[int] = []   # positions in order of the states expanded
+        frontier = [state]
+        while frontier:
+            limits.check()
+            expand = [node for node in frontier
+                      if node not in exact and not dfa.is_final(node)]
+            if any(node in opened for node in expand):
+                opened.add(state)   # its closure holds one that passed the bound
+                self._closure_allowance -= len(order)
+                return None
+            self._expand(expand)
+            frontier = []
+            for node in expand:
+                expanded.append(seen[node])
+                for target in adjacency[node]:
+                    if target not in seen:
+                        seen[target] = len(order)
+                        order.append(target)
+                        frontier.append(target)
+            if len(order) > bound:
+                opened.add(state)
+                self._closure_allowance -= len(order)
+                return None
+        # Backwards from the sinks (final: 0, known: their distance), nearest first.
+        count = len(order)
+        distance = [FAR] * count
+        into: list[list[int]] = [[] for _ in range(count)]
+        for at in expanded:
+            for target in adjacency[order[at]]:
+                into[seen[target]].append(at)
+        buckets: dict[int, list[int]] = {}
+        for at, node in enumerate(order):
+            if dfa.is_final(node):
+                start = 0
+            else:
+                start = exact.get(node, FAR)
+            if start < FAR:
+                distance[at] = start
+                buckets.setdefault(start, []).append(at)
+        while buckets:
+            level = min(buckets)   # a level's relaxations add only the level above it
+            for at in buckets.pop(level):
+                if distance[at] != level:
+                    continue
+                for before in into[at]:
+                    if distance[before] > level + 1:
+                        distance[before] = level + 1
+                        buckets.setdefault(level + 1, []).append(before)
+        for at, node in enumerate(order):
+            exact[node] = distance[at]
+        return distance[0]
+
+    def _expand(self, nodes: list[int]) -> None:
+        """The distinct live successors of each of ``nodes`` into the
+        adjacency, for those not there yet: one ``successors`` call."""
+        adjacency, symbols = self._adjacency, self._symbols
+        missing = [node for node in nodes if node not in adjacency]
+        if not missing:
+            return
+        if not len(symbols):
+            for node in missing:
+                adjacency[node] = []
+            return
+        partial_row = getattr(self._dfa, "partial_row", None)
+        if partial_row is not None:
+            # A lazy automaton resolves a state's cells a range of its cut at
+            # a time here, where successors() looks each cell up on its own:
+            # closing's cold cost over bench_vllm.py's batch, 480 -> 180 ms.
+            wanted = self._wanted
+            reached = np.stack([partial_row(node, wanted) for node in missing])[:, symbols]
+        else:
+            reached = self._dfa.successors(np.repeat(np.array(missing, dtype=np.int64), len(symbols)),
+                                           np.tile(symbols, len(missing)))
+        reached = np.asarray(reached, dtype=np.int64).reshape(len(missing), len(symbols))
+        reached.sort(axis=1)
+        keep = reached > 0
+        keep[:, 1:] &= reached[:, 1:] != reached[:, :-1]
+        for node, row, live in zip(missing, reached, keep):
+            adjacency[node] = row[live].tolist()
 
     def _search(self, state: int, limit: int) -> int:
-        dfa, exact, symbols = self._dfa, self._exact, self._symbols
+        dfa, exact, symbols, adjacency = self._dfa, self._exact, self._symbols, self._adjacency
         parent = {state: -1}
         frontier = [state]
         depth = 0
@@ -137,17 +243,13 @@ class LazyDistances:
             if len(parent) > self._max_search:
                 self._gave_up[state] = min(limit, self._gave_up.get(state, limit))
                 return UNKNOWN
-            sources = np.repeat(np.array(expand, dtype=np.int64), len(symbols))
-            reached = dfa.successors(sources, np.tile(symbols, len(expand)))
-            reached = np.asarray(reached, dtype=np.int64)
-            live = reached > 0
-            sources, reached = sources[live], reached[live]
-            targets, first = np.unique(reached, return_index=True)  # the first source of each
+            self._expand(expand)
             frontier = []
-            for target, source in zip(targets.tolist(), sources[first].tolist()):
-                if target not in parent:
-                    parent[target] = source
-                    frontier.append(target)
+            for node in expand:
+                for target in adjacency[node]:
+                    if target not in parent:
+                        parent[target] = node
+                        frontier.append(target)
             depth += 1
         if best > limit:
             if frontier or best < FAR:
