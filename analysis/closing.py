@@ -53,6 +53,11 @@ MAX_SEARCH_STATES = 1_000
 # index (see LazyDistances): a closure of all that follows a state makes the
 # distance of every state in it exact at once.
 CLOSURE_STATES = 4_000
+# Once the breadth-first search for the state asked would have stopped, a
+# closure goes on while it has at most this many times the states that
+# search found (and at least CLOSURE_MIN_STATES): past it, it is given up.
+CLOSURE_FACTOR = 4
+CLOSURE_MIN_STATES = 256
 
 class TableSteps:
     """``successors`` and ``is_final`` over a complete table
@@ -121,29 +126,46 @@ class LazyDistances:
                 return found
             state = int(state)
             if self._closure_allowance > 0 and state not in self._open:
-                found = self._close(state)
+                found = self._close(state, int(limit))
                 if found is not None:
                     return found
             return self._search(state, int(limit))
 
-    def _close(self, state: int) -> int | None:
+    def _close(self, state: int, limit: int) -> int | None:
         """Every state reachable from ``state`` (up to a final or a state of
-        known distance), if they are at most what is left of the closures'
-        allowance: their distances, all exact at once, by a search backwards
-        over the edges found. None past it (``state`` is marked open, and
-        the states it explored are taken from the allowance)."""
-        dfa, exact, adjacency, symbols = self._dfa, self._exact, self._adjacency, self._symbols
+        known distance): their distances, all exact at once, by a search
+        backwards over the edges found. None where it passes its bound
+        (``state`` is then marked open, and the states it explored are
+        taken from the closures' allowance): what is left of the allowance,
+        and once the breadth-first search for ``state`` itself would have
+        stopped (:meth:`_search`, limit ``limit``), a few times the states
+        that search found. A closure explores level by level as that search
+        does, so past its bound the search goes on over the successors
+        found."""
+        dfa, exact, adjacency = self._dfa, self._exact, self._adjacency
         bound, opened = self._closure_allowance, self._open
         seen = {state: 0}
         order = [state]
         expanded: list[int] = []   # positions in order of the states expanded
         frontier = [state]
+        depth, best, settled = 0, FAR, False
         while frontier:
             limits.check()
-            expand = [node for node in frontier
-                      if node not in exact and not dfa.is_final(node)]
+            expand = []
+            for node in frontier:
+                if dfa.is_final(node):
+                    best = min(best, depth)
+                else:
+                    known = exact.get(node)
+                    if known is None:
+                        expand.append(node)
+                    else:
+                        best = min(best, depth + known)
+            if not settled and (best <= depth + 1 or depth + 1 > limit):
+                settled = True
+                bound = min(bound, max(CLOSURE_MIN_STATES, CLOSURE_FACTOR * len(order)))
             if any(node in opened for node in expand):
-                opened.add(state)   # its closure holds one that passed the bound
+                opened.add(state)   # its closure holds one whose closure passed its bound
                 self._closure_allowance -= len(order)
                 return None
             self._expand(expand)
@@ -159,6 +181,7 @@ class LazyDistances:
                 opened.add(state)
                 self._closure_allowance -= len(order)
                 return None
+            depth += 1
         # Backwards from the sinks (final: 0, known: their distance), nearest first.
         count = len(order)
         distance = [FAR] * count

@@ -108,13 +108,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="profile one cold replay, closing on")
     parser.add_argument("--schemas", type=int, default=0, metavar="N",
                         help="cold random generations over N JSONSchemaBench schemas, closing on and off")
+    parser.add_argument("--walks", type=Path, help="--schemas: keep the generations in this file (made "
+                        "once, read back by later runs)")
     args = parser.parse_args(argv)
     from tokendfa import Guide, Index
 
     vocab = vocabulary(args.vocab)
     vocab.prepare(eager=False)
     if args.schemas:
-        return schemas(vocab, args.schemas, args.profile)
+        return schemas(vocab, args.schemas, args.profile, args.walks)
     if args.batch or args.profile:
         return batch(vocab, args.batch, args.profile)
     index = Index.from_schema(SCHEMA, vocab)
@@ -215,7 +217,7 @@ def batch(vocab, rounds: int, profile: bool) -> int:
     return 0
 
 
-def schemas(vocab, count: int, profile: bool) -> int:
+def schemas(vocab, count: int, profile: bool, kept: Path | None = None) -> int:
     import random
 
     from tokendfa import Guide, Index
@@ -231,7 +233,9 @@ def schemas(vocab, count: int, profile: bool) -> int:
     lengths = np.array([len(t) if t is not None else 1 for t in vocab.tokens], dtype=float)
     eos = set(vocab.eos_token_ids)
     walks = []
-    for record in chosen:
+    if kept is not None and kept.exists():
+        walks = [tuple(walk) for walk in json.loads(kept.read_text())][:count]
+    for record in chosen if len(walks) < count else ():
         if len(walks) == count:
             break
         if not isinstance(record.schema, dict):
@@ -253,6 +257,8 @@ def schemas(vocab, count: int, profile: bool) -> int:
             tokens.append(token)
             guide.advance(token)
         walks.append((record.label, record.schema, tokens))
+    if kept is not None:
+        kept.write_text(json.dumps(walks))
     words = (vocab.size + 31) // 32
     out = np.zeros((1, words), dtype=np.int32)
 
