@@ -7,16 +7,25 @@ to a final state; two ways to count it:
 
 * :class:`LazyDistances`, over a byte DFA whose cells are computed on demand
   (:class:`~tokendfa.analysis.lazydfa.LazyByteDFA`, through its public
-  ``successors`` and ``is_final``; an eager table through
-  :class:`TableSteps`): the shortest path in *bytes*, taking only the bytes
-  the caller gives as steps (those that are single-byte tokens of a
-  vocabulary, so that each byte of the path is one token a generation may
-  pick). It is a sound bound on the tokens needed: that many tokens always
-  suffice. Breadth-first from the state asked, level by level, one
-  vectorised ``successors`` call a level (resolving only the cells asked);
-  memoised: the states on the shortest path found get their exact distance,
-  a search that gave up at its limit a lower bound, and a later search
-  stops at a state whose distance is known.
+  ``partial_row`` and ``is_final``; an eager table through
+  :class:`TableSteps`, whose ``successors`` serves the same): the shortest
+  path in *bytes*, taking only the bytes the caller gives as steps (those
+  that are single-byte tokens of a vocabulary, so that each byte of the path
+  is one token a generation may pick). It is a sound bound on the tokens
+  needed: that many tokens always suffice. The first question about a state
+  explores everything that follows it (its *closure*: forwards, level by
+  level, up to final states and states of known distance), and a search
+  backwards over the edges found gives every state in it its exact distance
+  at once: on a schema of a few thousand byte states (bench_vllm.py's, with
+  bounded strings) the first request's question makes every later one a
+  lookup. A closure that grows past a few times the states a plain search
+  would have needed is given up (a schema whose documents may hold any JSON
+  has tens of thousands), and the state gets the plain search:
+  breadth-first from it, memoised (the states on the shortest path found get
+  their exact distance, a search that gave up at its limit a lower bound,
+  and a later search stops at a state whose distance is known). Both share
+  the successors found (each state's distinct live successors, resolved a
+  range of the automaton's cut at a time).
 * :func:`distances_to_final`, over a whole graph given as adjacency arrays
   (an eager token-level index: the exact number of tokens), every state at
   once by a breadth-first search backwards from the final states.
@@ -32,7 +41,8 @@ import numpy as np
 
 from . import limits
 
-__all__ = ["LazyDistances", "TableSteps", "distances_to_final", "FAR", "UNKNOWN", "MAX_SEARCH_STATES", "CLOSURE_STATES"]
+__all__ = ["LazyDistances", "TableSteps", "distances_to_final", "FAR", "UNKNOWN", "MAX_SEARCH_STATES",
+           "CLOSURE_STATES", "CLOSURE_FACTOR", "CLOSURE_MIN_STATES"]
 
 # A distance no budget reaches: "no final state within any limit asked".
 FAR = 1 << 40
@@ -49,13 +59,20 @@ UNKNOWN = -1
 # 500, 2.7 s at 1,000 and 3.4 s at 2,000 (the steps themselves: 0.3 s); a
 # search that gives up leaves its state unrestricted.
 MAX_SEARCH_STATES = 1_000
-# States the closures that pass their bound may explore, all together, per
-# index (see LazyDistances): a closure of all that follows a state makes the
-# distance of every state in it exact at once.
+# States the closures given up may explore, all together, per automaton
+# (see LazyDistances). bench_vllm.py's 4 schemas have 508-2,986 byte states
+# after their initial state (Gemma 3's steps); of 40 JSONSchemaBench schemas
+# (seed-0 shuffle) 33 have over 37,000, 1.3-2.8 s to explore whole.
 CLOSURE_STATES = 4_000
 # Once the breadth-first search for the state asked would have stopped, a
 # closure goes on while it has at most this many times the states that
-# search found (and at least CLOSURE_MIN_STATES): past it, it is given up.
+# search found (and at least CLOSURE_MIN_STATES); past it, it is given up.
+# Closing's cold cost (closing_cost.py: --batch, bench_vllm.py's batch at
+# max_tokens 128 / --schemas 16, random generations at max_tokens 512):
+# searches alone 1.00 / 1.56 s; closures bounded by CLOSURE_STATES alone
+# 0.22 / 1.18 s (a schema whose whole closure is too big spent its
+# allowance at once: a 2-token generation 2.5 -> 90 ms); with this bound
+# 0.20 / 0.34 s.
 CLOSURE_FACTOR = 4
 CLOSURE_MIN_STATES = 256
 
@@ -77,15 +94,23 @@ class TableSteps:
 class LazyDistances:
     """The shortest path in steps from a state of ``dfa`` to a final state,
     where a step is one byte of ``steps`` (``bool[256]``); computed on
-    demand and memoised. ``dfa`` has ``successors(states, symbols)`` (state
-    0 dead) and ``is_final(state)``. Thread-safe.
+    demand and memoised. ``dfa`` has ``is_final(state)`` and either
+    ``partial_row(state, wanted)`` (a row with the ranges holding a byte of
+    the bit set ``wanted`` resolved) or ``successors(states, symbols)``;
+    state 0 is dead. Thread-safe.
 
-    A search that would visit more than ``max_search_states`` states gives
-    up and answers :data:`UNKNOWN`: the distance is then neither known nor
-    bounded (the caller decides; the serving layer does not restrict for
-    it). A search with a limit at most half the one that gave up is tried
-    again (it explores a smaller ball), so a state costs a few searches at
-    most as a generation's budget shrinks."""
+    A question first tries a closure (see the module docstring): exact
+    distances for all that follows the state, :data:`FAR` where no step
+    path reaches a final state. It is given up past a few times the states
+    the plain search needs (:data:`CLOSURE_FACTOR`, at least
+    :data:`CLOSURE_MIN_STATES`), and once closures given up have explored
+    ``closure_states`` states in all, none is tried again (0: none at all).
+    The plain search that would visit more than ``max_search_states``
+    states gives up and answers :data:`UNKNOWN`: the distance is then
+    neither known nor bounded (the caller decides; the serving layer does
+    not restrict for it). A search with a limit at most half the one that
+    gave up is tried again (it explores a smaller ball), so a state costs a
+    few searches at most as a generation's budget shrinks."""
 
     def __init__(self, dfa, steps: np.ndarray, *, max_search_states: int = MAX_SEARCH_STATES,
                  closure_states: int = CLOSURE_STATES) -> None:
