@@ -199,6 +199,32 @@ def test_a_closure_makes_every_distance_exact_where_a_search_gives_up(pattern):
             assert distances.distance(state, limit) == true, (pattern, state, limit)
 
 
+def test_closures_given_up_past_the_search_they_outgrow_leave_exact_searches(monkeypatch):
+    """The first question, from the initial state, makes every state's
+    distance known (one closure). A closure that grows past a few times the
+    states its plain search needed is given up (here at once: factor 1, no
+    minimum): the first question then leaves states unknown, and the
+    searches answer, exact as ever."""
+    from tokendfa.analysis import closing
+
+    steps = np.zeros(256, dtype=bool)
+    steps[[ord(c) for c in 'abcx0123456789{}":,.-[] ']] = True
+    lazy = LazyByteDFA(TOY_PATTERN)
+    lazy.explore()
+    byte_list = np.flatnonzero(steps).tolist()
+    truth = {s: naive_byte_distance(lazy, s, byte_list) for s in range(1, lazy.num_states)}
+    whole = LazyDistances(lazy, steps)
+    assert whole.distance(1, FAR) == truth[1]
+    assert all(whole.known(state) == true for state, true in truth.items())
+    monkeypatch.setattr(closing, "CLOSURE_FACTOR", 1)
+    monkeypatch.setattr(closing, "CLOSURE_MIN_STATES", 1)
+    distances = LazyDistances(lazy, steps)
+    assert distances.distance(1, FAR) == truth[1]
+    assert sum(distances.known(state) is None for state in truth) > len(truth) // 2
+    for state in truth:
+        assert distances.distance(state, FAR) == truth[state]
+
+
 def test_distances_to_final_over_adjacency_arrays():
     # 0 -> 1 -> 2 (final), 0 -> 3 -> 3, 4 -> 0; -1 is no edge
     offsets = np.array([0, 2, 3, 3, 4, 6])
