@@ -67,14 +67,16 @@ CLOSURE_STATES = 4_000
 # Once the breadth-first search for the state asked would have stopped, a
 # closure goes on while it has at most this many times the states that
 # search found (and at least CLOSURE_MIN_STATES); past it, it is given up.
-# Closing's cold cost (closing_cost.py: --batch, bench_vllm.py's batch at
-# max_tokens 128 / --schemas 16, random generations at max_tokens 512):
-# searches alone 1.00 / 1.56 s; closures bounded by CLOSURE_STATES alone
-# 0.22 / 1.18 s (a schema whose whole closure is too big spent its
-# allowance at once: a 2-token generation 2.5 -> 90 ms); with this bound
-# 0.20 / 0.34 s.
-CLOSURE_FACTOR = 4
-CLOSURE_MIN_STATES = 256
+# Closing's cold cost in CPU seconds (closing_cost.py --batch: bench_vllm.py's
+# batch at max_tokens 128 / --schemas 16: random generations over
+# JSONSchemaBench schemas at max_tokens 512): searches alone 1.00 / 0.68 s;
+# closures 4x, at least 256: 0.20 / 0.40 s, 2x, at least 64: 0.20 / 0.28 s
+# (8x: 0.19 / 0.33 s); per schema, at most ~4 ms slower than the searches
+# alone (2-17 ms schemas), 3x faster on the costly ones. Bounded by CLOSURE_STATES alone, a schema whose whole closure
+# is too big spent its allowance at its first question (a 2-token
+# generation: 2.5 -> 90 ms).
+CLOSURE_FACTOR = 2
+CLOSURE_MIN_STATES = 64
 
 class TableSteps:
     """``successors`` and ``is_final`` over a complete table

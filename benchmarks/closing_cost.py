@@ -19,7 +19,9 @@ logits processor steps them (``write_mask_into`` a row each, then
 ``advance``; a row that took EOS serves the EOS row), ``max_tokens`` 128.
 Cold: fresh lazy indexes each time (their construction timed apart), warm:
 the same again; with closing on and off, alternating so that a slow spell of
-the shared machine falls on both. ``--profile``: cProfile of one cold
+the shared machine falls on both (CPU seconds of this process, here and in
+``--schemas``: other jobs on a shared machine move them less than wall
+time). ``--profile``: cProfile of one cold
 replay with closing on, the top functions by own time.
 
 ``--schemas N``: the first N JSONSchemaBench object schemas of a fixed
@@ -166,7 +168,7 @@ def batch(vocab, rounds: int, profile: bool) -> int:
         return {name: Index.from_schema(schema, vocab, lazy=True) for name, schema in SCHEMAS.items()}
 
     def replay(indexes, close: bool) -> float:
-        start = time.perf_counter()
+        start = time.process_time()   # CPU time: the machine is shared
         guides = []
         for name, _ in documents:
             index = indexes[name]
@@ -184,7 +186,7 @@ def batch(vocab, rounds: int, profile: bool) -> int:
                 if open_[k]:
                     guide.advance(tokens[step])
                     open_[k] = tokens[step] != eos
-        return time.perf_counter() - start
+        return time.process_time() - start
 
     print(f"{vocab.name}: bench_vllm.py's batch, {len(documents)} documents of "
           f"{min(len(t) for _, t in documents)}-{max(len(t) for _, t in documents)} tokens over "
@@ -264,13 +266,13 @@ def schemas(vocab, count: int, profile: bool, kept: Path | None = None) -> int:
 
     def replay(schema, tokens, close: bool) -> float:
         index = Index.from_schema(schema, vocab, lazy=True)
-        start = time.perf_counter()
+        start = time.process_time()   # CPU time: the machine is shared
         fits = close and index.finish_bound(index.initial_state, budget) <= budget
         guide = Guide(index, max_tokens=budget if fits else None)
         for token in tokens:
             guide.write_mask_into(out, 0)
             guide.advance(token)
-        return time.perf_counter() - start
+        return time.process_time() - start
 
     print(f"{vocab.name}: {len(walks)} JSONSchemaBench schemas, random generations of "
           f"{sum(len(t) for *_, t in walks)} tokens in all, max_tokens {budget}")
