@@ -42,7 +42,8 @@ import numpy as np
 from . import limits
 
 __all__ = ["LazyDistances", "TableSteps", "distances_to_final", "FAR", "UNKNOWN", "MAX_SEARCH_STATES",
-           "CLOSURE_STATES", "CLOSURE_FACTOR", "CLOSURE_MIN_STATES"]
+           "CLOSURE_STATES", "CLOSURE_ALLOWANCE", "CLOSURE_FACTOR",
+           "CLOSURE_MIN_STATES"]
 
 # A distance no budget reaches: "no final state within any limit asked".
 FAR = 1 << 40
@@ -59,24 +60,32 @@ UNKNOWN = -1
 # 500, 2.7 s at 1,000 and 3.4 s at 2,000 (the steps themselves: 0.3 s); a
 # search that gives up leaves its state unrestricted.
 MAX_SEARCH_STATES = 1_000
-# States the closures given up may explore, all together, per automaton
-# (see LazyDistances). bench_vllm.py's 4 schemas have 508-2,986 byte states
-# after their initial state (Gemma 3's steps); of 40 JSONSchemaBench schemas
-# (seed-0 shuffle) 33 have over 37,000, 1.3-2.8 s to explore whole.
+# The states one closure may discover (and expand). bench_vllm.py's 4
+# schemas have 508-2,986 byte states after their initial state (Gemma 3's
+# steps); of 40 JSONSchemaBench schemas (seed-0 shuffle) 33 have over
+# 37,000, 1.3-2.8 s to explore whole.
 CLOSURE_STATES = 4_000
+# The states whose successors closures given up have resolved, all together,
+# per automaton (what they spent in vain): past it no closure is tried, and
+# a schema whose closures do not finish pays for its searches alone.
+CLOSURE_ALLOWANCE = 300
 # Once the breadth-first search for the state asked would have stopped, a
-# closure goes on while it has at most this many times the states that
-# search found (and at least CLOSURE_MIN_STATES); past it, it is given up.
+# closure goes on while it has expanded at most this many times the states
+# that search had found (and at least CLOSURE_MIN_STATES), checked before
+# each level: a level past the search's own can hold several times the
+# states before it, each ~10 us to resolve in a schema of bounded strings
+# and ~300 us in one that allows any JSON value.
 # Closing's cold cost in CPU seconds (closing_cost.py --batch: bench_vllm.py's
 # batch at max_tokens 128 / --schemas 16: random generations over
-# JSONSchemaBench schemas at max_tokens 512): searches alone 1.00 / 0.68 s;
-# closures 4x, at least 256: 0.20 / 0.40 s, 2x, at least 64: 0.20 / 0.28 s
-# (8x: 0.19 / 0.33 s); per schema, at most ~4 ms slower than the searches
-# alone (2-17 ms schemas), 3x faster on the costly ones. Bounded by CLOSURE_STATES alone, a schema whose whole closure
-# is too big spent its allowance at its first question (a 2-token
-# generation: 2.5 -> 90 ms).
+# JSONSchemaBench schemas at max_tokens 512): searches alone 1.00 / 0.68 s,
+# with closures 0.22 / 0.26 s. Where closures do not finish (closing_cost.py's
+# own schema, whose objects allow any further member, one generation 40
+# tokens long at a budget of 51), the first pass costs ~0.45 ms a step
+# against ~0.24 ms with searches alone (the allowance spent; with an
+# allowance of 1,000: ~0.9-1.0 ms; with the bound checked after each level,
+# ~0.4-1.8 ms).
 CLOSURE_FACTOR = 2
-CLOSURE_MIN_STATES = 64
+CLOSURE_MIN_STATES = 16
 
 class TableSteps:
     """``successors`` and ``is_final`` over a complete table
@@ -105,8 +114,9 @@ class LazyDistances:
     distances for all that follows the state, :data:`FAR` where no step
     path reaches a final state. It is given up past a few times the states
     the plain search needs (:data:`CLOSURE_FACTOR`, at least
-    :data:`CLOSURE_MIN_STATES`), and once closures given up have explored
-    ``closure_states`` states in all, none is tried again (0: none at all).
+    :data:`CLOSURE_MIN_STATES`) or :data:`CLOSURE_STATES`, and once closures
+    given up have expanded ``closure_allowance`` states in all, none is
+    tried again (0: none at all).
     The plain search that would visit more than ``max_search_states``
     states gives up and answers :data:`UNKNOWN`: the distance is then
     neither known nor bounded (the caller decides; the serving layer does
@@ -115,11 +125,11 @@ class LazyDistances:
     few searches at most as a generation's budget shrinks."""
 
     def __init__(self, dfa, steps: np.ndarray, *, max_search_states: int = MAX_SEARCH_STATES,
-                 closure_states: int = CLOSURE_STATES) -> None:
+                 closure_allowance: int = CLOSURE_ALLOWANCE) -> None:
         self._dfa = dfa
         self._max_search = max_search_states
         # states the closures that passed their bound may still explore, all together
-        self._closure_allowance = closure_states
+        self._closure_allowance = closure_allowance
         self._symbols = np.flatnonzero(np.asarray(steps, dtype=bool)).astype(np.int64)
         self._wanted = sum(1 << int(byte) for byte in self._symbols)   # bit b for byte b
         self._exact: dict[int, int] = {}
@@ -162,20 +172,22 @@ class LazyDistances:
         """Every state reachable from ``state`` (up to a final or a state of
         known distance): their distances, all exact at once, by a search
         backwards over the edges found. None where it passes its bound
-        (``state`` is then marked open, and the states it explored are
-        taken from the closures' allowance): what is left of the allowance,
+        (``state`` is then marked open, and the states it expanded whose
+        successors were not known yet are taken from the closures'
+        allowance): :data:`CLOSURE_STATES` states discovered or expanded,
         and once the breadth-first search for ``state`` itself would have
         stopped (:meth:`_search`, limit ``limit``), a few times the states
-        that search found. A closure explores level by level as that search
-        does, so past its bound the search goes on over the successors
-        found."""
+        that search had found, in states expanded. A closure explores level
+        by level as that search does, so past its bound the search goes on
+        over the successors found."""
         dfa, exact, adjacency = self._dfa, self._exact, self._adjacency
-        bound, opened = self._closure_allowance, self._open
+        bound, opened = CLOSURE_STATES, self._open
         seen = {state: 0}
         order = [state]
         expanded: list[int] = []   # positions in order of the states expanded
         frontier = [state]
         depth, best, settled = 0, FAR, False
+        spent = 0   # states expanded here whose successors were not known yet (the cost)
         while frontier:
             limits.check()
             expand = []
@@ -193,7 +205,14 @@ class LazyDistances:
                 bound = min(bound, max(CLOSURE_MIN_STATES, CLOSURE_FACTOR * len(order)))
             if any(node in opened for node in expand):
                 opened.add(state)   # its closure holds one whose closure passed its bound
-                self._closure_allowance -= len(order)
+                self._closure_allowance -= spent
+                return None
+            # Bounded before the level is expanded: past the search's own
+            # levels a level can hold several times the states before it.
+            spent += sum(node not in adjacency for node in expand)
+            if spent > bound:
+                opened.add(state)
+                self._closure_allowance -= spent
                 return None
             self._expand(expand)
             frontier = []
@@ -204,9 +223,9 @@ class LazyDistances:
                         seen[target] = len(order)
                         order.append(target)
                         frontier.append(target)
-            if len(order) > bound:
+            if len(order) > CLOSURE_STATES:
                 opened.add(state)
-                self._closure_allowance -= len(order)
+                self._closure_allowance -= spent
                 return None
             depth += 1
         # Backwards from the sinks (final: 0, known: their distance), nearest first.
