@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from tokendfa import Guide, Index
-from tokendfa.analysis.closing import FAR, UNKNOWN, LazyDistances, TableSteps, distances_to_final
+from tokendfa.analysis.closing import (CLOSURE_ALLOWANCE, FAR, UNKNOWN, LazyDistances, TableSteps,
+                                       distances_to_final)
 from tokendfa.analysis.construct import byte_dfa_from_regex
 from tokendfa.analysis.lazydfa import LazyByteDFA
 
@@ -101,8 +102,14 @@ def brute_force(index, state: int, remaining: int, need_of) -> set[int]:
 
 # --- the distances ----------------------------------------------------------------------
 
+# closures off (the per-state search alone), past their allowance after a few
+# states (both), and as served
+CLOSURES = [0, 5, CLOSURE_ALLOWANCE]
+
+
+@pytest.mark.parametrize("closure_states", CLOSURES)
 @pytest.mark.parametrize("pattern", [TOY_PATTERN, r"(ab|c)*d{3}|x[0-9]{5,9}y", r"[a-z]+@[a-z]+\.(com|org)"])
-def test_lazy_distances_equal_a_plain_search_at_every_limit(pattern):
+def test_lazy_distances_equal_a_plain_search_at_every_limit(pattern, closure_states):
     steps = np.zeros(256, dtype=bool)
     steps[[ord(c) for c in 'abcdxy0123456789{}":,.-[] @']] = True
     eager = byte_dfa_from_regex(pattern)
@@ -112,7 +119,7 @@ def test_lazy_distances_equal_a_plain_search_at_every_limit(pattern):
     byte_list = np.flatnonzero(steps).tolist()
     for dfa, states in ((table, range(1, eager.num_states)), (lazy, range(1, lazy.num_states))):
         for limit in (0, 1, 3, 8, 1000):
-            distances = LazyDistances(dfa, steps)
+            distances = LazyDistances(dfa, steps, closure_allowance=closure_states)
             for state in states:
                 truth = naive_byte_distance(lazy if dfa is lazy else _Stepping(eager), state, byte_list)
                 got = distances.distance(state, limit)
@@ -133,7 +140,8 @@ class _Stepping:
         return bool(self.dfa.finals[state])
 
 
-def test_memoised_distances_stay_exact_in_any_order():
+@pytest.mark.parametrize("closure_states", CLOSURES)
+def test_memoised_distances_stay_exact_in_any_order(closure_states):
     pattern = TOY_PATTERN
     steps = np.zeros(256, dtype=bool)
     steps[[ord(c) for c in 'abcx0123456789{}":,.-[] ']] = True
@@ -144,7 +152,7 @@ def test_memoised_distances_stay_exact_in_any_order():
     for seed in range(3):
         order = list(truth)
         np.random.default_rng(seed).shuffle(order)
-        distances = LazyDistances(lazy, steps)
+        distances = LazyDistances(lazy, steps, closure_allowance=closure_states)
         for state in order:
             assert distances.distance(state, FAR) == truth[state]
 
@@ -159,7 +167,7 @@ def test_a_search_past_its_state_bound_says_so_and_is_exact_otherwise():
     truth = {s: naive_byte_distance(lazy, s, byte_list) for s in range(1, lazy.num_states)}
     gave_up = 0
     for limit in (2, 5, 100):
-        distances = LazyDistances(lazy, steps, max_search_states=3)
+        distances = LazyDistances(lazy, steps, max_search_states=3, closure_allowance=0)
         for state, true in truth.items():
             got = distances.distance(state, limit)
             if got == UNKNOWN:
@@ -170,6 +178,56 @@ def test_a_search_past_its_state_bound_says_so_and_is_exact_otherwise():
             else:
                 assert got > limit, (state, limit)
     assert gave_up
+
+
+@pytest.mark.parametrize("pattern", [TOY_PATTERN, r"[a-z]{0,3}(x[0-9]{6}|y)", r"x([a-c]{0,6}#|y[0-9]{3})"])
+def test_a_closure_makes_every_distance_exact_where_a_search_gives_up(pattern, monkeypatch):
+    """A closure that finishes makes every state's distance exact at any
+    limit, even with a search bound of no states at all: FAR where no
+    counted path reaches a final state (``#`` is not a step here), however
+    deep what the state reaches is. (Its bound relative to the search's
+    states is lifted here: a limit of 0 stops that search at once.)"""
+    from tokendfa.analysis import closing
+
+    monkeypatch.setattr(closing, "CLOSURE_MIN_STATES", 10_000)
+    steps = np.zeros(256, dtype=bool)
+    steps[[ord(c) for c in 'abcx0123456789{}":,.-[] y']] = True
+    lazy = LazyByteDFA(pattern)
+    lazy.explore()
+    byte_list = np.flatnonzero(steps).tolist()
+    truth = {s: naive_byte_distance(lazy, s, byte_list) for s in range(1, lazy.num_states)}
+    assert FAR in truth.values() or pattern != r"x([a-c]{0,6}#|y[0-9]{3})"
+    for limit in (0, 2, FAR):
+        distances = LazyDistances(lazy, steps, max_search_states=0)
+        for state, true in truth.items():
+            assert distances.distance(state, limit) == true, (pattern, state, limit)
+
+
+def test_closures_given_up_past_the_search_they_outgrow_leave_exact_searches(monkeypatch):
+    """Unbounded but by the allowance, the first question, from the initial
+    state, makes every state's distance known (one closure). A closure that grows past a few times the
+    states its plain search needed is given up (here at once: factor 1, no
+    minimum): the first question then leaves states unknown, and the
+    searches answer, exact as ever."""
+    from tokendfa.analysis import closing
+
+    steps = np.zeros(256, dtype=bool)
+    steps[[ord(c) for c in 'abcx0123456789{}":,.-[] ']] = True
+    lazy = LazyByteDFA(TOY_PATTERN)
+    lazy.explore()
+    byte_list = np.flatnonzero(steps).tolist()
+    truth = {s: naive_byte_distance(lazy, s, byte_list) for s in range(1, lazy.num_states)}
+    monkeypatch.setattr(closing, "CLOSURE_MIN_STATES", 10_000)   # no bound but the allowance
+    whole = LazyDistances(lazy, steps)
+    assert whole.distance(1, FAR) == truth[1]
+    assert all(whole.known(state) == true for state, true in truth.items())
+    monkeypatch.setattr(closing, "CLOSURE_FACTOR", 1)
+    monkeypatch.setattr(closing, "CLOSURE_MIN_STATES", 1)
+    distances = LazyDistances(lazy, steps)
+    assert distances.distance(1, FAR) == truth[1]
+    assert sum(distances.known(state) is None for state in truth) > len(truth) // 2
+    for state in truth:
+        assert distances.distance(state, FAR) == truth[state]
 
 
 def test_distances_to_final_over_adjacency_arrays():

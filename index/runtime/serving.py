@@ -21,9 +21,11 @@ always close, so a restricted mask is never empty while the generation
 started within reach of a final state. Far from the budget (every token's
 successor needs at most ``R - 1``) the plain mask is served: one dict
 lookup a step once a state's successors are known
-(:meth:`MaskServing.needs_closing`). A lazy index's search for a distance
-gives up past a bound on the states it visits (a long way through a
-schema with many alternatives): such a state does not restrict the mask,
+(:meth:`MaskServing.needs_closing`). A lazy index's distances come from
+closures of what follows a state (:mod:`tokendfa.analysis.closing`: every
+state of a small schema exact at the first question) or, where those are
+too big, a search that gives up past a bound on the states it visits (a
+long way through a schema with many alternatives): such a state does not restrict the mask,
 and is searched again when the budget has halved (a smaller search); nor
 does a state from which no path of the counted steps reaches a final state
 (a lazy index counts ASCII and UTF-8 continuation bytes: a completion that
