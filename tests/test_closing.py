@@ -360,3 +360,27 @@ def test_where_the_lazy_bound_cannot_tell_the_mask_is_not_restricted(qwen_vocab)
         plain = index.get_tokens(state).tolist()
         for remaining in (2, 5, 12):
             assert Guide(index, state, max_tokens=remaining).get_tokens().tolist() == plain
+
+
+def test_a_batch_near_its_budget_finds_its_restricted_masks_kept_the_next_round(qwen_vocab):
+    # A batch of generations asks for its restricted masks in turn, step after
+    # step, and again in the next round of the same requests: more than a
+    # handful of them must stay kept, or each round makes every one again
+    # from its state's row (bench_vllm.py's warm batch of 16: 20 masks a round).
+    index = Index.from_schema(SCHEMA, qwen_vocab)
+    asked = []
+    for state in walk_states(index, qwen_vocab, 5, 40):
+        least = index.finish_bound(state)
+        for remaining in range(max(least, 1), least + 6):
+            if index.closing_mask(state, remaining) is not None:
+                asked.append((state, remaining))
+    made = []
+    original = type(index)._closing_mask
+    type(index)._closing_mask = lambda self, *args: made.append(args) or original(self, *args)
+    try:
+        first = [index.closing_mask(state, remaining) for state, remaining in asked]
+        second = [index.closing_mask(state, remaining) for state, remaining in asked]
+    finally:
+        type(index)._closing_mask = original
+    assert 16 < len({id(mask) for mask in first}) < 64, len({id(mask) for mask in first})
+    assert made == [] and all(a is b for a, b in zip(first, second))

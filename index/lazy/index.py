@@ -482,7 +482,7 @@ class LazyIndex(MaskServing):
             self.get_mask(state)
             row = self._raw_row(state)
             self._raw_rows.pop(state, None)   # kept only until its mask is made, which it is
-            tokens, ends = row.tokens.astype(np.int64), row.ends.astype(np.int64)
+            tokens, ends = row.tokens.astype(np.int32), row.ends.astype(STATE_DTYPE)
             loop = row.loop
             if loop is None:
                 return ClosingRow(tokens, ends, None, -1)
@@ -494,8 +494,8 @@ class LazyIndex(MaskServing):
             found_ends: list = []
             self._numpy_walk(chained, np.full(len(chained), state, dtype=STATE_DTYPE),
                              np.zeros(len(chained), dtype=np.int64), found_tokens, found_ends)
-            return ClosingRow(np.concatenate([tokens, *found_tokens]).astype(np.int64),
-                              np.concatenate([ends, *found_ends]).astype(np.int64), None, -1)
+            return ClosingRow(np.concatenate([tokens, *found_tokens]).astype(np.int32),
+                              np.concatenate([ends, *found_ends]).astype(STATE_DTYPE), None, -1)
 
     # --- completion -------------------------------------------------------------
 

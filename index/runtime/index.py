@@ -443,12 +443,12 @@ class Index(MaskServing):
         lo, hi = int(self._offsets[state]), int(self._offsets[state + 1])
         groups, following = self._edge_group[lo:hi], self._edge_next[lo:hi]
         if not len(groups):
-            empty = np.zeros(0, dtype=np.int64)
+            empty = np.zeros(0, dtype=np.int32)
             return ClosingRow(empty, empty, None, -1)
         token_group = self._token_group.astype(np.int64)
         at = np.minimum(np.searchsorted(groups, token_group), len(groups) - 1)
         tokens = np.flatnonzero((token_group >= 0) & (groups[at] == token_group))
-        return ClosingRow(tokens, following[at[tokens]].astype(np.int64), None, -1)
+        return ClosingRow(tokens.astype(np.int32), following[at[tokens]].astype(np.int32), None, -1)
 
     # --- helpers ----------------------------------------------------------------
 
