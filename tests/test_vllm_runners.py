@@ -44,13 +44,15 @@ from tokendfa import Index  # noqa: E402
 # its own (the property names shuffled by ``seed``): a schema's parts, once
 # compiled, are cached in the process and compile faster the next time.
 def hostile(seed: int) -> dict:
-    """A schema whose compile takes ~6 s here (an allOf of ten two-way
-    anyOfs: a product of 1,024 branches), far past the tests' 0.2 s limit, so
-    the wall-clock bounds below (generous, for a loaded machine) fail only
-    when the limit does not fire; ``seed`` names its properties, so each seed
-    is a new schema to the memo."""
+    """A schema whose compile takes ~1.5 s here in a warm process (an allOf
+    of twelve two-way anyOfs: a product of 4,096 branches), far past the
+    tests' 0.2 s limit, so the wall-clock bounds below (generous, for a
+    loaded machine) fail only when the limit does not fire; ``seed`` names
+    its properties, so each seed is a new schema to the memo. (Ten anyOfs
+    took ~6 s once; with the lazy front end they take ~0.2 s warm, so the
+    limit fired or not depending on the tests run before.)"""
     return {"allOf": [{"anyOf": [{"required": [f"a{i}s{seed}"]}, {"required": [f"b{i}s{seed}"]}]}
-                      for i in range(10)]}
+                      for i in range(12)]}
 
 
 # --- both runners load it, once ----------------------------------------------------------
