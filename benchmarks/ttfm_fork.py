@@ -49,6 +49,20 @@ def use_root(root: str) -> None:
     finder.MAPPING.update({"tokendfa": f"{root}/index", "tokendfa.analysis": f"{root}/analysis"})
 
 
+def warm_parent(vocab_name: str):
+    """The parent MaskBench forks from: the vocabulary prepared, the
+    warm-up schema's first mask served, the builder imported. Returns the
+    vocabulary."""
+    from tokendfa import Guide, Index, Vocabulary
+
+    vocab = Vocabulary.builtin(vocab_name)
+    vocab.byte_matrix()
+    vocab.prepare()
+    Guide(Index.from_schema(WARM_UP, vocab, lazy=True)).get_mask()
+    import tokendfa.builder.fast  # noqa: F401 - what a server has imported
+    return vocab
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--per-source", type=int, default=4, help="schemas a source (sample())")
@@ -64,13 +78,8 @@ def main() -> int:
     if args.root:
         use_root(args.root)
 
-    from tokendfa import Guide, Index, Vocabulary
-
-    vocab = Vocabulary.builtin(args.vocab)
-    vocab.byte_matrix()
-    vocab.prepare()
-    Guide(Index.from_schema(WARM_UP, vocab, lazy=True)).get_mask()
-    import tokendfa.builder.fast  # noqa: F401 - what a server has imported
+    vocab = warm_parent(args.vocab)
+    from tokendfa import Guide, Index
 
     sources = source_names() if args.sources == "all" else args.sources.split(",")
     records = [record for source in sources for record in sample(source, args.per_source or None)]

@@ -34,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.support.data import sample, source_names  # noqa: E402
-from benchmarks.ttfm_fork import WARM_UP, use_root  # noqa: E402
+from benchmarks.ttfm_fork import WARM_UP, use_root, warm_parent  # noqa: E402
 
 
 def _name(code) -> str:
@@ -57,13 +57,8 @@ def main() -> int:
     if args.root:
         use_root(args.root)
 
-    from tokendfa import Guide, Index, Vocabulary
-
-    vocab = Vocabulary.builtin(args.vocab)
-    vocab.byte_matrix()
-    vocab.prepare()
-    Guide(Index.from_schema(WARM_UP, vocab, lazy=True)).get_mask()
-    import tokendfa.builder.fast  # noqa: F401 - what a server has imported
+    vocab = warm_parent(args.vocab)
+    from tokendfa import Guide, Index
 
     records = [record for source in source_names() for record in sample(source, args.per_source or None)]
     if args.rows:

@@ -44,6 +44,17 @@ def naive_byte_distance(dfa, state: int, steps) -> int:
     return FAR
 
 
+def explored(pattern: str, step_chars: str):
+    """The pattern's lazy automaton explored, the steps (bytes counted as
+    one token each) and every live state's true distance under them."""
+    steps = np.zeros(256, dtype=bool)
+    steps[[ord(c) for c in step_chars]] = True
+    lazy = LazyByteDFA(pattern)
+    lazy.explore()
+    byte_list = np.flatnonzero(steps).tolist()
+    return lazy, steps, {s: naive_byte_distance(lazy, s, byte_list) for s in range(1, lazy.num_states)}
+
+
 def naive_token_distance(index: Index, state: int) -> int:
     seen, queue = {state}, deque([(state, 0)])
     eos = set(index.eos_token_ids)
@@ -143,12 +154,7 @@ class _Stepping:
 @pytest.mark.parametrize("closure_states", CLOSURES)
 def test_memoised_distances_stay_exact_in_any_order(closure_states):
     pattern = TOY_PATTERN
-    steps = np.zeros(256, dtype=bool)
-    steps[[ord(c) for c in 'abcx0123456789{}":,.-[] ']] = True
-    lazy = LazyByteDFA(pattern)
-    lazy.explore()
-    byte_list = np.flatnonzero(steps).tolist()
-    truth = {s: naive_byte_distance(lazy, s, byte_list) for s in range(1, lazy.num_states)}
+    lazy, steps, truth = explored(pattern, 'abcx0123456789{}":,.-[] ')
     for seed in range(3):
         order = list(truth)
         np.random.default_rng(seed).shuffle(order)
@@ -159,12 +165,7 @@ def test_memoised_distances_stay_exact_in_any_order(closure_states):
 
 def test_a_search_past_its_state_bound_says_so_and_is_exact_otherwise():
     pattern = r"[a-z]{0,3}(x[0-9]{6}|y)"
-    steps = np.zeros(256, dtype=bool)
-    steps[[ord(c) for c in "abcdefghijklmnopqrstuvwxyz0123456789"]] = True
-    lazy = LazyByteDFA(pattern)
-    lazy.explore()
-    byte_list = np.flatnonzero(steps).tolist()
-    truth = {s: naive_byte_distance(lazy, s, byte_list) for s in range(1, lazy.num_states)}
+    lazy, steps, truth = explored(pattern, "abcdefghijklmnopqrstuvwxyz0123456789")
     gave_up = 0
     for limit in (2, 5, 100):
         distances = LazyDistances(lazy, steps, max_search_states=3, closure_allowance=0)
@@ -190,12 +191,7 @@ def test_a_closure_makes_every_distance_exact_where_a_search_gives_up(pattern, m
     from tokendfa.analysis import closing
 
     monkeypatch.setattr(closing, "CLOSURE_MIN_STATES", 10_000)
-    steps = np.zeros(256, dtype=bool)
-    steps[[ord(c) for c in 'abcx0123456789{}":,.-[] y']] = True
-    lazy = LazyByteDFA(pattern)
-    lazy.explore()
-    byte_list = np.flatnonzero(steps).tolist()
-    truth = {s: naive_byte_distance(lazy, s, byte_list) for s in range(1, lazy.num_states)}
+    lazy, steps, truth = explored(pattern, 'abcx0123456789{}":,.-[] y')
     assert FAR in truth.values() or pattern != r"x([a-c]{0,6}#|y[0-9]{3})"
     for limit in (0, 2, FAR):
         distances = LazyDistances(lazy, steps, max_search_states=0)
@@ -211,12 +207,7 @@ def test_closures_given_up_past_the_search_they_outgrow_leave_exact_searches(mon
     searches answer, exact as ever."""
     from tokendfa.analysis import closing
 
-    steps = np.zeros(256, dtype=bool)
-    steps[[ord(c) for c in 'abcx0123456789{}":,.-[] ']] = True
-    lazy = LazyByteDFA(TOY_PATTERN)
-    lazy.explore()
-    byte_list = np.flatnonzero(steps).tolist()
-    truth = {s: naive_byte_distance(lazy, s, byte_list) for s in range(1, lazy.num_states)}
+    lazy, steps, truth = explored(TOY_PATTERN, 'abcx0123456789{}":,.-[] ')
     monkeypatch.setattr(closing, "CLOSURE_MIN_STATES", 10_000)   # no bound but the allowance
     whole = LazyDistances(lazy, steps)
     assert whole.distance(1, FAR) == truth[1]
