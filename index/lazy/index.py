@@ -165,7 +165,6 @@ class _TokenRow:
 _WHOLE_INDEX_ONLY = frozenset({"arrays", "num_states", "final_states", "num_transitions", "nbytes"})
 
 
-
 _EVERY_BYTE_KEY = "lazy-every-byte-a-token"
 
 

@@ -99,10 +99,9 @@ class Guide:
             (out if row is None else out[row])[...] = 0
             return
         if self._budget is not None:
-            remaining = self.remaining
-            if self.index.needs_closing(self._states[-1], remaining):
-                self.index.write_closing_mask_into(self._states[-1], remaining, out, row)
-                return
+            # the index's own mask where closing_mask answers None (far from the budget)
+            self.index.write_closing_mask_into(self._states[-1], self.remaining, out, row)
+            return
         self.index.write_mask_into(self._states[-1], out, row)
 
     def forced_tokens(self) -> np.ndarray:

@@ -23,6 +23,7 @@ generator that loads an index file does not pay for interegular or joblib.
 from __future__ import annotations
 
 import bisect
+import functools
 from os import PathLike
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -483,25 +484,21 @@ class _SchemaPath(NamedTuple):
     AUTO_RECURSION_DEPTH: int
 
 
-_SCHEMA_PATH: list = []
-
-
+@functools.cache
 def _schema_path() -> _SchemaPath:
     """The schema path's names, imported on the first call (this module never
     imports the compiler itself, so that serving never pays for it) and kept:
     imported in each call, every relative import asked the module spec's
     parent (a Python property) and importlib's _handle_fromlist again, ~2%
     of a schema's first mask in a fresh fork of a warm process."""
-    if not _SCHEMA_PATH:
-        from ..builder import BuildConfig
-        from ..builder.pipeline import bounded_resources
-        from ..lazy import LAZY_ANY_DEPTH, LazyIndex
-        from ..schema.api import regex_from_schema
-        from ..schema.depth import AUTO_RECURSION_DEPTH
+    from ..builder import BuildConfig
+    from ..builder.pipeline import bounded_resources
+    from ..lazy import LAZY_ANY_DEPTH, LazyIndex
+    from ..schema.api import regex_from_schema
+    from ..schema.depth import AUTO_RECURSION_DEPTH
 
-        _SCHEMA_PATH.append(_SchemaPath(BuildConfig, bounded_resources, LazyIndex, LAZY_ANY_DEPTH,
-                                        regex_from_schema, AUTO_RECURSION_DEPTH))
-    return _SCHEMA_PATH[0]
+    return _SchemaPath(BuildConfig, bounded_resources, LazyIndex, LAZY_ANY_DEPTH, regex_from_schema,
+                       AUTO_RECURSION_DEPTH)
 
 
 # A small schema of the common kinds (free and bounded strings, integers,
