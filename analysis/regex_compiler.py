@@ -65,6 +65,7 @@ import functools
 import gc
 import traceback
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 
@@ -73,12 +74,14 @@ from . import limits
 from .errors import BuildLimitError, RegexError, UnsupportedRegexError
 from .literal_sets import LiteralDFA, minimal_literal_dfa, stamp_literal_dfa
 from .minimise import canonical_byte_dfa
+from .native import native_module
 from .regex_tree import (Alt, Call, Chars, Concat, LiteralSet, Node, Repeat, Text, literal_members,
                          parse_regex, to_regex)
 from .utf8 import SURROGATES, CodepointRange, utf8_range_sequences
 
 __all__ = ["byte_tables_from_regex", "free_in_background", "pattern_tree", "ThompsonNFA", "SharedDefinitions", "cut_ranges",
-           "keeping_repeats", "release_checked", "DEFAULT_MAX_NFA_STATES", "NFA_STATE_BYTES"]
+           "keeping_repeats", "release_checked", "DEFAULT_MAX_NFA_STATES", "NFA_STATE_BYTES",
+           "NFAFragment", "thompson_fragment", "NATIVE_THOMPSON"]
 
 DEFAULT_MAX_NFA_STATES = 2_000_000
 # An alternation of at least this many plain literals is built as its minimal
@@ -463,6 +466,105 @@ class ThompsonNFA:
         return first + offset, exit_ + offset
 
 
+# --- the compiled construction ------------------------------------------------
+
+class NFAFragment(NamedTuple):
+    """A Thompson fragment: states ``base .. base + len(eps) - 1`` (``base``
+    is the request's), ``eps[i]`` and ``edges[i]`` the rows of state
+    ``base + i`` (tuples: epsilon targets; ``(lo, hi, target)`` triples, or
+    one flat tuple ``(lo, hi, target, lo, hi, target, ...)`` when asked
+    ``flat``), ``calls`` the states that call a definition, ``(state,
+    ((key, return_state), ...))`` in state order (the lazy construction's;
+    empty when calls are copies)."""
+
+    start: int
+    end: int
+    eps: list
+    edges: list
+    calls: list
+
+
+class NativeSpec(NamedTuple):
+    """What the compiled construction (``_thompson.configure``) is given once:
+    the node classes it tells apart (by exact class, as :meth:`ThompsonNFA.build`
+    does) and the Python helpers it calls."""
+
+    chars: type
+    text: type
+    concat: type
+    alt: type
+    repeat: type
+    call: type
+    literal_set: type
+    set_template: object       # ranges -> (num_nodes, edges): _set_template
+    literal_automaton: object  # Alt or LiteralSet -> LiteralDFA (contiguous arrays) or None
+    fragment: type             # NFAFragment
+
+
+class NativeRequest(NamedTuple):
+    """One build of the compiled construction (``_thompson.build(tree, request)``)."""
+
+    base: int           # the number of the fragment's first state (its start)
+    max_states: int     # ThompsonNFA's max_states, states below base included
+    unchecked: int      # up to this many states, reserve is not called
+    min_branches: int   # an alternation of this many plain literals is a literal set
+    calls: bool         # a defined key's Call is a call (the lazy automaton), else a copy
+    defined: object     # the defined keys (``in``), or None
+    template: object    # key -> (edges, finals), the definition's DFA to copy (calls False)
+    flat: bool          # edges as flat tuples
+    check: object       # limits.check, called every few fragments
+    reserve: object     # reached -> None: ThompsonNFA._reserve's bounds, raising past them
+
+
+def _literal_automaton(node: Node) -> "LiteralDFA | None":
+    """What :meth:`ThompsonNFA.build` stamps for a literal set or an
+    alternation of many literals (None: not all plain literals), its arrays
+    contiguous for the compiled construction."""
+    if node.__class__ is LiteralSet:
+        dfa = node.automaton()
+    else:
+        members = literal_members(node)
+        if members is None:
+            return None
+        dfa = minimal_literal_dfa(members)
+    return LiteralDFA(*(np.ascontiguousarray(array, dtype=np.int64) for array in dfa[:4]),
+                      np.ascontiguousarray(dfa.finals, dtype=bool))
+
+
+_thompson = native_module(__package__ + "._thompson")
+if _thompson is not None:
+    _thompson.configure(NativeSpec(Chars, Text, Concat, Alt, Repeat, Call, LiteralSet, _set_template,
+                                   _literal_automaton, NFAFragment))
+# Whether the compiled construction runs (TOKENDFA_NATIVE=0 or no compiler: ThompsonNFA).
+NATIVE_THOMPSON = _thompson is not None
+
+
+def thompson_fragment(tree: Node, *, max_states: int = DEFAULT_MAX_NFA_STATES, base: int = 0,
+                      shared=None, calls: bool = False, min_branches: int = LITERAL_SET_MIN_BRANCHES,
+                      flat: bool = False, pattern: "str | Node | None" = None) -> "NFAFragment | None":
+    """``tree``'s Thompson fragment from the compiled construction, states
+    numbered from ``base`` (its start), or None when it is not built or
+    ``TOKENDFA_NATIVE=0``. The same NFA as :class:`ThompsonNFA` (the
+    reference) makes from an empty table, state for state and edge for edge.
+
+    ``shared`` holds the definitions a :class:`~.regex_tree.Call` names:
+    with ``calls``, any container of keys, and a defined key's call is a
+    call (the lazy automaton's; :attr:`NFAFragment.calls`); without, a
+    :class:`SharedDefinitions`, whose minimal DFA of the definition is
+    copied in. ``pattern`` is shown in messages (``tree`` by default).
+
+    Raises what :class:`ThompsonNFA` raises (:class:`BuildLimitError`, the
+    time limit), and RecursionError for a tree nested too deeply.
+    """
+    if _thompson is None:
+        return None
+    limit = ThompsonNFA(tree if pattern is None else pattern, max_states)
+    request = NativeRequest(base, max_states, limit._unchecked, min_branches, calls,
+                            shared, None if calls or shared is None else shared.template,
+                            flat, limits.check, limit._reserve)
+    return _thompson.build(tree, request)
+
+
 # --- the public entry point -------------------------------------------------
 
 def byte_tables_from_regex(pattern: "str | Node", *, max_nfa_states: int = DEFAULT_MAX_NFA_STATES,
@@ -518,9 +620,15 @@ def byte_tables_from_regex(pattern: "str | Node", *, max_nfa_states: int = DEFAU
         limits.check()
         shown = pattern if isinstance(pattern, str) else None
         nfa = ThompsonNFA(shown if shown is not None else node, max_nfa_states, shared)
-        start = nfa.new_state()
         try:
-            final = nfa.build(node, start)
+            fragment = thompson_fragment(node, max_states=max_nfa_states, shared=shared,
+                                         pattern=nfa.pattern)
+            if fragment is None:
+                start = nfa.new_state()
+                final = nfa.build(node, start)
+            else:
+                nfa.eps, nfa.edges = fragment.eps, fragment.edges
+                start, final = fragment.start, fragment.end
         except RecursionError:
             raise RegexError(f"regex {nfa.shown()[:200]!r} is nested too deeply to compile") from None
         # the pattern's text only for a message: written out from a tree, an enum of

@@ -1,0 +1,1110 @@
+/* The Thompson construction of tokendfa.analysis.regex_compiler, compiled.
+ *
+ * build(tree, request) walks a regex tree (tokendfa.analysis.regex_tree's
+ * nodes, read through their attributes) and returns the NFA fragment that
+ * ThompsonNFA.build would make, state for state and edge for edge: the
+ * Python class is the reference, the tests compare the two on the case
+ * table and on real schemas, and TOKENDFA_NATIVE=0 selects it.
+ *
+ * The construction is append-only: a fragment adds moves to its source and
+ * to the states it makes, never to an older state. So the moves are kept as
+ * three logs (epsilon moves, byte-range edges, calls), each move with its
+ * source state, and a state's moves are the log's entries from it, in log
+ * order, which is the order ThompsonNFA appends them to its lists. A
+ * repeat's copies replay the segment of the logs its first copy wrote,
+ * shifted (every entry of the segment is a move of the block's states). At
+ * the end the logs are sorted by source (stably) into the rows Python asks
+ * for.
+ *
+ * The interface with Python is named: configure(spec) once, with a
+ * NamedTuple of the node classes and the Python helpers it calls
+ * (regex_compiler.NativeSpec), and build(tree, request) with a NamedTuple
+ * of the build's options (regex_compiler.NativeRequest); the result is the
+ * spec's fragment class (regex_compiler.NativeFragment), made by keyword.
+ *
+ * Trees, templates and literal automata are checked as they are read
+ * (types, byte values, state numbers within their fragment, counts that fit):
+ * a malformed input raises, it never makes this code read or write out of
+ * bounds. Plain C API, no numpy headers (literal automata are read through
+ * the buffer protocol).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Local states are int32; past this many the build stops (the default bound
+ * on NFA states is 2,000,000). */
+#define HARD_CAP ((int64_t)1 << 30)
+/* Nesting deeper than Python's recursion limit, or this, raises
+ * RecursionError, as ThompsonNFA.build does (the caller turns it into a
+ * RegexError); the bound keeps the C stack small (a few hundred bytes a level). */
+#define MAX_DEPTH 4000
+/* An ASCII run longer than this is reserved (and the deadline checked) a
+ * chunk at a time, as ThompsonNFA._ascii_chain does. */
+#define CHAIN_CHUNK (1 << 15)
+/* limits.check() once every this many reservations: a call is ~0.15 us, and
+ * a 6,000-state fragment makes ~4,000 reservations. */
+#define CHECK_EVERY 64
+/* The rows are made this many at a time, the deadline checked between. */
+#define RESULT_CHUNK (1 << 14)
+
+/* --- configuration ------------------------------------------------------- */
+
+enum { K_CHARS, K_TEXT, K_CONCAT, K_ALT, K_REPEAT, K_CALL, K_LITERAL_SET, K_COUNT };
+static const char *const kind_fields[K_COUNT] = {
+    "chars", "text", "concat", "alt", "repeat", "call", "literal_set"};
+static PyObject *kinds[K_COUNT];
+static PyObject *set_template_fn, *literal_automaton_fn, *fragment_type;
+
+static PyObject *s_text, *s_ranges, *s_items, *s_body, *s_lo, *s_hi, *s_key;
+static PyObject *s_starts, *s_target, *s_finals;
+static PyObject *s_base, *s_max_states, *s_unchecked, *s_min_branches, *s_calls, *s_defined,
+    *s_template, *s_flat, *s_check, *s_reserve, *s_start, *s_end, *s_eps, *s_edges;
+
+/* --- the builder ------------------------------------------------------------ */
+
+typedef struct { int32_t from, to; } EpsMove;
+typedef struct { int32_t from, to; uint8_t lo, hi; } EdgeMove;
+typedef struct { int32_t from, ret; Py_ssize_t key; } CallMove;
+
+typedef struct {
+    int64_t n;            /* local states made */
+    int64_t base;         /* global number of local state 0 */
+    int64_t max_states, unchecked, next_memory;
+    Py_ssize_t min_branches;
+    int calls_mode, flat;
+    PyObject *defined, *template_fn, *check, *reserve_fn; /* borrowed from the request */
+    PyObject *keys;       /* list: the calls' keys */
+    EpsMove *eps; Py_ssize_t n_eps, cap_eps;
+    EdgeMove *edges; Py_ssize_t n_edges, cap_edges;
+    CallMove *calls; Py_ssize_t n_calls, cap_calls;
+    unsigned reserves;
+    int depth, max_depth;
+} Builder;
+
+static int grow(void **data, Py_ssize_t *cap, Py_ssize_t need, size_t item) {
+    if (need <= *cap) {
+        return 0;
+    }
+    Py_ssize_t cap2 = *cap ? *cap : 256;
+    while (cap2 < need) {
+        if (cap2 > PY_SSIZE_T_MAX / 2 / (Py_ssize_t)item) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        cap2 *= 2;
+    }
+    void *grown = PyMem_Realloc(*data, (size_t)cap2 * item);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *data = grown;
+    *cap = cap2;
+    return 0;
+}
+
+static inline int add_eps(Builder *b, int64_t from, int64_t to) {
+    if (b->n_eps == b->cap_eps && grow((void **)&b->eps, &b->cap_eps, b->n_eps + 1, sizeof(EpsMove)) < 0) {
+        return -1;
+    }
+    b->eps[b->n_eps++] = (EpsMove){(int32_t)from, (int32_t)to};
+    return 0;
+}
+
+static inline int add_edge(Builder *b, int64_t from, long lo, long hi, int64_t to) {
+    if (b->n_edges == b->cap_edges &&
+        grow((void **)&b->edges, &b->cap_edges, b->n_edges + 1, sizeof(EdgeMove)) < 0) {
+        return -1;
+    }
+    b->edges[b->n_edges++] = (EdgeMove){(int32_t)from, (int32_t)to, (uint8_t)lo, (uint8_t)hi};
+    return 0;
+}
+
+static int call_check(Builder *b) {
+    PyObject *r = PyObject_CallNoArgs(b->check);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
+/* What ThompsonNFA._reserve does before a fragment of ``count`` states: the
+ * deadline (every CHECK_EVERY calls here), the state bound and the memory
+ * budget (request.reserve(reached), which raises, past ``unchecked``). */
+static int reserve(Builder *b, int64_t count) {
+    if (count < 0 || count > HARD_CAP) {
+        count = HARD_CAP;
+    }
+    int64_t reached = b->base + b->n + count;
+    if ((++b->reserves % CHECK_EVERY) == 0 && call_check(b) < 0) {
+        return -1;
+    }
+    if (reached > b->unchecked && (reached > b->max_states || reached >= b->next_memory)) {
+        PyObject *r = PyObject_CallFunction(b->reserve_fn, "L", (long long)reached);
+        if (r == NULL) {
+            return -1;
+        }
+        Py_DECREF(r);
+        b->next_memory = reached + reached / 8 + 4096;
+    }
+    if (b->n + count >= HARD_CAP || reached > b->max_states) {
+        PyErr_Format(PyExc_MemoryError, "an NFA of more than %lld states", (long long)reached);
+        return -1;
+    }
+    return 0;
+}
+
+static inline int64_t new_state(Builder *b) {
+    if (b->n + 1 >= HARD_CAP) {
+        PyErr_SetString(PyExc_MemoryError, "an NFA of more than 2**30 states");
+        return -1;
+    }
+    return b->n++;
+}
+
+static int64_t build(Builder *b, PyObject *node, int64_t source);
+
+/* --- reading Python values, checked ---------------------------------------- */
+
+static int read_long(PyObject *value, long lo, long hi, long *out, const char *what) {
+    if (!PyLong_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "%s: not an int", what);
+        return -1;
+    }
+    int overflow = 0;
+    long v = PyLong_AsLongAndOverflow(value, &overflow);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (overflow || v < lo || v > hi) {
+        PyErr_Format(PyExc_ValueError, "%s out of range", what);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* a (lo, hi, target) triple: bytes, and 0 <= target < limit */
+static int read_triple(PyObject *triple, long limit, long *lo, long *hi, long *target) {
+    if (!PyTuple_Check(triple) || PyTuple_GET_SIZE(triple) != 3) {
+        PyErr_SetString(PyExc_TypeError, "an edge is a (lo, hi, target) tuple");
+        return -1;
+    }
+    if (read_long(PyTuple_GET_ITEM(triple, 0), 0, 255, lo, "an edge's low byte") < 0 ||
+        read_long(PyTuple_GET_ITEM(triple, 1), *lo, 255, hi, "an edge's high byte") < 0 ||
+        read_long(PyTuple_GET_ITEM(triple, 2), 0, limit - 1, target, "an edge's target") < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* --- fragments ------------------------------------------------------------- */
+
+/* ThompsonNFA._ascii_chain: one state a byte after ``source``. */
+static int64_t ascii_chain(Builder *b, const uint8_t *codes, Py_ssize_t count, int64_t source) {
+    while (count > CHAIN_CHUNK) {
+        source = ascii_chain(b, codes, CHAIN_CHUNK, source);
+        if (source < 0) {
+            return -1;
+        }
+        codes += CHAIN_CHUNK;
+        count -= CHAIN_CHUNK;
+    }
+    if (count <= 0) {
+        PyErr_SetString(PyExc_ValueError, "an empty literal in a regex tree");
+        return -1;
+    }
+    if (count == CHAIN_CHUNK && call_check(b) < 0) {
+        return -1;
+    }
+    if (reserve(b, count) < 0) {
+        return -1;
+    }
+    int64_t first = b->n;
+    if (add_edge(b, source, codes[0], codes[0], first) < 0) {
+        return -1;
+    }
+    b->n += count;
+    for (Py_ssize_t i = 1; i < count; i++) {
+        if (add_edge(b, first + i - 1, codes[i], codes[i], first + i) < 0) {
+            return -1;
+        }
+    }
+    return first + count - 1;
+}
+
+/* ThompsonNFA._character_set: a set's template (regex_compiler._set_template,
+ * ``(num_nodes, edges)``) stamped after ``source``. */
+static int64_t stamp_set(Builder *b, PyObject *template, int64_t source) {
+    if (!PyTuple_Check(template) || PyTuple_GET_SIZE(template) != 2) {
+        PyErr_SetString(PyExc_TypeError, "a set template is (num_nodes, edges)");
+        return -1;
+    }
+    long nodes;
+    if (read_long(PyTuple_GET_ITEM(template, 0), 2, 1L << 24, &nodes, "a set template's size") < 0) {
+        return -1;
+    }
+    PyObject *rows = PyTuple_GET_ITEM(template, 1);
+    if (!PyTuple_Check(rows) || PyTuple_GET_SIZE(rows) != nodes) {
+        PyErr_SetString(PyExc_TypeError, "a set template has one row of edges a node");
+        return -1;
+    }
+    if (reserve(b, nodes - 1) < 0) {
+        return -1;
+    }
+    int64_t base = b->n - 1; /* local node i >= 1 is state base + i */
+    b->n += nodes - 1;
+    long lo, hi, t;
+    for (long node = 2; node < nodes; node++) {
+        PyObject *row = PyTuple_GET_ITEM(rows, node);
+        if (!PyTuple_Check(row)) {
+            PyErr_SetString(PyExc_TypeError, "a set template's row is a tuple");
+            return -1;
+        }
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(row); k++) {
+            if (read_triple(PyTuple_GET_ITEM(row, k), nodes, &lo, &hi, &t) < 0) {
+                return -1;
+            }
+            if (t < 1) {
+                PyErr_SetString(PyExc_ValueError, "a set template's edge goes back to its source");
+                return -1;
+            }
+            if (add_edge(b, base + node, lo, hi, base + t) < 0) {
+                return -1;
+            }
+        }
+    }
+    PyObject *row = PyTuple_GET_ITEM(rows, 0);
+    if (!PyTuple_Check(row)) {
+        PyErr_SetString(PyExc_TypeError, "a set template's row is a tuple");
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(row); k++) {
+        if (read_triple(PyTuple_GET_ITEM(row, k), nodes, &lo, &hi, &t) < 0) {
+            return -1;
+        }
+        if (t < 1) {
+            PyErr_SetString(PyExc_ValueError, "a set template's edge goes back to its source");
+            return -1;
+        }
+        if (add_edge(b, source, lo, hi, base + t) < 0) {
+            return -1;
+        }
+    }
+    return base + 1;
+}
+
+static int64_t character_set(Builder *b, PyObject *ranges, int64_t source) {
+    PyObject *template = PyObject_CallOneArg(set_template_fn, ranges);
+    if (template == NULL) {
+        return -1;
+    }
+    int64_t end = stamp_set(b, template, source);
+    Py_DECREF(template);
+    return end;
+}
+
+/* ThompsonNFA._text: runs of ASCII as chains, other characters as sets. */
+static int64_t text(Builder *b, PyObject *value, int64_t source) {
+    if (!PyUnicode_Check(value) || PyUnicode_READY(value) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "a Text node's text is a str");
+        }
+        return -1;
+    }
+    Py_ssize_t length = PyUnicode_GET_LENGTH(value);
+    if (PyUnicode_IS_ASCII(value)) {
+        return ascii_chain(b, (const uint8_t *)PyUnicode_DATA(value), length, source);
+    }
+    int kind = PyUnicode_KIND(value);
+    const void *data = PyUnicode_DATA(value);
+    uint8_t *run = PyMem_Malloc(length > 0 ? (size_t)length : 1);
+    if (run == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t in_run = 0;
+    for (Py_ssize_t i = 0; i < length && source >= 0; i++) {
+        Py_UCS4 code = PyUnicode_READ(kind, data, i);
+        if (code < 0x80) {
+            run[in_run++] = (uint8_t)code;
+            continue;
+        }
+        if (in_run) {
+            source = ascii_chain(b, run, in_run, source);
+            in_run = 0;
+            if (source < 0) {
+                break;
+            }
+        }
+        PyObject *ranges = Py_BuildValue("((kk))", (unsigned long)code, (unsigned long)code);
+        if (ranges == NULL) {
+            source = -1;
+            break;
+        }
+        source = character_set(b, ranges, source);
+        Py_DECREF(ranges);
+    }
+    if (source >= 0 && in_run) {
+        source = ascii_chain(b, run, in_run, source);
+    }
+    PyMem_Free(run);
+    return source;
+}
+
+/* A buffer of ``count`` items of ``itemsize`` bytes, contiguous. */
+static int get_array(PyObject *owner, PyObject *name, Py_buffer *view, Py_ssize_t itemsize, PyObject **held) {
+    *held = PyObject_GetAttr(owner, name);
+    if (*held == NULL) {
+        return -1;
+    }
+    if (PyObject_GetBuffer(*held, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        Py_CLEAR(*held);
+        return -1;
+    }
+    if (view->itemsize != itemsize || view->ndim != 1) {
+        PyBuffer_Release(view);
+        Py_CLEAR(*held);
+        PyErr_SetString(PyExc_TypeError, "a literal automaton's arrays are one-dimensional, int64 and bool");
+        return -1;
+    }
+    return 0;
+}
+
+/* stamp_literal_dfa (tokendfa.analysis.literal_sets) after ``source``: a
+ * LiteralDFA whose arrays are contiguous int64 (bool for finals). */
+static int64_t stamp_literal(Builder *b, PyObject *dfa, int64_t source) {
+    PyObject *names[5] = {s_starts, s_lo, s_hi, s_target, s_finals};
+    Py_ssize_t sizes[5] = {8, 8, 8, 8, 1};
+    Py_buffer views[5];
+    PyObject *held[5] = {NULL, NULL, NULL, NULL, NULL};
+    int got = 0;
+    int64_t end = -1;
+    for (; got < 5; got++) {
+        if (get_array(dfa, names[got], &views[got], sizes[got], &held[got]) < 0) {
+            goto done;
+        }
+    }
+    const int64_t *starts = views[0].buf, *lo = views[1].buf, *hi = views[2].buf, *target = views[3].buf;
+    const uint8_t *finals = views[4].buf;
+    Py_ssize_t n = views[4].shape[0], m = views[1].shape[0];
+    if (views[0].shape[0] != n + 1 || views[2].shape[0] != m || views[3].shape[0] != m || starts[0] != 0 ||
+        starts[n] > m) {
+        PyErr_SetString(PyExc_ValueError, "a literal automaton's arrays disagree");
+        goto done;
+    }
+    for (Py_ssize_t q = 0; q < n; q++) {
+        if (starts[q + 1] < starts[q]) {
+            PyErr_SetString(PyExc_ValueError, "a literal automaton's edge index decreases");
+            goto done;
+        }
+    }
+    for (Py_ssize_t k = 0; k < starts[n]; k++) {
+        if (lo[k] < 0 || hi[k] > 255 || lo[k] > hi[k] || target[k] < 1 || target[k] >= n) {
+            PyErr_SetString(PyExc_ValueError, "a literal automaton's edge is out of range");
+            goto done;
+        }
+    }
+    if (reserve(b, n) < 0) {
+        goto done;
+    }
+    int64_t base = b->n - 1; /* DFA state q > 0 is base + q */
+    if (n == 0) {
+        end = new_state(b);
+        goto done;
+    }
+    for (int64_t k = starts[0]; k < starts[1]; k++) {
+        if (add_edge(b, source, (long)lo[k], (long)hi[k], base + target[k]) < 0) {
+            goto done;
+        }
+    }
+    if (n == 1) {
+        end = source; /* the set of the empty string */
+        goto done;
+    }
+    b->n += n - 1;
+    for (Py_ssize_t q = 1; q < n - 1; q++) { /* the last state's edges are dropped */
+        for (int64_t k = starts[q]; k < starts[q + 1]; k++) {
+            if (add_edge(b, base + q, (long)lo[k], (long)hi[k], base + target[k]) < 0) {
+                goto done;
+            }
+        }
+    }
+    int64_t last = base + n - 1;
+    for (Py_ssize_t q = 0; q < n - 1; q++) {
+        if (finals[q] && add_eps(b, q ? base + q : source, last) < 0) {
+            goto done;
+        }
+    }
+    end = last;
+done:
+    for (int i = 0; i < got; i++) {
+        PyBuffer_Release(&views[i]);
+        Py_DECREF(held[i]);
+    }
+    return end;
+}
+
+/* ThompsonNFA.place_definition: a copy of a definition's minimal DFA,
+ * ``(edges, finals)`` over local states (0 initial), after ``source``. */
+static int64_t place_definition(Builder *b, PyObject *template, int64_t source) {
+    if (!PyTuple_Check(template) || PyTuple_GET_SIZE(template) != 2 ||
+        !PyTuple_Check(PyTuple_GET_ITEM(template, 0)) || !PyTuple_Check(PyTuple_GET_ITEM(template, 1))) {
+        PyErr_SetString(PyExc_TypeError, "a definition's template is (edges, finals), two tuples");
+        return -1;
+    }
+    PyObject *rows = PyTuple_GET_ITEM(template, 0), *finals = PyTuple_GET_ITEM(template, 1);
+    Py_ssize_t size = PyTuple_GET_SIZE(rows);
+    if (PyTuple_GET_SIZE(finals) == 0) {
+        return new_state(b);
+    }
+    if (size < 1 || size >= HARD_CAP) {
+        PyErr_SetString(PyExc_ValueError, "a definition's template has finals but no states");
+        return -1;
+    }
+    if (reserve(b, size + 1) < 0) {
+        return -1;
+    }
+    int64_t base = b->n;
+    b->n += size;
+    long lo, hi, t, s;
+    for (Py_ssize_t q = 0; q < size; q++) {
+        PyObject *row = PyTuple_GET_ITEM(rows, q);
+        if (!PyTuple_Check(row)) {
+            PyErr_SetString(PyExc_TypeError, "a definition template's row is a tuple");
+            return -1;
+        }
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(row); k++) {
+            if (read_triple(PyTuple_GET_ITEM(row, k), (long)size, &lo, &hi, &t) < 0 ||
+                add_edge(b, base + q, lo, hi, base + t) < 0) {
+                return -1;
+            }
+        }
+    }
+    int64_t end = new_state(b);
+    if (end < 0) {
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(finals); k++) {
+        if (read_long(PyTuple_GET_ITEM(finals, k), 0, (long)size - 1, &s, "a definition's final state") < 0 ||
+            add_eps(b, base + s, end) < 0) {
+            return -1;
+        }
+    }
+    if (add_eps(b, source, base) < 0) {
+        return -1;
+    }
+    return end;
+}
+
+/* ThompsonNFA.copy_block: the block of states first .. first + size - 1,
+ * whose moves are the log entries from the marks to the ends given, copied
+ * after the last state. */
+static int copy_block(Builder *b, int64_t first, int64_t size, Py_ssize_t eps_from, Py_ssize_t eps_to,
+                      Py_ssize_t edges_from, Py_ssize_t edges_to, Py_ssize_t calls_from, Py_ssize_t calls_to) {
+    if (call_check(b) < 0) {
+        return -1;
+    }
+    int32_t offset = (int32_t)(b->n - first);
+    if (grow((void **)&b->eps, &b->cap_eps, b->n_eps + (eps_to - eps_from), sizeof(EpsMove)) < 0 ||
+        grow((void **)&b->edges, &b->cap_edges, b->n_edges + (edges_to - edges_from), sizeof(EdgeMove)) < 0 ||
+        grow((void **)&b->calls, &b->cap_calls, b->n_calls + (calls_to - calls_from), sizeof(CallMove)) < 0) {
+        return -1;
+    }
+    for (Py_ssize_t i = eps_from; i < eps_to; i++) {
+        EpsMove e = b->eps[i];
+        b->eps[b->n_eps++] = (EpsMove){e.from + offset, e.to + offset};
+    }
+    for (Py_ssize_t i = edges_from; i < edges_to; i++) {
+        EdgeMove e = b->edges[i];
+        b->edges[b->n_edges++] = (EdgeMove){e.from + offset, e.to + offset, e.lo, e.hi};
+    }
+    for (Py_ssize_t i = calls_from; i < calls_to; i++) {
+        CallMove c = b->calls[i];
+        b->calls[b->n_calls++] = (CallMove){c.from + offset, c.ret + offset, c.key};
+    }
+    b->n += size;
+    return 0;
+}
+
+static int64_t saturated(PyObject *value, int *is_none, const char *what) {
+    if (value == Py_None) {
+        *is_none = 1;
+        return 0;
+    }
+    *is_none = 0;
+    if (!PyLong_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "%s: not an int", what);
+        return -1;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (overflow < 0 || (!overflow && v < 0)) {
+        PyErr_Format(PyExc_ValueError, "%s is negative", what);
+        return -1;
+    }
+    if (overflow > 0 || v > HARD_CAP) {
+        return HARD_CAP; /* more copies than any NFA may hold: reserve() refuses them */
+    }
+    return (int64_t)v;
+}
+
+/* ThompsonNFA._repeat: ``body{low,high}`` expanded into copies. */
+static int64_t repeat(Builder *b, PyObject *node, int64_t source) {
+    PyObject *body = PyObject_GetAttr(node, s_body);
+    PyObject *lo_obj = body ? PyObject_GetAttr(node, s_lo) : NULL;
+    PyObject *hi_obj = lo_obj ? PyObject_GetAttr(node, s_hi) : NULL;
+    int64_t end = -1;
+    int no_low, unbounded;
+    if (hi_obj == NULL) {
+        goto done;
+    }
+    int64_t low = saturated(lo_obj, &no_low, "a repeat's low count");
+    if (low < 0 || (no_low && (PyErr_SetString(PyExc_TypeError, "a repeat's low count is None"), 1))) {
+        goto done;
+    }
+    int64_t high = saturated(hi_obj, &unbounded, "a repeat's high count");
+    if (high < 0) {
+        goto done;
+    }
+    if (!unbounded && high == 0) {
+        end = source;
+        goto done;
+    }
+    int64_t entry = new_state(b);
+    if (entry < 0) {
+        goto done;
+    }
+    Py_ssize_t eps_mark = b->n_eps, edges_mark = b->n_edges, calls_mark = b->n_calls;
+    int64_t exit_ = build(b, body, entry);
+    if (exit_ < 0) {
+        goto done;
+    }
+    int64_t size = b->n - entry;
+    Py_ssize_t eps_end = b->n_eps, edges_end = b->n_edges, calls_end = b->n_calls;
+    int64_t copies = unbounded ? low : high;
+    if (copies < 1) {
+        copies = 1;
+    }
+    /* size >= 1 and copies <= HARD_CAP: the product fits, or reserve() refuses it */
+    if (reserve(b, copies - 1 > HARD_CAP / size ? HARD_CAP : size * (copies - 1)) < 0) {
+        goto done;
+    }
+    for (int64_t k = 1; k < copies; k++) {
+        if (copy_block(b, entry, size, eps_mark, eps_end, edges_mark, edges_end, calls_mark, calls_end) < 0) {
+            goto done;
+        }
+    }
+    /* block k: entry + k * size .. exit_ + k * size */
+    int64_t current = source;
+    if (unbounded) {
+        for (int64_t k = 0; k < copies - 1; k++) {
+            if (add_eps(b, current, entry + k * size) < 0) {
+                goto done;
+            }
+            current = exit_ + k * size;
+        }
+        int64_t loop_entry = entry + (copies - 1) * size, loop_exit = exit_ + (copies - 1) * size;
+        int64_t last = new_state(b);
+        if (last < 0 || add_eps(b, current, loop_entry) < 0 || add_eps(b, loop_exit, loop_entry) < 0 ||
+            add_eps(b, loop_exit, last) < 0 || (low == 0 && add_eps(b, loop_entry, last) < 0)) {
+            goto done;
+        }
+        end = last;
+        goto done;
+    }
+    int64_t last = -1;
+    if (low < high && (last = new_state(b)) < 0) {
+        goto done;
+    }
+    for (int64_t k = 0; k < copies; k++) {
+        if (k >= low && add_eps(b, current, last) < 0) {
+            goto done;
+        }
+        if (add_eps(b, current, entry + k * size) < 0) {
+            goto done;
+        }
+        current = exit_ + k * size;
+    }
+    if (last < 0) {
+        end = current;
+        goto done;
+    }
+    if (add_eps(b, current, last) < 0) {
+        goto done;
+    }
+    end = last;
+done:
+    Py_XDECREF(body);
+    Py_XDECREF(lo_obj);
+    Py_XDECREF(hi_obj);
+    return end;
+}
+
+/* ThompsonNFA.build for a call: a call (lazy construction) or a copy of the
+ * definition's DFA (eager), a fresh dead end for a key nobody defined. */
+static int64_t call(Builder *b, PyObject *node, int64_t source) {
+    PyObject *key = PyObject_GetAttr(node, s_key);
+    if (key == NULL) {
+        return -1;
+    }
+    int64_t end = -1;
+    int defined = 0;
+    if (b->defined != Py_None && (defined = PySequence_Contains(b->defined, key)) < 0) {
+        goto done;
+    }
+    if (!defined) {
+        end = new_state(b);
+    } else if (b->calls_mode) {
+        int64_t ret = new_state(b);
+        if (ret < 0 || grow((void **)&b->calls, &b->cap_calls, b->n_calls + 1, sizeof(CallMove)) < 0 ||
+            PyList_Append(b->keys, key) < 0) {
+            goto done;
+        }
+        b->calls[b->n_calls++] = (CallMove){(int32_t)source, (int32_t)ret, PyList_GET_SIZE(b->keys) - 1};
+        end = ret;
+    } else {
+        PyObject *template = PyObject_CallOneArg(b->template_fn, key);
+        if (template != NULL) {
+            end = place_definition(b, template, source);
+            Py_DECREF(template);
+        }
+    }
+done:
+    Py_DECREF(key);
+    return end;
+}
+
+static int64_t literal(Builder *b, PyObject *node, int64_t source, int *none) {
+    PyObject *dfa = PyObject_CallOneArg(literal_automaton_fn, node);
+    if (dfa == NULL) {
+        return -1;
+    }
+    *none = dfa == Py_None;
+    int64_t end = *none ? 0 : stamp_literal(b, dfa, source);
+    Py_DECREF(dfa);
+    return end;
+}
+
+static int64_t build_node(Builder *b, PyObject *node, int64_t source) {
+    PyObject *cls = (PyObject *)Py_TYPE(node);
+    if (cls == kinds[K_TEXT]) {
+        PyObject *value = PyObject_GetAttr(node, s_text);
+        if (value == NULL) {
+            return -1;
+        }
+        int64_t end = text(b, value, source);
+        Py_DECREF(value);
+        return end;
+    }
+    if (cls == kinds[K_CHARS]) {
+        PyObject *ranges = PyObject_GetAttr(node, s_ranges);
+        if (ranges == NULL) {
+            return -1;
+        }
+        int64_t end = character_set(b, ranges, source);
+        Py_DECREF(ranges);
+        return end;
+    }
+    if (cls == kinds[K_CONCAT] || cls == kinds[K_ALT]) {
+        PyObject *items = PyObject_GetAttr(node, s_items);
+        if (items == NULL) {
+            return -1;
+        }
+        int64_t end = -1;
+        if (!PyTuple_Check(items)) {
+            PyErr_SetString(PyExc_TypeError, "a node's items are a tuple");
+            goto items_done;
+        }
+        Py_ssize_t count = PyTuple_GET_SIZE(items);
+        if (cls == kinds[K_CONCAT]) {
+            end = source;
+            for (Py_ssize_t i = 0; i < count && end >= 0; i++) {
+                end = build(b, PyTuple_GET_ITEM(items, i), end);
+            }
+            goto items_done;
+        }
+        if (count >= b->min_branches) {
+            int none = 0;
+            end = literal(b, node, source, &none);
+            if (!none) {
+                goto items_done;
+            }
+        }
+        int64_t last = new_state(b);
+        if (last < 0) {
+            end = -1;
+            goto items_done;
+        }
+        end = last;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            int64_t branch = build(b, PyTuple_GET_ITEM(items, i), source);
+            if (branch < 0 || add_eps(b, branch, last) < 0) {
+                end = -1;
+                break;
+            }
+        }
+    items_done:
+        Py_DECREF(items);
+        return end;
+    }
+    if (cls == kinds[K_REPEAT]) {
+        return repeat(b, node, source);
+    }
+    if (cls == kinds[K_LITERAL_SET]) {
+        int none = 0;
+        int64_t end = literal(b, node, source, &none);
+        if (none && end >= 0) {
+            PyErr_SetString(PyExc_TypeError, "a LiteralSet without an automaton");
+            return -1;
+        }
+        return end;
+    }
+    if (cls == kinds[K_CALL]) {
+        return call(b, node, source);
+    }
+    PyErr_Format(PyExc_TypeError, "not a regex tree node: %R", node);
+    return -1;
+}
+
+static int64_t build(Builder *b, PyObject *node, int64_t source) {
+    if (++b->depth > b->max_depth) {
+        b->depth--;
+        PyErr_SetString(PyExc_RecursionError, "a regex tree nested too deeply");
+        return -1;
+    }
+    int64_t end = build_node(b, node, source);
+    b->depth--;
+    return end;
+}
+
+/* --- the result ---------------------------------------------------------------- */
+
+static PyObject *state_number(Builder *b, int64_t local) {
+    return PyLong_FromLongLong(b->base + local);
+}
+
+/* The rows, as ThompsonNFA's lists hold them: eps[q] a tuple of targets,
+ * edges[q] a tuple of (lo, hi, target) or, ``flat``, one flat tuple; calls
+ * a list of (state, ((key, return), ...)) by state. */
+static PyObject *result(Builder *b, int64_t start, int64_t end) {
+    int64_t n = b->n;
+    PyObject *eps = NULL, *edges = NULL, *calls = NULL, *out = NULL, *kwargs = NULL;
+    Py_ssize_t *eps_at = PyMem_Calloc((size_t)n + 1, sizeof(Py_ssize_t));
+    Py_ssize_t *edges_at = PyMem_Calloc((size_t)n + 1, sizeof(Py_ssize_t));
+    Py_ssize_t *calls_at = PyMem_Calloc((size_t)n + 1, sizeof(Py_ssize_t));
+    int32_t *eps_sorted = PyMem_Malloc(sizeof(int32_t) * (size_t)(b->n_eps + 1));
+    Py_ssize_t *edges_sorted = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(b->n_edges + 1));
+    Py_ssize_t *calls_sorted = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(b->n_calls + 1));
+    if (!eps_at || !edges_at || !calls_at || !eps_sorted || !edges_sorted || !calls_sorted) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* every move within the fragment (a broken invariant would show here) */
+    for (Py_ssize_t i = 0; i < b->n_eps; i++) {
+        if (b->eps[i].from < 0 || b->eps[i].from >= n || b->eps[i].to < 0 || b->eps[i].to >= n) {
+            PyErr_SetString(PyExc_SystemError, "an epsilon move outside the fragment");
+            goto done;
+        }
+        eps_at[b->eps[i].from + 1]++;
+    }
+    for (Py_ssize_t i = 0; i < b->n_edges; i++) {
+        if (b->edges[i].from < 0 || b->edges[i].from >= n || b->edges[i].to < 0 || b->edges[i].to >= n) {
+            PyErr_SetString(PyExc_SystemError, "an edge outside the fragment");
+            goto done;
+        }
+        edges_at[b->edges[i].from + 1]++;
+    }
+    for (Py_ssize_t i = 0; i < b->n_calls; i++) {
+        if (b->calls[i].from < 0 || b->calls[i].from >= n || b->calls[i].ret < 0 || b->calls[i].ret >= n ||
+            b->calls[i].key < 0 || b->calls[i].key >= PyList_GET_SIZE(b->keys)) {
+            PyErr_SetString(PyExc_SystemError, "a call outside the fragment");
+            goto done;
+        }
+        calls_at[b->calls[i].from + 1]++;
+    }
+    for (int64_t q = 0; q < n; q++) {
+        eps_at[q + 1] += eps_at[q];
+        edges_at[q + 1] += edges_at[q];
+        calls_at[q + 1] += calls_at[q];
+    }
+    /* stable counting sorts (the at arrays advance, then step back) */
+    for (Py_ssize_t i = 0; i < b->n_eps; i++) {
+        eps_sorted[eps_at[b->eps[i].from]++] = b->eps[i].to;
+    }
+    for (Py_ssize_t i = 0; i < b->n_edges; i++) {
+        edges_sorted[edges_at[b->edges[i].from]++] = i;
+    }
+    for (Py_ssize_t i = 0; i < b->n_calls; i++) {
+        calls_sorted[calls_at[b->calls[i].from]++] = i;
+    }
+    for (int64_t q = n; q > 0; q--) {
+        eps_at[q] = eps_at[q - 1];
+        edges_at[q] = edges_at[q - 1];
+        calls_at[q] = calls_at[q - 1];
+    }
+    eps_at[0] = edges_at[0] = calls_at[0] = 0;
+
+    eps = PyList_New((Py_ssize_t)n);
+    edges = PyList_New((Py_ssize_t)n);
+    calls = PyList_New(0);
+    if (!eps || !edges || !calls) {
+        goto done;
+    }
+    for (int64_t q = 0; q < n; q++) {
+        /* 150,000 rows are ~20 ms: the deadline is checked between chunks */
+        if ((q & (RESULT_CHUNK - 1)) == RESULT_CHUNK - 1 && call_check(b) < 0) {
+            goto done;
+        }
+        Py_ssize_t a = eps_at[q], z = eps_at[q + 1];
+        PyObject *row = PyTuple_New(z - a);
+        if (row == NULL) {
+            goto done;
+        }
+        PyList_SET_ITEM(eps, q, row);
+        for (Py_ssize_t i = a; i < z; i++) {
+            PyObject *t = state_number(b, eps_sorted[i]);
+            if (t == NULL) {
+                goto done;
+            }
+            PyTuple_SET_ITEM(row, i - a, t);
+        }
+        if (z > a && PyObject_GC_IsTracked(row)) {
+            PyObject_GC_UnTrack(row);  /* ints only: never in a cycle */
+        }
+        a = edges_at[q];
+        z = edges_at[q + 1];
+        row = PyTuple_New(b->flat ? 3 * (z - a) : z - a);
+        if (row == NULL) {
+            goto done;
+        }
+        PyList_SET_ITEM(edges, q, row);
+        for (Py_ssize_t i = a; i < z; i++) {
+            EdgeMove e = b->edges[edges_sorted[i]];
+            PyObject *lo = PyLong_FromLong(e.lo), *hi = PyLong_FromLong(e.hi), *t = state_number(b, e.to);
+            if (!lo || !hi || !t) {
+                Py_XDECREF(lo);
+                Py_XDECREF(hi);
+                Py_XDECREF(t);
+                goto done;
+            }
+            if (b->flat) {
+                PyTuple_SET_ITEM(row, 3 * (i - a), lo);
+                PyTuple_SET_ITEM(row, 3 * (i - a) + 1, hi);
+                PyTuple_SET_ITEM(row, 3 * (i - a) + 2, t);
+            } else {
+                PyObject *triple = PyTuple_New(3);
+                if (triple == NULL) {
+                    Py_DECREF(lo);
+                    Py_DECREF(hi);
+                    Py_DECREF(t);
+                    goto done;
+                }
+                PyTuple_SET_ITEM(triple, 0, lo);
+                PyTuple_SET_ITEM(triple, 1, hi);
+                PyTuple_SET_ITEM(triple, 2, t);
+                PyObject_GC_UnTrack(triple);
+                PyTuple_SET_ITEM(row, i - a, triple);
+            }
+        }
+        if (z > a && PyObject_GC_IsTracked(row)) {
+            PyObject_GC_UnTrack(row);
+        }
+        a = calls_at[q];
+        z = calls_at[q + 1];
+        if (z > a) {
+            PyObject *items = PyTuple_New(z - a);
+            if (items == NULL) {
+                goto done;
+            }
+            for (Py_ssize_t i = a; i < z; i++) {
+                CallMove c = b->calls[calls_sorted[i]];
+                PyObject *pair = Py_BuildValue("(ON)", PyList_GET_ITEM(b->keys, c.key), state_number(b, c.ret));
+                if (pair == NULL) {
+                    Py_DECREF(items);
+                    goto done;
+                }
+                PyTuple_SET_ITEM(items, i - a, pair);
+            }
+            PyObject *entry = Py_BuildValue("(NN)", state_number(b, q), items);
+            if (entry == NULL || PyList_Append(calls, entry) < 0) {
+                Py_XDECREF(entry);
+                goto done;
+            }
+            Py_DECREF(entry);
+        }
+    }
+    kwargs = Py_BuildValue("{sNsNsOsOsO}", "start", state_number(b, start), "end", state_number(b, end),
+                           "eps", eps, "edges", edges, "calls", calls);
+    if (kwargs == NULL) {
+        goto done;
+    }
+    PyObject *no_args = PyTuple_New(0);
+    if (no_args != NULL) {
+        out = PyObject_Call(fragment_type, no_args, kwargs);
+        Py_DECREF(no_args);
+    }
+done:
+    PyMem_Free(eps_at);
+    PyMem_Free(edges_at);
+    PyMem_Free(calls_at);
+    PyMem_Free(eps_sorted);
+    PyMem_Free(edges_sorted);
+    PyMem_Free(calls_sorted);
+    Py_XDECREF(eps);
+    Py_XDECREF(edges);
+    Py_XDECREF(calls);
+    Py_XDECREF(kwargs);
+    return out;
+}
+
+/* --- the module's functions -------------------------------------------------------- */
+
+static int request_long(PyObject *request, PyObject *name, int64_t *out) {
+    PyObject *value = PyObject_GetAttr(request, name);
+    if (value == NULL) {
+        return -1;
+    }
+    long long v = PyLong_Check(value) ? PyLong_AsLongLong(value) : -1;
+    Py_DECREF(value);
+    if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        v = -1;
+    }
+    if (v < 0) {
+        PyErr_Format(PyExc_ValueError, "request.%U must be an int >= 0 that fits 64 bits", name);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static PyObject *py_build(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "build(tree, request)");
+        return NULL;
+    }
+    if (fragment_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_thompson.configure() was not called");
+        return NULL;
+    }
+    PyObject *tree = args[0], *request = args[1];
+    Builder b;
+    memset(&b, 0, sizeof b);
+    PyObject *result_ = NULL;
+    PyObject *held[4] = {NULL, NULL, NULL, NULL};
+    int64_t min_branches, calls_mode, flat;
+    if (request_long(request, s_base, &b.base) < 0 || request_long(request, s_max_states, &b.max_states) < 0 ||
+        request_long(request, s_unchecked, &b.unchecked) < 0 ||
+        request_long(request, s_min_branches, &min_branches) < 0 ||
+        request_long(request, s_calls, &calls_mode) < 0 || request_long(request, s_flat, &flat) < 0) {
+        return NULL;
+    }
+    if (b.base >= HARD_CAP) {
+        PyErr_SetString(PyExc_MemoryError, "an NFA of more than 2**30 states");
+        return NULL;
+    }
+    b.min_branches = min_branches > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : (Py_ssize_t)min_branches;
+    b.calls_mode = calls_mode != 0;
+    b.flat = flat != 0;
+    b.next_memory = 0;
+    b.max_depth = Py_GetRecursionLimit() < MAX_DEPTH ? Py_GetRecursionLimit() : MAX_DEPTH;
+    held[0] = b.defined = PyObject_GetAttr(request, s_defined);
+    held[1] = b.template_fn = held[0] ? PyObject_GetAttr(request, s_template) : NULL;
+    held[2] = b.check = held[1] ? PyObject_GetAttr(request, s_check) : NULL;
+    held[3] = b.reserve_fn = held[2] ? PyObject_GetAttr(request, s_reserve) : NULL;
+    if (held[3] == NULL) {
+        goto done;
+    }
+    if (!PyCallable_Check(b.check) || !PyCallable_Check(b.reserve_fn) ||
+        (!b.calls_mode && b.defined != Py_None && !PyCallable_Check(b.template_fn))) {
+        PyErr_SetString(PyExc_TypeError, "request.check, request.reserve (and request.template for copies) "
+                                         "must be callable");
+        goto done;
+    }
+    b.keys = PyList_New(0);
+    if (b.keys == NULL) {
+        goto done;
+    }
+    int64_t start = new_state(&b);
+    int64_t end = start < 0 ? -1 : build(&b, tree, start);
+    if (end >= 0) {
+        result_ = result(&b, start, end);
+    }
+done:
+    for (int i = 0; i < 4; i++) {
+        Py_XDECREF(held[i]);
+    }
+    Py_XDECREF(b.keys);
+    PyMem_Free(b.eps);
+    PyMem_Free(b.edges);
+    PyMem_Free(b.calls);
+    return result_;
+}
+
+static PyObject *py_configure(PyObject *module, PyObject *spec) {
+    PyObject *found[K_COUNT + 3] = {NULL};
+    const char *names[K_COUNT + 3];
+    for (int i = 0; i < K_COUNT; i++) {
+        names[i] = kind_fields[i];
+    }
+    names[K_COUNT] = "set_template";
+    names[K_COUNT + 1] = "literal_automaton";
+    names[K_COUNT + 2] = "fragment";
+    for (int i = 0; i < K_COUNT + 3; i++) {
+        found[i] = PyObject_GetAttrString(spec, names[i]);
+        if (found[i] == NULL || (i < K_COUNT && !PyType_Check(found[i])) || !PyCallable_Check(found[i])) {
+            if (found[i] != NULL) {
+                PyErr_Format(PyExc_TypeError, "spec.%s must be a class or a function", names[i]);
+            }
+            for (int j = 0; j <= i; j++) {
+                Py_XDECREF(found[j]);
+            }
+            return NULL;
+        }
+    }
+    for (int i = 0; i < K_COUNT; i++) {
+        Py_XSETREF(kinds[i], found[i]);
+    }
+    Py_XSETREF(set_template_fn, found[K_COUNT]);
+    Py_XSETREF(literal_automaton_fn, found[K_COUNT + 1]);
+    Py_XSETREF(fragment_type, found[K_COUNT + 2]);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"configure", (PyCFunction)py_configure, METH_O,
+     "configure(spec): the node classes and Python helpers (regex_compiler.NativeSpec)."},
+    {"build", (PyCFunction)(void (*)(void))py_build, METH_FASTCALL,
+     "build(tree, request) -> fragment: ThompsonNFA's construction of tree (regex_compiler.NativeRequest)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef definition = {
+    PyModuleDef_HEAD_INIT, "_thompson",
+    "The Thompson construction of tokendfa.analysis.regex_compiler, compiled.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__thompson(void) {
+    struct { PyObject **slot; const char *name; } names[] = {
+        {&s_text, "text"}, {&s_ranges, "ranges"}, {&s_items, "items"}, {&s_body, "body"}, {&s_lo, "lo"},
+        {&s_hi, "hi"}, {&s_key, "key"}, {&s_starts, "starts"}, {&s_target, "target"}, {&s_finals, "finals"},
+        {&s_base, "base"}, {&s_max_states, "max_states"}, {&s_unchecked, "unchecked"},
+        {&s_min_branches, "min_branches"}, {&s_calls, "calls"}, {&s_defined, "defined"},
+        {&s_template, "template"}, {&s_flat, "flat"}, {&s_check, "check"}, {&s_reserve, "reserve"},
+        {&s_start, "start"}, {&s_end, "end"}, {&s_eps, "eps"}, {&s_edges, "edges"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        *names[i].slot = PyUnicode_InternFromString(names[i].name);
+        if (*names[i].slot == NULL) {
+            return NULL;
+        }
+    }
+    return PyModule_Create(&definition);
+}
