@@ -1,0 +1,248 @@
+"""The compiled Thompson construction (analysis/_thompson.c) makes ThompsonNFA's NFA.
+
+ThompsonNFA (and the lazy automaton's _CallingThompsonNFA) is the reference,
+selected by TOKENDFA_NATIVE=0; the compiled construction must give the same
+NFA state for state, row for row: on the case table, on trees with every
+kind of node, with shared definitions copied (the eager compiler) or called
+(the lazy one), and on the lazy NFAs of real schemas. It must also refuse
+malformed input with an exception, never by reading or writing out of
+bounds.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cases import CASES
+from tokendfa.analysis import lazydfa, limits
+from tokendfa.analysis import regex_compiler as rc
+from tokendfa.analysis.errors import BuildLimitError, RegexError, TimeLimitError, TokenDFAError
+from tokendfa.analysis.literal_sets import LiteralDFA
+from tokendfa.analysis.regex_tree import (Alt, Call, Chars, Concat, LiteralSet, Repeat, Text, alt, call,
+                                          chars, concat, literal_set, parse_regex, repeat, text)
+
+pytestmark = pytest.mark.skipif(not rc.NATIVE_THOMPSON, reason="the compiled construction is not built "
+                                "(or TOKENDFA_NATIVE=0)")
+
+BENCH = Path(os.environ.get("TOKENDFA_JSONSCHEMABENCH",
+                            Path(__file__).resolve().parents[2] / "shared/data/jsonschemabench"))
+
+
+def _reference(tree, shared=None, flat=False):
+    nfa = rc.ThompsonNFA(tree, rc.DEFAULT_MAX_NFA_STATES, shared)
+    start = nfa.new_state()
+    end = nfa.build(tree, start)
+    edges = [tuple(x for edge in row for x in edge) if flat else tuple(map(tuple, row)) for row in nfa.edges]
+    return start, end, [tuple(row) for row in nfa.eps], edges
+
+
+def _compiled(tree, shared=None, flat=False):
+    fragment = rc.thompson_fragment(tree, shared=shared, flat=flat)
+    return fragment.start, fragment.end, [tuple(row) for row in fragment.eps], list(fragment.edges)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
+def test_the_case_table(case):
+    tree = parse_regex(case.pattern)
+    assert _compiled(tree) == _reference(tree)
+    assert _compiled(tree, flat=True) == _reference(tree, flat=True)
+
+
+TREES = {
+    "text_ascii": text("hello"),
+    "text_wide": text("aé日😀b"),
+    "chars": chars([(0x30, 0x39), (0xE9, 0xE9), (0x10000, 0x10FFFF)]),
+    "nothing": chars([]),
+    "surrogates": chars([(0xD800, 0xDFFF)]),
+    "alt": alt([text("a"), concat(text("b"), repeat(chars([(0x61, 0x7A)]), 0, None))]),
+    "bounded": repeat(concat(text("ab"), repeat(text("c"), 0, 2)), 2, 5),
+    "exact": repeat(alt([text("x"), text("yz")]), 3, 3),
+    "at_least": repeat(concat(chars([(0x61, 0x62)]), text("é")), 2, None),
+    "star": repeat(alt([text("a"), repeat(text("b"), 1, None)]), 0, None),
+    "zero": concat(text("q"), repeat(text("x"), 0, 0)),
+    "nested": repeat(repeat(repeat(chars([(0x61, 0x63)]), 1, 3), 0, 2), 2, None),
+    "literal_set": concat(text("<"), literal_set([f"w{i}" for i in range(40)] + ["", "é"]), text(">")),
+    "literal_alternation": alt([text(f"word{i}") for i in range(40)]),
+    "literal_alternation_not_plain": alt([text(f"word{i}") for i in range(39)] + [repeat(text("z"), 1, None)]),
+    "literal_in_repeat": repeat(literal_set(["ab", "abc", "b"]), 1, 3),
+    "big_repeat": repeat(concat(chars([(0x20, 0x7E)]), text("-")), 0, 40),
+    "undefined_call": concat(text("a"), call("\ud800"), text("b")),
+}
+
+
+@pytest.mark.parametrize("name", list(TREES))
+def test_every_kind_of_node(name):
+    tree = TREES[name]
+    assert _compiled(tree) == _reference(tree)
+    assert _compiled(tree, flat=True) == _reference(tree, flat=True)
+
+
+def test_copied_definitions():
+    """The eager compiler copies a definition's minimal DFA where it is called."""
+    definitions = {"\ud800": "[ab]+c?", "\ud801": "x\ud800y|z", "\ud802": "[^\\x00-\\xff]", "\ud803": "a{0}"}
+    shared = rc.SharedDefinitions(definitions, rc.DEFAULT_MAX_NFA_STATES)
+    for pattern in ["\ud800", "q\ud801(\ud800|\ud802)*", "(\ud801\ud803){2,3}", "\ud804"]:
+        tree = parse_regex(pattern, calls=True, anchors=False)
+        assert _compiled(tree, shared) == _reference(tree, shared), pattern
+
+
+def test_called_definitions_and_byte_tables():
+    """Calls as calls (the lazy NFA), and the byte tables either way."""
+    definitions = {"\ud800": "[ab]+c?", "\ud801": "x\ud800y|z(\ud800){2}", "\ud802": "(\ud801|w)*"}
+    tables = {}
+    for native in (True, False):
+        saved = rc._thompson
+        rc._thompson = saved if native else None
+        try:
+            dfa = lazydfa.LazyByteDFA("a\ud802b|\ud801", definitions=definitions)
+            dfa.compile_everything()
+            nfa = dfa._nfa
+            tables[native] = (nfa.start, nfa.final, list(nfa.eps), list(nfa.edges), list(nfa.calls),
+                              bytes(nfa.ends))
+            eager = rc.byte_tables_from_regex("a\ud802b|\ud801", definitions=definitions)
+            tables[native, "eager"] = tuple(array.tobytes() for array in eager)
+        finally:
+            rc._thompson = saved
+    assert tables[True] == tables[False]
+    assert tables[True, "eager"] == tables[False, "eager"]
+    assert any(tables[True][4])   # calls were made
+
+
+def _schema_records(per_source: int):
+    for path in sorted(BENCH.glob("*.jsonl.gz")):
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            for taken, line in enumerate(handle):
+                if taken == per_source:
+                    break
+                yield path.name, json.loads(line)["schema"]
+
+
+def _lazy_tables(tree, definitions, native: bool):
+    saved = rc._thompson
+    rc._thompson = saved if native else None
+    lazydfa._SHARED_FRAGMENTS.clear()   # built, not copied from the other run's templates
+    try:
+        with limits.limits(time_limit=20):
+            dfa = lazydfa.LazyByteDFA(tree, definitions=definitions or None)
+            dfa.compile_everything()
+    finally:
+        rc._thompson = saved
+    nfa = dfa._nfa
+    return nfa.start, nfa.final, list(nfa.eps), list(nfa.edges), list(nfa.calls), bytes(nfa.ends)
+
+
+@pytest.mark.skipif(not BENCH.is_dir(), reason="JSONSchemaBench not found")
+def test_real_schemas():
+    """The lazy NFAs of real schemas, every definition compiled, are the same both ways."""
+    from tokendfa.schema.api import regex_from_schema
+
+    compared = 0
+    for name, schema in _schema_records(4):
+        try:
+            compiled = regex_from_schema(schema, any_depth=2, state_budget=None, share_free_levels=True)
+            native = _lazy_tables(compiled.tree, compiled.tree_definitions, True)
+            reference = _lazy_tables(compiled.tree, compiled.tree_definitions, False)
+        except (TokenDFAError, TimeLimitError):
+            continue
+        assert native == reference, name
+        compared += 1
+    assert compared >= 50, compared
+
+
+# --- malformed input is refused, never read out of bounds ------------------------
+
+@pytest.fixture
+def misconfigured():
+    """Configure the module with a spec of the test's, and restore the real one after."""
+    real = rc.NativeSpec(Chars, Text, Concat, Alt, Repeat, Call, LiteralSet, rc._set_template,
+                         rc._literal_automaton, rc.NFAFragment)
+
+    def configure(**changes):
+        rc._thompson.configure(real._replace(**changes))
+
+    yield configure
+    rc._thompson.configure(real)
+
+
+@pytest.mark.parametrize("template", [
+    (3, ((0, 0, 5), (), ())),          # a target past the template
+    (3, ((0, 0, 0), (), ())),          # back to the source
+    (3, ((0, 300, 1), (), ())),        # not a byte
+    (3, ((5, 4, 1), (), ())),          # lo > hi
+    (2, ((0, 0, 1),)),                 # fewer rows than nodes
+    (1, ((),)),                        # too few nodes
+    (2, ((0, 0),), ()),                # not a pair
+    (2, ([(0, 0, 1)], ())),            # a row that is not a tuple
+    (10**30, ((), ())),                # an absurd size
+])
+def test_a_malformed_set_template_raises(misconfigured, template):
+    misconfigured(set_template=lambda ranges: template)
+    with pytest.raises((TypeError, ValueError)):
+        rc.thompson_fragment(chars([(0x61, 0x62)]))
+
+
+def _literal(starts, lo, hi, target, finals):
+    return LiteralDFA(*(np.array(a, dtype=np.int64) for a in (starts, lo, hi, target)),
+                      np.array(finals, dtype=bool))
+
+
+@pytest.mark.parametrize("dfa", [
+    _literal([0, 1, 1], [97], [97], [2], [False, True]),        # a target past the automaton
+    _literal([0, 1, 1], [97], [97], [0], [False, True]),        # back to the initial state
+    _literal([0, 1, 1], [97], [300], [1], [False, True]),       # not a byte
+    _literal([0, 2, 1], [97], [97], [1], [False, True]),        # an index past the edges
+    _literal([0, 1], [97], [97], [1], [False, True]),           # starts too short
+    LiteralDFA(*(np.array([0, 1, 1], dtype=np.int32) for _ in range(4)), np.array([0, 1], dtype=bool)),
+])
+def test_a_malformed_literal_automaton_raises(misconfigured, dfa):
+    misconfigured(literal_automaton=lambda node: dfa)
+    with pytest.raises((TypeError, ValueError)):
+        rc.thompson_fragment(literal_set(["a", "b"]))
+
+
+def test_a_malformed_definition_template_raises():
+    class Shared:
+        def __init__(self, template):
+            self.given = template
+
+        def __contains__(self, key):
+            return True
+
+        def template(self, key):
+            return self.given
+
+    for template in [(((0, 0, 3),), (0,)), (((0, 0, 0),), (1,)), ([], (0,)), (((),), ("x",)), ((), (0,))]:
+        with pytest.raises((TypeError, ValueError)):
+            rc.thompson_fragment(call("\ud800"), shared=Shared(template))
+
+
+def test_bounds_and_depth():
+    with pytest.raises(BuildLimitError):
+        rc.thompson_fragment(repeat(text("ab"), 10**12, 10**12))
+    with pytest.raises(BuildLimitError):
+        rc.thompson_fragment(repeat(text("ab"), 0, 2**70), max_states=1000)
+    with pytest.raises(BuildLimitError):
+        rc.byte_tables_from_regex("(?:a|b){1000}", max_nfa_states=500)
+    deep = text("a")
+    for i in range(3000):
+        deep = Concat((text("x"), Alt((deep, text("y")))))
+    with pytest.raises(RecursionError):
+        rc.thompson_fragment(deep)
+    with pytest.raises(RegexError):
+        rc.byte_tables_from_regex(deep)
+
+
+def test_a_malformed_request_raises():
+    request = rc.NativeRequest(-1, 10, 10, 32, False, None, None, False, limits.check, lambda reached: None)
+    with pytest.raises(ValueError):
+        rc._thompson.build(text("a"), request)
+    with pytest.raises(TypeError):
+        rc._thompson.build(text("a"), request._replace(base=0, check=None))
+    with pytest.raises(TypeError):
+        rc._thompson.build(object(), request._replace(base=0))
