@@ -240,7 +240,7 @@ def keys_except(names) -> Node:
     name (a trie node that is not a name itself), or leaves the trie: it
     follows a branch, then takes a character no name takes there, then
     anything. The "anything" is shared by every exit, so the regex is
-    ``"(EXITS ANY* | PREFIXES)"`` with both finite parts written as tries.
+    ``"(EXITS ANY* | SHORT)"`` with both finite parts written as tries.
     """
     return _keys_except(tuple(dict.fromkeys(names)))
 
@@ -269,34 +269,31 @@ def _keys_except(names: tuple[str, ...]) -> Node:
         parts.extend(Concat((_unit(cp), exits(node[cp]))) for cp in children)
         return parts[0] if len(parts) == 1 else Alt(tuple(parts))
 
-    def prefixes(node: dict) -> Node | None:
-        """Proper prefixes below ``node`` that are not names (relative to it)."""
-        parts = []
+    def rest(node: dict) -> Node | None:
+        """The strings below ``node`` (relative to it, the empty one too) that
+        end at a trie node that is not a name: the keys that stop short."""
+        parts = [] if -1 in node else [EMPTY]
         for cp, child in node.items():
-            if cp < 0:
-                continue
-            below = prefixes(child)
-            here = _unit(cp)
-            if -1 in child:
+            if cp >= 0:
+                below = rest(child)
                 if below is not None:
-                    parts.append(Concat((here, below)))
-            else:
-                parts.append(Concat((here, Alt((EMPTY, below)))) if below is not None else here)
+                    parts.append(_unit(cp) if below is EMPTY else Concat((_unit(cp), below)))
         if not parts:
             return None
         return parts[0] if len(parts) == 1 else Alt(tuple(parts))
 
     if all(_plain_ascii(ch) for name in names for ch in name):
-        body = _plain_exits(trie) + any_run
+        ascii_exits, short = _plain_trees(trie)
+        paths = alt(([] if short is None else [short]) + [text(name) for name in names])
+        body = alt([ascii_exits, concat(paths, _WIDE_OR_ESCAPED)]) + any_run
     else:
         body = exits(trie) + any_run
-    short = prefixes(trie)
+        short = rest(trie)
     # the two closures call themselves through their cells, a cycle only the cyclic
     # collector frees: 4,096 such calls (an allOf of 12 anyOfs) left ~40,000 objects
     # for it to walk
-    exits = prefixes = None  # noqa: F841
-    alternatives = [body] + ([] if -1 in trie else [text("")]) + ([short] if short is not None else [])
-    return concat(_QUOTE, alt(alternatives), _QUOTE)
+    exits = rest = None  # noqa: F841
+    return concat(_QUOTE, alt([body] if short is None else [body, short]), _QUOTE)
 
 
 def _plain_ascii(ch: str) -> bool:
@@ -304,34 +301,47 @@ def _plain_ascii(ch: str) -> bool:
     return 0x20 <= ord(ch) < 0x7F and ch not in '"\\'
 
 
-def _plain_exits(trie: dict) -> Node:
-    """:func:`_keys_except`'s exits from a trie of plain ASCII names: a path
-    of the trie, then a unit no name takes there. Such a unit is an ASCII
-    character (one the node's children do not take), or at any node alike
-    a character past ASCII or an escape: that second kind is written once,
-    after a trie of every path (``PATHS (NON_ASCII | ESCAPE)``), not at
-    every node: sp_0's 91 names are 7,640 NFA states, 19,606 with the
-    exits written at every node."""
-    def ascii_exits(node: dict) -> Node:
-        children = [cp for cp in node if cp >= 0]
-        parts = [Concat((Text(chr(cp)), ascii_exits(node[cp]))) for cp in children]
-        other = _ascii_except(tuple(sorted(children)))
+def _plain_trees(trie: dict) -> tuple[Node, "Node | None"]:
+    """:func:`_keys_except`'s two tries for plain ASCII names, made in one
+    walk: the exits written at the ASCII characters (a path, then a
+    character the node's children do not take) and the keys that stop
+    short (as ``rest`` there).
+
+    A character past ASCII or an escape is an exit at every node alike:
+    the caller writes it once, after every path (``PATHS (NON_ASCII |
+    ESCAPE)``), not at every node (sp_0's 91 names: 7,136 NFA states, 19,606
+    with those exits at every node), and the paths are the keys that stop
+    short and the names, not a trie of their own: each node of the trie
+    makes ~4 tree nodes, not ~6 (sp_0: 6.5 ms to make the tree in a fresh
+    process before, ~4 ms after; a tree node made is ~1.3 us)."""
+    texts = _ASCII_TEXTS
+    except_ascii = _ascii_except
+
+    def walk(node: dict) -> tuple[Node, "Node | None"]:
+        exits = []
+        short = [] if -1 in node else [EMPTY]
+        children = []
+        for cp, child in node.items():
+            if cp < 0:
+                continue
+            children.append(cp)
+            here = texts[cp]
+            below_exits, below_short = walk(child)
+            exits.append(Concat((here, below_exits)))
+            if below_short is not None:
+                short.append(here if below_short is EMPTY else Concat((here, below_short)))
+        other = except_ascii(tuple(children) if len(children) < 2 else tuple(sorted(children)))
         if other is not None:
-            parts.insert(0, other)
-        return parts[0] if len(parts) == 1 else Alt(tuple(parts))
+            exits.insert(0, other)
+        return (exits[0] if len(exits) == 1 else Alt(tuple(exits)),
+                None if not short else short[0] if len(short) == 1 else Alt(tuple(short)))
 
-    def paths(node: dict) -> Node:
-        """Every path from ``node`` (the empty one too)."""
-        parts = [Concat((Text(chr(cp)), paths(child))) for cp, child in node.items() if cp >= 0]
-        if not parts:
-            return EMPTY
-        # optional as a branch, not a Repeat: the NFA builder keeps a copy of
-        # each large repeat for the process, and these are all distinct
-        return Alt((EMPTY, *parts))
-
-    found = alt([ascii_exits(trie), concat(paths(trie), _WIDE_OR_ESCAPED)])
-    ascii_exits = paths = None  # noqa: F841 - a cycle through their cells (_keys_except)
+    found = walk(trie)
+    walk = None  # noqa: F841 - a cycle through its cell (see _keys_except)
     return found
+
+
+_ASCII_TEXTS = [Text(chr(cp)) for cp in range(128)]
 
 
 @functools.lru_cache(maxsize=4096)
