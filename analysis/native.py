@@ -1,12 +1,14 @@
 """Loading the package's optional compiled modules.
 
-Two small C extensions speed up lazy indexes: ``tokendfa.analysis._lazycore``
-(the subset construction's hot path) and ``tokendfa.lazy._cwalk`` (the walk
-of a token row, :data:`COMPILED_WALK`; the eager build's exact walk uses it
-too). Both are built at install where a C compiler is present and are
-optional: without them the Python and numpy code they stand in for gives
-the same answers, slower. ``TOKENDFA_NATIVE=0`` in the environment turns both
-off (the tests run both ways). Imports nothing from tokendfa.
+Three small C extensions speed up lazy indexes: ``tokendfa.analysis._lazycore``
+(the subset construction's hot path), ``tokendfa.analysis._thompson`` (the
+Thompson construction of a regex tree, for both the lazy and the eager
+automata) and ``tokendfa.lazy._cwalk`` (the walk of a token row,
+:data:`COMPILED_WALK`; the eager build's exact walk uses it too). They are
+built at install where a C compiler is present and are optional: without
+them the Python and numpy code they stand in for gives the same answers,
+slower. ``TOKENDFA_NATIVE=0`` in the environment turns them all off (the
+tests run both ways). Imports nothing from tokendfa.
 """
 
 from __future__ import annotations

@@ -16,6 +16,10 @@ parser under ``re.ASCII``, so the accepted syntax and the meaning of
    needs ten states, not thousands) and the template is stamped in wherever
    the set occurs; a run of ASCII text is a chain of one-byte edges. A
    bounded repeat ``X{n,m}`` builds ``X`` once and copies its block of states.
+   The construction is compiled (:func:`thompson_fragment`, ``_thompson.c``,
+   the same NFA state for state; ~0.15 us a state against ~1.3 us in
+   Python) where the C extension is built; :class:`ThompsonNFA` is the
+   reference, and the one that runs under ``TOKENDFA_NATIVE=0``.
 2. **Subset construction** to a complete ``int32[n, 256]`` table with the
    dead state 0 and the initial state 1, the contract of
    :func:`tokendfa.analysis.minimise.canonical_byte_dfa`, which then trims, minimises
