@@ -1256,7 +1256,7 @@ class _LazyNFA:
             limits.check()
             self.eps += fragment.eps
             self.edges += fragment.edges
-            self.calls.extend(() for _ in range(added))
+            self.calls.extend([()] * added)
             self.ends.extend(bytes(added))
             callees = set()
             number = self.number
