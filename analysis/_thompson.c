@@ -1048,6 +1048,92 @@ done:
     return result_;
 }
 
+/* relocated(rows, offset, stride): the tuples of ``rows`` (a tuple or list
+ * of tuples of ints) with ``offset`` added to every ``stride``-th item,
+ * counted from item ``stride - 1`` (1: every item, epsilon targets; 3: the
+ * targets of flat (lo, hi, target) edges), as a list of new tuples off the
+ * cyclic collector (ints only). A fragment's rows stamped at another place
+ * (lazydfa._LazyNFA._stamp_template). */
+static PyObject *py_relocated(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !(PyTuple_Check(args[0]) || PyList_Check(args[0])) || !PyLong_Check(args[1]) ||
+        !PyLong_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "relocated(rows: tuple | list, offset: int, stride: int)");
+        return NULL;
+    }
+    long long offset = PyLong_AsLongLong(args[1]);
+    long stride = PyLong_AsLong(args[2]);
+    if ((offset == -1 || stride == -1) && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (stride < 1 || stride > 3 || offset < -HARD_CAP || offset > HARD_CAP) {
+        PyErr_SetString(PyExc_ValueError, "relocated: stride 1 to 3, |offset| < 2**30");
+        return NULL;
+    }
+    PyObject *rows = PySequence_Fast(args[0], "rows");
+    if (rows == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(rows);
+    PyObject **items = PySequence_Fast_ITEMS(rows);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        Py_DECREF(rows);
+        return NULL;
+    }
+    for (Py_ssize_t q = 0; q < n; q++) {
+        PyObject *row = items[q];
+        if (!PyTuple_Check(row)) {
+            PyErr_SetString(PyExc_TypeError, "relocated: a row is a tuple");
+            goto fail;
+        }
+        Py_ssize_t size = PyTuple_GET_SIZE(row);
+        if (size == 0) {
+            Py_INCREF(row);
+            PyList_SET_ITEM(out, q, row);
+            continue;
+        }
+        PyObject *moved = PyTuple_New(size);
+        if (moved == NULL) {
+            goto fail;
+        }
+        PyList_SET_ITEM(out, q, moved);
+        for (Py_ssize_t i = 0; i < size; i++) {
+            PyObject *item = PyTuple_GET_ITEM(row, i);
+            if (i % stride != stride - 1) {
+                Py_INCREF(item);
+                PyTuple_SET_ITEM(moved, i, item);
+                continue;
+            }
+            if (!PyLong_Check(item)) {
+                PyErr_SetString(PyExc_TypeError, "relocated: a target is an int");
+                goto fail;
+            }
+            long long t = PyLong_AsLongLong(item);
+            if (t == -1 && PyErr_Occurred()) {
+                goto fail;
+            }
+            if (t < -HARD_CAP || t > HARD_CAP) {
+                PyErr_SetString(PyExc_ValueError, "relocated: a target out of range");
+                goto fail;
+            }
+            PyObject *shifted = PyLong_FromLongLong(t + offset);
+            if (shifted == NULL) {
+                goto fail;
+            }
+            PyTuple_SET_ITEM(moved, i, shifted);
+        }
+        if (PyObject_GC_IsTracked(moved)) {
+            PyObject_GC_UnTrack(moved);
+        }
+    }
+    Py_DECREF(rows);
+    return out;
+fail:
+    Py_DECREF(rows);
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyObject *py_configure(PyObject *module, PyObject *spec) {
     PyObject *found[K_COUNT + 3] = {NULL};
     const char *names[K_COUNT + 3];
@@ -1081,6 +1167,8 @@ static PyObject *py_configure(PyObject *module, PyObject *spec) {
 static PyMethodDef methods[] = {
     {"configure", (PyCFunction)py_configure, METH_O,
      "configure(spec): the node classes and Python helpers (regex_compiler.NativeSpec)."},
+    {"relocated", (PyCFunction)(void (*)(void))py_relocated, METH_FASTCALL,
+     "relocated(rows, offset, stride) -> list: rows with offset added to every stride-th item."},
     {"build", (PyCFunction)(void (*)(void))py_build, METH_FASTCALL,
      "build(tree, request) -> fragment: ThompsonNFA's construction of tree (regex_compiler.NativeRequest)."},
     {NULL, NULL, 0, NULL},

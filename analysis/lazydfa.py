@@ -72,7 +72,7 @@ from . import limits
 from .native import native_module
 from .errors import BuildLimitError, EmptyLanguageError, RegexError
 from .regex_compiler import (DEFAULT_MAX_NFA_STATES, NFA_STATE_BYTES, cut_ranges,
-                             SharedDefinitions, ThompsonNFA, thompson_fragment)
+                             SharedDefinitions, ThompsonNFA, relocated_rows, thompson_fragment)
 from .regex_tree import (Alt, Call, Concat, LiteralSet, Node, Repeat, alt, calls_in, concat, parse_regex,
                          surely_matches, to_regex)
 from .utf8 import MAX_CODEPOINT, utf8_range_sequences
@@ -1415,11 +1415,16 @@ class _LazyNFA:
         limits.check()  # what the construction checks before each of its fragments
         limits.check_memory((base + size) * NFA_STATE_BYTES, "the NFA of a shared definition")
         offset = base - template.base
-        self.eps.extend([tuple([t + offset for t in row]) if row else () for row in template.eps])
-        self.edges.extend([(row[0], row[1], row[2] + offset) if len(row) == 3  # one edge, most rows
-                           else _shifted_edges(row, offset) if row else () for row in template.edges])
-        _untrack_rows(self.eps, base, len(self.eps))
-        _untrack_rows(self.edges, base, len(self.edges))
+        eps = relocated_rows(template.eps, offset, 1)
+        if eps is not None:   # compiled: the rows made off the cyclic collector
+            self.eps += eps
+            self.edges += relocated_rows(template.edges, offset, 3)
+        else:
+            self.eps.extend([tuple([t + offset for t in row]) if row else () for row in template.eps])
+            self.edges.extend([(row[0], row[1], row[2] + offset) if len(row) == 3  # one edge, most rows
+                               else _shifted_edges(row, offset) if row else () for row in template.edges])
+            _untrack_rows(self.eps, base, len(self.eps))
+            _untrack_rows(self.edges, base, len(self.edges))
         self.calls.extend(() for _ in range(size))
         self.ends.extend(bytes(size))
         for q, items in template.calls:

@@ -85,7 +85,7 @@ from .utf8 import SURROGATES, CodepointRange, utf8_range_sequences
 
 __all__ = ["byte_tables_from_regex", "free_in_background", "pattern_tree", "ThompsonNFA", "SharedDefinitions", "cut_ranges",
            "keeping_repeats", "release_checked", "DEFAULT_MAX_NFA_STATES", "NFA_STATE_BYTES",
-           "NFAFragment", "thompson_fragment", "NATIVE_THOMPSON"]
+           "NFAFragment", "thompson_fragment", "relocated_rows", "NATIVE_THOMPSON"]
 
 DEFAULT_MAX_NFA_STATES = 2_000_000
 # An alternation of at least this many plain literals is built as its minimal
@@ -567,6 +567,16 @@ def thompson_fragment(tree: Node, *, max_states: int = DEFAULT_MAX_NFA_STATES, b
                             shared, None if calls or shared is None else shared.template,
                             flat, limits.check, limit._reserve)
     return _thompson.build(tree, request)
+
+
+def relocated_rows(rows, offset: int, stride: int) -> "list | None":
+    """``rows`` (tuples of ints: epsilon targets, ``stride`` 1, or flat
+    ``(lo, hi, target, ...)`` edges, ``stride`` 3) with ``offset`` added to
+    each target, as new tuples, compiled; None without the compiled
+    construction (the caller's Python does it)."""
+    if _thompson is None:
+        return None
+    return _thompson.relocated(rows, offset, stride)
 
 
 # --- the public entry point -------------------------------------------------

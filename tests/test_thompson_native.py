@@ -246,3 +246,14 @@ def test_a_malformed_request_raises():
         rc._thompson.build(text("a"), request._replace(base=0, check=None))
     with pytest.raises(TypeError):
         rc._thompson.build(object(), request._replace(base=0))
+
+
+def test_relocated_rows():
+    """A fragment's rows stamped elsewhere (lazydfa's templates): the same as shifting in Python."""
+    eps = [(), (3, 4), (7,)]
+    edges = [(), (97, 98, 5), (0, 9, 2, 48, 57, 10)]
+    assert rc.relocated_rows(eps, 100, 1) == [(), (103, 104), (107,)]
+    assert rc.relocated_rows(tuple(edges), -2, 3) == [(), (97, 98, 3), (0, 9, 0, 48, 57, 8)]
+    for rows, stride in [([[1]], 1), ([("x",)], 1), ([(1, 2, 2**40)], 3), ([(1,)], 0), (None, 1)]:
+        with pytest.raises((TypeError, ValueError)):
+            rc._thompson.relocated(rows, 1, stride)
