@@ -51,13 +51,14 @@
 
 /* --- configuration ------------------------------------------------------- */
 
-enum { K_CHARS, K_TEXT, K_CONCAT, K_ALT, K_REPEAT, K_CALL, K_LITERAL_SET, K_COUNT };
+enum { K_CHARS, K_TEXT, K_CONCAT, K_ALT, K_REPEAT, K_CALL, K_LITERAL_SET, K_EXCLUDING, K_COUNT };
 static const char *const kind_fields[K_COUNT] = {
-    "chars", "text", "concat", "alt", "repeat", "call", "literal_set"};
+    "chars", "text", "concat", "alt", "repeat", "call", "literal_set", "excluding"};
 static PyObject *kinds[K_COUNT];
 static PyObject *set_template_fn, *literal_automaton_fn, *fragment_type;
 
 static PyObject *s_text, *s_ranges, *s_items, *s_body, *s_lo, *s_hi, *s_key;
+static PyObject *s_names, *s_single, *s_multi, *s_rest;
 static PyObject *s_starts, *s_target, *s_finals;
 static PyObject *s_base, *s_max_states, *s_unchecked, *s_min_branches, *s_calls, *s_defined,
     *s_template, *s_flat, *s_check, *s_reserve, *s_start, *s_end, *s_eps, *s_edges;
@@ -692,6 +693,201 @@ static int64_t literal(Builder *b, PyObject *node, int64_t source, int *none) {
     return end;
 }
 
+/* ThompsonNFA._excluding: an Excluding node straight from the trie of its
+ * names (ASCII, every character in ``single``, checked). The trie's nodes
+ * are numbered as the names make them, their children kept in that order
+ * (first/next/last lists), as the Python's lists of (byte, child) are. */
+typedef struct {
+    int32_t *first, *next, *last;
+    uint8_t *byte, *named;
+    Py_ssize_t count, cap;
+} Trie;
+
+static int trie_grow(Trie *trie) {
+    if (trie->count < trie->cap) {
+        return 0;
+    }
+    Py_ssize_t cap = trie->cap ? trie->cap * 2 : 64;
+    if (cap >= HARD_CAP) {
+        PyErr_SetString(PyExc_MemoryError, "a trie of more than 2**30 nodes");
+        return -1;
+    }
+    int32_t *first = PyMem_Realloc(trie->first, (size_t)cap * sizeof(int32_t));
+    if (first) trie->first = first;
+    int32_t *next = first ? PyMem_Realloc(trie->next, (size_t)cap * sizeof(int32_t)) : NULL;
+    if (next) trie->next = next;
+    int32_t *last = next ? PyMem_Realloc(trie->last, (size_t)cap * sizeof(int32_t)) : NULL;
+    if (last) trie->last = last;
+    uint8_t *byte = last ? PyMem_Realloc(trie->byte, (size_t)cap) : NULL;
+    if (byte) trie->byte = byte;
+    uint8_t *named = byte ? PyMem_Realloc(trie->named, (size_t)cap) : NULL;
+    if (named == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    trie->named = named;
+    trie->cap = cap;
+    return 0;
+}
+
+static int32_t trie_add(Trie *trie, uint8_t byte) {
+    if (trie_grow(trie) < 0) {
+        return -1;
+    }
+    int32_t t = (int32_t)trie->count++;
+    trie->first[t] = trie->next[t] = trie->last[t] = -1;
+    trie->byte[t] = byte;
+    trie->named[t] = 0;
+    return t;
+}
+
+static int64_t excluding_fragment(Builder *b, PyObject *names, PyObject *single, PyObject *multi, PyObject *rest,
+                                  int64_t source) {
+    if (!PyTuple_Check(names) || !PyTuple_Check(single)) {
+        PyErr_SetString(PyExc_TypeError, "Excluding: names and single are tuples");
+        return -1;
+    }
+    /* single: sorted disjoint ASCII ranges */
+    Py_ssize_t n_ranges = PyTuple_GET_SIZE(single);
+    long range_lo[128], range_hi[128];
+    uint8_t allowed[128] = {0};
+    if (n_ranges > 128) {
+        PyErr_SetString(PyExc_ValueError, "Excluding: single holds more than 128 ranges");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n_ranges; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(single, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "Excluding: a range of single is a (lo, hi) pair");
+            return -1;
+        }
+        if (read_long(PyTuple_GET_ITEM(pair, 0), i ? range_hi[i - 1] + 1 : 0, 127, &range_lo[i],
+                      "Excluding: a range's low end") < 0 ||
+            read_long(PyTuple_GET_ITEM(pair, 1), range_lo[i], 127, &range_hi[i],
+                      "Excluding: a range's high end") < 0) {
+            return -1;
+        }
+        for (long c = range_lo[i]; c <= range_hi[i]; c++) {
+            allowed[c] = 1;
+        }
+    }
+    Trie trie = {0};
+    int64_t end = -1;
+    if (trie_add(&trie, 0) < 0) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+        PyObject *name = PyTuple_GET_ITEM(names, i);
+        if (!PyUnicode_Check(name) || PyUnicode_READY(name) < 0 || !PyUnicode_IS_ASCII(name)) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_ValueError, "Excluding: a name is an ASCII str");
+            }
+            goto done;
+        }
+        const uint8_t *chars_ = PyUnicode_1BYTE_DATA(name);
+        Py_ssize_t length = PyUnicode_GET_LENGTH(name);
+        int32_t at = 0;
+        for (Py_ssize_t k = 0; k < length; k++) {
+            uint8_t c = chars_[k];
+            if (!allowed[c]) {
+                PyErr_SetString(PyExc_ValueError, "Excluding: a name's character is not in single");
+                goto done;
+            }
+            int32_t child = trie.first[at];
+            while (child >= 0 && trie.byte[child] != c) {
+                child = trie.next[child];
+            }
+            if (child < 0) {
+                child = trie_add(&trie, c);
+                if (child < 0) {
+                    goto done;
+                }
+                if (trie.last[at] < 0) {
+                    trie.first[at] = child;
+                } else {
+                    trie.next[trie.last[at]] = child;
+                }
+                trie.last[at] = child;
+            }
+            at = child;
+        }
+        trie.named[at] = 1;
+    }
+    if (reserve(b, (int64_t)trie.count + 2) < 0) {
+        goto done;
+    }
+    int64_t base = b->n - 1; /* trie node t >= 1 is state base + t */
+    b->n += trie.count - 1;
+    int64_t exit_ = new_state(b);
+    int64_t entry = exit_ < 0 ? -1 : new_state(b);
+    if (entry < 0) {
+        goto done;
+    }
+    int64_t multi_end = build(b, multi, entry);
+    if (multi_end < 0 || add_eps(b, multi_end, exit_) < 0) {
+        goto done;
+    }
+    int64_t rest_end = build(b, rest, exit_);
+    int64_t last = rest_end < 0 ? -1 : new_state(b);
+    if (last < 0 || add_eps(b, rest_end, last) < 0) {
+        goto done;
+    }
+    for (Py_ssize_t t = 0; t < trie.count; t++) {
+        if ((t & 4095) == 4095 && call_check(b) < 0) {
+            goto done;
+        }
+        int64_t state = t ? base + t : source;
+        uint8_t taken[128] = {0};
+        for (int32_t child = trie.first[t]; child >= 0; child = trie.next[child]) {
+            taken[trie.byte[child]] = 1;
+            if (add_edge(b, state, trie.byte[child], trie.byte[child], base + child) < 0) {
+                goto done;
+            }
+        }
+        for (Py_ssize_t i = 0; i < n_ranges; i++) {
+            long c = range_lo[i];
+            while (c <= range_hi[i]) {
+                if (taken[c]) {
+                    c++;
+                    continue;
+                }
+                long run = c;
+                while (c + 1 <= range_hi[i] && !taken[c + 1]) {
+                    c++;
+                }
+                if (add_edge(b, state, run, c, exit_) < 0) {
+                    goto done;
+                }
+                c++;
+            }
+        }
+        if (add_eps(b, state, entry) < 0 || (!trie.named[t] && add_eps(b, state, last) < 0)) {
+            goto done;
+        }
+    }
+    end = last;
+done:
+    PyMem_Free(trie.first);
+    PyMem_Free(trie.next);
+    PyMem_Free(trie.last);
+    PyMem_Free(trie.byte);
+    PyMem_Free(trie.named);
+    return end;
+}
+
+static int64_t excluding(Builder *b, PyObject *node, int64_t source) {
+    PyObject *names = PyObject_GetAttr(node, s_names);
+    PyObject *single = names ? PyObject_GetAttr(node, s_single) : NULL;
+    PyObject *multi = single ? PyObject_GetAttr(node, s_multi) : NULL;
+    PyObject *rest = multi ? PyObject_GetAttr(node, s_rest) : NULL;
+    int64_t end = rest ? excluding_fragment(b, names, single, multi, rest, source) : -1;
+    Py_XDECREF(names);
+    Py_XDECREF(single);
+    Py_XDECREF(multi);
+    Py_XDECREF(rest);
+    return end;
+}
+
 static int64_t build_node(Builder *b, PyObject *node, int64_t source) {
     PyObject *cls = (PyObject *)Py_TYPE(node);
     if (cls == kinds[K_TEXT]) {
@@ -768,6 +964,9 @@ static int64_t build_node(Builder *b, PyObject *node, int64_t source) {
     }
     if (cls == kinds[K_CALL]) {
         return call(b, node, source);
+    }
+    if (cls == kinds[K_EXCLUDING]) {
+        return excluding(b, node, source);
     }
     PyErr_Format(PyExc_TypeError, "not a regex tree node: %R", node);
     return -1;
@@ -1182,7 +1381,8 @@ static struct PyModuleDef definition = {
 PyMODINIT_FUNC PyInit__thompson(void) {
     struct { PyObject **slot; const char *name; } names[] = {
         {&s_text, "text"}, {&s_ranges, "ranges"}, {&s_items, "items"}, {&s_body, "body"}, {&s_lo, "lo"},
-        {&s_hi, "hi"}, {&s_key, "key"}, {&s_starts, "starts"}, {&s_target, "target"}, {&s_finals, "finals"},
+        {&s_hi, "hi"}, {&s_key, "key"}, {&s_names, "names"}, {&s_single, "single"}, {&s_multi, "multi"},
+        {&s_rest, "rest"}, {&s_starts, "starts"}, {&s_target, "target"}, {&s_finals, "finals"},
         {&s_base, "base"}, {&s_max_states, "max_states"}, {&s_unchecked, "unchecked"},
         {&s_min_branches, "min_branches"}, {&s_calls, "calls"}, {&s_defined, "defined"},
         {&s_template, "template"}, {&s_flat, "flat"}, {&s_check, "check"}, {&s_reserve, "reserve"},

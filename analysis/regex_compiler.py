@@ -79,8 +79,8 @@ from .errors import BuildLimitError, RegexError, UnsupportedRegexError
 from .literal_sets import LiteralDFA, minimal_literal_dfa, stamp_literal_dfa
 from .minimise import canonical_byte_dfa
 from .native import native_module
-from .regex_tree import (Alt, Call, Chars, Concat, LiteralSet, Node, Repeat, Text, literal_members,
-                         parse_regex, to_regex)
+from .regex_tree import (Alt, Call, Chars, Concat, Excluding, LiteralSet, Node, Repeat, Text, literal_members,
+                         parse_regex, ranges_minus, to_regex)
 from .utf8 import SURROGATES, CodepointRange, utf8_range_sequences
 
 __all__ = ["byte_tables_from_regex", "free_in_background", "pattern_tree", "ThompsonNFA", "SharedDefinitions", "cut_ranges",
@@ -270,7 +270,54 @@ class ThompsonNFA:
             if self.shared is not None and node.key in self.shared:
                 return self.place_definition(self.shared.template(node.key), source)
             return self.new_state()  # a definition nobody gave: no string (a lone surrogate)
+        if cls is Excluding:
+            return self._excluding(node, source)
         raise TypeError(f"not a regex tree node: {node!r}")
+
+    def _excluding(self, node: Excluding, source: int) -> int:
+        """An :class:`~.regex_tree.Excluding` straight from the trie of its
+        names: ``source`` is the root, one state a trie node after it (in the
+        order the sorted names make them); each takes its children's bytes
+        to them, the other bytes of ``single`` to the exit, and epsilon moves
+        to the entry of ``multi`` (one fragment for every node; it ends at
+        the exit) and, when the node is no name, to the end; the exit runs
+        ``rest`` to the end."""
+        children: list[list[tuple[int, int]]] = [[]]   # trie node -> (byte, child), in order made
+        named = bytearray(1)
+        for name in node.names:
+            at = 0
+            for byte in name.encode("ascii"):
+                for known, child in children[at]:
+                    if known == byte:
+                        at = child
+                        break
+                else:
+                    children[at].append((byte, len(children)))
+                    children.append([])
+                    named.append(0)
+                    at = len(children) - 1
+            named[at] = 1
+        self._reserve(len(children) + 2)
+        base = len(self.eps) - 1   # trie node t >= 1 is state base + t
+        self.eps.extend([] for _ in range(len(children) - 1))
+        self.edges.extend([] for _ in range(len(children) - 1))
+        exit_ = self.new_state()
+        entry = self.new_state()
+        self.eps[self.build(node.multi, entry)].append(exit_)
+        rest_end = self.build(node.rest, exit_)
+        end = self.new_state()
+        self.eps[rest_end].append(end)
+        single = node.single
+        for t, below in enumerate(children):
+            state = base + t if t else source
+            row = self.edges[state]
+            row.extend([(byte, byte, base + child) for byte, child in below])
+            taken = sorted((byte, byte) for byte, _ in below)
+            row.extend([(lo, hi, exit_) for lo, hi in ranges_minus(single, taken)])
+            self.eps[state].append(entry)
+            if not named[t]:
+                self.eps[state].append(end)
+        return end
 
     def _build_repeat(self, node: Repeat, source: int) -> int:
         body = node.body
@@ -500,6 +547,7 @@ class NativeSpec(NamedTuple):
     repeat: type
     call: type
     literal_set: type
+    excluding: type
     set_template: object       # ranges -> (num_nodes, edges): _set_template
     literal_automaton: object  # Alt or LiteralSet -> LiteralDFA (contiguous arrays) or None
     fragment: type             # NFAFragment
@@ -537,7 +585,7 @@ def _literal_automaton(node: Node) -> "LiteralDFA | None":
 
 _thompson = native_module(__package__ + "._thompson")
 if _thompson is not None:
-    _thompson.configure(NativeSpec(Chars, Text, Concat, Alt, Repeat, Call, LiteralSet, _set_template,
+    _thompson.configure(NativeSpec(Chars, Text, Concat, Alt, Repeat, Call, LiteralSet, Excluding, _set_template,
                                    _literal_automaton, NFAFragment))
 # Whether the compiled construction runs (TOKENDFA_NATIVE=0 or no compiler: ThompsonNFA).
 NATIVE_THOMPSON = _thompson is not None

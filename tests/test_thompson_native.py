@@ -24,8 +24,8 @@ from tokendfa.analysis import lazydfa, limits
 from tokendfa.analysis import regex_compiler as rc
 from tokendfa.analysis.errors import BuildLimitError, RegexError, TimeLimitError, TokenDFAError
 from tokendfa.analysis.literal_sets import LiteralDFA
-from tokendfa.analysis.regex_tree import (Alt, Call, Chars, Concat, LiteralSet, Repeat, Text, alt, call,
-                                          chars, concat, literal_set, parse_regex, repeat, text)
+from tokendfa.analysis.regex_tree import (Alt, Call, Chars, Concat, Excluding, LiteralSet, Repeat, Text, alt,
+                                          call, chars, concat, literal_set, parse_regex, repeat, text)
 
 pytestmark = pytest.mark.skipif(not rc.NATIVE_THOMPSON, reason="the compiled construction is not built "
                                 "(or TOKENDFA_NATIVE=0)")
@@ -73,6 +73,10 @@ TREES = {
     "literal_in_repeat": repeat(literal_set(["ab", "abc", "b"]), 1, 3),
     "big_repeat": repeat(concat(chars([(0x20, 0x7E)]), text("-")), 0, 40),
     "undefined_call": concat(text("a"), call("\ud800"), text("b")),
+    "excluding": concat(text('"'), Excluding(("", "ab", "abc", "b", "ba"), ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F)),
+                                             alt([chars([(0x80, 0x10FFFF)]), text("\\n")]),
+                                             repeat(chars([(0x20, 0x21), (0x23, 0x10FFFF)]), 0, None)), text('"')),
+    "excluding_repeated": repeat(Excluding(("x", "xy"), ((0x61, 0x7A),), text("!"), repeat(text("?"), 0, 2)), 2, 3),
 }
 
 
@@ -160,7 +164,7 @@ def test_real_schemas():
 @pytest.fixture
 def misconfigured():
     """Configure the module with a spec of the test's, and restore the real one after."""
-    real = rc.NativeSpec(Chars, Text, Concat, Alt, Repeat, Call, LiteralSet, rc._set_template,
+    real = rc.NativeSpec(Chars, Text, Concat, Alt, Repeat, Call, LiteralSet, Excluding, rc._set_template,
                          rc._literal_automaton, rc.NFAFragment)
 
     def configure(**changes):
@@ -257,3 +261,28 @@ def test_relocated_rows():
     for rows, stride in [([[1]], 1), ([("x",)], 1), ([(1, 2, 2**40)], 3), ([(1,)], 0), (None, 1)]:
         with pytest.raises((TypeError, ValueError)):
             rc._thompson.relocated(rows, 1, stride)
+
+
+def test_excluding_is_its_branches():
+    """An Excluding built from its trie matches what its branches (to_regex's tree) match."""
+    import random
+
+    from tokendfa.analysis.minimise import canonical_byte_dfa
+
+    rng = random.Random(3)
+    single = ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F))
+    for _ in range(40):
+        names = tuple(sorted({"".join(rng.choice("ab_~ ") for _ in range(rng.randint(0, 4)))
+                              for _ in range(rng.randint(1, 6))}))
+        node = Excluding(names, single, alt([chars([(0x80, 0x7FF)]), text("\\n")]),
+                         repeat(chars([(0x20, 0x21), (0x23, 0x7FF)]), 0, None))
+        for native in (True, False):
+            saved = rc._thompson
+            rc._thompson = saved if native else None
+            try:
+                built = canonical_byte_dfa(*rc.byte_tables_from_regex(node))
+                branches = canonical_byte_dfa(*rc.byte_tables_from_regex(node.branches()))
+            finally:
+                rc._thompson = saved
+            assert np.array_equal(built.transitions, branches.transitions), names
+            assert np.array_equal(built.finals, branches.finals), names

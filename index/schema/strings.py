@@ -49,7 +49,7 @@ from ..analysis.errors import RegexError, UnsupportedSchemaError
 from ..analysis.regex_syntax import class_escapes, compile_untrusted, parse_tree, regex_char, set_ranges
 from ..analysis.regex_syntax import sre as _sre, sre_parse as _sre_parse
 from ..analysis.utf8 import MAX_CODEPOINT, SURROGATES, complement_ranges, merge_ranges
-from ..analysis.regex_tree import (EMPTY, Alt, Concat, Node, Repeat, Text, alt, chars, concat,
+from ..analysis.regex_tree import (EMPTY, Alt, Concat, Excluding, Node, Repeat, Text, alt, chars, concat,
                                    parse_regex, repeat, text)
 from .regexes import from_text, text_counted as _counted
 
@@ -241,6 +241,12 @@ def keys_except(names) -> Node:
     follows a branch, then takes a character no name takes there, then
     anything. The "anything" is shared by every exit, so the regex is
     ``"(EXITS ANY* | SHORT)"`` with both finite parts written as tries.
+    Names of plain ASCII characters (a character past ASCII or an escape
+    leaves the trie at any node alike) are an
+    :class:`~tokendfa.analysis.regex_tree.Excluding`, which the builders
+    make straight from the trie: sp_0's 91 names (1,330 characters) were
+    ~4-6 ms of tree nodes and 6,000-7,000 NFA states written as branches,
+    ~0.1 ms and ~960 states so.
     """
     return _keys_except(tuple(dict.fromkeys(names)))
 
@@ -251,6 +257,9 @@ def _keys_except(names: tuple[str, ...]) -> Node:
     any_run = repeat(_CANONICAL_CHAR, 0, None)
     if not names:
         return concat(_QUOTE, any_run, _QUOTE)
+    if _PLAIN_TEXT("".join(names)):
+        # the builders make this straight from the trie (regex_tree.Excluding)
+        return concat(_QUOTE, Excluding(tuple(sorted(names)), _PLAIN_UNITS, _WIDE_OR_ESCAPED, any_run), _QUOTE)
     trie: dict = {}
     for name in names:
         node = trie
@@ -282,13 +291,8 @@ def _keys_except(names: tuple[str, ...]) -> Node:
             return None
         return parts[0] if len(parts) == 1 else Alt(tuple(parts))
 
-    if all(_plain_ascii(ch) for name in names for ch in name):
-        ascii_exits, short = _plain_trees(trie)
-        paths = alt(([] if short is None else [short]) + [text(name) for name in names])
-        body = alt([ascii_exits, concat(paths, _WIDE_OR_ESCAPED)]) + any_run
-    else:
-        body = exits(trie) + any_run
-        short = rest(trie)
+    body = exits(trie) + any_run
+    short = rest(trie)
     # the two closures call themselves through their cells, a cycle only the cyclic
     # collector frees: 4,096 such calls (an allOf of 12 anyOfs) left ~40,000 objects
     # for it to walk
@@ -301,55 +305,10 @@ def _plain_ascii(ch: str) -> bool:
     return 0x20 <= ord(ch) < 0x7F and ch not in '"\\'
 
 
-def _plain_trees(trie: dict) -> tuple[Node, "Node | None"]:
-    """:func:`_keys_except`'s two tries for plain ASCII names, made in one
-    walk: the exits written at the ASCII characters (a path, then a
-    character the node's children do not take) and the keys that stop
-    short (as ``rest`` there).
-
-    A character past ASCII or an escape is an exit at every node alike:
-    the caller writes it once, after every path (``PATHS (NON_ASCII |
-    ESCAPE)``), not at every node (sp_0's 91 names: 7,136 NFA states, 19,606
-    with those exits at every node), and the paths are the keys that stop
-    short and the names, not a trie of their own: each node of the trie
-    makes ~4 tree nodes, not ~6 (sp_0: 6.5 ms to make the tree in a fresh
-    process before, ~4 ms after; a tree node made is ~1.3 us)."""
-    texts = _ASCII_TEXTS
-    except_ascii = _ascii_except
-
-    def walk(node: dict) -> tuple[Node, "Node | None"]:
-        exits = []
-        short = [] if -1 in node else [EMPTY]
-        children = []
-        for cp, child in node.items():
-            if cp < 0:
-                continue
-            children.append(cp)
-            here = texts[cp]
-            below_exits, below_short = walk(child)
-            exits.append(Concat((here, below_exits)))
-            if below_short is not None:
-                short.append(here if below_short is EMPTY else Concat((here, below_short)))
-        other = except_ascii(tuple(children) if len(children) < 2 else tuple(sorted(children)))
-        if other is not None:
-            exits.insert(0, other)
-        return (exits[0] if len(exits) == 1 else Alt(tuple(exits)),
-                None if not short else short[0] if len(short) == 1 else Alt(tuple(short)))
-
-    found = walk(trie)
-    walk = None  # noqa: F841 - a cycle through its cell (see _keys_except)
-    return found
-
-
-_ASCII_TEXTS = [Text(chr(cp)) for cp in range(128)]
-
-
-@functools.lru_cache(maxsize=4096)
-def _ascii_except(children: tuple[int, ...]) -> Node | None:
-    """A plain ASCII character (DEL included) that is none of ``children``."""
-    taken = [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)] + [(cp, cp) for cp in children]
-    ranges = [(lo, min(hi, 0x7F)) for lo, hi in _complement(taken) if lo <= 0x7F]
-    return chars(ranges) if ranges else None
+# the characters written as themselves in JSON text that are ASCII (DEL too): one byte each
+_PLAIN_UNITS = ((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F))
+# text of _plain_ascii characters only
+_PLAIN_TEXT = re.compile('[ !#-\\[\\]-~]*').fullmatch
 
 
 # one canonical character: not a quote, a backslash or a control; or a short escape; or \u00XX
