@@ -394,7 +394,8 @@ class Excluding(Node):
             _set(self, "multi", multi)
             _set(self, "rest", rest)
             _set(self, "calls", multi.calls | rest.calls)
-            _set(self, "size", sum(map(len, names)) + len(names) + multi.size + rest.size + 8)
+            # about its text (to_regex writes the branches: ~23 characters a name's character)
+            _set(self, "size", 24 * sum(map(len, names)) + len(names) + multi.size + rest.size + 8)
             _set(self, "_hash", hash(key))
             _keep(key, self)
         return self

@@ -286,3 +286,26 @@ def test_excluding_is_its_branches():
                 rc._thompson = saved
             assert np.array_equal(built.transitions, branches.transitions), names
             assert np.array_equal(built.finals, branches.finals), names
+
+
+class _FakeExcluding:
+    """What the compiled construction reads of an Excluding, unchecked."""
+
+    def __init__(self, names, single, multi=text("!"), rest=text("?")):
+        self.names, self.single, self.multi, self.rest = names, single, multi, rest
+
+
+@pytest.mark.parametrize("names, single", [
+    (("é",), ((0x20, 0x7E),)),                 # not ASCII
+    (("a",), ((0x62, 0x63),)),                 # a character not in single
+    (("a",), ((0x61, 0x200),)),                # single past ASCII
+    (("a",), ((0x61, 0x62), (0x60, 0x70))),    # ranges not sorted and disjoint
+    (("a",), ((0x62, 0x61),)),                 # lo > hi
+    (["a"], ((0x61, 0x61),)),                  # names not a tuple
+    (("a", 3), ((0x61, 0x61),)),               # a name not a str
+    (("a",), ((0x61,),)),                      # a range not a pair
+])
+def test_a_malformed_excluding_raises(misconfigured, names, single):
+    misconfigured(excluding=_FakeExcluding)
+    with pytest.raises((TypeError, ValueError)):
+        rc.thompson_fragment(_FakeExcluding(names, single))
