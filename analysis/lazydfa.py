@@ -73,7 +73,7 @@ from .native import native_module
 from .errors import BuildLimitError, EmptyLanguageError, RegexError
 from .regex_compiler import (DEFAULT_MAX_NFA_STATES, NFA_STATE_BYTES, cut_ranges,
                              SharedDefinitions, ThompsonNFA, relocated_rows, thompson_fragment)
-from .regex_tree import (Alt, Call, Concat, LiteralSet, Node, Repeat, alt, calls_in, concat, parse_regex,
+from .regex_tree import (Alt, Call, Concat, Excluding, LiteralSet, Node, Repeat, alt, calls_in, concat, parse_regex,
                          surely_matches, to_regex)
 from .utf8 import MAX_CODEPOINT, utf8_range_sequences
 
@@ -1376,6 +1376,8 @@ class _LazyNFA:
         memo: dict[int, Node] = {}
 
         def renamed(node: Node) -> Node:
+            if not node.calls:
+                return node   # nothing to rename below (most of a tree's nodes)
             cls = node.__class__
             if cls is Call:
                 d = number.get(node.key)
@@ -1390,6 +1392,10 @@ class _LazyNFA:
             if cls is Repeat:
                 body = renamed(node.body)
                 return node if body is node.body else Repeat(body, node.lo, node.hi)
+            if cls is Excluding:
+                multi, rest = renamed(node.multi), renamed(node.rest)
+                return node if multi is node.multi and rest is node.rest else Excluding(
+                    node.names, node.single, multi, rest)
             return node
 
         shape = renamed(tree)

@@ -386,7 +386,7 @@ class Excluding(Node):
         self = _INTERNED.get(key)
         if self is None:
             if any(hi > 0x7F for _, hi in single) or not all(
-                    any(lo <= ord(ch) <= hi for lo, hi in single) for name in names for ch in name):
+                    any(lo <= ord(ch) <= hi for lo, hi in single) for ch in set("".join(names))):
                 raise ValueError("Excluding: single must be ASCII and hold every character of the names")
             self = object.__new__(cls)
             _set(self, "names", names)

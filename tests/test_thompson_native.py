@@ -309,3 +309,33 @@ def test_a_malformed_excluding_raises(misconfigured, names, single):
     misconfigured(excluding=_FakeExcluding)
     with pytest.raises((TypeError, ValueError)):
         rc.thompson_fragment(_FakeExcluding(names, single))
+
+
+def test_excluding_with_calls_in_a_lazy_nfa():
+    """Definitions of one shape whose Excluding's rest calls another definition:
+    the second is a copy of the first's fragment with its callee renamed (the
+    shape renames calls inside an Excluding too); the same NFA both ways."""
+    single = ((0x61, 0x7A),)
+
+    def keys(callee):
+        return concat(text("<"), Excluding(("ab", "b"), single, text("!"), call(callee)), text(">"))
+
+    definitions = {"\ud800": parse_regex("[ab]+"), "\ud801": parse_regex("[cd]?"),
+                   "\ud802": keys("\ud800"), "\ud803": keys("\ud801")}
+    tables = {}
+    for native in (True, False):
+        saved = rc._thompson
+        rc._thompson = saved if native else None
+        lazydfa._SHARED_FRAGMENTS.clear()
+        try:
+            dfa = lazydfa.LazyByteDFA(alt([call("\ud802"), concat(text("-"), call("\ud803"))]),
+                                      definitions=definitions)
+            dfa.compile_everything()
+            nfa = dfa._nfa
+            tables[native] = (list(nfa.eps), list(nfa.edges), list(nfa.calls))
+            table, finals = dfa.explore()
+            assert finals.any()
+        finally:
+            rc._thompson = saved
+    assert tables[True] == tables[False]
+    assert sum(map(bool, tables[True][2])) >= 2
