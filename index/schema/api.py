@@ -71,6 +71,7 @@ import json
 import numbers
 import re
 import traceback
+import types
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -418,6 +419,12 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
 
 
 _PREPARED: list = []
+# The optional modules each compilation uses, imported once by _prepare_dialects:
+# an import statement run in a function asks the module's spec whether it is
+# being initialised (and a package's, importlib's _handle_fromlist), which
+# copies their pages in a fresh fork of a warm process.
+_jsonschema = types.SimpleNamespace(validators=None, exceptions=None, referencing=None,
+                                    specifications=None)
 
 
 def _prepare_dialects() -> None:
@@ -436,8 +443,12 @@ def _prepare_dialects() -> None:
     from ..analysis.errors import import_optional
 
     import_optional("jsonschema", extra="build", needed_for="compiling a JSON Schema")
-    from jsonschema import validators
+    import referencing.jsonschema
+    from jsonschema import exceptions, validators
+    from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 
+    _jsonschema.validators, _jsonschema.exceptions = validators, exceptions
+    _jsonschema.referencing, _jsonschema.specifications = referencing.jsonschema, SPECIFICATIONS
     _flat_meta_validator()
     _known_schemas()
     _root_resolver()
@@ -470,8 +481,7 @@ def _parse_json(text: str | bytes) -> Any:
 def _dialect(schema: dict | bool, default_draft: str | None):
     """The validator class for the schema (checked against its meta-schema);
     after :func:`_prepare_dialects`, which makes sure ``jsonschema`` imports."""
-    from jsonschema import exceptions, validators
-
+    validators, exceptions = _jsonschema.validators, _jsonschema.exceptions
     candidates = []
     declared = schema.get("$schema") if isinstance(schema, dict) else None
     if isinstance(declared, str):
@@ -848,9 +858,7 @@ def _resolver(schema, meta_uri: str, registry, references: bool = True):
     with a resolver made once for every such schema: its own resource was
     never looked up, and adding it made a registry a schema (~4% of the
     first mask of MaskBench's median schemas in a fresh fork)."""
-    import referencing.jsonschema as rj
-    from jsonschema_specifications import REGISTRY as SPECIFICATIONS
-
+    rj, SPECIFICATIONS = _jsonschema.referencing, _jsonschema.specifications
     spec = rj.specification_with(meta_uri)
     ir.DEFAULT_SPEC[0] = spec
     uri = ""

@@ -145,8 +145,10 @@ class Layout:
     def __init__(self, mode: str, max_whitespace: int, indent: int) -> None:
         self.mode = mode
         self.indent = indent
-        self.ws = EMPTY if mode != "flexible" or max_whitespace <= 0 else (
-            repeat(_WHITESPACE, 0, max_whitespace))
+        # the whitespace allowed between tokens, as a count (0: none), for keys
+        # that hash in C (a key holding the tree called its Python __hash__)
+        self.width = max_whitespace if mode == "flexible" and max_whitespace > 0 else 0
+        self.ws = EMPTY if not self.width else repeat(_WHITESPACE, 0, max_whitespace)
         # the separators that do not depend on the depth, made once (asked for
         # at every member and container: ~10% of a small object's compilation)
         self._comma = concat(self.ws, lit(","), self.ws)
@@ -565,7 +567,7 @@ class Compiler:
         if options is None:
             layout = self.layout
             options = self._leaf_options = (
-                self.draft, layout.mode, layout.ws, layout.indent, self.lenient, self.share,
+                self.draft, layout.mode, layout.width, layout.indent, self.lenient, self.share,
                 self.share_counts, self.share_free_levels, self.share_values, self.defer_recursion,
                 self.max_regex_length)
         key = (kind, depth if self.layout.mode == "pretty" else 0, options)
@@ -793,7 +795,7 @@ class Compiler:
             return cached
         # the same in every compilation with these options: built once per process
         layout = self.layout
-        everywhere = ("free value", layout.mode, layout.ws, layout.indent, self.share,
+        everywhere = ("free value", layout.mode, layout.width, layout.indent, self.share,
                       self.share_free_levels) + key
         found = _FREE_VALUES.get(everywhere)
         if found is not None and self._adopt(found[1]):
