@@ -404,7 +404,7 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
     references = schema_json is None or any(key in schema_json for key in _REFERENCE_KEYS)
     resolver, full_registry = _resolver(schema, meta_uri, registry, references)
     compiler = Compiler(
-        draft=draft, layout=Layout(whitespace, max_whitespace, indent), lenient=lenient,
+        draft=draft, layout=_layout(whitespace, max_whitespace, indent), lenient=lenient,
         max_recursion_depth=max_recursion_depth, any_depth=any_depth,
         validator_cls=_bounded_patterns(validator_cls), registry=full_registry,
         format_checker=_format_checker(),
@@ -416,6 +416,12 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
     if isinstance(schema, bool) or (schema_json is not None and '"$ref"' not in schema_json):
         compiler.no_references()
     return compiler, Sub(schema, resolver, "")
+
+
+@functools.lru_cache(maxsize=64)
+def _layout(whitespace: str, max_whitespace: int, indent: int) -> Layout:
+    """The layout of these options, made once (it holds only trees, made when it is)."""
+    return Layout(whitespace, max_whitespace, indent)
 
 
 _PREPARED: list = []
