@@ -66,3 +66,31 @@ def test_leaves_are_kept_once_per_options():
     assert sorted(key[0] for key in compiler._LEAVES) == ["integer", "string"]
     regex_from_schema({"type": "string"}, whitespace="flexible")
     assert len(compiler._LEAVES) == 3   # another layout: another tree
+
+
+RESOLVED = [
+    {"type": "object", "properties": {"a": {"type": "string", "enum": ["x", "$ref"]}}},
+    {"type": "object", "properties": {"a": {"$id": "https://example.com/a", "type": "integer"}}},
+    {"$id": "https://example.com/root", "type": "array", "items": {"type": "string"}},
+    {"$defs": {"s": {"type": "string", "minLength": 2}}, "properties": {"r": {"$ref": "#/$defs/s"}}},
+    {"type": "object", "properties": {"a": {"type": "string"}},
+     "dependentSchemas": {"a": {"required": ["b"]}}},
+]
+
+
+@pytest.mark.parametrize("number", range(len(RESOLVED)))
+def test_schemas_without_references_share_one_resolver(monkeypatch, number):
+    # api._resolver reads a schema that looks nothing up with one resolver made
+    # once; the trees are those of a resolver made for the schema
+    from tokendfa.schema import api
+
+    schema = RESOLVED[number]
+    shared = _compiled(schema, None)
+    calls = []
+    original = api._resolver
+    monkeypatch.setattr(api, "_resolver", lambda schema, meta_uri, registry, references: (
+        calls.append(references) or original(schema, meta_uri, registry, True)))
+    assert _compiled(schema, None) == shared
+    # the schema with a $ref looks something up; so may one whose JSON text holds
+    # the string "$ref" elsewhere (an enum value here): the check reads the text
+    assert calls and set(calls) == {number in (0, 3)}   # one call a compilation tried
