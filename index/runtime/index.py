@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import bisect
 import functools
+import json
+import re
 from os import PathLike
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -585,17 +587,19 @@ def prepare_builds(vocabulary: "Vocabulary", *, eager: bool = True) -> None:
         pass
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _schema_metadata(schema, whitespace: str, compiled) -> dict[str, Any]:
     """What an index built from a schema says of it, besides the build's own metadata.
 
     A lone surrogate (a Python string may hold one raw, in the schema's text or
     in a pointer a note names) is written as its escape: the file's metadata is
     UTF-8, which has no bytes for it."""
-    import json
-    import re
-
     def utf8(text: str) -> str:
-        return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
+        if _SURROGATE.search(text) is None:
+            return text
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
     text = utf8(schema) if isinstance(schema, str) else compiled.schema_json or json.dumps(schema)
     return dict(kind="schema", schema=text,

@@ -71,6 +71,7 @@ import json
 import numbers
 import re
 import traceback
+import types
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -395,9 +396,15 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
     # leaves): under a time limit it runs where the caller can stop waiting for it
     _prepare_dialects()
     validator_cls, draft, meta_uri = limits.call_within_deadline(_dialect, schema, default_draft)
-    resolver, full_registry = _resolver(schema, meta_uri, registry)
+    try:
+        schema_json = json.dumps(schema)
+    except (TypeError, ValueError, RecursionError):
+        schema_json = None
+    # its JSON text, written in C, holds "$ref" (and the like) wherever that is a key
+    references = schema_json is None or any(key in schema_json for key in _REFERENCE_KEYS)
+    resolver, full_registry = _resolver(schema, meta_uri, registry, references)
     compiler = Compiler(
-        draft=draft, layout=Layout(whitespace, max_whitespace, indent), lenient=lenient,
+        draft=draft, layout=_layout(whitespace, max_whitespace, indent), lenient=lenient,
         max_recursion_depth=max_recursion_depth, any_depth=any_depth,
         validator_cls=_bounded_patterns(validator_cls), registry=full_registry,
         format_checker=_format_checker(),
@@ -405,17 +412,25 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
         share=registry is None,
         share_free_levels=share_free_levels, share_counts=share_counts, share_values=share_values,
         defer_recursion=defer_recursion)
-    try:
-        compiler.schema_json = json.dumps(schema)
-    except (TypeError, ValueError, RecursionError):
-        compiler.schema_json = None
-    # its JSON text, written in C, holds "$ref" wherever that is a key
-    if isinstance(schema, bool) or (compiler.schema_json is not None and '"$ref"' not in compiler.schema_json):
+    compiler.schema_json = schema_json
+    if isinstance(schema, bool) or (schema_json is not None and '"$ref"' not in schema_json):
         compiler.no_references()
     return compiler, Sub(schema, resolver, "")
 
 
+@functools.lru_cache(maxsize=64)
+def _layout(whitespace: str, max_whitespace: int, indent: int) -> Layout:
+    """The layout of these options, made once (it holds only trees, made when it is)."""
+    return Layout(whitespace, max_whitespace, indent)
+
+
 _PREPARED: list = []
+# The optional modules each compilation uses, imported once by _prepare_dialects:
+# an import statement run in a function asks the module's spec whether it is
+# being initialised (and a package's, importlib's _handle_fromlist), which
+# copies their pages in a fresh fork of a warm process.
+_jsonschema = types.SimpleNamespace(validators=None, exceptions=None, referencing=None,
+                                    specifications=None)
 
 
 def _prepare_dialects() -> None:
@@ -434,10 +449,15 @@ def _prepare_dialects() -> None:
     from ..analysis.errors import import_optional
 
     import_optional("jsonschema", extra="build", needed_for="compiling a JSON Schema")
-    from jsonschema import validators
+    import referencing.jsonschema
+    from jsonschema import exceptions, validators
+    from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 
+    _jsonschema.validators, _jsonschema.exceptions = validators, exceptions
+    _jsonschema.referencing, _jsonschema.specifications = referencing.jsonschema, SPECIFICATIONS
     _flat_meta_validator()
     _known_schemas()
+    _root_resolver()
     _format_checker()
     for name in _DRAFTS:
         cls = getattr(validators, name, None)
@@ -467,8 +487,7 @@ def _parse_json(text: str | bytes) -> Any:
 def _dialect(schema: dict | bool, default_draft: str | None):
     """The validator class for the schema (checked against its meta-schema);
     after :func:`_prepare_dialects`, which makes sure ``jsonschema`` imports."""
-    from jsonschema import exceptions, validators
-
+    validators, exceptions = _jsonschema.validators, _jsonschema.exceptions
     candidates = []
     declared = schema.get("$schema") if isinstance(schema, dict) else None
     if isinstance(declared, str):
@@ -831,24 +850,42 @@ def _known_schemas():
     return referencing.Registry().combine(SPECIFICATIONS)
 
 
-def _resolver(schema, meta_uri: str, registry):
-    import referencing.jsonschema as rj
-    from jsonschema_specifications import REGISTRY as SPECIFICATIONS
+# The keywords that look a schema up through the resolver (jsonschema's
+# validators follow the last two; the compiler reports them as unsupported).
+_REFERENCE_KEYS = ('"$ref"', '"$dynamicRef"', '"$recursiveRef"')
 
+
+def _resolver(schema, meta_uri: str, registry, references: bool = True):
+    """The resolver at the root of ``schema`` and the registry it reads.
+
+    A schema that looks nothing up (no ``$ref``, ``$dynamicRef`` or
+    ``$recursiveRef`` in its JSON text, so ``references`` is False), has no
+    ``$id`` at its root and comes without a registry of the user's is read
+    with a resolver made once for every such schema: its own resource was
+    never looked up, and adding it made a registry a schema (~4% of the
+    first mask of MaskBench's median schemas in a fresh fork)."""
+    rj, SPECIFICATIONS = _jsonschema.referencing, _jsonschema.specifications
     spec = rj.specification_with(meta_uri)
     ir.DEFAULT_SPEC[0] = spec
-    resource = spec.create_resource(schema)
-    if registry is None:
-        full = _known_schemas()
-    else:
-        full = registry.combine(SPECIFICATIONS) if registry is not SPECIFICATIONS else registry
     uri = ""
     if isinstance(schema, dict):
         ident = schema.get("$id", schema.get("id") if meta_uri.startswith("http://json-schema.org/draft-04") else None)
         if isinstance(ident, str):
             uri = ident.rstrip("#")
-    full = full.with_resource(uri, resource)
+    if registry is None:
+        full = _known_schemas()
+        if not references and not uri:
+            return _root_resolver(), full
+    else:
+        full = registry.combine(SPECIFICATIONS) if registry is not SPECIFICATIONS else registry
+    full = full.with_resource(uri, spec.create_resource(schema))
     return full.resolver(base_uri=uri), full
+
+
+@functools.lru_cache(maxsize=1)
+def _root_resolver():
+    """The meta-schemas' resolver at the empty base URI (see :func:`_resolver`)."""
+    return _known_schemas().resolver(base_uri="")
 
 
 _BOUNDED: dict = {}

@@ -64,7 +64,7 @@ from . import strings as strs
 from .arrays import array
 from .formats import UndecidedFormat
 from .ir import Choice, Constraint, Flat, Negated, Sub, enter, json_key, locate_literal, type_key
-from .keywords import absorb
+from .keywords import KEYWORDS, UNSUPPORTED, absorb
 from .negation import negate
 from .objects import declared, member_subs, object_
 from ..analysis.regex_tree import NOTHING, Call, calls_in, chars, concat, literal_set, surely_matches
@@ -117,6 +117,17 @@ _WHITESPACE = chars([(0x09, 0x0A), (0x0D, 0x0D), (0x20, 0x20)])
 _FREE_VALUES: dict = {}
 _FREE_VALUES_KEPT = 512
 
+# Scalar leaves (Compiler._typed_leaf): a subschema that says only its type
+# (``{"type": "string"}``, annotations beside it) is the same tree in every
+# schema compiled with the same options: it is computed once per process,
+# the general way, and stamped wherever it stands. Two in five values of
+# MaskBench's median schemas are such leaves, and each made a Flat and went
+# through absorb, _split and emit.
+_SCALAR_TYPES = frozenset({"string", "integer", "number", "boolean", "null"})
+_LEAVES: dict = {}
+_LEAVES_KEPT = 4096
+_NOT_LEAF = object()
+
 
 @functools.lru_cache(maxsize=4096)
 def _key_order(key) -> tuple:
@@ -134,8 +145,10 @@ class Layout:
     def __init__(self, mode: str, max_whitespace: int, indent: int) -> None:
         self.mode = mode
         self.indent = indent
-        self.ws = EMPTY if mode != "flexible" or max_whitespace <= 0 else (
-            repeat(_WHITESPACE, 0, max_whitespace))
+        # the whitespace allowed between tokens, as a count (0: none), for keys
+        # that hash in C (a key holding the tree called its Python __hash__)
+        self.width = max_whitespace if mode == "flexible" and max_whitespace > 0 else 0
+        self.ws = EMPTY if not self.width else repeat(_WHITESPACE, 0, max_whitespace)
         # the separators that do not depend on the depth, made once (asked for
         # at every member and container: ~10% of a small object's compilation)
         self._comma = concat(self.ws, lit(","), self.ws)
@@ -221,6 +234,7 @@ class Compiler:
         self.disjoint_answers: dict = {}   # see disjoint.disjoint
         self._counted: dict = {}            # (unit, lo, hi) -> tree (see counted)
         self._count_parts: dict = {}        # unit -> (its powers, counts below them)
+        self._leaf_options: tuple | None = None  # what a scalar leaf's tree depends on (_typed_leaf)
 
     # --- shared pieces -------------------------------------------------------------
 
@@ -504,6 +518,10 @@ class Compiler:
 
     def value(self, subs: list[Sub], depth: int) -> Node | None:
         """Regex for a JSON value satisfying every subschema in ``subs`` (None: no value)."""
+        if len(subs) == 1:
+            leaf = self._typed_leaf(subs[0], depth)
+            if leaf is not _NOT_LEAF:
+                return self.value_definition(leaf) if self.share else leaf
         if not self.share:
             return self._value(subs, depth)
         key = self._value_key(subs, depth)
@@ -522,6 +540,53 @@ class Compiler:
         regex = self.value_definition(self._value(subs, depth))
         self._values[key] = (tuple(subs), regex)  # holding subs keeps their ids unique
         return regex
+
+    def _typed_leaf(self, sub: Sub, depth: int) -> "Node | None | object":
+        """The tree of ``sub`` (None: no value) when it says no more than a
+        scalar type (see ``_LEAVES``), from the process-wide table, or
+        computed the general way and kept there when that left nothing else
+        behind (no call, note, widening or definition); ``_NOT_LEAF`` for
+        any other subschema."""
+        schema = sub.schema
+        if schema.__class__ is not dict:
+            return _NOT_LEAF
+        kind = schema.get("type")
+        if kind.__class__ is str:
+            if kind not in _SCALAR_TYPES:
+                return _NOT_LEAF
+        elif kind.__class__ is list and kind and all(
+                name.__class__ is str and name in _SCALAR_TYPES for name in kind):
+            kind = tuple(kind)
+        else:
+            return _NOT_LEAF
+        for keyword in schema:
+            if keyword != "type" and (keyword in KEYWORDS or keyword in UNSUPPORTED
+                                      or keyword == "$ref"):
+                return _NOT_LEAF
+        options = self._leaf_options
+        if options is None:
+            layout = self.layout
+            options = self._leaf_options = (
+                self.draft, layout.mode, layout.width, layout.indent, self.lenient, self.share,
+                self.share_counts, self.share_free_levels, self.share_values, self.defer_recursion,
+                self.max_regex_length)
+        key = (kind, depth if self.layout.mode == "pretty" else 0, options)
+        limits.check()
+        tree = _LEAVES.get(key)
+        if tree is not None:
+            self.branches += 1   # as _split counts the branch it emits
+            return tree
+        before = (len(self.notes), len(self.widenings), len(self.definitions), self._placeholders,
+                  self.generic_values_used, self.branches)
+        tree = self._value([sub], depth)
+        if tree is None or tree.calls or before != (
+                len(self.notes), len(self.widenings), len(self.definitions), self._placeholders,
+                self.generic_values_used, self.branches - 1):
+            return tree
+        if len(_LEAVES) >= _LEAVES_KEPT:
+            _LEAVES.clear()
+        _LEAVES[key] = tree
+        return tree
 
     def _value(self, subs: list[Sub], depth: int) -> Node | None:
         flat = Flat()
@@ -730,7 +795,7 @@ class Compiler:
             return cached
         # the same in every compilation with these options: built once per process
         layout = self.layout
-        everywhere = ("free value", layout.mode, layout.ws, layout.indent, self.share,
+        everywhere = ("free value", layout.mode, layout.width, layout.indent, self.share,
                       self.share_free_levels) + key
         found = _FREE_VALUES.get(everywhere)
         if found is not None and self._adopt(found[1]):

@@ -46,7 +46,7 @@ ALL_TYPES = frozenset({"null", "boolean", "integer", "fraction", "string", "arra
 
 # --- subschemas ---------------------------------------------------------------------
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Sub:
     """A subschema, where it stands, and how its ``$ref`` are read.
 
@@ -474,7 +474,7 @@ class Choice:
 
 # --- everything a conjunction says about one value -------------------------------------------
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class ObjPart:
     """What one subschema says about an object's members.
 
@@ -491,7 +491,7 @@ class ObjPart:
     marker: tuple | None = None
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class ArrPart:
     """What one subschema says about an array's elements: a prefix, then ``items``."""
 
@@ -500,7 +500,7 @@ class ArrPart:
     pointer: str
 
 
-@dataclass
+@dataclass(slots=True)
 class Flat:
     """Everything a conjunction of subschemas says about one value."""
 

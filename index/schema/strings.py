@@ -43,6 +43,7 @@ them; otherwise the schema compiler intersects the two regexes
 from __future__ import annotations
 
 import functools
+import json
 import re
 
 from ..analysis.errors import RegexError, UnsupportedSchemaError
@@ -192,8 +193,6 @@ def split_pair_message(value: str) -> str:
 def json_text(value, **options) -> str:
     """``json.dumps(value, ensure_ascii=False, **options)`` with each lone surrogate
     written as its escape, the canonical text :func:`json_string_literal` spells."""
-    import json
-
     text = json.dumps(value, ensure_ascii=False, **options)
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _SURROGATE.search(text) else text
 
@@ -743,8 +742,6 @@ def pattern_matches(pattern: str, value: str) -> bool:
         # match; our patterns are over characters, which it is not
         raise PatternUnsupported(f"pattern {pattern!r} tested against {value[:60]!r}, "
                                  "which holds a lone surrogate")
-    import json
-
     return compiled.fullmatch(json.dumps(value, ensure_ascii=False)) is not None
 
 
