@@ -55,6 +55,7 @@ Linux only (fork, RLIMIT_AS).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import time
@@ -176,6 +177,11 @@ def measure(setup: EngineSetup, engine: str, task: Task, args) -> dict[str, Any]
     record = task.record
     row: dict[str, Any] = {"engine": engine, "source": record.source, "line": record.line,
                            "name": record.name, "instances": len(task.instances)}
+    if args.gc_freeze:
+        # Python's recipe for a process that forks without exec (the gc module's
+        # docs): what is alive in the parent leaves the collector's passes, so a
+        # child's full collection walks only what the child made
+        gc.freeze()
     result = run_in_child(lambda: run_engine(setup, engine, task, args.warm_up), args.timeout, args.memory)
     status = result.pop("status")
     result.pop("pid", None)
@@ -257,7 +263,8 @@ def render(rows: list[dict], meta: dict[str, Any], plot_path: Path | None, out_p
         f"- Limits per schema and engine (one forked child each): {args['timeout']:g} s of wall time "
         f"for everything (compile and walks), {args['memory']:g} GiB of address space (`RLIMIT_AS`); "
         f"{args['jobs']} schema(s) at a time; each child first builds, untimed, the "
-        f"`{args.get('warm_up', 'boolean')}` warm-up schema (`--warm-up`)",
+        f"`{args.get('warm_up', 'boolean')}` warm-up schema (`--warm-up`)"
+        + ("; the parent calls `gc.freeze()` before each fork (`--gc-freeze`)" if args.get("gc_freeze") else ""),
         f"- Total run time {meta['total_seconds'] / 60:.1f} min; load average {meta['loadavg_start']} at "
         f"the start, {meta['loadavg_end']} at the end (shared machine: compare engines within one run)",
         "",
@@ -369,6 +376,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--warm-up", choices=sorted(WARM_UP_SCHEMAS), default="object",
                    help="the schema each child builds untimed before the timed one: a small object "
                         "(default) or {\"type\": \"boolean\"} (the method of runs before 2026-11-27 10:00)")
+    p.add_argument("--gc-freeze", action="store_true",
+                   help="call gc.freeze() in the parent before each fork (every engine): a child's "
+                        "full collections then skip the parent's objects (default: off, the method "
+                        "of the committed tables)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT,
                    help=f"markdown report; the raw results go next to it as .json (default {DEFAULT_OUT.name})")
     p.add_argument("--plot", type=Path, default=None,
