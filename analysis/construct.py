@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 from . import limits
 from .dfa import INITIAL, ByteDFA
-from .errors import EmptyLanguageError
+from .errors import EmptyRegexError
 from .minimise import canonical_byte_dfa
 from .literal_sets import minimal_literal_dfa
 from . import regex_compiler
@@ -74,5 +74,5 @@ def byte_dfa_from_regex(pattern: "str | Node", *, max_nfa_states: int | None = N
                 next(iter(definitions.values())), Node) else None)
         # a generated regex can run to megabytes: its head is enough to recognise it
         shown = repr(text[:200]) + (f" (+{len(text) - 200:,} characters)" if len(text) > 200 else "")
-        raise EmptyLanguageError(f"regex {shown} matches no string at all")
+        raise EmptyRegexError(f"regex {shown} matches no string at all")
     return dfa

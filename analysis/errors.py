@@ -53,6 +53,11 @@ class EmptyLanguageError(TokenDFAError, ValueError):
     """The pattern matches no string at all, so no index can serve it."""
 
 
+class EmptyRegexError(EmptyLanguageError):
+    """An automaton built from a regex (written or compiled from a schema)
+    has no string to match; its message shows the regex's head."""
+
+
 class SchemaError(TokenDFAError, ValueError):
     """A JSON Schema that is not valid JSON or not a valid schema."""
 

@@ -70,7 +70,7 @@ import numpy as np
 from .dfa import DEAD, INITIAL, STATE_DTYPE
 from . import limits
 from .native import native_module
-from .errors import BuildLimitError, EmptyLanguageError, RegexError
+from .errors import BuildLimitError, EmptyRegexError, RegexError
 from .regex_compiler import (DEFAULT_MAX_NFA_STATES, NFA_STATE_BYTES, cut_ranges,
                              SharedDefinitions, ThompsonNFA, relocated_rows, thompson_fragment)
 from .regex_tree import (Alt, Call, Concat, Excluding, LiteralSet, Node, Repeat, alt, calls_in, concat, parse_regex,
@@ -231,7 +231,7 @@ class LazyByteDFA:
             text = self._shown()
             shown = repr(text[:200]) + (f" (+{len(text) - 200:,} characters)"
                                         if len(text) > 200 else "")
-            raise EmptyLanguageError(f"regex {shown} matches no string at all")
+            raise EmptyRegexError(f"regex {shown} matches no string at all")
         self._kernels: list[frozenset] = [frozenset(), initial]
         self._ids: dict[frozenset, int] = {frozenset(): DEAD, initial: INITIAL}
         # the configurations of a step -> its state: one as an int, several packed (see _step)

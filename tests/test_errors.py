@@ -71,3 +71,24 @@ def test_pathological_repeat_fails_fast():
     with pytest.raises(BuildLimitError):
         Index.from_regex("((a|b){1000}){1000}", toy_vocabulary())
     assert time.perf_counter() - started < 60
+
+
+@pytest.mark.parametrize("lazy", [True, False])
+def test_an_empty_regex_is_an_empty_regex_error_in_both_modes(lazy):
+    from tokendfa.analysis.errors import EmptyRegexError
+
+    with pytest.raises(EmptyRegexError, match=r"regex '\[\^\\\\s\\\\S\]' matches no string at all"):
+        Index.from_regex("[^\\s\\S]", toy_vocabulary(), lazy=lazy)
+
+
+@pytest.mark.parametrize("lazy", [True, False])
+def test_a_schema_found_empty_is_told_in_the_schemas_terms_not_the_regexs(lazy):
+    from tokendfa.analysis.errors import EmptyRegexError
+
+    # every value needs an "x" inside an "x": only the automaton (lazy) or the
+    # unrolling (eager) finds that nothing is left
+    schema = {"$defs": {"a": {"type": "object", "properties": {"x": {"$ref": "#/$defs/a"}},
+                              "required": ["x"]}}, "$ref": "#/$defs/a"}
+    with pytest.raises(EmptyLanguageError, match="^no JSON value satisfies this schema") as raised:
+        Index.from_schema(schema, toy_vocabulary(), lazy=lazy)
+    assert not isinstance(raised.value, EmptyRegexError) and "regex" not in str(raised.value)

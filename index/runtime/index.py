@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from ..analysis.closing import distances_to_final
-from ..analysis.errors import EmptyLanguageError, InvalidStateError, MaskBufferError, TokenNotAllowedError
+from ..analysis.errors import (EmptyLanguageError, EmptyRegexError, InvalidStateError, MaskBufferError,
+                               TokenNotAllowedError)
 from .arrays import INITIAL_STATE, IndexArrays
 from .serving import ClosingRow, MaskServing
 
@@ -190,11 +191,10 @@ class Index(MaskServing):
             try:
                 return cls._from_schema(schema, vocabulary, config, whitespace, lenient,
                                         max_recursion_depth, any_depth, lazy)
-            except EmptyLanguageError as error:
-                if not str(error).startswith("regex "):
-                    raise   # the schema compiler's own words, which say where
+            except EmptyRegexError:
                 # found empty only by the automaton (constraints that exclude each other
-                # through recursion): the compiled pattern means nothing to the user
+                # through recursion): the compiled pattern means nothing to the user; the
+                # schema compiler's own EmptyLanguageErrors say where, and pass through
                 raise EmptyLanguageError(
                     "no JSON value satisfies this schema as compiled: its constraints exclude each "
                     "other, or every value needs its recursive definitions nested deeper than they "
