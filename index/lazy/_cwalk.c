@@ -6,8 +6,11 @@
  * and a cold row inside a JSON string walks ~6k tokens over a dozen levels.
  * Here the tokens go to their end or their dead byte over resolved cells
  * without the GIL; the cells not resolved yet that they stop at are resolved
- * together, with it (the automaton's ``step_held``, which discovers states
- * and may grow the table), and the walk goes on: a few passes a row.
+ * together, and the walk goes on: a few passes a row. A cell is resolved by
+ * the lazy core's native state store without the GIL where it can
+ * (tokendfa.analysis._lazycore: most cells of a cold row, new states
+ * included), else with it (the store's hand-back, or the automaton's
+ * ``step_held`` where there is no store; either may grow the table).
  *
  * Plain C over the buffer protocol: no numpy headers at build time. The
  * module is optional; without it the numpy walk serves the same rows.
@@ -72,7 +75,55 @@ typedef struct {
     Buffer table;
     long long discovered;
     PyThreadState *released;  /* non-NULL while this walk runs without the GIL */
+    void *session;            /* the lazy core's native state store, held for the walk (NULL: none) */
 } Automaton;
+
+/* The native state store of tokendfa.analysis._lazycore, through its capsule
+ * ``_C_API`` (the struct is that module's LazyCoreAPI, version 1): a cell
+ * the walk stops at is resolved by ``fast`` without the GIL when the store
+ * can do it alone (most cells of a cold row: a known state, or a new one
+ * whose closure stays in its fragment), and by ``held``, with it, when not.
+ * Absent (the core not built, or an automaton without a store: the eager
+ * builder's), every cell goes to ``step_held`` as before. */
+typedef struct {
+    int version;
+    size_t session_size;
+    int (*open)(PyObject *dfa, void *session);
+    int64_t (*fast)(void *session, int64_t state, int byte);
+    int64_t (*held)(void *session, int64_t state, int byte);
+    int (*close)(void *session);
+} LazyCoreAPI;
+
+static const LazyCoreAPI *core_api;
+static int core_api_tried;
+
+/* The store of the automaton, opened for the walk where there is one. */
+static int open_session(Automaton *automaton) {
+    if (!core_api_tried) {
+        core_api_tried = 1;
+        const LazyCoreAPI *api = PyCapsule_Import("tokendfa.analysis._lazycore._C_API", 0);
+        if (api == NULL) {
+            PyErr_Clear();  /* built without the core: step_held for every cell */
+        } else if (api->version == 1) {
+            core_api = api;
+        }
+    }
+    if (core_api == NULL || !PyObject_HasAttrString(automaton->dfa, "_core_context")) {
+        return 0;
+    }
+    void *session = PyMem_Malloc(core_api->session_size);
+    if (session == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int opened = core_api->open(automaton->dfa, session);
+    if (opened != 0) {
+        PyMem_Free(session);
+        return opened < 0 ? -1 : 0;
+    }
+    automaton->session = session;
+    return 0;
+}
 
 /* A walk reads the table with the GIL released, so that other threads (the
  * cold rows of other lazy indexes: tokendfa.runtime.fill_masks) run Python
@@ -131,14 +182,23 @@ static int open_automaton(PyObject *dfa, Automaton *automaton) {
         }
         return -1;
     }
-    return 0;
+    return open_session(automaton);
 }
 
-static void close_automaton(Automaton *automaton) {
+/* The walk's end: the store's new states published to the automaton (an
+ * error there is raised unless one is already). */
+static int close_automaton(Automaton *automaton) {
     hold(automaton);
+    int status = 0;
+    if (automaton->session != NULL) {
+        status = core_api->close(automaton->session);
+        PyMem_Free(automaton->session);
+        automaton->session = NULL;
+    }
     release(&automaton->table, 1);
     Py_XDECREF(automaton->table_object);
     Py_XDECREF(automaton->step);
+    return status;
 }
 
 /* Walk bytes[from:count] from ``state`` over resolved cells only, without
@@ -250,12 +310,29 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
         }
     }
     while (waiting) {
-        hold(automaton);
         for (Py_ssize_t k = 0; k < waiting; k++) {
-            int64_t next = resolve(automaton, state[k], bytes[starts[entry[k]] + position[k]]);
-            if (next < -1) {
-                ended = -1;
-                goto done;
+            int byte = bytes[starts[entry[k]] + position[k]];
+            int64_t next = -2;
+            if (automaton->session != NULL) {
+                next = ((const int32_t *)automaton->table.view.buf)[state[k] * 256 + byte];
+                if (next == UNKNOWN) {  /* not resolved with an earlier cell's range */
+                    next = core_api->fast(automaton->session, state[k], byte);
+                }
+                if (next == -2) {
+                    hold(automaton);
+                    next = core_api->held(automaton->session, state[k], byte);
+                    if (next < -1 || take_table(automaton) < 0) {
+                        ended = -1;
+                        goto done;
+                    }
+                }
+            } else {
+                hold(automaton);
+                next = resolve(automaton, state[k], bytes[starts[entry[k]] + position[k]]);
+                if (next < -1) {
+                    ended = -1;
+                    goto done;
+                }
             }
             state[k] = next;
         }
@@ -372,7 +449,9 @@ static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
 done:
     release(buffers, 8);
-    close_automaton(&automaton);
+    if (close_automaton(&automaton) < 0) {
+        Py_CLEAR(result);
+    }
     return result;
 }
 
@@ -451,7 +530,9 @@ static PyObject *walk_and_pack(PyObject *module, PyObject *const *args, Py_ssize
 done:
     Py_XDECREF(data);
     release(buffers, 9);
-    close_automaton(&automaton);
+    if (close_automaton(&automaton) < 0) {
+        Py_CLEAR(result);
+    }
     return result;
 }
 
@@ -505,7 +586,9 @@ static PyObject *walk_packed(PyObject *module, PyObject *const *args, Py_ssize_t
     }
 done:
     release(buffers, 6);
-    close_automaton(&automaton);
+    if (close_automaton(&automaton) < 0) {
+        Py_CLEAR(result);
+    }
     return result;
 }
 
