@@ -1158,6 +1158,7 @@ static PyObject *py_step_held(PyObject *module, PyObject *const *args, Py_ssize_
 /* LazyByteDFA._resolve_bytes: every range of ``state``'s cut that holds a
  * byte of ``wanted`` (an int, bit b for byte b) resolved, in byte order. */
 static int resolve_bytes(PyObject *ctx, PyObject *state_object, const unsigned char *bits);
+static int resolve_bytes_held(PyObject *ctx, PyObject *state_object, const unsigned char *bits);
 
 static PyObject *py_resolve_bytes(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
@@ -1173,8 +1174,9 @@ static PyObject *py_resolve_bytes(PyObject *module, PyObject *const *args, Py_ss
 }
 
 /* The ranges of ``state``'s cut that hold a byte of ``bits`` (bit b for byte
- * b) resolved, in byte order; 0, or -1 with an exception. */
-static int resolve_bytes(PyObject *ctx, PyObject *state_object, const unsigned char *bits) {
+ * b) resolved, in byte order, over the Python containers; 0, or -1 with an
+ * exception (resolve_bytes uses the native state store where it can). */
+static int resolve_bytes_held(PyObject *ctx, PyObject *state_object, const unsigned char *bits) {
     long long state = PyLong_AsLongLong(state_object);
     if (state == -1 && PyErr_Occurred()) {
         return -1;
@@ -1841,6 +1843,7 @@ static PyObject *py_wide_sequences(PyObject *module, PyObject *unused) {
  * of bounds. */
 
 #define NEED_GIL (-2)
+#include <time.h>
 
 enum { WANT_PYTHON, WANT_EDGES, WANT_LOCAL, WANT_CHECK };
 
@@ -1870,6 +1873,9 @@ struct Store {
     size_t scratch_cap;
     int64_t *targets;
     size_t targets_cap;
+    uint32_t *stamps;              /* NFA state -> the fill that last visited it */
+    size_t stamps_cap, stamps_seen;
+    uint32_t stamp;
     int want;                      /* why the last store_fast needs the GIL */
     long long want_q;
     unsigned fresh;                /* states discovered since the last limits check */
@@ -1902,7 +1908,7 @@ static void store_free(Store *s) {
     }
     free(s->pool); free(s->koff); free(s->ids); free(s->step_keys); free(s->step_values);
     free(s->local_at); free(s->local_len); free(s->local_pool); free(s->edge_at); free(s->edge_len);
-    free(s->edge_pool); free(s->scratch); free(s->targets);
+    free(s->edge_pool); free(s->scratch); free(s->targets); free(s->stamps);
     free(s);
 }
 
@@ -2383,49 +2389,96 @@ static int store_fill_edges(PyObject *ctx, Store *s, long long q) {
     return 0;
 }
 
-/* NFA state q's local closure copied into the store (with the GIL). */
+/* NFA state q's local closure (LazyByteDFA._local_closure: the kernel NFA
+ * states reachable by epsilon moves alone, or none when a state on the way
+ * calls or ends a definition) computed into the store, with the GIL: a walk
+ * over the NFA's lists with a stamp a state (the set and list work of
+ * local_closure_of cost ~2 us a state, and a new automaton fills one for
+ * each NFA state its cold rows reach). */
 static int store_fill_local(PyObject *ctx, Store *s, long long q) {
-    if (q < 0 || q >= s->stride || store_reach(s, (size_t)q) < 0) {
+    PyObject *eps = ITEM(ctx, C_EPS), *edges = ITEM(ctx, C_EDGES), *calls = ITEM(ctx, C_CALLS);
+    PyObject *ends = ITEM(ctx, C_ENDS);
+    if (!PyList_Check(eps) || !PyList_Check(edges) || !PyList_Check(calls) || !PyByteArray_Check(ends)) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: the NFA's tables are not lists and a bytearray");
+        return -1;
+    }
+    Py_ssize_t size = PyList_GET_SIZE(eps);
+    if (PyList_GET_SIZE(edges) < size) size = PyList_GET_SIZE(edges);
+    if (PyList_GET_SIZE(calls) < size) size = PyList_GET_SIZE(calls);
+    if (PyByteArray_GET_SIZE(ends) < size) size = PyByteArray_GET_SIZE(ends);
+    if (q < 0 || q >= size || q >= s->stride || store_reach(s, (size_t)size) < 0
+            || reserve((void **)&s->stamps, &s->stamps_cap, (size_t)size, sizeof(uint32_t)) < 0) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_IndexError, "_lazycore: an NFA state outside the tables");
         }
         return -1;
     }
-    PyObject *key = PyLong_FromLongLong(q);
-    PyObject *local = key == NULL ? NULL : local_closure_of(ctx, key);
-    Py_XDECREF(key);
-    if (local == NULL) {
+    if (s->stamps_seen < (size_t)size) {
+        memset(s->stamps + s->stamps_seen, 0, ((size_t)size - s->stamps_seen) * sizeof(uint32_t));
+        s->stamps_seen = (size_t)size;
+    }
+    if (++s->stamp == 0) {  /* wrapped: every stamp cleared */
+        memset(s->stamps, 0, s->stamps_seen * sizeof(uint32_t));
+        s->stamp = 1;
+    }
+    const char *ending = PyByteArray_AS_STRING(ends);
+    long long final = s->final;
+    size_t todo = 0, found = 0, pool_from = s->local_pool_len;
+    int local = 1;
+    if (reserve((void **)&s->scratch, &s->scratch_cap, 1, sizeof(int64_t)) < 0) {
+        PyErr_NoMemory();
         return -1;
     }
-    Py_ssize_t n = PyLong_Check(local) ? 1 : PyTuple_Check(local) ? PyTuple_GET_SIZE(local) : -1;
-    if (n < 0 || reserve((void **)&s->local_pool, &s->local_pool_cap, s->local_pool_len + (size_t)n + 1,
-                         sizeof(int64_t)) < 0) {
-        Py_DECREF(local);
-        if (n < 0) {
-            PyErr_SetString(PyExc_TypeError, "_lazycore: a local closure must be a tuple or an int");
-        } else {
-            PyErr_NoMemory();
-        }
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        long long t = PyLong_AsLongLong(PyLong_Check(local) ? local : PyTuple_GET_ITEM(local, i));
-        if ((t == -1 && PyErr_Occurred()) || t < 0 || t >= s->stride) {
-            Py_DECREF(local);
-            if (!PyErr_Occurred()) {
-                PyErr_SetString(PyExc_ValueError, "_lazycore: a local closure outside the NFA");
-            }
+    s->scratch[todo++] = q;
+    s->stamps[q] = s->stamp;
+    while (todo) {
+        Py_ssize_t at = (Py_ssize_t)s->scratch[--todo];
+        PyObject *calling = PyList_GET_ITEM(calls, at), *out = PyList_GET_ITEM(edges, at);
+        PyObject *next = PyList_GET_ITEM(eps, at);
+        int calls_here = PyObject_IsTrue(calling);
+        if (calls_here < 0) {
             return -1;
         }
-        s->local_pool[s->local_pool_len + (size_t)i] = t;
+        if (calls_here || ending[at]) {
+            local = 0;
+            break;
+        }
+        if (!SEQUENCE(next) || !SEQUENCE(out)) {
+            PyErr_SetString(PyExc_TypeError, "_lazycore: eps[q] and edges[q] must be tuples");
+            return -1;
+        }
+        if (PySequence_Fast_GET_SIZE(out) || at == final) {
+            if (reserve((void **)&s->local_pool, &s->local_pool_cap, pool_from + found + 1, sizeof(int64_t)) < 0) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            s->local_pool[pool_from + found++] = at;
+        }
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(next); i++) {
+            long long t = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(next, i));
+            if (t == -1 && PyErr_Occurred()) {
+                return -1;
+            }
+            if (t < 0 || t >= size) {
+                PyErr_SetString(PyExc_IndexError, "_lazycore: an epsilon move outside the NFA");
+                return -1;
+            }
+            if (s->stamps[t] != s->stamp) {
+                s->stamps[t] = s->stamp;
+                if (reserve((void **)&s->scratch, &s->scratch_cap, todo + 1, sizeof(int64_t)) < 0) {
+                    PyErr_NoMemory();
+                    return -1;
+                }
+                s->scratch[todo++] = t;
+            }
+        }
     }
-    Py_DECREF(local);
-    if (n == 0) {
+    if (!local || found == 0) {
         s->local_at[q] = -2;  /* a call or an end on the way (or nothing): the full closure */
     } else {
-        s->local_at[q] = (int64_t)s->local_pool_len;
-        s->local_len[q] = (int32_t)n;
-        s->local_pool_len += (size_t)n;
+        s->local_at[q] = (int64_t)pool_from;
+        s->local_len[q] = (int32_t)found;
+        s->local_pool_len = pool_from + found;
     }
     return 0;
 }
@@ -2486,6 +2539,7 @@ static int session_buffers(LazySession *session) {
 }
 
 static int session_close(LazySession *session);
+static int session_open_context(PyObject *ctx, LazySession *session);
 
 /* Open the store of ``dfa`` (a LazyByteDFA, its lock held) for a walk:
  * 0, 1 when the automaton has no native store to offer (no compiled core,
@@ -2501,15 +2555,25 @@ static int session_open(PyObject *dfa, LazySession *session) {
         Py_DECREF(ctx);
         return 1;
     }
+    int opened = session_open_context(ctx, session);
+    Py_DECREF(ctx);
+    return opened;
+}
+
+/* session_open for the automaton's context ``ctx`` (the session takes a
+ * reference of its own). */
+static int session_open_context(PyObject *ctx, LazySession *session) {
+    memset(session, 0, sizeof(*session));
+    Py_INCREF(ctx);
     session->ctx = ctx;
     Store *s = store_of(ctx);
+    if (s != NULL && s->bounded) {
+        session_close(session);
+        return 1;
+    }
     if (s == NULL || store_sync(ctx, s) < 0 || session_buffers(session) < 0) {
         session_close(session);
         return -1;
-    }
-    if (s->bounded) {
-        session_close(session);
-        return 1;
     }
     return 0;
 }
@@ -2605,6 +2669,73 @@ static int session_close(LazySession *session) {
     Py_CLEAR(session->finals_object);
     Py_CLEAR(session->ctx);
     session->has_table = session->has_finals = 0;
+    return status;
+}
+
+/* The CPU time (each thread's own) resolve_bytes has spent without the
+ * GIL, in ns, over the process (``released_ns()``; the walk's is
+ * tokendfa.lazy._cwalk.released_ns()). */
+static uint64_t released_total;
+
+static uint64_t thread_ns(void) {
+#ifdef CLOCK_THREAD_CPUTIME_ID
+    struct timespec now;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now) == 0) {
+        return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    }
+#endif
+    return 0;
+}
+
+static PyObject *py_released_ns(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    return PyLong_FromUnsignedLongLong(__atomic_load_n(&released_total, __ATOMIC_RELAXED));
+}
+
+/* The ranges of ``state``'s cut that hold a byte of ``bits`` resolved (a
+ * whole row: LazyByteDFA.materialise; a class's bytes: class_successor) in
+ * the native state store, in byte order, without the GIL but for what the
+ * store hands back; over the Python containers with a depth bound. The
+ * caller holds the automaton's lock. 0, or -1 with an exception. */
+static int resolve_bytes(PyObject *ctx, PyObject *state_object, const unsigned char *bits) {
+    long long state = PyLong_AsLongLong(state_object);
+    if (state == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    LazySession session;
+    int opened = session_open_context(ctx, &session);
+    if (opened < 0) {
+        return -1;
+    }
+    if (opened > 0) {
+        return resolve_bytes_held(ctx, state_object, bits);
+    }
+    if (state < 0 || (state + 1) * 1024 > session.table.len) {
+        session_close(&session);
+        PyErr_SetString(PyExc_IndexError, "_lazycore: a state outside the table");
+        return -1;
+    }
+    uint64_t since = thread_ns();
+    PyThreadState *released = PyEval_SaveThread();
+    int status = 0;
+    for (int b = 0; b < 256 && status == 0; b++) {
+        if (!((bits[b >> 3] >> (b & 7)) & 1) || ((const int32_t *)session.table.buf)[state * 256 + b] != UNKNOWN_CELL) {
+            continue;
+        }
+        if (session_fast(&session, state, b) == NEED_GIL) {
+            __atomic_fetch_add(&released_total, thread_ns() - since, __ATOMIC_RELAXED);
+            PyEval_RestoreThread(released);
+            status = session_held(&session, state, b) < -1 ? -1 : 0;  /* the table may have grown: taken again */
+            since = thread_ns();
+            released = PyEval_SaveThread();
+        }
+    }
+    __atomic_fetch_add(&released_total, thread_ns() - since, __ATOMIC_RELAXED);
+    PyEval_RestoreThread(released);
+    if (session_close(&session) < 0) {
+        status = -1;
+    }
     return status;
 }
 
@@ -2754,6 +2885,8 @@ static PyMethodDef methods[] = {
     {"alive", (PyCFunction)(void (*)(void))py_alive, METH_FASTCALL, "_LazyNFA._alive, compiled."},
     {"class_successor", (PyCFunction)(void (*)(void))py_class_successor, METH_FASTCALL,
      "LazyByteDFA.class_successor, compiled (the caller holds the lock)."},
+    {"released_ns", (PyCFunction)py_released_ns, METH_NOARGS,
+     "CPU time (each thread's own) resolve_bytes has spent without the GIL, in ns, over the process."},
     {"store_info", (PyCFunction)(void (*)(void))py_store_info, METH_FASTCALL,
      "The native state store's counts: states, published, fast_found, fast_discovered, handed_back."},
     {NULL, NULL, 0, NULL},

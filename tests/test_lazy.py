@@ -1139,8 +1139,34 @@ def test_compiled_core_refuses_edge_rows_not_flat_triples():
         dfa._cuts[INITIAL_STATE] = (starts, ends, targets, None)
         with pytest.raises(TypeError, match="bytes of one length"):
             core.step_held(dfa._core_context, INITIAL_STATE, 97)
-        with pytest.raises(TypeError, match="bytes of one length"):
-            core.resolve_bytes(dfa._core_context, INITIAL_STATE, 1 << 97)
+        # resolve_bytes reads the native state store (the NFA's own edges),
+        # never the cut kept in Python: the bad cut is not read at all
+        core.resolve_bytes(dfa._core_context, INITIAL_STATE, 1 << 97)
+        assert dfa.table[INITIAL_STATE, 97] == LazyByteDFA("ab").step(INITIAL_STATE, 97)
+
+
+def test_native_state_store_refuses_edges_outside_bytes_and_the_nfa():
+    """The native state store copies an NFA state's edges once, checking
+    each: a byte range outside 0..255 or a target outside the NFA is a
+    ValueError when a cell needs it, never a write past a row or a read
+    past the NFA's tables."""
+    core = lazydfa_module._lazycore
+    if core is None:
+        pytest.skip("the compiled core is not built")
+    for bad in [(0, 300, 1), (5, 3, 1), (0, 10, 1 << 40), (-1, 10, 1)]:
+        dfa = LazyByteDFA("ab")
+        q = len(dfa._eps)
+        dfa._eps.append(())
+        dfa._edges.append(bad)
+        dfa._calls.append(())
+        dfa._ends.append(0)
+        with dfa.resolving():
+            dfa._kernels.append(frozenset([q]))
+            dfa._ids[dfa._kernels[-1]] = len(dfa._kernels) - 1
+            dfa._table[len(dfa._kernels) - 1] = UNKNOWN
+            dfa._count = len(dfa._kernels)
+            with pytest.raises(ValueError, match="outside"):
+                core.resolve_bytes(dfa._core_context, dfa._count - 1, 1 << 4)
 
 
 def test_lazy_nfa_rows_are_immutable_and_untracked(native):
