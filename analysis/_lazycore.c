@@ -1876,6 +1876,11 @@ struct Store {
     uint32_t *stamps;              /* NFA state -> the fill that last visited it */
     size_t stamps_cap, stamps_seen;
     uint32_t stamp;
+    uint32_t *marks;               /* NFA state -> the region fill that last queued it */
+    size_t marks_cap, marks_seen;
+    uint32_t mark;
+    int64_t *queue;
+    size_t queue_cap;
     int want;                      /* why the last store_fast needs the GIL */
     long long want_q;
     unsigned fresh;                /* states discovered since the last limits check */
@@ -1908,7 +1913,7 @@ static void store_free(Store *s) {
     }
     free(s->pool); free(s->koff); free(s->ids); free(s->step_keys); free(s->step_values);
     free(s->local_at); free(s->local_len); free(s->local_pool); free(s->edge_at); free(s->edge_len);
-    free(s->edge_pool); free(s->scratch); free(s->targets); free(s->stamps);
+    free(s->edge_pool); free(s->scratch); free(s->targets); free(s->stamps); free(s->marks); free(s->queue);
     free(s);
 }
 
@@ -2483,6 +2488,105 @@ static int store_fill_local(PyObject *ctx, Store *s, long long q) {
     return 0;
 }
 
+/* The NFA states around ``q`` copied into the store: the edges of each
+ * state reachable from ``q`` inside its fragment (by epsilon moves, byte
+ * edges and calls' return states; entering a callee is left to the
+ * closure), and the local closure of each edge's target, up to
+ * REGION_STATES states a call. Each entered fragment is final (pruned when
+ * first entered), and a state in a kernel is in an entered fragment, as is
+ * all it reaches inside it. One at a time, the store asked the GIL back for
+ * ~2,000 NFA states a run of bench_batch's workload, ~4,000 fills. */
+#define REGION_STATES 512
+
+static int store_fill_region(PyObject *ctx, Store *s, long long q) {
+    PyObject *eps = ITEM(ctx, C_EPS), *edges = ITEM(ctx, C_EDGES), *calls = ITEM(ctx, C_CALLS);
+    if (!PyList_Check(eps) || !PyList_Check(edges) || !PyList_Check(calls)) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: the NFA's tables are not lists");
+        return -1;
+    }
+    Py_ssize_t size = PyList_GET_SIZE(eps);
+    if (PyList_GET_SIZE(edges) < size) size = PyList_GET_SIZE(edges);
+    if (PyList_GET_SIZE(calls) < size) size = PyList_GET_SIZE(calls);
+    if (q < 0 || q >= size || q >= s->stride || store_reach(s, (size_t)size) < 0
+            || reserve((void **)&s->marks, &s->marks_cap, (size_t)size, sizeof(uint32_t)) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_IndexError, "_lazycore: an NFA state outside the tables");
+        }
+        return -1;
+    }
+    if (s->marks_seen < (size_t)size) {
+        memset(s->marks + s->marks_seen, 0, ((size_t)size - s->marks_seen) * sizeof(uint32_t));
+        s->marks_seen = (size_t)size;
+    }
+    if (++s->mark == 0) {
+        memset(s->marks, 0, s->marks_seen * sizeof(uint32_t));
+        s->mark = 1;
+    }
+    size_t head = 0, tail = 0;
+    if (reserve((void **)&s->queue, &s->queue_cap, 1, sizeof(int64_t)) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    s->queue[tail++] = q;
+    s->marks[q] = s->mark;
+    while (head < tail && head < REGION_STATES) {
+        long long at = s->queue[head++];
+        if (s->edge_at[at] < 0 && store_fill_edges(ctx, s, at) < 0) {
+            return -1;
+        }
+        PyObject *next = PyList_GET_ITEM(eps, at), *called = PyList_GET_ITEM(calls, at);
+        if (!SEQUENCE(next) || !PyTuple_Check(called)) {
+            PyErr_SetString(PyExc_TypeError, "_lazycore: the NFA's tables are not of the expected types");
+            return -1;
+        }
+        Py_ssize_t count = PySequence_Fast_GET_SIZE(next) + PyTuple_GET_SIZE(called) + s->edge_len[at];
+        if (reserve((void **)&s->queue, &s->queue_cap, tail + (size_t)count, sizeof(int64_t)) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (int32_t j = 0; j < s->edge_len[at]; j++) {
+            long long t = s->edge_pool[s->edge_at[at] + j].target;  /* 0 <= t < stride: store_fill_edges */
+            if (t >= size) {
+                PyErr_SetString(PyExc_IndexError, "_lazycore: an edge outside the NFA");
+                return -1;
+            }
+            if (s->local_at[t] == -1 && store_fill_local(ctx, s, t) < 0) {
+                return -1;
+            }
+            if (s->marks[t] != s->mark) {
+                s->marks[t] = s->mark;
+                s->queue[tail++] = t;
+            }
+        }
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(next) + PyTuple_GET_SIZE(called); i++) {
+            PyObject *item;
+            if (i < PySequence_Fast_GET_SIZE(next)) {
+                item = PySequence_Fast_GET_ITEM(next, i);
+            } else {
+                PyObject *call = PyTuple_GET_ITEM(called, i - PySequence_Fast_GET_SIZE(next));
+                if (!PyTuple_Check(call) || PyTuple_GET_SIZE(call) != 2) {
+                    PyErr_SetString(PyExc_TypeError, "_lazycore: a call is not (definition, return state)");
+                    return -1;
+                }
+                item = PyTuple_GET_ITEM(call, 1);
+            }
+            long long t = PyLong_AsLongLong(item);
+            if (t == -1 && PyErr_Occurred()) {
+                return -1;
+            }
+            if (t < 0 || t >= size) {
+                PyErr_SetString(PyExc_IndexError, "_lazycore: a move outside the NFA");
+                return -1;
+            }
+            if (s->marks[t] != s->mark) {
+                s->marks[t] = s->mark;
+                s->queue[tail++] = t;
+            }
+        }
+    }
+    return 0;
+}
+
 /* A walk's hold on the store: the context and writable views of the
  * automaton's table and finals (taken again when the table grows). */
 typedef struct {
@@ -2600,13 +2704,13 @@ static int64_t session_held(LazySession *session, int64_t state, int byte) {
             return found;
         }
         if (s->want == WANT_EDGES) {
-            if (store_fill_edges(ctx, s, s->want_q) < 0) {
+            if (store_fill_region(ctx, s, s->want_q) < 0) {
                 return -2;
             }
             continue;
         }
         if (s->want == WANT_LOCAL) {
-            if (store_fill_local(ctx, s, s->want_q) < 0) {
+            if (store_fill_local(ctx, s, s->want_q) < 0 || store_fill_region(ctx, s, s->want_q) < 0) {
                 return -2;
             }
             continue;
