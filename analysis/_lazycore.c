@@ -2496,7 +2496,7 @@ static int store_fill_local(PyObject *ctx, Store *s, long long q) {
  * first entered), and a state in a kernel is in an entered fragment, as is
  * all it reaches inside it. One at a time, the store asked the GIL back for
  * ~2,000 NFA states a run of bench_batch's workload, ~4,000 fills. */
-#define REGION_STATES 512
+#define REGION_STATES 64
 
 static int store_fill_region(PyObject *ctx, Store *s, long long q) {
     PyObject *eps = ITEM(ctx, C_EPS), *edges = ITEM(ctx, C_EDGES), *calls = ITEM(ctx, C_CALLS);
@@ -2777,11 +2777,15 @@ static int session_close(LazySession *session) {
 }
 
 /* The CPU time (each thread's own) resolve_bytes has spent without the
- * GIL, in ns, over the process (``released_ns()``; the walk's is
- * tokendfa.lazy._cwalk.released_ns()). */
+ * GIL, in ns, over the process (``released_ns()``, counted once
+ * ``count_released(True)``; the walk's is tokendfa.lazy._cwalk's). */
 static uint64_t released_total;
+static int counting_released;
 
 static uint64_t thread_ns(void) {
+    if (!counting_released) {
+        return 0;
+    }
 #ifdef CLOCK_THREAD_CPUTIME_ID
     struct timespec now;
     if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now) == 0) {
@@ -2789,6 +2793,16 @@ static uint64_t thread_ns(void) {
     }
 #endif
     return 0;
+}
+
+static PyObject *py_count_released(PyObject *module, PyObject *on) {
+    (void)module;
+    int value = PyObject_IsTrue(on);
+    if (value < 0) {
+        return NULL;
+    }
+    counting_released = value;
+    Py_RETURN_NONE;
 }
 
 static PyObject *py_released_ns(PyObject *module, PyObject *unused) {
@@ -2989,6 +3003,8 @@ static PyMethodDef methods[] = {
     {"alive", (PyCFunction)(void (*)(void))py_alive, METH_FASTCALL, "_LazyNFA._alive, compiled."},
     {"class_successor", (PyCFunction)(void (*)(void))py_class_successor, METH_FASTCALL,
      "LazyByteDFA.class_successor, compiled (the caller holds the lock)."},
+    {"count_released", (PyCFunction)py_count_released, METH_O,
+     "Turn the count of released_ns() on (True) or off (False; the default)."},
     {"released_ns", (PyCFunction)py_released_ns, METH_NOARGS,
      "CPU time (each thread's own) resolve_bytes has spent without the GIL, in ns, over the process."},
     {"store_info", (PyCFunction)(void (*)(void))py_store_info, METH_FASTCALL,

@@ -1733,6 +1733,40 @@ def test_the_native_state_store_resolves_cold_rows_and_publishes_its_states():
         state, expected = index.advance(state, token), reference.advance(expected, token)
 
 
+@pytest.mark.skipif(not (lazydfa_module.NATIVE_CORE and lazy_module.NATIVE_WALK),
+                    reason="the compiled core or walk is not built here (or TOKENDFA_NATIVE=0)")
+def test_time_without_the_gil_is_counted_only_when_asked():
+    """released_ns() of the walk and of the core count the CPU time spent
+    without the GIL once count_released(True) turns the count on, and not
+    before (the thread's CPU clock is a system call)."""
+    from tokendfa.analysis import _lazycore
+    from tokendfa.lazy import _cwalk
+
+    vocab = cached_vocabulary("qwen2.5")
+
+    def cold_rows() -> None:
+        index = Index.from_schema({"type": "object", "properties": {"note": {"type": "string"}}}, vocab)
+        guide = Guide(index)
+        for token in vocab.encode('{"note":"a cold row or two"}'):
+            guide.get_mask()
+            guide.advance(token)
+
+    def released() -> int:
+        return _cwalk.released_ns() + _lazycore.released_ns()
+
+    before = released()
+    cold_rows()
+    assert released() == before
+    _cwalk.count_released(True)
+    _lazycore.count_released(True)
+    try:
+        cold_rows()
+    finally:
+        _cwalk.count_released(False)
+        _lazycore.count_released(False)
+    assert released() > before
+
+
 @pytest.mark.skipif(not lazydfa_module.NATIVE_CORE, reason="the compiled core is not built here")
 def test_the_native_core_context_is_named_field_by_field():
     """The compiled core reads the automaton through a Context of named

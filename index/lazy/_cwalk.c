@@ -135,10 +135,12 @@ static int open_session(Automaton *automaton) {
  * under which its cells are written or the table replaced, and the walk's
  * buffer keeps the table it read alive. */
 /* The CPU time (this thread's) walks have spent without the GIL, in
- * nanoseconds, over the process: what ``released_ns()`` reports, so that a
- * benchmark can tell the share of a cold row that other threads may overlap
- * (~100 ns of clock reads a pass, a few passes a row). */
+ * nanoseconds, over the process: what ``released_ns()`` reports once
+ * ``count_released(True)`` has turned the count on, so that a benchmark can
+ * tell the share of a cold row that other threads may overlap. Off by
+ * default: a thread's CPU clock is a system call (~0.5 us), two a pass. */
 static uint64_t released_total;
+static int counting_released;
 
 static uint64_t thread_ns(void) {
 #ifdef CLOCK_THREAD_CPUTIME_ID
@@ -152,17 +154,29 @@ static uint64_t thread_ns(void) {
 
 static void let_go(Automaton *automaton) {
     if (automaton->released == NULL) {
-        automaton->released_at = thread_ns();
+        automaton->released_at = counting_released ? thread_ns() : 0;
         automaton->released = PyEval_SaveThread();
     }
 }
 
 static void hold(Automaton *automaton) {
     if (automaton->released != NULL) {
-        __atomic_fetch_add(&released_total, thread_ns() - automaton->released_at, __ATOMIC_RELAXED);
+        if (counting_released) {
+            __atomic_fetch_add(&released_total, thread_ns() - automaton->released_at, __ATOMIC_RELAXED);
+        }
         PyEval_RestoreThread(automaton->released);
         automaton->released = NULL;
     }
+}
+
+static PyObject *count_released(PyObject *module, PyObject *on) {
+    (void)module;
+    int value = PyObject_IsTrue(on);
+    if (value < 0) {
+        return NULL;
+    }
+    counting_released = value;
+    Py_RETURN_NONE;
 }
 
 static PyObject *released_ns(PyObject *module, PyObject *unused) {
@@ -1103,6 +1117,8 @@ static PyMethodDef methods[] = {
      "Each token's first byte after its first character outside a loop set (its length if none; 0: not text)."},
     {"tail_split", (PyCFunction)(void (*)(void))tail_split, METH_FASTCALL,
      "A loop set's tail tokens as a mask, and the other spelled tokens by first byte."},
+    {"count_released", (PyCFunction)count_released, METH_O,
+     "Turn the count of released_ns() on (True) or off (False; the default)."},
     {"released_ns", (PyCFunction)released_ns, METH_NOARGS,
      "CPU time (each walking thread's own) that walks have spent without the GIL, in ns, over the process."},
     {NULL, NULL, 0, NULL},

@@ -8,14 +8,18 @@ millisecond to a few), and a batch of new schemas has one per generation.
 pool of threads, then writes every mask into one buffer of int32/uint32 rows
 (the layout of ``Guide.write_mask_into`` and of xgrammar's token bitmask).
 
-Threads pay only where rows run in parallel: the compiled walk of a row and
-numpy's larger passes release the GIL (see ``tokendfa/lazy/_cwalk.c``);
-discovering states (the lazy automaton's subset construction) and building
-a row's walk plan do not, and they are most of a cold row today, so the
-default is the calling thread alone (:data:`DEFAULT_MASK_THREADS`). Rows of one lazy index are computed
-one after another (its lock), so the work is split by index, and a batch
-whose cold rows all belong to one index, or that has fewer than two, is
-computed on the calling thread. An index read from arrays has no cold rows.
+Threads pay only where rows run in parallel: the compiled walk of a row,
+the states it discovers in the lazy core's native state store, and numpy's
+larger passes release the GIL (see ``tokendfa/lazy/_cwalk.c`` and
+``tokendfa/analysis/_lazycore.c``); building a row's loop set and walk plan,
+first calls of definitions and closures through calls do not, and they are
+most of a cold row today, so the default is the calling thread alone
+(:data:`DEFAULT_MASK_THREADS`). Rows of one lazy index are computed one
+after another (its lock), so the work is split by index: the calling thread
+and the pool's take the indexes one at a time from a shared iterator. A
+batch whose cold rows all belong to one index, or that has fewer than two,
+is computed on the calling thread. An index read from arrays has no cold
+rows.
 
 May import: the standard library and numpy (a runtime module: see
 :mod:`tokendfa.runtime`).
@@ -36,10 +40,11 @@ __all__ = ["fill_masks", "DEFAULT_MASK_THREADS"]
 # Threads for a batch's cold rows when the caller names none. One (the
 # calling thread alone) while a cold row holds the GIL for most of its time:
 # on 16 new JSONSchemaBench schemas decoded in lockstep (qwen2.5,
-# benchmarks/bench_batch.py) the walk ran without it for 13-17% of the
-# rows' time, which bounds two threads at ~0.85 of the serial time; on the
-# shared 2-core machine (load 7-10) two threads took 1.15x as long (1.23x
-# before the walk took the GIL back once a pass rather than once a cell).
+# benchmarks/bench_batch.py) the rows ran without it for 27% of their CPU
+# time (the walk, its packing and the states it discovers; _cwalk and
+# _lazycore's released_ns()), which bounds two threads at ~0.85 of the
+# serial time; on the shared 2-core machine two threads took 0.86-1.19x as
+# long (a control of two threads hashing without the GIL: 0.85-1.21x).
 # Raise it (or pass ``threads``) where rows run mostly without the GIL.
 DEFAULT_MASK_THREADS = 1
 
