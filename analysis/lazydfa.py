@@ -436,9 +436,23 @@ class LazyByteDFA:
             found[unknown] = self._table.reshape(-1)[cells]  # the current table: it may have grown
         return found
 
+    def is_discovered(self, state: int) -> bool:
+        """Whether ``state`` is an id of this automaton (0 dead, 1 initial, ...).
+
+        A cell read without the lock may hold a state that a walk holding
+        it discovered in the native state store and publishes to the count
+        only when it ends (see the module's docstring): such an id is
+        checked again under the lock."""
+        if 0 <= state < self._count:
+            return True
+        if state < 0:
+            return False
+        with self._exclusive:
+            return state < self._count
+
     def step(self, state: int, byte: int) -> int:
         """One cell: the state after ``byte`` from ``state``."""
-        if not 0 <= state < self._count:  # the table's rows past the count are undefined
+        if not self.is_discovered(state):  # the table's rows past the count are undefined
             raise IndexError(f"state {state} is not discovered (the automaton has {self._count:,})")
         found = int(self._table[state, byte])
         if found == UNKNOWN:

@@ -1733,6 +1733,31 @@ def test_the_native_state_store_resolves_cold_rows_and_publishes_its_states():
         state, expected = index.advance(state, token), reference.advance(expected, token)
 
 
+def test_a_state_past_the_count_is_checked_again_under_the_lock():
+    """A walk that discovers states in the native state store publishes them
+    to the count when it lets the lock go, while readers without the lock
+    may already see their ids in cells: an id past the count is checked
+    again under the lock (it waits for the walk), not refused at once."""
+    import time
+
+    dfa = LazyByteDFA("[a-c]+x?")
+    dfa.row(INITIAL_STATE)
+    count = dfa.num_states
+    found: list[bool] = []
+    with dfa.resolving():
+        reader = threading.Thread(target=lambda: found.append(dfa.is_discovered(count)))
+        reader.start()
+        time.sleep(0.05)
+        assert not found  # waiting for the lock
+        dfa._count = count + 1  # what publishing a state does
+    reader.join()
+    assert found == [True]
+    dfa._count = count
+    assert not dfa.is_discovered(count) and not dfa.is_discovered(-1)
+    with pytest.raises(IndexError):
+        dfa.step(count, 97)
+
+
 @pytest.mark.skipif(not (lazydfa_module.NATIVE_CORE and lazy_module.NATIVE_WALK),
                     reason="the compiled core or walk is not built here (or TOKENDFA_NATIVE=0)")
 def test_time_without_the_gil_is_counted_only_when_asked():
