@@ -1845,7 +1845,7 @@ static PyObject *py_wide_sequences(PyObject *module, PyObject *unused) {
 #define NEED_GIL (-2)
 #include <time.h>
 
-enum { WANT_PYTHON, WANT_EDGES, WANT_LOCAL, WANT_CHECK };
+enum { WANT_PYTHON, WANT_EDGES, WANT_LOCAL, WANT_CHECK, WANT_NFA, WANT_DEF };
 
 struct Store {
     long long stride, final, max_states;
@@ -1881,6 +1881,26 @@ struct Store {
     uint32_t mark;
     int64_t *queue;
     size_t queue_cap;
+    /* the NFA's epsilon moves, calls and ends, for closures through calls */
+    int64_t *eps_at, *calls_at;    /* NFA state -> offset in eps_pool / calls_pool */
+    int32_t *eps_len, *calls_len;
+    uint8_t *ends, *nfa_filled;
+    int64_t *eps_pool, *calls_pool;  /* calls_pool: (definition, return state) pairs */
+    size_t eps_pool_len, eps_pool_cap, calls_pool_len, calls_pool_cap;
+    int64_t *def_start;            /* definition -> its fragment's start, -1 not entered (yet) */
+    size_t def_cap;
+    /* the call stacks (LazyByteDFA._stack_parent, _stack_top, _stack_depth, _pushes) */
+    int64_t *stack_parent, *stack_top, *stack_depth;
+    size_t stacks, stacks_cap, stacks_published;
+    int64_t *push_keys;            /* stack * stride + return state -> the stack it pushes (-1: empty) */
+    int32_t *push_values;
+    size_t pushes_cap, pushes_count;
+    int64_t *seen_keys;            /* a closure's configurations, open addressing with a generation */
+    uint32_t *seen_gen;
+    size_t seen_cap, seen_count;
+    uint32_t generation;
+    int64_t *todo;
+    size_t todo_cap;
     int want;                      /* why the last store_fast needs the GIL */
     long long want_q;
     unsigned fresh;                /* states discovered since the last limits check */
@@ -1914,6 +1934,10 @@ static void store_free(Store *s) {
     free(s->pool); free(s->koff); free(s->ids); free(s->step_keys); free(s->step_values);
     free(s->local_at); free(s->local_len); free(s->local_pool); free(s->edge_at); free(s->edge_len);
     free(s->edge_pool); free(s->scratch); free(s->targets); free(s->stamps); free(s->marks); free(s->queue);
+    free(s->eps_at); free(s->calls_at); free(s->eps_len); free(s->calls_len); free(s->ends); free(s->nfa_filled);
+    free(s->eps_pool); free(s->calls_pool); free(s->def_start); free(s->stack_parent); free(s->stack_top);
+    free(s->stack_depth); free(s->push_keys); free(s->push_values); free(s->seen_keys); free(s->seen_gen);
+    free(s->todo);
     free(s);
 }
 
@@ -2083,14 +2107,251 @@ static int store_reach(Store *s, size_t q) {
         return -1;
     }
     s->edge_len = edge_len;
+    int64_t *eps_at = realloc(s->eps_at, cap * sizeof(int64_t));
+    if (eps_at == NULL) {
+        return -1;
+    }
+    s->eps_at = eps_at;
+    int64_t *calls_at = realloc(s->calls_at, cap * sizeof(int64_t));
+    if (calls_at == NULL) {
+        return -1;
+    }
+    s->calls_at = calls_at;
+    int32_t *eps_len = realloc(s->eps_len, cap * sizeof(int32_t));
+    if (eps_len == NULL) {
+        return -1;
+    }
+    s->eps_len = eps_len;
+    int32_t *calls_len = realloc(s->calls_len, cap * sizeof(int32_t));
+    if (calls_len == NULL) {
+        return -1;
+    }
+    s->calls_len = calls_len;
+    uint8_t *ends = realloc(s->ends, cap);
+    if (ends == NULL) {
+        return -1;
+    }
+    s->ends = ends;
+    uint8_t *filled = realloc(s->nfa_filled, cap);
+    if (filled == NULL) {
+        return -1;
+    }
+    s->nfa_filled = filled;
     for (size_t i = s->nfa_cap; i < cap; i++) {
         s->local_at[i] = -1;
         s->edge_at[i] = -1;
         s->local_len[i] = 0;
         s->edge_len[i] = 0;
+        s->eps_at[i] = s->calls_at[i] = 0;
+        s->eps_len[i] = s->calls_len[i] = 0;
+        s->ends[i] = s->nfa_filled[i] = 0;
     }
     s->nfa_cap = cap;
     return 0;
+}
+
+/* The stack ``stack`` with ``ret`` on top (LazyByteDFA._push), made when
+ * new; -1 out of memory (no exception: it may run without the GIL). */
+static int64_t store_push(Store *s, int64_t stack, int64_t ret) {
+    int64_t key = stack * s->stride + ret;
+    if (s->pushes_cap) {
+        size_t mask = s->pushes_cap - 1;
+        for (size_t i = config_hash(key) & mask;; i = (i + 1) & mask) {
+            if (s->push_keys[i] == -1) {
+                break;
+            }
+            if (s->push_keys[i] == key) {
+                return s->push_values[i];
+            }
+        }
+    }
+    if ((s->pushes_count + 1) * 2 > s->pushes_cap) {
+        size_t cap = s->pushes_cap ? s->pushes_cap * 2 : 64;
+        int64_t *keys = malloc(cap * sizeof(int64_t));
+        int32_t *values = malloc(cap * sizeof(int32_t));
+        if (keys == NULL || values == NULL) {
+            free(keys);
+            free(values);
+            return -1;
+        }
+        memset(keys, 0xff, cap * sizeof(int64_t));
+        for (size_t i = 0; i < s->pushes_cap; i++) {
+            if (s->push_keys[i] != -1) {
+                size_t j = config_hash(s->push_keys[i]) & (cap - 1);
+                while (keys[j] != -1) {
+                    j = (j + 1) & (cap - 1);
+                }
+                keys[j] = s->push_keys[i];
+                values[j] = s->push_values[i];
+            }
+        }
+        free(s->push_keys);
+        free(s->push_values);
+        s->push_keys = keys;
+        s->push_values = values;
+        s->pushes_cap = cap;
+    }
+    if (s->stacks >= (size_t)INT32_MAX - 1
+            || reserve((void **)&s->stack_parent, &s->stacks_cap, s->stacks + 1, sizeof(int64_t)) < 0) {
+        return -1;
+    }
+    /* the three arrays share stacks_cap: the others follow the first */
+    size_t cap = s->stacks_cap;
+    int64_t *top = realloc(s->stack_top, cap * sizeof(int64_t));
+    if (top == NULL) {
+        return -1;
+    }
+    s->stack_top = top;
+    int64_t *depth = realloc(s->stack_depth, cap * sizeof(int64_t));
+    if (depth == NULL) {
+        return -1;
+    }
+    s->stack_depth = depth;
+    int64_t made = (int64_t)s->stacks++;
+    s->stack_parent[made] = stack;
+    s->stack_top[made] = ret;
+    s->stack_depth[made] = stack >= 0 && stack < made ? s->stack_depth[stack] + 1 : 0;
+    size_t mask = s->pushes_cap - 1, i = config_hash(key) & mask;
+    while (s->push_keys[i] != -1) {
+        i = (i + 1) & mask;
+    }
+    s->push_keys[i] = key;
+    s->push_values[i] = (int32_t)made;
+    s->pushes_count++;
+    return made;
+}
+
+/* Whether ``config`` was seen in the closure under way (and mark it); -1
+ * out of memory. */
+static int closure_seen(Store *s, int64_t config) {
+    if ((s->seen_count + 1) * 2 > s->seen_cap) {
+        size_t cap = s->seen_cap ? s->seen_cap * 2 : 256;
+        int64_t *keys = malloc(cap * sizeof(int64_t));
+        uint32_t *gens = calloc(cap, sizeof(uint32_t));
+        if (keys == NULL || gens == NULL) {
+            free(keys);
+            free(gens);
+            return -1;
+        }
+        for (size_t i = 0; i < s->seen_cap; i++) {
+            if (s->seen_gen[i] == s->generation) {
+                size_t j = config_hash(s->seen_keys[i]) & (cap - 1);
+                while (gens[j] == s->generation) {
+                    j = (j + 1) & (cap - 1);
+                }
+                keys[j] = s->seen_keys[i];
+                gens[j] = s->generation;
+            }
+        }
+        free(s->seen_keys);
+        free(s->seen_gen);
+        s->seen_keys = keys;
+        s->seen_gen = gens;
+        s->seen_cap = cap;
+    }
+    size_t mask = s->seen_cap - 1;
+    for (size_t i = config_hash(config) & mask;; i = (i + 1) & mask) {
+        if (s->seen_gen[i] != s->generation) {
+            s->seen_gen[i] = s->generation;
+            s->seen_keys[i] = config;
+            s->seen_count++;
+            return 0;
+        }
+        if (s->seen_keys[i] == config) {
+            return 1;
+        }
+    }
+}
+
+/* The closure of ``config`` through calls and ends (LazyByteDFA._closure
+ * without a depth bound), its kernel configurations appended to s->scratch
+ * from ``closed`` on: the new length, or NEED_GIL (an NFA state not copied,
+ * a definition not entered, out of memory) with the reason in s->want. */
+static int64_t store_full_closure(Store *s, int64_t config, size_t closed) {
+    long long stride = s->stride;
+    if (++s->generation == 0) {  /* wrapped: every mark cleared */
+        if (s->seen_gen != NULL) {
+            memset(s->seen_gen, 0, s->seen_cap * sizeof(uint32_t));
+        }
+        s->generation = 1;
+    }
+    s->seen_count = 0;
+    size_t todo = 0;
+    if (reserve((void **)&s->todo, &s->todo_cap, 1, sizeof(int64_t)) < 0 || closure_seen(s, config) < 0) {
+        return NEED_GIL;
+    }
+    s->todo[todo++] = config;
+    while (todo) {
+        int64_t current = s->todo[--todo];
+        int64_t stack = current / stride, q = current % stride;
+        if (current < 0 || (size_t)q >= s->nfa_cap || !s->nfa_filled[q] || s->edge_at[q] < 0) {
+            s->want = current < 0 ? WANT_PYTHON : WANT_NFA;
+            s->want_q = q;
+            return NEED_GIL;
+        }
+        if ((size_t)stack >= s->stacks || s->seen_count > (1u << 20)) {
+            s->want = WANT_PYTHON;
+            return NEED_GIL;
+        }
+        if (s->edge_len[q] || q == s->final) {
+            if (reserve((void **)&s->scratch, &s->scratch_cap, closed + 1, sizeof(int64_t)) < 0) {
+                s->want = WANT_PYTHON;
+                return NEED_GIL;
+            }
+            s->scratch[closed++] = current;
+        }
+        int64_t base = stack * stride;
+        size_t more = (size_t)s->eps_len[q] + (size_t)s->calls_len[q] + 1;
+        if (reserve((void **)&s->todo, &s->todo_cap, todo + more, sizeof(int64_t)) < 0) {
+            s->want = WANT_PYTHON;
+            return NEED_GIL;
+        }
+        for (int32_t i = 0; i < s->eps_len[q]; i++) {
+            int64_t next = base + s->eps_pool[s->eps_at[q] + i];
+            int known = closure_seen(s, next);
+            if (known < 0) {
+                s->want = WANT_PYTHON;
+                return NEED_GIL;
+            }
+            if (!known) {
+                s->todo[todo++] = next;
+            }
+        }
+        for (int32_t i = 0; i < s->calls_len[q]; i++) {
+            int64_t d = s->calls_pool[s->calls_at[q] + 2 * i], ret = s->calls_pool[s->calls_at[q] + 2 * i + 1];
+            if ((size_t)d >= s->def_cap || s->def_start[d] < 0) {
+                s->want = WANT_DEF;
+                s->want_q = d;
+                return NEED_GIL;
+            }
+            int64_t pushed = store_push(s, stack, ret);
+            if (pushed < 0) {
+                s->want = WANT_PYTHON;
+                return NEED_GIL;
+            }
+            int64_t next = pushed * stride + s->def_start[d];
+            int known = closure_seen(s, next);
+            if (known < 0) {
+                s->want = WANT_PYTHON;
+                return NEED_GIL;
+            }
+            if (!known) {
+                s->todo[todo++] = next;
+            }
+        }
+        if (s->ends[q] && stack) {
+            int64_t next = s->stack_parent[stack] * stride + s->stack_top[stack];
+            int known = closure_seen(s, next);
+            if (known < 0) {
+                s->want = WANT_PYTHON;
+                return NEED_GIL;
+            }
+            if (!known) {
+                s->todo[todo++] = next;
+            }
+        }
+    }
+    return (int64_t)closed;
 }
 
 /* ``value`` written into ``row``'s cells lo..hi. */
@@ -2197,8 +2458,14 @@ static int64_t store_fast(Store *s, int32_t *table, int64_t rows, uint8_t *final
             return NEED_GIL;
         }
         if (s->local_at[q] == -2) {
-            s->why[3]++;
-            return NEED_GIL;  /* a call or an end on the way: the stack plays a part */
+            /* a call or an end on the way: the stack plays a part */
+            int64_t grown = store_full_closure(s, targets[i], closed);
+            if (grown < 0) {
+                s->why[3]++;
+                return NEED_GIL;
+            }
+            closed = (size_t)grown;
+            continue;
         }
         if (reserve((void **)&s->scratch, &s->scratch_cap, closed + (size_t)s->local_len[q], sizeof(int64_t)) < 0) {
             return NEED_GIL;
@@ -2275,8 +2542,96 @@ static Store *store_of(PyObject *ctx) {
     return self->store;
 }
 
+/* The call stacks the Python containers have and the store not yet, copied. */
+static int store_sync_stacks(PyObject *ctx, Store *s) {
+    PyObject *parent = ITEM(ctx, C_STACK_PARENT), *top = ITEM(ctx, C_STACK_TOP);
+    if (!PyList_Check(parent) || !PyList_Check(top) || PyList_GET_SIZE(top) != PyList_GET_SIZE(parent)
+            || s->stacks_published != s->stacks || (size_t)PyList_GET_SIZE(parent) < s->stacks) {
+        PyErr_SetString(PyExc_RuntimeError, "_lazycore: the state store and the automaton's stacks disagree");
+        return -1;
+    }
+    for (Py_ssize_t i = (Py_ssize_t)s->stacks; i < PyList_GET_SIZE(parent); i++) {
+        long long below = PyLong_AsLongLong(PyList_GET_ITEM(parent, i));
+        long long ret = PyLong_AsLongLong(PyList_GET_ITEM(top, i));
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+        if (i == 0) {  /* the empty stack: no push makes it */
+            if (reserve((void **)&s->stack_parent, &s->stacks_cap, 1, sizeof(int64_t)) < 0) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            int64_t *moved_top = realloc(s->stack_top, s->stacks_cap * sizeof(int64_t));
+            if (moved_top != NULL) {
+                s->stack_top = moved_top;
+            }
+            int64_t *moved_depth = moved_top == NULL ? NULL : realloc(s->stack_depth, s->stacks_cap * sizeof(int64_t));
+            if (moved_depth == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            s->stack_depth = moved_depth;
+            s->stack_parent[0] = 0;
+            s->stack_top[0] = -1;
+            s->stack_depth[0] = 0;
+            s->stacks = 1;
+            continue;
+        }
+        if (below < 0 || below >= i || ret < 0 || ret >= s->stride) {
+            PyErr_SetString(PyExc_ValueError, "_lazycore: a stack outside the stacks or the NFA");
+            return -1;
+        }
+        int64_t made = store_push(s, below, ret);
+        if (made != i) {
+            if (made < 0) {
+                PyErr_NoMemory();
+            } else {
+                PyErr_SetString(PyExc_RuntimeError, "_lazycore: a stack made twice");
+            }
+            return -1;
+        }
+    }
+    s->stacks_published = s->stacks;
+    return 0;
+}
+
+/* The stacks the store made, recorded in the Python containers. */
+static int store_publish_stacks(PyObject *ctx, Store *s) {
+    PyObject *parent = ITEM(ctx, C_STACK_PARENT), *top = ITEM(ctx, C_STACK_TOP), *depth = ITEM(ctx, C_STACK_DEPTH);
+    PyObject *pushes = ITEM(ctx, C_PUSHES);
+    if (s->stacks_published == s->stacks) {
+        return 0;
+    }
+    if (!PyList_Check(parent) || !PyList_Check(top) || !PyList_Check(depth)
+            || (size_t)PyList_GET_SIZE(parent) != s->stacks_published) {
+        PyErr_SetString(PyExc_RuntimeError, "_lazycore: the state store and the automaton's stacks disagree");
+        return -1;
+    }
+    for (size_t i = s->stacks_published; i < s->stacks; i++) {
+        PyObject *below = PyLong_FromLongLong(s->stack_parent[i]), *ret = PyLong_FromLongLong(s->stack_top[i]);
+        PyObject *deep = PyLong_FromLongLong(s->stack_depth[i]), *id = PyLong_FromSize_t(i);
+        PyObject *key = PyLong_FromLongLong(s->stack_parent[i] * s->stride + s->stack_top[i]);
+        int failed = below == NULL || ret == NULL || deep == NULL || id == NULL || key == NULL
+            || PyList_Append(parent, below) < 0 || PyList_Append(top, ret) < 0 || PyList_Append(depth, deep) < 0
+            || PyDict_SetItem(pushes, key, id) < 0;
+        Py_XDECREF(below);
+        Py_XDECREF(ret);
+        Py_XDECREF(deep);
+        Py_XDECREF(id);
+        Py_XDECREF(key);
+        if (failed) {
+            return -1;
+        }
+        s->stacks_published = i + 1;
+    }
+    return 0;
+}
+
 /* The kernels the Python containers have and the store not yet, copied. */
 static int store_sync(PyObject *ctx, Store *s) {
+    if (store_sync_stacks(ctx, s) < 0) {
+        return -1;
+    }
     PyObject *kernels = ITEM(ctx, C_KERNELS);
     if (!PyList_Check(kernels) || s->published != s->count || (size_t)PyList_GET_SIZE(kernels) < s->count) {
         PyErr_SetString(PyExc_RuntimeError, "_lazycore: the state store and the automaton's kernels disagree");
@@ -2317,6 +2672,9 @@ static int store_sync(PyObject *ctx, Store *s) {
 /* The states the store discovered, recorded in the Python containers:
  * kernels, ids and the count (their rows and flags are written already). */
 static int store_publish(PyObject *ctx, Store *s) {
+    if (store_publish_stacks(ctx, s) < 0) {
+        return -1;
+    }
     if (s->published == s->count) {
         return 0;
     }
@@ -2488,6 +2846,120 @@ static int store_fill_local(PyObject *ctx, Store *s, long long q) {
     return 0;
 }
 
+/* NFA state q's epsilon moves, calls (each callee's start where it is
+ * entered) and end flag copied into the store, with its edges (with the
+ * GIL). */
+static int store_fill_nfa(PyObject *ctx, Store *s, long long q) {
+    PyObject *eps = ITEM(ctx, C_EPS), *calls = ITEM(ctx, C_CALLS), *ends = ITEM(ctx, C_ENDS);
+    PyObject *resolved = ITEM(ctx, C_RESOLVED), *start_of = ITEM(ctx, C_START_OF);
+    if (!PyList_Check(eps) || !PyList_Check(calls) || !PyByteArray_Check(ends) || !PyByteArray_Check(resolved)
+            || !PyList_Check(start_of)) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: the NFA's tables are not of the expected types");
+        return -1;
+    }
+    if (q < 0 || q >= PyList_GET_SIZE(eps) || q >= PyList_GET_SIZE(calls) || q >= PyByteArray_GET_SIZE(ends)
+            || q >= s->stride || store_reach(s, (size_t)q) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_IndexError, "_lazycore: an NFA state outside the tables");
+        }
+        return -1;
+    }
+    if (s->edge_at[q] < 0 && store_fill_edges(ctx, s, q) < 0) {
+        return -1;
+    }
+    PyObject *next = PyList_GET_ITEM(eps, q), *called = PyList_GET_ITEM(calls, q);
+    if (!SEQUENCE(next) || !PyTuple_Check(called)) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: the NFA's tables are not of the expected types");
+        return -1;
+    }
+    Py_ssize_t moves = PySequence_Fast_GET_SIZE(next), count = PyTuple_GET_SIZE(called);
+    if (reserve((void **)&s->eps_pool, &s->eps_pool_cap, s->eps_pool_len + (size_t)moves + 1, sizeof(int64_t)) < 0
+            || reserve((void **)&s->calls_pool, &s->calls_pool_cap, s->calls_pool_len + 2 * (size_t)count + 2,
+                       sizeof(int64_t)) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < moves; i++) {
+        long long t = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(next, i));
+        if (t == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (t < 0 || t >= s->stride) {
+            PyErr_SetString(PyExc_ValueError, "_lazycore: an epsilon move outside the NFA");
+            return -1;
+        }
+        s->eps_pool[s->eps_pool_len + (size_t)i] = t;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *call = PyTuple_GET_ITEM(called, i);
+        if (!PyTuple_Check(call) || PyTuple_GET_SIZE(call) != 2) {
+            PyErr_SetString(PyExc_TypeError, "_lazycore: a call is not (definition, return state)");
+            return -1;
+        }
+        long long d = PyLong_AsLongLong(PyTuple_GET_ITEM(call, 0));
+        long long ret = PyLong_AsLongLong(PyTuple_GET_ITEM(call, 1));
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+        if (d < 0 || d >= PyList_GET_SIZE(start_of) || ret < 0 || ret >= s->stride) {
+            PyErr_SetString(PyExc_ValueError, "_lazycore: a call outside the definitions or the NFA");
+            return -1;
+        }
+        if ((size_t)d >= s->def_cap) {
+            size_t old = s->def_cap;
+            if (reserve((void **)&s->def_start, &s->def_cap, (size_t)d + 1, sizeof(int64_t)) < 0) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            for (size_t j = old; j < s->def_cap; j++) {
+                s->def_start[j] = -1;
+            }
+        }
+        if (d < PyByteArray_GET_SIZE(resolved) && PyByteArray_AS_STRING(resolved)[d]) {
+            long long start = PyLong_AsLongLong(PyList_GET_ITEM(start_of, d));
+            if ((start == -1 && PyErr_Occurred())) {
+                return -1;
+            }
+            s->def_start[d] = start >= 0 && start < s->stride ? start : -1;
+        }
+        s->calls_pool[s->calls_pool_len + 2 * (size_t)i] = d;
+        s->calls_pool[s->calls_pool_len + 2 * (size_t)i + 1] = ret;
+    }
+    s->eps_at[q] = (int64_t)s->eps_pool_len;
+    s->eps_len[q] = (int32_t)moves;
+    s->eps_pool_len += (size_t)moves;
+    s->calls_at[q] = (int64_t)s->calls_pool_len;
+    s->calls_len[q] = (int32_t)count;
+    s->calls_pool_len += 2 * (size_t)count;
+    s->ends[q] = PyByteArray_AS_STRING(ends)[q] != 0;
+    s->nfa_filled[q] = 1;
+    return 0;
+}
+
+/* Definition d's start copied into the store once it is entered: 1 when it
+ * is, 0 when not (the core over the Python containers enters it), -1 with
+ * an exception. */
+static int store_fill_definition(PyObject *ctx, Store *s, long long d) {
+    PyObject *resolved = ITEM(ctx, C_RESOLVED), *start_of = ITEM(ctx, C_START_OF);
+    if (!PyByteArray_Check(resolved) || !PyList_Check(start_of) || d < 0 || (size_t)d >= s->def_cap
+            || d >= PyList_GET_SIZE(start_of)) {
+        PyErr_SetString(PyExc_IndexError, "_lazycore: a definition outside the NFA");
+        return -1;
+    }
+    if (d >= PyByteArray_GET_SIZE(resolved) || !PyByteArray_AS_STRING(resolved)[d]) {
+        return 0;
+    }
+    long long start = PyLong_AsLongLong(PyList_GET_ITEM(start_of, d));
+    if (start == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (start < 0 || start >= s->stride) {
+        return 0;
+    }
+    s->def_start[d] = start;
+    return 1;
+}
+
 /* The NFA states around ``q`` copied into the store: the edges of each
  * state reachable from ``q`` inside its fragment (by epsilon moves, byte
  * edges and calls' return states; entering a callee is left to the
@@ -2531,7 +3003,7 @@ static int store_fill_region(PyObject *ctx, Store *s, long long q) {
     s->marks[q] = s->mark;
     while (head < tail && head < REGION_STATES) {
         long long at = s->queue[head++];
-        if (s->edge_at[at] < 0 && store_fill_edges(ctx, s, at) < 0) {
+        if (!s->nfa_filled[at] && store_fill_nfa(ctx, s, at) < 0) {
             return -1;
         }
         PyObject *next = PyList_GET_ITEM(eps, at), *called = PyList_GET_ITEM(calls, at);
@@ -2714,6 +3186,22 @@ static int64_t session_held(LazySession *session, int64_t state, int byte) {
                 return -2;
             }
             continue;
+        }
+        if (s->want == WANT_NFA) {
+            if (store_fill_nfa(ctx, s, s->want_q) < 0 || store_fill_region(ctx, s, s->want_q) < 0) {
+                return -2;
+            }
+            continue;
+        }
+        if (s->want == WANT_DEF) {
+            int entered = store_fill_definition(ctx, s, s->want_q);
+            if (entered < 0) {
+                return -2;
+            }
+            if (entered) {
+                continue;
+            }
+            /* not entered yet: the core over the Python containers enters it */
         }
         if (store_publish(ctx, s) < 0) {
             return -2;
