@@ -1733,6 +1733,38 @@ def test_the_native_state_store_resolves_cold_rows_and_publishes_its_states():
         state, expected = index.advance(state, token), reference.advance(expected, token)
 
 
+@pytest.mark.skipif(not lazy_module.NATIVE_WALK, reason="the compiled walk is not built (or TOKENDFA_NATIVE=0)")
+@pytest.mark.parametrize("count", [10, 5000])
+def test_compiled_bit_kernels_refuse_items_outside_their_arrays(count):
+    """set_bits, group_bits, distinct and skips run their loops without the
+    GIL from a few thousand items on, and refuse an item outside their
+    arrays on both sides of that size, with the GIL taken back first."""
+    from tokendfa.lazy import kernels
+
+    cwalk = kernels._cwalk
+    mask = np.zeros(8, dtype=np.uint32)  # 256 tokens
+    tokens = np.arange(count, dtype=np.int64) % 256
+    tokens[-1] = 256
+    with pytest.raises(IndexError, match="outside the mask"):
+        cwalk.set_bits(mask, tokens)
+    offsets = np.array([0, count], dtype=np.int64)
+    with pytest.raises(IndexError, match="outside the mask"):
+        cwalk.group_bits(mask, tokens, offsets, np.zeros(1, dtype=np.int64))
+    with pytest.raises(IndexError, match="outside the offsets"):
+        cwalk.group_bits(mask, tokens, offsets, np.array([1], dtype=np.int64))
+    values = (np.arange(count) % 7).astype(np.int32)
+    values[-1] = 9
+    with pytest.raises(IndexError, match="outside the marks"):
+        cwalk.distinct(values, np.zeros(8, dtype=np.uint8), np.zeros(count, dtype=np.int64))
+    spellings = np.frombuffer(b"ab" * 4, dtype=np.uint8)
+    spelled = np.arange(0, 9, 2, dtype=np.int64)  # four tokens of two bytes
+    asked = np.arange(count, dtype=np.int64) % 4
+    asked[-1] = 4
+    with pytest.raises(IndexError, match="outside the tables"):
+        cwalk.skips(spellings, spelled, np.ones(256, dtype=np.uint8), asked, np.ones(4, dtype=np.int8),
+                    np.zeros(count, dtype=np.int16))
+
+
 def test_a_state_past_the_count_is_checked_again_under_the_lock():
     """A walk that discovers states in the native state store publishes them
     to the count when it lets the lock go, while readers without the lock

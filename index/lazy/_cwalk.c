@@ -169,6 +169,34 @@ static void hold(Automaton *automaton) {
     }
 }
 
+/* The GIL let go around a plain C loop over buffers a call holds, when the
+ * loop is long enough to pay for it (a few thousand items: a vocabulary's
+ * tokens, a loop row's 2-60k), counted in released_ns() as a walk's. */
+#define RELEASE_FROM 4096
+
+typedef struct {
+    PyThreadState *state;
+    uint64_t since;
+} Released;
+
+static void let_go_for(Released *released, Py_ssize_t work) {
+    released->state = NULL;
+    if (work >= RELEASE_FROM) {
+        released->since = counting_released ? thread_ns() : 0;
+        released->state = PyEval_SaveThread();
+    }
+}
+
+static void take_back(Released *released) {
+    if (released->state != NULL) {
+        if (counting_released) {
+            __atomic_fetch_add(&released_total, thread_ns() - released->since, __ATOMIC_RELAXED);
+        }
+        PyEval_RestoreThread(released->state);
+        released->state = NULL;
+    }
+}
+
 static PyObject *count_released(PyObject *module, PyObject *on) {
     (void)module;
     int value = PyObject_IsTrue(on);
@@ -713,16 +741,23 @@ static PyObject *set_bits(PyObject *module, PyObject *const *args, Py_ssize_t na
     uint32_t *mask = buffers[0].view.buf;
     const int64_t *tokens = buffers[1].view.buf;
     Py_ssize_t words = buffers[0].view.len / 4, count = buffers[1].view.len / 8;
+    int outside = 0;
+    Released released;
+    let_go_for(&released, count);
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t token = tokens[i];
         if (token < 0 || token >= (int64_t)words * 32) {
-            release(buffers, 2);
-            PyErr_SetString(PyExc_IndexError, "set_bits: a token outside the mask");
-            return NULL;
+            outside = 1;
+            break;
         }
         mask[token >> 5] |= (uint32_t)1 << (token & 31);
     }
+    take_back(&released);
     release(buffers, 2);
+    if (outside) {
+        PyErr_SetString(PyExc_IndexError, "set_bits: a token outside the mask");
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 
@@ -748,20 +783,28 @@ static PyObject *group_bits(PyObject *module, PyObject *const *args, Py_ssize_t 
     const int64_t *items = buffers[1].view.buf, *offsets = buffers[2].view.buf, *groups = buffers[3].view.buf;
     Py_ssize_t words = buffers[0].view.len / 4, count = buffers[1].view.len / 8;
     Py_ssize_t num_groups = buffers[2].view.len / 8 - 1, asked = buffers[3].view.len / 8;
-    for (Py_ssize_t i = 0; i < asked; i++) {
+    const char *problem = NULL;
+    Released released;
+    let_go_for(&released, count);  /* the items are the work's bound (~2-60k tokens a loop row) */
+    for (Py_ssize_t i = 0; i < asked && problem == NULL; i++) {
         int64_t g = groups[i];
         if (g < 0 || g >= num_groups || offsets[g] < 0 || offsets[g] > offsets[g + 1] || offsets[g + 1] > count) {
-            PyErr_SetString(PyExc_IndexError, "group_bits: a group outside the offsets");
-            goto done;
+            problem = "group_bits: a group outside the offsets";
+            break;
         }
         for (int64_t at = offsets[g]; at < offsets[g + 1]; at++) {
             int64_t token = items[at];
             if (token < 0 || token >= (int64_t)words * 32) {
-                PyErr_SetString(PyExc_IndexError, "group_bits: a token outside the mask");
-                goto done;
+                problem = "group_bits: a token outside the mask";
+                break;
             }
             mask[token >> 5] |= (uint32_t)1 << (token & 31);
         }
+    }
+    take_back(&released);
+    if (problem != NULL) {
+        PyErr_SetString(PyExc_IndexError, problem);
+        goto done;
     }
     result = Py_None;
     Py_INCREF(result);
@@ -795,6 +838,8 @@ static PyObject *distinct(PyObject *module, PyObject *const *args, Py_ssize_t na
         return NULL;
     }
     int bad = 0;
+    Released released;
+    let_go_for(&released, count);
     for (Py_ssize_t i = 0; i < count; i++) {
         int32_t value = values[i];
         if (value < 0 || value >= bound) {
@@ -809,6 +854,7 @@ static PyObject *distinct(PyObject *module, PyObject *const *args, Py_ssize_t na
     for (Py_ssize_t i = 0; i < found; i++) {
         marks[out[i]] = 0;
     }
+    take_back(&released);
     release(buffers, 3);
     if (bad) {
         PyErr_SetString(PyExc_IndexError, "distinct: a value outside the marks");
@@ -933,6 +979,8 @@ static PyObject *leading_runs(PyObject *module, PyObject *const *args, Py_ssize_
     const uint8_t *spellings = buffers[0].view.buf, *inside = buffers[2].view.buf;
     const int64_t *offsets = buffers[1].view.buf;
     int32_t *run = buffers[4].view.buf, *ascii_run = buffers[5].view.buf, *chars = buffers[6].view.buf;
+    Released released;
+    let_go_for(&released, size);
     for (Py_ssize_t t = 0; t < size; t++) {
         const uint8_t *token = spellings + offsets[t];
         int32_t length = (int32_t)(offsets[t + 1] - offsets[t]), here = 0, ascii = -1, count = 0;
@@ -947,6 +995,7 @@ static PyObject *leading_runs(PyObject *module, PyObject *const *args, Py_ssize_
         ascii_run[t] = ascii < 0 ? here : ascii;
         chars[t] = count;
     }
+    take_back(&released);
     release(buffers, 7);
     Py_RETURN_NONE;
 }
@@ -982,12 +1031,14 @@ static PyObject *skips(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     const int64_t *offsets = buffers[1].view.buf, *tokens = buffers[3].view.buf;
     const int8_t *first_char = buffers[4].view.buf;
     int16_t *out = buffers[5].view.buf;
+    int outside = 0;
+    Released released;
+    let_go_for(&released, count);
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t t = tokens[i];
         if (t < 0 || t >= size) {
-            release(buffers, 6);
-            PyErr_SetString(PyExc_IndexError, "skips: a token outside the tables");
-            return NULL;
+            outside = 1;
+            break;
         }
         if (first_char[t] <= 0) {
             out[i] = 0;
@@ -1000,7 +1051,12 @@ static PyObject *skips(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         }
         out[i] = (int16_t)(at < length ? at : length);
     }
+    take_back(&released);
     release(buffers, 6);
+    if (outside) {
+        PyErr_SetString(PyExc_IndexError, "skips: a token outside the tables");
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 
@@ -1063,6 +1119,9 @@ static PyObject *tail_split(PyObject *module, PyObject *const *args, Py_ssize_t 
      * pattern a branch predictor could learn (branching, 0.85 ms on Qwen). */
     uint64_t outside_low = ~(uint64_t)low, outside_high = ~(uint64_t)high;
     uint8_t wide_allowed = wide ? 1 : 0;
+    int outside = 0;
+    Released released;
+    let_go_for(&released, size);
     for (Py_ssize_t word = 0; word * 32 < size; word++) {
         uint32_t bits = 0;
         Py_ssize_t last = size - word * 32 < 32 ? size - word * 32 : 32;
@@ -1076,18 +1135,23 @@ static PyObject *tail_split(PyObject *module, PyObject *const *args, Py_ssize_t 
     }
     for (Py_ssize_t i = first_offsets[0]; i < first_offsets[256]; i++) {
         if (by_first_byte[i] < 0 || by_first_byte[i] >= size) {
-            PyErr_SetString(PyExc_IndexError, "tail_split: a token outside the tables");
-            goto done;
+            outside = 1;
+            break;
         }
     }
     Py_ssize_t n = 0;
-    for (int b = 0; b < 256; b++) {
+    for (int b = 0; b < 256 && !outside; b++) {
         rest_offsets[b] = n;
         for (int64_t i = first_offsets[b]; i < first_offsets[b + 1]; i++) {
             int64_t token = by_first_byte[i];
             rest[n] = token;
             n += !(mask[token >> 5] >> (token & 31) & 1);
         }
+    }
+    take_back(&released);
+    if (outside) {
+        PyErr_SetString(PyExc_IndexError, "tail_split: a token outside the tables");
+        goto done;
     }
     rest_offsets[256] = n;
     result = PyLong_FromSsize_t(n);
