@@ -1813,34 +1813,40 @@ static PyObject *py_wide_sequences(PyObject *module, PyObject *unused) {
 
 /* --- the native state store -------------------------------------------------
  *
- * The states a walk discovers, their kernels and the cells they resolve,
- * kept in arrays owned by C, so that the common cell is resolved without the
- * GIL (tokendfa.lazy._cwalk asks for it between its walk passes, through the
- * capsule ``_C_API``; see LazyCoreAPI). A cell's cut, the closure of the
- * configurations it leads to, the kernel's id and a new state's discovery
- * are computed here over:
+ * The states of the automaton, their kernels and the call stacks, kept in
+ * arrays owned by C, so that a cell is resolved without the GIL: by the
+ * token walk (tokendfa.lazy._cwalk, between its passes, through the capsule
+ * ``_C_API``; see LazyCoreAPI) and by resolve_bytes (whole and partial
+ * rows). A cell's cut (at its byte only), the closure of the configurations
+ * it leads to, the kernel's id and a new state's discovery are computed
+ * here over:
  *
  *   - every kernel the automaton has (sorted configurations, one pool) and an
  *     open-addressing table kernel -> id: the store's copy of the
  *     LazyByteDFA's ``_kernels`` and ``_ids``;
  *   - one configuration -> its state (the single-target steps);
- *   - each NFA state's edges and its local closure (no call or end on the
- *     way), copied from the NFA the first time a cell needs them, with the
- *     GIL (they never change once a fragment is entered).
+ *   - the call stacks (parent, top, depth; stack * stride + return state ->
+ *     stack): the copy of ``_stack_parent``, ``_stack_top``, ``_stack_depth``
+ *     and ``_pushes``;
+ *   - each NFA state's edges, epsilon moves, calls, end flag and local
+ *     closure (no call or end on the way), and each entered definition's
+ *     start, copied from the NFA with the GIL the first time a cell needs
+ *     them, with the states around them in their fragment (they never
+ *     change once a fragment is entered).
  *
  * What it cannot do alone it hands back, with the GIL, to the compiled core
- * over the Python containers (py_step_held): a kernel on several stacks, a
- * closure that calls or ends a definition, a shape whose ranges overlap in
- * part, a depth bound, a full table or the state bound. The Python
- * containers stay the automaton's record: states the store discovers are
- * *published* to them (kernels, ids, the count) before any Python runs on
- * the automaton (before a fallback, at a limits check every 64 new states,
- * and when the walk ends), and states discovered by Python are copied into
- * the store when a walk opens it and after each fallback. Everything runs
- * under the automaton's resolving lock, which the walk's caller holds.
- * Every index read here is checked against the arrays' lengths: a bad
- * state, NFA state or edge gives a fallback or an error, never a read out
- * of bounds. */
+ * over the Python containers (py_step_held): a call of a definition not
+ * entered yet (entering it compiles it, in Python), a depth bound, a full
+ * table or the state bound. The Python containers stay the automaton's
+ * record: the states and stacks the store makes are *published* to them
+ * before any Python runs on the automaton (before a hand-back, at a limits
+ * check every 64 new states, and when the walk or row ends), and those made
+ * by Python are copied into the store when a walk opens it and after each
+ * hand-back. Everything runs under the automaton's resolving lock, which the
+ * caller holds. Every index read here is checked against the arrays'
+ * lengths, and every value copied from the NFA against the NFA's and a
+ * byte's bounds: a bad state, NFA state, edge or stack gives a hand-back or
+ * an error, never a read or write out of bounds. */
 
 #define NEED_GIL (-2)
 #include <time.h>
@@ -1905,7 +1911,9 @@ struct Store {
     long long want_q;
     unsigned fresh;                /* states discovered since the last limits check */
     unsigned long long fast_found, fast_discovered, handed_back;
-    unsigned long long why[8];     /* hand-backs by reason (store_info) */
+    unsigned long long why[3];     /* fast-path refusals by reason (store_info): a state the store
+                                    * does not have, a call of a definition not entered (or a
+                                    * closure it could not finish), the state bound or a full table */
 };
 
 /* ``*items`` grown to hold ``need`` items of ``size`` bytes (doubling); -1
@@ -2461,7 +2469,7 @@ static int64_t store_fast(Store *s, int32_t *table, int64_t rows, uint8_t *final
             /* a call or an end on the way: the stack plays a part */
             int64_t grown = store_full_closure(s, targets[i], closed);
             if (grown < 0) {
-                s->why[3]++;
+                s->why[1]++;
                 return NEED_GIL;
             }
             closed = (size_t)grown;
@@ -2487,7 +2495,7 @@ static int64_t store_fast(Store *s, int32_t *table, int64_t rows, uint8_t *final
     if (found < 0) {
         if ((long long)s->count >= s->max_states || (int64_t)s->count >= rows || (int64_t)s->count >= finals_len
                 || distinct == 0) {
-            s->why[4]++;
+            s->why[2]++;
             return NEED_GIL;  /* the bound's error, or a table to grow: the Python path */
         }
         if (s->fresh >= 64) {
@@ -3370,14 +3378,13 @@ static PyObject *py_store_info(PyObject *module, PyObject *const *args, Py_ssize
     }
     Store *s = ((ContextObject *)args[0])->store;
     if (s == NULL) {
-        return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i}", "states", 0, "published", 0, "fast_found", 0,
-                             "fast_discovered", 0, "handed_back", 0);
+        return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "states", 0, "published", 0, "fast_found", 0,
+                             "fast_discovered", 0, "handed_back", 0, "by_state", 0, "by_call", 0, "by_bound", 0);
     }
-    return Py_BuildValue("{s:n,s:n,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "states", (Py_ssize_t)s->count, "published",
+    return Py_BuildValue("{s:n,s:n,s:K,s:K,s:K,s:K,s:K,s:K}", "states", (Py_ssize_t)s->count, "published",
                          (Py_ssize_t)s->published, "fast_found", s->fast_found, "fast_discovered",
                          s->fast_discovered, "handed_back", s->handed_back, "by_state", s->why[0],
-                         "by_stacks", s->why[1], "by_overlap", s->why[2], "by_call", s->why[3],
-                         "by_bound", s->why[4]);
+                         "by_call", s->why[1], "by_bound", s->why[2]);
 }
 
 /* --- the Context type ------------------------------------------------------ */
@@ -3496,7 +3503,8 @@ static PyMethodDef methods[] = {
     {"released_ns", (PyCFunction)py_released_ns, METH_NOARGS,
      "CPU time (each thread's own) resolve_bytes has spent without the GIL, in ns, over the process."},
     {"store_info", (PyCFunction)(void (*)(void))py_store_info, METH_FASTCALL,
-     "The native state store's counts: states, published, fast_found, fast_discovered, handed_back."},
+     "The native state store's counts: states, published, fast_found, fast_discovered, handed_back, "
+     "and the fast path's refusals by reason (by_state, by_call, by_bound)."},
     {NULL, NULL, 0, NULL},
 };
 
