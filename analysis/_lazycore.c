@@ -12,9 +12,15 @@
  * that call or end a definition (the stack plays a part), kernels on
  * several stacks, shapes not cut yet, and the discovery of a state.
  *
- * Each function takes a context tuple made once per automaton
- * (LazyByteDFA._native_context): the containers, the stride, and the Python
+ * Each function takes a context made once per automaton
+ * (LazyByteDFA._use_native_core): the containers, the stride, and the Python
  * methods to fall back on. Plain C API, no numpy headers.
+ *
+ * Under the functions over the Python containers sits a native state store
+ * (see "the native state store" below): the kernels, their ids and the NFA's
+ * edges and local closures as C arrays, over which a token walk
+ * (tokendfa.lazy._cwalk, through the capsule ``_C_API``) resolves most cells
+ * of a cold row, discovering states, without the GIL.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -24,6 +30,7 @@
 #include <string.h>
 
 #define DEAD 0
+#define UNKNOWN_CELL (-1)
 
 /* The automaton's context: what the core reads and writes of a LazyByteDFA,
  * one named field each (lazydfa.LazyByteDFA._use_native_core builds it with
@@ -45,9 +52,12 @@ static const char *const context_fields[C_SIZE] = {
     "wide_ends", "cut_bases",
 };
 
+typedef struct Store Store;
+
 typedef struct {
     PyObject_HEAD
     PyObject *items[C_SIZE];
+    Store *store;  /* the native state store (see "the native state store" below); NULL until first used */
 } ContextObject;
 
 static PyTypeObject *context_type;
@@ -1148,6 +1158,7 @@ static PyObject *py_step_held(PyObject *module, PyObject *const *args, Py_ssize_
 /* LazyByteDFA._resolve_bytes: every range of ``state``'s cut that holds a
  * byte of ``wanted`` (an int, bit b for byte b) resolved, in byte order. */
 static int resolve_bytes(PyObject *ctx, PyObject *state_object, const unsigned char *bits);
+static int resolve_bytes_held(PyObject *ctx, PyObject *state_object, const unsigned char *bits);
 
 static PyObject *py_resolve_bytes(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
@@ -1163,8 +1174,9 @@ static PyObject *py_resolve_bytes(PyObject *module, PyObject *const *args, Py_ss
 }
 
 /* The ranges of ``state``'s cut that hold a byte of ``bits`` (bit b for byte
- * b) resolved, in byte order; 0, or -1 with an exception. */
-static int resolve_bytes(PyObject *ctx, PyObject *state_object, const unsigned char *bits) {
+ * b) resolved, in byte order, over the Python containers; 0, or -1 with an
+ * exception (resolve_bytes uses the native state store where it can). */
+static int resolve_bytes_held(PyObject *ctx, PyObject *state_object, const unsigned char *bits) {
     long long state = PyLong_AsLongLong(state_object);
     if (state == -1 && PyErr_Occurred()) {
         return -1;
@@ -1799,6 +1811,1582 @@ static PyObject *py_wide_sequences(PyObject *module, PyObject *unused) {
     return all;
 }
 
+/* --- the native state store -------------------------------------------------
+ *
+ * The states of the automaton, their kernels and the call stacks, kept in
+ * arrays owned by C, so that a cell is resolved without the GIL: by the
+ * token walk (tokendfa.lazy._cwalk, between its passes, through the capsule
+ * ``_C_API``; see LazyCoreAPI) and by resolve_bytes (whole and partial
+ * rows). A cell's cut (at its byte only), the closure of the configurations
+ * it leads to, the kernel's id and a new state's discovery are computed
+ * here over:
+ *
+ *   - every kernel the automaton has (sorted configurations, one pool) and an
+ *     open-addressing table kernel -> id: the store's copy of the
+ *     LazyByteDFA's ``_kernels`` and ``_ids``;
+ *   - one configuration -> its state (the single-target steps);
+ *   - the call stacks (parent, top, depth; stack * stride + return state ->
+ *     stack): the copy of ``_stack_parent``, ``_stack_top``, ``_stack_depth``
+ *     and ``_pushes``;
+ *   - each NFA state's edges, epsilon moves, calls, end flag and local
+ *     closure (no call or end on the way), and each entered definition's
+ *     start, copied from the NFA with the GIL the first time a cell needs
+ *     them, with the states around them in their fragment (they never
+ *     change once a fragment is entered).
+ *
+ * What it cannot do alone it hands back, with the GIL, to the compiled core
+ * over the Python containers (py_step_held): a call of a definition not
+ * entered yet (entering it compiles it, in Python), a depth bound, a full
+ * table or the state bound. The Python containers stay the automaton's
+ * record: the states and stacks the store makes are *published* to them
+ * before any Python runs on the automaton (before a hand-back, at a limits
+ * check every 64 new states, and when the walk or row ends), and those made
+ * by Python are copied into the store when a walk opens it and after each
+ * hand-back. Everything runs under the automaton's resolving lock, which the
+ * caller holds. Every index read here is checked against the arrays'
+ * lengths, and every value copied from the NFA against the NFA's and a
+ * byte's bounds: a bad state, NFA state, edge or stack gives a hand-back or
+ * an error, never a read or write out of bounds. */
+
+#define NEED_GIL (-2)
+#include <time.h>
+
+enum { WANT_PYTHON, WANT_EDGES, WANT_LOCAL, WANT_CHECK, WANT_NFA, WANT_DEF };
+
+struct Store {
+    long long stride, final, max_states;
+    int bounded;
+    int64_t *pool;                 /* the kernels' configurations, one after another */
+    size_t pool_len, pool_cap;
+    size_t *koff;                  /* state s is pool[koff[s]:koff[s + 1]] */
+    size_t count, koff_cap;        /* states known to the store */
+    size_t published;              /* states below this are in the Python containers too */
+    int32_t *ids;                  /* kernel -> state + 1 (0: empty), open addressing */
+    size_t ids_cap;
+    int64_t *step_keys;            /* one configuration -> its state (-1: empty) */
+    int32_t *step_values;
+    size_t steps_cap, steps_count;
+    int64_t *local_at;             /* NFA state -> offset in local_pool, -1 unknown, -2 not local */
+    int32_t *local_len;
+    int64_t *local_pool;
+    size_t local_pool_len, local_pool_cap;
+    int64_t *edge_at;              /* NFA state -> offset in edge_pool, -1 unknown */
+    int32_t *edge_len;
+    Edge *edge_pool;
+    size_t edge_pool_len, edge_pool_cap;
+    size_t nfa_cap;                /* length of the per-NFA-state arrays */
+    int64_t *scratch;
+    size_t scratch_cap;
+    int64_t *targets;
+    size_t targets_cap;
+    uint32_t *stamps;              /* NFA state -> the fill that last visited it */
+    size_t stamps_cap, stamps_seen;
+    uint32_t stamp;
+    uint32_t *marks;               /* NFA state -> the region fill that last queued it */
+    size_t marks_cap, marks_seen;
+    uint32_t mark;
+    int64_t *queue;
+    size_t queue_cap;
+    /* the NFA's epsilon moves, calls and ends, for closures through calls */
+    int64_t *eps_at, *calls_at;    /* NFA state -> offset in eps_pool / calls_pool */
+    int32_t *eps_len, *calls_len;
+    uint8_t *ends, *nfa_filled;
+    int64_t *eps_pool, *calls_pool;  /* calls_pool: (definition, return state) pairs */
+    size_t eps_pool_len, eps_pool_cap, calls_pool_len, calls_pool_cap;
+    int64_t *def_start;            /* definition -> its fragment's start, -1 not entered (yet) */
+    size_t def_cap;
+    /* the call stacks (LazyByteDFA._stack_parent, _stack_top, _stack_depth, _pushes) */
+    int64_t *stack_parent, *stack_top, *stack_depth;
+    size_t stacks, stacks_cap, stacks_published;
+    int64_t *push_keys;            /* stack * stride + return state -> the stack it pushes (-1: empty) */
+    int32_t *push_values;
+    size_t pushes_cap, pushes_count;
+    int64_t *seen_keys;            /* a closure's configurations, open addressing with a generation */
+    uint32_t *seen_gen;
+    size_t seen_cap, seen_count;
+    uint32_t generation;
+    int64_t *todo;
+    size_t todo_cap;
+    int want;                      /* why the last store_fast needs the GIL */
+    long long want_q;
+    unsigned fresh;                /* states discovered since the last limits check */
+    unsigned long long fast_found, fast_discovered, handed_back;
+    unsigned long long why[3];     /* fast-path refusals by reason (store_info): a state the store
+                                    * does not have, a call of a definition not entered (or a
+                                    * closure it could not finish), the state bound or a full table */
+};
+
+/* ``*items`` grown to hold ``need`` items of ``size`` bytes (doubling); -1
+ * when out of memory (no exception: it may run without the GIL). */
+static int reserve(void **items, size_t *cap, size_t need, size_t size) {
+    if (need <= *cap) {
+        return 0;
+    }
+    size_t grown = *cap ? *cap : 16;
+    while (grown < need) {
+        grown *= 2;
+    }
+    void *moved = realloc(*items, grown * size);
+    if (moved == NULL) {
+        return -1;
+    }
+    *items = moved;
+    *cap = grown;
+    return 0;
+}
+
+static void store_free(Store *s) {
+    if (s == NULL) {
+        return;
+    }
+    free(s->pool); free(s->koff); free(s->ids); free(s->step_keys); free(s->step_values);
+    free(s->local_at); free(s->local_len); free(s->local_pool); free(s->edge_at); free(s->edge_len);
+    free(s->edge_pool); free(s->scratch); free(s->targets); free(s->stamps); free(s->marks); free(s->queue);
+    free(s->eps_at); free(s->calls_at); free(s->eps_len); free(s->calls_len); free(s->ends); free(s->nfa_filled);
+    free(s->eps_pool); free(s->calls_pool); free(s->def_start); free(s->stack_parent); free(s->stack_top);
+    free(s->stack_depth); free(s->push_keys); free(s->push_values); free(s->seen_keys); free(s->seen_gen);
+    free(s->todo);
+    free(s);
+}
+
+static uint64_t kernel_hash(const int64_t *k, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint64_t)k[i] + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
+    }
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+
+static uint64_t config_hash(int64_t c) {
+    uint64_t h = (uint64_t)c * 0x9E3779B97F4A7C15ULL;
+    return h ^ (h >> 29);
+}
+
+/* The state of kernel ``k`` (``n`` sorted configurations), or -1. */
+static int64_t ids_find(const Store *s, const int64_t *k, size_t n) {
+    if (!s->ids_cap) {
+        return -1;
+    }
+    size_t mask = s->ids_cap - 1;
+    for (size_t i = kernel_hash(k, n) & mask;; i = (i + 1) & mask) {
+        int32_t v = s->ids[i];
+        if (!v) {
+            return -1;
+        }
+        size_t state = (size_t)v - 1, from = s->koff[state], len = s->koff[state + 1] - from;
+        if (len == n && !memcmp(s->pool + from, k, n * sizeof(int64_t))) {
+            return (int64_t)state;
+        }
+    }
+}
+
+static void ids_place(int32_t *ids, size_t cap, const Store *s, size_t state) {
+    size_t from = s->koff[state], mask = cap - 1;
+    size_t i = kernel_hash(s->pool + from, s->koff[state + 1] - from) & mask;
+    while (ids[i]) {
+        i = (i + 1) & mask;
+    }
+    ids[i] = (int32_t)(state + 1);
+}
+
+/* Kernel ``k`` appended as state ``s->count``; the state, or -1 out of memory. */
+static int64_t store_add(Store *s, const int64_t *k, size_t n) {
+    if (s->count >= (size_t)INT32_MAX - 1
+            || reserve((void **)&s->pool, &s->pool_cap, s->pool_len + n, sizeof(int64_t)) < 0
+            || reserve((void **)&s->koff, &s->koff_cap, s->count + 2, sizeof(size_t)) < 0) {
+        return -1;
+    }
+    if ((s->count + 1) * 2 > s->ids_cap) {
+        size_t cap = s->ids_cap ? s->ids_cap * 2 : 64;
+        while ((s->count + 1) * 2 > cap) {
+            cap *= 2;
+        }
+        int32_t *ids = calloc(cap, sizeof(int32_t));
+        if (ids == NULL) {
+            return -1;
+        }
+        for (size_t state = 0; state < s->count; state++) {
+            ids_place(ids, cap, s, state);
+        }
+        free(s->ids);
+        s->ids = ids;
+        s->ids_cap = cap;
+    }
+    if (s->count == 0) {
+        s->koff[0] = 0;
+    }
+    memcpy(s->pool + s->pool_len, k, n * sizeof(int64_t));
+    s->pool_len += n;
+    size_t state = s->count++;
+    s->koff[state + 1] = s->pool_len;
+    ids_place(s->ids, s->ids_cap, s, state);
+    return (int64_t)state;
+}
+
+static int64_t steps_find(const Store *s, int64_t c) {
+    if (!s->steps_cap) {
+        return -1;
+    }
+    size_t mask = s->steps_cap - 1;
+    for (size_t i = config_hash(c) & mask;; i = (i + 1) & mask) {
+        if (s->step_keys[i] == -1) {
+            return -1;
+        }
+        if (s->step_keys[i] == c) {
+            return s->step_values[i];
+        }
+    }
+}
+
+/* Remember one configuration's state (nothing when out of memory: a cache). */
+static void steps_add(Store *s, int64_t c, int64_t state) {
+    if ((s->steps_count + 1) * 2 > s->steps_cap) {
+        size_t cap = s->steps_cap ? s->steps_cap * 2 : 64;
+        int64_t *keys = malloc(cap * sizeof(int64_t));
+        int32_t *values = malloc(cap * sizeof(int32_t));
+        if (keys == NULL || values == NULL) {
+            free(keys);
+            free(values);
+            return;
+        }
+        memset(keys, 0xff, cap * sizeof(int64_t));
+        for (size_t i = 0; i < s->steps_cap; i++) {
+            if (s->step_keys[i] != -1) {
+                size_t j = config_hash(s->step_keys[i]) & (cap - 1);
+                while (keys[j] != -1) {
+                    j = (j + 1) & (cap - 1);
+                }
+                keys[j] = s->step_keys[i];
+                values[j] = s->step_values[i];
+            }
+        }
+        free(s->step_keys);
+        free(s->step_values);
+        s->step_keys = keys;
+        s->step_values = values;
+        s->steps_cap = cap;
+    }
+    size_t mask = s->steps_cap - 1, i = config_hash(c) & mask;
+    while (s->step_keys[i] != -1) {
+        if (s->step_keys[i] == c) {
+            return;
+        }
+        i = (i + 1) & mask;
+    }
+    s->step_keys[i] = c;
+    s->step_values[i] = (int32_t)state;
+    s->steps_count++;
+}
+
+static int by_value(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The per-NFA-state arrays long enough for NFA state ``q``; -1 out of memory. */
+static int store_reach(Store *s, size_t q) {
+    if (q < s->nfa_cap) {
+        return 0;
+    }
+    size_t cap = s->nfa_cap ? s->nfa_cap : 256;
+    while (cap <= q) {
+        cap *= 2;
+    }
+    int64_t *local_at = realloc(s->local_at, cap * sizeof(int64_t));
+    if (local_at == NULL) {
+        return -1;
+    }
+    s->local_at = local_at;
+    int64_t *edge_at = realloc(s->edge_at, cap * sizeof(int64_t));
+    if (edge_at == NULL) {
+        return -1;
+    }
+    s->edge_at = edge_at;
+    int32_t *local_len = realloc(s->local_len, cap * sizeof(int32_t));
+    if (local_len == NULL) {
+        return -1;
+    }
+    s->local_len = local_len;
+    int32_t *edge_len = realloc(s->edge_len, cap * sizeof(int32_t));
+    if (edge_len == NULL) {
+        return -1;
+    }
+    s->edge_len = edge_len;
+    int64_t *eps_at = realloc(s->eps_at, cap * sizeof(int64_t));
+    if (eps_at == NULL) {
+        return -1;
+    }
+    s->eps_at = eps_at;
+    int64_t *calls_at = realloc(s->calls_at, cap * sizeof(int64_t));
+    if (calls_at == NULL) {
+        return -1;
+    }
+    s->calls_at = calls_at;
+    int32_t *eps_len = realloc(s->eps_len, cap * sizeof(int32_t));
+    if (eps_len == NULL) {
+        return -1;
+    }
+    s->eps_len = eps_len;
+    int32_t *calls_len = realloc(s->calls_len, cap * sizeof(int32_t));
+    if (calls_len == NULL) {
+        return -1;
+    }
+    s->calls_len = calls_len;
+    uint8_t *ends = realloc(s->ends, cap);
+    if (ends == NULL) {
+        return -1;
+    }
+    s->ends = ends;
+    uint8_t *filled = realloc(s->nfa_filled, cap);
+    if (filled == NULL) {
+        return -1;
+    }
+    s->nfa_filled = filled;
+    for (size_t i = s->nfa_cap; i < cap; i++) {
+        s->local_at[i] = -1;
+        s->edge_at[i] = -1;
+        s->local_len[i] = 0;
+        s->edge_len[i] = 0;
+        s->eps_at[i] = s->calls_at[i] = 0;
+        s->eps_len[i] = s->calls_len[i] = 0;
+        s->ends[i] = s->nfa_filled[i] = 0;
+    }
+    s->nfa_cap = cap;
+    return 0;
+}
+
+/* The stack ``stack`` with ``ret`` on top (LazyByteDFA._push), made when
+ * new; -1 out of memory (no exception: it may run without the GIL). */
+static int64_t store_push(Store *s, int64_t stack, int64_t ret) {
+    int64_t key = stack * s->stride + ret;
+    if (s->pushes_cap) {
+        size_t mask = s->pushes_cap - 1;
+        for (size_t i = config_hash(key) & mask;; i = (i + 1) & mask) {
+            if (s->push_keys[i] == -1) {
+                break;
+            }
+            if (s->push_keys[i] == key) {
+                return s->push_values[i];
+            }
+        }
+    }
+    if ((s->pushes_count + 1) * 2 > s->pushes_cap) {
+        size_t cap = s->pushes_cap ? s->pushes_cap * 2 : 64;
+        int64_t *keys = malloc(cap * sizeof(int64_t));
+        int32_t *values = malloc(cap * sizeof(int32_t));
+        if (keys == NULL || values == NULL) {
+            free(keys);
+            free(values);
+            return -1;
+        }
+        memset(keys, 0xff, cap * sizeof(int64_t));
+        for (size_t i = 0; i < s->pushes_cap; i++) {
+            if (s->push_keys[i] != -1) {
+                size_t j = config_hash(s->push_keys[i]) & (cap - 1);
+                while (keys[j] != -1) {
+                    j = (j + 1) & (cap - 1);
+                }
+                keys[j] = s->push_keys[i];
+                values[j] = s->push_values[i];
+            }
+        }
+        free(s->push_keys);
+        free(s->push_values);
+        s->push_keys = keys;
+        s->push_values = values;
+        s->pushes_cap = cap;
+    }
+    if (s->stacks >= (size_t)INT32_MAX - 1
+            || reserve((void **)&s->stack_parent, &s->stacks_cap, s->stacks + 1, sizeof(int64_t)) < 0) {
+        return -1;
+    }
+    /* the three arrays share stacks_cap: the others follow the first */
+    size_t cap = s->stacks_cap;
+    int64_t *top = realloc(s->stack_top, cap * sizeof(int64_t));
+    if (top == NULL) {
+        return -1;
+    }
+    s->stack_top = top;
+    int64_t *depth = realloc(s->stack_depth, cap * sizeof(int64_t));
+    if (depth == NULL) {
+        return -1;
+    }
+    s->stack_depth = depth;
+    int64_t made = (int64_t)s->stacks++;
+    s->stack_parent[made] = stack;
+    s->stack_top[made] = ret;
+    s->stack_depth[made] = stack >= 0 && stack < made ? s->stack_depth[stack] + 1 : 0;
+    size_t mask = s->pushes_cap - 1, i = config_hash(key) & mask;
+    while (s->push_keys[i] != -1) {
+        i = (i + 1) & mask;
+    }
+    s->push_keys[i] = key;
+    s->push_values[i] = (int32_t)made;
+    s->pushes_count++;
+    return made;
+}
+
+/* Whether ``config`` was seen in the closure under way (and mark it); -1
+ * out of memory. */
+static int closure_seen(Store *s, int64_t config) {
+    if ((s->seen_count + 1) * 2 > s->seen_cap) {
+        size_t cap = s->seen_cap ? s->seen_cap * 2 : 256;
+        int64_t *keys = malloc(cap * sizeof(int64_t));
+        uint32_t *gens = calloc(cap, sizeof(uint32_t));
+        if (keys == NULL || gens == NULL) {
+            free(keys);
+            free(gens);
+            return -1;
+        }
+        for (size_t i = 0; i < s->seen_cap; i++) {
+            if (s->seen_gen[i] == s->generation) {
+                size_t j = config_hash(s->seen_keys[i]) & (cap - 1);
+                while (gens[j] == s->generation) {
+                    j = (j + 1) & (cap - 1);
+                }
+                keys[j] = s->seen_keys[i];
+                gens[j] = s->generation;
+            }
+        }
+        free(s->seen_keys);
+        free(s->seen_gen);
+        s->seen_keys = keys;
+        s->seen_gen = gens;
+        s->seen_cap = cap;
+    }
+    size_t mask = s->seen_cap - 1;
+    for (size_t i = config_hash(config) & mask;; i = (i + 1) & mask) {
+        if (s->seen_gen[i] != s->generation) {
+            s->seen_gen[i] = s->generation;
+            s->seen_keys[i] = config;
+            s->seen_count++;
+            return 0;
+        }
+        if (s->seen_keys[i] == config) {
+            return 1;
+        }
+    }
+}
+
+/* The closure of ``config`` through calls and ends (LazyByteDFA._closure
+ * without a depth bound), its kernel configurations appended to s->scratch
+ * from ``closed`` on: the new length, or NEED_GIL (an NFA state not copied,
+ * a definition not entered, out of memory) with the reason in s->want. */
+static int64_t store_full_closure(Store *s, int64_t config, size_t closed) {
+    long long stride = s->stride;
+    if (++s->generation == 0) {  /* wrapped: every mark cleared */
+        if (s->seen_gen != NULL) {
+            memset(s->seen_gen, 0, s->seen_cap * sizeof(uint32_t));
+        }
+        s->generation = 1;
+    }
+    s->seen_count = 0;
+    size_t todo = 0;
+    if (reserve((void **)&s->todo, &s->todo_cap, 1, sizeof(int64_t)) < 0 || closure_seen(s, config) < 0) {
+        return NEED_GIL;
+    }
+    s->todo[todo++] = config;
+    while (todo) {
+        int64_t current = s->todo[--todo];
+        int64_t stack = current / stride, q = current % stride;
+        if (current < 0 || (size_t)q >= s->nfa_cap || !s->nfa_filled[q] || s->edge_at[q] < 0) {
+            s->want = current < 0 ? WANT_PYTHON : WANT_NFA;
+            s->want_q = q;
+            return NEED_GIL;
+        }
+        if ((size_t)stack >= s->stacks || s->seen_count > (1u << 20)) {
+            s->want = WANT_PYTHON;
+            return NEED_GIL;
+        }
+        if (s->edge_len[q] || q == s->final) {
+            if (reserve((void **)&s->scratch, &s->scratch_cap, closed + 1, sizeof(int64_t)) < 0) {
+                s->want = WANT_PYTHON;
+                return NEED_GIL;
+            }
+            s->scratch[closed++] = current;
+        }
+        int64_t base = stack * stride;
+        size_t more = (size_t)s->eps_len[q] + (size_t)s->calls_len[q] + 1;
+        if (reserve((void **)&s->todo, &s->todo_cap, todo + more, sizeof(int64_t)) < 0) {
+            s->want = WANT_PYTHON;
+            return NEED_GIL;
+        }
+        for (int32_t i = 0; i < s->eps_len[q]; i++) {
+            int64_t next = base + s->eps_pool[s->eps_at[q] + i];
+            int known = closure_seen(s, next);
+            if (known < 0) {
+                s->want = WANT_PYTHON;
+                return NEED_GIL;
+            }
+            if (!known) {
+                s->todo[todo++] = next;
+            }
+        }
+        for (int32_t i = 0; i < s->calls_len[q]; i++) {
+            int64_t d = s->calls_pool[s->calls_at[q] + 2 * i], ret = s->calls_pool[s->calls_at[q] + 2 * i + 1];
+            if ((size_t)d >= s->def_cap || s->def_start[d] < 0) {
+                s->want = WANT_DEF;
+                s->want_q = d;
+                return NEED_GIL;
+            }
+            int64_t pushed = store_push(s, stack, ret);
+            if (pushed < 0) {
+                s->want = WANT_PYTHON;
+                return NEED_GIL;
+            }
+            int64_t next = pushed * stride + s->def_start[d];
+            int known = closure_seen(s, next);
+            if (known < 0) {
+                s->want = WANT_PYTHON;
+                return NEED_GIL;
+            }
+            if (!known) {
+                s->todo[todo++] = next;
+            }
+        }
+        if (s->ends[q] && stack) {
+            int64_t next = s->stack_parent[stack] * stride + s->stack_top[stack];
+            int known = closure_seen(s, next);
+            if (known < 0) {
+                s->want = WANT_PYTHON;
+                return NEED_GIL;
+            }
+            if (!known) {
+                s->todo[todo++] = next;
+            }
+        }
+    }
+    return (int64_t)closed;
+}
+
+/* ``value`` written into ``row``'s cells lo..hi. */
+static void write_range(int32_t *row, long lo, long hi, int32_t value) {
+    for (long b = lo; b <= hi; b++) {
+        row[b] = value;
+    }
+}
+
+/* The cell (state, byte) resolved from the store alone, without the GIL:
+ * the successor (its range written into ``table``, DEAD written on the
+ * bytes outside the cut), or NEED_GIL with the reason in ``s->want``.
+ * ``table`` has ``rows`` rows, ``finals`` ``finals_len`` flags. */
+static int64_t store_fast(Store *s, int32_t *table, int64_t rows, uint8_t *finals, int64_t finals_len,
+                          int64_t state, int byte) {
+    s->want = WANT_PYTHON;
+    if (s->bounded || state < 0 || (size_t)state >= s->count || state >= rows || byte < 0 || byte > 255) {
+        s->why[0]++;
+        return NEED_GIL;
+    }
+    long long stride = s->stride;
+    size_t from = s->koff[state], n = s->koff[state + 1] - from;
+    if (!n) {
+        return NEED_GIL;
+    }
+    const int64_t *k = s->pool + from;
+    /* The cut (LazyByteDFA._cut_of) at ``byte`` only: the kernel's edges,
+     * each on its configuration's stack (a byte edge keeps the stack), cut
+     * where any edge starts or ends (regex_compiler.cut_ranges' pieces;
+     * disjoint or equal ranges are their own pieces); the byte's piece leads
+     * to the targets of every edge over it, sorted and distinct, as in the
+     * cut. DEAD is written on the bytes no edge covers, as the cut does. */
+    for (size_t i = 0; i < n; i++) {
+        long long q = k[i] % stride;
+        if (k[i] < 0 || (size_t)q >= s->nfa_cap || s->edge_at[q] < 0) {
+            s->want = k[i] < 0 ? WANT_PYTHON : WANT_EDGES;
+            s->want_q = q;
+            return NEED_GIL;
+        }
+    }
+    uint8_t covered[256];
+    memset(covered, 0, sizeof(covered));
+    long lo = 0, hi = 255;
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++) {
+        long long q = k[i] % stride, base = k[i] - q;
+        const Edge *edges = s->edge_pool + s->edge_at[q];
+        for (int32_t j = 0; j < s->edge_len[q]; j++) {
+            long from_byte = edges[j].lo, to_byte = edges[j].hi;  /* 0 <= lo <= hi <= 255: store_fill_edges */
+            memset(covered + from_byte, 1, (size_t)(to_byte - from_byte + 1));
+            if (from_byte <= byte && byte <= to_byte) {
+                if (from_byte > lo) {
+                    lo = from_byte;
+                }
+                if (to_byte < hi) {
+                    hi = to_byte;
+                }
+                if (reserve((void **)&s->targets, &s->targets_cap, count + 1, sizeof(int64_t)) < 0) {
+                    return NEED_GIL;
+                }
+                s->targets[count++] = base + edges[j].target;
+            } else if (to_byte < byte) {
+                if (to_byte + 1 > lo) {
+                    lo = to_byte + 1;
+                }
+            } else if (from_byte - 1 < hi) {
+                hi = from_byte - 1;
+            }
+        }
+    }
+    int32_t *row = table + state * 256;
+    for (int b = 0; b < 256; b++) {
+        if (!covered[b]) {
+            row[b] = DEAD;
+        }
+    }
+    if (!count) {
+        return DEAD;  /* outside every range */
+    }
+    int64_t *targets = s->targets;
+    qsort(targets, count, sizeof(int64_t), by_value);
+    size_t kept = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (!kept || targets[kept - 1] != targets[i]) {
+            targets[kept++] = targets[i];
+        }
+    }
+    count = kept;
+    if (count == 1) {
+        int64_t known = steps_find(s, targets[0]);
+        if (known >= 0) {
+            write_range(row, lo, hi, (int32_t)known);
+            s->fast_found++;
+            return known;
+        }
+    }
+    /* the closure: each configuration's NFA state's local closure, on its stack */
+    size_t closed = 0;
+    for (size_t i = 0; i < count; i++) {
+        long long on = targets[i] / stride, q = targets[i] % stride;
+        if (q < 0 || (size_t)q >= s->nfa_cap || s->local_at[q] == -1) {
+            s->want = q < 0 ? WANT_PYTHON : WANT_LOCAL;
+            s->want_q = q;
+            return NEED_GIL;
+        }
+        if (s->local_at[q] == -2) {
+            /* a call or an end on the way: the stack plays a part */
+            int64_t grown = store_full_closure(s, targets[i], closed);
+            if (grown < 0) {
+                s->why[1]++;
+                return NEED_GIL;
+            }
+            closed = (size_t)grown;
+            continue;
+        }
+        if (reserve((void **)&s->scratch, &s->scratch_cap, closed + (size_t)s->local_len[q], sizeof(int64_t)) < 0) {
+            return NEED_GIL;
+        }
+        const int64_t *local = s->local_pool + s->local_at[q];
+        for (int32_t j = 0; j < s->local_len[q]; j++) {
+            s->scratch[closed++] = on * stride + local[j];
+        }
+    }
+    int64_t *kernel = s->scratch;
+    qsort(kernel, closed, sizeof(int64_t), by_value);
+    size_t distinct = 0;
+    for (size_t i = 0; i < closed; i++) {
+        if (!distinct || kernel[distinct - 1] != kernel[i]) {
+            kernel[distinct++] = kernel[i];
+        }
+    }
+    int64_t found = ids_find(s, kernel, distinct);
+    if (found < 0) {
+        if ((long long)s->count >= s->max_states || (int64_t)s->count >= rows || (int64_t)s->count >= finals_len
+                || distinct == 0) {
+            s->why[2]++;
+            return NEED_GIL;  /* the bound's error, or a table to grow: the Python path */
+        }
+        if (s->fresh >= 64) {
+            s->want = WANT_CHECK;
+            return NEED_GIL;
+        }
+        uint8_t final = 0;
+        for (size_t i = 0; i < distinct; i++) {
+            final |= kernel[i] == s->final;
+        }
+        found = store_add(s, kernel, distinct);
+        if (found < 0) {
+            return NEED_GIL;
+        }
+        s->fresh++;
+        s->fast_discovered++;
+        write_range(table + found * 256, 0, 255, UNKNOWN_CELL);
+        finals[found] = final;
+        /* the new row and flag before any cell that leads there (readers take no lock) */
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+    } else {
+        s->fast_found++;
+    }
+    if (count == 1) {
+        steps_add(s, targets[0], found);
+    }
+    write_range(row, lo, hi, (int32_t)found);
+    return found;
+}
+
+static Store *store_of(PyObject *ctx) {
+    ContextObject *self = (ContextObject *)ctx;
+    if (self->store == NULL) {
+        Store *s = calloc(1, sizeof(Store));
+        if (s == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        s->stride = stride_of(ctx);
+        s->final = PyLong_AsLongLong(ITEM(ctx, C_FINAL));
+        s->max_states = PyLong_AsLongLong(ITEM(ctx, C_MAX_STATES));
+        s->bounded = PyObject_IsTrue(ITEM(ctx, C_BOUNDED));
+        if (PyErr_Occurred() || s->bounded < 0 || s->stride <= 0) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_ValueError, "_lazycore: the stride must be positive");
+            }
+            free(s);
+            return NULL;
+        }
+        self->store = s;
+    }
+    return self->store;
+}
+
+/* The call stacks the Python containers have and the store not yet, copied. */
+static int store_sync_stacks(PyObject *ctx, Store *s) {
+    PyObject *parent = ITEM(ctx, C_STACK_PARENT), *top = ITEM(ctx, C_STACK_TOP);
+    if (!PyList_Check(parent) || !PyList_Check(top) || PyList_GET_SIZE(top) != PyList_GET_SIZE(parent)
+            || s->stacks_published != s->stacks || (size_t)PyList_GET_SIZE(parent) < s->stacks) {
+        PyErr_SetString(PyExc_RuntimeError, "_lazycore: the state store and the automaton's stacks disagree");
+        return -1;
+    }
+    for (Py_ssize_t i = (Py_ssize_t)s->stacks; i < PyList_GET_SIZE(parent); i++) {
+        long long below = PyLong_AsLongLong(PyList_GET_ITEM(parent, i));
+        long long ret = PyLong_AsLongLong(PyList_GET_ITEM(top, i));
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+        if (i == 0) {  /* the empty stack: no push makes it */
+            if (reserve((void **)&s->stack_parent, &s->stacks_cap, 1, sizeof(int64_t)) < 0) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            int64_t *moved_top = realloc(s->stack_top, s->stacks_cap * sizeof(int64_t));
+            if (moved_top != NULL) {
+                s->stack_top = moved_top;
+            }
+            int64_t *moved_depth = moved_top == NULL ? NULL : realloc(s->stack_depth, s->stacks_cap * sizeof(int64_t));
+            if (moved_depth == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            s->stack_depth = moved_depth;
+            s->stack_parent[0] = 0;
+            s->stack_top[0] = -1;
+            s->stack_depth[0] = 0;
+            s->stacks = 1;
+            continue;
+        }
+        if (below < 0 || below >= i || ret < 0 || ret >= s->stride) {
+            PyErr_SetString(PyExc_ValueError, "_lazycore: a stack outside the stacks or the NFA");
+            return -1;
+        }
+        int64_t made = store_push(s, below, ret);
+        if (made != i) {
+            if (made < 0) {
+                PyErr_NoMemory();
+            } else {
+                PyErr_SetString(PyExc_RuntimeError, "_lazycore: a stack made twice");
+            }
+            return -1;
+        }
+    }
+    s->stacks_published = s->stacks;
+    return 0;
+}
+
+/* The stacks the store made, recorded in the Python containers. */
+static int store_publish_stacks(PyObject *ctx, Store *s) {
+    PyObject *parent = ITEM(ctx, C_STACK_PARENT), *top = ITEM(ctx, C_STACK_TOP), *depth = ITEM(ctx, C_STACK_DEPTH);
+    PyObject *pushes = ITEM(ctx, C_PUSHES);
+    if (s->stacks_published == s->stacks) {
+        return 0;
+    }
+    if (!PyList_Check(parent) || !PyList_Check(top) || !PyList_Check(depth)
+            || (size_t)PyList_GET_SIZE(parent) != s->stacks_published) {
+        PyErr_SetString(PyExc_RuntimeError, "_lazycore: the state store and the automaton's stacks disagree");
+        return -1;
+    }
+    for (size_t i = s->stacks_published; i < s->stacks; i++) {
+        PyObject *below = PyLong_FromLongLong(s->stack_parent[i]), *ret = PyLong_FromLongLong(s->stack_top[i]);
+        PyObject *deep = PyLong_FromLongLong(s->stack_depth[i]), *id = PyLong_FromSize_t(i);
+        PyObject *key = PyLong_FromLongLong(s->stack_parent[i] * s->stride + s->stack_top[i]);
+        int failed = below == NULL || ret == NULL || deep == NULL || id == NULL || key == NULL
+            || PyList_Append(parent, below) < 0 || PyList_Append(top, ret) < 0 || PyList_Append(depth, deep) < 0
+            || PyDict_SetItem(pushes, key, id) < 0;
+        Py_XDECREF(below);
+        Py_XDECREF(ret);
+        Py_XDECREF(deep);
+        Py_XDECREF(id);
+        Py_XDECREF(key);
+        if (failed) {
+            return -1;
+        }
+        s->stacks_published = i + 1;
+    }
+    return 0;
+}
+
+/* The kernels the Python containers have and the store not yet, copied. */
+static int store_sync(PyObject *ctx, Store *s) {
+    if (store_sync_stacks(ctx, s) < 0) {
+        return -1;
+    }
+    PyObject *kernels = ITEM(ctx, C_KERNELS);
+    if (!PyList_Check(kernels) || s->published != s->count || (size_t)PyList_GET_SIZE(kernels) < s->count) {
+        PyErr_SetString(PyExc_RuntimeError, "_lazycore: the state store and the automaton's kernels disagree");
+        return -1;
+    }
+    for (Py_ssize_t state = (Py_ssize_t)s->count; state < PyList_GET_SIZE(kernels); state++) {
+        PyObject *kernel = PyList_GET_ITEM(kernels, state);
+        Py_ssize_t n = PySet_Size(kernel);
+        if (n < 0 || reserve((void **)&s->scratch, &s->scratch_cap, (size_t)n + 1, sizeof(int64_t)) < 0) {
+            return n < 0 ? -1 : (PyErr_NoMemory(), -1);
+        }
+        PyObject *items = PyObject_GetIter(kernel), *item;
+        if (items == NULL) {
+            return -1;
+        }
+        Py_ssize_t i = 0;
+        while ((item = PyIter_Next(items)) != NULL) {
+            long long value = PyLong_AsLongLong(item);
+            Py_DECREF(item);
+            if (i < n) {
+                s->scratch[i++] = value;
+            }
+        }
+        Py_DECREF(items);
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+        qsort(s->scratch, (size_t)i, sizeof(int64_t), by_value);
+        if (store_add(s, s->scratch, (size_t)i) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    s->published = s->count;
+    return 0;
+}
+
+/* The states the store discovered, recorded in the Python containers:
+ * kernels, ids and the count (their rows and flags are written already). */
+static int store_publish(PyObject *ctx, Store *s) {
+    if (store_publish_stacks(ctx, s) < 0) {
+        return -1;
+    }
+    if (s->published == s->count) {
+        return 0;
+    }
+    PyObject *kernels = ITEM(ctx, C_KERNELS), *ids = ITEM(ctx, C_IDS);
+    if (!PyList_Check(kernels) || (size_t)PyList_GET_SIZE(kernels) != s->published) {
+        PyErr_SetString(PyExc_RuntimeError, "_lazycore: the state store and the automaton's kernels disagree");
+        return -1;
+    }
+    for (size_t state = s->published; state < s->count; state++) {
+        size_t from = s->koff[state], n = s->koff[state + 1] - from;
+        PyObject *configs = PyTuple_New((Py_ssize_t)n);
+        if (configs == NULL) {
+            return -1;
+        }
+        for (size_t i = 0; i < n; i++) {
+            PyObject *item = PyLong_FromLongLong(s->pool[from + i]);
+            if (item == NULL) {
+                Py_DECREF(configs);
+                return -1;
+            }
+            PyTuple_SET_ITEM(configs, (Py_ssize_t)i, item);
+        }
+        PyObject *kernel = untracked(PyFrozenSet_New(configs));
+        Py_DECREF(configs);
+        PyObject *id = kernel == NULL ? NULL : PyLong_FromSize_t(state);
+        int failed = id == NULL || PyList_Append(kernels, kernel) < 0 || PyDict_SetItem(ids, kernel, id) < 0;
+        Py_XDECREF(kernel);
+        Py_XDECREF(id);
+        if (failed) {
+            return -1;
+        }
+        s->published = state + 1;
+    }
+    PyObject *count = PyLong_FromSize_t(s->count);
+    int status = count == NULL ? -1 : PyObject_SetAttr(ITEM(ctx, C_DFA), name_count, count);
+    Py_XDECREF(count);
+    return status;
+}
+
+/* NFA state q's edges copied into the store (with the GIL). */
+static int store_fill_edges(PyObject *ctx, Store *s, long long q) {
+    PyObject *edges = ITEM(ctx, C_EDGES);
+    if (!PyList_Check(edges) || q < 0 || q >= PyList_GET_SIZE(edges) || q >= s->stride) {
+        PyErr_SetString(PyExc_IndexError, "_lazycore: an NFA state outside the tables");
+        return -1;
+    }
+    PyObject *list = PyList_GET_ITEM(edges, q);
+    if (!PyTuple_Check(list) || PyTuple_GET_SIZE(list) % 3) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: edges[q] is not a tuple (lo, hi, target, ...)");
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(list) / 3;
+    if (store_reach(s, (size_t)q) < 0
+            || reserve((void **)&s->edge_pool, &s->edge_pool_cap, s->edge_pool_len + (size_t)n + 1, sizeof(Edge)) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Edge *into = s->edge_pool + s->edge_pool_len;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        long lo = PyLong_AsLong(PyTuple_GET_ITEM(list, 3 * j));
+        long hi = PyLong_AsLong(PyTuple_GET_ITEM(list, 3 * j + 1));
+        long long target = PyLong_AsLongLong(PyTuple_GET_ITEM(list, 3 * j + 2));
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+        if (lo < 0 || hi > 255 || lo > hi || target < 0 || target >= s->stride) {
+            PyErr_SetString(PyExc_ValueError, "_lazycore: an edge outside 0..255 or the NFA");
+            return -1;
+        }
+        into[j] = (Edge){lo, hi, target};
+    }
+    s->edge_at[q] = (int64_t)s->edge_pool_len;
+    s->edge_len[q] = (int32_t)n;
+    s->edge_pool_len += (size_t)n;
+    return 0;
+}
+
+/* NFA state q's local closure (LazyByteDFA._local_closure: the kernel NFA
+ * states reachable by epsilon moves alone, or none when a state on the way
+ * calls or ends a definition) computed into the store, with the GIL: a walk
+ * over the NFA's lists with a stamp a state (the set and list work of
+ * local_closure_of cost ~2 us a state, and a new automaton fills one for
+ * each NFA state its cold rows reach). */
+static int store_fill_local(PyObject *ctx, Store *s, long long q) {
+    PyObject *eps = ITEM(ctx, C_EPS), *edges = ITEM(ctx, C_EDGES), *calls = ITEM(ctx, C_CALLS);
+    PyObject *ends = ITEM(ctx, C_ENDS);
+    if (!PyList_Check(eps) || !PyList_Check(edges) || !PyList_Check(calls) || !PyByteArray_Check(ends)) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: the NFA's tables are not lists and a bytearray");
+        return -1;
+    }
+    Py_ssize_t size = PyList_GET_SIZE(eps);
+    if (PyList_GET_SIZE(edges) < size) size = PyList_GET_SIZE(edges);
+    if (PyList_GET_SIZE(calls) < size) size = PyList_GET_SIZE(calls);
+    if (PyByteArray_GET_SIZE(ends) < size) size = PyByteArray_GET_SIZE(ends);
+    if (q < 0 || q >= size || q >= s->stride || store_reach(s, (size_t)size) < 0
+            || reserve((void **)&s->stamps, &s->stamps_cap, (size_t)size, sizeof(uint32_t)) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_IndexError, "_lazycore: an NFA state outside the tables");
+        }
+        return -1;
+    }
+    if (s->stamps_seen < (size_t)size) {
+        memset(s->stamps + s->stamps_seen, 0, ((size_t)size - s->stamps_seen) * sizeof(uint32_t));
+        s->stamps_seen = (size_t)size;
+    }
+    if (++s->stamp == 0) {  /* wrapped: every stamp cleared */
+        memset(s->stamps, 0, s->stamps_seen * sizeof(uint32_t));
+        s->stamp = 1;
+    }
+    const char *ending = PyByteArray_AS_STRING(ends);
+    long long final = s->final;
+    size_t todo = 0, found = 0, pool_from = s->local_pool_len;
+    int local = 1;
+    if (reserve((void **)&s->scratch, &s->scratch_cap, 1, sizeof(int64_t)) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    s->scratch[todo++] = q;
+    s->stamps[q] = s->stamp;
+    while (todo) {
+        Py_ssize_t at = (Py_ssize_t)s->scratch[--todo];
+        PyObject *calling = PyList_GET_ITEM(calls, at), *out = PyList_GET_ITEM(edges, at);
+        PyObject *next = PyList_GET_ITEM(eps, at);
+        int calls_here = PyObject_IsTrue(calling);
+        if (calls_here < 0) {
+            return -1;
+        }
+        if (calls_here || ending[at]) {
+            local = 0;
+            break;
+        }
+        if (!SEQUENCE(next) || !SEQUENCE(out)) {
+            PyErr_SetString(PyExc_TypeError, "_lazycore: eps[q] and edges[q] must be tuples");
+            return -1;
+        }
+        if (PySequence_Fast_GET_SIZE(out) || at == final) {
+            if (reserve((void **)&s->local_pool, &s->local_pool_cap, pool_from + found + 1, sizeof(int64_t)) < 0) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            s->local_pool[pool_from + found++] = at;
+        }
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(next); i++) {
+            long long t = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(next, i));
+            if (t == -1 && PyErr_Occurred()) {
+                return -1;
+            }
+            if (t < 0 || t >= size) {
+                PyErr_SetString(PyExc_IndexError, "_lazycore: an epsilon move outside the NFA");
+                return -1;
+            }
+            if (s->stamps[t] != s->stamp) {
+                s->stamps[t] = s->stamp;
+                if (reserve((void **)&s->scratch, &s->scratch_cap, todo + 1, sizeof(int64_t)) < 0) {
+                    PyErr_NoMemory();
+                    return -1;
+                }
+                s->scratch[todo++] = t;
+            }
+        }
+    }
+    if (!local || found == 0) {
+        s->local_at[q] = -2;  /* a call or an end on the way (or nothing): the full closure */
+    } else {
+        s->local_at[q] = (int64_t)pool_from;
+        s->local_len[q] = (int32_t)found;
+        s->local_pool_len = pool_from + found;
+    }
+    return 0;
+}
+
+/* NFA state q's epsilon moves, calls (each callee's start where it is
+ * entered) and end flag copied into the store, with its edges (with the
+ * GIL). */
+static int store_fill_nfa(PyObject *ctx, Store *s, long long q) {
+    PyObject *eps = ITEM(ctx, C_EPS), *calls = ITEM(ctx, C_CALLS), *ends = ITEM(ctx, C_ENDS);
+    PyObject *resolved = ITEM(ctx, C_RESOLVED), *start_of = ITEM(ctx, C_START_OF);
+    if (!PyList_Check(eps) || !PyList_Check(calls) || !PyByteArray_Check(ends) || !PyByteArray_Check(resolved)
+            || !PyList_Check(start_of)) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: the NFA's tables are not of the expected types");
+        return -1;
+    }
+    if (q < 0 || q >= PyList_GET_SIZE(eps) || q >= PyList_GET_SIZE(calls) || q >= PyByteArray_GET_SIZE(ends)
+            || q >= s->stride || store_reach(s, (size_t)q) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_IndexError, "_lazycore: an NFA state outside the tables");
+        }
+        return -1;
+    }
+    if (s->edge_at[q] < 0 && store_fill_edges(ctx, s, q) < 0) {
+        return -1;
+    }
+    PyObject *next = PyList_GET_ITEM(eps, q), *called = PyList_GET_ITEM(calls, q);
+    if (!SEQUENCE(next) || !PyTuple_Check(called)) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: the NFA's tables are not of the expected types");
+        return -1;
+    }
+    Py_ssize_t moves = PySequence_Fast_GET_SIZE(next), count = PyTuple_GET_SIZE(called);
+    if (reserve((void **)&s->eps_pool, &s->eps_pool_cap, s->eps_pool_len + (size_t)moves + 1, sizeof(int64_t)) < 0
+            || reserve((void **)&s->calls_pool, &s->calls_pool_cap, s->calls_pool_len + 2 * (size_t)count + 2,
+                       sizeof(int64_t)) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < moves; i++) {
+        long long t = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(next, i));
+        if (t == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (t < 0 || t >= s->stride) {
+            PyErr_SetString(PyExc_ValueError, "_lazycore: an epsilon move outside the NFA");
+            return -1;
+        }
+        s->eps_pool[s->eps_pool_len + (size_t)i] = t;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *call = PyTuple_GET_ITEM(called, i);
+        if (!PyTuple_Check(call) || PyTuple_GET_SIZE(call) != 2) {
+            PyErr_SetString(PyExc_TypeError, "_lazycore: a call is not (definition, return state)");
+            return -1;
+        }
+        long long d = PyLong_AsLongLong(PyTuple_GET_ITEM(call, 0));
+        long long ret = PyLong_AsLongLong(PyTuple_GET_ITEM(call, 1));
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+        if (d < 0 || d >= PyList_GET_SIZE(start_of) || ret < 0 || ret >= s->stride) {
+            PyErr_SetString(PyExc_ValueError, "_lazycore: a call outside the definitions or the NFA");
+            return -1;
+        }
+        if ((size_t)d >= s->def_cap) {
+            size_t old = s->def_cap;
+            if (reserve((void **)&s->def_start, &s->def_cap, (size_t)d + 1, sizeof(int64_t)) < 0) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            for (size_t j = old; j < s->def_cap; j++) {
+                s->def_start[j] = -1;
+            }
+        }
+        if (d < PyByteArray_GET_SIZE(resolved) && PyByteArray_AS_STRING(resolved)[d]) {
+            long long start = PyLong_AsLongLong(PyList_GET_ITEM(start_of, d));
+            if ((start == -1 && PyErr_Occurred())) {
+                return -1;
+            }
+            s->def_start[d] = start >= 0 && start < s->stride ? start : -1;
+        }
+        s->calls_pool[s->calls_pool_len + 2 * (size_t)i] = d;
+        s->calls_pool[s->calls_pool_len + 2 * (size_t)i + 1] = ret;
+    }
+    s->eps_at[q] = (int64_t)s->eps_pool_len;
+    s->eps_len[q] = (int32_t)moves;
+    s->eps_pool_len += (size_t)moves;
+    s->calls_at[q] = (int64_t)s->calls_pool_len;
+    s->calls_len[q] = (int32_t)count;
+    s->calls_pool_len += 2 * (size_t)count;
+    s->ends[q] = PyByteArray_AS_STRING(ends)[q] != 0;
+    s->nfa_filled[q] = 1;
+    return 0;
+}
+
+/* Definition d's start copied into the store once it is entered: 1 when it
+ * is, 0 when not (the core over the Python containers enters it), -1 with
+ * an exception. */
+static int store_fill_definition(PyObject *ctx, Store *s, long long d) {
+    PyObject *resolved = ITEM(ctx, C_RESOLVED), *start_of = ITEM(ctx, C_START_OF);
+    if (!PyByteArray_Check(resolved) || !PyList_Check(start_of) || d < 0 || (size_t)d >= s->def_cap
+            || d >= PyList_GET_SIZE(start_of)) {
+        PyErr_SetString(PyExc_IndexError, "_lazycore: a definition outside the NFA");
+        return -1;
+    }
+    if (d >= PyByteArray_GET_SIZE(resolved) || !PyByteArray_AS_STRING(resolved)[d]) {
+        return 0;
+    }
+    long long start = PyLong_AsLongLong(PyList_GET_ITEM(start_of, d));
+    if (start == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (start < 0 || start >= s->stride) {
+        return 0;
+    }
+    s->def_start[d] = start;
+    return 1;
+}
+
+/* The NFA states around ``q`` copied into the store: the edges of each
+ * state reachable from ``q`` inside its fragment (by epsilon moves, byte
+ * edges and calls' return states; entering a callee is left to the
+ * closure), and the local closure of each edge's target, up to
+ * REGION_STATES states a call. Each entered fragment is final (pruned when
+ * first entered), and a state in a kernel is in an entered fragment, as is
+ * all it reaches inside it. One at a time, the store asked the GIL back for
+ * ~2,000 NFA states a run of bench_batch's workload, ~4,000 fills. */
+#define REGION_STATES 64
+
+static int store_fill_region(PyObject *ctx, Store *s, long long q) {
+    PyObject *eps = ITEM(ctx, C_EPS), *edges = ITEM(ctx, C_EDGES), *calls = ITEM(ctx, C_CALLS);
+    if (!PyList_Check(eps) || !PyList_Check(edges) || !PyList_Check(calls)) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: the NFA's tables are not lists");
+        return -1;
+    }
+    Py_ssize_t size = PyList_GET_SIZE(eps);
+    if (PyList_GET_SIZE(edges) < size) size = PyList_GET_SIZE(edges);
+    if (PyList_GET_SIZE(calls) < size) size = PyList_GET_SIZE(calls);
+    if (q < 0 || q >= size || q >= s->stride || store_reach(s, (size_t)size) < 0
+            || reserve((void **)&s->marks, &s->marks_cap, (size_t)size, sizeof(uint32_t)) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_IndexError, "_lazycore: an NFA state outside the tables");
+        }
+        return -1;
+    }
+    if (s->marks_seen < (size_t)size) {
+        memset(s->marks + s->marks_seen, 0, ((size_t)size - s->marks_seen) * sizeof(uint32_t));
+        s->marks_seen = (size_t)size;
+    }
+    if (++s->mark == 0) {
+        memset(s->marks, 0, s->marks_seen * sizeof(uint32_t));
+        s->mark = 1;
+    }
+    size_t head = 0, tail = 0;
+    if (reserve((void **)&s->queue, &s->queue_cap, 1, sizeof(int64_t)) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    s->queue[tail++] = q;
+    s->marks[q] = s->mark;
+    while (head < tail && head < REGION_STATES) {
+        long long at = s->queue[head++];
+        if (!s->nfa_filled[at] && store_fill_nfa(ctx, s, at) < 0) {
+            return -1;
+        }
+        PyObject *next = PyList_GET_ITEM(eps, at), *called = PyList_GET_ITEM(calls, at);
+        if (!SEQUENCE(next) || !PyTuple_Check(called)) {
+            PyErr_SetString(PyExc_TypeError, "_lazycore: the NFA's tables are not of the expected types");
+            return -1;
+        }
+        Py_ssize_t count = PySequence_Fast_GET_SIZE(next) + PyTuple_GET_SIZE(called) + s->edge_len[at];
+        if (reserve((void **)&s->queue, &s->queue_cap, tail + (size_t)count, sizeof(int64_t)) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (int32_t j = 0; j < s->edge_len[at]; j++) {
+            long long t = s->edge_pool[s->edge_at[at] + j].target;  /* 0 <= t < stride: store_fill_edges */
+            if (t >= size) {
+                PyErr_SetString(PyExc_IndexError, "_lazycore: an edge outside the NFA");
+                return -1;
+            }
+            if (s->local_at[t] == -1 && store_fill_local(ctx, s, t) < 0) {
+                return -1;
+            }
+            if (s->marks[t] != s->mark) {
+                s->marks[t] = s->mark;
+                s->queue[tail++] = t;
+            }
+        }
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(next) + PyTuple_GET_SIZE(called); i++) {
+            PyObject *item;
+            if (i < PySequence_Fast_GET_SIZE(next)) {
+                item = PySequence_Fast_GET_ITEM(next, i);
+            } else {
+                PyObject *call = PyTuple_GET_ITEM(called, i - PySequence_Fast_GET_SIZE(next));
+                if (!PyTuple_Check(call) || PyTuple_GET_SIZE(call) != 2) {
+                    PyErr_SetString(PyExc_TypeError, "_lazycore: a call is not (definition, return state)");
+                    return -1;
+                }
+                item = PyTuple_GET_ITEM(call, 1);
+            }
+            long long t = PyLong_AsLongLong(item);
+            if (t == -1 && PyErr_Occurred()) {
+                return -1;
+            }
+            if (t < 0 || t >= size) {
+                PyErr_SetString(PyExc_IndexError, "_lazycore: a move outside the NFA");
+                return -1;
+            }
+            if (s->marks[t] != s->mark) {
+                s->marks[t] = s->mark;
+                s->queue[tail++] = t;
+            }
+        }
+    }
+    return 0;
+}
+
+/* A walk's hold on the store: the context and writable views of the
+ * automaton's table and finals (taken again when the table grows). */
+typedef struct {
+    PyObject *ctx, *table_object, *finals_object;
+    Py_buffer table, finals;
+    int has_table, has_finals;
+} LazySession;
+
+static int session_buffers(LazySession *session) {
+    PyObject *dfa = ITEM(session->ctx, C_DFA);
+    PyObject *table = PyObject_GetAttr(dfa, name_table);
+    PyObject *finals = table == NULL ? NULL : PyObject_GetAttr(dfa, name_finals);
+    if (finals == NULL) {
+        Py_XDECREF(table);
+        return -1;
+    }
+    if (table != session->table_object) {
+        if (session->has_table) {
+            PyBuffer_Release(&session->table);
+            session->has_table = 0;
+        }
+        Py_XSETREF(session->table_object, table);
+        if (PyObject_GetBuffer(table, &session->table, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+            Py_DECREF(finals);
+            return -1;
+        }
+        session->has_table = 1;
+        if (session->table.itemsize != 4 || session->table.len % 1024) {
+            Py_DECREF(finals);
+            PyErr_SetString(PyExc_ValueError, "_lazycore: the table's rows are not 256 int32 cells");
+            return -1;
+        }
+    } else {
+        Py_DECREF(table);
+    }
+    if (finals != session->finals_object) {
+        if (session->has_finals) {
+            PyBuffer_Release(&session->finals);
+            session->has_finals = 0;
+        }
+        Py_XSETREF(session->finals_object, finals);
+        if (PyObject_GetBuffer(finals, &session->finals, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+            return -1;
+        }
+        session->has_finals = 1;
+        if (session->finals.itemsize != 1) {
+            PyErr_SetString(PyExc_ValueError, "_lazycore: the finals are not one byte each");
+            return -1;
+        }
+    } else {
+        Py_DECREF(finals);
+    }
+    return 0;
+}
+
+static int session_close(LazySession *session);
+static int session_open_context(PyObject *ctx, LazySession *session);
+
+/* Open the store of ``dfa`` (a LazyByteDFA, its lock held) for a walk:
+ * 0, 1 when the automaton has no native store to offer (no compiled core,
+ * a depth bound), -1 with an exception. */
+static int session_open(PyObject *dfa, LazySession *session) {
+    memset(session, 0, sizeof(*session));
+    PyObject *ctx = PyObject_GetAttrString(dfa, "_core_context");
+    if (ctx == NULL) {
+        PyErr_Clear();
+        return 1;
+    }
+    if (!Py_IS_TYPE(ctx, context_type)) {
+        Py_DECREF(ctx);
+        return 1;
+    }
+    int opened = session_open_context(ctx, session);
+    Py_DECREF(ctx);
+    return opened;
+}
+
+/* session_open for the automaton's context ``ctx`` (the session takes a
+ * reference of its own). */
+static int session_open_context(PyObject *ctx, LazySession *session) {
+    memset(session, 0, sizeof(*session));
+    Py_INCREF(ctx);
+    session->ctx = ctx;
+    Store *s = store_of(ctx);
+    if (s != NULL && s->bounded) {
+        session_close(session);
+        return 1;
+    }
+    if (s == NULL || store_sync(ctx, s) < 0 || session_buffers(session) < 0) {
+        session_close(session);
+        return -1;
+    }
+    return 0;
+}
+
+/* The cell without the GIL: the successor, or NEED_GIL (then session_held). */
+static int64_t session_fast(LazySession *session, int64_t state, int byte) {
+    Store *s = ((ContextObject *)session->ctx)->store;
+    return store_fast(s, session->table.buf, session->table.len / 1024, session->finals.buf,
+                      session->finals.len, state, byte);
+}
+
+static PyObject *py_step_held(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+/* The cell with the GIL: what the store cannot do alone is done first (an
+ * NFA state's edges or local closure copied, a limits check) or handed to
+ * the core over the Python containers. The successor, or -2 with an
+ * exception. The table may have grown: the caller takes it again. */
+static int64_t session_held(LazySession *session, int64_t state, int byte) {
+    PyObject *ctx = session->ctx;
+    Store *s = ((ContextObject *)ctx)->store;
+    for (;;) {
+        int64_t found = session_fast(session, state, byte);
+        if (found >= 0) {
+            return found;
+        }
+        if (s->want == WANT_EDGES) {
+            if (store_fill_region(ctx, s, s->want_q) < 0) {
+                return -2;
+            }
+            continue;
+        }
+        if (s->want == WANT_LOCAL) {
+            if (store_fill_local(ctx, s, s->want_q) < 0 || store_fill_region(ctx, s, s->want_q) < 0) {
+                return -2;
+            }
+            continue;
+        }
+        if (s->want == WANT_NFA) {
+            if (store_fill_nfa(ctx, s, s->want_q) < 0 || store_fill_region(ctx, s, s->want_q) < 0) {
+                return -2;
+            }
+            continue;
+        }
+        if (s->want == WANT_DEF) {
+            int entered = store_fill_definition(ctx, s, s->want_q);
+            if (entered < 0) {
+                return -2;
+            }
+            if (entered) {
+                continue;
+            }
+            /* not entered yet: the core over the Python containers enters it */
+        }
+        if (store_publish(ctx, s) < 0) {
+            return -2;
+        }
+        PyObject *checked = PyObject_CallNoArgs(ITEM(ctx, C_CHECK));
+        if (checked == NULL) {
+            return -2;
+        }
+        Py_DECREF(checked);
+        s->fresh = 0;
+        if (s->want == WANT_CHECK) {
+            continue;
+        }
+        s->handed_back++;
+        PyObject *cell[3] = {ctx, PyLong_FromLongLong(state), PyLong_FromLong(byte)};
+        PyObject *result = NULL;
+        if (cell[1] != NULL && cell[2] != NULL) {
+            result = py_step_held(NULL, cell, 3);
+        }
+        Py_XDECREF(cell[1]);
+        Py_XDECREF(cell[2]);
+        if (result == NULL) {
+            return -2;
+        }
+        found = PyLong_AsLongLong(result);
+        Py_DECREF(result);
+        if ((found == -1 && PyErr_Occurred()) || store_sync(ctx, s) < 0 || session_buffers(session) < 0) {
+            return -2;
+        }
+        return found;
+    }
+}
+
+/* End a walk's hold: the store's states published, the views released.
+ * 0, or -1 with an exception (an exception already set is kept). */
+static int session_close(LazySession *session) {
+    int status = 0;
+    if (session->ctx != NULL && ((ContextObject *)session->ctx)->store != NULL) {
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        status = store_publish(session->ctx, ((ContextObject *)session->ctx)->store);
+        if (type != NULL) {
+            if (status < 0) {
+                PyErr_Clear();
+            }
+            PyErr_Restore(type, value, traceback);
+            status = -1;
+        }
+    }
+    if (session->has_table) {
+        PyBuffer_Release(&session->table);
+    }
+    if (session->has_finals) {
+        PyBuffer_Release(&session->finals);
+    }
+    Py_CLEAR(session->table_object);
+    Py_CLEAR(session->finals_object);
+    Py_CLEAR(session->ctx);
+    session->has_table = session->has_finals = 0;
+    return status;
+}
+
+/* The CPU time (each thread's own) resolve_bytes has spent without the
+ * GIL, in ns, over the process (``released_ns()``, counted once
+ * ``count_released(True)``; the walk's is tokendfa.lazy._cwalk's). */
+static uint64_t released_total;
+static int counting_released;
+
+static uint64_t thread_ns(void) {
+    if (!counting_released) {
+        return 0;
+    }
+#ifdef CLOCK_THREAD_CPUTIME_ID
+    struct timespec now;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now) == 0) {
+        return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    }
+#endif
+    return 0;
+}
+
+static PyObject *py_count_released(PyObject *module, PyObject *on) {
+    (void)module;
+    int value = PyObject_IsTrue(on);
+    if (value < 0) {
+        return NULL;
+    }
+    counting_released = value;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_released_ns(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    return PyLong_FromUnsignedLongLong(__atomic_load_n(&released_total, __ATOMIC_RELAXED));
+}
+
+/* The ranges of ``state``'s cut that hold a byte of ``bits`` resolved (a
+ * whole row: LazyByteDFA.materialise; a class's bytes: class_successor) in
+ * the native state store, in byte order, without the GIL but for what the
+ * store hands back; over the Python containers with a depth bound. The
+ * caller holds the automaton's lock. 0, or -1 with an exception. */
+static int resolve_bytes(PyObject *ctx, PyObject *state_object, const unsigned char *bits) {
+    long long state = PyLong_AsLongLong(state_object);
+    if (state == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    LazySession session;
+    int opened = session_open_context(ctx, &session);
+    if (opened < 0) {
+        return -1;
+    }
+    if (opened > 0) {
+        return resolve_bytes_held(ctx, state_object, bits);
+    }
+    if (state < 0 || (state + 1) * 1024 > session.table.len) {
+        session_close(&session);
+        PyErr_SetString(PyExc_IndexError, "_lazycore: a state outside the table");
+        return -1;
+    }
+    uint64_t since = thread_ns();
+    PyThreadState *released = PyEval_SaveThread();
+    int status = 0;
+    for (int b = 0; b < 256 && status == 0; b++) {
+        if (!((bits[b >> 3] >> (b & 7)) & 1) || ((const int32_t *)session.table.buf)[state * 256 + b] != UNKNOWN_CELL) {
+            continue;
+        }
+        if (session_fast(&session, state, b) == NEED_GIL) {
+            __atomic_fetch_add(&released_total, thread_ns() - since, __ATOMIC_RELAXED);
+            PyEval_RestoreThread(released);
+            status = session_held(&session, state, b) < -1 ? -1 : 0;  /* the table may have grown: taken again */
+            since = thread_ns();
+            released = PyEval_SaveThread();
+        }
+    }
+    __atomic_fetch_add(&released_total, thread_ns() - since, __ATOMIC_RELAXED);
+    PyEval_RestoreThread(released);
+    if (session_close(&session) < 0) {
+        status = -1;
+    }
+    return status;
+}
+
+/* What tokendfa.lazy._cwalk calls, through the capsule ``_C_API``. */
+typedef struct {
+    int version;
+    size_t session_size;
+    int (*open)(PyObject *dfa, void *session);
+    int64_t (*fast)(void *session, int64_t state, int byte);
+    int64_t (*held)(void *session, int64_t state, int byte);
+    int (*close)(void *session);
+} LazyCoreAPI;
+
+static int api_open(PyObject *dfa, void *session) { return session_open(dfa, session); }
+static int64_t api_fast(void *session, int64_t state, int byte) { return session_fast(session, state, byte); }
+static int64_t api_held(void *session, int64_t state, int byte) { return session_held(session, state, byte); }
+static int api_close(void *session) { return session_close(session); }
+
+static LazyCoreAPI core_api = {1, sizeof(LazySession), api_open, api_fast, api_held, api_close};
+
+/* store_info(context) -> dict: the store's counts (tests and benchmarks). */
+static PyObject *py_store_info(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arguments(nargs, 1, args, "store_info(context)") < 0) {
+        return NULL;
+    }
+    Store *s = ((ContextObject *)args[0])->store;
+    if (s == NULL) {
+        return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "states", 0, "published", 0, "fast_found", 0,
+                             "fast_discovered", 0, "handed_back", 0, "by_state", 0, "by_call", 0, "by_bound", 0);
+    }
+    return Py_BuildValue("{s:n,s:n,s:K,s:K,s:K,s:K,s:K,s:K}", "states", (Py_ssize_t)s->count, "published",
+                         (Py_ssize_t)s->published, "fast_found", s->fast_found, "fast_discovered",
+                         s->fast_discovered, "handed_back", s->handed_back, "by_state", s->why[0],
+                         "by_call", s->why[1], "by_bound", s->why[2]);
+}
+
 /* --- the Context type ------------------------------------------------------ */
 
 /* Context(**fields): every field by name, each exactly once. */
@@ -1856,10 +3444,16 @@ static int context_clear(ContextObject *self) {
     return 0;
 }
 
+static void context_finalize_store(ContextObject *self) {
+    store_free(self->store);
+    self->store = NULL;
+}
+
 static void context_dealloc(ContextObject *self) {
     PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     context_clear(self);
+    context_finalize_store(self);
     type->tp_free((PyObject *)self);
     Py_DECREF(type);
 }
@@ -1904,6 +3498,13 @@ static PyMethodDef methods[] = {
     {"alive", (PyCFunction)(void (*)(void))py_alive, METH_FASTCALL, "_LazyNFA._alive, compiled."},
     {"class_successor", (PyCFunction)(void (*)(void))py_class_successor, METH_FASTCALL,
      "LazyByteDFA.class_successor, compiled (the caller holds the lock)."},
+    {"count_released", (PyCFunction)py_count_released, METH_O,
+     "Turn the count of released_ns() on (True) or off (False; the default)."},
+    {"released_ns", (PyCFunction)py_released_ns, METH_NOARGS,
+     "CPU time (each thread's own) resolve_bytes has spent without the GIL, in ns, over the process."},
+    {"store_info", (PyCFunction)(void (*)(void))py_store_info, METH_FASTCALL,
+     "The native state store's counts: states, published, fast_found, fast_discovered, handed_back, "
+     "and the fast path's refusals by reason (by_state, by_call, by_bound)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1929,6 +3530,12 @@ PyMODINIT_FUNC PyInit__lazycore(void) {
     }
     context_type = (PyTypeObject *)PyType_FromSpec(&context_spec);
     if (context_type == NULL || PyModule_AddObjectRef(module, "Context", (PyObject *)context_type) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    PyObject *capsule = PyCapsule_New(&core_api, "tokendfa.analysis._lazycore._C_API", NULL);
+    if (capsule == NULL || PyModule_AddObject(module, "_C_API", capsule) < 0) {
+        Py_XDECREF(capsule);
         Py_DECREF(module);
         return NULL;
     }

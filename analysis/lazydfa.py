@@ -46,6 +46,20 @@ Two facts make it exact and servable without a global pass over the automaton:
   Readers of resolved cells take no lock; resolving takes one (see
   :meth:`LazyByteDFA.row` and :meth:`LazyByteDFA.successors`).
 
+**Native state store.** With the compiled core (:data:`NATIVE_CORE`), the
+kernels, their ids and the NFA's edges and local closures are also kept as
+C arrays in the core's context (``analysis/_lazycore.c``), and the compiled
+token walk (``tokendfa.lazy._cwalk``) and whole or partial rows
+(:meth:`LazyByteDFA.materialise`, :meth:`LazyByteDFA.partial_row`,
+:meth:`LazyByteDFA.class_successor`) resolve cells there with the GIL
+released, discovering states. What needs the stack (a closure through a
+call or an end), the state bound, a full table or a depth bound is handed
+back to the core over this class's containers, which stay the record: the
+store publishes its states to ``_kernels``, ``_ids`` and the count before any
+Python code runs on the automaton, and copies the states found by Python.
+Without the compiled modules (``TOKENDFA_NATIVE=0``) the methods here do
+everything, with the same answers: they are the reference.
+
 :meth:`LazyByteDFA.explore` materialises everything breadth-first and returns
 the complete table; :func:`~tokendfa.analysis.minimise.canonical_byte_dfa` of it
 is array for array the eager automaton (the tests hold the two equal).
@@ -265,7 +279,9 @@ class LazyByteDFA:
         ``_resolve_bytes`` and ``_wide_targets`` with the compiled functions
         of ``core`` (instance attributes over the methods), which fall back on
         the methods for the rare cases: a definition's first call, a shape
-        whose ranges overlap, a full table, a depth bound.
+        whose ranges overlap, a full table, a depth bound. ``_resolve_bytes``
+        and the compiled walk go through the core's native state store (see
+        the module's docstring) first.
 
         What the core reads and writes is one ``core.Context``, built with a
         keyword for each field: the C side names its fields, refuses a
@@ -420,9 +436,23 @@ class LazyByteDFA:
             found[unknown] = self._table.reshape(-1)[cells]  # the current table: it may have grown
         return found
 
+    def is_discovered(self, state: int) -> bool:
+        """Whether ``state`` is an id of this automaton (0 dead, 1 initial, ...).
+
+        A cell read without the lock may hold a state that a walk holding
+        it discovered in the native state store and publishes to the count
+        only when it ends (see the module's docstring): such an id is
+        checked again under the lock."""
+        if 0 <= state < self._count:
+            return True
+        if state < 0:
+            return False
+        with self._exclusive:
+            return state < self._count
+
     def step(self, state: int, byte: int) -> int:
         """One cell: the state after ``byte`` from ``state``."""
-        if not 0 <= state < self._count:  # the table's rows past the count are undefined
+        if not self.is_discovered(state):  # the table's rows past the count are undefined
             raise IndexError(f"state {state} is not discovered (the automaton has {self._count:,})")
         found = int(self._table[state, byte])
         if found == UNKNOWN:

@@ -11,6 +11,11 @@ timed ones, as in a server that has seen other schemas). The modes alternate
 within each repeat, and the table gives each mode's median total over the
 repeats and its ratio to threads=1. The masks of every mode are checked equal.
 
+Two threads can only overlap what runs without the GIL, so the run also
+reports that share of the serial mode's CPU time (the compiled modules'
+``released_ns()`` over the calling thread's CPU time in ``fill_masks``): a
+bound on what threads can gain that a shared machine's load does not move.
+
     .venv/bin/python benchmarks/bench_batch.py --batch 16 --threads 1 2 --repeats 5
 """
 
@@ -50,6 +55,32 @@ def pick_schemas(vocab, count: int):
     return chosen
 
 
+CPU_SECONDS = [0.0]  # the calling thread's CPU time in fill_masks, threads=1
+
+
+def released_seconds() -> float:
+    """CPU time the compiled modules have spent without the GIL (0 without them)."""
+    total = 0
+    for name in ("tokendfa.lazy._cwalk", "tokendfa.analysis._lazycore"):
+        try:
+            module = __import__(name, fromlist=["released_ns"])
+        except ImportError:
+            continue
+        if hasattr(module, "released_ns"):
+            total += module.released_ns()
+    return total / 1e9
+
+
+def count_released() -> None:
+    for name in ("tokendfa.lazy._cwalk", "tokendfa.analysis._lazycore"):
+        try:
+            module = __import__(name, fromlist=["count_released"])
+        except ImportError:
+            continue
+        if hasattr(module, "count_released"):
+            module.count_released(True)
+
+
 def run_mode(chosen, vocab, steps: int, threads: int):
     """Fresh indexes, one guide each, decoding each schema's instance in
     lockstep (its tokens forced); ``fill_masks`` timed at every step."""
@@ -64,8 +95,11 @@ def run_mode(chosen, vocab, steps: int, threads: int):
         if not any(live):
             break
         started = time.perf_counter()
+        cpu = time.thread_time()
         fill_masks(live, bitmask, threads=threads)
         seconds.append(time.perf_counter() - started)
+        if threads == 1:
+            CPU_SECONDS[0] += time.thread_time() - cpu
         masks.append(bitmask.copy())
         for guide, (_, tokens) in zip(guides, chosen):
             if step < len(tokens):
@@ -90,10 +124,15 @@ def main() -> None:
     modes = sorted(set(args.threads) | {1})
     totals = {k: [] for k in modes}
     firsts = {k: [] for k in modes}
+    count_released()
+    released, CPU_SECONDS[0] = 0.0, 0.0  # the repeats' alone (not the run that fills the caches)
     for repeat in range(args.repeats):
         reference = None
         for threads in modes:
+            before = released_seconds()
             seconds, masks = run_mode(records, vocab, args.steps, threads)
+            if threads == 1:
+                released += released_seconds() - before
             if reference is None:
                 reference = masks
             elif not all(np.array_equal(a, b) for a, b in zip(reference, masks)):
@@ -109,6 +148,9 @@ def main() -> None:
     for threads in modes:
         median = np.median(totals[threads])
         print(f"| {threads} | {median * 1e3:.1f} | {median / base:.2f} | {np.median(firsts[threads]) * 1e3:.1f} |")
+    if CPU_SECONDS[0]:
+        print(f"\nthreads=1: {released / CPU_SECONDS[0]:.0%} of fill_masks' CPU time ran without the GIL "
+              f"({released * 1e3 / args.repeats:.1f} of {CPU_SECONDS[0] * 1e3 / args.repeats:.1f} ms a repeat)")
 
 
 if __name__ == "__main__":

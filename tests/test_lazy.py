@@ -1139,8 +1139,34 @@ def test_compiled_core_refuses_edge_rows_not_flat_triples():
         dfa._cuts[INITIAL_STATE] = (starts, ends, targets, None)
         with pytest.raises(TypeError, match="bytes of one length"):
             core.step_held(dfa._core_context, INITIAL_STATE, 97)
-        with pytest.raises(TypeError, match="bytes of one length"):
-            core.resolve_bytes(dfa._core_context, INITIAL_STATE, 1 << 97)
+        # resolve_bytes reads the native state store (the NFA's own edges),
+        # never the cut kept in Python: the bad cut is not read at all
+        core.resolve_bytes(dfa._core_context, INITIAL_STATE, 1 << 97)
+        assert dfa.table[INITIAL_STATE, 97] == LazyByteDFA("ab").step(INITIAL_STATE, 97)
+
+
+def test_native_state_store_refuses_edges_outside_bytes_and_the_nfa():
+    """The native state store copies an NFA state's edges once, checking
+    each: a byte range outside 0..255 or a target outside the NFA is a
+    ValueError when a cell needs it, never a write past a row or a read
+    past the NFA's tables."""
+    core = lazydfa_module._lazycore
+    if core is None:
+        pytest.skip("the compiled core is not built")
+    for bad in [(0, 300, 1), (5, 3, 1), (0, 10, 1 << 40), (-1, 10, 1)]:
+        dfa = LazyByteDFA("ab")
+        q = len(dfa._eps)
+        dfa._eps.append(())
+        dfa._edges.append(bad)
+        dfa._calls.append(())
+        dfa._ends.append(0)
+        with dfa.resolving():
+            dfa._kernels.append(frozenset([q]))
+            dfa._ids[dfa._kernels[-1]] = len(dfa._kernels) - 1
+            dfa._table[len(dfa._kernels) - 1] = UNKNOWN
+            dfa._count = len(dfa._kernels)
+            with pytest.raises(ValueError, match="outside"):
+                core.resolve_bytes(dfa._core_context, dfa._count - 1, 1 << 4)
 
 
 def test_lazy_nfa_rows_are_immutable_and_untracked(native):
@@ -1600,8 +1626,8 @@ def _limited_row(index, state: int, limit: float) -> np.ndarray | None:
 
 def test_time_limit_bounds_each_row_served_later():
     """time_limit= bounds each row a lazy index computes after its
-    construction, from the moment that row starts: an expensive row (~1 s,
-    65k tokens that each discover states) raises TimeLimitError within the
+    construction, from the moment that row starts: an expensive row (65k
+    tokens that each discover states) raises TimeLimitError within the
     limit + 0.5 s, the rows around it keep serving the unbounded index's
     answers, and the same row asked again goes on from the cells resolved
     before (each try bounded again) to the exact mask."""
@@ -1624,7 +1650,8 @@ def test_time_limit_bounds_each_row_served_later():
 
 
 def _rows_bounded_one_at_a_time(vocab, pattern: str, reference) -> None:
-    limit = 0.1
+    # the row takes ~0.13 s with the native state store (~1.2 s in Python)
+    limit = 0.03
     index = Index.from_regex(pattern, vocab, time_limit=limit)  # the construction passes
     initial = index.initial_state
     after_y = index.advance(initial, ord("y"))
@@ -1656,7 +1683,8 @@ def test_rows_without_a_time_limit_are_unbounded_and_take_an_ambient_one():
     from tokendfa import TimeLimitError
     from tokendfa.analysis import limits
 
-    vocab = _ab_vocabulary(14)
+    # 65k tokens (~0.12 s with the native state store, 16k took ~0.04)
+    vocab = _ab_vocabulary(16)
     index = Index.from_regex("x|y(a|b)*a(a|b){22}", vocab)
     after_y = index.advance(index.initial_state, ord("y"))
     started = time.perf_counter()
@@ -1667,9 +1695,133 @@ def test_rows_without_a_time_limit_are_unbounded_and_take_an_ambient_one():
     assert index.get_mask(after_y).any()
     whole = time.perf_counter() - started
     # compared with the same row unbounded, measured here on the same machine
-    # minutes (~0.5 s quiet; the limited one stops after ~15 ms): a fixed bound
+    # minutes (~0.1 s quiet; the limited one stops after ~15 ms): a fixed bound
     # failed under CI's load, with the row itself taking twice its quiet time
     assert stopped < whole / 4, (stopped, whole)
+
+
+@pytest.mark.skipif(not (lazydfa_module.NATIVE_CORE and lazy_module.NATIVE_WALK),
+                    reason="the compiled core or walk is not built here (or TOKENDFA_NATIVE=0)")
+def test_the_native_state_store_resolves_cold_rows_and_publishes_its_states():
+    """A cold row's walk resolves its cells in the native state store (no
+    Python, no GIL), across stacks and overlapping ranges, and hands back
+    only what needs the stack (a call or an end on the way); every state it
+    discovers is published to the automaton's kernels and ids, and the rows
+    are the brute-force reference's."""
+    from tokendfa.analysis import _lazycore
+
+    vocab = cached_vocabulary("qwen2.5")
+    schema = {"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 6}, "code": {"type": "string", "pattern": "^[a-f0-9]{4}$"},
+        "tags": {"type": "array", "items": {"enum": ["alpha", "beta", "alphabet"]}}}, "required": ["name"]}
+    index = Index.from_schema(schema, vocab)
+    guide = Guide(index)
+    text = '{"name":"ab\u00e9c","code":"0fa9","tags":["alpha","alphabet"]}'
+    for token in vocab.encode(text):
+        guide.get_mask()
+        guide.advance(token)
+    dfa = index.byte_dfa
+    info = _lazycore.store_info(dfa._core_context)
+    assert info["fast_discovered"] > 20 and info["fast_found"] > 0, info
+    assert info["handed_back"] < info["fast_discovered"], info
+    assert info["states"] == info["published"] == dfa.num_states == len(dfa._kernels)
+    assert all(dfa._ids[kernel] == state for state, kernel in enumerate(dfa._kernels))
+    reference = Index.from_schema(schema, vocab, method="reference")
+    state, expected = index.initial_state, reference.initial_state
+    for token in vocab.encode(text):
+        np.testing.assert_array_equal(index.get_mask(state), reference.get_mask(expected))
+        state, expected = index.advance(state, token), reference.advance(expected, token)
+
+
+@pytest.mark.skipif(not lazy_module.NATIVE_WALK, reason="the compiled walk is not built (or TOKENDFA_NATIVE=0)")
+@pytest.mark.parametrize("count", [10, 5000])
+def test_compiled_bit_kernels_refuse_items_outside_their_arrays(count):
+    """set_bits, group_bits, distinct and skips run their loops without the
+    GIL from a few thousand items on, and refuse an item outside their
+    arrays on both sides of that size, with the GIL taken back first."""
+    from tokendfa.lazy import kernels
+
+    cwalk = kernels._cwalk
+    mask = np.zeros(8, dtype=np.uint32)  # 256 tokens
+    tokens = np.arange(count, dtype=np.int64) % 256
+    tokens[-1] = 256
+    with pytest.raises(IndexError, match="outside the mask"):
+        cwalk.set_bits(mask, tokens)
+    offsets = np.array([0, count], dtype=np.int64)
+    with pytest.raises(IndexError, match="outside the mask"):
+        cwalk.group_bits(mask, tokens, offsets, np.zeros(1, dtype=np.int64))
+    with pytest.raises(IndexError, match="outside the offsets"):
+        cwalk.group_bits(mask, tokens, offsets, np.array([1], dtype=np.int64))
+    values = (np.arange(count) % 7).astype(np.int32)
+    values[-1] = 9
+    with pytest.raises(IndexError, match="outside the marks"):
+        cwalk.distinct(values, np.zeros(8, dtype=np.uint8), np.zeros(count, dtype=np.int64))
+    spellings = np.frombuffer(b"ab" * 4, dtype=np.uint8)
+    spelled = np.arange(0, 9, 2, dtype=np.int64)  # four tokens of two bytes
+    asked = np.arange(count, dtype=np.int64) % 4
+    asked[-1] = 4
+    with pytest.raises(IndexError, match="outside the tables"):
+        cwalk.skips(spellings, spelled, np.ones(256, dtype=np.uint8), asked, np.ones(4, dtype=np.int8),
+                    np.zeros(count, dtype=np.int16))
+
+
+def test_a_state_past_the_count_is_checked_again_under_the_lock():
+    """A walk that discovers states in the native state store publishes them
+    to the count when it lets the lock go, while readers without the lock
+    may already see their ids in cells: an id past the count is checked
+    again under the lock (it waits for the walk), not refused at once."""
+    import time
+
+    dfa = LazyByteDFA("[a-c]+x?")
+    dfa.row(INITIAL_STATE)
+    count = dfa.num_states
+    found: list[bool] = []
+    with dfa.resolving():
+        reader = threading.Thread(target=lambda: found.append(dfa.is_discovered(count)))
+        reader.start()
+        time.sleep(0.05)
+        assert not found  # waiting for the lock
+        dfa._count = count + 1  # what publishing a state does
+    reader.join()
+    assert found == [True]
+    dfa._count = count
+    assert not dfa.is_discovered(count) and not dfa.is_discovered(-1)
+    with pytest.raises(IndexError):
+        dfa.step(count, 97)
+
+
+@pytest.mark.skipif(not (lazydfa_module.NATIVE_CORE and lazy_module.NATIVE_WALK),
+                    reason="the compiled core or walk is not built here (or TOKENDFA_NATIVE=0)")
+def test_time_without_the_gil_is_counted_only_when_asked():
+    """released_ns() of the walk and of the core count the CPU time spent
+    without the GIL once count_released(True) turns the count on, and not
+    before (the thread's CPU clock is a system call)."""
+    from tokendfa.analysis import _lazycore
+    from tokendfa.lazy import _cwalk
+
+    vocab = cached_vocabulary("qwen2.5")
+
+    def cold_rows() -> None:
+        index = Index.from_schema({"type": "object", "properties": {"note": {"type": "string"}}}, vocab)
+        guide = Guide(index)
+        for token in vocab.encode('{"note":"a cold row or two"}'):
+            guide.get_mask()
+            guide.advance(token)
+
+    def released() -> int:
+        return _cwalk.released_ns() + _lazycore.released_ns()
+
+    before = released()
+    cold_rows()
+    assert released() == before
+    _cwalk.count_released(True)
+    _lazycore.count_released(True)
+    try:
+        cold_rows()
+    finally:
+        _cwalk.count_released(False)
+        _lazycore.count_released(False)
+    assert released() > before
 
 
 @pytest.mark.skipif(not lazydfa_module.NATIVE_CORE, reason="the compiled core is not built here")

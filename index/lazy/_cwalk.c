@@ -6,8 +6,11 @@
  * and a cold row inside a JSON string walks ~6k tokens over a dozen levels.
  * Here the tokens go to their end or their dead byte over resolved cells
  * without the GIL; the cells not resolved yet that they stop at are resolved
- * together, with it (the automaton's ``step_held``, which discovers states
- * and may grow the table), and the walk goes on: a few passes a row.
+ * together, and the walk goes on: a few passes a row. A cell is resolved by
+ * the lazy core's native state store without the GIL where it can
+ * (tokendfa.analysis._lazycore: most cells of a cold row, new states
+ * included), else with it (the store's hand-back, or the automaton's
+ * ``step_held`` where there is no store; either may grow the table).
  *
  * Plain C over the buffer protocol: no numpy headers at build time. The
  * module is optional; without it the numpy walk serves the same rows.
@@ -16,6 +19,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #define UNKNOWN (-1)
 #define DEAD 0
@@ -72,7 +76,56 @@ typedef struct {
     Buffer table;
     long long discovered;
     PyThreadState *released;  /* non-NULL while this walk runs without the GIL */
+    uint64_t released_at;     /* the thread's CPU time when it let the GIL go */
+    void *session;            /* the lazy core's native state store, held for the walk (NULL: none) */
 } Automaton;
+
+/* The native state store of tokendfa.analysis._lazycore, through its capsule
+ * ``_C_API`` (the struct is that module's LazyCoreAPI, version 1): a cell
+ * the walk stops at is resolved by ``fast`` without the GIL when the store
+ * can do it alone (most cells of a cold row: a known state, or a new one
+ * whose closure stays in its fragment), and by ``held``, with it, when not.
+ * Absent (the core not built, or an automaton without a store: the eager
+ * builder's), every cell goes to ``step_held`` as before. */
+typedef struct {
+    int version;
+    size_t session_size;
+    int (*open)(PyObject *dfa, void *session);
+    int64_t (*fast)(void *session, int64_t state, int byte);
+    int64_t (*held)(void *session, int64_t state, int byte);
+    int (*close)(void *session);
+} LazyCoreAPI;
+
+static const LazyCoreAPI *core_api;
+static int core_api_tried;
+
+/* The store of the automaton, opened for the walk where there is one. */
+static int open_session(Automaton *automaton) {
+    if (!core_api_tried) {
+        core_api_tried = 1;
+        const LazyCoreAPI *api = PyCapsule_Import("tokendfa.analysis._lazycore._C_API", 0);
+        if (api == NULL) {
+            PyErr_Clear();  /* built without the core: step_held for every cell */
+        } else if (api->version == 1) {
+            core_api = api;
+        }
+    }
+    if (core_api == NULL || !PyObject_HasAttrString(automaton->dfa, "_core_context")) {
+        return 0;
+    }
+    void *session = PyMem_Malloc(core_api->session_size);
+    if (session == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int opened = core_api->open(automaton->dfa, session);
+    if (opened != 0) {
+        PyMem_Free(session);
+        return opened < 0 ? -1 : 0;
+    }
+    automaton->session = session;
+    return 0;
+}
 
 /* A walk reads the table with the GIL released, so that other threads (the
  * cold rows of other lazy indexes: tokendfa.runtime.fill_masks) run Python
@@ -81,17 +134,83 @@ typedef struct {
  * unlocked: the caller holds the automaton's resolving lock, the only lock
  * under which its cells are written or the table replaced, and the walk's
  * buffer keeps the table it read alive. */
+/* The CPU time (this thread's) walks have spent without the GIL, in
+ * nanoseconds, over the process: what ``released_ns()`` reports once
+ * ``count_released(True)`` has turned the count on, so that a benchmark can
+ * tell the share of a cold row that other threads may overlap. Off by
+ * default: a thread's CPU clock is a system call (~0.5 us), two a pass. */
+static uint64_t released_total;
+static int counting_released;
+
+static uint64_t thread_ns(void) {
+#ifdef CLOCK_THREAD_CPUTIME_ID
+    struct timespec now;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now) == 0) {
+        return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    }
+#endif
+    return 0;
+}
+
 static void let_go(Automaton *automaton) {
     if (automaton->released == NULL) {
+        automaton->released_at = counting_released ? thread_ns() : 0;
         automaton->released = PyEval_SaveThread();
     }
 }
 
 static void hold(Automaton *automaton) {
     if (automaton->released != NULL) {
+        if (counting_released) {
+            __atomic_fetch_add(&released_total, thread_ns() - automaton->released_at, __ATOMIC_RELAXED);
+        }
         PyEval_RestoreThread(automaton->released);
         automaton->released = NULL;
     }
+}
+
+/* The GIL let go around a plain C loop over buffers a call holds, when the
+ * loop is long enough to pay for it (a few thousand items: a vocabulary's
+ * tokens, a loop row's 2-60k), counted in released_ns() as a walk's. */
+#define RELEASE_FROM 4096
+
+typedef struct {
+    PyThreadState *state;
+    uint64_t since;
+} Released;
+
+static void let_go_for(Released *released, Py_ssize_t work) {
+    released->state = NULL;
+    if (work >= RELEASE_FROM) {
+        released->since = counting_released ? thread_ns() : 0;
+        released->state = PyEval_SaveThread();
+    }
+}
+
+static void take_back(Released *released) {
+    if (released->state != NULL) {
+        if (counting_released) {
+            __atomic_fetch_add(&released_total, thread_ns() - released->since, __ATOMIC_RELAXED);
+        }
+        PyEval_RestoreThread(released->state);
+        released->state = NULL;
+    }
+}
+
+static PyObject *count_released(PyObject *module, PyObject *on) {
+    (void)module;
+    int value = PyObject_IsTrue(on);
+    if (value < 0) {
+        return NULL;
+    }
+    counting_released = value;
+    Py_RETURN_NONE;
+}
+
+static PyObject *released_ns(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    return PyLong_FromUnsignedLongLong(__atomic_load_n(&released_total, __ATOMIC_RELAXED));
 }
 
 static int take_table(Automaton *automaton) {
@@ -131,14 +250,23 @@ static int open_automaton(PyObject *dfa, Automaton *automaton) {
         }
         return -1;
     }
-    return 0;
+    return open_session(automaton);
 }
 
-static void close_automaton(Automaton *automaton) {
+/* The walk's end: the store's new states published to the automaton (an
+ * error there is raised unless one is already). */
+static int close_automaton(Automaton *automaton) {
     hold(automaton);
+    int status = 0;
+    if (automaton->session != NULL) {
+        status = core_api->close(automaton->session);
+        PyMem_Free(automaton->session);
+        automaton->session = NULL;
+    }
     release(&automaton->table, 1);
     Py_XDECREF(automaton->table_object);
     Py_XDECREF(automaton->step);
+    return status;
 }
 
 /* Walk bytes[from:count] from ``state`` over resolved cells only, without
@@ -250,12 +378,29 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
         }
     }
     while (waiting) {
-        hold(automaton);
         for (Py_ssize_t k = 0; k < waiting; k++) {
-            int64_t next = resolve(automaton, state[k], bytes[starts[entry[k]] + position[k]]);
-            if (next < -1) {
-                ended = -1;
-                goto done;
+            int byte = bytes[starts[entry[k]] + position[k]];
+            int64_t next = -2;
+            if (automaton->session != NULL) {
+                next = ((const int32_t *)automaton->table.view.buf)[state[k] * 256 + byte];
+                if (next == UNKNOWN) {  /* not resolved with an earlier cell's range */
+                    next = core_api->fast(automaton->session, state[k], byte);
+                }
+                if (next == -2) {
+                    hold(automaton);
+                    next = core_api->held(automaton->session, state[k], byte);
+                    if (next < -1 || take_table(automaton) < 0) {
+                        ended = -1;
+                        goto done;
+                    }
+                }
+            } else {
+                hold(automaton);
+                next = resolve(automaton, state[k], bytes[starts[entry[k]] + position[k]]);
+                if (next < -1) {
+                    ended = -1;
+                    goto done;
+                }
             }
             state[k] = next;
         }
@@ -372,7 +517,9 @@ static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
 done:
     release(buffers, 8);
-    close_automaton(&automaton);
+    if (close_automaton(&automaton) < 0) {
+        Py_CLEAR(result);
+    }
     return result;
 }
 
@@ -424,25 +571,36 @@ static PyObject *walk_and_pack(PyObject *module, PyObject *const *args, Py_ssize
         PyErr_SetString(PyExc_ValueError, "walk_and_pack: arrays of mismatched lengths");
         goto done;
     }
+    /* The offsets and the copy read the spellings at random (a cache miss or
+     * two a token, ~40-90 us a plan of 5-10k Qwen tokens): without the GIL. */
     packed_offsets[0] = 0;
+    int outside = 0;
+    let_go(&automaton);
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t token = tokens[i];
         if (token < 0 || token >= vocab_size || positions[i] < 0 || offsets[token] < 0
                 || offsets[token] + positions[i] > offsets[token + 1] || offsets[token + 1] > total) {
-            PyErr_SetString(PyExc_IndexError, "walk_and_pack: a token outside the tables");
-            goto done;
+            outside = 1;
+            break;
         }
         packed_offsets[i + 1] = packed_offsets[i] + (offsets[token + 1] - offsets[token] - positions[i]);
+    }
+    hold(&automaton);
+    if (outside) {
+        PyErr_SetString(PyExc_IndexError, "walk_and_pack: a token outside the tables");
+        goto done;
     }
     data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)packed_offsets[count]);
     if (data == NULL) {
         goto done;
     }
     uint8_t *packed = (uint8_t *)PyBytes_AS_STRING(data);
+    let_go(&automaton);
     for (Py_ssize_t i = 0; i < count; i++) {
         memcpy(packed + packed_offsets[i], spellings + offsets[tokens[i]] + positions[i],
                (size_t)(packed_offsets[i + 1] - packed_offsets[i]));
     }
+    hold(&automaton);
     ended = walk_entries(&automaton, count, packed, packed_offsets, packed_offsets + 1, states, NULL,
                          ended_entries, ended_states);
     if (ended >= 0) {
@@ -451,7 +609,9 @@ static PyObject *walk_and_pack(PyObject *module, PyObject *const *args, Py_ssize
 done:
     Py_XDECREF(data);
     release(buffers, 9);
-    close_automaton(&automaton);
+    if (close_automaton(&automaton) < 0) {
+        Py_CLEAR(result);
+    }
     return result;
 }
 
@@ -505,7 +665,9 @@ static PyObject *walk_packed(PyObject *module, PyObject *const *args, Py_ssize_t
     }
 done:
     release(buffers, 6);
-    close_automaton(&automaton);
+    if (close_automaton(&automaton) < 0) {
+        Py_CLEAR(result);
+    }
     return result;
 }
 
@@ -579,16 +741,23 @@ static PyObject *set_bits(PyObject *module, PyObject *const *args, Py_ssize_t na
     uint32_t *mask = buffers[0].view.buf;
     const int64_t *tokens = buffers[1].view.buf;
     Py_ssize_t words = buffers[0].view.len / 4, count = buffers[1].view.len / 8;
+    int outside = 0;
+    Released released;
+    let_go_for(&released, count);
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t token = tokens[i];
         if (token < 0 || token >= (int64_t)words * 32) {
-            release(buffers, 2);
-            PyErr_SetString(PyExc_IndexError, "set_bits: a token outside the mask");
-            return NULL;
+            outside = 1;
+            break;
         }
         mask[token >> 5] |= (uint32_t)1 << (token & 31);
     }
+    take_back(&released);
     release(buffers, 2);
+    if (outside) {
+        PyErr_SetString(PyExc_IndexError, "set_bits: a token outside the mask");
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 
@@ -614,20 +783,28 @@ static PyObject *group_bits(PyObject *module, PyObject *const *args, Py_ssize_t 
     const int64_t *items = buffers[1].view.buf, *offsets = buffers[2].view.buf, *groups = buffers[3].view.buf;
     Py_ssize_t words = buffers[0].view.len / 4, count = buffers[1].view.len / 8;
     Py_ssize_t num_groups = buffers[2].view.len / 8 - 1, asked = buffers[3].view.len / 8;
-    for (Py_ssize_t i = 0; i < asked; i++) {
+    const char *problem = NULL;
+    Released released;
+    let_go_for(&released, count);  /* the items are the work's bound (~2-60k tokens a loop row) */
+    for (Py_ssize_t i = 0; i < asked && problem == NULL; i++) {
         int64_t g = groups[i];
         if (g < 0 || g >= num_groups || offsets[g] < 0 || offsets[g] > offsets[g + 1] || offsets[g + 1] > count) {
-            PyErr_SetString(PyExc_IndexError, "group_bits: a group outside the offsets");
-            goto done;
+            problem = "group_bits: a group outside the offsets";
+            break;
         }
         for (int64_t at = offsets[g]; at < offsets[g + 1]; at++) {
             int64_t token = items[at];
             if (token < 0 || token >= (int64_t)words * 32) {
-                PyErr_SetString(PyExc_IndexError, "group_bits: a token outside the mask");
-                goto done;
+                problem = "group_bits: a token outside the mask";
+                break;
             }
             mask[token >> 5] |= (uint32_t)1 << (token & 31);
         }
+    }
+    take_back(&released);
+    if (problem != NULL) {
+        PyErr_SetString(PyExc_IndexError, problem);
+        goto done;
     }
     result = Py_None;
     Py_INCREF(result);
@@ -661,6 +838,8 @@ static PyObject *distinct(PyObject *module, PyObject *const *args, Py_ssize_t na
         return NULL;
     }
     int bad = 0;
+    Released released;
+    let_go_for(&released, count);
     for (Py_ssize_t i = 0; i < count; i++) {
         int32_t value = values[i];
         if (value < 0 || value >= bound) {
@@ -675,6 +854,7 @@ static PyObject *distinct(PyObject *module, PyObject *const *args, Py_ssize_t na
     for (Py_ssize_t i = 0; i < found; i++) {
         marks[out[i]] = 0;
     }
+    take_back(&released);
     release(buffers, 3);
     if (bad) {
         PyErr_SetString(PyExc_IndexError, "distinct: a value outside the marks");
@@ -799,6 +979,8 @@ static PyObject *leading_runs(PyObject *module, PyObject *const *args, Py_ssize_
     const uint8_t *spellings = buffers[0].view.buf, *inside = buffers[2].view.buf;
     const int64_t *offsets = buffers[1].view.buf;
     int32_t *run = buffers[4].view.buf, *ascii_run = buffers[5].view.buf, *chars = buffers[6].view.buf;
+    Released released;
+    let_go_for(&released, size);
     for (Py_ssize_t t = 0; t < size; t++) {
         const uint8_t *token = spellings + offsets[t];
         int32_t length = (int32_t)(offsets[t + 1] - offsets[t]), here = 0, ascii = -1, count = 0;
@@ -813,6 +995,7 @@ static PyObject *leading_runs(PyObject *module, PyObject *const *args, Py_ssize_
         ascii_run[t] = ascii < 0 ? here : ascii;
         chars[t] = count;
     }
+    take_back(&released);
     release(buffers, 7);
     Py_RETURN_NONE;
 }
@@ -848,12 +1031,14 @@ static PyObject *skips(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     const int64_t *offsets = buffers[1].view.buf, *tokens = buffers[3].view.buf;
     const int8_t *first_char = buffers[4].view.buf;
     int16_t *out = buffers[5].view.buf;
+    int outside = 0;
+    Released released;
+    let_go_for(&released, count);
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t t = tokens[i];
         if (t < 0 || t >= size) {
-            release(buffers, 6);
-            PyErr_SetString(PyExc_IndexError, "skips: a token outside the tables");
-            return NULL;
+            outside = 1;
+            break;
         }
         if (first_char[t] <= 0) {
             out[i] = 0;
@@ -866,7 +1051,12 @@ static PyObject *skips(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         }
         out[i] = (int16_t)(at < length ? at : length);
     }
+    take_back(&released);
     release(buffers, 6);
+    if (outside) {
+        PyErr_SetString(PyExc_IndexError, "skips: a token outside the tables");
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 
@@ -929,6 +1119,9 @@ static PyObject *tail_split(PyObject *module, PyObject *const *args, Py_ssize_t 
      * pattern a branch predictor could learn (branching, 0.85 ms on Qwen). */
     uint64_t outside_low = ~(uint64_t)low, outside_high = ~(uint64_t)high;
     uint8_t wide_allowed = wide ? 1 : 0;
+    int outside = 0;
+    Released released;
+    let_go_for(&released, size);
     for (Py_ssize_t word = 0; word * 32 < size; word++) {
         uint32_t bits = 0;
         Py_ssize_t last = size - word * 32 < 32 ? size - word * 32 : 32;
@@ -942,18 +1135,23 @@ static PyObject *tail_split(PyObject *module, PyObject *const *args, Py_ssize_t 
     }
     for (Py_ssize_t i = first_offsets[0]; i < first_offsets[256]; i++) {
         if (by_first_byte[i] < 0 || by_first_byte[i] >= size) {
-            PyErr_SetString(PyExc_IndexError, "tail_split: a token outside the tables");
-            goto done;
+            outside = 1;
+            break;
         }
     }
     Py_ssize_t n = 0;
-    for (int b = 0; b < 256; b++) {
+    for (int b = 0; b < 256 && !outside; b++) {
         rest_offsets[b] = n;
         for (int64_t i = first_offsets[b]; i < first_offsets[b + 1]; i++) {
             int64_t token = by_first_byte[i];
             rest[n] = token;
             n += !(mask[token >> 5] >> (token & 31) & 1);
         }
+    }
+    take_back(&released);
+    if (outside) {
+        PyErr_SetString(PyExc_IndexError, "tail_split: a token outside the tables");
+        goto done;
     }
     rest_offsets[256] = n;
     result = PyLong_FromSsize_t(n);
@@ -983,6 +1181,10 @@ static PyMethodDef methods[] = {
      "Each token's first byte after its first character outside a loop set (its length if none; 0: not text)."},
     {"tail_split", (PyCFunction)(void (*)(void))tail_split, METH_FASTCALL,
      "A loop set's tail tokens as a mask, and the other spelled tokens by first byte."},
+    {"count_released", (PyCFunction)count_released, METH_O,
+     "Turn the count of released_ns() on (True) or off (False; the default)."},
+    {"released_ns", (PyCFunction)released_ns, METH_NOARGS,
+     "CPU time (each walking thread's own) that walks have spent without the GIL, in ns, over the process."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -620,7 +620,7 @@ class LazyIndex(MaskServing):
     # --- computing a token row -----------------------------------------------------
 
     def _serve(self, state: int) -> np.ndarray:
-        if not isinstance(state, (int, np.integer)) or not INITIAL <= state < self._dfa.num_states:
+        if not isinstance(state, (int, np.integer)) or state < INITIAL or not self._dfa.is_discovered(state):
             raise InvalidStateError(
                 f"state {state} is not a state of this lazy index (states are 1.."
                 f"{self._dfa.num_states - 1} so far, 1 initial)")

@@ -8,14 +8,18 @@ millisecond to a few), and a batch of new schemas has one per generation.
 pool of threads, then writes every mask into one buffer of int32/uint32 rows
 (the layout of ``Guide.write_mask_into`` and of xgrammar's token bitmask).
 
-Threads pay only where rows run in parallel: the compiled walk of a row and
-numpy's larger passes release the GIL (see ``tokendfa/lazy/_cwalk.c``);
-discovering states (the lazy automaton's subset construction) and building
-a row's walk plan do not, and they are most of a cold row today, so the
-default is the calling thread alone (:data:`DEFAULT_MASK_THREADS`). Rows of one lazy index are computed
-one after another (its lock), so the work is split by index, and a batch
-whose cold rows all belong to one index, or that has fewer than two, is
-computed on the calling thread. An index read from arrays has no cold rows.
+Threads pay only where rows run in parallel: the compiled walk of a row,
+the states it discovers in the lazy core's native state store, and numpy's
+larger passes release the GIL (see ``tokendfa/lazy/_cwalk.c`` and
+``tokendfa/analysis/_lazycore.c``); building a row's loop set and walk plan,
+first calls of definitions and closures through calls do not, and they are
+most of a cold row today, so the default is the calling thread alone
+(:data:`DEFAULT_MASK_THREADS`). Rows of one lazy index are computed one
+after another (its lock), so the work is split by index: the calling thread
+and the pool's take the indexes one at a time from a shared iterator. A
+batch whose cold rows all belong to one index, or that has fewer than two,
+is computed on the calling thread. An index read from arrays has no cold
+rows.
 
 May import: the standard library and numpy (a runtime module: see
 :mod:`tokendfa.runtime`).
@@ -36,10 +40,11 @@ __all__ = ["fill_masks", "DEFAULT_MASK_THREADS"]
 # Threads for a batch's cold rows when the caller names none. One (the
 # calling thread alone) while a cold row holds the GIL for most of its time:
 # on 16 new JSONSchemaBench schemas decoded in lockstep (qwen2.5,
-# benchmarks/bench_batch.py) the walk ran without it for 13-17% of the
-# rows' time, which bounds two threads at ~0.85 of the serial time; on the
-# shared 2-core machine (load 7-10) two threads took 1.15x as long (1.23x
-# before the walk took the GIL back once a pass rather than once a cell).
+# benchmarks/bench_batch.py) the rows ran without it for 27% of their CPU
+# time (the walk, its packing and the states it discovers; _cwalk and
+# _lazycore's released_ns()), which bounds two threads at ~0.85 of the
+# serial time; on the shared 2-core machine two threads took 0.86-1.19x as
+# long (a control of two threads hashing without the GIL: 0.85-1.21x).
 # Raise it (or pass ``threads``) where rows run mostly without the GIL.
 DEFAULT_MASK_THREADS = 1
 
@@ -65,6 +70,17 @@ def _shared_pool(threads: int) -> ThreadPoolExecutor:
 def _compute_rows(index, states: list[int]) -> None:
     for state in states:
         index.get_mask(state)
+
+
+def _take_groups(groups, lock: threading.Lock) -> None:
+    """Compute the rows of the groups ``(index, states)`` that no other
+    thread has taken, taking them one at a time from the shared iterator."""
+    while True:
+        with lock:
+            group = next(groups, None)
+        if group is None:
+            return
+        _compute_rows(*group)
 
 
 def fill_masks(guides: Sequence[Guide | None], bitmask, rows: Sequence[int] | None = None, *,
@@ -102,15 +118,20 @@ def fill_masks(guides: Sequence[Guide | None], bitmask, rows: Sequence[int] | No
             elif state not in entry[1]:
                 entry[1].append(state)
     if len(cold) >= 2 and threads >= 2:
-        # the calling thread takes the first index's rows itself, the pool the others
-        groups = list(cold.values())
+        # The calling thread and threads - 1 of the pool's take the indexes'
+        # groups one at a time from one iterator: one job a thread, not one
+        # an index (a job's hand-off costs tens of microseconds, and a
+        # batch of 16 new schemas has ~6 cold rows a step of ~0.15 ms each:
+        # a job an index made two threads take 1.33x the serial time).
+        groups = iter(list(cold.values()))
+        lock = threading.Lock()
         pool = _shared_pool(threads - 1)
         # each job in a copy of the caller's context: the limits it runs under
         # (tokendfa.analysis.limits, a context variable) bound the pool's rows too
-        jobs = [pool.submit(contextvars.copy_context().run, _compute_rows, index, states)
-                for index, states in groups[1:]]
+        jobs = [pool.submit(contextvars.copy_context().run, _take_groups, groups, lock)
+                for _ in range(min(threads, len(cold)) - 1)]
         try:
-            _compute_rows(*groups[0])
+            _take_groups(groups, lock)
         finally:
             for job in jobs:
                 job.result()  # re-raises a row's error
