@@ -849,6 +849,38 @@ def test_shared_free_values_still_compare_equal():
     assert with_pattern.regex == regex_from_schema({"type": "object"}).regex
 
 
+@pytest.mark.parametrize("lazy_options", [False, True])
+def test_a_free_value_taken_from_the_process_is_the_one_built_afresh(lazy_options):
+    # A free value is built once per process (compiler._FREE_VALUES) and its
+    # levels added to each later compilation that meets one, in two dict
+    # merges: the same definitions, and the same keys by tree, as a
+    # compilation that builds it itself.
+    from tokendfa.schema import compiler as compiler_module
+
+    options = dict(share_free_levels=True, share_values=True, defer_recursion=True) if lazy_options else {}
+    schema = {"type": "object", "properties": {"a": {"type": "array"}, "b": {}}}
+
+    def compiled():
+        result = compile_schema(schema, any_depth=4, state_budget=None, **options)
+        compiler = result.deferred.compiler if lazy_options else None  # an open object defers its keys
+        return result, compiler
+
+    saved = dict(compiler_module._FREE_VALUES)
+    compiler_module._FREE_VALUES.clear()
+    try:
+        fresh, fresh_compiler = compiled()
+        assert compiler_module._FREE_VALUES  # kept for the next compilation
+        taken, taken_compiler = compiled()
+    finally:
+        compiler_module._FREE_VALUES.clear()
+        compiler_module._FREE_VALUES.update(saved)
+    assert taken.regex == fresh.regex
+    assert taken.tree_definitions == fresh.tree_definitions
+    if lazy_options:
+        assert sum(isinstance(key, tuple) for key in fresh.tree_definitions) == 5  # a definition a level
+        assert taken_compiler._placeholder_of == fresh_compiler._placeholder_of
+
+
 def test_a_schema_holding_surrogates_shares_as_any_other():
     # a lone surrogate in a literal is written as its escape, so it never meets a placeholder
     schema = dict(SHARED_SCHEMA, properties=dict(SHARED_SCHEMA["properties"], odd={"const": "\ud800"}))

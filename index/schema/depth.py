@@ -197,12 +197,14 @@ def compile_within_bounds(compile_at: Callable[[int, int], tuple], *, any_depth:
             continue
         if regex is None:
             return _unrolled_deeper(compile_once, compiler, depth_a, depth_r, notes)
-        used = compiler.used_definitions(regex)
-        size = written_size(regex, used)
         if _defers(compiler):
             # deferred recursion (a lazy index): no automaton is built whole, and the
-            # shallower attempts would not shorten the definitions written to check the schema
-            return Compiled(regex, compiler, notes, None, used)
+            # shallower attempts would not shorten the definitions written to check the
+            # schema; the index reads the compiler's definitions as it goes, so those the
+            # regex reaches are not gathered here (a walk of a free value's 32 levels)
+            return Compiled(regex, compiler, notes, None, None)
+        used = compiler.used_definitions(regex)
+        size = written_size(regex, used)
         if regex_budget is not None and size > regex_budget and not last:
             over = f"regex over the budget of {regex_budget:,} characters"
             continue
