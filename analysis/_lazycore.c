@@ -2619,9 +2619,21 @@ static int store_publish_stacks(PyObject *ctx, Store *s) {
         PyObject *below = PyLong_FromLongLong(s->stack_parent[i]), *ret = PyLong_FromLongLong(s->stack_top[i]);
         PyObject *deep = PyLong_FromLongLong(s->stack_depth[i]), *id = PyLong_FromSize_t(i);
         PyObject *key = PyLong_FromLongLong(s->stack_parent[i] * s->stride + s->stack_top[i]);
+        Py_ssize_t before = PyList_GET_SIZE(parent);
         int failed = below == NULL || ret == NULL || deep == NULL || id == NULL || key == NULL
             || PyList_Append(parent, below) < 0 || PyList_Append(top, ret) < 0 || PyList_Append(depth, deep) < 0
             || PyDict_SetItem(pushes, key, id) < 0;
+        if (failed) {  /* the three lists back to the published length: they never disagree */
+            PyObject *type, *value, *trace;
+            PyErr_Fetch(&type, &value, &trace);
+            PyObject *lists[3] = {parent, top, depth};
+            for (int l = 0; l < 3; l++) {
+                if (PyList_GET_SIZE(lists[l]) > before && PyList_SetSlice(lists[l], before, PY_SSIZE_T_MAX, NULL) < 0) {
+                    PyErr_Clear();
+                }
+            }
+            PyErr_Restore(type, value, trace);
+        }
         Py_XDECREF(below);
         Py_XDECREF(ret);
         Py_XDECREF(deep);
@@ -2659,6 +2671,9 @@ static int store_sync(PyObject *ctx, Store *s) {
         while ((item = PyIter_Next(items)) != NULL) {
             long long value = PyLong_AsLongLong(item);
             Py_DECREF(item);
+            if (value == -1 && PyErr_Occurred()) {
+                break;  /* the first error is the one raised */
+            }
             if (i < n) {
                 s->scratch[i++] = value;
             }
@@ -2708,7 +2723,18 @@ static int store_publish(PyObject *ctx, Store *s) {
         PyObject *kernel = untracked(PyFrozenSet_New(configs));
         Py_DECREF(configs);
         PyObject *id = kernel == NULL ? NULL : PyLong_FromSize_t(state);
-        int failed = id == NULL || PyList_Append(kernels, kernel) < 0 || PyDict_SetItem(ids, kernel, id) < 0;
+        /* the dict first: a failed append is then undone there, and the two
+         * containers never disagree (a disagreement refuses every later walk) */
+        int failed = id == NULL || PyDict_SetItem(ids, kernel, id) < 0;
+        if (!failed && PyList_Append(kernels, kernel) < 0) {
+            PyObject *type, *value, *trace;
+            PyErr_Fetch(&type, &value, &trace);
+            if (PyDict_DelItem(ids, kernel) < 0) {
+                PyErr_Clear();
+            }
+            PyErr_Restore(type, value, trace);
+            failed = 1;
+        }
         Py_XDECREF(kernel);
         Py_XDECREF(id);
         if (failed) {

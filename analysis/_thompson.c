@@ -1268,7 +1268,9 @@ static PyObject *py_relocated(PyObject *module, PyObject *const *args, Py_ssize_
         PyErr_SetString(PyExc_ValueError, "relocated: stride 1 to 3, |offset| < 2**30");
         return NULL;
     }
-    PyObject *rows = PySequence_Fast(args[0], "rows");
+    /* a tuple of the rows, not the list itself: the tuples made below may run
+     * the collector, whose finalisers could resize a list under its items */
+    PyObject *rows = PySequence_Tuple(args[0]);
     if (rows == NULL) {
         return NULL;
     }

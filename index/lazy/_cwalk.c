@@ -277,7 +277,7 @@ static int close_automaton(Automaton *automaton) {
 static int walk_known(Automaton *automaton, int64_t state, const uint8_t *bytes, Py_ssize_t from,
                       Py_ssize_t count, int64_t *end, Py_ssize_t *stop) {
     for (Py_ssize_t at = from; at < count; at++) {
-        if ((state + 1) * 256 > automaton->table.view.len / 4) {
+        if (state < 0 || (state + 1) * 256 > automaton->table.view.len / 4) {
             hold(automaton);
             PyErr_SetString(PyExc_IndexError, "walk: a state outside the table");
             return -1;
