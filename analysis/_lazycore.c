@@ -2041,33 +2041,41 @@ static int64_t steps_find(const Store *s, int64_t c) {
     }
 }
 
+/* An open-addressing map of int64 keys (-1: empty) to int32 values, twice
+ * as many slots, its entries placed again; -1 out of memory (the map kept). */
+static int map_grow(int64_t **keys_at, int32_t **values_at, size_t *cap_at) {
+    size_t old = *cap_at, cap = old ? old * 2 : 64;
+    int64_t *keys = malloc(cap * sizeof(int64_t)), *old_keys = *keys_at;
+    int32_t *values = malloc(cap * sizeof(int32_t)), *old_values = *values_at;
+    if (keys == NULL || values == NULL) {
+        free(keys);
+        free(values);
+        return -1;
+    }
+    memset(keys, 0xff, cap * sizeof(int64_t));
+    for (size_t i = 0; i < old; i++) {
+        if (old_keys[i] != -1) {
+            size_t j = config_hash(old_keys[i]) & (cap - 1);
+            while (keys[j] != -1) {
+                j = (j + 1) & (cap - 1);
+            }
+            keys[j] = old_keys[i];
+            values[j] = old_values[i];
+        }
+    }
+    free(old_keys);
+    free(old_values);
+    *keys_at = keys;
+    *values_at = values;
+    *cap_at = cap;
+    return 0;
+}
+
 /* Remember one configuration's state (nothing when out of memory: a cache). */
 static void steps_add(Store *s, int64_t c, int64_t state) {
-    if ((s->steps_count + 1) * 2 > s->steps_cap) {
-        size_t cap = s->steps_cap ? s->steps_cap * 2 : 64;
-        int64_t *keys = malloc(cap * sizeof(int64_t));
-        int32_t *values = malloc(cap * sizeof(int32_t));
-        if (keys == NULL || values == NULL) {
-            free(keys);
-            free(values);
-            return;
-        }
-        memset(keys, 0xff, cap * sizeof(int64_t));
-        for (size_t i = 0; i < s->steps_cap; i++) {
-            if (s->step_keys[i] != -1) {
-                size_t j = config_hash(s->step_keys[i]) & (cap - 1);
-                while (keys[j] != -1) {
-                    j = (j + 1) & (cap - 1);
-                }
-                keys[j] = s->step_keys[i];
-                values[j] = s->step_values[i];
-            }
-        }
-        free(s->step_keys);
-        free(s->step_values);
-        s->step_keys = keys;
-        s->step_values = values;
-        s->steps_cap = cap;
+    if ((s->steps_count + 1) * 2 > s->steps_cap
+            && map_grow(&s->step_keys, &s->step_values, &s->steps_cap) < 0) {
+        return;
     }
     size_t mask = s->steps_cap - 1, i = config_hash(c) & mask;
     while (s->step_keys[i] != -1) {
@@ -2086,6 +2094,39 @@ static int by_value(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* ``*array`` reallocated to ``cap`` items of ``size`` bytes; -1 out of memory
+ * (the old array kept). */
+static int grow_to(void **array, size_t cap, size_t size) {
+    if (cap > SIZE_MAX / size) {
+        return -1;
+    }
+    void *grown = realloc(*array, cap * size);
+    if (grown == NULL) {
+        return -1;
+    }
+    *array = grown;
+    return 0;
+}
+
+/* A new visit over ``size`` NFA states: ``*visits`` (NFA state -> the visit
+ * that last saw it; ``*seen`` entries initialised) long enough, and
+ * ``*current`` a number no entry holds yet (all cleared when it wraps), so
+ * a visit needs no clearing pass; -1 out of memory. */
+static int next_visit(uint32_t **visits, size_t *cap, size_t *seen, uint32_t *current, size_t size) {
+    if (reserve((void **)visits, cap, size, sizeof(uint32_t)) < 0) {
+        return -1;
+    }
+    if (*seen < size) {
+        memset(*visits + *seen, 0, (size - *seen) * sizeof(uint32_t));
+        *seen = size;
+    }
+    if (++*current == 0) {  /* wrapped: every visit cleared */
+        memset(*visits, 0, *seen * sizeof(uint32_t));
+        *current = 1;
+    }
+    return 0;
+}
+
 /* The per-NFA-state arrays long enough for NFA state ``q``; -1 out of memory. */
 static int store_reach(Store *s, size_t q) {
     if (q < s->nfa_cap) {
@@ -2095,56 +2136,18 @@ static int store_reach(Store *s, size_t q) {
     while (cap <= q) {
         cap *= 2;
     }
-    int64_t *local_at = realloc(s->local_at, cap * sizeof(int64_t));
-    if (local_at == NULL) {
-        return -1;
+    if (grow_to((void **)&s->local_at, cap, sizeof(int64_t)) < 0
+            || grow_to((void **)&s->edge_at, cap, sizeof(int64_t)) < 0
+            || grow_to((void **)&s->local_len, cap, sizeof(int32_t)) < 0
+            || grow_to((void **)&s->edge_len, cap, sizeof(int32_t)) < 0
+            || grow_to((void **)&s->eps_at, cap, sizeof(int64_t)) < 0
+            || grow_to((void **)&s->calls_at, cap, sizeof(int64_t)) < 0
+            || grow_to((void **)&s->eps_len, cap, sizeof(int32_t)) < 0
+            || grow_to((void **)&s->calls_len, cap, sizeof(int32_t)) < 0
+            || grow_to((void **)&s->ends, cap, 1) < 0
+            || grow_to((void **)&s->nfa_filled, cap, 1) < 0) {
+        return -1;   /* the arrays grown so far are longer than nfa_cap: harmless */
     }
-    s->local_at = local_at;
-    int64_t *edge_at = realloc(s->edge_at, cap * sizeof(int64_t));
-    if (edge_at == NULL) {
-        return -1;
-    }
-    s->edge_at = edge_at;
-    int32_t *local_len = realloc(s->local_len, cap * sizeof(int32_t));
-    if (local_len == NULL) {
-        return -1;
-    }
-    s->local_len = local_len;
-    int32_t *edge_len = realloc(s->edge_len, cap * sizeof(int32_t));
-    if (edge_len == NULL) {
-        return -1;
-    }
-    s->edge_len = edge_len;
-    int64_t *eps_at = realloc(s->eps_at, cap * sizeof(int64_t));
-    if (eps_at == NULL) {
-        return -1;
-    }
-    s->eps_at = eps_at;
-    int64_t *calls_at = realloc(s->calls_at, cap * sizeof(int64_t));
-    if (calls_at == NULL) {
-        return -1;
-    }
-    s->calls_at = calls_at;
-    int32_t *eps_len = realloc(s->eps_len, cap * sizeof(int32_t));
-    if (eps_len == NULL) {
-        return -1;
-    }
-    s->eps_len = eps_len;
-    int32_t *calls_len = realloc(s->calls_len, cap * sizeof(int32_t));
-    if (calls_len == NULL) {
-        return -1;
-    }
-    s->calls_len = calls_len;
-    uint8_t *ends = realloc(s->ends, cap);
-    if (ends == NULL) {
-        return -1;
-    }
-    s->ends = ends;
-    uint8_t *filled = realloc(s->nfa_filled, cap);
-    if (filled == NULL) {
-        return -1;
-    }
-    s->nfa_filled = filled;
     for (size_t i = s->nfa_cap; i < cap; i++) {
         s->local_at[i] = -1;
         s->edge_at[i] = -1;
@@ -2173,31 +2176,9 @@ static int64_t store_push(Store *s, int64_t stack, int64_t ret) {
             }
         }
     }
-    if ((s->pushes_count + 1) * 2 > s->pushes_cap) {
-        size_t cap = s->pushes_cap ? s->pushes_cap * 2 : 64;
-        int64_t *keys = malloc(cap * sizeof(int64_t));
-        int32_t *values = malloc(cap * sizeof(int32_t));
-        if (keys == NULL || values == NULL) {
-            free(keys);
-            free(values);
-            return -1;
-        }
-        memset(keys, 0xff, cap * sizeof(int64_t));
-        for (size_t i = 0; i < s->pushes_cap; i++) {
-            if (s->push_keys[i] != -1) {
-                size_t j = config_hash(s->push_keys[i]) & (cap - 1);
-                while (keys[j] != -1) {
-                    j = (j + 1) & (cap - 1);
-                }
-                keys[j] = s->push_keys[i];
-                values[j] = s->push_values[i];
-            }
-        }
-        free(s->push_keys);
-        free(s->push_values);
-        s->push_keys = keys;
-        s->push_values = values;
-        s->pushes_cap = cap;
+    if ((s->pushes_count + 1) * 2 > s->pushes_cap
+            && map_grow(&s->push_keys, &s->push_values, &s->pushes_cap) < 0) {
+        return -1;
     }
     if (s->stacks >= (size_t)INT32_MAX - 1
             || reserve((void **)&s->stack_parent, &s->stacks_cap, s->stacks + 1, sizeof(int64_t)) < 0) {
@@ -2804,19 +2785,11 @@ static int store_fill_local(PyObject *ctx, Store *s, long long q) {
     if (PyList_GET_SIZE(calls) < size) size = PyList_GET_SIZE(calls);
     if (PyByteArray_GET_SIZE(ends) < size) size = PyByteArray_GET_SIZE(ends);
     if (q < 0 || q >= size || q >= s->stride || store_reach(s, (size_t)size) < 0
-            || reserve((void **)&s->stamps, &s->stamps_cap, (size_t)size, sizeof(uint32_t)) < 0) {
+            || next_visit(&s->stamps, &s->stamps_cap, &s->stamps_seen, &s->stamp, (size_t)size) < 0) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_IndexError, "_lazycore: an NFA state outside the tables");
         }
         return -1;
-    }
-    if (s->stamps_seen < (size_t)size) {
-        memset(s->stamps + s->stamps_seen, 0, ((size_t)size - s->stamps_seen) * sizeof(uint32_t));
-        s->stamps_seen = (size_t)size;
-    }
-    if (++s->stamp == 0) {  /* wrapped: every stamp cleared */
-        memset(s->stamps, 0, s->stamps_seen * sizeof(uint32_t));
-        s->stamp = 1;
     }
     const char *ending = PyByteArray_AS_STRING(ends);
     long long final = s->final;
@@ -3014,19 +2987,11 @@ static int store_fill_region(PyObject *ctx, Store *s, long long q) {
     if (PyList_GET_SIZE(edges) < size) size = PyList_GET_SIZE(edges);
     if (PyList_GET_SIZE(calls) < size) size = PyList_GET_SIZE(calls);
     if (q < 0 || q >= size || q >= s->stride || store_reach(s, (size_t)size) < 0
-            || reserve((void **)&s->marks, &s->marks_cap, (size_t)size, sizeof(uint32_t)) < 0) {
+            || next_visit(&s->marks, &s->marks_cap, &s->marks_seen, &s->mark, (size_t)size) < 0) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_IndexError, "_lazycore: an NFA state outside the tables");
         }
         return -1;
-    }
-    if (s->marks_seen < (size_t)size) {
-        memset(s->marks + s->marks_seen, 0, ((size_t)size - s->marks_seen) * sizeof(uint32_t));
-        s->marks_seen = (size_t)size;
-    }
-    if (++s->mark == 0) {
-        memset(s->marks, 0, s->marks_seen * sizeof(uint32_t));
-        s->mark = 1;
     }
     size_t head = 0, tail = 0;
     if (reserve((void **)&s->queue, &s->queue_cap, 1, sizeof(int64_t)) < 0) {
