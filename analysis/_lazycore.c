@@ -2108,6 +2108,21 @@ static int grow_to(void **array, size_t cap, size_t size) {
     return 0;
 }
 
+/* ``item``, an NFA state below ``size``, in ``*state``; -1 with the error
+ * set (``what`` names it) otherwise. */
+static int read_nfa_state(PyObject *item, Py_ssize_t size, const char *what, long long *state) {
+    long long t = PyLong_AsLongLong(item);
+    if (t == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (t < 0 || t >= size) {
+        PyErr_Format(PyExc_IndexError, "_lazycore: %s outside the NFA", what);
+        return -1;
+    }
+    *state = t;
+    return 0;
+}
+
 /* A new visit over ``size`` NFA states: ``*visits`` (NFA state -> the visit
  * that last saw it; ``*seen`` entries initialised) long enough, and
  * ``*current`` a number no entry holds yet (all cleared when it wraps), so
@@ -2825,12 +2840,8 @@ static int store_fill_local(PyObject *ctx, Store *s, long long q) {
             s->local_pool[pool_from + found++] = at;
         }
         for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(next); i++) {
-            long long t = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(next, i));
-            if (t == -1 && PyErr_Occurred()) {
-                return -1;
-            }
-            if (t < 0 || t >= size) {
-                PyErr_SetString(PyExc_IndexError, "_lazycore: an epsilon move outside the NFA");
+            long long t;
+            if (read_nfa_state(PySequence_Fast_GET_ITEM(next, i), size, "an epsilon move", &t) < 0) {
                 return -1;
             }
             if (s->stamps[t] != s->stamp) {
@@ -3041,12 +3052,8 @@ static int store_fill_region(PyObject *ctx, Store *s, long long q) {
                 }
                 item = PyTuple_GET_ITEM(call, 1);
             }
-            long long t = PyLong_AsLongLong(item);
-            if (t == -1 && PyErr_Occurred()) {
-                return -1;
-            }
-            if (t < 0 || t >= size) {
-                PyErr_SetString(PyExc_IndexError, "_lazycore: a move outside the NFA");
+            long long t;
+            if (read_nfa_state(item, size, "a move", &t) < 0) {
                 return -1;
             }
             if (s->marks[t] != s->mark) {

@@ -237,6 +237,29 @@ static int64_t ascii_chain(Builder *b, const uint8_t *codes, Py_ssize_t count, i
     return first + count - 1;
 }
 
+/* One row of a set template (its edges ``(lo, hi, node)``) added from state
+ * ``from``; node i >= 1 is state base + i. */
+static int stamp_set_row(Builder *b, PyObject *row, long nodes, int64_t from, int64_t base) {
+    if (!PyTuple_Check(row)) {
+        PyErr_SetString(PyExc_TypeError, "a set template's row is a tuple");
+        return -1;
+    }
+    long lo, hi, t;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(row); k++) {
+        if (read_triple(PyTuple_GET_ITEM(row, k), nodes, &lo, &hi, &t) < 0) {
+            return -1;
+        }
+        if (t < 1) {
+            PyErr_SetString(PyExc_ValueError, "a set template's edge goes back to its source");
+            return -1;
+        }
+        if (add_edge(b, from, lo, hi, base + t) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* ThompsonNFA._character_set: a set's template (regex_compiler._set_template,
  * ``(num_nodes, edges)``) stamped after ``source``. */
 static int64_t stamp_set(Builder *b, PyObject *template, int64_t source) {
@@ -258,42 +281,21 @@ static int64_t stamp_set(Builder *b, PyObject *template, int64_t source) {
     }
     int64_t base = b->n - 1; /* local node i >= 1 is state base + i */
     b->n += nodes - 1;
-    long lo, hi, t;
+    /* row 0 leaves the set's source, rows 2.. its inner nodes; row 1 is the
+     * end, which has no edges. The inner rows first: the edges' order is
+     * ThompsonNFA's. */
     for (long node = 2; node < nodes; node++) {
-        PyObject *row = PyTuple_GET_ITEM(rows, node);
-        if (!PyTuple_Check(row)) {
-            PyErr_SetString(PyExc_TypeError, "a set template's row is a tuple");
+        if (stamp_set_row(b, PyTuple_GET_ITEM(rows, node), nodes, base + node, base) < 0) {
             return -1;
         }
-        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(row); k++) {
-            if (read_triple(PyTuple_GET_ITEM(row, k), nodes, &lo, &hi, &t) < 0) {
-                return -1;
-            }
-            if (t < 1) {
-                PyErr_SetString(PyExc_ValueError, "a set template's edge goes back to its source");
-                return -1;
-            }
-            if (add_edge(b, base + node, lo, hi, base + t) < 0) {
-                return -1;
-            }
-        }
     }
-    PyObject *row = PyTuple_GET_ITEM(rows, 0);
-    if (!PyTuple_Check(row)) {
-        PyErr_SetString(PyExc_TypeError, "a set template's row is a tuple");
+    PyObject *end = PyTuple_GET_ITEM(rows, 1);
+    if (!PyTuple_Check(end) || PyTuple_GET_SIZE(end) != 0) {
+        PyErr_SetString(PyExc_ValueError, "a set template's end has edges");
         return -1;
     }
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(row); k++) {
-        if (read_triple(PyTuple_GET_ITEM(row, k), nodes, &lo, &hi, &t) < 0) {
-            return -1;
-        }
-        if (t < 1) {
-            PyErr_SetString(PyExc_ValueError, "a set template's edge goes back to its source");
-            return -1;
-        }
-        if (add_edge(b, source, lo, hi, base + t) < 0) {
-            return -1;
-        }
+    if (stamp_set_row(b, PyTuple_GET_ITEM(rows, 0), nodes, source, base) < 0) {
+        return -1;
     }
     return base + 1;
 }
