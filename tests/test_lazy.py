@@ -578,6 +578,52 @@ def test_states_of_one_definition_on_many_stacks_are_the_eager_dfa(pattern, nati
     assert explored.num_stacks > 2  # the definitions were called from several places
 
 
+# A definition reached under many return stacks: an object's values, an
+# array's items and a nested object all call the same string and record.
+MANY_STACKS = {P: r'"(?:[^"\\]|\\["n])*"', Q: rf"\{{(?:{P}:(?:{P}|[0-9]+)(?:,{P}:(?:{P}|[0-9]+))*)?\}}",
+               R: rf"\[(?:{Q}(?:,{Q})*)?\]"}
+
+
+@pytest.mark.skipif(not lazydfa_module.NATIVE_CORE, reason="the compiled core is not built here (or TOKENDFA_NATIVE=0)")
+@pytest.mark.parametrize("pattern", [rf"\{{{P}:{Q},{P}:{R},{P}:{P}\}}", rf"(?:{Q}|{R})(?:,(?:{Q}|{R}))*"])
+def test_states_under_many_stacks_are_numbered_as_the_reference(pattern, monkeypatch):
+    """The native core resolves the same cells in the same order to the same
+    states as the Python reference, state for state (ids, kernels, table
+    cells), where one definition's states recur under many stacks: cells one
+    range at a time from seeded random states (the order a walk resolves
+    them in), then whole rows breadth-first."""
+    native = LazyByteDFA(pattern, definitions=MANY_STACKS)
+    monkeypatch.setattr(lazydfa_module, "_lazycore", None)
+    reference = LazyByteDFA(pattern, definitions=MANY_STACKS)
+    assert native._core_context is not None and reference._core_context is None
+    rng = np.random.default_rng(7)
+    for _ in range(1500):
+        state = int(rng.integers(1, reference.num_states))
+        byte = int(rng.choice([ord(c) for c in '"{}[],:\\n0a9x'] + [int(rng.integers(0, 256))]))
+        for dfa in (native, reference):
+            dfa.partial_row(state, 1 << byte)
+        assert native.num_states == reference.num_states
+    count = reference.num_states
+    assert native._kernels == reference._kernels
+    np.testing.assert_array_equal(native.table[:count], reference.table[:count])  # UNKNOWN cells alike
+    assert native.num_stacks >= 6  # the definitions were reached under several stacks
+    state = 1
+    while state < reference.num_states and reference.num_states < 3000:
+        end = reference.num_states
+        for dfa in (native, reference):
+            dfa.materialise(range(state, end))
+        state = end
+    count = reference.num_states
+    assert native.num_states == count and native._kernels == reference._kernels
+    np.testing.assert_array_equal(native.table[:count], reference.table[:count])
+    np.testing.assert_array_equal(native.finals[:count], reference.finals[:count])
+    # most states are a fragment's states seen before under another stack
+    stride, first = reference._stride, {}
+    again = sum(first.setdefault(frozenset(c % stride for c in kernel), stacks) != stacks
+                for kernel in reference._kernels[1:] if len(stacks := {c // stride for c in kernel}) == 1)
+    assert again > count // 3, (again, count)
+
+
 def test_lazy_dfa_bound():
     dfa = LazyByteDFA(r"(a|b)*a(a|b){24}", max_states=1000)
     with pytest.raises(BuildLimitError) as caught:
