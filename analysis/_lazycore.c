@@ -1907,24 +1907,6 @@ struct Store {
     uint32_t generation;
     int64_t *todo;
     size_t todo_cap;
-    /* A called fragment's states shared across return stacks (see "shared
-     * moves" below): the kernels on one stack, relative to it (shapes), each
-     * shape's byte moves that stay on the stack, and (stack, shape) -> state. */
-    int32_t *state_shape;          /* state -> its shape + 1; 0 not looked at; -1 several stacks */
-    size_t state_shape_cap;
-    int64_t *shape_pool;           /* the shapes' NFA states, one after another */
-    size_t shape_pool_len, shape_pool_cap;
-    size_t *shape_off;             /* shape h is shape_pool[shape_off[h]:shape_off[h + 1]] */
-    size_t shapes, shape_off_cap;
-    int32_t *shape_ids;            /* shape -> id + 1 (0: empty), open addressing */
-    size_t shape_ids_cap;
-    struct SharedMoves **moves;    /* shape -> its moves (NULL: none kept yet) */
-    size_t moves_cap;
-    int64_t *pair_keys;            /* stack << 31 | shape -> the state (-1: empty) */
-    int32_t *pair_values;
-    size_t pairs_cap, pairs_count;
-    size_t shared_bytes;           /* what the four above hold, against SHARED_BUDGET */
-    unsigned long long shared_found, shared_discovered;
     int want;                      /* why the last store_fast needs the GIL */
     long long want_q;
     unsigned fresh;                /* states discovered since the last limits check */
@@ -1964,11 +1946,6 @@ static void store_free(Store *s) {
     free(s->eps_pool); free(s->calls_pool); free(s->def_start); free(s->stack_parent); free(s->stack_top);
     free(s->stack_depth); free(s->push_keys); free(s->push_values); free(s->seen_keys); free(s->seen_gen);
     free(s->todo);
-    free(s->state_shape); free(s->shape_pool); free(s->shape_off); free(s->shape_ids);
-    for (size_t h = 0; h < s->moves_cap; h++) {
-        free(s->moves[h]);
-    }
-    free(s->moves); free(s->pair_keys); free(s->pair_values);
     free(s);
 }
 
@@ -2388,331 +2365,6 @@ static void write_range(int32_t *row, long lo, long hi, int32_t value) {
     }
 }
 
-/* --- shared moves -------------------------------------------------------------
- *
- * A definition called from many places (a JSON string, an object's members,
- * a $ref'd schema) gives, under each return stack that reaches it, states
- * whose kernels are the same NFA states on that one stack: the same *shape*.
- * A byte move whose targets' closures stay inside the fragment (no call, no
- * end on the way: their local closures) keeps the stack, so it leads from
- * shape h to the same shape h' under every stack. Each such move is kept a
- * shape: a state (stack, h) then resolves the cell by one lookup of h's
- * move and one of (stack, h') -> state, discovering (stack, h') when new,
- * without its cut, its closures or its kernel's hash. The stack matters
- * only where the fragment returns or calls: those moves are not kept, and
- * the general path below resolves them each time. States are discovered in
- * the same order either way (a cell resolves to the same kernel), so the
- * numbering is the Python reference's.
- *
- * Measured on MaskBench's sample (qwen2.5, 4 a source, 79 schemas): 21,911
- * of 39,917 states had a shape seen before under another stack, and 38% of
- * the cell resolutions' time went to them (benchmarks/lazy_shared_states.py).
- *
- * The moves of a shape take ~1.6 kB, made when its first move is kept; the
- * shapes, moves and pairs together stop growing at SHARED_BUDGET bytes (the
- * general path then serves what is not kept). */
-
-#define SHARED_BUDGET ((size_t)32 << 20)
-
-typedef struct SharedMoves {
-    uint8_t covered[32];           /* bit b: an edge of the shape covers byte b (else the cell is DEAD) */
-    int32_t first_dead;            /* the first byte not covered, or -1 */
-    int32_t next[256];             /* byte -> the successor's shape + 1 (0: not kept) */
-    uint8_t lo[256], hi[256];      /* the byte's range of the cut */
-} SharedMoves;
-
-/* The open-addressing map (int64 keys, -1 empty) of ``keys``/``values``: the
- * value of ``key``, or -1. */
-static int64_t map_find(const int64_t *keys, const int32_t *values, size_t cap, int64_t key) {
-    if (!cap) {
-        return -1;
-    }
-    size_t mask = cap - 1;
-    for (size_t i = config_hash(key) & mask;; i = (i + 1) & mask) {
-        if (keys[i] == -1) {
-            return -1;
-        }
-        if (keys[i] == key) {
-            return values[i];
-        }
-    }
-}
-
-/* (stack, shape) -> state remembered (nothing out of memory: a cache). */
-static void pair_add(Store *s, int64_t stack, int64_t shape, int64_t state) {
-    if (stack < 0 || stack >= ((int64_t)1 << 32) || shape < 0 || shape >= INT32_MAX) {
-        return;
-    }
-    int64_t key = stack << 31 | shape;
-    if ((s->pairs_count + 1) * 2 > s->pairs_cap) {
-        size_t before = s->pairs_cap;
-        if (map_grow(&s->pair_keys, &s->pair_values, &s->pairs_cap) < 0) {
-            return;
-        }
-        s->shared_bytes += (s->pairs_cap - before) * (sizeof(int64_t) + sizeof(int32_t));
-    }
-    size_t mask = s->pairs_cap - 1, i = config_hash(key) & mask;
-    while (s->pair_keys[i] != -1) {
-        if (s->pair_keys[i] == key) {
-            return;
-        }
-        i = (i + 1) & mask;
-    }
-    s->pair_keys[i] = key;
-    s->pair_values[i] = (int32_t)state;
-    s->pairs_count++;
-}
-
-static int64_t pair_find(const Store *s, int64_t stack, int64_t shape) {
-    if (stack < 0 || stack >= ((int64_t)1 << 32) || shape < 0 || shape >= INT32_MAX) {
-        return -1;
-    }
-    return map_find(s->pair_keys, s->pair_values, s->pairs_cap, stack << 31 | shape);
-}
-
-static void shape_place(int32_t *ids, size_t cap, const Store *s, size_t shape) {
-    size_t from = s->shape_off[shape], mask = cap - 1;
-    size_t i = kernel_hash(s->shape_pool + from, s->shape_off[shape + 1] - from) & mask;
-    while (ids[i]) {
-        i = (i + 1) & mask;
-    }
-    ids[i] = (int32_t)(shape + 1);
-}
-
-/* The shape of the sorted NFA states ``k`` (``n``), added when new: its
- * id, or -1 (out of memory, or past the budget). */
-static int64_t shape_intern(Store *s, const int64_t *k, size_t n) {
-    if (s->shape_ids_cap) {
-        size_t mask = s->shape_ids_cap - 1;
-        for (size_t i = kernel_hash(k, n) & mask;; i = (i + 1) & mask) {
-            int32_t v = s->shape_ids[i];
-            if (!v) {
-                break;
-            }
-            size_t h = (size_t)v - 1, from = s->shape_off[h], len = s->shape_off[h + 1] - from;
-            if (len == n && !memcmp(s->shape_pool + from, k, n * sizeof(int64_t))) {
-                return (int64_t)h;
-            }
-        }
-    }
-    size_t pool_before = s->shape_pool_cap, off_before = s->shape_off_cap;
-    if (s->shapes >= (size_t)INT32_MAX - 1 || s->shared_bytes + n * sizeof(int64_t) > SHARED_BUDGET
-            || reserve((void **)&s->shape_pool, &s->shape_pool_cap, s->shape_pool_len + n, sizeof(int64_t)) < 0
-            || reserve((void **)&s->shape_off, &s->shape_off_cap, s->shapes + 2, sizeof(size_t)) < 0) {
-        return -1;
-    }
-    s->shared_bytes += (s->shape_pool_cap - pool_before) * sizeof(int64_t)
-                       + (s->shape_off_cap - off_before) * sizeof(size_t);
-    if ((s->shapes + 1) * 2 > s->shape_ids_cap) {
-        size_t cap = s->shape_ids_cap ? s->shape_ids_cap * 2 : 64;
-        int32_t *ids = calloc(cap, sizeof(int32_t));
-        if (ids == NULL) {
-            return -1;
-        }
-        for (size_t h = 0; h < s->shapes; h++) {
-            shape_place(ids, cap, s, h);
-        }
-        free(s->shape_ids);
-        s->shared_bytes += (cap - s->shape_ids_cap) * sizeof(int32_t);
-        s->shape_ids = ids;
-        s->shape_ids_cap = cap;
-    }
-    if (s->shapes == 0) {
-        s->shape_off[0] = 0;
-    }
-    memcpy(s->shape_pool + s->shape_pool_len, k, n * sizeof(int64_t));
-    s->shape_pool_len += n;
-    size_t h = s->shapes++;
-    s->shape_off[h + 1] = s->shape_pool_len;
-    shape_place(s->shape_ids, s->shape_ids_cap, s, h);
-    return (int64_t)h;
-}
-
-/* Record state ``state``'s shape (+ 1; -1: several stacks or none kept); -1
- * out of memory (nothing recorded: a cache). */
-static int set_state_shape(Store *s, size_t state, int32_t value) {
-    if (state >= s->state_shape_cap) {
-        size_t cap = s->state_shape_cap ? s->state_shape_cap : 256;
-        while (cap <= state) {
-            cap *= 2;
-        }
-        int32_t *grown = realloc(s->state_shape, cap * sizeof(int32_t));
-        if (grown == NULL) {
-            return -1;
-        }
-        memset(grown + s->state_shape_cap, 0, (cap - s->state_shape_cap) * sizeof(int32_t));
-        s->shared_bytes += (cap - s->state_shape_cap) * sizeof(int32_t);
-        s->state_shape = grown;
-        s->state_shape_cap = cap;
-    }
-    s->state_shape[state] = value;
-    return 0;
-}
-
-/* The shape of ``state``'s kernel ``k`` (``n`` configurations), its stack in
- * ``*stack``: the shape's id, or -1 (a kernel on several stacks, or none
- * kept). Computed once a state; uses s->scratch. */
-static int64_t store_shape_of(Store *s, size_t state, const int64_t *k, size_t n, int64_t *stack) {
-    long long stride = s->stride;
-    *stack = k[0] / stride;
-    if (state < s->state_shape_cap && s->state_shape[state]) {
-        return s->state_shape[state] > 0 ? s->state_shape[state] - 1 : -1;
-    }
-    int64_t base = *stack * stride, h = -1;
-    if (k[0] >= 0 && k[n - 1] < base + stride
-            && reserve((void **)&s->scratch, &s->scratch_cap, n, sizeof(int64_t)) == 0) {
-        for (size_t i = 0; i < n; i++) {
-            s->scratch[i] = k[i] - base;  /* sorted: one stack, so k[n - 1] < base + stride says all */
-        }
-        h = shape_intern(s, s->scratch, n);
-    }
-    if (set_state_shape(s, state, (int32_t)(h + 1 > 0 ? h + 1 : -1)) < 0) {
-        return -1;
-    }
-    if (h >= 0) {
-        pair_add(s, *stack, h, (int64_t)state);
-    }
-    return h;
-}
-
-/* Kernel ``kernel`` (``n`` sorted configurations) discovered as a new state:
- * its row UNKNOWN and its final flag written. The state, or NEED_GIL (the
- * state bound, a full table, a limits check due, out of memory). */
-static int64_t store_discover(Store *s, int32_t *table, int64_t rows, uint8_t *finals, int64_t finals_len,
-                              const int64_t *kernel, size_t n) {
-    if ((long long)s->count >= s->max_states || (int64_t)s->count >= rows || (int64_t)s->count >= finals_len
-            || n == 0) {
-        s->why[2]++;
-        return NEED_GIL;  /* the bound's error, or a table to grow: the Python path */
-    }
-    if (s->fresh >= 64) {
-        s->want = WANT_CHECK;
-        return NEED_GIL;
-    }
-    uint8_t final = 0;
-    for (size_t i = 0; i < n; i++) {
-        final |= kernel[i] == s->final;
-    }
-    int64_t found = store_add(s, kernel, n);
-    if (found < 0) {
-        return NEED_GIL;
-    }
-    s->fresh++;
-    s->fast_discovered++;
-    write_range(table + found * 256, 0, 255, UNKNOWN_CELL);
-    finals[found] = final;
-    /* the new row and flag before any cell that leads there (readers take no lock) */
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    return found;
-}
-
-/* The state (stack, shape): known from the pairs or the kernels, or
- * discovered; or NEED_GIL (see store_discover). */
-static int64_t store_shared_state(Store *s, int32_t *table, int64_t rows, uint8_t *finals, int64_t finals_len,
-                                  int64_t stack, int64_t shape) {
-    int64_t found = pair_find(s, stack, shape);
-    if (found >= 0) {
-        s->shared_found++;
-        return found;
-    }
-    size_t from = s->shape_off[shape], n = s->shape_off[shape + 1] - from;
-    if (reserve((void **)&s->scratch, &s->scratch_cap, n, sizeof(int64_t)) < 0) {
-        return NEED_GIL;
-    }
-    int64_t base = stack * s->stride;
-    for (size_t i = 0; i < n; i++) {
-        s->scratch[i] = base + s->shape_pool[from + i];
-    }
-    found = ids_find(s, s->scratch, n);
-    if (found < 0) {
-        found = store_discover(s, table, rows, finals, finals_len, s->scratch, n);
-        if (found < 0) {
-            return found;
-        }
-        s->shared_discovered++;
-    } else {
-        s->shared_found++;
-    }
-    if (set_state_shape(s, (size_t)found, (int32_t)(shape + 1)) == 0) {
-        pair_add(s, stack, shape, found);
-    }
-    return found;
-}
-
-/* Keep shape ``shape``'s move on bytes lo..hi to ``found``, whose kernel
- * (``n`` sorted configurations in ``kernel``, overwritten) the general path
- * just made from closures that stayed on ``stack``; ``covered`` is the
- * shape's byte coverage (a byte each). */
-static void share_move(Store *s, int64_t shape, int64_t stack, const uint8_t covered[256], long lo, long hi,
-                       int64_t *kernel, size_t n, int64_t found) {
-    int64_t base = stack * s->stride;
-    if (!n || kernel[0] < base || kernel[n - 1] >= base + s->stride) {
-        return;  /* not on the stack alone (cannot be: the closures were local) */
-    }
-    for (size_t i = 0; i < n; i++) {
-        kernel[i] -= base;
-    }
-    int64_t next = shape_intern(s, kernel, n);
-    if (next < 0) {
-        return;
-    }
-    if ((size_t)found >= s->state_shape_cap || !s->state_shape[found]) {
-        if (set_state_shape(s, (size_t)found, (int32_t)(next + 1)) < 0) {
-            return;
-        }
-        pair_add(s, stack, next, found);
-    }
-    if ((size_t)shape >= s->moves_cap) {
-        size_t cap = s->moves_cap ? s->moves_cap : 64;
-        while (cap <= (size_t)shape) {
-            cap *= 2;
-        }
-        SharedMoves **grown = realloc(s->moves, cap * sizeof(SharedMoves *));
-        if (grown == NULL) {
-            return;
-        }
-        memset(grown + s->moves_cap, 0, (cap - s->moves_cap) * sizeof(SharedMoves *));
-        s->shared_bytes += (cap - s->moves_cap) * sizeof(SharedMoves *);
-        s->moves = grown;
-        s->moves_cap = cap;
-    }
-    SharedMoves *m = s->moves[shape];
-    if (m == NULL) {
-        if (s->shared_bytes + sizeof(SharedMoves) > SHARED_BUDGET
-                || (m = calloc(1, sizeof(SharedMoves))) == NULL) {
-            return;
-        }
-        m->first_dead = -1;
-        for (int b = 0; b < 256; b++) {
-            m->covered[b >> 3] |= (uint8_t)((covered[b] ? 1 : 0) << (b & 7));
-            if (!covered[b] && m->first_dead < 0) {
-                m->first_dead = b;
-            }
-        }
-        s->moves[shape] = m;
-        s->shared_bytes += sizeof(SharedMoves);
-    }
-    for (long b = lo; b <= hi; b++) {
-        m->next[b] = (int32_t)(next + 1);
-        m->lo[b] = (uint8_t)lo;
-        m->hi[b] = (uint8_t)hi;
-    }
-}
-
-/* Bytes no edge of the shape covers, DEAD in ``row`` (as the cut writes them):
- * once a row, as every cell of it writes them all (the 256 tests a cell were
- * ~a quarter of store_fast's time in a breadth-first run of rows). */
-static void write_uncovered(int32_t *row, const SharedMoves *m) {
-    if (m->first_dead < 0 || row[m->first_dead] != UNKNOWN_CELL) {
-        return;
-    }
-    for (int b = m->first_dead; b < 256; b++) {
-        if (!((m->covered[b >> 3] >> (b & 7)) & 1)) {
-            row[b] = DEAD;
-        }
-    }
-}
-
 /* The cell (state, byte) resolved from the store alone, without the GIL:
  * the successor (its range written into ``table``, DEAD written on the
  * bytes outside the cut), or NEED_GIL with the reason in ``s->want``.
@@ -2730,24 +2382,6 @@ static int64_t store_fast(Store *s, int32_t *table, int64_t rows, uint8_t *final
         return NEED_GIL;
     }
     const int64_t *k = s->pool + from;
-    int64_t stack, shape = store_shape_of(s, (size_t)state, k, n, &stack);
-    if (shape >= 0 && (size_t)shape < s->moves_cap && s->moves[shape] != NULL) {
-        const SharedMoves *m = s->moves[shape];
-        int32_t *row = table + state * 256;
-        if (!((m->covered[byte >> 3] >> (byte & 7)) & 1)) {
-            write_uncovered(row, m);
-            return DEAD;
-        }
-        if (m->next[byte]) {
-            int64_t found = store_shared_state(s, table, rows, finals, finals_len, stack, m->next[byte] - 1);
-            if (found < 0) {
-                return found;
-            }
-            write_uncovered(row, m);
-            write_range(row, m->lo[byte], m->hi[byte], (int32_t)found);
-            return found;
-        }
-    }
     /* The cut (LazyByteDFA._cut_of) at ``byte`` only: the kernel's edges,
      * each on its configuration's stack (a byte edge keeps the stack), cut
      * where any edge starts or ends (regex_compiler.cut_ranges' pieces;
@@ -2820,7 +2454,6 @@ static int64_t store_fast(Store *s, int32_t *table, int64_t rows, uint8_t *final
     }
     /* the closure: each configuration's NFA state's local closure, on its stack */
     size_t closed = 0;
-    int local_only = 1;  /* no call or end on the way: the move is the shape's, whatever the stack */
     for (size_t i = 0; i < count; i++) {
         long long on = targets[i] / stride, q = targets[i] % stride;
         if (q < 0 || (size_t)q >= s->nfa_cap || s->local_at[q] == -1) {
@@ -2836,7 +2469,6 @@ static int64_t store_fast(Store *s, int32_t *table, int64_t rows, uint8_t *final
                 return NEED_GIL;
             }
             closed = (size_t)grown;
-            local_only = 0;
             continue;
         }
         if (reserve((void **)&s->scratch, &s->scratch_cap, closed + (size_t)s->local_len[q], sizeof(int64_t)) < 0) {
@@ -2857,18 +2489,34 @@ static int64_t store_fast(Store *s, int32_t *table, int64_t rows, uint8_t *final
     }
     int64_t found = ids_find(s, kernel, distinct);
     if (found < 0) {
-        found = store_discover(s, table, rows, finals, finals_len, kernel, distinct);
-        if (found < 0) {
-            return found;
+        if ((long long)s->count >= s->max_states || (int64_t)s->count >= rows || (int64_t)s->count >= finals_len
+                || distinct == 0) {
+            s->why[2]++;
+            return NEED_GIL;  /* the bound's error, or a table to grow: the Python path */
         }
+        if (s->fresh >= 64) {
+            s->want = WANT_CHECK;
+            return NEED_GIL;
+        }
+        uint8_t final = 0;
+        for (size_t i = 0; i < distinct; i++) {
+            final |= kernel[i] == s->final;
+        }
+        found = store_add(s, kernel, distinct);
+        if (found < 0) {
+            return NEED_GIL;
+        }
+        s->fresh++;
+        s->fast_discovered++;
+        write_range(table + found * 256, 0, 255, UNKNOWN_CELL);
+        finals[found] = final;
+        /* the new row and flag before any cell that leads there (readers take no lock) */
+        __atomic_thread_fence(__ATOMIC_RELEASE);
     } else {
         s->fast_found++;
     }
     if (count == 1) {
         steps_add(s, targets[0], found);
-    }
-    if (shape >= 0 && local_only) {
-        share_move(s, shape, stack, covered, lo, hi, kernel, distinct, found);
     }
     write_range(row, lo, hi, (int32_t)found);
     return found;
@@ -3728,17 +3376,13 @@ static PyObject *py_store_info(PyObject *module, PyObject *const *args, Py_ssize
     }
     Store *s = ((ContextObject *)args[0])->store;
     if (s == NULL) {
-        return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "states", 0, "published", 0,
-                             "fast_found", 0, "fast_discovered", 0, "handed_back", 0, "by_state", 0, "by_call", 0,
-                             "by_bound", 0, "shared_found", 0, "shared_discovered", 0, "shapes", 0,
-                             "shared_bytes", 0);
+        return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "states", 0, "published", 0, "fast_found", 0,
+                             "fast_discovered", 0, "handed_back", 0, "by_state", 0, "by_call", 0, "by_bound", 0);
     }
-    return Py_BuildValue("{s:n,s:n,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:n,s:n}", "states", (Py_ssize_t)s->count,
-                         "published", (Py_ssize_t)s->published, "fast_found", s->fast_found, "fast_discovered",
+    return Py_BuildValue("{s:n,s:n,s:K,s:K,s:K,s:K,s:K,s:K}", "states", (Py_ssize_t)s->count, "published",
+                         (Py_ssize_t)s->published, "fast_found", s->fast_found, "fast_discovered",
                          s->fast_discovered, "handed_back", s->handed_back, "by_state", s->why[0],
-                         "by_call", s->why[1], "by_bound", s->why[2], "shared_found", s->shared_found,
-                         "shared_discovered", s->shared_discovered, "shapes", (Py_ssize_t)s->shapes,
-                         "shared_bytes", (Py_ssize_t)s->shared_bytes);
+                         "by_call", s->why[1], "by_bound", s->why[2]);
 }
 
 /* --- the Context type ------------------------------------------------------ */
