@@ -1,0 +1,182 @@
+#!/usr/bin/env python
+"""How much of the lazy engine's cold work repeats a called fragment under another return stack.
+
+A state of the lazy automaton (:class:`tokendfa.analysis.lazydfa.LazyByteDFA`)
+is a kernel of configurations ``(stack, NFA state)``. A definition called
+from many places gives, under each stack that reaches it, states whose
+kernels are the same NFA states on that one stack: the same *shape*
+(kernels on several stacks: the NFA states numbered by slot, the stacks in
+order). This counts, on MaskBench's sample, for each schema in a forked
+child as ``bench_maskbench.py`` runs it:
+
+- the states discovered, and those whose shape was discovered before under
+  other stacks (*again*);
+- the cell-resolution time spent on them: the automaton's cell calls of a
+  walk are recorded (the numpy walk, whose calls are all seen: the compiled
+  walk resolves cells inside C), replayed on a fresh automaton whose
+  definitions are compiled first (untimed), and each call's time is shared
+  among the states it discovers, the *again* ones counted apart;
+- the cold token rows (``LazyIndex._raw_row``, the compiled walk), and those
+  of a state whose shape had a row already under another stack: what
+  sharing rows across stacks could save.
+
+    python benchmarks/lazy_shared_states.py                 # 4 per source (~2 min)
+    python benchmarks/lazy_shared_states.py --names kb_209,o65424
+
+Measured on 2e9c97f (qwen2.5, 4 per source, 79 schemas that compile; a
+shared 2-core machine; two runs): 39,917 states, 21,911 again (55%); the
+replayed cell calls 533-545 ms, 209-219 ms (38-41%) on the again states;
+4,234 cold rows in 921-953 ms, of which 1,590 rows (38%) and 186-194 ms
+(20%) are of a shape that had a row under another stack. The replay goes
+through ``successors`` (a Python loop over the core's functions on the
+Python containers); the compiled walk resolves its cells in the native
+state store instead, at well under a microsecond a cell (perf: ``_lazycore``
+~1.2% of the samples of the walks of o65424 and sp_0, ~1.8 us a state with
+publishing), and moves shared across stacks inside the store (branch
+s24-share-moves-experiment) changed no step's time: what repeats at a cost
+is the token rows.
+
+A development aid like ``lazy_core_replay.py``, not a benchmark of record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from support.data import sample, source_names  # noqa: E402
+from lazy_core_replay import _record, _walk, numpy_walk  # noqa: E402
+
+
+def _shape(kernel, stride: int):
+    """``(shape, stacks)`` of a kernel: its NFA states on one stack, or by slot on several."""
+    stacks = sorted({config // stride for config in kernel})
+    if len(stacks) == 1:
+        return frozenset(config % stride for config in kernel), tuple(stacks)
+    slot = {stack: i for i, stack in enumerate(stacks)}
+    return tuple(sorted(slot[c // stride] * stride + c % stride for c in kernel)), tuple(stacks)
+
+
+def _measure(record, vocab) -> dict:
+    from tokendfa import Index
+    from tokendfa.lazy.index import LazyIndex
+
+    Index.from_schema({"type": "object"}, vocab, lazy=True)  # MaskBench's untimed warm-up schema
+    index = Index.from_schema(record.schema, vocab, lazy=True)
+    dfa = index.byte_dfa
+    rows = []  # (state, ns)
+
+    def timed_row(state, _raw=LazyIndex._raw_row, _index=index):
+        if state in _index._raw_rows:
+            return _raw(_index, state)
+        started = time.perf_counter_ns()
+        row = _raw(_index, state)
+        rows.append((state, time.perf_counter_ns() - started))
+        return row
+
+    index._raw_row = timed_row
+    _walk(index, record, vocab)
+    stride, kernels = dfa._stride, dfa._kernels
+    row_shapes: dict = {}
+    rows_again = rows_again_ns = 0
+    for state, ns in rows:
+        shape, stacks = _shape(kernels[state], stride)
+        if row_shapes.setdefault(shape, stacks) != stacks:
+            rows_again, rows_again_ns = rows_again + 1, rows_again_ns + ns
+
+    walked = Index.from_schema(record.schema, vocab, lazy=True)
+    calls: list = []
+    _record(walked.byte_dfa, calls)
+    with numpy_walk():
+        _walk(walked, record, vocab)
+    fresh = Index.from_schema(record.schema, vocab, lazy=True).byte_dfa
+    with fresh.resolving():
+        fresh._nfa.compile_everything()  # noqa: SLF001 - a development aid: compiling is not the core's cost
+    shapes: dict = {}
+    replay_ns = again_ns = 0.0
+    again = 0
+    for name, args in calls:
+        before = fresh.num_states
+        started = time.perf_counter_ns()
+        if name == "step_held":
+            with fresh.resolving():
+                if fresh.table[args[0], args[1]] == -1:
+                    fresh.step_held(*args)
+        else:
+            getattr(fresh, name)(*args)
+        ns = time.perf_counter_ns() - started
+        replay_ns += ns
+        after = fresh.num_states
+        if after > before:
+            found = 0
+            for state in range(before, after):
+                shape, stacks = _shape(fresh._kernels[state], stride)
+                found += shapes.setdefault(shape, stacks) != stacks
+            again += found
+            again_ns += ns * found / (after - before)
+    return {"states": fresh.num_states, "again": again, "replay_ns": replay_ns, "again_ns": again_ns,
+            "rows": len(rows), "rows_ns": sum(ns for _, ns in rows), "rows_again": rows_again,
+            "rows_again_ns": rows_again_ns}
+
+
+def _child(record, vocab, queue) -> None:
+    try:
+        queue.put(_measure(record, vocab))
+    except Exception as exc:  # noqa: BLE001 - reported, and the next schema goes on
+        queue.put({"error": f"{type(exc).__name__}: {exc}"[:200]})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--names", default="", help="comma-separated parts of schema names ('': all)")
+    parser.add_argument("--per-source", type=int, default=4)
+    parser.add_argument("--vocab", default="qwen2.5")
+    args = parser.parse_args(argv)
+    if args.per_source < 0:
+        parser.error("--per-source must be at least 0 (0: every schema)")
+    from tokendfa import Index, Vocabulary
+
+    vocab = Vocabulary.builtin(args.vocab).prepare()
+    Index.from_schema({"type": "boolean"}, vocab, lazy=True)
+    names = [n for n in args.names.split(",") if n]
+    records = [record for source in source_names() for record in sample(source, args.per_source or None)
+               if not names or any(n in record.name for n in names)]
+    context = multiprocessing.get_context("fork")
+    total: dict[str, float] = {}
+    for record in records:
+        queue = context.Queue()
+        child = context.Process(target=_child, args=(record, vocab, queue))
+        child.start()
+        try:
+            found = queue.get(timeout=600)
+        except Exception:  # noqa: BLE001 - a child that died or hung
+            found = {"error": "no result"}
+        child.join(5)
+        if "error" in found:
+            print(f"{record.name}: {found['error']}")
+            continue
+        print(f"{record.name}: {found['states']:,} states, {found['again']:,} again; cells "
+              f"{found['replay_ns'] / 1e6:,.1f} ms, {found['again_ns'] / 1e6:,.1f} on them; rows {found['rows']:,} "
+              f"in {found['rows_ns'] / 1e6:,.1f} ms, {found['rows_again']:,} again in "
+              f"{found['rows_again_ns'] / 1e6:,.1f} ms", flush=True)
+        for key, value in found.items():
+            total[key] = total.get(key, 0) + value
+    if total.get("states"):
+        print(f"all: {total['states']:,.0f} states, {total['again']:,.0f} again "
+              f"({100 * total['again'] / total['states']:.0f}%); cells {total['replay_ns'] / 1e6:,.0f} ms, "
+              f"{total['again_ns'] / 1e6:,.0f} ms on them ({100 * total['again_ns'] / total['replay_ns']:.0f}%); "
+              f"rows {total['rows']:,.0f} in {total['rows_ns'] / 1e6:,.0f} ms, {total['rows_again']:,.0f} again "
+              f"({100 * total['rows_again'] / max(total['rows'], 1):.0f}%) in {total['rows_again_ns'] / 1e6:,.0f} ms "
+              f"({100 * total['rows_again_ns'] / max(total['rows_ns'], 1):.0f}%)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
