@@ -624,6 +624,32 @@ def test_states_under_many_stacks_are_numbered_as_the_reference(pattern, monkeyp
     assert again > count // 3, (again, count)
 
 
+# A $ref'd record under several properties, an array's items and a recursive
+# $ref: its states recur under many return stacks.
+REFERENCED_RECORD = {
+    "definitions": {"item": {"type": "object", "properties": {"id": {"type": "string"}, "n": {"type": "integer"}},
+                             "required": ["id"]}},
+    "type": "object",
+    "properties": {"a": {"$ref": "#/definitions/item"}, "b": {"$ref": "#/definitions/item"},
+                   "list": {"type": "array", "items": {"$ref": "#/definitions/item"}}, "next": {"$ref": "#"}}}
+
+
+def test_rows_of_a_referenced_definition_under_many_stacks_are_the_reference(native):
+    """Cold token rows of states of one definition reached under many stacks
+    (properties, array items, recursion) are the brute-force reference's."""
+    vocab = cached_vocabulary("qwen2.5")
+    index = Index.from_schema(REFERENCED_RECORD, vocab, lazy=True)
+    reference = Index.from_schema(REFERENCED_RECORD, vocab, method="reference")
+    text = ('{"a":{"id":"x","n":1},"list":[{"id":"y"},{"id":"z","n":22}],'
+            '"next":{"b":{"id":"w\\u00e9"},"next":{"a":{"id":"v"},"list":[]}}}')
+    state, expected = index.initial_state, reference.initial_state
+    for token in vocab.encode(text):
+        np.testing.assert_array_equal(index.get_mask(state), reference.get_mask(expected))
+        state, expected = index.advance(state, token), reference.advance(expected, token)
+    assert index.is_final(state) and reference.is_final(expected)
+    assert index.byte_dfa.num_stacks > 6
+
+
 def test_lazy_dfa_bound():
     dfa = LazyByteDFA(r"(a|b)*a(a|b){24}", max_states=1000)
     with pytest.raises(BuildLimitError) as caught:
