@@ -18,7 +18,14 @@ child as ``bench_maskbench.py`` runs it:
   among the states it discovers, the *again* ones counted apart;
 - the cold token rows (``LazyIndex._raw_row``, the compiled walk), and those
   of a state whose shape had a row already under another stack: what
-  sharing rows across stacks could save.
+  sharing rows across stacks could save;
+- of those rows' walked tokens, how many end where the earlier row's token
+  ends with the stacks translated (each of the earlier state's stacks to
+  the later one's, slot by slot, and stacks pushed above them alike), how
+  many end where the stack decides (the walk returned below the fragment,
+  or the token is in one row only), and how many translate to another
+  state (a walk that returned and called again: a row shared across stacks
+  must know where its walks left the fragment, not only where they end).
 
     python benchmarks/lazy_shared_states.py                 # 4 per source (~2 min)
     python benchmarks/lazy_shared_states.py --names kb_209,o65424
@@ -27,7 +34,10 @@ Measured on 2e9c97f (qwen2.5, 4 per source, 79 schemas that compile; a
 shared 2-core machine; two runs): 39,917 states, 21,911 again (55%); the
 replayed cell calls 533-545 ms, 209-219 ms (38-41%) on the again states;
 4,234 cold rows in 921-953 ms, of which 1,590 rows (38%) and 186-194 ms
-(20%) are of a shape that had a row under another stack. The replay goes
+(20%) are of a shape that had a row under another stack; of those rows'
+walked tokens (a later run), 2,101,022 (94%) end where the earlier row's
+do, stacks translated, 99,917 (4.5%) where the stack decides, and 36,575
+(1.6%) elsewhere. The replay goes
 through ``successors`` (a Python loop over the core's functions on the
 Python containers); the compiled walk resolves its cells in the native
 state store instead, at well under a microsecond a cell (perf: ``_lazycore``
@@ -64,6 +74,56 @@ def _shape(kernel, stride: int):
     return tuple(sorted(slot[c // stride] * stride + c % stride for c in kernel)), tuple(stacks)
 
 
+def _translated(dfa, state: int, slots: dict) -> "int | None":
+    """The state whose kernel is ``state``'s with each stack in ``slots``
+    (a row's stacks) replaced by its image, and each stack pushed above one
+    of them pushed the same way above the image; None when a configuration
+    lies on no such stack (the token's walk returned below the row's
+    fragment: its end depends on the stack) or the image is not a state."""
+    stride, parent, top, pushes = dfa._stride, dfa._stack_parent, dfa._stack_top, dfa._pushes
+    images = dict(slots)
+
+    def image(stack: int) -> "int | None":
+        if stack in images:
+            return images[stack]
+        if stack == 0:
+            return None
+        below = image(parent[stack])
+        found = None if below is None else pushes.get(below * stride + top[stack])
+        images[stack] = found
+        return found
+
+    configs = []
+    for config in dfa._kernels[state]:
+        stack = image(config // stride)
+        if stack is None:
+            return None
+        configs.append(stack * stride + config % stride)
+    return dfa._ids.get(frozenset(configs))
+
+
+def _row_pairs(dfa, first_row, first_state: int, row, state: int) -> tuple[int, int, int]:
+    """Of ``row``'s walked tokens (state ``state``), how many end where
+    ``first_row``'s (state ``first_state``, the same shape under other stacks)
+    do, stacks translated; how many end where the stack decides (a walk out
+    of the fragment, or in one row only); how many disagree."""
+    stride = dfa._stride
+    slots = dict(zip(sorted({c // stride for c in dfa._kernels[first_state]}),
+                     sorted({c // stride for c in dfa._kernels[state]})))
+    before = dict(zip(first_row.tokens.tolist(), first_row.ends.tolist()))
+    same = stacked = wrong = 0
+    for token, end in zip(row.tokens.tolist(), row.ends.tolist()):
+        other = before.pop(token, None)
+        image = None if other is None else _translated(dfa, other, slots)
+        if image is None:
+            stacked += 1
+        elif image == end:
+            same += 1
+        else:
+            wrong += 1
+    return same, stacked + len(before), wrong
+
+
 def _measure(record, vocab) -> dict:
     from tokendfa import Index
     from tokendfa.lazy.index import LazyIndex
@@ -71,25 +131,29 @@ def _measure(record, vocab) -> dict:
     Index.from_schema({"type": "object"}, vocab, lazy=True)  # MaskBench's untimed warm-up schema
     index = Index.from_schema(record.schema, vocab, lazy=True)
     dfa = index.byte_dfa
-    rows = []  # (state, ns)
+    rows = []  # (state, ns, row)
 
     def timed_row(state, _raw=LazyIndex._raw_row, _index=index):
         if state in _index._raw_rows:
             return _raw(_index, state)
         started = time.perf_counter_ns()
         row = _raw(_index, state)
-        rows.append((state, time.perf_counter_ns() - started))
+        rows.append((state, time.perf_counter_ns() - started, row))
         return row
 
     index._raw_row = timed_row
     _walk(index, record, vocab)
     stride, kernels = dfa._stride, dfa._kernels
     row_shapes: dict = {}
-    rows_again = rows_again_ns = 0
-    for state, ns in rows:
+    rows_again = rows_again_ns = tokens_same = tokens_stacked = tokens_wrong = 0
+    for state, ns, row in rows:
         shape, stacks = _shape(kernels[state], stride)
-        if row_shapes.setdefault(shape, stacks) != stacks:
+        first = row_shapes.setdefault(shape, (stacks, state, row))
+        if first[0] != stacks:
             rows_again, rows_again_ns = rows_again + 1, rows_again_ns + ns
+            same, stacked, wrong = _row_pairs(dfa, first[2], first[1], row, state)
+            tokens_same, tokens_stacked, tokens_wrong = (tokens_same + same, tokens_stacked + stacked,
+                                                         tokens_wrong + wrong)
 
     walked = Index.from_schema(record.schema, vocab, lazy=True)
     calls: list = []
@@ -122,8 +186,9 @@ def _measure(record, vocab) -> dict:
             again += found
             again_ns += ns * found / (after - before)
     return {"states": fresh.num_states, "again": again, "replay_ns": replay_ns, "again_ns": again_ns,
-            "rows": len(rows), "rows_ns": sum(ns for _, ns in rows), "rows_again": rows_again,
-            "rows_again_ns": rows_again_ns}
+            "rows": len(rows), "rows_ns": sum(ns for _, ns, _ in rows), "rows_again": rows_again,
+            "rows_again_ns": rows_again_ns, "tokens_same": tokens_same, "tokens_stacked": tokens_stacked,
+            "tokens_wrong": tokens_wrong}
 
 
 def _child(record, vocab, queue) -> None:
@@ -174,7 +239,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{total['again_ns'] / 1e6:,.0f} ms on them ({100 * total['again_ns'] / total['replay_ns']:.0f}%); "
               f"rows {total['rows']:,.0f} in {total['rows_ns'] / 1e6:,.0f} ms, {total['rows_again']:,.0f} again "
               f"({100 * total['rows_again'] / max(total['rows'], 1):.0f}%) in {total['rows_again_ns'] / 1e6:,.0f} ms "
-              f"({100 * total['rows_again_ns'] / max(total['rows_ns'], 1):.0f}%)")
+              f"({100 * total['rows_again_ns'] / max(total['rows_ns'], 1):.0f}%); their walked tokens: "
+              f"{total['tokens_same']:,.0f} end where the earlier row's do, stacks translated, "
+              f"{total['tokens_stacked']:,.0f} where the stack decides, {total['tokens_wrong']:,.0f} elsewhere")
     return 0
 
 
