@@ -1907,6 +1907,15 @@ struct Store {
     uint32_t generation;
     int64_t *todo;
     size_t todo_cap;
+    /* a counted class's chain (class_chain): each NFA state's wide ends
+     * (LazyByteDFA._wide_ends) and each state's wide target, once known */
+    int64_t *wide_at;              /* NFA state -> offset in wide_pool, -1 unknown, -2 the NFA does not show them */
+    int32_t *wide_len;
+    size_t wide_cap;
+    int64_t *wide_pool;
+    size_t wide_pool_len, wide_pool_cap;
+    int64_t *wide_state;           /* state -> its wide target, WIDE_UNKNOWN or WIDE_ASK */
+    size_t wide_state_cap;
     int want;                      /* why the last store_fast needs the GIL */
     long long want_q;
     unsigned fresh;                /* states discovered since the last limits check */
@@ -1945,7 +1954,7 @@ static void store_free(Store *s) {
     free(s->eps_at); free(s->calls_at); free(s->eps_len); free(s->calls_len); free(s->ends); free(s->nfa_filled);
     free(s->eps_pool); free(s->calls_pool); free(s->def_start); free(s->stack_parent); free(s->stack_top);
     free(s->stack_depth); free(s->push_keys); free(s->push_values); free(s->seen_keys); free(s->seen_gen);
-    free(s->todo);
+    free(s->todo); free(s->wide_at); free(s->wide_len); free(s->wide_pool); free(s->wide_state);
     free(s);
 }
 
@@ -2365,6 +2374,9 @@ static void write_range(int32_t *row, long lo, long hi, int32_t value) {
     }
 }
 
+static int64_t store_state_of(Store *s, int32_t *table, int64_t rows, uint8_t *finals, int64_t finals_len,
+                              size_t count);
+
 /* The cell (state, byte) resolved from the store alone, without the GIL:
  * the successor (its range written into ``table``, DEAD written on the
  * bytes outside the cut), or NEED_GIL with the reason in ``s->want``.
@@ -2443,11 +2455,26 @@ static int64_t store_fast(Store *s, int32_t *table, int64_t rows, uint8_t *final
             targets[kept++] = targets[i];
         }
     }
-    count = kept;
+    int64_t found = store_state_of(s, table, rows, finals, finals_len, kept);
+    if (found >= 0) {
+        write_range(row, lo, hi, (int32_t)found);
+    }
+    return found;
+}
+
+/* The state of the configurations s->targets[0:count] (sorted, distinct, at
+ * least one), from the store alone, without the GIL: a new state's row
+ * written UNKNOWN and its final flag set; NEED_GIL with the reason in
+ * ``s->want`` (LazyByteDFA._step over the store: store_fast for a cell's
+ * range, chain_wide_target for a wide character). */
+static int64_t store_state_of(Store *s, int32_t *table, int64_t rows, uint8_t *finals, int64_t finals_len,
+                              size_t count) {
+    long long stride = s->stride;
+    int64_t *targets = s->targets;
+    s->want = WANT_PYTHON;
     if (count == 1) {
         int64_t known = steps_find(s, targets[0]);
         if (known >= 0) {
-            write_range(row, lo, hi, (int32_t)known);
             s->fast_found++;
             return known;
         }
@@ -2518,7 +2545,6 @@ static int64_t store_fast(Store *s, int32_t *table, int64_t rows, uint8_t *final
     if (count == 1) {
         steps_add(s, targets[0], found);
     }
-    write_range(row, lo, hi, (int32_t)found);
     return found;
 }
 
@@ -3351,6 +3377,382 @@ static int resolve_bytes(PyObject *ctx, PyObject *state_object, const unsigned c
     return status;
 }
 
+/* --- a counted class's chain ------------------------------------------------
+ *
+ * LazyByteDFA.class_chain: from a state, while every byte of a class leads
+ * to one next state (and, for a class with the wide characters, every
+ * character of two or more bytes leads there too), that state, up to a
+ * limit. The Python reference is one class_successor and one wide_target a
+ * link, each behind the automaton's lock and over the Python containers:
+ * 8-40 us a link, up to 127 links in one cold row inside a counted string
+ * (MaskBench's Snowplow/sp_0, Qwen: 1-7 ms a row, cProfile). Here one call
+ * walks the whole chain over the native state store, in the reference's
+ * order (a state's class ranges in byte order, then its wide target), so
+ * the states discovered and their ids are the reference's. */
+
+#define WIDE_UNKNOWN (-3)
+#define WIDE_ASK (-4)
+/* How a chain ends (lazydfa.ChainEnd, which a test holds to these). */
+enum { CHAIN_LIMIT, CHAIN_DEAD, CHAIN_LEAVES, CHAIN_LOOPS, CHAIN_ASK };
+
+/* NFA state q's wide ends (lazydfa.LazyByteDFA._nfa_wide_ends) copied into
+ * the store, from the automaton's ``_wide_ends`` (computed and kept there
+ * first when missing, as _wide_targets does). 0, or -1 with an exception. */
+static int store_fill_wide(PyObject *ctx, Store *s, long long q) {
+    if (q < 0 || q >= s->stride) {
+        PyErr_SetString(PyExc_IndexError, "_lazycore: an NFA state outside the tables");
+        return -1;
+    }
+    if ((size_t)q >= s->wide_cap) {
+        size_t cap = s->wide_cap ? s->wide_cap : 256;
+        while (cap <= (size_t)q) {
+            cap *= 2;
+        }
+        if (grow_to((void **)&s->wide_at, cap, sizeof(int64_t)) < 0
+                || grow_to((void **)&s->wide_len, cap, sizeof(int32_t)) < 0) {
+            PyErr_NoMemory();
+            return -1;  /* the arrays grown so far are longer than wide_cap: harmless */
+        }
+        for (size_t i = s->wide_cap; i < cap; i++) {
+            s->wide_at[i] = -1;
+            s->wide_len[i] = 0;
+        }
+        s->wide_cap = cap;
+    }
+    if (s->wide_at[q] != -1) {
+        return 0;
+    }
+    PyObject *known = ITEM(ctx, C_WIDE_ENDS), *key = PyLong_FromLongLong(q), *ends = NULL;
+    if (key == NULL) {
+        return -1;
+    }
+    if (cached(known, key, &ends) == 0) {
+        ends = nfa_wide_ends(ctx, q);
+        if (ends != NULL && PyDict_SetItem(known, key, ends) < 0) {
+            Py_CLEAR(ends);
+        }
+    }
+    Py_DECREF(key);
+    if (ends == NULL) {
+        return -1;
+    }
+    if (ends == Py_None) {
+        Py_DECREF(ends);
+        s->wide_at[q] = -2;
+        return 0;
+    }
+    Py_ssize_t n = PyObject_Size(ends);
+    PyObject *each = n < 0 ? NULL : PyObject_GetIter(ends), *end;
+    Py_DECREF(ends);
+    if (each == NULL) {
+        return -1;
+    }
+    if (reserve((void **)&s->wide_pool, &s->wide_pool_cap, s->wide_pool_len + (size_t)n, sizeof(int64_t)) < 0) {
+        Py_DECREF(each);
+        PyErr_NoMemory();
+        return -1;
+    }
+    size_t at = s->wide_pool_len, count = 0;
+    while ((end = PyIter_Next(each)) != NULL) {
+        long long t = PyLong_AsLongLong(end);
+        Py_DECREF(end);
+        if ((t == -1 && PyErr_Occurred()) || (Py_ssize_t)count >= n) {
+            break;
+        }
+        if (t < 0 || t >= s->stride) {
+            PyErr_SetString(PyExc_ValueError, "_lazycore: a wide end outside the NFA");
+            break;
+        }
+        s->wide_pool[at + count++] = t;
+    }
+    Py_DECREF(each);
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    s->wide_pool_len += count;
+    s->wide_at[q] = (int64_t)at;
+    s->wide_len[q] = (int32_t)count;
+    return 0;
+}
+
+/* The state of s->targets[0:count] (sorted, distinct, at least one) with
+ * the GIL: the store first, what it cannot do alone filled in or handed to
+ * the core over the Python containers (session_held's way, for a set of
+ * configurations rather than a cell). The state, or -1 with an exception;
+ * the table may have grown (the session's views are taken again). */
+static int64_t session_state_of(LazySession *session, size_t count) {
+    PyObject *ctx = session->ctx;
+    Store *s = ((ContextObject *)ctx)->store;
+    for (;;) {
+        int64_t found = store_state_of(s, session->table.buf, session->table.len / 1024, session->finals.buf,
+                                       session->finals.len, count);
+        if (found >= 0) {
+            return found;
+        }
+        if (s->want == WANT_LOCAL) {
+            if (store_fill_local(ctx, s, s->want_q) < 0 || store_fill_region(ctx, s, s->want_q) < 0) {
+                return -1;
+            }
+            continue;
+        }
+        if (s->want == WANT_NFA) {
+            if (store_fill_nfa(ctx, s, s->want_q) < 0 || store_fill_region(ctx, s, s->want_q) < 0) {
+                return -1;
+            }
+            continue;
+        }
+        if (s->want == WANT_DEF) {
+            int entered = store_fill_definition(ctx, s, s->want_q);
+            if (entered < 0) {
+                return -1;
+            }
+            if (entered) {
+                continue;
+            }
+        }
+        if (store_publish(ctx, s) < 0) {
+            return -1;
+        }
+        PyObject *checked = PyObject_CallNoArgs(ITEM(ctx, C_CHECK));
+        if (checked == NULL) {
+            return -1;
+        }
+        Py_DECREF(checked);
+        s->fresh = 0;
+        if (s->want == WANT_CHECK) {
+            continue;
+        }
+        s->handed_back++;
+        PyObject *targets = PyTuple_New((Py_ssize_t)count), *zero = PyLong_FromLong(0), *result = NULL;
+        for (size_t i = 0; targets != NULL && i < count; i++) {
+            PyObject *item = PyLong_FromLongLong(s->targets[i]);
+            if (item == NULL) {
+                Py_CLEAR(targets);
+                break;
+            }
+            PyTuple_SET_ITEM(targets, (Py_ssize_t)i, item);
+        }
+        if (targets != NULL && zero != NULL) {
+            result = step_of(ctx, targets, zero);
+        }
+        Py_XDECREF(targets);
+        Py_XDECREF(zero);
+        if (result == NULL) {
+            return -1;
+        }
+        found = PyLong_AsLongLong(result);
+        Py_DECREF(result);
+        if ((found == -1 && PyErr_Occurred()) || store_sync(ctx, s) < 0 || session_buffers(session) < 0) {
+            return -1;
+        }
+        if (found < 0) {
+            PyErr_SetString(PyExc_RuntimeError, "_lazycore: a step gave no state");
+            return -1;
+        }
+        return found;
+    }
+}
+
+/* The state every character of two or more bytes leads to from ``state``
+ * (LazyByteDFA.wide_target over the store; kept a state): the state (DEAD
+ * when every one dies), WIDE_ASK when the NFA does not show one state, or
+ * -1 with an exception. */
+static int64_t chain_wide_target(LazySession *session, int64_t state) {
+    PyObject *ctx = session->ctx;
+    Store *s = ((ContextObject *)ctx)->store;
+    if (state < 0 || (size_t)state >= s->count) {
+        PyErr_SetString(PyExc_RuntimeError, "_lazycore: a chain's state the store does not have");
+        return -1;
+    }
+    if ((size_t)state >= s->wide_state_cap) {
+        size_t cap = s->wide_state_cap ? s->wide_state_cap : 1024;
+        while (cap <= (size_t)state) {
+            cap *= 2;
+        }
+        if (grow_to((void **)&s->wide_state, cap, sizeof(int64_t)) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (size_t i = s->wide_state_cap; i < cap; i++) {
+            s->wide_state[i] = WIDE_UNKNOWN;
+        }
+        s->wide_state_cap = cap;
+    }
+    if (s->wide_state[state] != WIDE_UNKNOWN) {
+        return s->wide_state[state];
+    }
+    long long stride = s->stride;
+    size_t from = s->koff[state], n = s->koff[state + 1] - from, total = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t config = s->pool[from + i];
+        if (config < 0) {
+            PyErr_SetString(PyExc_ValueError, "_lazycore: a negative configuration");
+            return -1;
+        }
+        long long q = config % stride;
+        if (store_fill_wide(ctx, s, q) < 0) {
+            return -1;
+        }
+        if (s->wide_at[q] == -2) {
+            s->wide_state[state] = WIDE_ASK;
+            return WIDE_ASK;
+        }
+        total += (size_t)s->wide_len[q];
+    }
+    if (reserve((void **)&s->targets, &s->targets_cap, total + 1, sizeof(int64_t)) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t config = s->pool[from + i];
+        long long q = config % stride, base = config - q;
+        const int64_t *ends = s->wide_pool + s->wide_at[q];
+        for (int32_t j = 0; j < s->wide_len[q]; j++) {
+            s->targets[count++] = base + ends[j];
+        }
+    }
+    int64_t found = DEAD;
+    if (count) {
+        qsort(s->targets, count, sizeof(int64_t), by_value);
+        size_t kept = 0;
+        for (size_t i = 0; i < count; i++) {
+            if (!kept || s->targets[kept - 1] != s->targets[i]) {
+                s->targets[kept++] = s->targets[i];
+            }
+        }
+        found = session_state_of(session, kept);
+        if (found < 0) {
+            return -1;
+        }
+    }
+    s->wide_state[state] = found;
+    return found;
+}
+
+/* LazyByteDFA.class_chain, over the store: ``(states, end)``, the states
+ * the chain reaches from ``state`` (not included), at most ``limit``, and
+ * how it ends (CHAIN_*); None when the automaton has no store (a depth
+ * bound): the caller walks the reference. The caller holds the lock. */
+static PyObject *py_class_chain(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    unsigned char bits[32];
+    if (arguments(nargs, 5, args, "class_chain(context, state, wanted, wide, limit)") < 0
+            || wanted_bits(args[2], bits) < 0) {
+        return NULL;
+    }
+    PyObject *ctx = args[0];
+    long long current = PyLong_AsLongLong(args[1]);
+    int wide = PyObject_IsTrue(args[3]);
+    Py_ssize_t limit = PyLong_AsSsize_t(args[4]);
+    if ((current == -1 || limit == -1) && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (wide < 0) {
+        return NULL;
+    }
+    int any = 0;
+    for (int i = 0; i < 32; i++) {
+        any |= bits[i];
+    }
+    if (!any) {
+        PyErr_SetString(PyExc_ValueError, "class_chain: the class has no byte");
+        return NULL;
+    }
+    LazySession session;
+    int opened = session_open_context(ctx, &session);
+    if (opened < 0) {
+        return NULL;
+    }
+    if (opened > 0) {
+        Py_RETURN_NONE;
+    }
+    Store *s = ((ContextObject *)ctx)->store;
+    PyObject *states = PyList_New(0);
+    int end = CHAIN_LIMIT, failed = states == NULL;
+    for (Py_ssize_t link = 0; !failed && link < limit; link++) {
+        if (link && !(link & 31)) {  /* the time limit, as a walk of many cells checks it */
+            PyObject *checked = store_publish(ctx, s) < 0 ? NULL : PyObject_CallNoArgs(ITEM(ctx, C_CHECK));
+            if (checked == NULL) {
+                failed = 1;
+                break;
+            }
+            Py_DECREF(checked);
+        }
+        if (current < 0 || (current + 1) * 1024 > session.table.len) {
+            PyErr_SetString(PyExc_IndexError, "_lazycore: a state outside the table");
+            failed = 1;
+            break;
+        }
+        /* the class's ranges of ``current`` resolved in byte order (resolve_bytes) */
+        for (int b = 0; b < 256 && !failed; b++) {
+            if (!((bits[b >> 3] >> (b & 7)) & 1)
+                    || ((const int32_t *)session.table.buf)[current * 256 + b] != UNKNOWN_CELL) {
+                continue;
+            }
+            if (session_fast(&session, current, b) == NEED_GIL && session_held(&session, current, b) < -1) {
+                failed = 1;
+            }
+        }
+        if (failed) {
+            break;
+        }
+        const int32_t *row = (const int32_t *)session.table.buf + current * 256;
+        long long following = -3;  /* no byte read yet (class_successor) */
+        for (int b = 0; b < 256; b++) {
+            if (!((bits[b >> 3] >> (b & 7)) & 1)) {
+                continue;
+            }
+            if (following == -3) {
+                following = row[b];
+            } else if (row[b] != following) {
+                following = -2;
+                break;
+            }
+        }
+        if (following == DEAD || following < 0) {
+            end = following == DEAD ? CHAIN_DEAD : CHAIN_LEAVES;
+            break;
+        }
+        if (wide) {
+            int64_t target = chain_wide_target(&session, current);
+            if (target == -1) {
+                failed = 1;
+                break;
+            }
+            if (target == WIDE_ASK) {
+                end = CHAIN_ASK;
+                break;
+            }
+            if (target != following) {
+                end = CHAIN_LEAVES;
+                break;
+            }
+        }
+        if (following == current) {
+            end = CHAIN_LOOPS;
+            break;
+        }
+        PyObject *item = PyLong_FromLongLong(following);
+        if (item == NULL || PyList_Append(states, item) < 0) {
+            Py_XDECREF(item);
+            failed = 1;
+            break;
+        }
+        Py_DECREF(item);
+        current = following;
+    }
+    if (session_close(&session) < 0) {
+        failed = 1;
+    }
+    if (failed) {
+        Py_XDECREF(states);
+        return NULL;
+    }
+    PyObject *result = Py_BuildValue("(Ni)", states, end);
+    return result;
+}
+
 /* What tokendfa.lazy._cwalk calls, through the capsule ``_C_API``. */
 typedef struct {
     int version;
@@ -3494,6 +3896,8 @@ static PyMethodDef methods[] = {
     {"wide_targets", (PyCFunction)(void (*)(void))py_wide_targets, METH_FASTCALL,
      "LazyByteDFA._wide_targets, compiled."},
     {"alive", (PyCFunction)(void (*)(void))py_alive, METH_FASTCALL, "_LazyNFA._alive, compiled."},
+    {"class_chain", (PyCFunction)(void (*)(void))py_class_chain, METH_FASTCALL,
+     "LazyByteDFA.class_chain over the native state store: (states, end), or None."},
     {"class_successor", (PyCFunction)(void (*)(void))py_class_successor, METH_FASTCALL,
      "LazyByteDFA.class_successor, compiled (the caller holds the lock)."},
     {"count_released", (PyCFunction)py_count_released, METH_O,

@@ -73,6 +73,7 @@ import threading
 import weakref
 from array import array
 from bisect import bisect_right
+from enum import IntEnum
 from collections import Counter, OrderedDict
 from collections.abc import Mapping
 from functools import partial
@@ -92,7 +93,7 @@ from .regex_tree import (Alt, Call, Concat, Excluding, LiteralSet, Node, Repeat,
 from .utf8 import MAX_CODEPOINT, utf8_range_sequences
 
 __all__ = ["LazyByteDFA", "DefinitionSource", "DEFAULT_MAX_LAZY_STATES", "UNKNOWN", "WIDE_SEQUENCES",
-           "NATIVE_CORE"]
+           "NATIVE_CORE", "ChainEnd", "ClassChain"]
 
 # The compiled hot path of the subset construction (analysis/_lazycore.c; see
 # tokendfa.analysis.native): it stands in for the methods of LazyByteDFA that
@@ -109,6 +110,27 @@ UNKNOWN = -1
 # Every UTF-8 sequence of a character of two or more bytes, as byte ranges.
 WIDE_SEQUENCES = tuple(tuple(sequence) for sequence in utf8_range_sequences(0x80, MAX_CODEPOINT))
 _UNDECIDED = object()
+
+
+class ChainEnd(IntEnum):
+    """Why :meth:`LazyByteDFA.class_chain` stopped (the values are
+    analysis/_lazycore.c's CHAIN_*)."""
+
+    LIMIT = 0   # it reached the number of links asked for
+    DEAD = 1    # every byte of the class is dead after the last state
+    LEAVES = 2  # the class's bytes (or its wide characters) part ways after the last state
+    LOOPS = 3   # the class leads from the last state back to it
+    ASK = 4     # the NFA does not show where the wide characters lead from the last state:
+                # its class bytes are resolved, and the caller decides the link
+
+
+class ClassChain(NamedTuple):
+    """The states a counted class leads through, one a character (the start
+    not included), and why the chain stops after the last (the start when
+    there is none)."""
+
+    states: list[int]
+    end: ChainEnd
 
 # States a lazy automaton may discover (before minimisation) before it stops
 # with BuildLimitError: 200k rows of 256 int32 are 200 MB, the order of what
@@ -509,6 +531,43 @@ class LazyByteDFA:
             row = self._table[state]
             cells = row[[b for b in range(256) if (wanted >> b) & 1]]
             return int(cells[0]) if bool((cells == cells[0]).all()) else -2
+
+    def class_chain(self, state: int, wanted: int, wide: bool, limit: int) -> ClassChain:
+        """The chain of the class ``wanted`` (bit b for byte b, at least
+        one; with its characters of two or more bytes when ``wide``) from
+        ``state``: while :meth:`class_successor` of the last state is one
+        state and, with ``wide``, :meth:`wide_target` is that state too, it
+        follows, up to ``limit`` states (a counted string's characters,
+        ``maxLength``). The links are resolved in this order, each state's
+        class bytes then its wide target, whichever core runs: the same
+        states get the same ids.
+
+        With the native state store one compiled call walks it all; the
+        reference is a :meth:`class_successor` and a :meth:`wide_target` a
+        link, 8-40 us each (up to 127 links a cold row along a counted
+        string, MaskBench's Snowplow/sp_0 on Qwen)."""
+        if self._core_context is not None:
+            with self._exclusive:
+                found = _lazycore.class_chain(self._core_context, state, wanted, wide, limit)
+            if found is not None:
+                return ClassChain(found[0], ChainEnd(found[1]))
+        states: list[int] = []
+        current = state
+        while len(states) < limit:
+            following = self.class_successor(current, wanted)
+            if following == DEAD or following < 0:
+                return ClassChain(states, ChainEnd.DEAD if following == DEAD else ChainEnd.LEAVES)
+            if wide:
+                target = self.wide_target(current)
+                if target is None:
+                    return ClassChain(states, ChainEnd.ASK)
+                if target != following:
+                    return ClassChain(states, ChainEnd.LEAVES)
+            if following == current:
+                return ClassChain(states, ChainEnd.LOOPS)
+            states.append(following)
+            current = following
+        return ClassChain(states, ChainEnd.LIMIT)
 
     def wide_target(self, state: int) -> int | None:
         """The state every character of two or more bytes leads to from

@@ -906,6 +906,9 @@ SHORTCUT_PATTERNS = [
     r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]){11,}"',
     # longer than Qwen's longest token of string characters (128): the whole chain
     r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]){0,150}"',
+    # wide characters whose NFA edges cut a UTF-8 sequence's range: each link's wide
+    # target is the DFA walk's (the chain's ChainEnd.ASK)
+    '"(?:[a-z]|[\u0080-\u00bf]{1,1}|[\u00c0-\U0010ffff]){0,150}"',
 ]
 
 
@@ -1463,6 +1466,75 @@ def test_lazy_shortcuts_serve_the_eager_index_qwen(pattern, native):
     eager = Index.from_regex(pattern, vocab, lazy=False)
     assert lockstep(lazy, eager, max_pairs=25) >= 8
     assert lazy.complete().arrays.equals(eager.arrays)
+
+
+def _string_class(chars: str = "".join(map(chr, range(0x20, 0x7F))).replace('"', "").replace("\\", "")) -> int:
+    """``wanted`` of LazyByteDFA.class_chain: bit b for each byte of ``chars``
+    (a JSON string's unescaped ASCII characters by default; the wide
+    characters are its ``wide`` flag, as in a chain row's class key)."""
+    return sum(1 << ord(c) for c in chars)
+
+
+# (pattern, the bytes to the chain's start, class, wide, limit, how the chain ends, its length)
+CHAINS = [
+    # a schema's counted string (JSON string characters, wide ones and escapes), longer than the limit
+    (regex_from_schema({"type": "string", "maxLength": 300}).pattern, b'"', _string_class(), True, 128,
+     lazydfa_module.ChainEnd.LIMIT, 128),
+    # ... shorter than it: the class bytes lead on to the closing quote's state, where they are dead
+    (regex_from_schema({"type": "string", "minLength": 2, "maxLength": 40}).pattern, b'"ab',
+     _string_class(), True, 128, lazydfa_module.ChainEnd.DEAD, 38),
+    (r'I[0-9a-f]{40}"', b"I", _string_class("0123456789abcdef"), False, 128,
+     lazydfa_module.ChainEnd.DEAD, 40),
+    # the wide characters die after five while the ASCII ones go on: the chain leaves the class there
+    ('"[a-z\u0080-\U0010ffff]{5}[a-z]{0,100}"', b'"', _string_class("abcdefghijklmnopqrstuvwxyz"), True,
+     128, lazydfa_module.ChainEnd.LEAVES, 5),
+    # the wide characters lead to a new state of their own, the ASCII ones to another: both are
+    # discovered, in the reference's order (the class's cells, then the wide target)
+    ('"(?:[a-z]{5}|[\u0080-\U0010ffff]{2})"', b'"', _string_class("abcdefghijklmnopqrstuvwxyz"), True, 128,
+     lazydfa_module.ChainEnd.LEAVES, 0),
+    # a range of wide characters the NFA's byte edges cut inside a UTF-8 sequence: the caller decides
+    ('"[a-z\u0100-\uffff]{0,50}"', b'"', _string_class("abcdefghijklmnopqrstuvwxyz"), True, 128,
+     lazydfa_module.ChainEnd.ASK, 0),
+    # a count that ends in a loop
+    ('"[a-z]{3,}"', b'"', _string_class("abcdefghijklmnopqrstuvwxyz"), False, 128,
+     lazydfa_module.ChainEnd.LOOPS, 3),
+]
+
+
+@pytest.mark.skipif(not lazydfa_module.NATIVE_CORE, reason="the compiled core is not built here (or TOKENDFA_NATIVE=0)")
+@pytest.mark.parametrize("pattern, start, wanted, wide, limit, end, length", CHAINS)
+def test_native_class_chain_is_the_reference(pattern, start, wanted, wide, limit, end, length, monkeypatch):
+    """LazyByteDFA.class_chain in one compiled call over the native state
+    store follows the very chain of the Python reference (a class_successor
+    and a wide_target a link): the same states with the same ids, kernels
+    and table cells (UNKNOWN alike), the same end, from the start of a
+    counted class and again from inside it (partly known, a shorter limit)."""
+    native = LazyByteDFA(pattern)
+    with monkeypatch.context() as patched:
+        patched.setattr(lazydfa_module, "_lazycore", None)
+        reference = LazyByteDFA(pattern)
+    assert native._core_context is not None and reference._core_context is None
+    calls = []
+    compiled = lazydfa_module._lazycore.class_chain
+    monkeypatch.setattr(lazydfa_module._lazycore, "class_chain", lambda *args: calls.append(args) or compiled(*args))
+
+    def chains(dfa):
+        state = INITIAL_STATE
+        for byte in start:
+            state = int(dfa.partial_row(state, 1 << byte)[byte])
+        first = dfa.class_chain(state, wanted, wide, limit)
+        middle = first.states[len(first.states) // 2] if first.states else state
+        again = dfa.class_chain(middle, wanted, wide, 7)
+        return first, again
+
+    found, expected = chains(native), chains(reference)
+    assert calls, "the compiled chain did not run"
+    assert found == expected
+    assert found[0].end == end and len(found[0].states) == length
+    count = reference.num_states
+    assert native.num_states == count and native._kernels == reference._kernels
+    np.testing.assert_array_equal(native.table[:count], reference.table[:count])
+    np.testing.assert_array_equal(native.finals[:count], reference.finals[:count])
 
 
 @pytest.mark.slow

@@ -70,7 +70,7 @@ from ..analysis.dfa import DEAD, INITIAL, STATE_DTYPE
 from ..analysis.minimise import canonical_byte_dfa
 from ..analysis.errors import (BuildLimitError, InvalidStateError, TokenNotAllowedError,
                                VocabularyCoverageError)
-from ..analysis.lazydfa import (DEFAULT_MAX_LAZY_STATES, UNKNOWN, WIDE_SEQUENCES, DefinitionSource,
+from ..analysis.lazydfa import (DEFAULT_MAX_LAZY_STATES, UNKNOWN, WIDE_SEQUENCES, ChainEnd, DefinitionSource,
                                 LazyByteDFA)
 from ..runtime.arrays import MASK_WORD
 from ..runtime.serving import ClosingRow, MaskServing
@@ -957,15 +957,8 @@ class LazyIndex(MaskServing):
         while len(chain) <= limit:
             following = self._chain_links.get((current, key))
             if following is None:
-                # the class's ranges only (a cell at a time cost ~30 us a
-                # link; the whole ASCII row discovered the states past a
-                # quote and a backslash at every link: sp_0's steps inside a
-                # maxLength-1024 string found ~30 states each)
-                following = self._dfa.class_successor(current, wanted)
-                following = following if following >= DEAD else _NO_LINK
-                if following not in (DEAD, _NO_LINK) and key[2] and self._wide_target(current) != following:
-                    following = _NO_LINK
-                self._chain_links[(current, key)] = following
+                self._follow_chain(current, key, wanted, limit + 1 - len(chain))
+                following = self._chain_links[(current, key)]
             if following in (DEAD, _NO_LINK):
                 return chain, following == DEAD
             if following == current:
@@ -974,6 +967,29 @@ class LazyIndex(MaskServing):
             chain.append(following)
             current = following
         return chain, False
+
+    def _follow_chain(self, state: int, key: tuple[int, int, bool], wanted: int, limit: int) -> None:
+        """The links of the class ``key``'s chain from ``state`` on, up to
+        ``limit``, kept in ``_chain_links``: one call of the automaton's
+        class_chain (the class's ranges only: a cell at a time cost ~30 us
+        a link, and the whole ASCII row discovered the states past a quote
+        and a backslash at every link: sp_0's steps inside a maxLength-1024
+        string found ~30 states each). A link whose wide characters the NFA
+        does not show is decided here, by the DFA walk of _wide_target."""
+        found = self._dfa.class_chain(state, wanted, key[2], limit)
+        at = state
+        for following in found.states:
+            self._chain_links[(at, key)] = following
+            at = following
+        if found.end == ChainEnd.ASK:
+            following = self._dfa.class_successor(at, wanted)
+            following = following if following >= DEAD else _NO_LINK
+            if following not in (DEAD, _NO_LINK) and self._wide_target(at) != following:
+                following = _NO_LINK
+            self._chain_links[(at, key)] = following
+        elif found.end != ChainEnd.LIMIT:
+            self._chain_links[(at, key)] = (DEAD if found.end == ChainEnd.DEAD else
+                                             _NO_LINK if found.end == ChainEnd.LEAVES else at)
 
     def _loop(self, state: int) -> tuple[int, int, bool]:
         """``(low, high, wide)``: the ASCII bytes that lead from ``state`` back
