@@ -1,10 +1,12 @@
 """Loading the package's optional compiled modules.
 
-Three small C extensions speed up lazy indexes: ``tokendfa.analysis._lazycore``
+Four small C extensions speed up lazy indexes: ``tokendfa.analysis._lazycore``
 (the subset construction's hot path), ``tokendfa.analysis._thompson`` (the
 Thompson construction of a regex tree, for both the lazy and the eager
-automata) and ``tokendfa.lazy._cwalk`` (the walk of a token row,
-:data:`COMPILED_WALK`; the eager build's exact walk uses it too). They are
+automata), ``tokendfa.lazy._cwalk`` (the walk of a token row,
+:data:`COMPILED_WALK`; the eager build's exact walk uses it too) and
+``tokendfa.lazy._classruns`` (a counted class's runs over a vocabulary, for
+the chain rows). They are
 built at install where a C compiler is present and are optional: without
 them the Python and numpy code they stand in for gives the same answers,
 slower. ``TOKENDFA_NATIVE=0`` in the environment turns them all off (the

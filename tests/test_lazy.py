@@ -73,10 +73,12 @@ def lockstep(lazy, eager, max_pairs: int | None = None) -> int:
 
 
 def compiled_walk(monkeypatch, module) -> None:
-    """Use ``module`` as the compiled walk (None: the numpy code) in every
-    module of the lazy engine that calls it."""
+    """Use ``module`` as the compiled walk (None: the numpy code, and the
+    class runs' too) in every module of the lazy engine that calls it."""
     for holder in (lazy_kernels, lazy_plans, lazy_tables, lazy_index_module):
         monkeypatch.setattr(holder, "_cwalk", module)
+    if module is None:
+        monkeypatch.setattr(lazy_tables, "_classruns", None)
 
 
 @pytest.fixture(params=["compiled", "python"])
@@ -917,10 +919,11 @@ def test_compiled_modules_are_built():
     is (CI included): an install that fell back to Python silently would
     serve slower rows."""
     if os.environ.get("TOKENDFA_NATIVE") == "0":
-        assert not lazy_module.NATIVE_WALK and not lazydfa_module.NATIVE_CORE
+        assert not lazy_module.NATIVE_WALK and not lazydfa_module.NATIVE_CORE and lazy_tables._classruns is None
     else:
         assert lazy_module.NATIVE_WALK, "tokendfa.lazy._cwalk did not build"
         assert lazydfa_module.NATIVE_CORE, "tokendfa.analysis._lazycore did not build"
+        assert lazy_tables._classruns is not None, "tokendfa.lazy._classruns did not build"
 
 
 def test_native_off_serves_the_same_masks_in_a_fresh_process():
@@ -1021,11 +1024,13 @@ def test_lazy_tables_come_with_the_json_string_rows_made():
 
 
 def test_compiled_class_runs_are_the_numpy_ones(monkeypatch):
-    """The per-vocabulary tables of a counted class, made token by token in
-    C (_cwalk.leading_runs), are array for array what the numpy passes over
+    """The per-vocabulary tables of a counted class, made whole in C
+    (_classruns.class_runs) and with the runs token by token in C
+    (_cwalk.leading_runs), are array for array what the numpy passes over
     the byte columns make, on Qwen's 151k tokens, for ASCII classes and for
     classes with every wide character; bad spellings are refused by name."""
     cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
+    classruns = pytest.importorskip("tokendfa.lazy._classruns")
     vocab = cached_vocabulary("qwen2.5")
     classes = []
     for chars, wide in [("0123456789abcdef", False), ("abcdefghijklmnopqrstuvwxyz ", False),
@@ -1035,14 +1040,27 @@ def test_compiled_class_runs_are_the_numpy_ones(monkeypatch):
         ascii_bytes[[ord(c) for c in chars]] = True
         classes.append(lazy_tables._class_key(ascii_bytes, wide))
 
-    def runs_of(compiled: bool):
+    def runs_of(compiled: bool, whole: bool = False):
         compiled_walk(monkeypatch, cwalk if compiled else None)
+        monkeypatch.setattr(lazy_tables, "_classruns", classruns if whole else None)
         tables = lazy_tables._vocabulary_tables(vocab)  # fresh caches
         return [lazy_tables._class_runs(tables, key) for key in classes]
 
-    for ours, theirs in zip(runs_of(True), runs_of(False)):
-        for name in lazy_tables._ClassRuns.__dataclass_fields__:
-            assert np.array_equal(getattr(ours, name), getattr(theirs, name)), name
+    numpy_runs = runs_of(False)
+    for made in (runs_of(True), runs_of(True, whole=True)):
+        for ours, theirs in zip(made, numpy_runs):
+            for name in lazy_tables._ClassRuns.__dataclass_fields__:
+                mine, expected = getattr(ours, name), getattr(theirs, name)
+                assert mine.dtype == expected.dtype and np.array_equal(mine, expected), name
+    with pytest.raises(ValueError, match="256 flags"):
+        classruns.class_runs(np.zeros(1, np.uint8), np.zeros(2, np.int64), np.zeros(1, np.int8),
+                             np.zeros(3, np.uint8), True)
+    with pytest.raises(IndexError, match="outside the spellings"):
+        classruns.class_runs(np.zeros(1, np.uint8), np.array([0, 2]), np.zeros(1, np.int8),
+                             np.zeros(256, np.uint8), True)
+    with pytest.raises(ValueError, match="8-byte items"):
+        classruns.class_runs(np.zeros(1, np.uint8), np.array([0, 1], np.int32), np.zeros(1, np.int8),
+                             np.zeros(256, np.uint8), True)
     outputs = [np.zeros(1, np.int32) for _ in range(3)]
     with pytest.raises(ValueError, match="256 flags"):
         cwalk.leading_runs(np.zeros(1, np.uint8), np.zeros(2, np.int64), np.zeros(3, np.uint8), True, *outputs)

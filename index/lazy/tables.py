@@ -28,10 +28,15 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis.native import native_module
 from ..runtime.arrays import MASK_WORD
 from ..vocab.vocabulary import Vocabulary
 from .kernels import _cwalk, _distinct, _grouped, _ranges, _set_bits, _stable_order
 from .plans import _CACHE_LOCK, _PlanCache
+
+# A counted class's runs in two compiled passes (index/lazy/_classruns.c);
+# None where it is not built or TOKENDFA_NATIVE=0 (then numpy, same arrays).
+_classruns = native_module(__package__ + "._classruns")
 
 # A loop set whose tails hold fewer tokens than this is not worth a cache
 # entry: walking them costs less than the entry's copy of the other tokens.
@@ -482,6 +487,13 @@ def _class_runs(tables: _VocabularyTables, key: tuple[int, int, bool]) -> _Class
     if found is not None:
         return found
     inside, lengths = _loop_bytes(key), tables.lengths
+    if _classruns is not None:
+        # the whole table in two compiled passes (_classruns.c says why)
+        parts = _classruns.class_runs(tables.spellings, tables.spelling_offsets, tables.first_char,
+                                      inside.view(np.uint8), key[2])
+        found = _ClassRuns(*(np.frombuffer(part, dtype=np.int32 if at < 2 else np.int64)
+                             for at, part in enumerate(parts)))
+        return _remember(tables.class_runs, key, found)
     if _cwalk is not None:
         run, ascii_run, chars = (np.empty(len(lengths), dtype=np.int32) for _ in range(3))
         _cwalk.leading_runs(tables.spellings, tables.spelling_offsets, inside.view(np.uint8), key[2],

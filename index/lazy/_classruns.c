@@ -1,0 +1,281 @@
+/* A counted class's runs over a vocabulary (tokendfa.lazy.tables._ClassRuns), compiled.
+ *
+ * A chain row (a state inside a counted string, ``maxLength``) needs, for
+ * its class, how each token begins with characters of the class: the
+ * tokens that are all class characters by their count, those whose ASCII
+ * run stops before their end by run length and the stopping byte, and the
+ * others that start with a class byte. Made once per vocabulary and class,
+ * inside the cold row that first meets the class. In numpy, after a
+ * compiled pass for the runs, a dozen passes over the vocabulary (masks,
+ * nonzero, two stable argsorts, searchsorted) took 2.0-3.5 ms on Qwen's
+ * 151k tokens in process and ~7 ms in a fresh fork child (MaskBench's
+ * Github_easy/o10012: its worst step, 8.5 ms); here two passes with
+ * counting sorts.
+ *
+ * class_runs(spellings, offsets, first_char, inside, wide)
+ *     -> (chars, ascii, full_by_chars, full_offsets, partial, partial_offsets,
+ *         irregular, irregular_offsets, stop_bytes)
+ *
+ * spellings (uint8) and offsets (int64[V + 1]): token t's bytes are
+ * spellings[offsets[t]:offsets[t + 1]]; first_char (int8[V]): the bytes of
+ * its first character, 0 when it is not text; inside (256 flags): the class's
+ * bytes; wide: whether its characters of two or more bytes count one each
+ * (a byte below 128 or from 0xC0 starts one) rather than a byte each. Each
+ * result is a bytes object of native int32 (chars, ascii) or int64 items,
+ * the fields of _ClassRuns in order (tables.py says what each holds); the
+ * irregular tokens come by first byte then id, as the vocabulary's
+ * by_first_byte orders the spelled ones. Both passes go through the tokens
+ * in id order (reading them in first-byte order, a cache miss or three a
+ * token, was ~1 ms of a class's ~2.5). They run without the GIL. Plain C
+ * API, no numpy headers.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    Py_buffer view;
+    int taken;
+} Buffer;
+
+static int take(PyObject *object, Buffer *buffer, const char *name, Py_ssize_t itemsize) {
+    if (PyObject_GetBuffer(object, &buffer->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        return -1;
+    }
+    buffer->taken = 1;
+    if (buffer->view.itemsize != itemsize) {
+        PyErr_Format(PyExc_ValueError, "class_runs: %s must have %zd-byte items", name, itemsize);
+        return -1;
+    }
+    return 0;
+}
+
+static void release(Buffer *buffers, int count) {
+    for (int i = 0; i < count; i++) {
+        if (buffers[i].taken) {
+            PyBuffer_Release(&buffers[i].view);
+            buffers[i].taken = 0;
+        }
+    }
+}
+
+/* A bytes object of ``count`` int64 items, written through ``*items``. */
+static PyObject *int64_bytes(Py_ssize_t count, int64_t **items) {
+    PyObject *made = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
+    if (made != NULL) {
+        *items = (int64_t *)PyBytes_AS_STRING(made);
+    }
+    return made;
+}
+
+enum { NONE, FULL, PARTIAL, IRREGULAR };
+
+static PyObject *class_runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "class_runs(spellings, offsets, first_char, inside, wide) takes 5 arguments");
+        return NULL;
+    }
+    int wide = PyObject_IsTrue(args[4]);
+    if (wide < 0) {
+        return NULL;
+    }
+    Buffer buffers[4] = {{{0}}};
+    if (take(args[0], &buffers[0], "spellings", 1) < 0 || take(args[1], &buffers[1], "offsets", 8) < 0
+            || take(args[2], &buffers[2], "first_char", 1) < 0 || take(args[3], &buffers[3], "inside", 1) < 0) {
+        release(buffers, 4);
+        return NULL;
+    }
+    const uint8_t *restrict spellings = buffers[0].view.buf, *restrict inside = buffers[3].view.buf;
+    const int64_t *offsets = buffers[1].view.buf;
+    const int8_t *first_char = buffers[2].view.buf;
+    Py_ssize_t size = buffers[1].view.len / 8 - 1;
+    if (size < 0 || buffers[2].view.len != size || buffers[3].view.len != 256) {
+        release(buffers, 4);
+        PyErr_SetString(PyExc_ValueError, "class_runs: no offsets, first_char not one item a token, "
+                                          "or a byte set that is not 256 flags");
+        return NULL;
+    }
+    int64_t longest = 0;
+    for (Py_ssize_t t = 0; t < size; t++) {
+        if (offsets[t] < 0 || offsets[t] > offsets[t + 1] || offsets[t + 1] > buffers[0].view.len) {
+            release(buffers, 4);
+            PyErr_SetString(PyExc_IndexError, "class_runs: offsets outside the spellings");
+            return NULL;
+        }
+        if (offsets[t + 1] - offsets[t] > longest) {
+            longest = offsets[t + 1] - offsets[t];
+        }
+    }
+    /* per token: its kind and, when partial, the byte that stops its run (a
+     * byte each: fresh pages are most of the cost in a fork child); per count
+     * of characters (and stop byte), how many full (partial) tokens have it */
+    size_t groups = 256 * ((size_t)longest + 1);
+    uint8_t *stop = malloc((size_t)(size ? size : 1));
+    uint8_t *kind = malloc((size_t)(size ? size : 1));
+    int64_t *full_count = calloc((size_t)longest + 2, sizeof(int64_t));
+    int64_t *partial_count = calloc(groups + 1, sizeof(int64_t));
+    PyObject *chars_object = PyBytes_FromStringAndSize(NULL, size * (Py_ssize_t)sizeof(int32_t));
+    PyObject *ascii_object = PyBytes_FromStringAndSize(NULL, size * (Py_ssize_t)sizeof(int32_t));
+    PyObject *result = NULL, *parts[7] = {NULL};
+    if (stop == NULL || kind == NULL || full_count == NULL || partial_count == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (chars_object == NULL || ascii_object == NULL) {
+        goto done;
+    }
+    int32_t *restrict chars = (int32_t *)PyBytes_AS_STRING(chars_object);
+    int32_t *restrict ascii = (int32_t *)PyBytes_AS_STRING(ascii_object);
+    int64_t full_chars = 0, partial_chars = 0, full_total = 0, partial_total = 0, irregular_total = 0;
+    int64_t irregular_count[257] = {0};
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t t = 0; t < size; t++) {
+        const uint8_t *restrict token = spellings + offsets[t];
+        int32_t length = (int32_t)(offsets[t + 1] - offsets[t]), here = 0, first_wide = -1, count;
+        if (wide) {
+            for (count = 0; here < length && inside[token[here]]; here++) {
+                uint8_t byte = token[here];
+                if (byte >= 0x80 && first_wide < 0) {
+                    first_wide = here;
+                }
+                count += byte < 0x80 || byte >= 0xC0;
+            }
+        } else {  /* a byte is a character (the class's bytes are ASCII: first_wide stays -1) */
+            while (here < length && inside[token[here]]) {
+                here++;
+            }
+            count = here;
+        }
+        kind[t] = NONE;
+        if (first_char[t] <= 0) {  /* not text: irregular when it starts with a byte of the class */
+            chars[t] = ascii[t] = 0;
+            if (length && inside[token[0]]) {
+                kind[t] = IRREGULAR;
+                irregular_count[token[0]]++;
+                irregular_total++;
+            }
+            continue;
+        }
+        chars[t] = count;
+        ascii[t] = first_wide < 0 ? here : first_wide;
+        if (here == length) {
+            kind[t] = FULL;
+            full_count[count]++;
+            full_total++;
+            if (count > full_chars) {
+                full_chars = count;
+            }
+        } else if (count >= 1 && ascii[t] >= count) {
+            kind[t] = PARTIAL;
+            stop[t] = token[here];
+            partial_count[256 * (size_t)count + token[here]]++;
+            partial_total++;
+            if (count > partial_chars) {
+                partial_chars = count;
+            }
+        } else if (length && inside[token[0]]) {
+            kind[t] = IRREGULAR;
+            irregular_count[token[0]]++;
+            irregular_total++;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    int64_t *full_by_chars, *full_offsets, *partial, *partial_offsets, *irregular, *irregular_offsets, *stop_bytes;
+    Py_ssize_t partial_groups = 256 * (Py_ssize_t)(partial_chars + 1);
+    int stops = 0;
+    for (int b = 0; b < 256; b++) {
+        for (int64_t c = 0; c <= partial_chars; c++) {
+            if (partial_count[256 * c + b]) {
+                stops++;
+                break;
+            }
+        }
+    }
+    parts[0] = int64_bytes(full_total, &full_by_chars);
+    parts[1] = int64_bytes(full_chars + 2, &full_offsets);
+    parts[2] = int64_bytes(partial_total, &partial);
+    parts[3] = int64_bytes(partial_groups + 1, &partial_offsets);
+    parts[4] = int64_bytes(irregular_total, &irregular);
+    parts[5] = int64_bytes(257, &irregular_offsets);
+    parts[6] = int64_bytes(stops, &stop_bytes);
+    for (int i = 0; i < 7; i++) {
+        if (parts[i] == NULL) {
+            goto done;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    /* offsets: how many come before each count (group, first byte); then each
+     * token placed in id order, so each group keeps ids ascending (stable) */
+    int64_t sum = 0;
+    for (int64_t c = 0; c <= full_chars + 1; c++) {
+        full_offsets[c] = sum;
+        sum += c <= full_chars ? full_count[c] : 0;
+        if (c <= full_chars) {
+            full_count[c] = full_offsets[c];  /* now the next free place */
+        }
+    }
+    sum = 0;
+    for (Py_ssize_t g = 0; g <= partial_groups; g++) {
+        partial_offsets[g] = sum;
+        if (g < partial_groups) {
+            sum += partial_count[g];
+            partial_count[g] = partial_offsets[g];
+        }
+    }
+    sum = 0;
+    for (int b = 0; b <= 256; b++) {
+        irregular_offsets[b] = sum;
+        sum += irregular_count[b];
+        irregular_count[b] = irregular_offsets[b];
+    }
+    for (Py_ssize_t t = 0; t < size; t++) {
+        if (kind[t] == FULL) {
+            full_by_chars[full_count[chars[t]]++] = t;
+        } else if (kind[t] == PARTIAL) {
+            partial[partial_count[256 * (size_t)chars[t] + stop[t]]++] = t;
+        } else if (kind[t] == IRREGULAR) {
+            irregular[irregular_count[spellings[offsets[t]]]++] = t;
+        }
+    }
+    stops = 0;
+    for (int b = 0; b < 256; b++) {
+        for (int64_t c = 0; c <= partial_chars; c++) {
+            if (partial_offsets[256 * c + b + 1] > partial_offsets[256 * c + b]) {
+                stop_bytes[stops++] = b;
+                break;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    result = PyTuple_Pack(9, chars_object, ascii_object, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5],
+                          parts[6]);
+done:
+    release(buffers, 4);
+    free(stop);
+    free(kind);
+    free(full_count);
+    free(partial_count);
+    Py_XDECREF(chars_object);
+    Py_XDECREF(ascii_object);
+    for (int i = 0; i < 7; i++) {
+        Py_XDECREF(parts[i]);
+    }
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"class_runs", (PyCFunction)(void (*)(void))class_runs, METH_FASTCALL,
+     "A counted class's runs over a vocabulary (tokendfa.lazy.tables._ClassRuns's fields, as bytes)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef definition = {
+    PyModuleDef_HEAD_INIT, "_classruns", "A counted class's runs over a vocabulary, compiled.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__classruns(void) {
+    return PyModule_Create(&definition);
+}
