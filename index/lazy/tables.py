@@ -466,8 +466,9 @@ class _ClassRuns:
     once per vocabulary and class for the chain rows (~10 ms on Qwen in
     numpy, ~2 compiled)."""
 
-    chars: np.ndarray          # int32[V]: characters in the token's leading run (0: not text)
-    ascii: np.ndarray          # int32[V]: bytes of that run before its first byte of 128 or more
+    chars: np.ndarray          # int16[V]: characters in the token's leading run (0: not text; int32
+                               # in a vocabulary with a token of over 32,767 bytes)
+    ascii: np.ndarray          # int16[V] (likewise): bytes of that run before its first byte of 128 or more
     full_by_chars: np.ndarray  # int64: the tokens that are all run, by characters then id
     full_offsets: np.ndarray   # int64[n + 2]: those of k characters are full_by_chars[o[k]:o[k + 1]]
     # The tokens whose run is ASCII and stops before their end, by run length m
@@ -487,11 +488,14 @@ def _class_runs(tables: _VocabularyTables, key: tuple[int, int, bool]) -> _Class
     if found is not None:
         return found
     inside, lengths = _loop_bytes(key), tables.lengths
-    if _classruns is not None:
+    # the counts of characters and bytes as int16 (half the fresh pages of a
+    # fork child's first chain row: see _classruns.c), int32 past 32,767 bytes
+    counts = np.int16 if int(lengths.max(initial=0)) <= np.iinfo(np.int16).max else np.int32
+    if _classruns is not None and counts == np.int16:
         # the whole table in two compiled passes (_classruns.c says why)
         parts = _classruns.class_runs(tables.spellings, tables.spelling_offsets, tables.first_char,
                                       inside.view(np.uint8), key[2])
-        found = _ClassRuns(*(np.frombuffer(part, dtype=np.int32 if at < 2 else np.int64)
+        found = _ClassRuns(*(np.frombuffer(part, dtype=np.int16 if at < 2 else np.int64)
                              for at, part in enumerate(parts)))
         return _remember(tables.class_runs, key, found)
     if _cwalk is not None:
@@ -519,7 +523,8 @@ def _class_runs(tables: _VocabularyTables, key: tuple[int, int, bool]) -> _Class
     irregular_tokens[partial] = False
     irregular = spelled[irregular_tokens[spelled]]  # by first byte, as by_first_byte
     irregular_offsets = np.searchsorted(tables.columns[0][irregular], np.arange(257))
-    found = _ClassRuns(chars, ascii_run, by_chars.astype(np.int64), full_offsets.astype(np.int64),
+    found = _ClassRuns(chars.astype(counts), ascii_run.astype(counts), by_chars.astype(np.int64),
+                       full_offsets.astype(np.int64),
                        partial.astype(np.int64), partial_offsets.astype(np.int64),
                        irregular.astype(np.int64), irregular_offsets.astype(np.int64),
                        _distinct(group % 256).astype(np.int64))
