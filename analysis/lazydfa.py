@@ -52,7 +52,9 @@ C arrays in the core's context (``analysis/_lazycore.c``), and the compiled
 token walk (``tokendfa.lazy._cwalk``) and whole or partial rows
 (:meth:`LazyByteDFA.materialise`, :meth:`LazyByteDFA.partial_row`,
 :meth:`LazyByteDFA.class_successor`) resolve cells there with the GIL
-released, discovering states. What needs the stack (a closure through a
+released, discovering states; :meth:`LazyByteDFA.class_chain` follows a
+counted class's chain there (each link's cells and wide target) in one
+call, holding the GIL. What needs the stack (a closure through a
 call or an end), the state bound, a full table or a depth bound is handed
 back to the core over this class's containers, which stay the record: the
 store publishes its states to ``_kernels``, ``_ids`` and the count before any
