@@ -153,9 +153,6 @@ class SchemaRegex:
     # pulls the deferred definitions from; `tree_definitions` then holds those computed so
     # far (the text forms, `pattern` and `definitions`, compute them all first)
     deferred: Any = field(default=None, compare=False, repr=False)
-    # json.dumps of a schema given as a dict or a bool (what an index's metadata
-    # holds), written once for the compilation's own use
-    schema_json: str | None = field(default=None, compare=False, repr=False)
 
     @functools.cached_property
     def pattern(self) -> str:
@@ -343,11 +340,10 @@ def _result(compiled: Compiled) -> SchemaRegex:
                          "deeper values are not accepted")
         # the definitions grow as the automaton computes the deferred ones: the live dict
         return SchemaRegex(regex, list(compiler.widenings), notes, compiler.meta_uri,
-                           compiler.definitions, compiled.automaton, DeferredDefinitions(compiler),
-                           compiler.schema_json)
+                           compiler.definitions, compiled.automaton, DeferredDefinitions(compiler))
     used = compiler.used_definitions(regex) if compiled.used is None else compiled.used
     return SchemaRegex(regex, list(compiler.widenings), notes, compiler.meta_uri, used,
-                       compiled.automaton, schema_json=compiler.schema_json)
+                       compiled.automaton)
 
 
 def instance_text(schema: dict | bool | str, value: Any, *, whitespace: str = "compact",
@@ -396,12 +392,8 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
     # leaves): under a time limit it runs where the caller can stop waiting for it
     _prepare_dialects()
     validator_cls, draft, meta_uri = limits.call_within_deadline(_dialect, schema, default_draft)
-    try:
-        schema_json = json.dumps(schema)
-    except (TypeError, ValueError, RecursionError):
-        schema_json = None
-    # its JSON text, written in C, holds "$ref" (and the like) wherever that is a key
-    references = schema_json is None or any(key in schema_json for key in _REFERENCE_KEYS)
+    keys = _reference_keys(schema)
+    references = keys is None or bool(keys)
     resolver, full_registry = _resolver(schema, meta_uri, registry, references)
     compiler = Compiler(
         draft=draft, layout=_layout(whitespace, max_whitespace, indent), lenient=lenient,
@@ -412,8 +404,7 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
         share=registry is None,
         share_free_levels=share_free_levels, share_counts=share_counts, share_values=share_values,
         defer_recursion=defer_recursion)
-    compiler.schema_json = schema_json
-    if isinstance(schema, bool) or (schema_json is not None and '"$ref"' not in schema_json):
+    if keys is not None and "$ref" not in keys:
         compiler.no_references()
     return compiler, Sub(schema, resolver, "")
 
@@ -852,7 +843,41 @@ def _known_schemas():
 
 # The keywords that look a schema up through the resolver (jsonschema's
 # validators follow the last two; the compiler reports them as unsupported).
-_REFERENCE_KEYS = ('"$ref"', '"$dynamicRef"', '"$recursiveRef"')
+_REFERENCE_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
+# Values _reference_keys looks at, at most (past it, a cycle or a very large
+# schema: unsure, as for a schema that is not JSON)
+_REFERENCE_WALK = 1 << 20
+_NO_KEYS: frozenset = frozenset()
+
+
+def _reference_keys(schema) -> "frozenset | None":
+    """The keys of :data:`_REFERENCE_KEYS` that some object in ``schema`` has
+    (anywhere: as a keyword or as a property's name); None when unsure (an
+    object nested in itself, or past :data:`_REFERENCE_WALK` values).
+
+    A walk of the values, a few microseconds: the schema's JSON text
+    (``json.dumps``, searched for ``"$ref"``) cost ~0.15 ms and ~39
+    copy-on-write page faults of a ~1.3 ms first mask at MaskBench's median
+    in a fresh fork of a prepared process (see
+    :meth:`~tokendfa.runtime.index.Index.from_schema`, which writes it for
+    the metadata only when that is read)."""
+    found = None
+    stack = [schema]
+    budget = _REFERENCE_WALK
+    while stack:
+        node = stack.pop()
+        budget -= 1
+        if budget < 0:
+            return None
+        if isinstance(node, dict):
+            if "$ref" in node or "$dynamicRef" in node or "$recursiveRef" in node:
+                found = (found or set()) | {key for key in _REFERENCE_KEYS if key in node}
+            stack += node.values()
+        elif isinstance(node, (list, tuple)):
+            stack += node
+    if found is None:
+        return _NO_KEYS
+    return frozenset(found)
 
 
 def _resolver(schema, meta_uri: str, registry, references: bool = True):
