@@ -74,7 +74,7 @@ import traceback
 import types
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 # Loaded with the front end although only some schemas need them: a server
 # forks its workers from a warm process, and a module first imported inside
@@ -387,12 +387,18 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a JSON Schema is an object or a boolean, not {type(schema).__name__}")
 
+    shape = _schema_shape(schema)
     # jsonschema's meta-schema check cannot look at the deadline, and takes its time
     # on a large schema (5.6 s for a 5-deep nest of 8-way anyOfs of arrays, 32,768
-    # leaves): under a time limit it runs where the caller can stop waiting for it
+    # leaves): under a time limit it runs where the caller can stop waiting for it,
+    # unless the schema is small (see _META_CHECK_INLINE)
     _prepare_dialects()
-    validator_cls, draft, meta_uri = limits.call_within_deadline(_dialect, schema, default_draft)
-    keys = _reference_keys(schema)
+    if shape.references is not None and shape.values <= _META_CHECK_INLINE:
+        limits.check()
+        validator_cls, draft, meta_uri = _dialect(schema, default_draft)
+    else:
+        validator_cls, draft, meta_uri = limits.call_within_deadline(_dialect, schema, default_draft)
+    keys = shape.references
     references = keys is None or bool(keys)
     resolver, full_registry = _resolver(schema, meta_uri, registry, references)
     compiler = Compiler(
@@ -844,16 +850,30 @@ def _known_schemas():
 # The keywords that look a schema up through the resolver (jsonschema's
 # validators follow the last two; the compiler reports them as unsupported).
 _REFERENCE_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
-# Values _reference_keys looks at, at most (past it, a cycle or a very large
+# Values _schema_shape looks at, at most (past it, a cycle or a very large
 # schema: unsure, as for a schema that is not JSON)
-_REFERENCE_WALK = 1 << 20
+_SHAPE_WALK = 1 << 17
+# A schema of at most this many values is checked against its meta-schema on the
+# caller's thread even under a time limit: jsonschema's check takes up to ~100 us
+# a value (its draft 2020-12 walk), so ~25 ms here, against the ~0.6 ms and ~100
+# copy-on-write page faults a thread cost a ~1.3 ms first mask at MaskBench's
+# median (34 values; 80% of its sample is below this) in a fresh fork.
+_META_CHECK_INLINE = 256
 _NO_KEYS: frozenset = frozenset()
 
 
-def _reference_keys(schema) -> "frozenset | None":
+class _SchemaShape(NamedTuple):
+    """What :func:`_setup` reads off the schema before compiling it."""
+
+    references: "frozenset | None"   # the keys of _REFERENCE_KEYS it has; None: unsure
+    values: int                      # its values (objects, arrays and scalars) counted
+
+
+def _schema_shape(schema) -> _SchemaShape:
     """The keys of :data:`_REFERENCE_KEYS` that some object in ``schema`` has
-    (anywhere: as a keyword or as a property's name); None when unsure (an
-    object nested in itself, or past :data:`_REFERENCE_WALK` values).
+    (anywhere: as a keyword or as a property's name; None when unsure: an
+    object nested in itself, or past :data:`_SHAPE_WALK` values), and how
+    many values it holds.
 
     A walk of the values, a few microseconds: the schema's JSON text
     (``json.dumps``, searched for ``"$ref"``) cost ~0.15 ms and ~39
@@ -863,21 +883,19 @@ def _reference_keys(schema) -> "frozenset | None":
     the metadata only when that is read)."""
     found = None
     stack = [schema]
-    budget = _REFERENCE_WALK
+    budget = _SHAPE_WALK
     while stack:
         node = stack.pop()
         budget -= 1
         if budget < 0:
-            return None
+            return _SchemaShape(None, _SHAPE_WALK)
         if isinstance(node, dict):
             if "$ref" in node or "$dynamicRef" in node or "$recursiveRef" in node:
                 found = (found or set()) | {key for key in _REFERENCE_KEYS if key in node}
             stack += node.values()
         elif isinstance(node, (list, tuple)):
             stack += node
-    if found is None:
-        return _NO_KEYS
-    return frozenset(found)
+    return _SchemaShape(_NO_KEYS if found is None else frozenset(found), _SHAPE_WALK - budget)
 
 
 def _resolver(schema, meta_uri: str, registry, references: bool = True):
