@@ -26,7 +26,23 @@ once per process; not a change to ship, as it only moves them out of the
 timed region). ``--in-process`` builds each schema once in the parent, no
 fork, in sample order (what a server that never forks pays for a new schema).
 
-    .venv/bin/python benchmarks/ttfm_fork.py --per-source 4 --out /tmp/ttfm.json
+``--llguidance`` also times llguidance on each schema, the same way and
+interleaved with tokendfa's children (its tokenizer made in the parent, its
+warm-up the same object schema, ``LLMatcher`` and one bitmask timed): the
+target of issue #29 (TTFM p50 at or below llguidance's) read from one run
+on the same loaded machine. ``--time-limit 0`` is MaskBench's setting (no
+time limit); the default's limit runs the meta-schema check of a schema of
+more than 256 values in a thread.
+
+Comparing two checkouts (``--root``), the parent's heap differs with the
+code it runs, and where its free slots lie decides which pages a child's
+first allocations copy: a change of a few hundred transient objects moves
+the faults by less than that noise (a rewrite of ``regex_tree.concat`` that
+made ~180 fewer objects a schema changed neither time nor faults, in
+children of one parent with and without it). Effects of ~5% need several
+runs, or children of one parent that differ only after their warm-up.
+
+    .venv/bin/python benchmarks/ttfm_fork.py --per-source 4 --rounds 3 --time-limit 0 --llguidance
 """
 
 from __future__ import annotations
