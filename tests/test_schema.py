@@ -1176,6 +1176,10 @@ def test_a_small_schema_is_checked_on_the_callers_thread_under_a_time_limit(monk
     looped: dict = {}
     looped["x"] = looped
     assert api._schema_shape(looped).references is None
+    # a long list of scalars is counted without a walk; one holding an object is walked
+    assert api._schema_shape({"enum": list(range(1000))}) == (frozenset(), 1002)
+    assert api._schema_shape({"enum": list(range(1000)) + [{"$ref": 1}]}) == ({"$ref"}, 1004)
+    assert api._schema_shape({"enum": ["a"] * api._SHAPE_WALK}).references is None
 
 
 def test_declared_dialects_are_looked_up_as_jsonschema_does():

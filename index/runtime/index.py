@@ -247,11 +247,8 @@ class Index(MaskServing):
                                       f"unrolled {depth} times instead")
             deferred = compiled.deferred
             try:
-                # the schema's JSON text is written when the metadata is first read:
-                # json.dumps was ~0.15 ms and ~39 copy-on-write page faults of a
-                # ~1.3 ms first mask at MaskBench's median in a fresh fork (its
-                # encoder makes a list of item pairs for every object and a string
-                # for every key and value)
+                # the schema's JSON text is written when the metadata is first read,
+                # not before the first mask (see schema.api._schema_shape)
                 return LazyIndex(compiled.tree, vocabulary, config, definitions=compiled.tree_definitions,
                                  index_type=cls, completion_advice=advice, deferred=deferred,
                                  metadata=functools.partial(_schema_metadata, schema, whitespace, compiled))
