@@ -1149,6 +1149,39 @@ def test_the_compiled_older_meta_schemas_answer_as_jsonschema(validator):
             assert _meta_accepts(cls, wrapped) == (meta.is_valid(wrapped) and not (unsure and draft4)), wrapped
 
 
+def test_a_small_schema_is_checked_on_the_callers_thread_under_a_time_limit(monkeypatch):
+    # the meta-schema check of a schema of at most _META_CHECK_INLINE values runs on the
+    # caller's thread (a thread cost ~0.6 ms of a ~1.3 ms first mask); a larger one still
+    # runs where the deadline can stop waiting for it, and a bad one is refused either way
+    from tokendfa.analysis import limits
+    from tokendfa.schema import api
+
+    threaded = []
+    original = limits.call_within_deadline
+    monkeypatch.setattr(limits, "call_within_deadline",
+                        lambda function, *args: threaded.append(function) or original(function, *args))
+    small = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"enum": [1, 2]}}}
+    large = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(api._META_CHECK_INLINE)}}
+    with limits.limits(time_limit=30):
+        regex_from_schema(small)
+        assert threaded == []
+        with pytest.raises(SchemaError, match="invalid schema"):
+            regex_from_schema({"type": "object", "minProperties": -1})
+        assert threaded == []
+        regex_from_schema(large)
+        assert threaded == [api._dialect]
+    assert api._schema_shape(small) == (frozenset(), 9)
+    assert api._schema_shape({"a": [{"$ref": "#"}, {"b": {"$dynamicRef": "#c"}}]}).references == {
+        "$ref", "$dynamicRef"}
+    looped: dict = {}
+    looped["x"] = looped
+    assert api._schema_shape(looped).references is None
+    # a long list of scalars is counted without a walk; one holding an object is walked
+    assert api._schema_shape({"enum": list(range(1000))}) == (frozenset(), 1002)
+    assert api._schema_shape({"enum": list(range(1000)) + [{"$ref": 1}]}) == ({"$ref"}, 1004)
+    assert api._schema_shape({"enum": ["a"] * api._SHAPE_WALK}).references is None
+
+
 def test_declared_dialects_are_looked_up_as_jsonschema_does():
     # api._dialect maps a declared "$schema" to its validator class itself:
     # each URI it knows gives jsonschema's own answer

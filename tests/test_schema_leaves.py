@@ -76,6 +76,9 @@ RESOLVED = [
     {"$defs": {"s": {"type": "string", "minLength": 2}}, "properties": {"r": {"$ref": "#/$defs/s"}}},
     {"type": "object", "properties": {"a": {"type": "string"}},
      "dependentSchemas": {"a": {"required": ["b"]}}},
+    # a property named "$ref" is an object's key "$ref": counted (the check reads keys only)
+    {"type": "object", "properties": {"$ref": {"type": "integer"}}},
+    {"$defs": {"s": {"type": "string"}}, "anyOf": [{"type": "null"}, {"$ref": "#/$defs/s"}]},
 ]
 
 
@@ -92,6 +95,7 @@ def test_schemas_without_references_share_one_resolver(monkeypatch, number):
     monkeypatch.setattr(api, "_resolver", lambda schema, meta_uri, registry, references: (
         calls.append(references) or original(schema, meta_uri, registry, True)))
     assert _compiled(schema, None) == shared
-    # the schema with a $ref looks something up; so may one whose JSON text holds
-    # the string "$ref" elsewhere (an enum value here): the check reads the text
-    assert calls and set(calls) == {number in (0, 3)}   # one call a compilation tried
+    # the schemas with a $ref look something up (one inside an anyOf's list); so may
+    # one with a property named "$ref" (a key); a string "$ref" elsewhere (an enum
+    # value) is no reference
+    assert calls and set(calls) == {number in (3, 5, 6)}   # one call a compilation tried

@@ -184,6 +184,8 @@ class Index(MaskServing):
         then written when a match first reaches it (``defer_recursion``), so
         mutually recursive definitions cost the levels a generation reaches,
         not every unrolling up front.
+        A lazy index writes the schema's JSON text (``metadata["schema"]``) when
+        its metadata is first read, from the schema as it is then.
         """
         path = _schema_path()
         config = path.BuildConfig(**build_options)  # an unknown option is a TypeError before any work
@@ -245,9 +247,11 @@ class Index(MaskServing):
                                       f"unrolled {depth} times instead")
             deferred = compiled.deferred
             try:
+                # the schema's JSON text is written when the metadata is first read,
+                # not before the first mask (see schema.api._schema_shape)
                 return LazyIndex(compiled.tree, vocabulary, config, definitions=compiled.tree_definitions,
-                                 index_type=cls, metadata=_schema_metadata(schema, whitespace, compiled),
-                                 completion_advice=advice, deferred=deferred)
+                                 index_type=cls, completion_advice=advice, deferred=deferred,
+                                 metadata=functools.partial(_schema_metadata, schema, whitespace, compiled))
             except EmptyLanguageError:
                 if (deferred is None or not deferred.compiler.recursion_cut
                         or depth >= max(max_recursion_depth, AUTO_RECURSION_DEPTH)):
@@ -601,7 +605,7 @@ def _schema_metadata(schema, whitespace: str, compiled) -> dict[str, Any]:
             return text
         return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
-    text = utf8(schema) if isinstance(schema, str) else compiled.schema_json or json.dumps(schema)
+    text = utf8(schema) if isinstance(schema, str) else json.dumps(schema)
     return dict(kind="schema", schema=text,
                 whitespace=whitespace, widenings=[utf8(w) for w in compiled.widenings],
                 notes=[utf8(n) for n in compiled.notes])

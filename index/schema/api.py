@@ -74,7 +74,7 @@ import traceback
 import types
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 # Loaded with the front end although only some schemas need them: a server
 # forks its workers from a warm process, and a module first imported inside
@@ -153,9 +153,6 @@ class SchemaRegex:
     # pulls the deferred definitions from; `tree_definitions` then holds those computed so
     # far (the text forms, `pattern` and `definitions`, compute them all first)
     deferred: Any = field(default=None, compare=False, repr=False)
-    # json.dumps of a schema given as a dict or a bool (what an index's metadata
-    # holds), written once for the compilation's own use
-    schema_json: str | None = field(default=None, compare=False, repr=False)
 
     @functools.cached_property
     def pattern(self) -> str:
@@ -343,11 +340,10 @@ def _result(compiled: Compiled) -> SchemaRegex:
                          "deeper values are not accepted")
         # the definitions grow as the automaton computes the deferred ones: the live dict
         return SchemaRegex(regex, list(compiler.widenings), notes, compiler.meta_uri,
-                           compiler.definitions, compiled.automaton, DeferredDefinitions(compiler),
-                           compiler.schema_json)
+                           compiler.definitions, compiled.automaton, DeferredDefinitions(compiler))
     used = compiler.used_definitions(regex) if compiled.used is None else compiled.used
     return SchemaRegex(regex, list(compiler.widenings), notes, compiler.meta_uri, used,
-                       compiled.automaton, schema_json=compiler.schema_json)
+                       compiled.automaton)
 
 
 def instance_text(schema: dict | bool | str, value: Any, *, whitespace: str = "compact",
@@ -391,17 +387,19 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a JSON Schema is an object or a boolean, not {type(schema).__name__}")
 
+    shape = _schema_shape(schema)
     # jsonschema's meta-schema check cannot look at the deadline, and takes its time
     # on a large schema (5.6 s for a 5-deep nest of 8-way anyOfs of arrays, 32,768
-    # leaves): under a time limit it runs where the caller can stop waiting for it
+    # leaves): under a time limit it runs where the caller can stop waiting for it,
+    # unless the schema is small (see _META_CHECK_INLINE)
     _prepare_dialects()
-    validator_cls, draft, meta_uri = limits.call_within_deadline(_dialect, schema, default_draft)
-    try:
-        schema_json = json.dumps(schema)
-    except (TypeError, ValueError, RecursionError):
-        schema_json = None
-    # its JSON text, written in C, holds "$ref" (and the like) wherever that is a key
-    references = schema_json is None or any(key in schema_json for key in _REFERENCE_KEYS)
+    if shape.references is not None and shape.values <= _META_CHECK_INLINE:
+        limits.check()
+        validator_cls, draft, meta_uri = _dialect(schema, default_draft)
+    else:
+        validator_cls, draft, meta_uri = limits.call_within_deadline(_dialect, schema, default_draft)
+    keys = shape.references
+    references = keys is None or bool(keys)
     resolver, full_registry = _resolver(schema, meta_uri, registry, references)
     compiler = Compiler(
         draft=draft, layout=_layout(whitespace, max_whitespace, indent), lenient=lenient,
@@ -412,8 +410,7 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
         share=registry is None,
         share_free_levels=share_free_levels, share_counts=share_counts, share_values=share_values,
         defer_recursion=defer_recursion)
-    compiler.schema_json = schema_json
-    if isinstance(schema, bool) or (schema_json is not None and '"$ref"' not in schema_json):
+    if keys is not None and "$ref" not in keys:
         compiler.no_references()
     return compiler, Sub(schema, resolver, "")
 
@@ -852,7 +849,61 @@ def _known_schemas():
 
 # The keywords that look a schema up through the resolver (jsonschema's
 # validators follow the last two; the compiler reports them as unsupported).
-_REFERENCE_KEYS = ('"$ref"', '"$dynamicRef"', '"$recursiveRef"')
+_REFERENCE_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
+# Values _schema_shape looks at, at most (past it, a cycle or a very large
+# schema: unsure, as for a schema that is not JSON)
+_SHAPE_WALK = 1 << 17
+# A schema of at most this many values is checked against its meta-schema on the
+# caller's thread even under a time limit: jsonschema's check takes up to ~100 us
+# a value (its draft 2020-12 walk), so ~25 ms here, against the ~0.6 ms and ~100
+# copy-on-write page faults a thread cost a ~1.3 ms first mask at MaskBench's
+# median (34 values; 80% of its sample is below this) in a fresh fork.
+_META_CHECK_INLINE = 256
+_NO_KEYS: frozenset = frozenset()
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
+class _SchemaShape(NamedTuple):
+    """What :func:`_setup` reads off the schema before compiling it."""
+
+    references: "frozenset | None"   # the keys of _REFERENCE_KEYS it has; None: unsure
+    values: int                      # its values (objects, arrays and scalars) counted
+
+
+def _schema_shape(schema) -> _SchemaShape:
+    """The keys of :data:`_REFERENCE_KEYS` that some object in ``schema`` has
+    (anywhere: as a keyword or as a property's name; None when unsure: an
+    object nested in itself, or past :data:`_SHAPE_WALK` values), and how
+    many values it holds.
+
+    A walk of the values, a few microseconds at MaskBench's median, instead of
+    the schema's JSON text searched for ``"$ref"``: ``json.dumps`` makes a
+    list of item pairs for every object and a string for every key and value
+    (in children of one warm parent, put back before the first mask it cost
+    ~0.15 ms and ~39 copy-on-write page faults of ~1.5 ms at MaskBench's
+    median; between two checkouts the gain is within what the parent's heap
+    layout moves, ~0.04 ms in four layouts). The text is written for an
+    index's metadata only (see :meth:`~tokendfa.runtime.index.Index.from_schema`)."""
+    found = None
+    stack = [schema]
+    budget = _SHAPE_WALK
+    while stack:
+        node = stack.pop()
+        budget -= 1
+        if budget < 0:
+            return _SchemaShape(None, _SHAPE_WALK)
+        if isinstance(node, dict):
+            if "$ref" in node or "$dynamicRef" in node or "$recursiveRef" in node:
+                found = (found or set()) | {key for key in _REFERENCE_KEYS if key in node}
+            stack += node.values()
+        elif isinstance(node, (list, tuple)):
+            if len(node) > 64 and _SCALAR_TYPES.issuperset(map(type, node)):
+                budget -= len(node)   # a long enum: counted, not walked (2 ms less for 60,000 values)
+            else:
+                stack += node
+    if budget < 0:
+        return _SchemaShape(None, _SHAPE_WALK)
+    return _SchemaShape(_NO_KEYS if found is None else frozenset(found), _SHAPE_WALK - budget)
 
 
 def _resolver(schema, meta_uri: str, registry, references: bool = True):

@@ -239,7 +239,6 @@ class Compiler:
         self._piece_of: dict = {}
         self._matching: dict = {}  # key -> whether its tree surely matches (matches_something)
         self._references = _References()
-        self.schema_json: str | None = None  # the schema's json.dumps (see api._setup)
         self.branches = 0                  # branches of combinator products emitted so far
         self.disjoint_answers: dict = {}   # see disjoint.disjoint
         self._counted: dict = {}            # (unit, lo, hi) -> tree (see counted)
