@@ -61,7 +61,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -207,16 +207,11 @@ class LazyIndex(MaskServing):
     Such a definition is computed under the lock that resolving cells takes,
     and under the limits of the request that reaches it (as any fragment
     the lazy automaton compiles).
-
-    ``metadata`` (what the caller adds to :attr:`metadata`) may be a
-    function that makes it, called when the metadata is first read (a
-    schema's JSON text is written then, not before the first mask).
     """
 
     def __init__(self, pattern: str, vocabulary: Vocabulary, config: BuildConfig | None = None, *,
                  definitions: dict[str, str] | None = None,
-                 metadata: dict[str, Any] | Callable[[], dict[str, Any]] | None = None,
-                 index_type: Any = None,
+                 metadata: dict[str, Any] | None = None, index_type: Any = None,
                  completion_advice: str | None = None,
                  deferred: DefinitionSource | None = None) -> None:
         started = time.perf_counter()
@@ -289,24 +284,15 @@ class LazyIndex(MaskServing):
         if not self._is_token_live(INITIAL):
             raise self._coverage_error()
         self._seconds = round(time.perf_counter() - started, 4)
-        # a function that makes it, called when the metadata is first read (see _extra)
-        self._extra_metadata = metadata if callable(metadata) else dict(metadata or {})
+        self._extra_metadata = dict(metadata or {})
         self._metadata: dict[str, Any] | None = None
-
-    def _extra(self) -> dict[str, Any]:
-        """The caller's metadata, made now if it was given as a function."""
-        extra = self._extra_metadata
-        if callable(extra):
-            extra = self._extra_metadata = dict(extra())
-        return extra
 
     # --- description ---------------------------------------------------------
 
     @property
     def metadata(self) -> dict[str, Any]:
         """As an eager index's, with ``build.method`` ``"lazy"``; made on first
-        use (the vocabulary's fingerprint hashes every token: 0.25 s on Qwen;
-        a schema's JSON text is written then too)."""
+        use (the vocabulary's fingerprint hashes every token: 0.25 s on Qwen)."""
         if self._metadata is None:
             readable = self._readable_pattern()
             vocabulary = self._vocabulary
@@ -317,7 +303,7 @@ class LazyIndex(MaskServing):
                                "fingerprint": vocabulary.fingerprint, "size": vocabulary.size},
                 "build": {"method": "lazy", "seconds": self._seconds},
             }
-            metadata.update(self._extra())
+            metadata.update(self._extra_metadata)
             self._metadata = metadata
         return self._metadata
 
@@ -587,7 +573,7 @@ class LazyIndex(MaskServing):
                         raise
                     raise type(exc)(f"{exc}; {self._completion_advice}", reached=exc.reached) from exc
                 metadata = dict(built.metadata)
-                metadata.update(self._extra())
+                metadata.update(self._extra_metadata)
                 built = BuiltIndex(built.arrays, metadata)
                 self._explored = (transitions, dfa, built.arrays)
                 self._completed = (built if self._index_type is None else

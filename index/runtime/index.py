@@ -184,8 +184,6 @@ class Index(MaskServing):
         then written when a match first reaches it (``defer_recursion``), so
         mutually recursive definitions cost the levels a generation reaches,
         not every unrolling up front.
-        A lazy index writes the schema's JSON text (``metadata["schema"]``) when
-        its metadata is first read, from the schema as it is then.
         """
         path = _schema_path()
         config = path.BuildConfig(**build_options)  # an unknown option is a TypeError before any work
@@ -247,11 +245,12 @@ class Index(MaskServing):
                                       f"unrolled {depth} times instead")
             deferred = compiled.deferred
             try:
-                # the schema's JSON text is written when the metadata is first read,
-                # not before the first mask (see schema.api._schema_shape)
+                # the schema's JSON text is written now, not when the metadata is
+                # read: the caller may change its dict afterwards, and the metadata
+                # (and a saved file) must say what was compiled
                 return LazyIndex(compiled.tree, vocabulary, config, definitions=compiled.tree_definitions,
-                                 index_type=cls, completion_advice=advice, deferred=deferred,
-                                 metadata=functools.partial(_schema_metadata, schema, whitespace, compiled))
+                                 index_type=cls, metadata=_schema_metadata(schema, whitespace, compiled),
+                                 completion_advice=advice, deferred=deferred)
             except EmptyLanguageError:
                 if (deferred is None or not deferred.compiler.recursion_cut
                         or depth >= max(max_recursion_depth, AUTO_RECURSION_DEPTH)):
