@@ -1160,6 +1160,318 @@ done:
     return result;
 }
 
+/* The tokens of ``groups`` (int64 group numbers) one group after another,
+ * group g being items[offsets[g]:offsets[g + 1]] (items and offsets int64):
+ * written to ``out`` from ``at``. Returns the next free place, or -1 when a
+ * group or its offsets fall outside (nothing read past a buffer). The GIL
+ * may be let go: only the buffers are read. */
+static Py_ssize_t gather_groups(const int64_t *items, Py_ssize_t num_items, const int64_t *offsets,
+                                Py_ssize_t num_groups, const int64_t *groups, Py_ssize_t asked,
+                                int64_t *out, Py_ssize_t at, Py_ssize_t room) {
+    for (Py_ssize_t i = 0; i < asked; i++) {
+        int64_t g = groups[i];
+        if (g < 0 || g >= num_groups) {
+            return -1;
+        }
+        int64_t lo = offsets[g], hi = offsets[g + 1];
+        if (lo < 0 || lo > hi || hi > num_items || hi - lo > room - at) {
+            return -1;
+        }
+        memcpy(out + at, items + lo, (size_t)(hi - lo) * sizeof(int64_t));
+        at += (Py_ssize_t)(hi - lo);
+    }
+    return at;
+}
+
+/* How many items ``groups`` hold (see gather_groups); -1 when a group or
+ * its offsets fall outside. */
+static Py_ssize_t groups_size(Py_ssize_t num_items, const int64_t *offsets, Py_ssize_t num_groups,
+                              const int64_t *groups, Py_ssize_t asked) {
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < asked; i++) {
+        int64_t g = groups[i];
+        if (g < 0 || g >= num_groups) {
+            return -1;
+        }
+        int64_t lo = offsets[g], hi = offsets[g + 1];
+        if (lo < 0 || lo > hi || hi > num_items) {
+            return -1;
+        }
+        total += (Py_ssize_t)(hi - lo);
+    }
+    return total;
+}
+
+/* grouped(items, offsets, groups) -> bytearray: the int64 items of
+ * ``groups`` (int64), group g being items[offsets[g]:offsets[g + 1]], one
+ * group after another (tokendfa.lazy.kernels._grouped: numpy's cumsum,
+ * repeat and arange over a plan's ~5k tokens were ~6% of the cold steps of
+ * 0.25-1.5 ms on the MaskBench sample). */
+static PyObject *grouped(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 3, "grouped") < 0) {
+        return NULL;
+    }
+    Buffer buffers[3] = {{0}};
+    static const char *names[3] = {"items", "offsets", "groups"};
+    PyObject *result = NULL;
+    for (int i = 0; i < 3; i++) {
+        if (take(args[i], &buffers[i], names[i], 8, 0) < 0) {
+            goto done;
+        }
+    }
+    const int64_t *items = buffers[0].view.buf, *offsets = buffers[1].view.buf, *groups = buffers[2].view.buf;
+    Py_ssize_t num_items = buffers[0].view.len / 8, num_groups = buffers[1].view.len / 8 - 1;
+    Py_ssize_t asked = buffers[2].view.len / 8;
+    Py_ssize_t total = groups_size(num_items, offsets, num_groups, groups, asked);
+    if (total < 0) {
+        PyErr_SetString(PyExc_IndexError, "grouped: a group outside the offsets");
+        goto done;
+    }
+    result = PyByteArray_FromStringAndSize(NULL, total * 8);
+    if (result == NULL) {
+        goto done;
+    }
+    Released released;
+    let_go_for(&released, total);
+    Py_ssize_t filled = gather_groups(items, num_items, offsets, num_groups, groups, asked,
+                                      (int64_t *)PyByteArray_AS_STRING(result), 0, total);
+    take_back(&released);
+    if (filled != total) {  /* the buffers changed under us: not met with numpy arrays */
+        Py_CLEAR(result);
+        PyErr_SetString(PyExc_IndexError, "grouped: a group outside the offsets");
+    }
+done:
+    release(buffers, 3);
+    return result;
+}
+
+/* walk_plan(by_first_byte, first_offsets, first_column, groups, rest_tokens,
+ *           rest_positions, rest_skipped) -> (tokens, first_bytes, positions, skipped)
+ *
+ * The arrays of a walk plan (tokendfa.lazy.plans._WalkPlan) as bytes: the
+ * tokens of the first-byte ``groups`` (int64; by_first_byte and its 257
+ * first_offsets, int64), each at position 1 and not skipped, then the
+ * ``rest_*`` ones (int64, int64, bool); first_bytes (int64) is each token's
+ * first byte, first_column[token] (uint8, one a token of the vocabulary).
+ * numpy's ~15 calls for these were ~70 us of a cold row whose plan was not
+ * cached (every plan is new in a fresh process: MaskBench's steps). */
+static PyObject *walk_plan(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 7, "walk_plan") < 0) {
+        return NULL;
+    }
+    Buffer buffers[7] = {{0}};
+    static const char *names[7] = {"by_first_byte", "first_offsets", "first_column", "groups",
+                                   "rest_tokens", "rest_positions", "rest_skipped"};
+    static const Py_ssize_t items_size[7] = {8, 8, 1, 8, 8, 8, 1};
+    PyObject *parts[4] = {NULL, NULL, NULL, NULL}, *result = NULL;
+    for (int i = 0; i < 7; i++) {
+        if (take(args[i], &buffers[i], names[i], items_size[i], 0) < 0) {
+            goto done;
+        }
+    }
+    const int64_t *by_first_byte = buffers[0].view.buf, *first_offsets = buffers[1].view.buf;
+    const uint8_t *first_column = buffers[2].view.buf;
+    const int64_t *groups = buffers[3].view.buf, *rest_tokens = buffers[4].view.buf;
+    const int64_t *rest_positions = buffers[5].view.buf;
+    const uint8_t *rest_skipped = buffers[6].view.buf;
+    Py_ssize_t num_items = buffers[0].view.len / 8, vocab_size = buffers[2].view.len;
+    Py_ssize_t asked = buffers[3].view.len / 8, rest = buffers[4].view.len / 8;
+    if (buffers[1].view.len != 257 * 8 || buffers[5].view.len / 8 != rest || buffers[6].view.len != rest) {
+        PyErr_SetString(PyExc_ValueError, "walk_plan: arrays of mismatched lengths");
+        goto done;
+    }
+    Py_ssize_t head = groups_size(num_items, first_offsets, 256, groups, asked);
+    if (head < 0) {
+        PyErr_SetString(PyExc_IndexError, "walk_plan: a group outside the offsets");
+        goto done;
+    }
+    Py_ssize_t total = head + rest;
+    static const Py_ssize_t widths[4] = {8, 8, 8, 1};
+    for (int i = 0; i < 4; i++) {
+        parts[i] = PyBytes_FromStringAndSize(NULL, total * widths[i]);
+        if (parts[i] == NULL) {
+            goto done;
+        }
+    }
+    int64_t *tokens = (int64_t *)PyBytes_AS_STRING(parts[0]), *first_bytes = (int64_t *)PyBytes_AS_STRING(parts[1]);
+    int64_t *positions = (int64_t *)PyBytes_AS_STRING(parts[2]);
+    uint8_t *skipped = (uint8_t *)PyBytes_AS_STRING(parts[3]);
+    int outside = 0;
+    Released released;
+    let_go_for(&released, total);
+    if (gather_groups(by_first_byte, num_items, first_offsets, 256, groups, asked, tokens, 0, head) != head) {
+        outside = 1;
+    }
+    if (!outside && rest) {
+        memcpy(tokens + head, rest_tokens, (size_t)rest * 8);
+        memcpy(positions + head, rest_positions, (size_t)rest * 8);
+        for (Py_ssize_t i = 0; i < rest; i++) {
+            skipped[head + i] = rest_skipped[i] != 0;
+        }
+    }
+    for (Py_ssize_t i = 0; i < head && !outside; i++) {
+        positions[i] = 1;
+        skipped[i] = 0;
+    }
+    for (Py_ssize_t i = 0; i < total && !outside; i++) {
+        int64_t token = tokens[i];
+        if (token < 0 || token >= vocab_size) {
+            outside = 1;
+            break;
+        }
+        first_bytes[i] = first_column[token];
+    }
+    take_back(&released);
+    if (outside) {
+        PyErr_SetString(PyExc_IndexError, "walk_plan: a token outside the tables");
+        goto done;
+    }
+    result = PyTuple_Pack(4, parts[0], parts[1], parts[2], parts[3]);
+done:
+    for (int i = 0; i < 4; i++) {
+        Py_XDECREF(parts[i]);
+    }
+    release(buffers, 7);
+    return result;
+}
+
+static int compare_int32(const void *left, const void *right) {
+    int32_t a = *(const int32_t *)left, b = *(const int32_t *)right;
+    return (a > b) - (a < b);
+}
+
+/* finish_row(loop_mask, num_words, tokens, entries, ends, count, loop_ends,
+ *            eos, final) -> (mask, successors)
+ *
+ * A cold row's mask and successors from its walk (tokendfa.lazy.index,
+ * LazyIndex._new_row with a covering vocabulary), where ~15 numpy calls
+ * made them: ``mask`` (bytes, num_words uint32 words) is ``loop_mask``
+ * (uint32[num_words]; None: no bit) with the bits of tokens[entries[i]]
+ * set for i < count (tokens and entries int64: a walk's ended entries of
+ * its plan), and of the ``eos`` tokens (int64) when ``final``;
+ * ``successors`` (bytes, int32) the distinct states of ends[:count] (int64)
+ * and ``loop_ends`` (int64), ascending. The GIL is let go for the work. */
+static PyObject *finish_row(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 9, "finish_row") < 0) {
+        return NULL;
+    }
+    Buffer buffers[9] = {{0}};  /* 0: loop_mask (or none), 2: tokens, 3: entries, 4: ends, 6: loop_ends, 7: eos */
+    PyObject *mask_object = NULL, *result = NULL;
+    int32_t *found = NULL;
+    uint8_t *marks = NULL;
+    Py_ssize_t num_words = PyLong_AsSsize_t(args[1]), count = PyLong_AsSsize_t(args[5]);
+    int final = PyObject_IsTrue(args[8]);
+    if (PyErr_Occurred() || final < 0) {
+        return NULL;
+    }
+    if (args[0] != Py_None && take(args[0], &buffers[0], "loop_mask", 4, 0) < 0) {
+        goto done;
+    }
+    static const char *names[8] = {"", "", "tokens", "entries", "ends", "", "loop_ends", "eos"};
+    static const int taken[5] = {2, 3, 4, 6, 7};
+    for (int k = 0; k < 5; k++) {
+        if (take(args[taken[k]], &buffers[taken[k]], names[taken[k]], 8, 0) < 0) {
+            goto done;
+        }
+    }
+    Py_ssize_t num_tokens = buffers[2].view.len / 8, num_loop_ends = buffers[6].view.len / 8;
+    Py_ssize_t num_eos = buffers[7].view.len / 8;
+    if (num_words < 0 || count < 0 || count > buffers[3].view.len / 8 || count > buffers[4].view.len / 8
+            || (buffers[0].held && buffers[0].view.len != num_words * 4)) {
+        PyErr_SetString(PyExc_ValueError, "finish_row: arrays of mismatched lengths");
+        goto done;
+    }
+    const int64_t *tokens = buffers[2].view.buf, *entries = buffers[3].view.buf, *ends = buffers[4].view.buf;
+    const int64_t *loop_ends = buffers[6].view.buf, *eos = buffers[7].view.buf;
+    mask_object = PyBytes_FromStringAndSize(NULL, num_words * 4);
+    Py_ssize_t states = count + num_loop_ends;
+    found = PyMem_RawMalloc(sizeof(int32_t) * (size_t)(states ? states : 1));
+    if (mask_object == NULL || found == NULL) {
+        if (found == NULL) {
+            PyErr_NoMemory();
+        }
+        goto done;
+    }
+    uint32_t *mask = (uint32_t *)PyBytes_AS_STRING(mask_object);
+    int64_t bound = (int64_t)num_words * 32, largest = -1;
+    const char *problem = NULL;
+    Py_ssize_t distinct = 0;
+    Released released;
+    let_go_for(&released, RELEASE_FROM);  /* a mask of a vocabulary's tokens: always worth it */
+    if (buffers[0].held) {
+        memcpy(mask, buffers[0].view.buf, (size_t)num_words * 4);
+    } else {
+        memset(mask, 0, (size_t)num_words * 4);
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t entry = entries[i];
+        if (entry < 0 || entry >= num_tokens) {
+            problem = "finish_row: an entry outside the tokens";
+            break;
+        }
+        int64_t token = tokens[entry];
+        if (token < 0 || token >= bound) {
+            problem = "finish_row: a token outside the mask";
+            break;
+        }
+        mask[token >> 5] |= (uint32_t)1 << (token & 31);
+    }
+    for (Py_ssize_t i = 0; final && i < num_eos && problem == NULL; i++) {
+        if (eos[i] < 0 || eos[i] >= bound) {
+            problem = "finish_row: a token outside the mask";
+            break;
+        }
+        mask[eos[i] >> 5] |= (uint32_t)1 << (eos[i] & 31);
+    }
+    for (Py_ssize_t i = 0; i < states && problem == NULL; i++) {
+        int64_t state = i < count ? ends[i] : loop_ends[i - count];
+        if (state < 0 || state > INT32_MAX) {
+            problem = "finish_row: a state outside int32";
+            break;
+        }
+        largest = state > largest ? state : largest;
+    }
+    if (problem == NULL && states) {
+        marks = PyMem_RawCalloc((size_t)largest + 1, 1);  /* untouched pages stay unmapped: states up to ~1e6 */
+        if (marks == NULL) {
+            problem = "";
+        }
+    }
+    for (Py_ssize_t i = 0; i < states && problem == NULL; i++) {
+        int64_t state = i < count ? ends[i] : loop_ends[i - count];
+        if (!marks[state]) {
+            marks[state] = 1;
+            found[distinct++] = (int32_t)state;
+        }
+    }
+    if (problem == NULL) {
+        qsort(found, (size_t)distinct, sizeof(int32_t), compare_int32);
+    }
+    take_back(&released);
+    if (problem != NULL) {
+        if (*problem) {
+            PyErr_SetString(PyExc_IndexError, problem);
+        } else {
+            PyErr_NoMemory();
+        }
+        goto done;
+    }
+    PyObject *successors = PyBytes_FromStringAndSize((const char *)found, distinct * 4);
+    if (successors != NULL) {
+        result = PyTuple_Pack(2, mask_object, successors);
+        Py_DECREF(successors);
+    }
+done:
+    Py_XDECREF(mask_object);
+    PyMem_RawFree(found);
+    PyMem_RawFree(marks);
+    release(buffers, 9);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
      "Walk tokens through a byte automaton's resolved cells (see the module source)."},
@@ -1181,6 +1493,12 @@ static PyMethodDef methods[] = {
      "Each token's first byte after its first character outside a loop set (its length if none; 0: not text)."},
     {"tail_split", (PyCFunction)(void (*)(void))tail_split, METH_FASTCALL,
      "A loop set's tail tokens as a mask, and the other spelled tokens by first byte."},
+    {"grouped", (PyCFunction)(void (*)(void))grouped, METH_FASTCALL,
+     "The int64 items of some groups (by offsets), one group after another, as a bytearray."},
+    {"walk_plan", (PyCFunction)(void (*)(void))walk_plan, METH_FASTCALL,
+     "A walk plan's tokens, first bytes, positions and skipped flags, as bytes (see the module source)."},
+    {"finish_row", (PyCFunction)(void (*)(void))finish_row, METH_FASTCALL,
+     "A cold row's mask and distinct successors from its walk, as bytes (see the module source)."},
     {"count_released", (PyCFunction)count_released, METH_O,
      "Turn the count of released_ns() on (True) or off (False; the default)."},
     {"released_ns", (PyCFunction)released_ns, METH_NOARGS,

@@ -131,6 +131,7 @@ _LOOP_MIN_SHARE = 256
 # along a maxLength-1024 string, scratch measurement).
 _CHAIN_MAX = 128
 _NO_LINK = -2  # a chain stops: the class's characters part ways
+_NO_STATES = np.zeros(0, dtype=np.int64)  # the loop ends of a row with no loop
 _INT32, _UINT32 = np.dtype(np.int32), np.dtype(np.uint32)  # the mask buffers write_mask_into takes as is
 
 
@@ -141,6 +142,11 @@ class _LoopRow:
 
     mask: np.ndarray  # uint32 words
     ends: tuple[int, ...]
+
+    @property
+    def end_states(self) -> np.ndarray:
+        """``ends`` as int64, as ``_cwalk.finish_row`` reads them."""
+        return np.array(self.ends, dtype=np.int64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -237,6 +243,7 @@ class LazyIndex(MaskServing):
         self._words = self._tables.num_words
         self._eos = tuple(sorted(set(int(t) for t in vocabulary.eos_token_ids)))
         self._eos_set = frozenset(self._eos)
+        self._eos_tokens = np.array(self._eos, dtype=np.int64)  # what _cwalk.finish_row sets in a final row
         # Byte-live is token-live when every byte a match can hold is a token
         # of its own. With all 256 bytes tokens (byte-level BPE) the pattern's
         # alphabet is not needed, which would compile every definition.
@@ -636,6 +643,47 @@ class LazyIndex(MaskServing):
         under the lock. An error (a limit) leaves nothing of the row kept but
         the automaton's cells it resolved, which are final: asked again, the
         row is computed again from there."""
+        if _cwalk is not None and self._covered:
+            key, successors = self._compiled_row(state)
+        else:
+            key, successors = self._numpy_row(state)
+        mask = self._distinct_masks.get(key)
+        if mask is None:
+            # read-only, over the key's own bytes: a distinct mask is held once
+            mask = self._distinct_masks[key] = np.frombuffer(key, dtype=MASK_WORD)
+            self._mask_users[key] = 0
+            self._row_bytes += len(key) + _MASK_OVERHEAD
+        self._mask_users[key] += 1
+        self._successors[state] = successors
+        self._row_bytes += successors.nbytes + _ROW_OVERHEAD
+        self._raw_rows.pop(state, None)
+        self._recency[state] = None
+        self._masks[state] = mask  # published last: readers take no lock
+        if self._row_bytes > self._row_budget // 2:
+            self._tracking = True
+            if self._row_bytes > self._row_budget:
+                self._drop_rows()
+        return mask
+
+    def _compiled_row(self, state: int) -> tuple[bytes, np.ndarray]:
+        """``(mask bytes, successors)`` of the row of ``state`` with a
+        covering vocabulary: the walk's ended entries made into the mask
+        (the loop's copied, the walked tokens' and EOS bits set) and the
+        distinct end states by one C call without the GIL
+        (``_cwalk.finish_row``), where :meth:`_numpy_row` makes them in ~15
+        numpy calls with it (~8% of the cold steps of 0.25-1.5 ms on the
+        MaskBench sample, and GIL-held time a batch's threads queue on)."""
+        loop, plan, states = self._loop_row(state, self._dfa.row(state))
+        ended, entries, ends = self._walk_entries(plan, states)
+        loop_mask, loop_ends = (None, _NO_STATES) if loop is None else (loop.mask, loop.end_states)
+        key, successors = _cwalk.finish_row(loop_mask, self._words, plan.tokens, entries, ends, ended, loop_ends,
+                                            self._eos_tokens, self._dfa.finals[state])
+        return key, np.frombuffer(successors, dtype=STATE_DTYPE)
+
+    def _numpy_row(self, state: int) -> tuple[bytes, np.ndarray]:
+        """:meth:`_compiled_row` in numpy, over :meth:`_raw_row`'s tokens and
+        ends, with their liveness checked where the vocabulary does not
+        cover the pattern (the reference for the compiled one)."""
         row = self._raw_row(state)
         tokens, ends, loop = row.tokens, row.ends, row.loop
         if not self._covered:
@@ -657,25 +705,8 @@ class LazyIndex(MaskServing):
             mask = loop.mask.copy()
             _set_bits(mask, tokens)
         if self._dfa.finals[state]:
-            _set_bits(mask, np.array(self._eos, dtype=np.int64))
-        key = mask.tobytes()
-        mask = self._distinct_masks.get(key)
-        if mask is None:
-            # read-only, over the key's own bytes: a distinct mask is held once
-            mask = self._distinct_masks[key] = np.frombuffer(key, dtype=MASK_WORD)
-            self._mask_users[key] = 0
-            self._row_bytes += len(key) + _MASK_OVERHEAD
-        self._mask_users[key] += 1
-        successors = self._successors[state] = row.successors()
-        self._row_bytes += successors.nbytes + _ROW_OVERHEAD
-        self._raw_rows.pop(state, None)
-        self._recency[state] = None
-        self._masks[state] = mask  # published last: readers take no lock
-        if self._row_bytes > self._row_budget // 2:
-            self._tracking = True
-            if self._row_bytes > self._row_budget:
-                self._drop_rows()
-        return mask
+            _set_bits(mask, self._eos_tokens)
+        return mask.tobytes(), row.successors()
 
     def _touch(self, state: int) -> None:
         """Mark the row of ``state`` most recently used (a served row,
@@ -812,6 +843,16 @@ class LazyIndex(MaskServing):
         (:class:`_PackedBytes`), so that it reads memory in order: the
         plan's first walk packs them as it goes (``walk_and_pack``) and
         keeps them with the plan for the next."""
+        ended, ended_entries, ended_states = self._walk_entries(plan, states)
+        if ended:
+            # both walks give entries of the plan: their tokens
+            found_tokens.append(plan.tokens[ended_entries[:ended]])
+            found_ends.append(ended_states[:ended].astype(STATE_DTYPE))
+
+    def _walk_entries(self, plan: _WalkPlan | _ChainPlan, states: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+        """``(ended, entries, ends)``: the compiled walk of :meth:`_compiled_walk`,
+        the live entries of the plan in ``entries[:ended]`` and the states
+        they end in in ``ends[:ended]`` (int64 both)."""
         tables = self._tables
         tokens = plan.tokens
         ended_tokens = np.empty(len(tokens), dtype=np.int64)
@@ -830,10 +871,7 @@ class LazyIndex(MaskServing):
                                                    ended_tokens, ended_states, offsets)
         if packed is None:
             plan.packing.keep(data, offsets)
-        if ended:
-            # both walks give entries of the plan: their tokens
-            found_tokens.append(tokens[ended_tokens[:ended]])
-            found_ends.append(ended_states[:ended].astype(STATE_DTYPE))
+        return ended, ended_tokens, ended_states
 
     def _walk_rest(self, tokens: np.ndarray, states: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """The states ``tokens`` end in, from ``states`` at ``positions``."""

@@ -20,6 +20,7 @@ from ..runtime.arrays import MASK_WORD
 # The rows are the same either way; the numpy walk is the slower one.
 _cwalk = native_module(COMPILED_WALK)
 NATIVE_WALK = _cwalk is not None
+_INT64 = np.dtype(np.int64)
 
 
 def _stable_order(keys: np.ndarray) -> np.ndarray:
@@ -58,6 +59,12 @@ def _runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _grouped(items: np.ndarray, offsets: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """The ``items`` of ``groups``, where group g is ``items[offsets[g]:offsets[g + 1]]``."""
+    if _cwalk is not None and items.dtype == offsets.dtype == groups.dtype == _INT64:
+        # one copy a group in C, where the numpy ranges below cost ~6 calls
+        # (~6% of the cold steps of 0.25-1.5 ms on the MaskBench sample)
+        gathered = _cwalk.grouped(np.ascontiguousarray(items), np.ascontiguousarray(offsets),
+                                  np.ascontiguousarray(groups))
+        return np.frombuffer(gathered, dtype=_INT64)
     return items[_ranges(offsets[groups], offsets[groups + 1])]
 
 
