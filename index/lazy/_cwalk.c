@@ -1472,6 +1472,119 @@ done:
     return result;
 }
 
+/* start_states(first_row, first_bytes, picks, along, out): the state each
+ * entry of a plan starts its walk in, into out (int64[k]): along[0] where
+ * picks[i] (a walk plan's skipped, bool) is set, along[picks[i]] where
+ * picks[i] (a chain plan's links, int64) is 0 or more, else
+ * first_row[first_bytes[i]] (first_row: the row's 256 int32 cells,
+ * first_bytes int64[k], along int64). numpy's gathers, the boolean store
+ * and the int32 -> int64 copy a walk reads cost ~15 us a cold row with
+ * the GIL; here ~2. */
+static PyObject *start_states(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 5, "start_states") < 0) {
+        return NULL;
+    }
+    Buffer buffers[5] = {{0}};
+    PyObject *result = NULL;
+    if (take(args[0], &buffers[0], "first_row", 4, 0) < 0 || take(args[1], &buffers[1], "first_bytes", 8, 0) < 0
+            || PyObject_GetBuffer(args[2], &buffers[2].view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        goto done;
+    }
+    buffers[2].held = 1;
+    if ((buffers[2].view.itemsize != 1 && buffers[2].view.itemsize != 8)
+            || take(args[3], &buffers[3], "along", 8, 0) < 0 || take(args[4], &buffers[4], "out", 8, 1) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "start_states: picks of 1 (bool) or 8 (int64) bytes expected");
+        }
+        goto done;
+    }
+    const int32_t *first_row = buffers[0].view.buf;
+    const int64_t *first_bytes = buffers[1].view.buf, *along = buffers[3].view.buf;
+    int64_t *out = buffers[4].view.buf;
+    Py_ssize_t count = buffers[1].view.len / 8, num_along = buffers[3].view.len / 8;
+    int wide_picks = buffers[2].view.itemsize == 8;
+    if (buffers[0].view.len != 256 * 4 || buffers[2].view.len / buffers[2].view.itemsize != count
+            || buffers[4].view.len / 8 != count) {
+        PyErr_SetString(PyExc_ValueError, "start_states: arrays of mismatched lengths");
+        goto done;
+    }
+    const char *problem = NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t pick = wide_picks ? ((const int64_t *)buffers[2].view.buf)[i]
+                                  : (((const uint8_t *)buffers[2].view.buf)[i] ? 0 : -1);
+        if (pick >= 0) {
+            if (pick >= num_along) {
+                problem = "start_states: a link outside the chain";
+                break;
+            }
+            out[i] = along[pick];
+        } else {
+            int64_t byte = first_bytes[i];
+            if (byte < 0 || byte > 255) {
+                problem = "start_states: a first byte outside the row";
+                break;
+            }
+            out[i] = first_row[byte];
+        }
+    }
+    if (problem != NULL) {
+        PyErr_SetString(PyExc_IndexError, problem);
+        goto done;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    release(buffers, 5);
+    return result;
+}
+
+/* ascii_target(first_row) -> (target, count): the state most of the 128
+ * ASCII cells of a row (int32[256]) lead to, other than DEAD, the smallest
+ * id of a tie, and how many lead there ((0, 0): every one is dead). A
+ * Counter over the cells cost ~5 us a cold row. */
+static PyObject *ascii_target(PyObject *module, PyObject *row) {
+    (void)module;
+    Buffer buffer = {0};
+    if (take(row, &buffer, "first_row", 4, 0) < 0) {
+        release(&buffer, 1);
+        return NULL;
+    }
+    if (buffer.view.len < 128 * 4) {
+        release(&buffer, 1);
+        PyErr_SetString(PyExc_ValueError, "ascii_target: a row of 256 cells expected");
+        return NULL;
+    }
+    const int32_t *cells = buffer.view.buf;
+    int32_t seen[128];
+    int counts[128], distinct = 0;
+    for (int b = 0; b < 128; b++) {
+        int32_t cell = cells[b];
+        if (cell == DEAD) {
+            continue;
+        }
+        int k = 0;
+        while (k < distinct && seen[k] != cell) {
+            k++;
+        }
+        if (k == distinct) {
+            seen[distinct] = cell;
+            counts[distinct++] = 0;
+        }
+        counts[k]++;
+    }
+    int32_t target = 0;
+    int most = 0;
+    for (int k = 0; k < distinct; k++) {
+        if (counts[k] > most || (counts[k] == most && seen[k] < target)) {
+            most = counts[k];
+            target = seen[k];
+        }
+    }
+    release(&buffer, 1);
+    return Py_BuildValue("(ii)", (int)target, most);
+}
+
 static PyMethodDef methods[] = {
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
      "Walk tokens through a byte automaton's resolved cells (see the module source)."},
@@ -1499,6 +1612,10 @@ static PyMethodDef methods[] = {
      "A walk plan's tokens, first bytes, positions and skipped flags, as bytes (see the module source)."},
     {"finish_row", (PyCFunction)(void (*)(void))finish_row, METH_FASTCALL,
      "A cold row's mask and distinct successors from its walk, as bytes (see the module source)."},
+    {"start_states", (PyCFunction)(void (*)(void))start_states, METH_FASTCALL,
+     "The state each entry of a walk or chain plan starts in (see the module source)."},
+    {"ascii_target", (PyCFunction)ascii_target, METH_O,
+     "The state most ASCII cells of a row lead to (not DEAD; smallest id of a tie) and how many lead there."},
     {"count_released", (PyCFunction)count_released, METH_O,
      "Turn the count of released_ns() on (True) or off (False; the default)."},
     {"released_ns", (PyCFunction)released_ns, METH_NOARGS,
