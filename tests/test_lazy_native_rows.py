@@ -312,17 +312,15 @@ def test_finish_row_is_the_numpy_row():
 
 def test_walk_plan_refuses_bad_arrays():
     tables = lazy_tables.vocabulary_tables(cached_vocabulary("qwen2.5"))
-    first = np.ascontiguousarray(tables.columns[0])
     rest = lazy_plans._NO_REST
     with pytest.raises(IndexError, match="outside the offsets"):
-        cwalk.walk_plan(tables.by_first_byte, tables.first_offsets, first, np.array([256]), *rest)
+        cwalk.walk_plan(tables.by_first_byte, tables.first_offsets, np.array([256]), *rest)
+    with pytest.raises(IndexError, match="outside the offsets"):
+        cwalk.walk_plan(tables.by_first_byte[:10], tables.first_offsets, np.array([97]), *rest)
     with pytest.raises(ValueError, match="mismatched"):
-        cwalk.walk_plan(tables.by_first_byte, tables.first_offsets[:200], first, np.array([1]), *rest)
+        cwalk.walk_plan(tables.by_first_byte, tables.first_offsets[:200], np.array([1]), *rest)
     with pytest.raises(ValueError, match="mismatched"):
-        cwalk.walk_plan(tables.by_first_byte, tables.first_offsets, first, np.array([1]),
-                        np.array([3], np.int64), rest[1], rest[2])
-    with pytest.raises(IndexError, match="outside the tables"):
-        cwalk.walk_plan(tables.by_first_byte, tables.first_offsets, first[:10], np.array([97]), *rest)
-    with pytest.raises(IndexError, match="outside the tables"):
-        cwalk.walk_plan(tables.by_first_byte, tables.first_offsets, first, np.array([97]),
-                        np.array([len(first)], np.int64), np.ones(1, np.int64), np.zeros(1, bool))
+        cwalk.walk_plan(tables.by_first_byte, tables.first_offsets, np.array([1]),
+                        np.array([3], np.int64), rest[1], rest[2], rest[3])
+    with pytest.raises(TypeError, match="items of 1 bytes"):
+        cwalk.walk_plan(tables.by_first_byte, tables.first_offsets, np.array([1]), *rest[:3], rest[2])

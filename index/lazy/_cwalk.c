@@ -1246,25 +1246,26 @@ done:
     return result;
 }
 
-/* walk_plan(by_first_byte, first_offsets, first_column, groups, rest_tokens,
+/* walk_plan(by_first_byte, first_offsets, groups, rest_tokens, rest_first_bytes,
  *           rest_positions, rest_skipped) -> (tokens, first_bytes, positions, skipped)
  *
  * The arrays of a walk plan (tokendfa.lazy.plans._WalkPlan) as bytes: the
- * tokens of the first-byte ``groups`` (int64; by_first_byte and its 257
- * first_offsets, int64), each at position 1 and not skipped, then the
- * ``rest_*`` ones (int64, int64, bool); first_bytes (int64) is each token's
- * first byte, first_column[token] (uint8, one a token of the vocabulary).
- * numpy's ~15 calls for these were ~70 us of a cold row whose plan was not
- * cached (every plan is new in a fresh process: MaskBench's steps). */
+ * tokens of the first-byte ``groups`` (int64, each 0-255; by_first_byte and
+ * its 257 first_offsets, int64), each at position 1, not skipped, its first
+ * byte its group's, then the ``rest_*`` ones (int64, int64, int64, bool) as
+ * given. numpy's ~15 calls for these were ~70 us of a cold row whose plan
+ * was not cached (every plan is new in a fresh process: MaskBench's steps),
+ * and gathering each token's first byte from the vocabulary's first column
+ * read a cache line a token. */
 static PyObject *walk_plan(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (arity(nargs, 7, "walk_plan") < 0) {
         return NULL;
     }
     Buffer buffers[7] = {{0}};
-    static const char *names[7] = {"by_first_byte", "first_offsets", "first_column", "groups",
-                                   "rest_tokens", "rest_positions", "rest_skipped"};
-    static const Py_ssize_t items_size[7] = {8, 8, 1, 8, 8, 8, 1};
+    static const char *names[7] = {"by_first_byte", "first_offsets", "groups", "rest_tokens",
+                                   "rest_first_bytes", "rest_positions", "rest_skipped"};
+    static const Py_ssize_t items_size[7] = {8, 8, 8, 8, 8, 8, 1};
     PyObject *parts[4] = {NULL, NULL, NULL, NULL}, *result = NULL;
     for (int i = 0; i < 7; i++) {
         if (take(args[i], &buffers[i], names[i], items_size[i], 0) < 0) {
@@ -1272,13 +1273,12 @@ static PyObject *walk_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
         }
     }
     const int64_t *by_first_byte = buffers[0].view.buf, *first_offsets = buffers[1].view.buf;
-    const uint8_t *first_column = buffers[2].view.buf;
-    const int64_t *groups = buffers[3].view.buf, *rest_tokens = buffers[4].view.buf;
-    const int64_t *rest_positions = buffers[5].view.buf;
+    const int64_t *groups = buffers[2].view.buf, *rest_tokens = buffers[3].view.buf;
+    const int64_t *rest_first_bytes = buffers[4].view.buf, *rest_positions = buffers[5].view.buf;
     const uint8_t *rest_skipped = buffers[6].view.buf;
-    Py_ssize_t num_items = buffers[0].view.len / 8, vocab_size = buffers[2].view.len;
-    Py_ssize_t asked = buffers[3].view.len / 8, rest = buffers[4].view.len / 8;
-    if (buffers[1].view.len != 257 * 8 || buffers[5].view.len / 8 != rest || buffers[6].view.len != rest) {
+    Py_ssize_t num_items = buffers[0].view.len / 8, asked = buffers[2].view.len / 8, rest = buffers[3].view.len / 8;
+    if (buffers[1].view.len != 257 * 8 || buffers[4].view.len / 8 != rest || buffers[5].view.len / 8 != rest
+            || buffers[6].view.len != rest) {
         PyErr_SetString(PyExc_ValueError, "walk_plan: arrays of mismatched lengths");
         goto done;
     }
@@ -1298,36 +1298,29 @@ static PyObject *walk_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
     int64_t *tokens = (int64_t *)PyBytes_AS_STRING(parts[0]), *first_bytes = (int64_t *)PyBytes_AS_STRING(parts[1]);
     int64_t *positions = (int64_t *)PyBytes_AS_STRING(parts[2]);
     uint8_t *skipped = (uint8_t *)PyBytes_AS_STRING(parts[3]);
-    int outside = 0;
     Released released;
     let_go_for(&released, total);
-    if (gather_groups(by_first_byte, num_items, first_offsets, 256, groups, asked, tokens, 0, head) != head) {
-        outside = 1;
+    /* groups_size checked every group's offsets: the copies stay inside */
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < asked; i++) {
+        int64_t lo = first_offsets[groups[i]], hi = first_offsets[groups[i] + 1];
+        memcpy(tokens + at, by_first_byte + lo, (size_t)(hi - lo) * sizeof(int64_t));
+        for (int64_t k = 0; k < hi - lo; k++) {
+            first_bytes[at + k] = groups[i];
+            positions[at + k] = 1;
+            skipped[at + k] = 0;
+        }
+        at += (Py_ssize_t)(hi - lo);
     }
-    if (!outside && rest) {
+    if (rest) {
         memcpy(tokens + head, rest_tokens, (size_t)rest * 8);
+        memcpy(first_bytes + head, rest_first_bytes, (size_t)rest * 8);
         memcpy(positions + head, rest_positions, (size_t)rest * 8);
         for (Py_ssize_t i = 0; i < rest; i++) {
             skipped[head + i] = rest_skipped[i] != 0;
         }
     }
-    for (Py_ssize_t i = 0; i < head && !outside; i++) {
-        positions[i] = 1;
-        skipped[i] = 0;
-    }
-    for (Py_ssize_t i = 0; i < total && !outside; i++) {
-        int64_t token = tokens[i];
-        if (token < 0 || token >= vocab_size) {
-            outside = 1;
-            break;
-        }
-        first_bytes[i] = first_column[token];
-    }
     take_back(&released);
-    if (outside) {
-        PyErr_SetString(PyExc_IndexError, "walk_plan: a token outside the tables");
-        goto done;
-    }
     result = PyTuple_Pack(4, parts[0], parts[1], parts[2], parts[3]);
 done:
     for (int i = 0; i < 4; i++) {

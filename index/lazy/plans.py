@@ -32,9 +32,11 @@ _PLAN_CACHE_SIZE = 64
 _PLAN_MAX_TOKENS = 65536
 _PLAN_CACHE_BYTES = 64 << 20
 # A walk plan's arrays as _cwalk.walk_plan gives them (tokens, first bytes,
-# positions, skipped), and its rest where the row has no loop.
+# positions, skipped), and its rest (tokens, first bytes, positions,
+# skipped) where the row has no loop.
 _PLAN_DTYPES = (np.int64, np.int64, np.int64, bool)
-_NO_REST = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool))
+_NO_REST = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+            np.zeros(0, dtype=bool))
 _CACHE_LOCK = threading.Lock()  # the per-vocabulary caches are shared by every lazy index
 
 
@@ -226,9 +228,8 @@ def _walk_plan(tables: _VocabularyTables, live: np.ndarray, loop: tuple | None =
         return found
     if _cwalk is not None:
         # the four arrays in one C call, where numpy took ~15 (~70 us)
-        rest_arrays = _NO_REST if loop is None else (rest.tokens, rest.positions, rest.skipped)
-        parts = _cwalk.walk_plan(tables.by_first_byte, tables.first_offsets, np.ascontiguousarray(tables.columns[0]),
-                                 np.ascontiguousarray(live, dtype=np.int64),
+        rest_arrays = _NO_REST if loop is None else (rest.tokens, rest.first_bytes, rest.positions, rest.skipped)
+        parts = _cwalk.walk_plan(tables.by_first_byte, tables.first_offsets, np.ascontiguousarray(live, dtype=np.int64),
                                  *(np.ascontiguousarray(array) for array in rest_arrays))
         found = _WalkPlan(*(np.frombuffer(part, dtype=dtype) for part, dtype in zip(parts, _PLAN_DTYPES)))
         return tables.walk_plans.remember(plan_key, found)

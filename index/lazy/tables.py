@@ -415,9 +415,10 @@ class _LoopRest:
     every state of a kind (each JSON string value of a schema): gathering
     them costs ~60 us of numpy calls, paid once, not at every cold row."""
 
-    tokens: np.ndarray     # int64
-    positions: np.ndarray  # int64
+    tokens: np.ndarray       # int64
+    positions: np.ndarray    # int64
     skipped: np.ndarray    # bool
+    first_bytes: np.ndarray  # int64: each token's first byte (what a walk plan copies, not gathers)
 
 
 def _loop_mask(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int, int, bool],
@@ -447,8 +448,10 @@ def _loop_mask(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int
         starts = np.flatnonzero(first)
         picked = _ranges(tail.rest_offsets[starts], tail.rest_offsets[starts + 1])
         skips = tail.rest_skips[picked]
-        rest = _LoopRest(tail.rest[picked], np.maximum(skips, 1).astype(np.int64), skips > 0)
-        for array in (rest.tokens, rest.positions, rest.skipped):
+        tokens = tail.rest[picked]
+        rest = _LoopRest(tokens, np.maximum(skips, 1).astype(np.int64), skips > 0,
+                         tables.columns[0][tokens].astype(np.int64))
+        for array in (rest.tokens, rest.positions, rest.skipped, rest.first_bytes):
             array.flags.writeable = False
         found = _remember(tables.loop_masks, key, (mask, rest))
     return found
