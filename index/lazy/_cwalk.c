@@ -1345,7 +1345,7 @@ static int compare_int32(const void *left, const void *right) {
  * set for i < count (tokens and entries int64: a walk's ended entries of
  * its plan), and of the ``eos`` tokens (int64) when ``final``;
  * ``successors`` (bytes, int32) the distinct states of ends[:count] (int64)
- * and ``loop_ends`` (int64), ascending. The GIL is let go for the work. */
+ * and ``loop_ends`` (int64), ascending. */
 static PyObject *finish_row(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (arity(nargs, 9, "finish_row") < 0) {
@@ -1393,7 +1393,10 @@ static PyObject *finish_row(PyObject *module, PyObject *const *args, Py_ssize_t 
     const char *problem = NULL;
     Py_ssize_t distinct = 0;
     Released released;
-    let_go_for(&released, RELEASE_FROM);  /* a mask of a vocabulary's tokens: always worth it */
+    /* as set_bits: the GIL let go for thousands of walked tokens, not for
+     * the ~2 us of a mask copy and a few hundred bits (each hand-off can
+     * cost a wait for another thread's switch interval) */
+    let_go_for(&released, count);
     if (buffers[0].held) {
         memcpy(mask, buffers[0].view.buf, (size_t)num_words * 4);
     } else {
