@@ -1,6 +1,10 @@
 /* The compiled inner loops of a lazy token row: tokens walked byte by byte
  * through the lazy byte automaton's table (tokendfa.lazy), and the
- * bit and group work around them.
+ * bit and group work around them: a cold row's walk plan (walk_plan,
+ * grouped), the state each planned token starts in (start_states), the
+ * row's ASCII target (ascii_target), and its mask and successors from
+ * what the walk found (finish_row), each in place of numpy calls made with
+ * the GIL (the numpy code stays as the reference, TOKENDFA_NATIVE=0).
  *
  * The numpy walk pays ~40 us a level in calls whatever the number of tokens,
  * and a cold row inside a JSON string walks ~6k tokens over a dozen levels.

@@ -24,7 +24,13 @@ serves the same answers from the moment the NFA exists:
   where walking its 147k tokens takes 7-9 ms. Inside a counted class
   (``[0-9a-f]{40}``, a string with ``minLength``) the characters lead one
   state further along a chain instead of looping: a token of n characters
-  of the class ends n states on, found with no walk (:meth:`LazyIndex._chain_row`);
+  of the class ends n states on, found with no walk (:meth:`LazyIndex._chain_row`).
+  With the compiled module and a covering vocabulary, the row's glue is C
+  too (:meth:`LazyIndex._compiled_row`): the walk plan's arrays, the state
+  each planned token starts in, and the mask and successors made from what
+  the walk found, a C call each instead of ~30 numpy calls; the numpy code
+  beside each (:meth:`LazyIndex._numpy_row`) is the reference the tests
+  compare with and what ``TOKENDFA_NATIVE=0`` runs;
 * :meth:`LazyIndex.advance` checks the token's bit and walks its bytes
   through the byte automaton's cells, which computing the row mostly
   resolved (the walk resolves the cells of walked tokens, the loop and chain

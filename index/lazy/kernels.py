@@ -1,5 +1,6 @@
-"""Array kernels of the lazy engine: the compiled token walk's module, and
-the small numpy passes the rest of the layer shares (distinct values, runs,
+"""Array kernels of the lazy engine: the compiled module of a cold row
+(its token walk, its walk plan, start states, mask and successors), and the
+small numpy passes the rest of the layer shares (distinct values, runs,
 groups of ranges, bits set in a token mask, a stable order).
 
 The compiled module (``_cwalk.c``, :data:`NATIVE_WALK`) is optional: where
