@@ -5,7 +5,8 @@ A cold row with a covering vocabulary is made by a few C calls
 walk plan (``walk_plan``, over ``grouped``), the state each planned token
 starts in (``start_states``), the walk, and the mask and successors from
 what the walk found (``finish_row``). Each stands in for numpy code that
-``TOKENDFA_NATIVE=0`` runs instead. Here each is compared with that code on
+``TOKENDFA_NATIVE=0`` runs instead; so does a chain row's plan
+(``chain_plan``). Here each is compared with that code on
 the Qwen 2.5 vocabulary and JSONSchemaBench schemas (every row their valid
 instances reach: loop rows, chain rows, rows with no loop), and each
 refuses arrays that would make it read outside a buffer.
@@ -148,7 +149,7 @@ def test_compiled_rows_are_the_numpy_rows_on_real_schemas(indexes, monkeypatch):
 
 def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkeypatch):
     """Every walk plan and chain plan the real schemas' rows ask for, made
-    by ``_cwalk.walk_plan`` and ``_cwalk.grouped`` and made by numpy, are
+    by ``_cwalk.walk_plan`` and ``_cwalk.chain_plan`` and made by numpy, are
     array for array (dtypes included) the same, and so are the states their
     entries start in (``_cwalk.start_states`` against numpy's gathers)."""
     vocab, found = indexes
@@ -166,6 +167,14 @@ def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkey
         starts.append((first_row.copy(), plan, picks, along.copy()))
         return start_states(first_row, plan, picks, along)
 
+    chain_asked = []
+    chain_plan = lazy_index_module._chain_plan
+
+    def recording_chain_plan(*args):
+        chain_asked.append(args)
+        return chain_plan(*args)
+
+    monkeypatch.setattr(lazy_index_module, "_chain_plan", recording_chain_plan)
     monkeypatch.setattr(lazy_index_module, "_walk_plan", recording_walk_plan)
     monkeypatch.setattr(lazy_index_module, "_start_states", recording_start_states)
     for index, states in found:
@@ -181,6 +190,18 @@ def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkey
             numpy = walk_plan(tables, live, loop)
         _compiled(monkeypatch)
         for field in ("tokens", "first_bytes", "positions", "skipped"):
+            left, right = getattr(compiled, field), getattr(numpy, field)
+            assert left.dtype == right.dtype and np.array_equal(left, right), field
+            assert not left.flags.writeable
+    assert len(chain_asked) >= 5
+    for args in chain_asked:
+        with _fresh_plans(tables):
+            compiled = chain_plan(*args)
+        _numpy(monkeypatch)
+        with _fresh_plans(tables):
+            numpy = chain_plan(*args)
+        _compiled(monkeypatch)
+        for field in ("tokens", "links", "first_bytes", "positions"):
             left, right = getattr(compiled, field), getattr(numpy, field)
             assert left.dtype == right.dtype and np.array_equal(left, right), field
             assert not left.flags.writeable
@@ -324,3 +345,38 @@ def test_walk_plan_refuses_bad_arrays():
                         np.array([3], np.int64), rest[1], rest[2], rest[3])
     with pytest.raises(TypeError, match="items of 1 bytes"):
         cwalk.walk_plan(tables.by_first_byte, tables.first_offsets, np.array([1]), *rest[:3], rest[2])
+
+
+def test_chain_plan_refuses_bad_arrays():
+    tables = lazy_tables.vocabulary_tables(cached_vocabulary("qwen2.5"))
+    digits = np.zeros(128, dtype=bool)
+    digits[ord("0"):ord("9") + 1] = True
+    key = lazy_tables._class_key(digits, False)
+    runs = lazy_tables._class_runs(tables, key)
+    first = np.ascontiguousarray(tables.columns[0])
+
+    def plan(length=4, **changed):
+        arrays = dict(by_first_byte=tables.by_first_byte, first_offsets=tables.first_offsets, first_column=first,
+                      others=np.array([97], np.int64), irregular=runs.irregular,
+                      irregular_offsets=runs.irregular_offsets, starting=np.arange(48, 58, dtype=np.int64),
+                      partial=runs.partial, partial_offsets=runs.partial_offsets, chars=runs.chars,
+                      full_by_chars=runs.full_by_chars, full_offsets=runs.full_offsets, ascii=runs.ascii)
+        arrays.update(changed)
+        return cwalk.chain_plan(*arrays.values(), length, False)
+
+    tokens = np.frombuffer(plan()[0], np.int64)
+    assert len(tokens) and tokens.max() < len(first)
+    with pytest.raises(IndexError, match="outside the offsets"):
+        plan(others=np.array([256], np.int64))
+    with pytest.raises(IndexError, match="outside the offsets"):
+        plan(partial_offsets=runs.partial_offsets + len(runs.partial) + 1)
+    with pytest.raises(IndexError, match="outside the tables"):
+        plan(length=0, full_by_chars=runs.full_by_chars + len(first))
+    with pytest.raises(ValueError, match="mismatched"):
+        plan(length=-1)
+    with pytest.raises(ValueError, match="mismatched"):
+        plan(chars=runs.chars[:10])
+    with pytest.raises(ValueError, match="mismatched"):
+        plan(irregular_offsets=runs.irregular_offsets[:100])
+    with pytest.raises(TypeError, match="items of 4 bytes"):
+        plan(ascii=runs.ascii.astype(np.int64))

@@ -1334,6 +1334,139 @@ done:
     return result;
 }
 
+/* chain_plan(by_first_byte, first_offsets, first_column, others, irregular,
+ *            irregular_offsets, starting, partial, partial_offsets, chars,
+ *            full_by_chars, full_offsets, ascii, length, dies)
+ *     -> (tokens, links, first_bytes, positions)
+ *
+ * The arrays of a chain plan (tokendfa.lazy.plans._ChainPlan, which says
+ * what each part is) as int64 bytes, from the vocabulary's tokens by first
+ * byte (by_first_byte, its 257 first_offsets; first_column: each token's
+ * first byte, uint8[V]) and a class's runs (tokendfa.lazy.tables._ClassRuns:
+ * irregular and its 257 offsets, partial and its offsets, chars and ascii
+ * int32[V], full_by_chars and its offsets; int64 otherwise): the tokens of
+ * the first-byte groups ``others`` and the irregular ones of ``starting``
+ * (int64 bytes), walked from their first byte; the partial ones that stop
+ * within ``length`` characters, from the link of their run; the longer
+ * ones, from the chain's last link where their ASCII run goes past it,
+ * else from their first byte (dropped instead when ``dies``). ~20 numpy
+ * calls, ~150 us a chain plan not cached yet. */
+static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 15, "chain_plan") < 0) {
+        return NULL;
+    }
+    Buffer buffers[13] = {{0}};
+    static const char *names[13] = {"by_first_byte", "first_offsets", "first_column", "others", "irregular",
+                                    "irregular_offsets", "starting", "partial", "partial_offsets", "chars",
+                                    "full_by_chars", "full_offsets", "ascii"};
+    static const Py_ssize_t items_size[13] = {8, 8, 1, 8, 8, 8, 8, 8, 8, 4, 8, 8, 4};
+    PyObject *parts[4] = {NULL, NULL, NULL, NULL}, *result = NULL;
+    Py_ssize_t length = PyLong_AsSsize_t(args[13]);
+    int dies = PyObject_IsTrue(args[14]);
+    if ((length == -1 && PyErr_Occurred()) || dies < 0) {
+        return NULL;
+    }
+    for (int i = 0; i < 13; i++) {
+        if (take(args[i], &buffers[i], names[i], items_size[i], 0) < 0) {
+            goto done;
+        }
+    }
+    const int64_t *by_first_byte = buffers[0].view.buf, *first_offsets = buffers[1].view.buf;
+    const uint8_t *first_column = buffers[2].view.buf;
+    const int64_t *others = buffers[3].view.buf, *irregular = buffers[4].view.buf;
+    const int64_t *irregular_offsets = buffers[5].view.buf, *starting = buffers[6].view.buf;
+    const int64_t *partial = buffers[7].view.buf, *partial_offsets = buffers[8].view.buf;
+    const int32_t *chars = buffers[9].view.buf, *ascii = buffers[12].view.buf;
+    const int64_t *full_by_chars = buffers[10].view.buf, *full_offsets = buffers[11].view.buf;
+    Py_ssize_t vocab_size = buffers[2].view.len, num_partial = buffers[7].view.len / 8;
+    Py_ssize_t num_partial_offsets = buffers[8].view.len / 8, num_full = buffers[10].view.len / 8;
+    Py_ssize_t num_full_offsets = buffers[11].view.len / 8;
+    if (buffers[1].view.len != 257 * 8 || buffers[5].view.len != 257 * 8 || num_partial_offsets < 257
+            || num_full_offsets < 1 || buffers[9].view.len / 4 != vocab_size || buffers[12].view.len / 4 != vocab_size
+            || length < 0) {
+        PyErr_SetString(PyExc_ValueError, "chain_plan: arrays of mismatched lengths");
+        goto done;
+    }
+    Py_ssize_t head = groups_size(buffers[0].view.len / 8, first_offsets, 256, others, buffers[3].view.len / 8);
+    Py_ssize_t inner = groups_size(buffers[4].view.len / 8, irregular_offsets, 256, starting, buffers[6].view.len / 8);
+    /* the partial ones that stop within the chain, and where the longer ones begin */
+    Py_ssize_t cut = 256 * (length + 1) < num_partial_offsets - 1 ? 256 * (length + 1) : num_partial_offsets - 1;
+    int64_t partial_lo = partial_offsets[256], partial_hi = partial_offsets[cut];
+    Py_ssize_t full_cut = length + 1 < num_full_offsets - 1 ? length + 1 : num_full_offsets - 1;
+    int64_t full_lo = full_offsets[full_cut];
+    if (head < 0 || inner < 0 || partial_lo < 0 || partial_lo > partial_hi || partial_hi > num_partial
+            || full_lo < 0 || full_lo > num_full) {
+        PyErr_SetString(PyExc_IndexError, "chain_plan: a group outside the offsets");
+        goto done;
+    }
+    /* the longer tokens: full_by_chars[full_lo:] then partial[partial_hi:] */
+    Py_ssize_t longer = (num_full - full_lo) + (num_partial - partial_hi), kept = 0;
+    for (Py_ssize_t k = 0; k < longer; k++) {
+        int64_t token = k < num_full - full_lo ? full_by_chars[full_lo + k] : partial[partial_hi + k - (num_full - full_lo)];
+        if (token < 0 || token >= vocab_size) {
+            PyErr_SetString(PyExc_IndexError, "chain_plan: a token outside the tables");
+            goto done;
+        }
+        kept += !dies || ascii[token] <= length;
+    }
+    Py_ssize_t total = head + inner + (Py_ssize_t)(partial_hi - partial_lo) + kept;
+    for (int i = 0; i < 4; i++) {
+        parts[i] = PyBytes_FromStringAndSize(NULL, total * 8);
+        if (parts[i] == NULL) {
+            goto done;
+        }
+    }
+    int64_t *tokens = (int64_t *)PyBytes_AS_STRING(parts[0]), *links = (int64_t *)PyBytes_AS_STRING(parts[1]);
+    int64_t *first_bytes = (int64_t *)PyBytes_AS_STRING(parts[2]);
+    int64_t *positions = (int64_t *)PyBytes_AS_STRING(parts[3]);
+    Py_ssize_t at = gather_groups(by_first_byte, buffers[0].view.len / 8, first_offsets, 256, others,
+                                  buffers[3].view.len / 8, tokens, 0, total);
+    at = at < 0 ? -1 : gather_groups(irregular, buffers[4].view.len / 8, irregular_offsets, 256, starting,
+                                     buffers[6].view.len / 8, tokens, at, total);
+    if (at != head + inner) {
+        PyErr_SetString(PyExc_IndexError, "chain_plan: a group outside the offsets");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < at; i++) {
+        links[i] = -1;
+        positions[i] = 1;
+    }
+    for (int64_t k = partial_lo; k < partial_hi; k++, at++) {
+        int64_t token = partial[k];
+        if (token < 0 || token >= vocab_size) {
+            PyErr_SetString(PyExc_IndexError, "chain_plan: a token outside the tables");
+            goto done;
+        }
+        tokens[at] = token;
+        links[at] = positions[at] = chars[token];
+    }
+    for (Py_ssize_t k = 0; k < longer; k++) {
+        int64_t token = k < num_full - full_lo ? full_by_chars[full_lo + k] : partial[partial_hi + k - (num_full - full_lo)];
+        int regular = ascii[token] > length;
+        if (dies && regular) {
+            continue;
+        }
+        tokens[at] = token;
+        links[at] = regular ? length : -1;
+        positions[at++] = regular ? length : 1;
+    }
+    for (Py_ssize_t i = 0; i < total; i++) {
+        if (tokens[i] < 0 || tokens[i] >= vocab_size) {
+            PyErr_SetString(PyExc_IndexError, "chain_plan: a token outside the tables");
+            goto done;
+        }
+        first_bytes[i] = first_column[tokens[i]];
+    }
+    result = PyTuple_Pack(4, parts[0], parts[1], parts[2], parts[3]);
+done:
+    for (int i = 0; i < 4; i++) {
+        Py_XDECREF(parts[i]);
+    }
+    release(buffers, 13);
+    return result;
+}
+
 static int compare_int32(const void *left, const void *right) {
     int32_t a = *(const int32_t *)left, b = *(const int32_t *)right;
     return (a > b) - (a < b);
@@ -1610,6 +1743,8 @@ static PyMethodDef methods[] = {
      "The int64 items of some groups (by offsets), one group after another, as a bytearray."},
     {"walk_plan", (PyCFunction)(void (*)(void))walk_plan, METH_FASTCALL,
      "A walk plan's tokens, first bytes, positions and skipped flags, as bytes (see the module source)."},
+    {"chain_plan", (PyCFunction)(void (*)(void))chain_plan, METH_FASTCALL,
+     "A chain plan's tokens, links, first bytes and positions, as bytes (see the module source)."},
     {"finish_row", (PyCFunction)(void (*)(void))finish_row, METH_FASTCALL,
      "A cold row's mask and distinct successors from its walk, as bytes (see the module source)."},
     {"start_states", (PyCFunction)(void (*)(void))start_states, METH_FASTCALL,
