@@ -6,7 +6,8 @@ walk plan (``walk_plan``, over ``grouped``), the state each planned token
 starts in (``start_states``), the walk, and the mask and successors from
 what the walk found (``finish_row``). Each stands in for numpy code that
 ``TOKENDFA_NATIVE=0`` runs instead; so does a chain row's plan
-(``chain_plan``). Here each is compared with that code on
+(``chain_plan``), and a walk plan's packed bytes (``pack_plan``) stand for
+packing them by token id at its first walk. Here each is compared with that code on
 the Qwen 2.5 vocabulary and JSONSchemaBench schemas (every row their valid
 instances reach: loop rows, chain rows, rows with no loop), and each
 refuses arrays that would make it read outside a buffer.
@@ -150,8 +151,9 @@ def test_compiled_rows_are_the_numpy_rows_on_real_schemas(indexes, monkeypatch):
 def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkeypatch):
     """Every walk plan and chain plan the real schemas' rows ask for, made
     by ``_cwalk.walk_plan`` and ``_cwalk.chain_plan`` and made by numpy, are
-    array for array (dtypes included) the same, and so are the states their
-    entries start in (``_cwalk.start_states`` against numpy's gathers)."""
+    array for array (dtypes included) the same, a walk plan's bytes packed
+    with it (``_cwalk.pack_plan``) are those packed by token id, and the
+    states their entries start in (``_cwalk.start_states``) are numpy's."""
     vocab, found = indexes
     tables = lazy_tables.vocabulary_tables(vocab)
     asked = []
@@ -193,6 +195,11 @@ def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkey
             left, right = getattr(compiled, field), getattr(numpy, field)
             assert left.dtype == right.dtype and np.array_equal(left, right), field
             assert not left.flags.writeable
+        # packed with the plan from the bytes grouped by first byte
+        # (_cwalk.pack_plan), as packing by token id gives them
+        packed, by_id = compiled.packing.packed, lazy_plans._packed(tables, compiled.tokens, compiled.positions)
+        assert packed is not None and numpy.packing.packed is None
+        assert np.array_equal(packed.offsets, by_id.offsets) and np.array_equal(packed.data, by_id.data)
     assert len(chain_asked) >= 5
     for args in chain_asked:
         with _fresh_plans(tables):
@@ -380,3 +387,32 @@ def test_chain_plan_refuses_bad_arrays():
         plan(irregular_offsets=runs.irregular_offsets[:100])
     with pytest.raises(TypeError, match="items of 4 bytes"):
         plan(ascii=runs.ascii.astype(np.int64))
+
+
+def test_pack_plan_refuses_bad_arrays():
+    tables = lazy_tables.vocabulary_tables(cached_vocabulary("qwen2.5"))
+    grouped, offsets = lazy_plans._grouped_spellings(tables)
+    rest = lazy_plans._packed(tables, np.array([9707, 1879], np.int64), np.array([1, 0], np.int64))
+
+    def pack(grouped=grouped, offsets=offsets, groups=np.array([97], np.int64), data=rest.data,
+             rest_offsets=rest.offsets):
+        return cwalk.pack_plan(grouped, offsets, tables.first_offsets, groups, data, rest_offsets)
+
+    data, packed_offsets = pack()
+    head = tables.first_offsets[98] - tables.first_offsets[97]
+    packed_offsets = np.frombuffer(packed_offsets, np.int64)
+    assert len(packed_offsets) == head + 3 and data[packed_offsets[head]:] == rest.data.tobytes()
+    with pytest.raises(IndexError, match="outside the offsets"):
+        pack(groups=np.array([256], np.int64))
+    with pytest.raises(IndexError, match="outside the grouped bytes"):
+        pack(grouped=grouped[:100])
+    with pytest.raises(IndexError, match="outside the offsets"):
+        pack(offsets=offsets[:50])
+    with pytest.raises(IndexError, match="outside the rest"):
+        pack(data=rest.data[:0])
+    with pytest.raises(IndexError, match="outside the rest"):
+        pack(rest_offsets=np.array([0, 5, 2], np.int64))
+    with pytest.raises(IndexError, match="outside the rest"):
+        pack(rest_offsets=rest.offsets + 1)
+    with pytest.raises(ValueError, match="mismatched"):
+        pack(rest_offsets=np.zeros(0, np.int64))

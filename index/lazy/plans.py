@@ -89,6 +89,36 @@ def _plan_bytes(plan: "_WalkPlan | _ChainPlan") -> int:
     return sum(value.nbytes for value in vars(plan).values() if isinstance(value, np.ndarray)) + 16 * len(plan.tokens)
 
 
+class _GroupedSpellings:
+    """The spelled tokens' bytes one after another in ``by_first_byte``
+    order (``data``, uint8; entry j at ``data[offsets[j]:offsets[j + 1]]``),
+    made once per vocabulary by :func:`_grouped_spellings`: a walk plan's
+    tokens of a first byte are then read forward through one stretch of
+    memory when the plan is packed (``_cwalk.pack_plan``), where reading
+    them by id met a cache miss or two a token. ~1 MB and ~1.2 MB of
+    offsets on Qwen. Two threads may both make it; either copy is right."""
+
+    __slots__ = ("arrays",)
+
+    def __init__(self) -> None:
+        self.arrays: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _grouped_spellings(tables: _VocabularyTables) -> tuple[np.ndarray, np.ndarray]:
+    """``(data, offsets)`` of :class:`_GroupedSpellings` (compiled module only)."""
+    found = tables.grouped.arrays
+    if found is None:
+        tokens = tables.by_first_byte
+        offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
+        np.cumsum(tables.lengths[tokens], out=offsets[1:])
+        data = np.empty(int(offsets[-1]), dtype=np.uint8)
+        _cwalk.pack(tables.spellings, tables.spelling_offsets, tokens, np.zeros(len(tokens), dtype=np.int64), data)
+        for array in (data, offsets):
+            array.flags.writeable = False
+        found = tables.grouped.arrays = (data, offsets)
+    return found
+
+
 @dataclass(frozen=True, eq=False)
 class _PackedBytes:
     """The bytes a plan's tokens have left to walk, in the plan's order, one
@@ -100,6 +130,9 @@ class _PackedBytes:
 
     data: np.ndarray     # uint8
     offsets: np.ndarray  # int64, one more than the plan's tokens
+
+
+_NO_PACKED = _PackedBytes(np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64))  # the rest of a row with no loop
 
 
 class _Packing:
@@ -121,9 +154,10 @@ class _Packing:
 
 
 def _packed(tables: _VocabularyTables, tokens: np.ndarray, positions: np.ndarray) -> _PackedBytes:
-    """The :class:`_PackedBytes` of a plan's ``tokens`` from ``positions``,
-    packed in a pass of their own: what a plan's first walk
-    (``_cwalk.walk_and_pack``) keeps."""
+    """The :class:`_PackedBytes` of ``tokens`` from ``positions``, packed in
+    a pass of their own (what a chain plan's first walk,
+    ``_cwalk.walk_and_pack``, keeps; a loop's rest, packed once for the
+    walk plans that copy it)."""
     offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
     np.cumsum(tables.lengths[tokens] - positions, out=offsets[1:])
     data = np.empty(int(offsets[-1]), dtype=np.uint8)
@@ -240,6 +274,13 @@ def _walk_plan(tables: _VocabularyTables, live: np.ndarray, loop: tuple | None =
         parts = _cwalk.walk_plan(tables.by_first_byte, tables.first_offsets, np.ascontiguousarray(live, dtype=np.int64),
                                  *(np.ascontiguousarray(array) for array in rest_arrays))
         found = _WalkPlan(*(np.frombuffer(part, dtype=dtype) for part, dtype in zip(parts, _PLAN_DTYPES)))
+        # packed now, reading the groups' bytes in order (_cwalk.pack_plan), not by the first walk
+        grouped, grouped_offsets = _grouped_spellings(tables)
+        rest_packed = _NO_PACKED if loop is None else rest.packed
+        data, offsets = _cwalk.pack_plan(grouped, grouped_offsets, tables.first_offsets,
+                                         np.ascontiguousarray(live, dtype=np.int64), rest_packed.data,
+                                         rest_packed.offsets)
+        found.packing.keep(data, np.frombuffer(offsets, dtype=np.int64))
         return tables.walk_plans.remember(plan_key, found)
     tokens = _grouped(tables.by_first_byte, tables.first_offsets, live)
     positions, skipped = np.ones(len(tokens), dtype=np.int64), np.zeros(len(tokens), dtype=bool)

@@ -31,7 +31,7 @@ import numpy as np
 from ..runtime.arrays import MASK_WORD
 from ..vocab.vocabulary import Vocabulary
 from .kernels import _cwalk, _distinct, _grouped, _ranges, _set_bits, _stable_order
-from .plans import _CACHE_LOCK, _PlanCache
+from .plans import _CACHE_LOCK, _GroupedSpellings, _PackedBytes, _PlanCache, _grouped_spellings, _packed
 
 # A loop set whose tails hold fewer tokens than this is not worth a cache
 # entry: walking them costs less than the entry's copy of the other tokens.
@@ -87,6 +87,8 @@ class _VocabularyTables:
     chain_masks: dict = field(default_factory=dict)  # (class, length) -> uint32 mask
     chain_plans: _PlanCache = field(default_factory=_PlanCache)  # (class, length, dies, other bytes) -> _ChainPlan
     walk_plans: _PlanCache = field(default_factory=_PlanCache)   # (first bytes, loop set, other bytes) -> _WalkPlan
+    # The spelled tokens' bytes in by_first_byte order, made on use (see _grouped_spellings).
+    grouped: _GroupedSpellings = field(default_factory=_GroupedSpellings)
 
 
 def _vocabulary_tables(vocabulary: Vocabulary) -> _VocabularyTables:
@@ -192,6 +194,8 @@ def _made_ahead(tables: _VocabularyTables) -> _VocabularyTables:
         first[_LEAD_BYTES] = True
         _loop_mask(tables, first, key, tail)
     _class_runs(tables, key)
+    if _cwalk is not None:
+        _grouped_spellings(tables)
     return tables
 
 
@@ -417,8 +421,13 @@ class _LoopRest:
 
     tokens: np.ndarray       # int64
     positions: np.ndarray    # int64
-    skipped: np.ndarray    # bool
+    skipped: np.ndarray      # bool
     first_bytes: np.ndarray  # int64: each token's first byte (what a walk plan copies, not gathers)
+    # Their bytes from their positions, packed once here (compiled module
+    # only; None without it): a walk plan copies them (_cwalk.pack_plan)
+    # where packing them by token id at each new plan's first walk met a
+    # cache miss or two a token (~60 us of a ~4.6k-token JSON string plan).
+    packed: _PackedBytes | None = None
 
 
 def _loop_mask(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int, int, bool],
@@ -449,8 +458,9 @@ def _loop_mask(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int
         picked = _ranges(tail.rest_offsets[starts], tail.rest_offsets[starts + 1])
         skips = tail.rest_skips[picked]
         tokens = tail.rest[picked]
-        rest = _LoopRest(tokens, np.maximum(skips, 1).astype(np.int64), skips > 0,
-                         tables.columns[0][tokens].astype(np.int64))
+        positions = np.maximum(skips, 1).astype(np.int64)
+        rest = _LoopRest(tokens, positions, skips > 0, tables.columns[0][tokens].astype(np.int64),
+                         _packed(tables, tokens, positions) if _cwalk is not None else None)
         for array in (rest.tokens, rest.positions, rest.skipped, rest.first_bytes):
             array.flags.writeable = False
         found = _remember(tables.loop_masks, key, (mask, rest))
