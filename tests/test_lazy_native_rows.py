@@ -332,6 +332,8 @@ def test_finish_row_is_the_numpy_row():
     with pytest.raises(ValueError, match="mismatched"):
         cwalk.finish_row(None, 1, one, one, one, 2, none, none, False)
     with pytest.raises(ValueError, match="mismatched"):
+        cwalk.finish_row(None, 1 << 62, one, one, one, 1, none, none, False)
+    with pytest.raises(ValueError, match="mismatched"):
         cwalk.finish_row(np.zeros(2, np.uint32), 1, one, one, one, 1, none, none, False)
     # an EOS outside the mask is not read unless the row is final
     assert cwalk.finish_row(None, 1, one, one, one, 1, none, np.array([40], np.int64), False)[1] == \
@@ -381,6 +383,8 @@ def test_chain_plan_refuses_bad_arrays():
         plan(length=0, full_by_chars=runs.full_by_chars + len(first))
     with pytest.raises(ValueError, match="mismatched"):
         plan(length=-1)
+    with pytest.raises(ValueError, match="mismatched"):
+        plan(length=1 << 62)
     with pytest.raises(ValueError, match="mismatched"):
         plan(chars=runs.chars[:10])
     with pytest.raises(ValueError, match="mismatched"):

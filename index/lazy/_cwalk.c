@@ -1384,7 +1384,7 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
     Py_ssize_t num_full_offsets = buffers[11].view.len / 8;
     if (buffers[1].view.len != 257 * 8 || buffers[5].view.len != 257 * 8 || num_partial_offsets < 257
             || num_full_offsets < 1 || buffers[9].view.len / 4 != vocab_size || buffers[12].view.len / 4 != vocab_size
-            || length < 0) {
+            || length < 0 || length > INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "chain_plan: arrays of mismatched lengths");
         goto done;
     }
@@ -1610,7 +1610,8 @@ static PyObject *finish_row(PyObject *module, PyObject *const *args, Py_ssize_t 
     }
     Py_ssize_t num_tokens = buffers[2].view.len / 8, num_loop_ends = buffers[6].view.len / 8;
     Py_ssize_t num_eos = buffers[7].view.len / 8;
-    if (num_words < 0 || count < 0 || count > buffers[3].view.len / 8 || count > buffers[4].view.len / 8
+    if (num_words < 0 || num_words > PY_SSIZE_T_MAX / 64 || count < 0 || count > buffers[3].view.len / 8
+            || count > buffers[4].view.len / 8
             || (buffers[0].held && buffers[0].view.len != num_words * 4)) {
         PyErr_SetString(PyExc_ValueError, "finish_row: arrays of mismatched lengths");
         goto done;
