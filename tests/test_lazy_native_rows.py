@@ -159,9 +159,9 @@ def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkey
     asked = []
     walk_plan, start_states = lazy_index_module._walk_plan, lazy_index_module._start_states
 
-    def recording_walk_plan(tables_, live, loop=None):
-        asked.append((live.copy(), loop))
-        return walk_plan(tables_, live, loop)
+    def recording_walk_plan(tables_, live, loop=None, first_key=None, outside=None):
+        asked.append((live.copy(), loop, first_key, outside))
+        return walk_plan(tables_, live, loop, first_key, outside)
 
     starts = []
 
@@ -183,10 +183,14 @@ def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkey
         if index._covered:
             for state in states[:40]:
                 index._loop_row(state, index._dfa.row(state))
-    assert len(asked) >= 100 and any(loop is not None for _, loop in asked)
-    for live, loop in asked:
+    assert len(asked) >= 100 and any(loop is not None for _, loop, _, _ in asked)
+    for live, loop, first_key, outside in asked:
+        if loop is not None:
+            # the keys _cwalk.row_first gave are the ones numpy makes
+            assert first_key == np.packbits(loop[0]).tobytes()
+            assert np.array_equal(outside, live[~loop[0][live]])
         with _fresh_plans(tables):
-            compiled = walk_plan(tables, live, loop)
+            compiled = walk_plan(tables, live, loop, first_key, outside)
         _numpy(monkeypatch)
         with _fresh_plans(tables):
             numpy = walk_plan(tables, live, loop)
@@ -267,6 +271,31 @@ def test_ascii_target_is_the_counter():
         cwalk.ascii_target(np.zeros(100, np.int32))
     with pytest.raises(TypeError, match="items of 4 bytes"):
         cwalk.ascii_target(np.zeros(256, np.int64))
+
+
+def test_row_first_is_numpys():
+    """``_cwalk.row_first``: the bytes leading to a target (ASCII, and the
+    lead bytes when asked), packbits of them, the live bytes outside them,
+    and their ASCII bits, as _loop_row's numpy code makes them."""
+    rng = np.random.default_rng(5)
+    for trial in range(200):
+        row = rng.integers(0, int(rng.integers(2, 6)), 256).astype(np.int32)
+        if trial % 7 == 0:
+            row[rng.random(256) < 0.3] = -1  # cells not resolved are live
+        target, lead = int(rng.integers(1, 5)), bool(trial % 2)
+        first = np.zeros(256, dtype=bool)
+        first[:128] = row[:128] == target
+        first[lazy_tables._LEAD_BYTES] = lead
+        live = np.flatnonzero(row)
+        data, key, outside, low, high = cwalk.row_first(row, target, lead)
+        assert np.array_equal(np.frombuffer(data, bool), first)
+        assert key == np.packbits(first).tobytes()
+        assert np.array_equal(np.frombuffer(outside, np.int64), live[~first[live]])
+        assert (low, high) == lazy_tables._class_key(first[:128], False)[:2]
+    with pytest.raises(ValueError, match="256 cells"):
+        cwalk.row_first(np.zeros(128, np.int32), 1, False)
+    with pytest.raises(TypeError, match="items of 4 bytes"):
+        cwalk.row_first(np.zeros(256, np.int64), 1, False)
 
 
 def test_start_states_refuses_bad_arrays():

@@ -1820,6 +1820,60 @@ static PyObject *ascii_target(PyObject *module, PyObject *row) {
     return Py_BuildValue("(ii)", (int)target, most);
 }
 
+/* row_first(first_row, target, lead) -> (first, key, outside, low, high)
+ *
+ * The bytes of a row (int32[256] cells) whose first character leads to
+ * ``target`` (tokendfa.lazy.index.LazyIndex._loop_row): ``first`` (bytes
+ * of 256 bools: the ASCII bytes whose cell is target, and the lead bytes
+ * 0xC2-0xF4 when ``lead``), ``key`` (numpy's packbits of it, as the loop
+ * mask and plan caches are keyed), ``outside`` (int64 bytes: the live
+ * bytes, cell not DEAD, outside ``first``, ascending) and first's ASCII
+ * bits as two ints (bits 0-63, 64-127, as a loop set's key). ~10 numpy
+ * calls a cold row, ~5 us with the GIL. */
+static PyObject *row_first(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 3, "row_first") < 0) {
+        return NULL;
+    }
+    long long target = PyLong_AsLongLong(args[1]);
+    int lead = PyObject_IsTrue(args[2]);
+    if ((target == -1 && PyErr_Occurred()) || lead < 0) {
+        return NULL;
+    }
+    Buffer buffer = {0};
+    if (take(args[0], &buffer, "first_row", 4, 0) < 0) {
+        release(&buffer, 1);
+        return NULL;
+    }
+    if (buffer.view.len != 256 * 4) {
+        release(&buffer, 1);
+        PyErr_SetString(PyExc_ValueError, "row_first: a row of 256 cells expected");
+        return NULL;
+    }
+    const int32_t *cells = buffer.view.buf;
+    uint8_t first[256], key[32] = {0};
+    int64_t outside[256];
+    int outside_count = 0;
+    uint64_t low = 0, high = 0;
+    for (int b = 0; b < 256; b++) {
+        first[b] = b < 128 ? cells[b] == target : (lead && b >= 0xC2 && b <= 0xF4);
+        if (first[b]) {
+            key[b >> 3] |= (uint8_t)(0x80 >> (b & 7));  /* packbits' big bit order */
+            if (b < 64) {
+                low |= (uint64_t)1 << b;
+            } else if (b < 128) {
+                high |= (uint64_t)1 << (b - 64);
+            }
+        } else if (cells[b] != DEAD) {
+            outside[outside_count++] = b;
+        }
+    }
+    release(&buffer, 1);
+    return Py_BuildValue("(y#y#y#KK)", (const char *)first, (Py_ssize_t)256, (const char *)key, (Py_ssize_t)32,
+                         (const char *)outside, (Py_ssize_t)outside_count * 8,
+                         (unsigned long long)low, (unsigned long long)high);
+}
+
 static PyMethodDef methods[] = {
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
      "Walk tokens through a byte automaton's resolved cells (see the module source)."},
@@ -1855,6 +1909,8 @@ static PyMethodDef methods[] = {
      "The state each entry of a walk or chain plan starts in (see the module source)."},
     {"ascii_target", (PyCFunction)ascii_target, METH_O,
      "The state most ASCII cells of a row lead to (not DEAD; smallest id of a tie) and how many lead there."},
+    {"row_first", (PyCFunction)(void (*)(void))row_first, METH_FASTCALL,
+     "The bytes of a row whose first character leads to a target, as the loop caches key them (see the module source)."},
     {"count_released", (PyCFunction)count_released, METH_O,
      "Turn the count of released_ns() on (True) or off (False; the default)."},
     {"released_ns", (PyCFunction)released_ns, METH_NOARGS,

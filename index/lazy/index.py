@@ -994,23 +994,31 @@ class LazyIndex(MaskServing):
             counts.pop(DEAD, None)
             most = max(counts.values(), default=0)
             target = min((s for s, count in counts.items() if count == most), default=0)
-        tail = None
+        tail = first_key = outside = None
         if most >= _LOOP_MIN_BYTES:
             tail_key = self._loop(target)
             # the bytes and characters that lead to the target
-            first = np.zeros(256, dtype=bool)
-            first[:128] = ascii_row == target
-            if self._wide_target(state) == target:
-                first[_LEAD_BYTES] = True
-            if self._covered and not _loops_on(tail_key, first[:128]):
+            lead = self._wide_target(state) == target
+            if _cwalk is not None:
+                # first, its cache key, the live bytes outside it and its
+                # ASCII bits in one call, where numpy took ~10 (~5 us)
+                first, first_key, outside, low, high = _cwalk.row_first(first_row, target, lead)
+                first, outside = np.frombuffer(first, dtype=bool), np.frombuffer(outside, dtype=np.int64)
+                loops = low & ~tail_key[0] == 0 and high & ~tail_key[1] == 0
+            else:
+                first = np.zeros(256, dtype=bool)
+                first[:128] = ascii_row == target
+                first[_LEAD_BYTES] = lead
+                loops = _loops_on(tail_key, first[:128])
+            if self._covered and not loops:
                 # they do not loop there: a counted class
                 return self._chain_row(state, first_row, first, target, live)
             tail = _tail_tokens(tables, tail_key)
         if tail is None:
             plan = _walk_plan(tables, live)
             return None, plan, _start_states(first_row, plan, plan.skipped, np.zeros(1, dtype=np.int64))
-        mask, rest = _loop_mask(tables, first, tail_key, tail)
-        plan = _walk_plan(tables, live, (first, tail_key, rest))
+        mask, rest = _loop_mask(tables, first, tail_key, tail, first_key)
+        plan = _walk_plan(tables, live, (first, tail_key, rest), first_key, outside)
         states = _start_states(first_row, plan, plan.skipped, np.array([target], dtype=np.int64))
         return _LoopRow(mask, (target,)), plan, states
 

@@ -253,18 +253,20 @@ class _WalkPlan:
     packing: _Packing = field(default_factory=_Packing)
 
 
-def _walk_plan(tables: _VocabularyTables, live: np.ndarray, loop: tuple | None = None) -> _WalkPlan:
+def _walk_plan(tables: _VocabularyTables, live: np.ndarray, loop: tuple | None = None,
+               first_key: bytes | None = None, outside: np.ndarray | None = None) -> _WalkPlan:
     """The :class:`_WalkPlan` of a row whose live first bytes are ``live``
     (int64), cached per vocabulary: with ``loop`` = ``(first, tail_key,
     rest)`` (see :meth:`LazyIndex._loop_row`), the tokens starting with the
     live bytes outside ``first``, then ``rest``; without, every token
-    starting with a live byte."""
+    starting with a live byte. ``first_key`` (``first`` packed) and
+    ``outside`` (those live bytes, int64), where the caller has them."""
     if loop is None:
         plan_key = (live.tobytes(),)
     else:
         first, tail_key, rest = loop
-        live = live[~first[live]]
-        plan_key = (np.packbits(first).tobytes(), tail_key, live.tobytes())
+        live = live[~first[live]] if outside is None else outside
+        plan_key = (np.packbits(first).tobytes() if first_key is None else first_key, tail_key, live.tobytes())
     found = tables.walk_plans.get(plan_key)
     if found is not None:
         return found

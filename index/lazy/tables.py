@@ -431,13 +431,14 @@ class _LoopRest:
 
 
 def _loop_mask(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int, int, bool],
-               tail: _TailTokens) -> tuple[np.ndarray, _LoopRest]:
+               tail: _TailTokens, first_key: bytes | None = None) -> tuple[np.ndarray, _LoopRest]:
     """The tokens whose first byte is in ``first`` (bool[256]) and whose tail
     is in the loop set, and the :class:`_LoopRest` of the others starting
     there; cached per vocabulary. The mask is the tail set's, kept or cleared
     by the tokens of the side of ``first`` (among the bytes a text token can
-    start with) that starts fewer tokens."""
-    key = (np.packbits(first).tobytes(), tail_key)
+    start with) that starts fewer tokens. ``first_key``: ``first`` packed
+    (``np.packbits(first).tobytes()``), where the caller has it."""
+    key = (np.packbits(first).tobytes() if first_key is None else first_key, tail_key)
     found = tables.loop_masks.get(key)
     if found is None:
         among = first[_TEXT_FIRST_BYTES]
