@@ -893,9 +893,10 @@ class LazyIndex(MaskServing):
         state for its loop set resolves its whole ASCII row.
 
         The walk reads the plan's remaining bytes packed in walking order
-        (:class:`_PackedBytes`), so that it reads memory in order: the
-        plan's first walk packs them as it goes (``walk_and_pack``) and
-        keeps them with the plan for the next."""
+        (:class:`_PackedBytes`), so that it reads memory in order: a walk
+        plan comes packed (``_cwalk.pack_plan``); a chain plan's first walk
+        packs them as it goes (``walk_and_pack``) and keeps them with the
+        plan for the next."""
         ended, ended_entries, ended_states = self._walk_entries(plan, states)
         if ended:
             # both walks give entries of the plan: their tokens

@@ -7,8 +7,12 @@ live first bytes and its loop or chain, not on the state: a *plan*
 (:class:`_WalkPlan` for loop rows and rows with no loop, :class:`_ChainPlan`
 for chain rows inside a counted class) is made once per vocabulary and kept
 in a bounded cache (:class:`_PlanCache`). A plan's
-remaining bytes are packed in walking order (:class:`_PackedBytes`) by its
-first walk, so that the compiled walk reads memory in order.
+remaining bytes are packed in walking order (:class:`_PackedBytes`), so that
+the compiled walk reads memory in order: a walk plan's when it is made, from
+the tokens' bytes grouped by first byte (:class:`_GroupedSpellings`) and its
+loop's rest packed once; a chain plan's by its first walk. With the compiled
+module a plan's arrays are made in C (``_cwalk.walk_plan``,
+``_cwalk.chain_plan``); the numpy code beside each is the reference.
 """
 
 from __future__ import annotations
@@ -136,9 +140,10 @@ _NO_PACKED = _PackedBytes(np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int6
 
 
 class _Packing:
-    """A plan's :class:`_PackedBytes`, made by its first walk
-    (``_cwalk.walk_and_pack`` copies each token's bytes as it reads them)
-    and read by every later one. Two threads may both pack; either copy is
+    """A plan's :class:`_PackedBytes`, made with a walk plan
+    (``_cwalk.pack_plan``) or by a chain plan's first walk
+    (``_cwalk.walk_and_pack`` copies each token's bytes as it reads them),
+    and read by every later walk. Two threads may both pack; either copy is
     right."""
 
     __slots__ = ("packed",)
