@@ -1573,51 +1573,16 @@ static int compare_int32(const void *left, const void *right) {
     return (a > b) - (a < b);
 }
 
-/* finish_row(loop_mask, num_words, tokens, entries, ends, count, loop_ends,
- *            eos, final) -> (mask, successors)
- *
- * A cold row's mask and successors from its walk (tokendfa.lazy.index,
- * LazyIndex._new_row with a covering vocabulary), where ~15 numpy calls
- * made them: ``mask`` (bytes, num_words uint32 words) is ``loop_mask``
- * (uint32[num_words]; None: no bit) with the bits of tokens[entries[i]]
- * set for i < count (tokens and entries int64: a walk's ended entries of
- * its plan), and of the ``eos`` tokens (int64) when ``final``;
- * ``successors`` (bytes, int32) the distinct states of ends[:count] (int64)
- * and ``loop_ends`` (int64), ascending. */
-static PyObject *finish_row(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    (void)module;
-    if (arity(nargs, 9, "finish_row") < 0) {
-        return NULL;
-    }
-    Buffer buffers[9] = {{0}};  /* 0: loop_mask (or none), 2: tokens, 3: entries, 4: ends, 6: loop_ends, 7: eos */
+/* The mask and successors of finish_row (see there) from checked lengths:
+ * loop_mask NULL or num_words words; entries and ends of count items.
+ * The GIL held on entry and on return. */
+static PyObject *finish_arrays(const uint32_t *loop_mask, Py_ssize_t num_words, const int64_t *tokens,
+                               Py_ssize_t num_tokens, const int64_t *entries, const int64_t *ends, Py_ssize_t count,
+                               const int64_t *loop_ends, Py_ssize_t num_loop_ends, const int64_t *eos,
+                               Py_ssize_t num_eos, int final) {
     PyObject *mask_object = NULL, *result = NULL;
     int32_t *found = NULL;
     uint8_t *marks = NULL;
-    Py_ssize_t num_words = PyLong_AsSsize_t(args[1]), count = PyLong_AsSsize_t(args[5]);
-    int final = PyObject_IsTrue(args[8]);
-    if (PyErr_Occurred() || final < 0) {
-        return NULL;
-    }
-    if (args[0] != Py_None && take(args[0], &buffers[0], "loop_mask", 4, 0) < 0) {
-        goto done;
-    }
-    static const char *names[8] = {"", "", "tokens", "entries", "ends", "", "loop_ends", "eos"};
-    static const int taken[5] = {2, 3, 4, 6, 7};
-    for (int k = 0; k < 5; k++) {
-        if (take(args[taken[k]], &buffers[taken[k]], names[taken[k]], 8, 0) < 0) {
-            goto done;
-        }
-    }
-    Py_ssize_t num_tokens = buffers[2].view.len / 8, num_loop_ends = buffers[6].view.len / 8;
-    Py_ssize_t num_eos = buffers[7].view.len / 8;
-    if (num_words < 0 || num_words > PY_SSIZE_T_MAX / 64 || count < 0 || count > buffers[3].view.len / 8
-            || count > buffers[4].view.len / 8
-            || (buffers[0].held && buffers[0].view.len != num_words * 4)) {
-        PyErr_SetString(PyExc_ValueError, "finish_row: arrays of mismatched lengths");
-        goto done;
-    }
-    const int64_t *tokens = buffers[2].view.buf, *entries = buffers[3].view.buf, *ends = buffers[4].view.buf;
-    const int64_t *loop_ends = buffers[6].view.buf, *eos = buffers[7].view.buf;
     mask_object = PyBytes_FromStringAndSize(NULL, num_words * 4);
     Py_ssize_t states = count + num_loop_ends;
     found = PyMem_RawMalloc(sizeof(int32_t) * (size_t)(states ? states : 1));
@@ -1636,8 +1601,8 @@ static PyObject *finish_row(PyObject *module, PyObject *const *args, Py_ssize_t 
      * the ~2 us of a mask copy and a few hundred bits (each hand-off can
      * cost a wait for another thread's switch interval) */
     let_go_for(&released, count);
-    if (buffers[0].held) {
-        memcpy(mask, buffers[0].view.buf, (size_t)num_words * 4);
+    if (loop_mask != NULL) {
+        memcpy(mask, loop_mask, (size_t)num_words * 4);
     } else {
         memset(mask, 0, (size_t)num_words * 4);
     }
@@ -1703,8 +1668,79 @@ done:
     Py_XDECREF(mask_object);
     PyMem_RawFree(found);
     PyMem_RawFree(marks);
+    return result;
+}
+
+/* finish_row(loop_mask, num_words, tokens, entries, ends, count, loop_ends,
+ *            eos, final) -> (mask, successors)
+ *
+ * A cold row's mask and successors from its walk (tokendfa.lazy.index,
+ * LazyIndex._new_row with a covering vocabulary), where ~15 numpy calls
+ * made them: ``mask`` (bytes, num_words uint32 words) is ``loop_mask``
+ * (uint32[num_words]; None: no bit) with the bits of tokens[entries[i]]
+ * set for i < count (tokens and entries int64: a walk's ended entries of
+ * its plan), and of the ``eos`` tokens (int64) when ``final``;
+ * ``successors`` (bytes, int32) the distinct states of ends[:count] (int64)
+ * and ``loop_ends`` (int64), ascending. */
+static PyObject *finish_row(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 9, "finish_row") < 0) {
+        return NULL;
+    }
+    Buffer buffers[9] = {{0}};  /* 0: loop_mask (or none), 2: tokens, 3: entries, 4: ends, 6: loop_ends, 7: eos */
+    PyObject *result = NULL;
+    Py_ssize_t num_words = PyLong_AsSsize_t(args[1]), count = PyLong_AsSsize_t(args[5]);
+    int final = PyObject_IsTrue(args[8]);
+    if (PyErr_Occurred() || final < 0) {
+        return NULL;
+    }
+    if (args[0] != Py_None && take(args[0], &buffers[0], "loop_mask", 4, 0) < 0) {
+        goto done;
+    }
+    static const char *names[8] = {"", "", "tokens", "entries", "ends", "", "loop_ends", "eos"};
+    static const int taken[5] = {2, 3, 4, 6, 7};
+    for (int k = 0; k < 5; k++) {
+        if (take(args[taken[k]], &buffers[taken[k]], names[taken[k]], 8, 0) < 0) {
+            goto done;
+        }
+    }
+    Py_ssize_t num_tokens = buffers[2].view.len / 8, num_loop_ends = buffers[6].view.len / 8;
+    Py_ssize_t num_eos = buffers[7].view.len / 8;
+    if (num_words < 0 || num_words > PY_SSIZE_T_MAX / 64 || count < 0 || count > buffers[3].view.len / 8
+            || count > buffers[4].view.len / 8
+            || (buffers[0].held && buffers[0].view.len != num_words * 4)) {
+        PyErr_SetString(PyExc_ValueError, "finish_row: arrays of mismatched lengths");
+        goto done;
+    }
+    result = finish_arrays(buffers[0].held ? buffers[0].view.buf : NULL, num_words, buffers[2].view.buf, num_tokens,
+                           buffers[3].view.buf, buffers[4].view.buf, count, buffers[6].view.buf, num_loop_ends,
+                           buffers[7].view.buf, num_eos, final);
+done:
     release(buffers, 9);
     return result;
+}
+
+/* The loop of start_states (see there) over checked lengths; the problem
+ * met (an index outside), or NULL. No Python object is touched. */
+static const char *fill_start_states(const int32_t *first_row, const int64_t *first_bytes, const void *picks,
+                                     int wide_picks, Py_ssize_t count, const int64_t *along, Py_ssize_t num_along,
+                                     int64_t *out) {
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t pick = wide_picks ? ((const int64_t *)picks)[i] : (((const uint8_t *)picks)[i] ? 0 : -1);
+        if (pick >= 0) {
+            if (pick >= num_along) {
+                return "start_states: a link outside the chain";
+            }
+            out[i] = along[pick];
+        } else {
+            int64_t byte = first_bytes[i];
+            if (byte < 0 || byte > 255) {
+                return "start_states: a first byte outside the row";
+            }
+            out[i] = first_row[byte];
+        }
+    }
+    return NULL;
 }
 
 /* start_states(first_row, first_bytes, picks, along, out): the state each
@@ -1744,25 +1780,8 @@ static PyObject *start_states(PyObject *module, PyObject *const *args, Py_ssize_
         PyErr_SetString(PyExc_ValueError, "start_states: arrays of mismatched lengths");
         goto done;
     }
-    const char *problem = NULL;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        int64_t pick = wide_picks ? ((const int64_t *)buffers[2].view.buf)[i]
-                                  : (((const uint8_t *)buffers[2].view.buf)[i] ? 0 : -1);
-        if (pick >= 0) {
-            if (pick >= num_along) {
-                problem = "start_states: a link outside the chain";
-                break;
-            }
-            out[i] = along[pick];
-        } else {
-            int64_t byte = first_bytes[i];
-            if (byte < 0 || byte > 255) {
-                problem = "start_states: a first byte outside the row";
-                break;
-            }
-            out[i] = first_row[byte];
-        }
-    }
+    const char *problem = fill_start_states(first_row, first_bytes, buffers[2].view.buf, wide_picks, count, along,
+                                            num_along, out);
     if (problem != NULL) {
         PyErr_SetString(PyExc_IndexError, problem);
         goto done;
