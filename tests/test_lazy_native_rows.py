@@ -182,7 +182,7 @@ def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkey
     for index, states in found:
         if index._covered:
             for state in states[:40]:
-                index._loop_row(state, index._dfa.row(state))
+                index._raw_row(state)
     assert len(asked) >= 100 and any(loop is not None for _, loop, _, _ in asked)
     for live, loop, first_key, outside in asked:
         if loop is not None:
@@ -449,3 +449,49 @@ def test_pack_plan_refuses_bad_arrays():
         pack(rest_offsets=rest.offsets + 1)
     with pytest.raises(ValueError, match="mismatched"):
         pack(rest_offsets=np.zeros(0, np.int64))
+
+
+def test_walk_row_refuses_bad_arrays():
+    """``_cwalk.walk_row`` (start states, walk and finish of a packed plan)
+    checks each array before it reads it."""
+    from tokendfa.analysis.lazydfa import LazyByteDFA
+    from tokendfa.analysis.dfa import INITIAL
+
+    dfa = LazyByteDFA("ab")
+    first_row = np.ascontiguousarray(dfa.row(INITIAL))
+    data, offsets = np.frombuffer(b"b", np.uint8), np.array([0, 1], np.int64)  # one entry: "b" after "a"
+    first_bytes, picks, along = np.array([ord("a")], np.int64), np.zeros(1, bool), np.zeros(1, np.int64)
+    tokens, none = np.array([5], np.int64), np.zeros(0, np.int64)
+
+    def walk(**changed):
+        arrays = dict(data=data, offsets=offsets, first_row=first_row, first_bytes=first_bytes, picks=picks,
+                      along=along, tokens=tokens, loop_mask=None, num_words=1, loop_ends=none, eos=none, final=False)
+        arrays.update(changed)
+        with dfa.resolving():
+            return cwalk.walk_row(dfa, *arrays.values())
+
+    mask, successors = walk()
+    assert np.frombuffer(mask, np.uint32).tolist() == [1 << 5]
+    assert dfa.is_final(int(np.frombuffer(successors, np.int32)[0]))
+    with pytest.raises(TypeError, match="13 arguments"):
+        cwalk.walk_row(dfa, data)
+    with pytest.raises(ValueError, match="mismatched"):
+        walk(offsets=np.array([0, 1, 1], np.int64))
+    with pytest.raises(ValueError, match="mismatched"):
+        walk(first_row=first_row[:100])
+    with pytest.raises(ValueError, match="mismatched"):
+        walk(tokens=np.zeros(2, np.int64))
+    with pytest.raises(ValueError, match="mismatched"):
+        walk(loop_mask=np.zeros(2, np.uint32))
+    with pytest.raises(IndexError, match="outside the data"):
+        walk(offsets=np.array([0, 2], np.int64))
+    with pytest.raises(IndexError, match="outside the row"):
+        walk(first_bytes=np.array([256], np.int64))
+    with pytest.raises(IndexError, match="outside the chain"):
+        walk(picks=np.ones(1, bool), along=none)
+    with pytest.raises(IndexError, match="outside the mask"):
+        walk(tokens=np.array([40], np.int64))
+    with pytest.raises(IndexError, match="outside the automaton"):
+        walk(picks=np.ones(1, bool), along=np.array([1000], np.int64))
+    with pytest.raises(TypeError, match="picks"):
+        walk(picks=np.zeros(1, np.int32))

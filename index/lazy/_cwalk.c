@@ -1793,6 +1793,106 @@ done:
     return result;
 }
 
+/* walk_row(dfa, data, offsets, first_row, first_bytes, picks, along, tokens,
+ *          loop_mask, num_words, loop_ends, eos, final) -> (mask, successors)
+ *
+ * A cold row from its packed plan in one call (tokendfa.lazy.index,
+ * LazyIndex._compiled_row): each entry's start state as start_states
+ * makes it (first_row, the plan's first_bytes, picks and along), the walk
+ * of the packed bytes (data, offsets) as walk_packed, the automaton's
+ * resolving lock held by the caller, and the mask and successors of the
+ * plan's ``tokens`` that end alive as finish_row makes them (loop_mask,
+ * num_words, loop_ends, eos, final). Three calls and their arrays made
+ * with the GIL in Python (~5 us a row) where this takes one; the walk's
+ * scratch is its own. */
+static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 13, "walk_row") < 0) {
+        return NULL;
+    }
+    Automaton automaton = {0};
+    /* 1 data, 2 offsets, 3 first_row, 4 first_bytes, 5 picks, 6 along, 7 tokens, 8 loop_mask, 10 loop_ends, 11 eos */
+    Buffer buffers[12] = {{0}};
+    static const char *names[12] = {"", "data", "offsets", "first_row", "first_bytes", "picks", "along", "tokens",
+                                    "loop_mask", "", "loop_ends", "eos"};
+    static const Py_ssize_t items[12] = {0, 1, 8, 4, 8, 0, 8, 8, 4, 0, 8, 8};
+    PyObject *result = NULL;
+    int64_t *states = NULL, *ended_entries = NULL, *ended_states = NULL;
+    Py_ssize_t num_words = PyLong_AsSsize_t(args[9]);
+    int final = PyObject_IsTrue(args[12]);
+    if ((num_words == -1 && PyErr_Occurred()) || final < 0) {
+        return NULL;
+    }
+    for (int i = 1; i < 12; i++) {
+        if (i == 9 || (i == 8 && args[8] == Py_None)) {
+            continue;
+        }
+        if (i == 5) {  /* a walk plan's skipped (bool) or a chain plan's links (int64) */
+            if (PyObject_GetBuffer(args[5], &buffers[5].view, PyBUF_C_CONTIGUOUS) < 0) {
+                goto done;
+            }
+            buffers[5].held = 1;
+            if (buffers[5].view.itemsize != 1 && buffers[5].view.itemsize != 8) {
+                PyErr_SetString(PyExc_TypeError, "walk_row: picks of 1 (bool) or 8 (int64) bytes expected");
+                goto done;
+            }
+            continue;
+        }
+        if (take(args[i], &buffers[i], names[i], items[i], 0) < 0) {
+            goto done;
+        }
+    }
+    const uint8_t *data = buffers[1].view.buf;
+    const int64_t *offsets = buffers[2].view.buf;
+    Py_ssize_t count = buffers[4].view.len / 8, total = buffers[1].view.len;
+    if (buffers[2].view.len / 8 != count + 1 || buffers[3].view.len != 256 * 4
+            || buffers[5].view.len / buffers[5].view.itemsize != count || buffers[7].view.len / 8 != count
+            || num_words < 0 || num_words > PY_SSIZE_T_MAX / 64
+            || (buffers[8].held && buffers[8].view.len != num_words * 4)) {
+        PyErr_SetString(PyExc_ValueError, "walk_row: arrays of mismatched lengths");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (offsets[i] < 0 || offsets[i] > offsets[i + 1] || offsets[i + 1] > total) {
+            PyErr_SetString(PyExc_IndexError, "walk_row: an entry outside the data");
+            goto done;
+        }
+    }
+    size_t room = sizeof(int64_t) * (size_t)(count ? count : 1);
+    states = PyMem_RawMalloc(room);
+    ended_entries = PyMem_RawMalloc(room);
+    ended_states = PyMem_RawMalloc(room);
+    if (states == NULL || ended_entries == NULL || ended_states == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const char *problem = fill_start_states(buffers[3].view.buf, buffers[4].view.buf, buffers[5].view.buf,
+                                            buffers[5].view.itemsize == 8, count, buffers[6].view.buf,
+                                            buffers[6].view.len / 8, states);
+    if (problem != NULL) {
+        PyErr_SetString(PyExc_IndexError, problem);
+        goto done;
+    }
+    if (open_automaton(args[0], &automaton) < 0) {
+        close_automaton(&automaton);
+        goto done;
+    }
+    Py_ssize_t ended = walk_entries(&automaton, count, data, offsets, offsets + 1, states, NULL,
+                                    ended_entries, ended_states);
+    if (close_automaton(&automaton) < 0 || ended < 0) {
+        goto done;
+    }
+    result = finish_arrays(buffers[8].held ? buffers[8].view.buf : NULL, num_words, buffers[7].view.buf, count,
+                           ended_entries, ended_states, ended, buffers[10].view.buf, buffers[10].view.len / 8,
+                           buffers[11].view.buf, buffers[11].view.len / 8, final);
+done:
+    PyMem_RawFree(states);
+    PyMem_RawFree(ended_entries);
+    PyMem_RawFree(ended_states);
+    release(buffers, 12);
+    return result;
+}
+
 /* ascii_target(first_row) -> (target, count): the state most of the 128
  * ASCII cells of a row (int32[256]) lead to, other than DEAD, the smallest
  * id of a tie, and how many lead there ((0, 0): every one is dead). A
@@ -1922,6 +2022,8 @@ static PyMethodDef methods[] = {
      "A chain plan's tokens, links, first bytes and positions, as bytes (see the module source)."},
     {"pack_plan", (PyCFunction)(void (*)(void))pack_plan, METH_FASTCALL,
      "A walk plan's packed bytes, made with the plan (see the module source)."},
+    {"walk_row", (PyCFunction)(void (*)(void))walk_row, METH_FASTCALL,
+     "A cold row's mask and successors from its packed plan: start states, walk and finish in one call."},
     {"finish_row", (PyCFunction)(void (*)(void))finish_row, METH_FASTCALL,
      "A cold row's mask and distinct successors from its walk, as bytes (see the module source)."},
     {"start_states", (PyCFunction)(void (*)(void))start_states, METH_FASTCALL,

@@ -67,7 +67,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -178,6 +178,19 @@ _WHOLE_INDEX_ONLY = frozenset({"arrays", "num_states", "final_states", "num_tran
 
 
 _EVERY_BYTE_KEY = "lazy-every-byte-a-token"
+
+
+class _Start(NamedTuple):
+    """Where each entry of a row's plan starts its walk (see
+    :func:`_start_states`): in ``along[0]`` where ``picks`` (a walk plan's
+    ``skipped``) is set, in ``along[link]`` where ``picks`` (a chain plan's
+    ``links``) is a link, else in the cell of its first byte."""
+
+    picks: np.ndarray  # bool or int64, one an entry
+    along: np.ndarray  # int64: the loop's state, or the chain's states
+
+
+_NO_TARGET = np.zeros(1, dtype=np.int64)  # the along of a row with no loop (no entry is skipped)
 
 
 class _Scratch(threading.local):
@@ -726,11 +739,22 @@ class LazyIndex(MaskServing):
         (``_cwalk.finish_row``), where :meth:`_numpy_row` makes them in ~15
         numpy calls with it (~8% of the cold steps of 0.25-1.5 ms on the
         MaskBench sample, and GIL-held time a batch's threads queue on)."""
-        loop, plan, states = self._loop_row(state, self._dfa.row(state))
-        ended, entries, ends = self._walk_entries(plan, states)
+        dfa = self._dfa
+        first_row = np.ascontiguousarray(dfa.row(state))
+        loop, plan, start = self._loop_row(state, first_row)
         loop_mask, loop_ends = (None, _NO_STATES) if loop is None else (loop.mask, loop.end_states)
-        key, successors = _cwalk.finish_row(loop_mask, self._words, plan.tokens, entries, ends, ended, loop_ends,
-                                            self._eos_tokens, self._dfa.finals[state])
+        final = dfa.finals[state]
+        packed = plan.packing.packed
+        if packed is not None:
+            # start states, walk and finish in one call (_cwalk.walk_row)
+            with dfa.resolving():
+                key, successors = _cwalk.walk_row(dfa, packed.data, packed.offsets, first_row, plan.first_bytes,
+                                                  start.picks, start.along, plan.tokens, loop_mask, self._words,
+                                                  loop_ends, self._eos_tokens, final)
+        else:  # a chain plan's first walk, which packs it
+            ended, entries, ends = self._walk_entries(plan, _start_states(first_row, plan, start.picks, start.along))
+            key, successors = _cwalk.finish_row(loop_mask, self._words, plan.tokens, entries, ends, ended, loop_ends,
+                                                self._eos_tokens, final)
         return key, np.frombuffer(successors, dtype=STATE_DTYPE)
 
     def _numpy_row(self, state: int) -> tuple[bytes, np.ndarray]:
@@ -809,7 +833,8 @@ class LazyIndex(MaskServing):
         if found is not None:
             return found
         first_row = self._dfa.row(state)
-        loop, plan, states = self._loop_row(state, first_row)
+        loop, plan, start = self._loop_row(state, first_row)
+        states = _start_states(first_row, plan, start.picks, start.along)
         tokens, positions = plan.tokens, plan.positions
         found_tokens, found_ends = [], []
         if _cwalk is not None:
@@ -970,12 +995,12 @@ class LazyIndex(MaskServing):
         return np.flatnonzero(stay)
 
     def _loop_row(self, state: int, first_row: np.ndarray
-                  ) -> tuple[_LoopRow | None, _WalkPlan | _ChainPlan, np.ndarray]:
-        """``(loop, plan, states)``: the tokens of the row found with no walk
+                  ) -> tuple[_LoopRow | None, _WalkPlan | _ChainPlan, _Start]:
+        """``(loop, plan, start)``: the tokens of the row found with no walk
         (or None); the plan of the spelled tokens left to walk, whose first
         byte is live, each with the position of its next byte
-        (:class:`_WalkPlan`, :class:`_ChainPlan`); the state each one's walk
-        starts in.
+        (:class:`_WalkPlan`, :class:`_ChainPlan`); where each one's walk
+        starts (:class:`_Start`).
 
         With ``target`` the state most ASCII bytes lead to from ``state``, a
         token needs no walk when its first character leads there (its first
@@ -1017,14 +1042,13 @@ class LazyIndex(MaskServing):
             tail = _tail_tokens(tables, tail_key)
         if tail is None:
             plan = _walk_plan(tables, live)
-            return None, plan, _start_states(first_row, plan, plan.skipped, np.zeros(1, dtype=np.int64))
+            return None, plan, _Start(plan.skipped, _NO_TARGET)
         mask, rest = _loop_mask(tables, first, tail_key, tail, first_key)
         plan = _walk_plan(tables, live, (first, tail_key, rest), first_key, outside)
-        states = _start_states(first_row, plan, plan.skipped, np.array([target], dtype=np.int64))
-        return _LoopRow(mask, (target,)), plan, states
+        return _LoopRow(mask, (target,)), plan, _Start(plan.skipped, np.array([target], dtype=np.int64))
 
     def _chain_row(self, state: int, first_row: np.ndarray, first: np.ndarray, target: int, live: np.ndarray
-                   ) -> tuple[_LoopRow, _ChainPlan, np.ndarray]:
+                   ) -> tuple[_LoopRow, _ChainPlan, _Start]:
         """:meth:`_loop_row` where most characters lead to a state that does
         not loop on them: inside a counted class (``[0-9a-f]{40}``, a string
         with ``minLength``), each character of the class leads one state
@@ -1042,9 +1066,8 @@ class LazyIndex(MaskServing):
         chain, dies = self._chain(state, target, key, max(limit, 1))
         length = len(chain) - 1
         plan = _chain_plan(tables, key, runs, length, dies, np.flatnonzero(first), live[~first[live]])
-        states = _start_states(first_row, plan, plan.links, np.array(chain, dtype=np.int64))
         mask = _chain_mask(tables, key, length, runs)
-        return _LoopRow(mask, tuple(sorted(set(chain[1:])))), plan, states
+        return _LoopRow(mask, tuple(sorted(set(chain[1:])))), plan, _Start(plan.links, np.array(chain, dtype=np.int64))
 
     def _chain(self, state: int, target: int, key: tuple[int, int, bool], limit: int) -> tuple[list[int], bool]:
         """``([state, target, ...], dies)``: while every character of the
