@@ -148,6 +148,37 @@ def test_compiled_rows_are_the_numpy_rows_on_real_schemas(indexes, monkeypatch):
     assert compared >= 300 and loops >= 50 and chains >= 5, (compared, loops, chains)
 
 
+def test_compiled_rows_of_plans_not_packed_ahead(indexes, monkeypatch):
+    """A loop's rest too long to keep packed (past _PLAN_MAX_TOKENS tokens;
+    here every rest) leaves its walk plans to be packed by their first walk
+    (walk_and_pack, then finish_row): the rows are still numpy's."""
+    vocab, found = indexes
+    tables = lazy_tables.vocabulary_tables(vocab)
+    monkeypatch.setattr(lazy_tables, "_PLAN_MAX_TOKENS", 0)
+    saved = dict(tables.loop_masks)
+    tables.loop_masks.clear()
+    compared = unpacked = 0
+    try:
+        with _fresh_plans(tables):
+            for index, states in found[:4]:
+                for state in states[:30]:
+                    _compiled(monkeypatch)
+                    loop, plan, _ = index._loop_row(state, index._dfa.row(state))
+                    unpacked += loop is not None and isinstance(plan, lazy_plans._WalkPlan) and \
+                        plan.packing.packed is None
+                    key, successors = index._compiled_row(state)
+                    _numpy(monkeypatch)
+                    with _fresh_plans(tables):
+                        numpy_key, numpy_successors = index._numpy_row(state)
+                    assert key == numpy_key and np.array_equal(successors, numpy_successors), state
+                    compared += 1
+    finally:
+        _compiled(monkeypatch)
+        tables.loop_masks.clear()
+        tables.loop_masks.update(saved)
+    assert compared >= 40 and unpacked >= 5, (compared, unpacked)
+
+
 def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkeypatch):
     """Every walk plan and chain plan the real schemas' rows ask for, made
     by ``_cwalk.walk_plan`` and ``_cwalk.chain_plan`` and made by numpy, are

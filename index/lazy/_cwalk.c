@@ -1256,7 +1256,7 @@ done:
  * The arrays of a walk plan (tokendfa.lazy.plans._WalkPlan) as bytes: the
  * tokens of the first-byte ``groups`` (int64, each 0-255; by_first_byte and
  * its 257 first_offsets, int64), each at position 1, not skipped, its first
- * byte its group's, then the ``rest_*`` ones (int64, int64, int64, bool) as
+ * byte its group's, then the ``rest_*`` ones (int64, uint8, int64, bool) as
  * given. numpy's ~15 calls for these were ~70 us of a cold row whose plan
  * was not cached (every plan is new in a fresh process: MaskBench's steps),
  * and gathering each token's first byte from the vocabulary's first column
@@ -1269,7 +1269,7 @@ static PyObject *walk_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
     Buffer buffers[7] = {{0}};
     static const char *names[7] = {"by_first_byte", "first_offsets", "groups", "rest_tokens",
                                    "rest_first_bytes", "rest_positions", "rest_skipped"};
-    static const Py_ssize_t items_size[7] = {8, 8, 8, 8, 8, 8, 1};
+    static const Py_ssize_t items_size[7] = {8, 8, 8, 8, 1, 8, 1};
     PyObject *parts[4] = {NULL, NULL, NULL, NULL}, *result = NULL;
     for (int i = 0; i < 7; i++) {
         if (take(args[i], &buffers[i], names[i], items_size[i], 0) < 0) {
@@ -1278,10 +1278,11 @@ static PyObject *walk_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
     }
     const int64_t *by_first_byte = buffers[0].view.buf, *first_offsets = buffers[1].view.buf;
     const int64_t *groups = buffers[2].view.buf, *rest_tokens = buffers[3].view.buf;
-    const int64_t *rest_first_bytes = buffers[4].view.buf, *rest_positions = buffers[5].view.buf;
+    const uint8_t *rest_first_bytes = buffers[4].view.buf;
+    const int64_t *rest_positions = buffers[5].view.buf;
     const uint8_t *rest_skipped = buffers[6].view.buf;
     Py_ssize_t num_items = buffers[0].view.len / 8, asked = buffers[2].view.len / 8, rest = buffers[3].view.len / 8;
-    if (buffers[1].view.len != 257 * 8 || buffers[4].view.len / 8 != rest || buffers[5].view.len / 8 != rest
+    if (buffers[1].view.len != 257 * 8 || buffers[4].view.len != rest || buffers[5].view.len / 8 != rest
             || buffers[6].view.len != rest) {
         PyErr_SetString(PyExc_ValueError, "walk_plan: arrays of mismatched lengths");
         goto done;
@@ -1318,9 +1319,9 @@ static PyObject *walk_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
     }
     if (rest) {
         memcpy(tokens + head, rest_tokens, (size_t)rest * 8);
-        memcpy(first_bytes + head, rest_first_bytes, (size_t)rest * 8);
         memcpy(positions + head, rest_positions, (size_t)rest * 8);
         for (Py_ssize_t i = 0; i < rest; i++) {
+            first_bytes[head + i] = rest_first_bytes[i];
             skipped[head + i] = rest_skipped[i] != 0;
         }
     }

@@ -751,7 +751,7 @@ class LazyIndex(MaskServing):
                 key, successors = _cwalk.walk_row(dfa, packed.data, packed.offsets, first_row, plan.first_bytes,
                                                   start.picks, start.along, plan.tokens, loop_mask, self._words,
                                                   loop_ends, self._eos_tokens, final)
-        else:  # a chain plan's first walk, which packs it
+        else:  # a chain plan's first walk, which packs it (or a walk plan's of a rest too long to keep packed)
             ended, entries, ends = self._walk_entries(plan, _start_states(first_row, plan, start.picks, start.along))
             key, successors = _cwalk.finish_row(loop_mask, self._words, plan.tokens, entries, ends, ended, loop_ends,
                                                 self._eos_tokens, final)

@@ -39,7 +39,7 @@ _PLAN_CACHE_BYTES = 64 << 20
 # positions, skipped), and its rest (tokens, first bytes, positions,
 # skipped) where the row has no loop.
 _PLAN_DTYPES = (np.int64, np.int64, np.int64, bool)
-_NO_REST = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+_NO_REST = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64),
             np.zeros(0, dtype=bool))
 _CACHE_LOCK = threading.Lock()  # the per-vocabulary caches are shared by every lazy index
 
@@ -282,12 +282,13 @@ def _walk_plan(tables: _VocabularyTables, live: np.ndarray, loop: tuple | None =
                                  *(np.ascontiguousarray(array) for array in rest_arrays))
         found = _WalkPlan(*(np.frombuffer(part, dtype=dtype) for part, dtype in zip(parts, _PLAN_DTYPES)))
         # packed now, reading the groups' bytes in order (_cwalk.pack_plan), not by the first walk
-        grouped, grouped_offsets = _grouped_spellings(tables)
         rest_packed = _NO_PACKED if loop is None else rest.packed
-        data, offsets = _cwalk.pack_plan(grouped, grouped_offsets, tables.first_offsets,
-                                         np.ascontiguousarray(live, dtype=np.int64), rest_packed.data,
-                                         rest_packed.offsets)
-        found.packing.keep(data, np.frombuffer(offsets, dtype=np.int64))
+        if rest_packed is not None:
+            grouped, grouped_offsets = _grouped_spellings(tables)
+            data, offsets = _cwalk.pack_plan(grouped, grouped_offsets, tables.first_offsets,
+                                             np.ascontiguousarray(live, dtype=np.int64), rest_packed.data,
+                                             rest_packed.offsets)
+            found.packing.keep(data, np.frombuffer(offsets, dtype=np.int64))
         return tables.walk_plans.remember(plan_key, found)
     tokens = _grouped(tables.by_first_byte, tables.first_offsets, live)
     positions, skipped = np.ones(len(tokens), dtype=np.int64), np.zeros(len(tokens), dtype=bool)

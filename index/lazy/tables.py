@@ -31,7 +31,8 @@ import numpy as np
 from ..runtime.arrays import MASK_WORD
 from ..vocab.vocabulary import Vocabulary
 from .kernels import _cwalk, _distinct, _grouped, _ranges, _set_bits, _stable_order
-from .plans import _CACHE_LOCK, _GroupedSpellings, _PackedBytes, _PlanCache, _grouped_spellings, _packed
+from .plans import (_CACHE_LOCK, _PLAN_MAX_TOKENS, _GroupedSpellings, _PackedBytes, _PlanCache, _grouped_spellings,
+                    _packed)
 
 # A loop set whose tails hold fewer tokens than this is not worth a cache
 # entry: walking them costs less than the entry's copy of the other tokens.
@@ -422,11 +423,13 @@ class _LoopRest:
     tokens: np.ndarray       # int64
     positions: np.ndarray    # int64
     skipped: np.ndarray      # bool
-    first_bytes: np.ndarray  # int64: each token's first byte (what a walk plan copies, not gathers)
+    first_bytes: np.ndarray  # uint8: each token's first byte (what a walk plan copies, not gathers)
     # Their bytes from their positions, packed once here (compiled module
-    # only; None without it): a walk plan copies them (_cwalk.pack_plan)
-    # where packing them by token id at each new plan's first walk met a
-    # cache miss or two a token (~60 us of a ~4.6k-token JSON string plan).
+    # only; None without it, or past _PLAN_MAX_TOKENS tokens, whose plans
+    # are not kept either): a walk plan copies them (_cwalk.pack_plan) where
+    # packing them by token id at each new plan's first walk met a cache
+    # miss or two a token (~60 us of a ~4.6k-token JSON string plan).
+    # ~15 bytes a token, beside the ~18 of the arrays above.
     packed: _PackedBytes | None = None
 
 
@@ -460,8 +463,8 @@ def _loop_mask(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int
         skips = tail.rest_skips[picked]
         tokens = tail.rest[picked]
         positions = np.maximum(skips, 1).astype(np.int64)
-        rest = _LoopRest(tokens, positions, skips > 0, tables.columns[0][tokens].astype(np.int64),
-                         _packed(tables, tokens, positions) if _cwalk is not None else None)
+        packed = _packed(tables, tokens, positions) if _cwalk is not None and len(tokens) <= _PLAN_MAX_TOKENS else None
+        rest = _LoopRest(tokens, positions, skips > 0, tables.columns[0][tokens], packed)
         for array in (rest.tokens, rest.positions, rest.skipped, rest.first_bytes):
             array.flags.writeable = False
         found = _remember(tables.loop_masks, key, (mask, rest))
