@@ -21,9 +21,9 @@ Reading order:
   the next process of the same vocabulary (:func:`load_or_make_tables`)
 * :mod:`tokendfa.lazy.plans`       walk and chain plans: which tokens a cold
   row walks and from where, cached per vocabulary, packed for the walk
-* :mod:`tokendfa.lazy.kernels`     the compiled walk's module
-  (``_cwalk.c``, optional: :data:`NATIVE_WALK`) and the numpy passes the
-  other modules share
+* :mod:`tokendfa.lazy.kernels`     the compiled module of a cold row
+  (``_cwalk.c``: its walk, plan, start states, mask and successors;
+  optional: :data:`NATIVE_WALK`) and the numpy passes the other modules share
 * :mod:`tokendfa.lazy.completion`  a lazy index's states mapped to its
   completed index's (:meth:`LazyIndex.state_map`)
 

@@ -1,6 +1,10 @@
 /* The compiled inner loops of a lazy token row: tokens walked byte by byte
  * through the lazy byte automaton's table (tokendfa.lazy), and the
- * bit and group work around them.
+ * bit and group work around them: a cold row's walk plan (walk_plan,
+ * grouped), the state each planned token starts in (start_states), the
+ * row's ASCII target (ascii_target), and its mask and successors from
+ * what the walk found (finish_row), each in place of numpy calls made with
+ * the GIL (the numpy code stays as the reference, TOKENDFA_NATIVE=0).
  *
  * The numpy walk pays ~40 us a level in calls whatever the number of tokens,
  * and a cold row inside a JSON string walks ~6k tokens over a dozen levels.
@@ -1160,6 +1164,836 @@ done:
     return result;
 }
 
+/* The tokens of ``groups`` (int64 group numbers) one group after another,
+ * group g being items[offsets[g]:offsets[g + 1]] (items and offsets int64):
+ * written to ``out`` from ``at``. Returns the next free place, or -1 when a
+ * group or its offsets fall outside (nothing read past a buffer). The GIL
+ * may be let go: only the buffers are read. */
+static Py_ssize_t gather_groups(const int64_t *items, Py_ssize_t num_items, const int64_t *offsets,
+                                Py_ssize_t num_groups, const int64_t *groups, Py_ssize_t asked,
+                                int64_t *out, Py_ssize_t at, Py_ssize_t room) {
+    for (Py_ssize_t i = 0; i < asked; i++) {
+        int64_t g = groups[i];
+        if (g < 0 || g >= num_groups) {
+            return -1;
+        }
+        int64_t lo = offsets[g], hi = offsets[g + 1];
+        if (lo < 0 || lo > hi || hi > num_items || hi - lo > room - at) {
+            return -1;
+        }
+        memcpy(out + at, items + lo, (size_t)(hi - lo) * sizeof(int64_t));
+        at += (Py_ssize_t)(hi - lo);
+    }
+    return at;
+}
+
+/* How many items ``groups`` hold (see gather_groups); -1 when a group or
+ * its offsets fall outside. */
+static Py_ssize_t groups_size(Py_ssize_t num_items, const int64_t *offsets, Py_ssize_t num_groups,
+                              const int64_t *groups, Py_ssize_t asked) {
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < asked; i++) {
+        int64_t g = groups[i];
+        if (g < 0 || g >= num_groups) {
+            return -1;
+        }
+        int64_t lo = offsets[g], hi = offsets[g + 1];
+        if (lo < 0 || lo > hi || hi > num_items) {
+            return -1;
+        }
+        total += (Py_ssize_t)(hi - lo);
+    }
+    return total;
+}
+
+/* grouped(items, offsets, groups) -> bytearray: the int64 items of
+ * ``groups`` (int64), group g being items[offsets[g]:offsets[g + 1]], one
+ * group after another (tokendfa.lazy.kernels._grouped: numpy's cumsum,
+ * repeat and arange over a plan's ~5k tokens were ~6% of the cold steps of
+ * 0.25-1.5 ms on the MaskBench sample). */
+static PyObject *grouped(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 3, "grouped") < 0) {
+        return NULL;
+    }
+    Buffer buffers[3] = {{0}};
+    static const char *names[3] = {"items", "offsets", "groups"};
+    PyObject *result = NULL;
+    for (int i = 0; i < 3; i++) {
+        if (take(args[i], &buffers[i], names[i], 8, 0) < 0) {
+            goto done;
+        }
+    }
+    const int64_t *items = buffers[0].view.buf, *offsets = buffers[1].view.buf, *groups = buffers[2].view.buf;
+    Py_ssize_t num_items = buffers[0].view.len / 8, num_groups = buffers[1].view.len / 8 - 1;
+    Py_ssize_t asked = buffers[2].view.len / 8;
+    Py_ssize_t total = groups_size(num_items, offsets, num_groups, groups, asked);
+    if (total < 0) {
+        PyErr_SetString(PyExc_IndexError, "grouped: a group outside the offsets");
+        goto done;
+    }
+    result = PyByteArray_FromStringAndSize(NULL, total * 8);
+    if (result == NULL) {
+        goto done;
+    }
+    Released released;
+    let_go_for(&released, total);
+    Py_ssize_t filled = gather_groups(items, num_items, offsets, num_groups, groups, asked,
+                                      (int64_t *)PyByteArray_AS_STRING(result), 0, total);
+    take_back(&released);
+    if (filled != total) {  /* the buffers changed under us: not met with numpy arrays */
+        Py_CLEAR(result);
+        PyErr_SetString(PyExc_IndexError, "grouped: a group outside the offsets");
+    }
+done:
+    release(buffers, 3);
+    return result;
+}
+
+/* walk_plan(by_first_byte, first_offsets, groups, rest_tokens, rest_first_bytes,
+ *           rest_positions, rest_skipped) -> (tokens, first_bytes, positions, skipped)
+ *
+ * The arrays of a walk plan (tokendfa.lazy.plans._WalkPlan) as bytes: the
+ * tokens of the first-byte ``groups`` (int64, each 0-255; by_first_byte and
+ * its 257 first_offsets, int64), each at position 1, not skipped, its first
+ * byte its group's, then the ``rest_*`` ones (int64, uint8, int64, bool) as
+ * given. numpy's ~15 calls for these were ~70 us of a cold row whose plan
+ * was not cached (every plan is new in a fresh process: MaskBench's steps),
+ * and gathering each token's first byte from the vocabulary's first column
+ * read a cache line a token. */
+static PyObject *walk_plan(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 7, "walk_plan") < 0) {
+        return NULL;
+    }
+    Buffer buffers[7] = {{0}};
+    static const char *names[7] = {"by_first_byte", "first_offsets", "groups", "rest_tokens",
+                                   "rest_first_bytes", "rest_positions", "rest_skipped"};
+    static const Py_ssize_t items_size[7] = {8, 8, 8, 8, 1, 8, 1};
+    PyObject *parts[4] = {NULL, NULL, NULL, NULL}, *result = NULL;
+    for (int i = 0; i < 7; i++) {
+        if (take(args[i], &buffers[i], names[i], items_size[i], 0) < 0) {
+            goto done;
+        }
+    }
+    const int64_t *by_first_byte = buffers[0].view.buf, *first_offsets = buffers[1].view.buf;
+    const int64_t *groups = buffers[2].view.buf, *rest_tokens = buffers[3].view.buf;
+    const uint8_t *rest_first_bytes = buffers[4].view.buf;
+    const int64_t *rest_positions = buffers[5].view.buf;
+    const uint8_t *rest_skipped = buffers[6].view.buf;
+    Py_ssize_t num_items = buffers[0].view.len / 8, asked = buffers[2].view.len / 8, rest = buffers[3].view.len / 8;
+    if (buffers[1].view.len != 257 * 8 || buffers[4].view.len != rest || buffers[5].view.len / 8 != rest
+            || buffers[6].view.len != rest) {
+        PyErr_SetString(PyExc_ValueError, "walk_plan: arrays of mismatched lengths");
+        goto done;
+    }
+    Py_ssize_t head = groups_size(num_items, first_offsets, 256, groups, asked);
+    if (head < 0) {
+        PyErr_SetString(PyExc_IndexError, "walk_plan: a group outside the offsets");
+        goto done;
+    }
+    Py_ssize_t total = head + rest;
+    static const Py_ssize_t widths[4] = {8, 8, 8, 1};
+    for (int i = 0; i < 4; i++) {
+        parts[i] = PyBytes_FromStringAndSize(NULL, total * widths[i]);
+        if (parts[i] == NULL) {
+            goto done;
+        }
+    }
+    int64_t *tokens = (int64_t *)PyBytes_AS_STRING(parts[0]), *first_bytes = (int64_t *)PyBytes_AS_STRING(parts[1]);
+    int64_t *positions = (int64_t *)PyBytes_AS_STRING(parts[2]);
+    uint8_t *skipped = (uint8_t *)PyBytes_AS_STRING(parts[3]);
+    Released released;
+    let_go_for(&released, total);
+    /* groups_size checked every group's offsets: the copies stay inside */
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < asked; i++) {
+        int64_t lo = first_offsets[groups[i]], hi = first_offsets[groups[i] + 1];
+        memcpy(tokens + at, by_first_byte + lo, (size_t)(hi - lo) * sizeof(int64_t));
+        for (int64_t k = 0; k < hi - lo; k++) {
+            first_bytes[at + k] = groups[i];
+            positions[at + k] = 1;
+            skipped[at + k] = 0;
+        }
+        at += (Py_ssize_t)(hi - lo);
+    }
+    if (rest) {
+        memcpy(tokens + head, rest_tokens, (size_t)rest * 8);
+        memcpy(positions + head, rest_positions, (size_t)rest * 8);
+        for (Py_ssize_t i = 0; i < rest; i++) {
+            first_bytes[head + i] = rest_first_bytes[i];
+            skipped[head + i] = rest_skipped[i] != 0;
+        }
+    }
+    take_back(&released);
+    result = PyTuple_Pack(4, parts[0], parts[1], parts[2], parts[3]);
+done:
+    for (int i = 0; i < 4; i++) {
+        Py_XDECREF(parts[i]);
+    }
+    release(buffers, 7);
+    return result;
+}
+
+/* chain_plan(by_first_byte, first_offsets, first_column, others, irregular,
+ *            irregular_offsets, starting, partial, partial_offsets, chars,
+ *            full_by_chars, full_offsets, ascii, length, dies)
+ *     -> (tokens, links, first_bytes, positions)
+ *
+ * The arrays of a chain plan (tokendfa.lazy.plans._ChainPlan, which says
+ * what each part is) as int64 bytes, from the vocabulary's tokens by first
+ * byte (by_first_byte, its 257 first_offsets; first_column: each token's
+ * first byte, uint8[V]) and a class's runs (tokendfa.lazy.tables._ClassRuns:
+ * irregular and its 257 offsets, partial and its offsets, chars and ascii
+ * int32[V], full_by_chars and its offsets; int64 otherwise): the tokens of
+ * the first-byte groups ``others`` and the irregular ones of ``starting``
+ * (int64 bytes), walked from their first byte; the partial ones that stop
+ * within ``length`` characters, from the link of their run; the longer
+ * ones, from the chain's last link where their ASCII run goes past it,
+ * else from their first byte (dropped instead when ``dies``). ~20 numpy
+ * calls, ~150 us a chain plan not cached yet. */
+static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 15, "chain_plan") < 0) {
+        return NULL;
+    }
+    Buffer buffers[13] = {{0}};
+    static const char *names[13] = {"by_first_byte", "first_offsets", "first_column", "others", "irregular",
+                                    "irregular_offsets", "starting", "partial", "partial_offsets", "chars",
+                                    "full_by_chars", "full_offsets", "ascii"};
+    static const Py_ssize_t items_size[13] = {8, 8, 1, 8, 8, 8, 8, 8, 8, 4, 8, 8, 4};
+    PyObject *parts[4] = {NULL, NULL, NULL, NULL}, *result = NULL;
+    Py_ssize_t length = PyLong_AsSsize_t(args[13]);
+    int dies = PyObject_IsTrue(args[14]);
+    if ((length == -1 && PyErr_Occurred()) || dies < 0) {
+        return NULL;
+    }
+    for (int i = 0; i < 13; i++) {
+        if (take(args[i], &buffers[i], names[i], items_size[i], 0) < 0) {
+            goto done;
+        }
+    }
+    const int64_t *by_first_byte = buffers[0].view.buf, *first_offsets = buffers[1].view.buf;
+    const uint8_t *first_column = buffers[2].view.buf;
+    const int64_t *others = buffers[3].view.buf, *irregular = buffers[4].view.buf;
+    const int64_t *irregular_offsets = buffers[5].view.buf, *starting = buffers[6].view.buf;
+    const int64_t *partial = buffers[7].view.buf, *partial_offsets = buffers[8].view.buf;
+    const int32_t *chars = buffers[9].view.buf, *ascii = buffers[12].view.buf;
+    const int64_t *full_by_chars = buffers[10].view.buf, *full_offsets = buffers[11].view.buf;
+    Py_ssize_t vocab_size = buffers[2].view.len, num_partial = buffers[7].view.len / 8;
+    Py_ssize_t num_partial_offsets = buffers[8].view.len / 8, num_full = buffers[10].view.len / 8;
+    Py_ssize_t num_full_offsets = buffers[11].view.len / 8;
+    if (buffers[1].view.len != 257 * 8 || buffers[5].view.len != 257 * 8 || num_partial_offsets < 257
+            || num_full_offsets < 1 || buffers[9].view.len / 4 != vocab_size || buffers[12].view.len / 4 != vocab_size
+            || length < 0 || length > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "chain_plan: arrays of mismatched lengths");
+        goto done;
+    }
+    Py_ssize_t head = groups_size(buffers[0].view.len / 8, first_offsets, 256, others, buffers[3].view.len / 8);
+    Py_ssize_t inner = groups_size(buffers[4].view.len / 8, irregular_offsets, 256, starting, buffers[6].view.len / 8);
+    /* the partial ones that stop within the chain, and where the longer ones begin */
+    Py_ssize_t cut = 256 * (length + 1) < num_partial_offsets - 1 ? 256 * (length + 1) : num_partial_offsets - 1;
+    int64_t partial_lo = partial_offsets[256], partial_hi = partial_offsets[cut];
+    Py_ssize_t full_cut = length + 1 < num_full_offsets - 1 ? length + 1 : num_full_offsets - 1;
+    int64_t full_lo = full_offsets[full_cut];
+    if (head < 0 || inner < 0 || partial_lo < 0 || partial_lo > partial_hi || partial_hi > num_partial
+            || full_lo < 0 || full_lo > num_full) {
+        PyErr_SetString(PyExc_IndexError, "chain_plan: a group outside the offsets");
+        goto done;
+    }
+    /* the longer tokens: full_by_chars[full_lo:] then partial[partial_hi:] */
+    Py_ssize_t longer = (num_full - full_lo) + (num_partial - partial_hi), kept = 0;
+    for (Py_ssize_t k = 0; k < longer; k++) {
+        int64_t token = k < num_full - full_lo ? full_by_chars[full_lo + k] : partial[partial_hi + k - (num_full - full_lo)];
+        if (token < 0 || token >= vocab_size) {
+            PyErr_SetString(PyExc_IndexError, "chain_plan: a token outside the tables");
+            goto done;
+        }
+        kept += !dies || ascii[token] <= length;
+    }
+    Py_ssize_t total = head + inner + (Py_ssize_t)(partial_hi - partial_lo) + kept;
+    for (int i = 0; i < 4; i++) {
+        parts[i] = PyBytes_FromStringAndSize(NULL, total * 8);
+        if (parts[i] == NULL) {
+            goto done;
+        }
+    }
+    int64_t *tokens = (int64_t *)PyBytes_AS_STRING(parts[0]), *links = (int64_t *)PyBytes_AS_STRING(parts[1]);
+    int64_t *first_bytes = (int64_t *)PyBytes_AS_STRING(parts[2]);
+    int64_t *positions = (int64_t *)PyBytes_AS_STRING(parts[3]);
+    Py_ssize_t at = gather_groups(by_first_byte, buffers[0].view.len / 8, first_offsets, 256, others,
+                                  buffers[3].view.len / 8, tokens, 0, total);
+    at = at < 0 ? -1 : gather_groups(irregular, buffers[4].view.len / 8, irregular_offsets, 256, starting,
+                                     buffers[6].view.len / 8, tokens, at, total);
+    if (at != head + inner) {
+        PyErr_SetString(PyExc_IndexError, "chain_plan: a group outside the offsets");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < at; i++) {
+        links[i] = -1;
+        positions[i] = 1;
+    }
+    for (int64_t k = partial_lo; k < partial_hi; k++, at++) {
+        int64_t token = partial[k];
+        if (token < 0 || token >= vocab_size) {
+            PyErr_SetString(PyExc_IndexError, "chain_plan: a token outside the tables");
+            goto done;
+        }
+        tokens[at] = token;
+        links[at] = positions[at] = chars[token];
+    }
+    for (Py_ssize_t k = 0; k < longer; k++) {
+        int64_t token = k < num_full - full_lo ? full_by_chars[full_lo + k] : partial[partial_hi + k - (num_full - full_lo)];
+        int regular = ascii[token] > length;
+        if (dies && regular) {
+            continue;
+        }
+        tokens[at] = token;
+        links[at] = regular ? length : -1;
+        positions[at++] = regular ? length : 1;
+    }
+    for (Py_ssize_t i = 0; i < total; i++) {
+        if (tokens[i] < 0 || tokens[i] >= vocab_size) {
+            PyErr_SetString(PyExc_IndexError, "chain_plan: a token outside the tables");
+            goto done;
+        }
+        first_bytes[i] = first_column[tokens[i]];
+    }
+    result = PyTuple_Pack(4, parts[0], parts[1], parts[2], parts[3]);
+done:
+    for (int i = 0; i < 4; i++) {
+        Py_XDECREF(parts[i]);
+    }
+    release(buffers, 13);
+    return result;
+}
+
+/* pack_plan(grouped, grouped_offsets, first_offsets, groups, rest_data,
+ *           rest_offsets) -> (data, offsets)
+ *
+ * A walk plan's packed bytes (tokendfa.lazy.plans._PackedBytes; data uint8
+ * and offsets int64[k + 1] as bytes), made with the plan: the tokens of
+ * the first-byte ``groups`` (int64) from their second byte, read from
+ * ``grouped`` (uint8: the spelled tokens' bytes in by_first_byte order,
+ * entry j at grouped[grouped_offsets[j]:grouped_offsets[j + 1]]; the 257
+ * first_offsets index it by first byte), then the loop's rest, packed
+ * already (rest_data uint8, rest_offsets int64 from 0). Packing at the
+ * first walk read every token's offsets and bytes by id, a cache miss or
+ * two a token: ~60 us of a new ~4.6k-token JSON string plan's first walk
+ * (112 us against 49 packed, caches flushed; qwen2.5). */
+static PyObject *pack_plan(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 6, "pack_plan") < 0) {
+        return NULL;
+    }
+    Buffer buffers[6] = {{0}};
+    static const char *names[6] = {"grouped", "grouped_offsets", "first_offsets", "groups", "rest_data",
+                                   "rest_offsets"};
+    static const Py_ssize_t items_size[6] = {1, 8, 8, 8, 1, 8};
+    PyObject *data = NULL, *offsets_object = NULL, *result = NULL;
+    for (int i = 0; i < 6; i++) {
+        if (take(args[i], &buffers[i], names[i], items_size[i], 0) < 0) {
+            goto done;
+        }
+    }
+    const uint8_t *grouped = buffers[0].view.buf, *rest_data = buffers[4].view.buf;
+    const int64_t *grouped_offsets = buffers[1].view.buf, *first_offsets = buffers[2].view.buf;
+    const int64_t *groups = buffers[3].view.buf, *rest_offsets = buffers[5].view.buf;
+    Py_ssize_t num_grouped = buffers[1].view.len / 8 - 1, grouped_bytes = buffers[0].view.len;
+    Py_ssize_t asked = buffers[3].view.len / 8, rest = buffers[5].view.len / 8 - 1;
+    if (num_grouped < 0 || buffers[2].view.len != 257 * 8 || rest < 0) {
+        PyErr_SetString(PyExc_ValueError, "pack_plan: arrays of mismatched lengths");
+        goto done;
+    }
+    Py_ssize_t head = groups_size(num_grouped, first_offsets, 256, groups, asked);
+    if (head < 0) {
+        PyErr_SetString(PyExc_IndexError, "pack_plan: a group outside the offsets");
+        goto done;
+    }
+    offsets_object = PyBytes_FromStringAndSize(NULL, (head + rest + 1) * 8);
+    if (offsets_object == NULL) {
+        goto done;
+    }
+    int64_t *offsets = (int64_t *)PyBytes_AS_STRING(offsets_object);
+    const char *problem = NULL;
+    Py_ssize_t at = 0;
+    offsets[0] = 0;
+    for (Py_ssize_t i = 0; i < asked && problem == NULL; i++) {
+        for (int64_t j = first_offsets[groups[i]]; j < first_offsets[groups[i] + 1]; j++, at++) {
+            int64_t lo = grouped_offsets[j], hi = grouped_offsets[j + 1];
+            if (lo < 0 || lo >= hi || hi > grouped_bytes) {  /* a spelled token has a first byte */
+                problem = "pack_plan: an entry outside the grouped bytes";
+                break;
+            }
+            offsets[at + 1] = offsets[at] + (hi - lo - 1);
+        }
+    }
+    int64_t head_bytes = offsets[at];
+    if (problem == NULL && (rest_offsets[0] != 0 || rest_offsets[rest] > buffers[4].view.len)) {
+        problem = "pack_plan: rest offsets outside the rest's bytes";
+    }
+    for (Py_ssize_t i = 0; i < rest && problem == NULL; i++, at++) {
+        if (rest_offsets[i] > rest_offsets[i + 1]) {
+            problem = "pack_plan: rest offsets outside the rest's bytes";
+            break;
+        }
+        offsets[at + 1] = head_bytes + rest_offsets[i + 1];
+    }
+    if (problem != NULL) {
+        PyErr_SetString(PyExc_IndexError, problem);
+        goto done;
+    }
+    data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)offsets[at]);
+    if (data == NULL) {
+        goto done;
+    }
+    uint8_t *packed = (uint8_t *)PyBytes_AS_STRING(data);
+    Released released;
+    let_go_for(&released, at);
+    /* every range was checked above */
+    at = 0;
+    for (Py_ssize_t i = 0; i < asked; i++) {
+        int64_t lo = first_offsets[groups[i]], hi = first_offsets[groups[i] + 1];
+        /* each token's bytes but its first: the reads go forward through the group's stretch */
+        for (int64_t j = lo; j < hi; j++, at++) {
+            memcpy(packed + offsets[at], grouped + grouped_offsets[j] + 1, (size_t)(offsets[at + 1] - offsets[at]));
+        }
+    }
+    memcpy(packed + head_bytes, rest_data, (size_t)rest_offsets[rest]);
+    take_back(&released);
+    result = PyTuple_Pack(2, data, offsets_object);
+done:
+    Py_XDECREF(data);
+    Py_XDECREF(offsets_object);
+    release(buffers, 6);
+    return result;
+}
+
+static int compare_int32(const void *left, const void *right) {
+    int32_t a = *(const int32_t *)left, b = *(const int32_t *)right;
+    return (a > b) - (a < b);
+}
+
+/* The mask and successors of finish_row (see there) from checked lengths:
+ * loop_mask NULL or num_words words; entries and ends of count items.
+ * The GIL held on entry and on return. */
+static PyObject *finish_arrays(const uint32_t *loop_mask, Py_ssize_t num_words, const int64_t *tokens,
+                               Py_ssize_t num_tokens, const int64_t *entries, const int64_t *ends, Py_ssize_t count,
+                               const int64_t *loop_ends, Py_ssize_t num_loop_ends, const int64_t *eos,
+                               Py_ssize_t num_eos, int final) {
+    PyObject *mask_object = NULL, *result = NULL;
+    int32_t *found = NULL;
+    uint8_t *marks = NULL;
+    mask_object = PyBytes_FromStringAndSize(NULL, num_words * 4);
+    Py_ssize_t states = count + num_loop_ends;
+    found = PyMem_RawMalloc(sizeof(int32_t) * (size_t)(states ? states : 1));
+    if (mask_object == NULL || found == NULL) {
+        if (found == NULL) {
+            PyErr_NoMemory();
+        }
+        goto done;
+    }
+    uint32_t *mask = (uint32_t *)PyBytes_AS_STRING(mask_object);
+    int64_t bound = (int64_t)num_words * 32, largest = -1;
+    const char *problem = NULL;
+    Py_ssize_t distinct = 0;
+    Released released;
+    /* as set_bits: the GIL let go for thousands of walked tokens, not for
+     * the ~2 us of a mask copy and a few hundred bits (each hand-off can
+     * cost a wait for another thread's switch interval) */
+    let_go_for(&released, count);
+    if (loop_mask != NULL) {
+        memcpy(mask, loop_mask, (size_t)num_words * 4);
+    } else {
+        memset(mask, 0, (size_t)num_words * 4);
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t entry = entries[i];
+        if (entry < 0 || entry >= num_tokens) {
+            problem = "finish_row: an entry outside the tokens";
+            break;
+        }
+        int64_t token = tokens[entry];
+        if (token < 0 || token >= bound) {
+            problem = "finish_row: a token outside the mask";
+            break;
+        }
+        mask[token >> 5] |= (uint32_t)1 << (token & 31);
+    }
+    for (Py_ssize_t i = 0; final && i < num_eos && problem == NULL; i++) {
+        if (eos[i] < 0 || eos[i] >= bound) {
+            problem = "finish_row: a token outside the mask";
+            break;
+        }
+        mask[eos[i] >> 5] |= (uint32_t)1 << (eos[i] & 31);
+    }
+    for (Py_ssize_t i = 0; i < states && problem == NULL; i++) {
+        int64_t state = i < count ? ends[i] : loop_ends[i - count];
+        if (state < 0 || state > INT32_MAX) {
+            problem = "finish_row: a state outside int32";
+            break;
+        }
+        largest = state > largest ? state : largest;
+    }
+    if (problem == NULL && states) {
+        marks = PyMem_RawCalloc((size_t)largest + 1, 1);  /* untouched pages stay unmapped: states up to ~1e6 */
+        if (marks == NULL) {
+            problem = "";
+        }
+    }
+    for (Py_ssize_t i = 0; i < states && problem == NULL; i++) {
+        int64_t state = i < count ? ends[i] : loop_ends[i - count];
+        if (!marks[state]) {
+            marks[state] = 1;
+            found[distinct++] = (int32_t)state;
+        }
+    }
+    if (problem == NULL) {
+        qsort(found, (size_t)distinct, sizeof(int32_t), compare_int32);
+    }
+    take_back(&released);
+    if (problem != NULL) {
+        if (*problem) {
+            PyErr_SetString(PyExc_IndexError, problem);
+        } else {
+            PyErr_NoMemory();
+        }
+        goto done;
+    }
+    PyObject *successors = PyBytes_FromStringAndSize((const char *)found, distinct * 4);
+    if (successors != NULL) {
+        result = PyTuple_Pack(2, mask_object, successors);
+        Py_DECREF(successors);
+    }
+done:
+    Py_XDECREF(mask_object);
+    PyMem_RawFree(found);
+    PyMem_RawFree(marks);
+    return result;
+}
+
+/* finish_row(loop_mask, num_words, tokens, entries, ends, count, loop_ends,
+ *            eos, final) -> (mask, successors)
+ *
+ * A cold row's mask and successors from its walk (tokendfa.lazy.index,
+ * LazyIndex._new_row with a covering vocabulary), where ~15 numpy calls
+ * made them: ``mask`` (bytes, num_words uint32 words) is ``loop_mask``
+ * (uint32[num_words]; None: no bit) with the bits of tokens[entries[i]]
+ * set for i < count (tokens and entries int64: a walk's ended entries of
+ * its plan), and of the ``eos`` tokens (int64) when ``final``;
+ * ``successors`` (bytes, int32) the distinct states of ends[:count] (int64)
+ * and ``loop_ends`` (int64), ascending. */
+static PyObject *finish_row(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 9, "finish_row") < 0) {
+        return NULL;
+    }
+    Buffer buffers[9] = {{0}};  /* 0: loop_mask (or none), 2: tokens, 3: entries, 4: ends, 6: loop_ends, 7: eos */
+    PyObject *result = NULL;
+    Py_ssize_t num_words = PyLong_AsSsize_t(args[1]), count = PyLong_AsSsize_t(args[5]);
+    int final = PyObject_IsTrue(args[8]);
+    if (PyErr_Occurred() || final < 0) {
+        return NULL;
+    }
+    if (args[0] != Py_None && take(args[0], &buffers[0], "loop_mask", 4, 0) < 0) {
+        goto done;
+    }
+    static const char *names[8] = {"", "", "tokens", "entries", "ends", "", "loop_ends", "eos"};
+    static const int taken[5] = {2, 3, 4, 6, 7};
+    for (int k = 0; k < 5; k++) {
+        if (take(args[taken[k]], &buffers[taken[k]], names[taken[k]], 8, 0) < 0) {
+            goto done;
+        }
+    }
+    Py_ssize_t num_tokens = buffers[2].view.len / 8, num_loop_ends = buffers[6].view.len / 8;
+    Py_ssize_t num_eos = buffers[7].view.len / 8;
+    if (num_words < 0 || num_words > PY_SSIZE_T_MAX / 64 || count < 0 || count > buffers[3].view.len / 8
+            || count > buffers[4].view.len / 8
+            || (buffers[0].held && buffers[0].view.len != num_words * 4)) {
+        PyErr_SetString(PyExc_ValueError, "finish_row: arrays of mismatched lengths");
+        goto done;
+    }
+    result = finish_arrays(buffers[0].held ? buffers[0].view.buf : NULL, num_words, buffers[2].view.buf, num_tokens,
+                           buffers[3].view.buf, buffers[4].view.buf, count, buffers[6].view.buf, num_loop_ends,
+                           buffers[7].view.buf, num_eos, final);
+done:
+    release(buffers, 9);
+    return result;
+}
+
+/* The loop of start_states (see there) over checked lengths; the problem
+ * met (an index outside), or NULL. No Python object is touched. */
+static const char *fill_start_states(const int32_t *first_row, const int64_t *first_bytes, const void *picks,
+                                     int wide_picks, Py_ssize_t count, const int64_t *along, Py_ssize_t num_along,
+                                     int64_t *out) {
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t pick = wide_picks ? ((const int64_t *)picks)[i] : (((const uint8_t *)picks)[i] ? 0 : -1);
+        if (pick >= 0) {
+            if (pick >= num_along) {
+                return "start_states: a link outside the chain";
+            }
+            out[i] = along[pick];
+        } else {
+            int64_t byte = first_bytes[i];
+            if (byte < 0 || byte > 255) {
+                return "start_states: a first byte outside the row";
+            }
+            out[i] = first_row[byte];
+        }
+    }
+    return NULL;
+}
+
+/* start_states(first_row, first_bytes, picks, along, out): the state each
+ * entry of a plan starts its walk in, into out (int64[k]): along[0] where
+ * picks[i] (a walk plan's skipped, bool) is set, along[picks[i]] where
+ * picks[i] (a chain plan's links, int64) is 0 or more, else
+ * first_row[first_bytes[i]] (first_row: the row's 256 int32 cells,
+ * first_bytes int64[k], along int64). numpy's gathers, the boolean store
+ * and the int32 -> int64 copy a walk reads cost ~15 us a cold row with
+ * the GIL; here ~2. */
+static PyObject *start_states(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 5, "start_states") < 0) {
+        return NULL;
+    }
+    Buffer buffers[5] = {{0}};
+    PyObject *result = NULL;
+    if (take(args[0], &buffers[0], "first_row", 4, 0) < 0 || take(args[1], &buffers[1], "first_bytes", 8, 0) < 0
+            || PyObject_GetBuffer(args[2], &buffers[2].view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        goto done;
+    }
+    buffers[2].held = 1;
+    if ((buffers[2].view.itemsize != 1 && buffers[2].view.itemsize != 8)
+            || take(args[3], &buffers[3], "along", 8, 0) < 0 || take(args[4], &buffers[4], "out", 8, 1) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "start_states: picks of 1 (bool) or 8 (int64) bytes expected");
+        }
+        goto done;
+    }
+    const int32_t *first_row = buffers[0].view.buf;
+    const int64_t *first_bytes = buffers[1].view.buf, *along = buffers[3].view.buf;
+    int64_t *out = buffers[4].view.buf;
+    Py_ssize_t count = buffers[1].view.len / 8, num_along = buffers[3].view.len / 8;
+    int wide_picks = buffers[2].view.itemsize == 8;
+    if (buffers[0].view.len != 256 * 4 || buffers[2].view.len / buffers[2].view.itemsize != count
+            || buffers[4].view.len / 8 != count) {
+        PyErr_SetString(PyExc_ValueError, "start_states: arrays of mismatched lengths");
+        goto done;
+    }
+    const char *problem = fill_start_states(first_row, first_bytes, buffers[2].view.buf, wide_picks, count, along,
+                                            num_along, out);
+    if (problem != NULL) {
+        PyErr_SetString(PyExc_IndexError, problem);
+        goto done;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    release(buffers, 5);
+    return result;
+}
+
+/* walk_row(dfa, data, offsets, first_row, first_bytes, picks, along, tokens,
+ *          loop_mask, num_words, loop_ends, eos, final) -> (mask, successors)
+ *
+ * A cold row from its packed plan in one call (tokendfa.lazy.index,
+ * LazyIndex._compiled_row): each entry's start state as start_states
+ * makes it (first_row, the plan's first_bytes, picks and along), the walk
+ * of the packed bytes (data, offsets) as walk_packed, the automaton's
+ * resolving lock held by the caller, and the mask and successors of the
+ * plan's ``tokens`` that end alive as finish_row makes them (loop_mask,
+ * num_words, loop_ends, eos, final). Three calls and their arrays made
+ * with the GIL in Python (~5 us a row) where this takes one; the walk's
+ * scratch is its own. */
+static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 13, "walk_row") < 0) {
+        return NULL;
+    }
+    Automaton automaton = {0};
+    /* 1 data, 2 offsets, 3 first_row, 4 first_bytes, 5 picks, 6 along, 7 tokens, 8 loop_mask, 10 loop_ends, 11 eos */
+    Buffer buffers[12] = {{0}};
+    static const char *names[12] = {"", "data", "offsets", "first_row", "first_bytes", "picks", "along", "tokens",
+                                    "loop_mask", "", "loop_ends", "eos"};
+    static const Py_ssize_t items[12] = {0, 1, 8, 4, 8, 0, 8, 8, 4, 0, 8, 8};
+    PyObject *result = NULL;
+    int64_t *states = NULL, *ended_entries = NULL, *ended_states = NULL;
+    Py_ssize_t num_words = PyLong_AsSsize_t(args[9]);
+    int final = PyObject_IsTrue(args[12]);
+    if ((num_words == -1 && PyErr_Occurred()) || final < 0) {
+        return NULL;
+    }
+    for (int i = 1; i < 12; i++) {
+        if (i == 9 || (i == 8 && args[8] == Py_None)) {
+            continue;
+        }
+        if (i == 5) {  /* a walk plan's skipped (bool) or a chain plan's links (int64) */
+            if (PyObject_GetBuffer(args[5], &buffers[5].view, PyBUF_C_CONTIGUOUS) < 0) {
+                goto done;
+            }
+            buffers[5].held = 1;
+            if (buffers[5].view.itemsize != 1 && buffers[5].view.itemsize != 8) {
+                PyErr_SetString(PyExc_TypeError, "walk_row: picks of 1 (bool) or 8 (int64) bytes expected");
+                goto done;
+            }
+            continue;
+        }
+        if (take(args[i], &buffers[i], names[i], items[i], 0) < 0) {
+            goto done;
+        }
+    }
+    const uint8_t *data = buffers[1].view.buf;
+    const int64_t *offsets = buffers[2].view.buf;
+    Py_ssize_t count = buffers[4].view.len / 8, total = buffers[1].view.len;
+    if (buffers[2].view.len / 8 != count + 1 || buffers[3].view.len != 256 * 4
+            || buffers[5].view.len / buffers[5].view.itemsize != count || buffers[7].view.len / 8 != count
+            || num_words < 0 || num_words > PY_SSIZE_T_MAX / 64
+            || (buffers[8].held && buffers[8].view.len != num_words * 4)) {
+        PyErr_SetString(PyExc_ValueError, "walk_row: arrays of mismatched lengths");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (offsets[i] < 0 || offsets[i] > offsets[i + 1] || offsets[i + 1] > total) {
+            PyErr_SetString(PyExc_IndexError, "walk_row: an entry outside the data");
+            goto done;
+        }
+    }
+    size_t room = sizeof(int64_t) * (size_t)(count ? count : 1);
+    states = PyMem_RawMalloc(room);
+    ended_entries = PyMem_RawMalloc(room);
+    ended_states = PyMem_RawMalloc(room);
+    if (states == NULL || ended_entries == NULL || ended_states == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const char *problem = fill_start_states(buffers[3].view.buf, buffers[4].view.buf, buffers[5].view.buf,
+                                            buffers[5].view.itemsize == 8, count, buffers[6].view.buf,
+                                            buffers[6].view.len / 8, states);
+    if (problem != NULL) {
+        PyErr_SetString(PyExc_IndexError, problem);
+        goto done;
+    }
+    if (open_automaton(args[0], &automaton) < 0) {
+        close_automaton(&automaton);
+        goto done;
+    }
+    Py_ssize_t ended = walk_entries(&automaton, count, data, offsets, offsets + 1, states, NULL,
+                                    ended_entries, ended_states);
+    if (close_automaton(&automaton) < 0 || ended < 0) {
+        goto done;
+    }
+    result = finish_arrays(buffers[8].held ? buffers[8].view.buf : NULL, num_words, buffers[7].view.buf, count,
+                           ended_entries, ended_states, ended, buffers[10].view.buf, buffers[10].view.len / 8,
+                           buffers[11].view.buf, buffers[11].view.len / 8, final);
+done:
+    PyMem_RawFree(states);
+    PyMem_RawFree(ended_entries);
+    PyMem_RawFree(ended_states);
+    release(buffers, 12);
+    return result;
+}
+
+/* ascii_target(first_row) -> (target, count): the state most of the 128
+ * ASCII cells of a row (int32[256]) lead to, other than DEAD, the smallest
+ * id of a tie, and how many lead there ((0, 0): every one is dead). A
+ * Counter over the cells cost ~5 us a cold row. */
+static PyObject *ascii_target(PyObject *module, PyObject *row) {
+    (void)module;
+    Buffer buffer = {0};
+    if (take(row, &buffer, "first_row", 4, 0) < 0) {
+        release(&buffer, 1);
+        return NULL;
+    }
+    if (buffer.view.len < 128 * 4) {
+        release(&buffer, 1);
+        PyErr_SetString(PyExc_ValueError, "ascii_target: a row of 256 cells expected");
+        return NULL;
+    }
+    const int32_t *cells = buffer.view.buf;
+    int32_t seen[128];
+    int counts[128], distinct = 0;
+    for (int b = 0; b < 128; b++) {
+        int32_t cell = cells[b];
+        if (cell == DEAD) {
+            continue;
+        }
+        int k = 0;
+        while (k < distinct && seen[k] != cell) {
+            k++;
+        }
+        if (k == distinct) {
+            seen[distinct] = cell;
+            counts[distinct++] = 0;
+        }
+        counts[k]++;
+    }
+    int32_t target = 0;
+    int most = 0;
+    for (int k = 0; k < distinct; k++) {
+        if (counts[k] > most || (counts[k] == most && seen[k] < target)) {
+            most = counts[k];
+            target = seen[k];
+        }
+    }
+    release(&buffer, 1);
+    return Py_BuildValue("(ii)", (int)target, most);
+}
+
+/* row_first(first_row, target, lead) -> (first, key, outside, low, high)
+ *
+ * The bytes of a row (int32[256] cells) whose first character leads to
+ * ``target`` (tokendfa.lazy.index.LazyIndex._loop_row): ``first`` (bytes
+ * of 256 bools: the ASCII bytes whose cell is target, and the lead bytes
+ * 0xC2-0xF4 when ``lead``), ``key`` (numpy's packbits of it, as the loop
+ * mask and plan caches are keyed), ``outside`` (int64 bytes: the live
+ * bytes, cell not DEAD, outside ``first``, ascending) and first's ASCII
+ * bits as two ints (bits 0-63, 64-127, as a loop set's key). ~10 numpy
+ * calls a cold row, ~5 us with the GIL. */
+static PyObject *row_first(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 3, "row_first") < 0) {
+        return NULL;
+    }
+    long long target = PyLong_AsLongLong(args[1]);
+    int lead = PyObject_IsTrue(args[2]);
+    if ((target == -1 && PyErr_Occurred()) || lead < 0) {
+        return NULL;
+    }
+    Buffer buffer = {0};
+    if (take(args[0], &buffer, "first_row", 4, 0) < 0) {
+        release(&buffer, 1);
+        return NULL;
+    }
+    if (buffer.view.len != 256 * 4) {
+        release(&buffer, 1);
+        PyErr_SetString(PyExc_ValueError, "row_first: a row of 256 cells expected");
+        return NULL;
+    }
+    const int32_t *cells = buffer.view.buf;
+    uint8_t first[256], key[32] = {0};
+    int64_t outside[256];
+    int outside_count = 0;
+    uint64_t low = 0, high = 0;
+    for (int b = 0; b < 256; b++) {
+        first[b] = b < 128 ? cells[b] == target : (lead && b >= 0xC2 && b <= 0xF4);
+        if (first[b]) {
+            key[b >> 3] |= (uint8_t)(0x80 >> (b & 7));  /* packbits' big bit order */
+            if (b < 64) {
+                low |= (uint64_t)1 << b;
+            } else if (b < 128) {
+                high |= (uint64_t)1 << (b - 64);
+            }
+        } else if (cells[b] != DEAD) {
+            outside[outside_count++] = b;
+        }
+    }
+    release(&buffer, 1);
+    return Py_BuildValue("(y#y#y#KK)", (const char *)first, (Py_ssize_t)256, (const char *)key, (Py_ssize_t)32,
+                         (const char *)outside, (Py_ssize_t)outside_count * 8,
+                         (unsigned long long)low, (unsigned long long)high);
+}
+
 static PyMethodDef methods[] = {
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
      "Walk tokens through a byte automaton's resolved cells (see the module source)."},
@@ -1181,6 +2015,24 @@ static PyMethodDef methods[] = {
      "Each token's first byte after its first character outside a loop set (its length if none; 0: not text)."},
     {"tail_split", (PyCFunction)(void (*)(void))tail_split, METH_FASTCALL,
      "A loop set's tail tokens as a mask, and the other spelled tokens by first byte."},
+    {"grouped", (PyCFunction)(void (*)(void))grouped, METH_FASTCALL,
+     "The int64 items of some groups (by offsets), one group after another, as a bytearray."},
+    {"walk_plan", (PyCFunction)(void (*)(void))walk_plan, METH_FASTCALL,
+     "A walk plan's tokens, first bytes, positions and skipped flags, as bytes (see the module source)."},
+    {"chain_plan", (PyCFunction)(void (*)(void))chain_plan, METH_FASTCALL,
+     "A chain plan's tokens, links, first bytes and positions, as bytes (see the module source)."},
+    {"pack_plan", (PyCFunction)(void (*)(void))pack_plan, METH_FASTCALL,
+     "A walk plan's packed bytes, made with the plan (see the module source)."},
+    {"walk_row", (PyCFunction)(void (*)(void))walk_row, METH_FASTCALL,
+     "A cold row's mask and successors from its packed plan: start states, walk and finish in one call."},
+    {"finish_row", (PyCFunction)(void (*)(void))finish_row, METH_FASTCALL,
+     "A cold row's mask and distinct successors from its walk, as bytes (see the module source)."},
+    {"start_states", (PyCFunction)(void (*)(void))start_states, METH_FASTCALL,
+     "The state each entry of a walk or chain plan starts in (see the module source)."},
+    {"ascii_target", (PyCFunction)ascii_target, METH_O,
+     "The state most ASCII cells of a row lead to (not DEAD; smallest id of a tie) and how many lead there."},
+    {"row_first", (PyCFunction)(void (*)(void))row_first, METH_FASTCALL,
+     "The bytes of a row whose first character leads to a target, as the loop caches key them (see the module source)."},
     {"count_released", (PyCFunction)count_released, METH_O,
      "Turn the count of released_ns() on (True) or off (False; the default)."},
     {"released_ns", (PyCFunction)released_ns, METH_NOARGS,

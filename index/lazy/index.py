@@ -24,7 +24,13 @@ serves the same answers from the moment the NFA exists:
   where walking its 147k tokens takes 7-9 ms. Inside a counted class
   (``[0-9a-f]{40}``, a string with ``minLength``) the characters lead one
   state further along a chain instead of looping: a token of n characters
-  of the class ends n states on, found with no walk (:meth:`LazyIndex._chain_row`);
+  of the class ends n states on, found with no walk (:meth:`LazyIndex._chain_row`).
+  With the compiled module and a covering vocabulary, the row's glue is C
+  too (:meth:`LazyIndex._compiled_row`): the walk plan's arrays, the state
+  each planned token starts in, and the mask and successors made from what
+  the walk found, a C call each instead of ~30 numpy calls; the numpy code
+  beside each (:meth:`LazyIndex._numpy_row`) is the reference the tests
+  compare with and what ``TOKENDFA_NATIVE=0`` runs;
 * :meth:`LazyIndex.advance` checks the token's bit and walks its bytes
   through the byte automaton's cells, which computing the row mostly
   resolved (the walk resolves the cells of walked tokens, the loop and chain
@@ -61,7 +67,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -131,6 +137,7 @@ _LOOP_MIN_SHARE = 256
 # along a maxLength-1024 string, scratch measurement).
 _CHAIN_MAX = 128
 _NO_LINK = -2  # a chain stops: the class's characters part ways
+_NO_STATES = np.zeros(0, dtype=np.int64)  # the loop ends of a row with no loop
 _INT32, _UINT32 = np.dtype(np.int32), np.dtype(np.uint32)  # the mask buffers write_mask_into takes as is
 
 
@@ -141,6 +148,11 @@ class _LoopRow:
 
     mask: np.ndarray  # uint32 words
     ends: tuple[int, ...]
+
+    @property
+    def end_states(self) -> np.ndarray:
+        """``ends`` as int64, as ``_cwalk.finish_row`` reads them."""
+        return np.array(self.ends, dtype=np.int64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -166,6 +178,66 @@ _WHOLE_INDEX_ONLY = frozenset({"arrays", "num_states", "final_states", "num_tran
 
 
 _EVERY_BYTE_KEY = "lazy-every-byte-a-token"
+
+
+class _Start(NamedTuple):
+    """Where each entry of a row's plan starts its walk (see
+    :func:`_start_states`): in ``along[0]`` where ``picks`` (a walk plan's
+    ``skipped``) is set, in ``along[link]`` where ``picks`` (a chain plan's
+    ``links``) is a link, else in the cell of its first byte."""
+
+    picks: np.ndarray  # bool or int64, one an entry
+    along: np.ndarray  # int64: the loop's state, or the chain's states
+
+
+_NO_TARGET = np.zeros(1, dtype=np.int64)  # the along of a row with no loop (no entry is skipped)
+
+
+class _Scratch(threading.local):
+    """A thread's int64 arrays for a cold row's start states and its walk's
+    ended entries and states, reused from row to row up to
+    ``_SCRATCH_ITEMS`` items (larger rows get their own). Fresh arrays
+    cost a page fault every 4 kB at first write: in a forked MaskBench
+    child, ~6 us a row for the start states and ~10 for the walk's outputs
+    (of ~12 us of ``finish_row`` and ~6 of ``start_states`` measured
+    there, against ~2 and ~1 warm)."""
+
+    def __init__(self) -> None:
+        self.arrays = [np.empty(0, dtype=np.int64) for _ in range(3)]
+
+    def take(self, which: int, size: int) -> np.ndarray:
+        """Scratch array ``which`` (0: start states, 1: ended entries, 2:
+        their states) of ``size`` items; valid until the thread's next row."""
+        if size > _SCRATCH_ITEMS:
+            return np.empty(size, dtype=np.int64)
+        found = self.arrays[which]
+        if len(found) < size:
+            found = self.arrays[which] = np.empty(max(size, 2 * len(found), 1024), dtype=np.int64)
+        return found[:size]
+
+
+# Up to 3 x 512 kB a thread: a JSON string row's plan has ~5k tokens, the
+# widest kept plan 64k (plans._PLAN_MAX_TOKENS).
+_SCRATCH_ITEMS = 65536
+_SCRATCH = _Scratch()
+
+
+def _start_states(first_row: np.ndarray, plan: _WalkPlan | _ChainPlan, picks: np.ndarray,
+                  along: np.ndarray) -> np.ndarray:
+    """The state each entry of ``plan`` starts its walk in: ``along[0]``
+    where ``picks`` (a walk plan's ``skipped``) is set, ``along[link]``
+    where ``picks`` (a chain plan's ``links``) is a link, else the cell of
+    its first byte in ``first_row``. Compiled (``_cwalk.start_states``,
+    int64 as the walk reads them), ~2 us where numpy's gathers took ~15."""
+    if _cwalk is not None:
+        states = _SCRATCH.take(0, len(plan.first_bytes))
+        _cwalk.start_states(np.ascontiguousarray(first_row), plan.first_bytes, picks, along, states)
+        return states
+    states = first_row[plan.first_bytes]
+    if picks.dtype == bool:
+        states[picks] = along[0]
+        return states
+    return np.where(picks >= 0, along.astype(first_row.dtype)[picks], states)
 
 
 def _every_byte_a_token(vocabulary: Vocabulary) -> bool:
@@ -237,6 +309,7 @@ class LazyIndex(MaskServing):
         self._words = self._tables.num_words
         self._eos = tuple(sorted(set(int(t) for t in vocabulary.eos_token_ids)))
         self._eos_set = frozenset(self._eos)
+        self._eos_tokens = np.array(self._eos, dtype=np.int64)  # what _cwalk.finish_row sets in a final row
         # Byte-live is token-live when every byte a match can hold is a token
         # of its own. With all 256 bytes tokens (byte-level BPE) the pattern's
         # alphabet is not needed, which would compile every definition.
@@ -636,6 +709,58 @@ class LazyIndex(MaskServing):
         under the lock. An error (a limit) leaves nothing of the row kept but
         the automaton's cells it resolved, which are final: asked again, the
         row is computed again from there."""
+        if _cwalk is not None and self._covered:
+            key, successors = self._compiled_row(state)
+        else:
+            key, successors = self._numpy_row(state)
+        mask = self._distinct_masks.get(key)
+        if mask is None:
+            # read-only, over the key's own bytes: a distinct mask is held once
+            mask = self._distinct_masks[key] = np.frombuffer(key, dtype=MASK_WORD)
+            self._mask_users[key] = 0
+            self._row_bytes += len(key) + _MASK_OVERHEAD
+        self._mask_users[key] += 1
+        self._successors[state] = successors
+        self._row_bytes += successors.nbytes + _ROW_OVERHEAD
+        self._raw_rows.pop(state, None)
+        self._recency[state] = None
+        self._masks[state] = mask  # published last: readers take no lock
+        if self._row_bytes > self._row_budget // 2:
+            self._tracking = True
+            if self._row_bytes > self._row_budget:
+                self._drop_rows()
+        return mask
+
+    def _compiled_row(self, state: int) -> tuple[bytes, np.ndarray]:
+        """``(mask bytes, successors)`` of the row of ``state`` with a
+        covering vocabulary: the walk's ended entries made into the mask
+        (the loop's copied, the walked tokens' and EOS bits set) and the
+        distinct end states by one C call without the GIL
+        (``_cwalk.finish_row``), where :meth:`_numpy_row` makes them in ~15
+        numpy calls with it (~8% of the cold steps of 0.25-1.5 ms on the
+        MaskBench sample, and GIL-held time a batch's threads queue on)."""
+        dfa = self._dfa
+        first_row = np.ascontiguousarray(dfa.row(state))
+        loop, plan, start = self._loop_row(state, first_row)
+        loop_mask, loop_ends = (None, _NO_STATES) if loop is None else (loop.mask, loop.end_states)
+        final = dfa.finals[state]
+        packed = plan.packing.packed
+        if packed is not None:
+            # start states, walk and finish in one call (_cwalk.walk_row)
+            with dfa.resolving():
+                key, successors = _cwalk.walk_row(dfa, packed.data, packed.offsets, first_row, plan.first_bytes,
+                                                  start.picks, start.along, plan.tokens, loop_mask, self._words,
+                                                  loop_ends, self._eos_tokens, final)
+        else:  # a chain plan's first walk, which packs it (or a walk plan's of a rest too long to keep packed)
+            ended, entries, ends = self._walk_entries(plan, _start_states(first_row, plan, start.picks, start.along))
+            key, successors = _cwalk.finish_row(loop_mask, self._words, plan.tokens, entries, ends, ended, loop_ends,
+                                                self._eos_tokens, final)
+        return key, np.frombuffer(successors, dtype=STATE_DTYPE)
+
+    def _numpy_row(self, state: int) -> tuple[bytes, np.ndarray]:
+        """:meth:`_compiled_row` in numpy, over :meth:`_raw_row`'s tokens and
+        ends, with their liveness checked where the vocabulary does not
+        cover the pattern (the reference for the compiled one)."""
         row = self._raw_row(state)
         tokens, ends, loop = row.tokens, row.ends, row.loop
         if not self._covered:
@@ -657,25 +782,8 @@ class LazyIndex(MaskServing):
             mask = loop.mask.copy()
             _set_bits(mask, tokens)
         if self._dfa.finals[state]:
-            _set_bits(mask, np.array(self._eos, dtype=np.int64))
-        key = mask.tobytes()
-        mask = self._distinct_masks.get(key)
-        if mask is None:
-            # read-only, over the key's own bytes: a distinct mask is held once
-            mask = self._distinct_masks[key] = np.frombuffer(key, dtype=MASK_WORD)
-            self._mask_users[key] = 0
-            self._row_bytes += len(key) + _MASK_OVERHEAD
-        self._mask_users[key] += 1
-        successors = self._successors[state] = row.successors()
-        self._row_bytes += successors.nbytes + _ROW_OVERHEAD
-        self._raw_rows.pop(state, None)
-        self._recency[state] = None
-        self._masks[state] = mask  # published last: readers take no lock
-        if self._row_bytes > self._row_budget // 2:
-            self._tracking = True
-            if self._row_bytes > self._row_budget:
-                self._drop_rows()
-        return mask
+            _set_bits(mask, self._eos_tokens)
+        return mask.tobytes(), row.successors()
 
     def _touch(self, state: int) -> None:
         """Mark the row of ``state`` most recently used (a served row,
@@ -725,7 +833,8 @@ class LazyIndex(MaskServing):
         if found is not None:
             return found
         first_row = self._dfa.row(state)
-        loop, plan, states = self._loop_row(state, first_row)
+        loop, plan, start = self._loop_row(state, first_row)
+        states = _start_states(first_row, plan, start.picks, start.along)
         tokens, positions = plan.tokens, plan.positions
         found_tokens, found_ends = [], []
         if _cwalk is not None:
@@ -809,13 +918,24 @@ class LazyIndex(MaskServing):
         state for its loop set resolves its whole ASCII row.
 
         The walk reads the plan's remaining bytes packed in walking order
-        (:class:`_PackedBytes`), so that it reads memory in order: the
-        plan's first walk packs them as it goes (``walk_and_pack``) and
-        keeps them with the plan for the next."""
+        (:class:`_PackedBytes`), so that it reads memory in order: a walk
+        plan comes packed (``_cwalk.pack_plan``); a chain plan's first walk
+        packs them as it goes (``walk_and_pack``) and keeps them with the
+        plan for the next."""
+        ended, ended_entries, ended_states = self._walk_entries(plan, states)
+        if ended:
+            # both walks give entries of the plan: their tokens
+            found_tokens.append(plan.tokens[ended_entries[:ended]])
+            found_ends.append(ended_states[:ended].astype(STATE_DTYPE))
+
+    def _walk_entries(self, plan: _WalkPlan | _ChainPlan, states: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+        """``(ended, entries, ends)``: the compiled walk of :meth:`_compiled_walk`,
+        the live entries of the plan in ``entries[:ended]`` and the states
+        they end in in ``ends[:ended]`` (int64 both; the thread's scratch
+        arrays, valid until its next row)."""
         tables = self._tables
         tokens = plan.tokens
-        ended_tokens = np.empty(len(tokens), dtype=np.int64)
-        ended_states = np.empty(len(tokens), dtype=np.int64)
+        ended_tokens, ended_states = _SCRATCH.take(1, len(tokens)), _SCRATCH.take(2, len(tokens))
         states = np.ascontiguousarray(states, dtype=np.int64)
         dfa = self._dfa
         packed = plan.packing.packed
@@ -830,10 +950,7 @@ class LazyIndex(MaskServing):
                                                    ended_tokens, ended_states, offsets)
         if packed is None:
             plan.packing.keep(data, offsets)
-        if ended:
-            # both walks give entries of the plan: their tokens
-            found_tokens.append(tokens[ended_tokens[:ended]])
-            found_ends.append(ended_states[:ended].astype(STATE_DTYPE))
+        return ended, ended_tokens, ended_states
 
     def _walk_rest(self, tokens: np.ndarray, states: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """The states ``tokens`` end in, from ``states`` at ``positions``."""
@@ -878,12 +995,12 @@ class LazyIndex(MaskServing):
         return np.flatnonzero(stay)
 
     def _loop_row(self, state: int, first_row: np.ndarray
-                  ) -> tuple[_LoopRow | None, _WalkPlan | _ChainPlan, np.ndarray]:
-        """``(loop, plan, states)``: the tokens of the row found with no walk
+                  ) -> tuple[_LoopRow | None, _WalkPlan | _ChainPlan, _Start]:
+        """``(loop, plan, start)``: the tokens of the row found with no walk
         (or None); the plan of the spelled tokens left to walk, whose first
         byte is live, each with the position of its next byte
-        (:class:`_WalkPlan`, :class:`_ChainPlan`); the state each one's walk
-        starts in.
+        (:class:`_WalkPlan`, :class:`_ChainPlan`); where each one's walk
+        starts (:class:`_Start`).
 
         With ``target`` the state most ASCII bytes lead to from ``state``, a
         token needs no walk when its first character leads there (its first
@@ -894,35 +1011,44 @@ class LazyIndex(MaskServing):
         tables = self._tables
         live = np.flatnonzero(first_row)
         ascii_row = first_row[:128]
-        # the state most ASCII bytes lead to (the smallest id of a tie): a
-        # Counter of 128 ints, ~5 us where sorting them in numpy took ~40
-        counts = Counter(ascii_row.tolist())
-        counts.pop(DEAD, None)
-        most = max(counts.values(), default=0)
-        tail = None
+        # the state most ASCII bytes lead to (the smallest id of a tie)
+        if _cwalk is not None:
+            target, most = _cwalk.ascii_target(first_row)
+        else:
+            # a Counter of 128 ints, ~5 us where sorting them in numpy took ~40
+            counts = Counter(ascii_row.tolist())
+            counts.pop(DEAD, None)
+            most = max(counts.values(), default=0)
+            target = min((s for s, count in counts.items() if count == most), default=0)
+        tail = first_key = outside = None
         if most >= _LOOP_MIN_BYTES:
-            target = min(s for s, count in counts.items() if count == most)
             tail_key = self._loop(target)
             # the bytes and characters that lead to the target
-            first = np.zeros(256, dtype=bool)
-            first[:128] = ascii_row == target
-            if self._wide_target(state) == target:
-                first[_LEAD_BYTES] = True
-            if self._covered and not _loops_on(tail_key, first[:128]):
+            lead = self._wide_target(state) == target
+            if _cwalk is not None:
+                # first, its cache key, the live bytes outside it and its
+                # ASCII bits in one call, where numpy took ~10 (~5 us)
+                first, first_key, outside, low, high = _cwalk.row_first(first_row, target, lead)
+                first, outside = np.frombuffer(first, dtype=bool), np.frombuffer(outside, dtype=np.int64)
+                loops = low & ~tail_key[0] == 0 and high & ~tail_key[1] == 0
+            else:
+                first = np.zeros(256, dtype=bool)
+                first[:128] = ascii_row == target
+                first[_LEAD_BYTES] = lead
+                loops = _loops_on(tail_key, first[:128])
+            if self._covered and not loops:
                 # they do not loop there: a counted class
                 return self._chain_row(state, first_row, first, target, live)
             tail = _tail_tokens(tables, tail_key)
         if tail is None:
             plan = _walk_plan(tables, live)
-            return None, plan, first_row[plan.first_bytes]
-        mask, rest = _loop_mask(tables, first, tail_key, tail)
-        plan = _walk_plan(tables, live, (first, tail_key, rest))
-        states = first_row[plan.first_bytes]
-        states[plan.skipped] = target
-        return _LoopRow(mask, (target,)), plan, states
+            return None, plan, _Start(plan.skipped, _NO_TARGET)
+        mask, rest = _loop_mask(tables, first, tail_key, tail, first_key)
+        plan = _walk_plan(tables, live, (first, tail_key, rest), first_key, outside)
+        return _LoopRow(mask, (target,)), plan, _Start(plan.skipped, np.array([target], dtype=np.int64))
 
     def _chain_row(self, state: int, first_row: np.ndarray, first: np.ndarray, target: int, live: np.ndarray
-                   ) -> tuple[_LoopRow, _ChainPlan, np.ndarray]:
+                   ) -> tuple[_LoopRow, _ChainPlan, _Start]:
         """:meth:`_loop_row` where most characters lead to a state that does
         not loop on them: inside a counted class (``[0-9a-f]{40}``, a string
         with ``minLength``), each character of the class leads one state
@@ -939,11 +1065,9 @@ class LazyIndex(MaskServing):
         limit = min(max(len(runs.full_offsets) - 2, (len(runs.partial_offsets) - 1) // 256), _CHAIN_MAX)
         chain, dies = self._chain(state, target, key, max(limit, 1))
         length = len(chain) - 1
-        along = np.array(chain, dtype=first_row.dtype)
         plan = _chain_plan(tables, key, runs, length, dies, np.flatnonzero(first), live[~first[live]])
-        states = np.where(plan.links >= 0, along[plan.links], first_row[plan.first_bytes])
         mask = _chain_mask(tables, key, length, runs)
-        return _LoopRow(mask, tuple(sorted(set(chain[1:])))), plan, states
+        return _LoopRow(mask, tuple(sorted(set(chain[1:])))), plan, _Start(plan.links, np.array(chain, dtype=np.int64))
 
     def _chain(self, state: int, target: int, key: tuple[int, int, bool], limit: int) -> tuple[list[int], bool]:
         """``([state, target, ...], dies)``: while every character of the

@@ -7,8 +7,12 @@ live first bytes and its loop or chain, not on the state: a *plan*
 (:class:`_WalkPlan` for loop rows and rows with no loop, :class:`_ChainPlan`
 for chain rows inside a counted class) is made once per vocabulary and kept
 in a bounded cache (:class:`_PlanCache`). A plan's
-remaining bytes are packed in walking order (:class:`_PackedBytes`) by its
-first walk, so that the compiled walk reads memory in order.
+remaining bytes are packed in walking order (:class:`_PackedBytes`), so that
+the compiled walk reads memory in order: a walk plan's when it is made, from
+the tokens' bytes grouped by first byte (:class:`_GroupedSpellings`) and its
+loop's rest packed once; a chain plan's by its first walk. With the compiled
+module a plan's arrays are made in C (``_cwalk.walk_plan``,
+``_cwalk.chain_plan``); the numpy code beside each is the reference.
 """
 
 from __future__ import annotations
@@ -31,6 +35,12 @@ if TYPE_CHECKING:
 _PLAN_CACHE_SIZE = 64
 _PLAN_MAX_TOKENS = 65536
 _PLAN_CACHE_BYTES = 64 << 20
+# A walk plan's arrays as _cwalk.walk_plan gives them (tokens, first bytes,
+# positions, skipped), and its rest (tokens, first bytes, positions,
+# skipped) where the row has no loop.
+_PLAN_DTYPES = (np.int64, np.int64, np.int64, bool)
+_NO_REST = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64),
+            np.zeros(0, dtype=bool))
 _CACHE_LOCK = threading.Lock()  # the per-vocabulary caches are shared by every lazy index
 
 
@@ -83,6 +93,36 @@ def _plan_bytes(plan: "_WalkPlan | _ChainPlan") -> int:
     return sum(value.nbytes for value in vars(plan).values() if isinstance(value, np.ndarray)) + 16 * len(plan.tokens)
 
 
+class _GroupedSpellings:
+    """The spelled tokens' bytes one after another in ``by_first_byte``
+    order (``data``, uint8; entry j at ``data[offsets[j]:offsets[j + 1]]``),
+    made once per vocabulary by :func:`_grouped_spellings`: a walk plan's
+    tokens of a first byte are then read forward through one stretch of
+    memory when the plan is packed (``_cwalk.pack_plan``), where reading
+    them by id met a cache miss or two a token. ~1 MB and ~1.2 MB of
+    offsets on Qwen. Two threads may both make it; either copy is right."""
+
+    __slots__ = ("arrays",)
+
+    def __init__(self) -> None:
+        self.arrays: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _grouped_spellings(tables: _VocabularyTables) -> tuple[np.ndarray, np.ndarray]:
+    """``(data, offsets)`` of :class:`_GroupedSpellings` (compiled module only)."""
+    found = tables.grouped.arrays
+    if found is None:
+        tokens = tables.by_first_byte
+        offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
+        np.cumsum(tables.lengths[tokens], out=offsets[1:])
+        data = np.empty(int(offsets[-1]), dtype=np.uint8)
+        _cwalk.pack(tables.spellings, tables.spelling_offsets, tokens, np.zeros(len(tokens), dtype=np.int64), data)
+        for array in (data, offsets):
+            array.flags.writeable = False
+        found = tables.grouped.arrays = (data, offsets)
+    return found
+
+
 @dataclass(frozen=True, eq=False)
 class _PackedBytes:
     """The bytes a plan's tokens have left to walk, in the plan's order, one
@@ -96,10 +136,14 @@ class _PackedBytes:
     offsets: np.ndarray  # int64, one more than the plan's tokens
 
 
+_NO_PACKED = _PackedBytes(np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64))  # the rest of a row with no loop
+
+
 class _Packing:
-    """A plan's :class:`_PackedBytes`, made by its first walk
-    (``_cwalk.walk_and_pack`` copies each token's bytes as it reads them)
-    and read by every later one. Two threads may both pack; either copy is
+    """A plan's :class:`_PackedBytes`, made with a walk plan
+    (``_cwalk.pack_plan``) or by a chain plan's first walk
+    (``_cwalk.walk_and_pack`` copies each token's bytes as it reads them),
+    and read by every later walk. Two threads may both pack; either copy is
     right."""
 
     __slots__ = ("packed",)
@@ -115,9 +159,10 @@ class _Packing:
 
 
 def _packed(tables: _VocabularyTables, tokens: np.ndarray, positions: np.ndarray) -> _PackedBytes:
-    """The :class:`_PackedBytes` of a plan's ``tokens`` from ``positions``,
-    packed in a pass of their own: what a plan's first walk
-    (``_cwalk.walk_and_pack``) keeps."""
+    """The :class:`_PackedBytes` of ``tokens`` from ``positions``, packed in
+    a pass of their own (what a chain plan's first walk,
+    ``_cwalk.walk_and_pack``, keeps; a loop's rest, packed once for the
+    walk plans that copy it)."""
     offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
     np.cumsum(tables.lengths[tokens] - positions, out=offsets[1:])
     data = np.empty(int(offsets[-1]), dtype=np.uint8)
@@ -155,6 +200,14 @@ def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _Cl
     found = tables.chain_plans.get(plan_key)
     if found is not None:
         return found
+    if _cwalk is not None:
+        # the four arrays in one C call, where numpy took ~20 (~150 us)
+        arrays = (tables.by_first_byte, tables.first_offsets, tables.columns[0], others.astype(np.int64, copy=False),
+                  runs.irregular, runs.irregular_offsets, starting.astype(np.int64, copy=False), runs.partial,
+                  runs.partial_offsets, runs.chars, runs.full_by_chars, runs.full_offsets, runs.ascii)
+        parts = _cwalk.chain_plan(*(np.ascontiguousarray(array) for array in arrays), length, dies)
+        found = _ChainPlan(*(np.frombuffer(part, dtype=np.int64) for part in parts))
+        return tables.chain_plans.remember(plan_key, found)
     # Tokens that start outside the class, and those that start inside it
     # but are not a run of its characters (a wide character in the run, not
     # text): walked from their first byte.
@@ -205,21 +258,38 @@ class _WalkPlan:
     packing: _Packing = field(default_factory=_Packing)
 
 
-def _walk_plan(tables: _VocabularyTables, live: np.ndarray, loop: tuple | None = None) -> _WalkPlan:
+def _walk_plan(tables: _VocabularyTables, live: np.ndarray, loop: tuple | None = None,
+               first_key: bytes | None = None, outside: np.ndarray | None = None) -> _WalkPlan:
     """The :class:`_WalkPlan` of a row whose live first bytes are ``live``
     (int64), cached per vocabulary: with ``loop`` = ``(first, tail_key,
     rest)`` (see :meth:`LazyIndex._loop_row`), the tokens starting with the
     live bytes outside ``first``, then ``rest``; without, every token
-    starting with a live byte."""
+    starting with a live byte. ``first_key`` (``first`` packed) and
+    ``outside`` (those live bytes, int64), where the caller has them."""
     if loop is None:
         plan_key = (live.tobytes(),)
     else:
         first, tail_key, rest = loop
-        live = live[~first[live]]
-        plan_key = (np.packbits(first).tobytes(), tail_key, live.tobytes())
+        live = live[~first[live]] if outside is None else outside
+        plan_key = (np.packbits(first).tobytes() if first_key is None else first_key, tail_key, live.tobytes())
     found = tables.walk_plans.get(plan_key)
     if found is not None:
         return found
+    if _cwalk is not None:
+        # the four arrays in one C call, where numpy took ~15 (~70 us)
+        rest_arrays = _NO_REST if loop is None else (rest.tokens, rest.first_bytes, rest.positions, rest.skipped)
+        parts = _cwalk.walk_plan(tables.by_first_byte, tables.first_offsets, np.ascontiguousarray(live, dtype=np.int64),
+                                 *(np.ascontiguousarray(array) for array in rest_arrays))
+        found = _WalkPlan(*(np.frombuffer(part, dtype=dtype) for part, dtype in zip(parts, _PLAN_DTYPES)))
+        # packed now, reading the groups' bytes in order (_cwalk.pack_plan), not by the first walk
+        rest_packed = _NO_PACKED if loop is None else rest.packed
+        if rest_packed is not None:
+            grouped, grouped_offsets = _grouped_spellings(tables)
+            data, offsets = _cwalk.pack_plan(grouped, grouped_offsets, tables.first_offsets,
+                                             np.ascontiguousarray(live, dtype=np.int64), rest_packed.data,
+                                             rest_packed.offsets)
+            found.packing.keep(data, np.frombuffer(offsets, dtype=np.int64))
+        return tables.walk_plans.remember(plan_key, found)
     tokens = _grouped(tables.by_first_byte, tables.first_offsets, live)
     positions, skipped = np.ones(len(tokens), dtype=np.int64), np.zeros(len(tokens), dtype=bool)
     if loop is not None:

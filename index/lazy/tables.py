@@ -32,7 +32,8 @@ from ..analysis.native import native_module
 from ..runtime.arrays import MASK_WORD
 from ..vocab.vocabulary import Vocabulary
 from .kernels import _cwalk, _distinct, _grouped, _ranges, _set_bits, _stable_order
-from .plans import _CACHE_LOCK, _PlanCache
+from .plans import (_CACHE_LOCK, _PLAN_MAX_TOKENS, _GroupedSpellings, _PackedBytes, _PlanCache, _grouped_spellings,
+                    _packed)
 
 # A counted class's runs in two compiled passes (index/lazy/_classruns.c);
 # None where it is not built or TOKENDFA_NATIVE=0 (then numpy, same arrays).
@@ -92,6 +93,8 @@ class _VocabularyTables:
     chain_masks: dict = field(default_factory=dict)  # (class, length) -> uint32 mask
     chain_plans: _PlanCache = field(default_factory=_PlanCache)  # (class, length, dies, other bytes) -> _ChainPlan
     walk_plans: _PlanCache = field(default_factory=_PlanCache)   # (first bytes, loop set, other bytes) -> _WalkPlan
+    # The spelled tokens' bytes in by_first_byte order, made on use (see _grouped_spellings).
+    grouped: _GroupedSpellings = field(default_factory=_GroupedSpellings)
 
 
 def _vocabulary_tables(vocabulary: Vocabulary) -> _VocabularyTables:
@@ -197,6 +200,8 @@ def _made_ahead(tables: _VocabularyTables) -> _VocabularyTables:
         first[_LEAD_BYTES] = True
         _loop_mask(tables, first, key, tail)
     _class_runs(tables, key)
+    if _cwalk is not None:
+        _grouped_spellings(tables)
     return tables
 
 
@@ -420,19 +425,28 @@ class _LoopRest:
     every state of a kind (each JSON string value of a schema): gathering
     them costs ~60 us of numpy calls, paid once, not at every cold row."""
 
-    tokens: np.ndarray     # int64
-    positions: np.ndarray  # int64
-    skipped: np.ndarray    # bool
+    tokens: np.ndarray       # int64
+    positions: np.ndarray    # int64
+    skipped: np.ndarray      # bool
+    first_bytes: np.ndarray  # uint8: each token's first byte (what a walk plan copies, not gathers)
+    # Their bytes from their positions, packed once here (compiled module
+    # only; None without it, or past _PLAN_MAX_TOKENS tokens, whose plans
+    # are not kept either): a walk plan copies them (_cwalk.pack_plan) where
+    # packing them by token id at each new plan's first walk met a cache
+    # miss or two a token (~60 us of a ~4.6k-token JSON string plan).
+    # ~15 bytes a token, beside the ~18 of the arrays above.
+    packed: _PackedBytes | None = None
 
 
 def _loop_mask(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int, int, bool],
-               tail: _TailTokens) -> tuple[np.ndarray, _LoopRest]:
+               tail: _TailTokens, first_key: bytes | None = None) -> tuple[np.ndarray, _LoopRest]:
     """The tokens whose first byte is in ``first`` (bool[256]) and whose tail
     is in the loop set, and the :class:`_LoopRest` of the others starting
     there; cached per vocabulary. The mask is the tail set's, kept or cleared
     by the tokens of the side of ``first`` (among the bytes a text token can
-    start with) that starts fewer tokens."""
-    key = (np.packbits(first).tobytes(), tail_key)
+    start with) that starts fewer tokens. ``first_key``: ``first`` packed
+    (``np.packbits(first).tobytes()``), where the caller has it."""
+    key = (np.packbits(first).tobytes() if first_key is None else first_key, tail_key)
     found = tables.loop_masks.get(key)
     if found is None:
         among = first[_TEXT_FIRST_BYTES]
@@ -452,8 +466,11 @@ def _loop_mask(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int
         starts = np.flatnonzero(first)
         picked = _ranges(tail.rest_offsets[starts], tail.rest_offsets[starts + 1])
         skips = tail.rest_skips[picked]
-        rest = _LoopRest(tail.rest[picked], np.maximum(skips, 1).astype(np.int64), skips > 0)
-        for array in (rest.tokens, rest.positions, rest.skipped):
+        tokens = tail.rest[picked]
+        positions = np.maximum(skips, 1).astype(np.int64)
+        packed = _packed(tables, tokens, positions) if _cwalk is not None and len(tokens) <= _PLAN_MAX_TOKENS else None
+        rest = _LoopRest(tokens, positions, skips > 0, tables.columns[0][tokens], packed)
+        for array in (rest.tokens, rest.positions, rest.skipped, rest.first_bytes):
             array.flags.writeable = False
         found = _remember(tables.loop_masks, key, (mask, rest))
     return found

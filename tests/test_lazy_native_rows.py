@@ -1,0 +1,528 @@
+"""The compiled pieces of a cold lazy row are their numpy references.
+
+A cold row with a covering vocabulary is made by a few C calls
+(``tokendfa.lazy._cwalk``): the row's ASCII target (``ascii_target``), its
+walk plan (``walk_plan``, over ``grouped``), the state each planned token
+starts in (``start_states``), the walk, and the mask and successors from
+what the walk found (``finish_row``). Each stands in for numpy code that
+``TOKENDFA_NATIVE=0`` runs instead; so does a chain row's plan
+(``chain_plan``), and a walk plan's packed bytes (``pack_plan``) stand for
+packing them by token id at its first walk. Here each is compared with that code on
+the Qwen 2.5 vocabulary and JSONSchemaBench schemas (every row their valid
+instances reach: loop rows, chain rows, rows with no loop), and each
+refuses arrays that would make it read outside a buffer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import cached_vocabulary
+from tokendfa import Guide, Index
+from tokendfa.lazy import index as lazy_index_module, kernels as lazy_kernels, plans as lazy_plans
+from tokendfa.lazy import tables as lazy_tables
+from tokendfa.lazy.index import LazyIndex
+
+cwalk = pytest.importorskip("tokendfa.lazy._cwalk") if os.environ.get("TOKENDFA_NATIVE") != "0" else None
+pytestmark = pytest.mark.skipif(cwalk is None, reason="TOKENDFA_NATIVE=0 turns the compiled code off")
+
+BENCH = Path(os.environ.get("TOKENDFA_JSONSCHEMABENCH",
+                            Path(__file__).resolve().parents[2] / "shared/data/jsonschemabench"))
+# A few sources whose schemas reach loop rows (strings, keys), chain rows
+# (counted strings: maxLength, hashes, dates) and literal rows.
+SOURCES = ["Github_easy", "Github_medium", "Snowplow", "Kubernetes", "WashingtonPost", "Glaiveai2K"]
+PER_SOURCE = 2
+
+
+def _numpy(monkeypatch) -> None:
+    """The numpy code in every module of the lazy engine (the reference)."""
+    for holder in (lazy_kernels, lazy_plans, lazy_tables, lazy_index_module):
+        monkeypatch.setattr(holder, "_cwalk", None)
+
+
+def _compiled(monkeypatch) -> None:
+    for holder in (lazy_kernels, lazy_plans, lazy_tables, lazy_index_module):
+        monkeypatch.setattr(holder, "_cwalk", cwalk)
+
+
+@contextlib.contextmanager
+def _fresh_plans(tables):
+    """The vocabulary's plan caches empty for the block (and restored after):
+    the plans made inside are made anew, not read from the caches."""
+    caches = (tables.walk_plans, tables.chain_plans)
+    saved = [(cache._plans, cache._sizes, cache._held) for cache in caches]
+    for cache in caches:
+        cache._plans, cache._sizes, cache._held = {}, {}, 0
+    try:
+        yield
+    finally:
+        for cache, (plans, sizes, held) in zip(caches, saved):
+            cache._plans, cache._sizes, cache._held = plans, sizes, held
+
+
+def _schemas():
+    if not BENCH.is_dir():
+        pytest.skip(f"no JSONSchemaBench at {BENCH}")
+    for source in SOURCES:
+        path = BENCH / f"{source}.jsonl.gz"
+        if not path.is_file():
+            continue
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            for taken, line in enumerate(handle):
+                if taken == PER_SOURCE:
+                    break
+                yield json.loads(line)
+
+
+def _states(index, vocab, record) -> list[int]:
+    """The states the record's valid instances visit (as far as each goes)."""
+    seen = []
+    for case in record["tests"]:
+        if not case["valid"]:
+            continue
+        guide = Guide(index)
+        for token in vocab.encode(json.dumps(case["data"], separators=(",", ":"), ensure_ascii=False)):
+            if guide.state not in seen:
+                seen.append(guide.state)
+            if not index.is_allowed(guide.state, token):
+                break
+            guide.advance(token)
+    return seen
+
+
+@pytest.fixture(scope="module")
+def indexes():
+    """Lazy indexes of the schemas and the states their instances visit."""
+    vocab = cached_vocabulary("qwen2.5")
+    found = []
+    for record in _schemas():
+        try:
+            index = Index.from_schema(record["schema"], vocab, lazy=True)
+        except Exception:  # noqa: BLE001 - a schema the lazy engine refuses is passed over
+            continue
+        assert isinstance(index, LazyIndex)
+        found.append((index, _states(index, vocab, record)))
+    return vocab, found
+
+
+def test_compiled_rows_are_the_numpy_rows_on_real_schemas(indexes, monkeypatch):
+    """``_compiled_row`` (ascii_target, walk_plan, start_states, the walk,
+    finish_row) gives the mask bytes and successors of ``_numpy_row`` with
+    no compiled code at all, row for row, and the mask the index serves."""
+    vocab, found = indexes
+    tables = lazy_tables.vocabulary_tables(vocab)
+    compared = loops = chains = 0
+    chain_row = LazyIndex._chain_row
+
+    def counting_chain_row(self, *args):
+        nonlocal chains
+        chains += 1
+        return chain_row(self, *args)
+
+    monkeypatch.setattr(LazyIndex, "_chain_row", counting_chain_row)
+    for index, states in found:
+        if not index._covered:
+            continue
+        for state in states:
+            _compiled(monkeypatch)
+            key, successors = index._compiled_row(state)
+            assert key == index.get_mask(state).tobytes()
+            _numpy(monkeypatch)
+            # the reference makes its own plans (the caches hold the compiled ones)
+            with _fresh_plans(tables):
+                row = index._raw_row(state)
+                numpy_key, numpy_successors = index._numpy_row(state)
+            assert key == numpy_key, state
+            assert successors.dtype == numpy_successors.dtype
+            assert np.array_equal(successors, numpy_successors), state
+            compared += 1
+            loops += row.loop is not None
+    _compiled(monkeypatch)
+    assert compared >= 300 and loops >= 50 and chains >= 5, (compared, loops, chains)
+
+
+def test_compiled_rows_of_plans_not_packed_ahead(indexes, monkeypatch):
+    """A loop's rest too long to keep packed (past _PLAN_MAX_TOKENS tokens;
+    here every rest) leaves its walk plans to be packed by their first walk
+    (walk_and_pack, then finish_row): the rows are still numpy's."""
+    vocab, found = indexes
+    tables = lazy_tables.vocabulary_tables(vocab)
+    monkeypatch.setattr(lazy_tables, "_PLAN_MAX_TOKENS", 0)
+    saved = dict(tables.loop_masks)
+    tables.loop_masks.clear()
+    compared = unpacked = 0
+    try:
+        with _fresh_plans(tables):
+            for index, states in found[:4]:
+                for state in states[:30]:
+                    _compiled(monkeypatch)
+                    loop, plan, _ = index._loop_row(state, index._dfa.row(state))
+                    unpacked += loop is not None and isinstance(plan, lazy_plans._WalkPlan) and \
+                        plan.packing.packed is None
+                    key, successors = index._compiled_row(state)
+                    _numpy(monkeypatch)
+                    with _fresh_plans(tables):
+                        numpy_key, numpy_successors = index._numpy_row(state)
+                    assert key == numpy_key and np.array_equal(successors, numpy_successors), state
+                    compared += 1
+    finally:
+        _compiled(monkeypatch)
+        tables.loop_masks.clear()
+        tables.loop_masks.update(saved)
+    assert compared >= 40 and unpacked >= 5, (compared, unpacked)
+
+
+def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkeypatch):
+    """Every walk plan and chain plan the real schemas' rows ask for, made
+    by ``_cwalk.walk_plan`` and ``_cwalk.chain_plan`` and made by numpy, are
+    array for array (dtypes included) the same, a walk plan's bytes packed
+    with it (``_cwalk.pack_plan``) are those packed by token id, and the
+    states their entries start in (``_cwalk.start_states``) are numpy's."""
+    vocab, found = indexes
+    tables = lazy_tables.vocabulary_tables(vocab)
+    asked = []
+    walk_plan, start_states = lazy_index_module._walk_plan, lazy_index_module._start_states
+
+    def recording_walk_plan(tables_, live, loop=None, first_key=None, outside=None):
+        asked.append((live.copy(), loop, first_key, outside))
+        return walk_plan(tables_, live, loop, first_key, outside)
+
+    starts = []
+
+    def recording_start_states(first_row, plan, picks, along):
+        starts.append((first_row.copy(), plan, picks, along.copy()))
+        return start_states(first_row, plan, picks, along)
+
+    chain_asked = []
+    chain_plan = lazy_index_module._chain_plan
+
+    def recording_chain_plan(*args):
+        chain_asked.append(args)
+        return chain_plan(*args)
+
+    monkeypatch.setattr(lazy_index_module, "_chain_plan", recording_chain_plan)
+    monkeypatch.setattr(lazy_index_module, "_walk_plan", recording_walk_plan)
+    monkeypatch.setattr(lazy_index_module, "_start_states", recording_start_states)
+    for index, states in found:
+        if index._covered:
+            for state in states[:40]:
+                index._raw_row(state)
+    assert len(asked) >= 100 and any(loop is not None for _, loop, _, _ in asked)
+    for live, loop, first_key, outside in asked:
+        if loop is not None:
+            # the keys _cwalk.row_first gave are the ones numpy makes
+            assert first_key == np.packbits(loop[0]).tobytes()
+            assert np.array_equal(outside, live[~loop[0][live]])
+        with _fresh_plans(tables):
+            compiled = walk_plan(tables, live, loop, first_key, outside)
+        _numpy(monkeypatch)
+        with _fresh_plans(tables):
+            numpy = walk_plan(tables, live, loop)
+        _compiled(monkeypatch)
+        for field in ("tokens", "first_bytes", "positions", "skipped"):
+            left, right = getattr(compiled, field), getattr(numpy, field)
+            assert left.dtype == right.dtype and np.array_equal(left, right), field
+            assert not left.flags.writeable
+        # packed with the plan from the bytes grouped by first byte
+        # (_cwalk.pack_plan), as packing by token id gives them
+        packed, by_id = compiled.packing.packed, lazy_plans._packed(tables, compiled.tokens, compiled.positions)
+        assert packed is not None and numpy.packing.packed is None
+        assert np.array_equal(packed.offsets, by_id.offsets) and np.array_equal(packed.data, by_id.data)
+    assert len(chain_asked) >= 5
+    for args in chain_asked:
+        with _fresh_plans(tables):
+            compiled = chain_plan(*args)
+        _numpy(monkeypatch)
+        with _fresh_plans(tables):
+            numpy = chain_plan(*args)
+        _compiled(monkeypatch)
+        for field in ("tokens", "links", "first_bytes", "positions"):
+            left, right = getattr(compiled, field), getattr(numpy, field)
+            assert left.dtype == right.dtype and np.array_equal(left, right), field
+            assert not left.flags.writeable
+    chains = 0
+    for first_row, plan, picks, along in starts:
+        compiled = start_states(first_row, plan, picks, along)
+        _numpy(monkeypatch)
+        numpy = start_states(first_row, plan, picks, along)
+        _compiled(monkeypatch)
+        assert np.array_equal(compiled, numpy)
+        chains += picks.dtype != bool
+    assert chains >= 5
+
+
+def test_grouped_is_the_numpy_gather(monkeypatch):
+    """``_cwalk.grouped`` against numpy's ranges: the tokens of first-byte
+    groups of the Qwen vocabulary, any groups in any order, repeated, none."""
+    tables = lazy_tables.vocabulary_tables(cached_vocabulary("qwen2.5"))
+    rng = np.random.default_rng(7)
+    for groups in [np.arange(256), np.array([], dtype=np.int64), np.array([34, 34, 0, 255, 97]),
+                   rng.integers(0, 256, 40), np.flatnonzero(rng.random(256) < 0.5)]:
+        groups = groups.astype(np.int64)
+        compiled = lazy_kernels._grouped(tables.by_first_byte, tables.first_offsets, groups)
+        _numpy(monkeypatch)
+        numpy = lazy_kernels._grouped(tables.by_first_byte, tables.first_offsets, groups)
+        _compiled(monkeypatch)
+        assert compiled.dtype == numpy.dtype and np.array_equal(compiled, numpy)
+        assert compiled.flags.writeable
+    with pytest.raises(IndexError, match="outside the offsets"):
+        cwalk.grouped(tables.by_first_byte, tables.first_offsets, np.array([256]))
+    with pytest.raises(IndexError, match="outside the offsets"):
+        cwalk.grouped(tables.by_first_byte, np.array([0, 5, 3], dtype=np.int64), np.array([1]))
+    with pytest.raises(IndexError, match="outside the offsets"):
+        cwalk.grouped(tables.by_first_byte[:3], np.array([0, 9], dtype=np.int64), np.array([0]))
+    with pytest.raises(TypeError, match="items of 8 bytes"):
+        cwalk.grouped(tables.by_first_byte, tables.first_offsets, np.array([1], dtype=np.int32))
+
+
+def test_ascii_target_is_the_counter():
+    """``_cwalk.ascii_target``: the state most ASCII cells lead to (not
+    dead, the smallest of a tie) and their count, as _loop_row's Counter."""
+    rng = np.random.default_rng(3)
+    rows = [np.zeros(256, np.int32), np.full(256, 5, np.int32)]
+    for states in (2, 3, 8, 40, 128):
+        for _ in range(30):
+            rows.append(rng.integers(0, states, 256).astype(np.int32))
+    for row in rows:
+        counts: dict[int, int] = {}
+        for cell in row[:128].tolist():
+            if cell:
+                counts[cell] = counts.get(cell, 0) + 1
+        most = max(counts.values(), default=0)
+        target = min((s for s, c in counts.items() if c == most), default=0)
+        assert cwalk.ascii_target(row) == (target, most)
+    with pytest.raises(ValueError, match="256 cells"):
+        cwalk.ascii_target(np.zeros(100, np.int32))
+    with pytest.raises(TypeError, match="items of 4 bytes"):
+        cwalk.ascii_target(np.zeros(256, np.int64))
+
+
+def test_row_first_is_numpys():
+    """``_cwalk.row_first``: the bytes leading to a target (ASCII, and the
+    lead bytes when asked), packbits of them, the live bytes outside them,
+    and their ASCII bits, as _loop_row's numpy code makes them."""
+    rng = np.random.default_rng(5)
+    for trial in range(200):
+        row = rng.integers(0, int(rng.integers(2, 6)), 256).astype(np.int32)
+        if trial % 7 == 0:
+            row[rng.random(256) < 0.3] = -1  # cells not resolved are live
+        target, lead = int(rng.integers(1, 5)), bool(trial % 2)
+        first = np.zeros(256, dtype=bool)
+        first[:128] = row[:128] == target
+        first[lazy_tables._LEAD_BYTES] = lead
+        live = np.flatnonzero(row)
+        data, key, outside, low, high = cwalk.row_first(row, target, lead)
+        assert np.array_equal(np.frombuffer(data, bool), first)
+        assert key == np.packbits(first).tobytes()
+        assert np.array_equal(np.frombuffer(outside, np.int64), live[~first[live]])
+        assert (low, high) == lazy_tables._class_key(first[:128], False)[:2]
+    with pytest.raises(ValueError, match="256 cells"):
+        cwalk.row_first(np.zeros(128, np.int32), 1, False)
+    with pytest.raises(TypeError, match="items of 4 bytes"):
+        cwalk.row_first(np.zeros(256, np.int64), 1, False)
+
+
+def test_start_states_refuses_bad_arrays():
+    row = np.arange(256, dtype=np.int32)
+    first_bytes, out = np.array([1, 2], dtype=np.int64), np.zeros(2, np.int64)
+    cwalk.start_states(row, first_bytes, np.array([True, False]), np.array([9], np.int64), out)
+    assert out.tolist() == [9, 2]
+    cwalk.start_states(row, first_bytes, np.array([-1, 1], np.int64), np.array([7, 8], np.int64), out)
+    assert out.tolist() == [1, 8]
+    with pytest.raises(IndexError, match="outside the chain"):
+        cwalk.start_states(row, first_bytes, np.array([2, 0], np.int64), np.array([7, 8], np.int64), out)
+    with pytest.raises(IndexError, match="outside the chain"):
+        cwalk.start_states(row, first_bytes, np.array([True, True]), np.zeros(0, np.int64), out)
+    with pytest.raises(IndexError, match="outside the row"):
+        cwalk.start_states(row, np.array([1, 256], np.int64), np.array([False, False]), np.zeros(1, np.int64), out)
+    with pytest.raises(ValueError, match="mismatched"):
+        cwalk.start_states(row[:128], first_bytes, np.array([False, False]), np.zeros(1, np.int64), out)
+    with pytest.raises(ValueError, match="mismatched"):
+        cwalk.start_states(row, first_bytes, np.array([False]), np.zeros(1, np.int64), out)
+    with pytest.raises(TypeError, match="picks"):
+        cwalk.start_states(row, first_bytes, np.zeros(2, np.int32), np.zeros(1, np.int64), out)
+
+
+def test_finish_row_is_the_numpy_row():
+    """``_cwalk.finish_row`` against the numpy mask and successors on
+    random walks over the Qwen vocabulary's size (a loop mask or none, EOS
+    in a final row or not), and its refusals."""
+    vocab = cached_vocabulary("qwen2.5")
+    words = (vocab.size + 31) // 32
+    eos = np.array(sorted(vocab.eos_token_ids), dtype=np.int64)
+    rng = np.random.default_rng(11)
+    for trial in range(24):
+        tokens = rng.choice(vocab.size, size=int(rng.integers(0, 6000)), replace=False).astype(np.int64)
+        ended = int(rng.integers(0, len(tokens) + 1))
+        entries = np.sort(rng.choice(len(tokens), size=ended, replace=False)).astype(np.int64) if ended else \
+            np.zeros(0, np.int64)
+        ends = rng.integers(1, 1 + int(rng.integers(1, 500)), len(entries)).astype(np.int64)
+        # the walk's outputs are as long as the plan, ended entries first
+        entries_out = np.concatenate((entries, np.full(len(tokens) - ended, -5, np.int64)))
+        ends_out = np.concatenate((ends, np.full(len(tokens) - ended, -5, np.int64)))
+        loop = trial % 3 != 0
+        loop_mask = rng.integers(0, 1 << 32, words, dtype=np.uint64).astype(np.uint32) if loop else None
+        loop_ends = rng.integers(1, 600, int(rng.integers(1, 4))).astype(np.int64) if loop else np.zeros(0, np.int64)
+        final = trial % 2 == 0
+        key, successors = cwalk.finish_row(loop_mask, words, tokens, entries_out, ends_out, ended, loop_ends,
+                                           eos, final)
+        mask = np.zeros(words, np.uint32) if loop_mask is None else loop_mask.copy()
+        lazy_kernels._set_bits(mask, tokens[entries])
+        if final:
+            lazy_kernels._set_bits(mask, eos)
+        assert key == mask.tobytes()
+        expected = np.unique(np.concatenate((ends, loop_ends))).astype(np.int32)
+        assert np.array_equal(np.frombuffer(successors, np.int32), expected)
+    one, none = np.array([0], np.int64), np.zeros(0, np.int64)
+    with pytest.raises(IndexError, match="outside the tokens"):
+        cwalk.finish_row(None, words, one, np.array([1], np.int64), one, 1, none, eos, False)
+    with pytest.raises(IndexError, match="outside the mask"):
+        cwalk.finish_row(None, 1, np.array([32], np.int64), np.array([0], np.int64), one, 1, none, none, False)
+    with pytest.raises(IndexError, match="outside the mask"):
+        cwalk.finish_row(None, 1, one, one, one, 1, none, np.array([40], np.int64), True)
+    with pytest.raises(IndexError, match="outside int32"):
+        cwalk.finish_row(None, 1, one, one, np.array([1 << 40], np.int64), 1, none, none, False)
+    with pytest.raises(ValueError, match="mismatched"):
+        cwalk.finish_row(None, 1, one, one, one, 2, none, none, False)
+    with pytest.raises(ValueError, match="mismatched"):
+        cwalk.finish_row(None, 1 << 62, one, one, one, 1, none, none, False)
+    with pytest.raises(ValueError, match="mismatched"):
+        cwalk.finish_row(np.zeros(2, np.uint32), 1, one, one, one, 1, none, none, False)
+    # an EOS outside the mask is not read unless the row is final
+    assert cwalk.finish_row(None, 1, one, one, one, 1, none, np.array([40], np.int64), False)[1] == \
+        np.array([0], np.int32).tobytes()
+
+
+def test_walk_plan_refuses_bad_arrays():
+    tables = lazy_tables.vocabulary_tables(cached_vocabulary("qwen2.5"))
+    rest = lazy_plans._NO_REST
+    with pytest.raises(IndexError, match="outside the offsets"):
+        cwalk.walk_plan(tables.by_first_byte, tables.first_offsets, np.array([256]), *rest)
+    with pytest.raises(IndexError, match="outside the offsets"):
+        cwalk.walk_plan(tables.by_first_byte[:10], tables.first_offsets, np.array([97]), *rest)
+    with pytest.raises(ValueError, match="mismatched"):
+        cwalk.walk_plan(tables.by_first_byte, tables.first_offsets[:200], np.array([1]), *rest)
+    with pytest.raises(ValueError, match="mismatched"):
+        cwalk.walk_plan(tables.by_first_byte, tables.first_offsets, np.array([1]),
+                        np.array([3], np.int64), rest[1], rest[2], rest[3])
+    with pytest.raises(TypeError, match="items of 1 bytes"):
+        cwalk.walk_plan(tables.by_first_byte, tables.first_offsets, np.array([1]), *rest[:3], rest[2])
+
+
+def test_chain_plan_refuses_bad_arrays():
+    tables = lazy_tables.vocabulary_tables(cached_vocabulary("qwen2.5"))
+    digits = np.zeros(128, dtype=bool)
+    digits[ord("0"):ord("9") + 1] = True
+    key = lazy_tables._class_key(digits, False)
+    runs = lazy_tables._class_runs(tables, key)
+    first = np.ascontiguousarray(tables.columns[0])
+
+    def plan(length=4, **changed):
+        arrays = dict(by_first_byte=tables.by_first_byte, first_offsets=tables.first_offsets, first_column=first,
+                      others=np.array([97], np.int64), irregular=runs.irregular,
+                      irregular_offsets=runs.irregular_offsets, starting=np.arange(48, 58, dtype=np.int64),
+                      partial=runs.partial, partial_offsets=runs.partial_offsets, chars=runs.chars,
+                      full_by_chars=runs.full_by_chars, full_offsets=runs.full_offsets, ascii=runs.ascii)
+        arrays.update(changed)
+        return cwalk.chain_plan(*arrays.values(), length, False)
+
+    tokens = np.frombuffer(plan()[0], np.int64)
+    assert len(tokens) and tokens.max() < len(first)
+    with pytest.raises(IndexError, match="outside the offsets"):
+        plan(others=np.array([256], np.int64))
+    with pytest.raises(IndexError, match="outside the offsets"):
+        plan(partial_offsets=runs.partial_offsets + len(runs.partial) + 1)
+    with pytest.raises(IndexError, match="outside the tables"):
+        plan(length=0, full_by_chars=runs.full_by_chars + len(first))
+    with pytest.raises(ValueError, match="mismatched"):
+        plan(length=-1)
+    with pytest.raises(ValueError, match="mismatched"):
+        plan(length=1 << 62)
+    with pytest.raises(ValueError, match="mismatched"):
+        plan(chars=runs.chars[:10])
+    with pytest.raises(ValueError, match="mismatched"):
+        plan(irregular_offsets=runs.irregular_offsets[:100])
+    with pytest.raises(TypeError, match="items of 4 bytes"):
+        plan(ascii=runs.ascii.astype(np.int64))
+
+
+def test_pack_plan_refuses_bad_arrays():
+    tables = lazy_tables.vocabulary_tables(cached_vocabulary("qwen2.5"))
+    grouped, offsets = lazy_plans._grouped_spellings(tables)
+    rest = lazy_plans._packed(tables, np.array([9707, 1879], np.int64), np.array([1, 0], np.int64))
+
+    def pack(grouped=grouped, offsets=offsets, groups=np.array([97], np.int64), data=rest.data,
+             rest_offsets=rest.offsets):
+        return cwalk.pack_plan(grouped, offsets, tables.first_offsets, groups, data, rest_offsets)
+
+    data, packed_offsets = pack()
+    head = tables.first_offsets[98] - tables.first_offsets[97]
+    packed_offsets = np.frombuffer(packed_offsets, np.int64)
+    assert len(packed_offsets) == head + 3 and data[packed_offsets[head]:] == rest.data.tobytes()
+    with pytest.raises(IndexError, match="outside the offsets"):
+        pack(groups=np.array([256], np.int64))
+    with pytest.raises(IndexError, match="outside the grouped bytes"):
+        pack(grouped=grouped[:100])
+    with pytest.raises(IndexError, match="outside the offsets"):
+        pack(offsets=offsets[:50])
+    with pytest.raises(IndexError, match="outside the rest"):
+        pack(data=rest.data[:0])
+    with pytest.raises(IndexError, match="outside the rest"):
+        pack(rest_offsets=np.array([0, 5, 2], np.int64))
+    with pytest.raises(IndexError, match="outside the rest"):
+        pack(rest_offsets=rest.offsets + 1)
+    with pytest.raises(ValueError, match="mismatched"):
+        pack(rest_offsets=np.zeros(0, np.int64))
+
+
+def test_walk_row_refuses_bad_arrays():
+    """``_cwalk.walk_row`` (start states, walk and finish of a packed plan)
+    checks each array before it reads it."""
+    from tokendfa.analysis.lazydfa import LazyByteDFA
+    from tokendfa.analysis.dfa import INITIAL
+
+    dfa = LazyByteDFA("ab")
+    first_row = np.ascontiguousarray(dfa.row(INITIAL))
+    data, offsets = np.frombuffer(b"b", np.uint8), np.array([0, 1], np.int64)  # one entry: "b" after "a"
+    first_bytes, picks, along = np.array([ord("a")], np.int64), np.zeros(1, bool), np.zeros(1, np.int64)
+    tokens, none = np.array([5], np.int64), np.zeros(0, np.int64)
+
+    def walk(**changed):
+        arrays = dict(data=data, offsets=offsets, first_row=first_row, first_bytes=first_bytes, picks=picks,
+                      along=along, tokens=tokens, loop_mask=None, num_words=1, loop_ends=none, eos=none, final=False)
+        arrays.update(changed)
+        with dfa.resolving():
+            return cwalk.walk_row(dfa, *arrays.values())
+
+    mask, successors = walk()
+    assert np.frombuffer(mask, np.uint32).tolist() == [1 << 5]
+    assert dfa.is_final(int(np.frombuffer(successors, np.int32)[0]))
+    with pytest.raises(TypeError, match="13 arguments"):
+        cwalk.walk_row(dfa, data)
+    with pytest.raises(ValueError, match="mismatched"):
+        walk(offsets=np.array([0, 1, 1], np.int64))
+    with pytest.raises(ValueError, match="mismatched"):
+        walk(first_row=first_row[:100])
+    with pytest.raises(ValueError, match="mismatched"):
+        walk(tokens=np.zeros(2, np.int64))
+    with pytest.raises(ValueError, match="mismatched"):
+        walk(loop_mask=np.zeros(2, np.uint32))
+    with pytest.raises(IndexError, match="outside the data"):
+        walk(offsets=np.array([0, 2], np.int64))
+    with pytest.raises(IndexError, match="outside the row"):
+        walk(first_bytes=np.array([256], np.int64))
+    with pytest.raises(IndexError, match="outside the chain"):
+        walk(picks=np.ones(1, bool), along=none)
+    with pytest.raises(IndexError, match="outside the mask"):
+        walk(tokens=np.array([40], np.int64))
+    with pytest.raises(IndexError, match="outside the automaton"):
+        walk(picks=np.ones(1, bool), along=np.array([1000], np.int64))
+    with pytest.raises(TypeError, match="picks"):
+        walk(picks=np.zeros(1, np.int32))
