@@ -449,8 +449,14 @@ def test_chain_plan_refuses_bad_arrays():
         plan(chars=runs.chars[:10])
     with pytest.raises(ValueError, match="mismatched"):
         plan(irregular_offsets=runs.irregular_offsets[:100])
-    with pytest.raises(TypeError, match="items of 4 bytes"):
+    with pytest.raises(TypeError, match="ascii: items of 2 bytes expected, got 8"):
         plan(ascii=runs.ascii.astype(np.int64))
+    with pytest.raises(TypeError, match="ascii: items of 4 bytes expected, got 2"):
+        plan(chars=runs.chars.astype(np.int32))
+    # the compiled class runs make int16 runs, numpy's int32 ones: the same plan
+    assert runs.chars.dtype == np.int16
+    wide = plan(chars=runs.chars.astype(np.int32), ascii=runs.ascii.astype(np.int32))
+    assert wide == plan()
 
 
 def test_pack_plan_refuses_bad_arrays():

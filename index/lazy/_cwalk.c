@@ -1345,7 +1345,8 @@ done:
  * byte (by_first_byte, its 257 first_offsets; first_column: each token's
  * first byte, uint8[V]) and a class's runs (tokendfa.lazy.tables._ClassRuns:
  * irregular and its 257 offsets, partial and its offsets, chars and ascii
- * int32[V], full_by_chars and its offsets; int64 otherwise): the tokens of
+ * int16[V] or int32[V] (both the same: the compiled class runs make int16,
+ * numpy's int32), full_by_chars and its offsets; int64 otherwise): the tokens of
  * the first-byte groups ``others`` and the irregular ones of ``starting``
  * (int64 bytes), walked from their first byte; the partial ones that stop
  * within ``length`` characters, from the link of their run; the longer
@@ -1361,7 +1362,8 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
     static const char *names[13] = {"by_first_byte", "first_offsets", "first_column", "others", "irregular",
                                     "irregular_offsets", "starting", "partial", "partial_offsets", "chars",
                                     "full_by_chars", "full_offsets", "ascii"};
-    static const Py_ssize_t items_size[13] = {8, 8, 1, 8, 8, 8, 8, 8, 8, 4, 8, 8, 4};
+    /* 0: chars and ascii, int16 or int32 (checked below) */
+    static const Py_ssize_t items_size[13] = {8, 8, 1, 8, 8, 8, 8, 8, 8, 0, 8, 8, 0};
     PyObject *parts[4] = {NULL, NULL, NULL, NULL}, *result = NULL;
     Py_ssize_t length = PyLong_AsSsize_t(args[13]);
     int dies = PyObject_IsTrue(args[14]);
@@ -1369,7 +1371,16 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
         return NULL;
     }
     for (int i = 0; i < 13; i++) {
-        if (take(args[i], &buffers[i], names[i], items_size[i], 0) < 0) {
+        /* chars: int16 or int32, whichever it is (2 bytes tried first); ascii as chars */
+        Py_ssize_t item = items_size[i] ? items_size[i] : i == 12 ? buffers[9].view.itemsize : 2;
+        if (i == 9 && take(args[i], &buffers[i], names[i], 2, 0) < 0) {
+            PyErr_Clear();
+            release(buffers + 9, 1);
+            item = 4;
+        } else if (i == 9) {
+            continue;
+        }
+        if (take(args[i], &buffers[i], names[i], item, 0) < 0) {
             goto done;
         }
     }
@@ -1378,13 +1389,16 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
     const int64_t *others = buffers[3].view.buf, *irregular = buffers[4].view.buf;
     const int64_t *irregular_offsets = buffers[5].view.buf, *starting = buffers[6].view.buf;
     const int64_t *partial = buffers[7].view.buf, *partial_offsets = buffers[8].view.buf;
-    const int32_t *chars = buffers[9].view.buf, *ascii = buffers[12].view.buf;
+    const void *chars = buffers[9].view.buf, *ascii = buffers[12].view.buf;
+    const int narrow = buffers[9].view.itemsize == 2;
+#define RUN_AT(array, token) (narrow ? (int64_t)((const int16_t *)(array))[token] : (int64_t)((const int32_t *)(array))[token])
     const int64_t *full_by_chars = buffers[10].view.buf, *full_offsets = buffers[11].view.buf;
     Py_ssize_t vocab_size = buffers[2].view.len, num_partial = buffers[7].view.len / 8;
     Py_ssize_t num_partial_offsets = buffers[8].view.len / 8, num_full = buffers[10].view.len / 8;
     Py_ssize_t num_full_offsets = buffers[11].view.len / 8;
     if (buffers[1].view.len != 257 * 8 || buffers[5].view.len != 257 * 8 || num_partial_offsets < 257
-            || num_full_offsets < 1 || buffers[9].view.len / 4 != vocab_size || buffers[12].view.len / 4 != vocab_size
+            || num_full_offsets < 1 || buffers[9].view.len / buffers[9].view.itemsize != vocab_size
+            || buffers[12].view.len / buffers[12].view.itemsize != vocab_size
             || length < 0 || length > INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "chain_plan: arrays of mismatched lengths");
         goto done;
@@ -1409,7 +1423,7 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
             PyErr_SetString(PyExc_IndexError, "chain_plan: a token outside the tables");
             goto done;
         }
-        kept += !dies || ascii[token] <= length;
+        kept += !dies || RUN_AT(ascii, token) <= length;
     }
     Py_ssize_t total = head + inner + (Py_ssize_t)(partial_hi - partial_lo) + kept;
     for (int i = 0; i < 4; i++) {
@@ -1440,11 +1454,11 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
             goto done;
         }
         tokens[at] = token;
-        links[at] = positions[at] = chars[token];
+        links[at] = positions[at] = RUN_AT(chars, token);
     }
     for (Py_ssize_t k = 0; k < longer; k++) {
         int64_t token = k < num_full - full_lo ? full_by_chars[full_lo + k] : partial[partial_hi + k - (num_full - full_lo)];
-        int regular = ascii[token] > length;
+        int regular = RUN_AT(ascii, token) > length;
         if (dies && regular) {
             continue;
         }
@@ -1460,6 +1474,7 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
         first_bytes[i] = first_column[tokens[i]];
     }
     result = PyTuple_Pack(4, parts[0], parts[1], parts[2], parts[3]);
+#undef RUN_AT
 done:
     for (int i = 0; i < 4; i++) {
         Py_XDECREF(parts[i]);
