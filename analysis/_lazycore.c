@@ -120,7 +120,10 @@ static int32_t *table_row(PyObject *ctx, long long state, Py_buffer *view, int w
     if (status < 0) {
         return NULL;
     }
-    if (view->itemsize != 4 || state < 0 || (state + 1) * 256 * 4 > view->len) {
+    /* state compared with the row count, not (state + 1) * 1024 with the
+     * length: a state from Python near 2**54 wrapped that product past zero
+     * and passed, and the row was read or written before the table */
+    if (view->itemsize != 4 || state < 0 || state >= view->len / 1024) {
         PyBuffer_Release(view);
         PyErr_SetString(PyExc_IndexError, "_lazycore: a state outside the table");
         return NULL;
@@ -3380,9 +3383,12 @@ static int resolve_bytes(PyObject *ctx, PyObject *state_object, const unsigned c
     if (opened > 0) {
         return resolve_bytes_held(ctx, state_object, bits);
     }
-    if (state < 0 || (state + 1) * 1024 > session.table.len) {
+    /* a state the store has (the automaton's count: synced at the open), in
+     * the table (rows compared, not bytes: no product to overflow); the rows
+     * past the count are undefined, and Python's kernels[state] raises there */
+    if (state < 0 || (size_t)state >= ((ContextObject *)ctx)->store->count || state >= session.table.len / 1024) {
         session_close(&session);
-        PyErr_SetString(PyExc_IndexError, "_lazycore: a state outside the table");
+        PyErr_SetString(PyExc_IndexError, "_lazycore: a state not discovered");
         return -1;
     }
     uint64_t since = thread_ns();
@@ -3710,8 +3716,8 @@ static PyObject *py_class_chain(PyObject *module, PyObject *const *args, Py_ssiz
             }
             Py_DECREF(checked);
         }
-        if (current < 0 || (current + 1) * 1024 > session.table.len) {
-            PyErr_SetString(PyExc_IndexError, "_lazycore: a state outside the table");
+        if (current < 0 || (size_t)current >= s->count || current >= session.table.len / 1024) {
+            PyErr_SetString(PyExc_IndexError, "_lazycore: a state not discovered");
             failed = 1;
             break;
         }

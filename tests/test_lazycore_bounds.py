@@ -53,3 +53,23 @@ def test_a_state_bound_past_64_bits(core):
     dfa = LazyByteDFA("abc", max_states=10**30)
     assert _walk(dfa, "abc") > 0
     assert dfa.is_final(_walk(dfa, "abc"))
+
+
+@pytest.mark.parametrize("state", [2**54 - 1, 2**53, 2**63 - 1, 2**70, "count", "reserved"])
+def test_a_state_outside_the_automaton_is_refused(core, state):
+    """class_successor and class_chain take a state from their caller: one
+    not discovered (in the table's reserved rows, or far past them) raises
+    IndexError, as the Python reference does. The compiled checks compared
+    (state + 1) * 1024 with the table's length: near 2**54 the product
+    wrapped past zero, the check passed, and the row before the table was
+    read and written (SIGSEGV)."""
+    dfa = LazyByteDFA("abc")
+    if state == "count":
+        state = dfa.num_states
+    elif state == "reserved":
+        state = len(dfa.table) - 1
+    with pytest.raises((IndexError, OverflowError)):
+        dfa.class_successor(state, 1 << 97)
+    with pytest.raises((IndexError, OverflowError)):
+        dfa.class_chain(state, 1 << 97, False, 5)
+    assert dfa.class_successor(INITIAL_STATE, 1 << 97) == _walk(LazyByteDFA("abc"), "a")
