@@ -2611,6 +2611,14 @@ static Store *store_of(PyObject *ctx) {
             free(s);
             return NULL;
         }
+        /* The store computes configurations (stack * stride + NFA state, stacks
+         * below 2**31) in int64 unchecked: past a stride of 2**32 (an NFA bound
+         * of 4 billion states; the default is 2 million) it is not offered, as
+         * with a depth bound, and the core over the Python containers, whose
+         * conversions are checked, does the work. */
+        if (s->stride > ((long long)1 << 32)) {
+            s->bounded = 1;
+        }
         self->store = s;
     }
     return self->store;
