@@ -66,7 +66,7 @@ static PyTypeObject *context_type;
 
 /* The automaton's attributes the core reads and writes, interned once
  * (PyObject_GetAttrString makes a string each call: a few every new state). */
-static PyObject *name_table, *name_count, *name_finals;
+static PyObject *name_table, *name_count, *name_finals, *name_max_states;
 
 /* Kernels, closures, step keys and cuts hold ints (and tuples and lists of
  * ints, never changed after they are made), so they cannot be part of a
@@ -120,7 +120,10 @@ static int32_t *table_row(PyObject *ctx, long long state, Py_buffer *view, int w
     if (status < 0) {
         return NULL;
     }
-    if (view->itemsize != 4 || state < 0 || (state + 1) * 256 * 4 > view->len) {
+    /* state compared with the row count, not (state + 1) * 1024 with the
+     * length: a state from Python near 2**54 wrapped that product past zero
+     * and passed, and the row was read or written before the table */
+    if (view->itemsize != 4 || state < 0 || state >= view->len / 1024) {
         PyBuffer_Release(view);
         PyErr_SetString(PyExc_IndexError, "_lazycore: a state outside the table");
         return NULL;
@@ -252,6 +255,31 @@ done:
     return result;
 }
 
+/* The automaton's state bound in ``*bound``: LazyByteDFA.max_states, a
+ * public attribute its _discover reads at each new state (the context's
+ * max_states is its value when the context was made). Python compares ints
+ * of any size: one past 64 bits is saturated, which compares the same with
+ * any state count. 0, or -1 with an exception. */
+static int state_bound(PyObject *ctx, long long *bound) {
+    PyObject *value = PyObject_GetAttr(ITEM(ctx, C_DFA), name_max_states);
+    if (value == NULL) {
+        return -1;
+    }
+    if (!PyLong_Check(value)) {
+        Py_DECREF(value);
+        PyErr_SetString(PyExc_TypeError, "_lazycore: the automaton's max_states is not an int");
+        return -1;
+    }
+    int overflow = 0;
+    long long read = PyLong_AsLongLongAndOverflow(value, &overflow);
+    Py_DECREF(value);
+    if (read == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *bound = overflow > 0 ? LLONG_MAX : overflow < 0 ? LLONG_MIN : read;
+    return 0;
+}
+
 /* LazyByteDFA._discover: a new state for ``kernel``, its row set to UNKNOWN;
  * the Python method when the bound is reached or the table must grow. New
  * reference (an int). */
@@ -270,8 +298,8 @@ static PyObject *discover(PyObject *ctx, PyObject *kernel) {
         return NULL;
     }
     long long count = PyLong_AsLongLong(count_object);
-    long long bound = PyLong_AsLongLong(ITEM(ctx, C_MAX_STATES));
-    if (PyErr_Occurred()) {
+    long long bound = 0;
+    if (PyErr_Occurred() || state_bound(ctx, &bound) < 0) {
         Py_DECREF(count_object);
         return NULL;
     }
@@ -2185,6 +2213,29 @@ static int store_reach(Store *s, size_t q) {
     return 0;
 }
 
+/* The three stack arrays long enough for ``need`` stacks, grown together
+ * (doubling; they share stacks_cap, set once all three have grown); -1 out
+ * of memory (those grown so far are longer than stacks_cap: harmless). */
+static int stacks_reach(Store *s, size_t need) {
+    if (need <= s->stacks_cap) {
+        return 0;
+    }
+    size_t cap = s->stacks_cap ? s->stacks_cap : 16;
+    while (cap < need) {
+        if (cap > SIZE_MAX / 2) {
+            return -1;
+        }
+        cap *= 2;
+    }
+    if (grow_to((void **)&s->stack_parent, cap, sizeof(int64_t)) < 0
+            || grow_to((void **)&s->stack_top, cap, sizeof(int64_t)) < 0
+            || grow_to((void **)&s->stack_depth, cap, sizeof(int64_t)) < 0) {
+        return -1;
+    }
+    s->stacks_cap = cap;
+    return 0;
+}
+
 /* The stack ``stack`` with ``ret`` on top (LazyByteDFA._push), made when
  * new; -1 out of memory (no exception: it may run without the GIL). */
 static int64_t store_push(Store *s, int64_t stack, int64_t ret) {
@@ -2204,22 +2255,9 @@ static int64_t store_push(Store *s, int64_t stack, int64_t ret) {
             && map_grow(&s->push_keys, &s->push_values, &s->pushes_cap) < 0) {
         return -1;
     }
-    if (s->stacks >= (size_t)INT32_MAX - 1
-            || reserve((void **)&s->stack_parent, &s->stacks_cap, s->stacks + 1, sizeof(int64_t)) < 0) {
+    if (s->stacks >= (size_t)INT32_MAX - 1 || stacks_reach(s, s->stacks + 1) < 0) {
         return -1;
     }
-    /* the three arrays share stacks_cap: the others follow the first */
-    size_t cap = s->stacks_cap;
-    int64_t *top = realloc(s->stack_top, cap * sizeof(int64_t));
-    if (top == NULL) {
-        return -1;
-    }
-    s->stack_top = top;
-    int64_t *depth = realloc(s->stack_depth, cap * sizeof(int64_t));
-    if (depth == NULL) {
-        return -1;
-    }
-    s->stack_depth = depth;
     int64_t made = (int64_t)s->stacks++;
     s->stack_parent[made] = stack;
     s->stack_top[made] = ret;
@@ -2548,6 +2586,13 @@ static int64_t store_state_of(Store *s, int32_t *table, int64_t rows, uint8_t *f
     return found;
 }
 
+/* The store's copy of the automaton's state bound (see state_bound), read
+ * again at each store_sync: a bound changed after the store was made
+ * applies from the next walk or hand-back on. */
+static int store_bound(PyObject *ctx, Store *s) {
+    return state_bound(ctx, &s->max_states);
+}
+
 static Store *store_of(PyObject *ctx) {
     ContextObject *self = (ContextObject *)ctx;
     if (self->store == NULL) {
@@ -2558,14 +2603,21 @@ static Store *store_of(PyObject *ctx) {
         }
         s->stride = stride_of(ctx);
         s->final = PyLong_AsLongLong(ITEM(ctx, C_FINAL));
-        s->max_states = PyLong_AsLongLong(ITEM(ctx, C_MAX_STATES));
         s->bounded = PyObject_IsTrue(ITEM(ctx, C_BOUNDED));
-        if (PyErr_Occurred() || s->bounded < 0 || s->stride <= 0) {
+        if (PyErr_Occurred() || s->bounded < 0 || s->stride <= 0 || store_bound(ctx, s) < 0) {
             if (!PyErr_Occurred()) {
                 PyErr_SetString(PyExc_ValueError, "_lazycore: the stride must be positive");
             }
             free(s);
             return NULL;
+        }
+        /* The store computes configurations (stack * stride + NFA state, stacks
+         * below 2**31) in int64 unchecked: past a stride of 2**32 (an NFA bound
+         * of 4 billion states; the default is 2 million) it is not offered, as
+         * with a depth bound, and the core over the Python containers, whose
+         * conversions are checked, does the work. */
+        if (s->stride > ((long long)1 << 32)) {
+            s->bounded = 1;
         }
         self->store = s;
     }
@@ -2587,20 +2639,10 @@ static int store_sync_stacks(PyObject *ctx, Store *s) {
             return -1;
         }
         if (i == 0) {  /* the empty stack: no push makes it */
-            if (reserve((void **)&s->stack_parent, &s->stacks_cap, 1, sizeof(int64_t)) < 0) {
+            if (stacks_reach(s, 1) < 0) {
                 PyErr_NoMemory();
                 return -1;
             }
-            int64_t *moved_top = realloc(s->stack_top, s->stacks_cap * sizeof(int64_t));
-            if (moved_top != NULL) {
-                s->stack_top = moved_top;
-            }
-            int64_t *moved_depth = moved_top == NULL ? NULL : realloc(s->stack_depth, s->stacks_cap * sizeof(int64_t));
-            if (moved_depth == NULL) {
-                PyErr_NoMemory();
-                return -1;
-            }
-            s->stack_depth = moved_depth;
             s->stack_parent[0] = 0;
             s->stack_top[0] = -1;
             s->stack_depth[0] = 0;
@@ -2671,7 +2713,7 @@ static int store_publish_stacks(PyObject *ctx, Store *s) {
 
 /* The kernels the Python containers have and the store not yet, copied. */
 static int store_sync(PyObject *ctx, Store *s) {
-    if (store_sync_stacks(ctx, s) < 0) {
+    if (store_bound(ctx, s) < 0 || store_sync_stacks(ctx, s) < 0) {
         return -1;
     }
     PyObject *kernels = ITEM(ctx, C_KERNELS);
@@ -3349,9 +3391,12 @@ static int resolve_bytes(PyObject *ctx, PyObject *state_object, const unsigned c
     if (opened > 0) {
         return resolve_bytes_held(ctx, state_object, bits);
     }
-    if (state < 0 || (state + 1) * 1024 > session.table.len) {
+    /* a state the store has (the automaton's count: synced at the open), in
+     * the table (rows compared, not bytes: no product to overflow); the rows
+     * past the count are undefined, and Python's kernels[state] raises there */
+    if (state < 0 || (size_t)state >= ((ContextObject *)ctx)->store->count || state >= session.table.len / 1024) {
         session_close(&session);
-        PyErr_SetString(PyExc_IndexError, "_lazycore: a state outside the table");
+        PyErr_SetString(PyExc_IndexError, "_lazycore: a state not discovered");
         return -1;
     }
     uint64_t since = thread_ns();
@@ -3679,8 +3724,8 @@ static PyObject *py_class_chain(PyObject *module, PyObject *const *args, Py_ssiz
             }
             Py_DECREF(checked);
         }
-        if (current < 0 || (current + 1) * 1024 > session.table.len) {
-            PyErr_SetString(PyExc_IndexError, "_lazycore: a state outside the table");
+        if (current < 0 || (size_t)current >= s->count || current >= session.table.len / 1024) {
+            PyErr_SetString(PyExc_IndexError, "_lazycore: a state not discovered");
             failed = 1;
             break;
         }
@@ -3919,7 +3964,8 @@ PyMODINIT_FUNC PyInit__lazycore(void) {
     name_table = PyUnicode_InternFromString("_table");
     name_count = PyUnicode_InternFromString("_count");
     name_finals = PyUnicode_InternFromString("_finals");
-    if (name_table == NULL || name_count == NULL || name_finals == NULL) {
+    name_max_states = PyUnicode_InternFromString("max_states");
+    if (name_table == NULL || name_count == NULL || name_finals == NULL || name_max_states == NULL) {
         return NULL;
     }
     for (int i = 0; i < C_SIZE; i++) {

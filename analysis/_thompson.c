@@ -69,13 +69,23 @@ typedef struct { int32_t from, to; } EpsMove;
 typedef struct { int32_t from, to; uint8_t lo, hi; } EdgeMove;
 typedef struct { int32_t from, ret; Py_ssize_t key; } CallMove;
 
+/* configure()'s classes and helpers as one build holds them: strong
+ * references taken when it starts, so a helper that calls configure() again
+ * (the module globals then change) cannot free what the build still calls,
+ * and the build tells nodes apart by one spec throughout. */
 typedef struct {
+    PyObject *kinds[K_COUNT];
+    PyObject *set_template_fn, *literal_automaton_fn, *fragment_type;
+} Spec;
+
+typedef struct {
+    Spec spec;
     int64_t n;            /* local states made */
     int64_t base;         /* global number of local state 0 */
     int64_t max_states, unchecked, next_memory;
     Py_ssize_t min_branches;
     int calls_mode, flat;
-    PyObject *defined, *template_fn, *check, *reserve_fn; /* borrowed from the request */
+    PyObject *defined, *template_fn, *check, *reserve_fn; /* py_build holds them (its held[]) */
     PyObject *keys;       /* list: the calls' keys */
     EpsMove *eps; Py_ssize_t n_eps, cap_eps;
     EdgeMove *edges; Py_ssize_t n_edges, cap_edges;
@@ -301,7 +311,7 @@ static int64_t stamp_set(Builder *b, PyObject *template, int64_t source) {
 }
 
 static int64_t character_set(Builder *b, PyObject *ranges, int64_t source) {
-    PyObject *template = PyObject_CallOneArg(set_template_fn, ranges);
+    PyObject *template = PyObject_CallOneArg(b->spec.set_template_fn, ranges);
     if (template == NULL) {
         return -1;
     }
@@ -685,7 +695,7 @@ done:
 }
 
 static int64_t literal(Builder *b, PyObject *node, int64_t source, int *none) {
-    PyObject *dfa = PyObject_CallOneArg(literal_automaton_fn, node);
+    PyObject *dfa = PyObject_CallOneArg(b->spec.literal_automaton_fn, node);
     if (dfa == NULL) {
         return -1;
     }
@@ -743,6 +753,14 @@ static int32_t trie_add(Trie *trie, uint8_t byte) {
     return t;
 }
 
+/* excluding_fragment's tables of single, on the heap: the function recurses
+ * (multi and rest are built inside it), and in its frame these made it 2.5 KB
+ * a level, which overflowed an 8 MB stack at ~3,000 nested Excluding nodes. */
+typedef struct {
+    long range_lo[128], range_hi[128];
+    uint8_t allowed[128], taken[128];
+} SingleTables;
+
 static int64_t excluding_fragment(Builder *b, PyObject *names, PyObject *single, PyObject *multi, PyObject *rest,
                                   int64_t source) {
     if (!PyTuple_Check(names) || !PyTuple_Check(single)) {
@@ -751,30 +769,35 @@ static int64_t excluding_fragment(Builder *b, PyObject *names, PyObject *single,
     }
     /* single: sorted disjoint ASCII ranges */
     Py_ssize_t n_ranges = PyTuple_GET_SIZE(single);
-    long range_lo[128], range_hi[128];
-    uint8_t allowed[128] = {0};
     if (n_ranges > 128) {
         PyErr_SetString(PyExc_ValueError, "Excluding: single holds more than 128 ranges");
         return -1;
     }
+    SingleTables *tables = PyMem_Calloc(1, sizeof(SingleTables));
+    if (tables == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    long *range_lo = tables->range_lo, *range_hi = tables->range_hi;
+    uint8_t *allowed = tables->allowed, *taken = tables->taken;
+    Trie trie = {0};
+    int64_t end = -1;
     for (Py_ssize_t i = 0; i < n_ranges; i++) {
         PyObject *pair = PyTuple_GET_ITEM(single, i);
         if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
             PyErr_SetString(PyExc_TypeError, "Excluding: a range of single is a (lo, hi) pair");
-            return -1;
+            goto done;
         }
         if (read_long(PyTuple_GET_ITEM(pair, 0), i ? range_hi[i - 1] + 1 : 0, 127, &range_lo[i],
                       "Excluding: a range's low end") < 0 ||
             read_long(PyTuple_GET_ITEM(pair, 1), range_lo[i], 127, &range_hi[i],
                       "Excluding: a range's high end") < 0) {
-            return -1;
+            goto done;
         }
         for (long c = range_lo[i]; c <= range_hi[i]; c++) {
             allowed[c] = 1;
         }
     }
-    Trie trie = {0};
-    int64_t end = -1;
     if (trie_add(&trie, 0) < 0) {
         goto done;
     }
@@ -839,7 +862,7 @@ static int64_t excluding_fragment(Builder *b, PyObject *names, PyObject *single,
             goto done;
         }
         int64_t state = t ? base + t : source;
-        uint8_t taken[128] = {0};
+        memset(taken, 0, 128);
         for (int32_t child = trie.first[t]; child >= 0; child = trie.next[child]) {
             taken[trie.byte[child]] = 1;
             if (add_edge(b, state, trie.byte[child], trie.byte[child], base + child) < 0) {
@@ -869,6 +892,7 @@ static int64_t excluding_fragment(Builder *b, PyObject *names, PyObject *single,
     }
     end = last;
 done:
+    PyMem_Free(tables);
     PyMem_Free(trie.first);
     PyMem_Free(trie.next);
     PyMem_Free(trie.last);
@@ -892,7 +916,7 @@ static int64_t excluding(Builder *b, PyObject *node, int64_t source) {
 
 static int64_t build_node(Builder *b, PyObject *node, int64_t source) {
     PyObject *cls = (PyObject *)Py_TYPE(node);
-    if (cls == kinds[K_TEXT]) {
+    if (cls == b->spec.kinds[K_TEXT]) {
         PyObject *value = PyObject_GetAttr(node, s_text);
         if (value == NULL) {
             return -1;
@@ -901,7 +925,7 @@ static int64_t build_node(Builder *b, PyObject *node, int64_t source) {
         Py_DECREF(value);
         return end;
     }
-    if (cls == kinds[K_CHARS]) {
+    if (cls == b->spec.kinds[K_CHARS]) {
         PyObject *ranges = PyObject_GetAttr(node, s_ranges);
         if (ranges == NULL) {
             return -1;
@@ -910,7 +934,7 @@ static int64_t build_node(Builder *b, PyObject *node, int64_t source) {
         Py_DECREF(ranges);
         return end;
     }
-    if (cls == kinds[K_CONCAT] || cls == kinds[K_ALT]) {
+    if (cls == b->spec.kinds[K_CONCAT] || cls == b->spec.kinds[K_ALT]) {
         PyObject *items = PyObject_GetAttr(node, s_items);
         if (items == NULL) {
             return -1;
@@ -921,7 +945,7 @@ static int64_t build_node(Builder *b, PyObject *node, int64_t source) {
             goto items_done;
         }
         Py_ssize_t count = PyTuple_GET_SIZE(items);
-        if (cls == kinds[K_CONCAT]) {
+        if (cls == b->spec.kinds[K_CONCAT]) {
             end = source;
             for (Py_ssize_t i = 0; i < count && end >= 0; i++) {
                 end = build(b, PyTuple_GET_ITEM(items, i), end);
@@ -952,10 +976,10 @@ static int64_t build_node(Builder *b, PyObject *node, int64_t source) {
         Py_DECREF(items);
         return end;
     }
-    if (cls == kinds[K_REPEAT]) {
+    if (cls == b->spec.kinds[K_REPEAT]) {
         return repeat(b, node, source);
     }
-    if (cls == kinds[K_LITERAL_SET]) {
+    if (cls == b->spec.kinds[K_LITERAL_SET]) {
         int none = 0;
         int64_t end = literal(b, node, source, &none);
         if (none && end >= 0) {
@@ -964,10 +988,10 @@ static int64_t build_node(Builder *b, PyObject *node, int64_t source) {
         }
         return end;
     }
-    if (cls == kinds[K_CALL]) {
+    if (cls == b->spec.kinds[K_CALL]) {
         return call(b, node, source);
     }
-    if (cls == kinds[K_EXCLUDING]) {
+    if (cls == b->spec.kinds[K_EXCLUDING]) {
         return excluding(b, node, source);
     }
     PyErr_Format(PyExc_TypeError, "not a regex tree node: %R", node);
@@ -1148,7 +1172,7 @@ static PyObject *result(Builder *b, int64_t start, int64_t end) {
     }
     PyObject *no_args = PyTuple_New(0);
     if (no_args != NULL) {
-        out = PyObject_Call(fragment_type, no_args, kwargs);
+        out = PyObject_Call(b->spec.fragment_type, no_args, kwargs);
         Py_DECREF(no_args);
     }
 done:
@@ -1200,16 +1224,22 @@ static PyObject *py_build(PyObject *module, PyObject *const *args, Py_ssize_t na
     memset(&b, 0, sizeof b);
     PyObject *result_ = NULL;
     PyObject *held[4] = {NULL, NULL, NULL, NULL};
+    for (int i = 0; i < K_COUNT; i++) {
+        b.spec.kinds[i] = Py_NewRef(kinds[i]);
+    }
+    b.spec.set_template_fn = Py_NewRef(set_template_fn);
+    b.spec.literal_automaton_fn = Py_NewRef(literal_automaton_fn);
+    b.spec.fragment_type = Py_NewRef(fragment_type);
     int64_t min_branches, calls_mode, flat;
     if (request_long(request, s_base, &b.base) < 0 || request_long(request, s_max_states, &b.max_states) < 0 ||
         request_long(request, s_unchecked, &b.unchecked) < 0 ||
         request_long(request, s_min_branches, &min_branches) < 0 ||
         request_long(request, s_calls, &calls_mode) < 0 || request_long(request, s_flat, &flat) < 0) {
-        return NULL;
+        goto done;
     }
     if (b.base >= HARD_CAP) {
         PyErr_SetString(PyExc_MemoryError, "an NFA of more than 2**30 states");
-        return NULL;
+        goto done;
     }
     b.min_branches = min_branches > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : (Py_ssize_t)min_branches;
     b.calls_mode = calls_mode != 0;
@@ -1242,6 +1272,12 @@ done:
     for (int i = 0; i < 4; i++) {
         Py_XDECREF(held[i]);
     }
+    for (int i = 0; i < K_COUNT; i++) {
+        Py_DECREF(b.spec.kinds[i]);
+    }
+    Py_DECREF(b.spec.set_template_fn);
+    Py_DECREF(b.spec.literal_automaton_fn);
+    Py_DECREF(b.spec.fragment_type);
     Py_XDECREF(b.keys);
     PyMem_Free(b.eps);
     PyMem_Free(b.edges);

@@ -339,3 +339,76 @@ def test_excluding_with_calls_in_a_lazy_nfa():
             rc._thompson = saved
     assert tables[True] == tables[False]
     assert sum(map(bool, tables[True][2])) >= 2
+
+
+def test_a_helper_that_reconfigures_midway(misconfigured):
+    """configure() called from a helper during a build (the module's globals
+    change under it): the build keeps the spec it started with, for telling
+    nodes apart and for the helpers it calls, and makes the reference's NFA."""
+
+    class Other:
+        pass
+
+    calls = []
+
+    def set_template(ranges):
+        if not calls:
+            misconfigured(text=Other)
+        calls.append(ranges)
+        return rc._set_template(ranges)
+
+    tree = concat(chars([(0x61, 0x7A)]), text("xy"), chars([(0x30, 0x39)]), text("z"))
+    misconfigured(set_template=set_template)
+    assert _compiled(tree) == _reference(tree)
+    assert len(calls) == 2
+
+
+_DEEP_EXCLUDING = """
+import sys, threading
+import numpy as np
+from tokendfa.analysis import regex_compiler as rc
+from tokendfa.analysis.regex_tree import Excluding, text
+sys.setrecursionlimit(20000)
+node = text("x")
+for _ in range({depth}):
+    node = Excluding(("ab", "ac"), ((0x61, 0x7A),), text("\\u00e9"), node)
+out = {{}}
+
+def build(native):
+    saved = rc._thompson
+    rc._thompson = saved if native else None
+    try:
+        out[native] = rc.byte_tables_from_regex(node)
+    finally:
+        rc._thompson = saved
+
+threading.stack_size({stack})
+for native in (True, False):
+    worker = threading.Thread(target=build, args=(native,))
+    worker.start()
+    worker.join()
+assert all(np.array_equal(a, b) for a, b in zip(out[True], out[False]))
+print("same", out[True][0].shape)
+"""
+
+
+def test_deeply_nested_excluding_keeps_the_c_stack_small():
+    """Excluding nodes nested 2,000 deep (each one's rest the next; the
+    compiled construction recurses through them) built on a thread of a 4 MB
+    stack: the reference's tables, not a crash (2.5 KB of C stack a level
+    overflowed it). In a child process, so that a crash fails the test."""
+    import subprocess
+    import sys
+
+    script = _DEEP_EXCLUDING.format(depth=2000, stack=4 << 20)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.startswith("same")
+
+
+def test_a_deep_trie_of_names():
+    """Thousands of names sharing prefixes and one very long name: the trie is
+    built without recursion, and both constructions make the same NFA."""
+    names = tuple(sorted({"k" * (i % 50) + format(i, "x") for i in range(3000)} | {"a" * 20000}))
+    tree = Excluding(names, ((0x20, 0x7E),), text("\u00e9"), repeat(chars([(0x61, 0x7A)]), 0, None))
+    assert _compiled(tree) == _reference(tree)

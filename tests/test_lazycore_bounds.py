@@ -1,0 +1,75 @@
+"""The native state store (analysis/_lazycore.c) against untrusted and changing input.
+
+The store keeps C copies of what the lazy automaton (LazyByteDFA) holds in
+Python; the Python methods are the reference (TOKENDFA_NATIVE=0). These
+tests change what the store copied (the state bound) or give it values
+outside its arrays, and check that it gives the reference's answer or a
+clear error, never a read or write out of bounds.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tokendfa import BuildLimitError
+from tokendfa.analysis import lazydfa as lazydfa_module
+from tokendfa.analysis.dfa import INITIAL as INITIAL_STATE
+from tokendfa.analysis.lazydfa import LazyByteDFA
+
+
+@pytest.fixture(params=["native", "python"])
+def core(request, monkeypatch):
+    if request.param == "python":
+        monkeypatch.setattr(lazydfa_module, "_lazycore", None)
+    elif lazydfa_module._lazycore is None:
+        pytest.skip("the compiled core is not built (or TOKENDFA_NATIVE=0)")
+    return request.param
+
+
+def _walk(dfa, text):
+    state = INITIAL_STATE
+    for byte in text.encode():
+        state = dfa.partial_row(state, 1 << byte)[byte]
+    return int(state)
+
+
+def test_the_state_bound_lowered_after_the_store_is_made(core):
+    """max_states is the automaton's attribute: lowered after states were
+    found (the native store made and synced), the next discovery past it
+    raises, as the Python reference does."""
+    dfa = LazyByteDFA("abcdefghij")
+    assert _walk(dfa, "ab") > 0
+    count = dfa.num_states
+    dfa.max_states = count
+    with pytest.raises(BuildLimitError):
+        _walk(dfa, "abcdefg")
+    dfa.max_states = 10**30   # past 64 bits: no bound at all, as in Python
+    assert _walk(dfa, "abcdefghij") > 0
+
+
+def test_a_state_bound_past_64_bits(core):
+    """A bound no int64 holds is no bound (Python compares ints of any size);
+    the compiled core read it with PyLong_AsLongLong and raised OverflowError."""
+    dfa = LazyByteDFA("abc", max_states=10**30)
+    assert _walk(dfa, "abc") > 0
+    assert dfa.is_final(_walk(dfa, "abc"))
+
+
+@pytest.mark.parametrize("state", [2**54 - 1, 2**53, 2**63 - 1, 2**70, "count", "reserved"])
+def test_a_state_outside_the_automaton_is_refused(core, state):
+    """class_successor and class_chain take a state from their caller: one
+    not discovered (in the table's reserved rows, or far past them) raises
+    IndexError, as the Python reference does. The compiled checks compared
+    (state + 1) * 1024 with the table's length: near 2**54 the product
+    wrapped past zero, the check passed, and the row before the table was
+    read and written (SIGSEGV)."""
+    dfa = LazyByteDFA("abc")
+    if state == "count":
+        state = dfa.num_states
+    elif state == "reserved":
+        state = len(dfa.table) - 1
+    with pytest.raises((IndexError, OverflowError)):
+        dfa.class_successor(state, 1 << 97)
+    with pytest.raises((IndexError, OverflowError)):
+        dfa.class_chain(state, 1 << 97, False, 5)
+    assert dfa.class_successor(INITIAL_STATE, 1 << 97) == _walk(LazyByteDFA("abc"), "a")
