@@ -79,7 +79,7 @@ from enum import IntEnum
 from collections import Counter, OrderedDict
 from collections.abc import Mapping
 from functools import partial
-from itertools import chain
+from itertools import chain, compress
 from operator import is_not
 from typing import NamedTuple, Protocol, runtime_checkable
 
@@ -1501,8 +1501,11 @@ class _LazyNFA:
         shape just built at ``base`` (its rows, before any pruning)."""
         position = {number: i for i, number in enumerate(order)}
         stop = len(self.eps)
-        calls = tuple((q, tuple((position[d], ret - base) for d, ret in row))
-                      for q, row in enumerate(self.calls[base:stop]) if row)
+        # the rows with calls found in C (compress): a fragment has few of
+        # them among thousands of states
+        rows = self.calls[base:stop]
+        calls = tuple((q, tuple((position[d], ret - base) for d, ret in rows[q]))
+                      for q in compress(range(stop - base), rows))
         return _FragmentTemplate(base, tuple(self.eps[base:stop]), tuple(self.edges[base:stop]),
                                  calls, start - base, end - base)
 
@@ -1635,7 +1638,7 @@ class _LazyNFA:
         eps, edges, calls, completes = self.eps, self.edges, self.calls, self.completes
         base, stop = span
         if alive.count(1, base, stop) == stop - base and all(
-                completes[d] for q in range(base, stop) if calls[q] for d, _ in calls[q]):
+                completes[d] for row in filter(None, calls[base:stop]) for d, _ in row):
             return  # every state alive and every callee matching: nothing to drop (the usual case)
         for q in range(*span):
             if not alive[q]:
