@@ -79,7 +79,8 @@ from enum import IntEnum
 from collections import Counter, OrderedDict
 from collections.abc import Mapping
 from functools import partial
-from itertools import chain
+from itertools import chain, compress
+from operator import is_not
 from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
@@ -1406,7 +1407,7 @@ class _LazyNFA:
             self.edges += new_edges
         finally:
             del builder_eps[base:], builder_edges[base:]
-        self.calls.extend(() for _ in range(added))
+        self.calls += [()] * added
         self.ends.extend(bytes(added))
         callees = set()
         for q, items in builder.calls.items():
@@ -1476,8 +1477,11 @@ class _LazyNFA:
             if cls is Concat or cls is Alt:
                 found = memo.get(id(node))
                 if found is None:
-                    items = [renamed(item) for item in node.items]
-                    found = node if all(a is b for a, b in zip(items, node.items)) else cls(tuple(items))
+                    # items without calls (most) are not visited, and the
+                    # comparison runs in C
+                    old = node.items
+                    items = [renamed(item) if item.calls else item for item in old]
+                    found = cls(tuple(items)) if any(map(is_not, items, old)) else node
                     memo[id(node)] = found
                 return found
             if cls is Repeat:
@@ -1497,8 +1501,11 @@ class _LazyNFA:
         shape just built at ``base`` (its rows, before any pruning)."""
         position = {number: i for i, number in enumerate(order)}
         stop = len(self.eps)
-        calls = tuple((q - base, tuple((position[d], ret - base) for d, ret in self.calls[q]))
-                      for q in range(base, stop) if self.calls[q])
+        # the rows with calls found in C (compress): a fragment has few of
+        # them among thousands of states
+        rows = self.calls[base:stop]
+        calls = tuple((q, tuple((position[d], ret - base) for d, ret in rows[q]))
+                      for q in compress(range(stop - base), rows))
         return _FragmentTemplate(base, tuple(self.eps[base:stop]), tuple(self.edges[base:stop]),
                                  calls, start - base, end - base)
 
@@ -1522,7 +1529,7 @@ class _LazyNFA:
                                else _shifted_edges(row, offset) if row else () for row in template.edges])
             _untrack_rows(self.eps, base, len(self.eps))
             _untrack_rows(self.edges, base, len(self.edges))
-        self.calls.extend(() for _ in range(size))
+        self.calls += [()] * size   # not a generator of ()s: ~25 ns a state, not ~60
         self.ends.extend(bytes(size))
         for q, items in template.calls:
             self.calls[base + q] = tuple((order[i], ret + base) for i, ret in items)
@@ -1631,7 +1638,7 @@ class _LazyNFA:
         eps, edges, calls, completes = self.eps, self.edges, self.calls, self.completes
         base, stop = span
         if alive.count(1, base, stop) == stop - base and all(
-                completes[d] for q in range(base, stop) if calls[q] for d, _ in calls[q]):
+                completes[d] for row in filter(None, calls[base:stop]) for d, _ in row):
             return  # every state alive and every callee matching: nothing to drop (the usual case)
         for q in range(*span):
             if not alive[q]:
