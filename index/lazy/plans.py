@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 # in 64 MB, see _PlanCache), and the most tokens a kept plan has. MaskBench's
 # sample builds ~1-80 plans a schema; a JSON string's has 4.6k tokens, a
 # maxLength-1024 string's chain plans up to 37k.
-_PLAN_CACHE_SIZE = 64
+_PLAN_CACHE_SIZE = 1024
 _PLAN_MAX_TOKENS = 65536
 _PLAN_CACHE_BYTES = 64 << 20
 # A walk plan's arrays as _cwalk.walk_plan gives them (tokens, first bytes,
