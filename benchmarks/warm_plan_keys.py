@@ -93,6 +93,8 @@ def main() -> int:
     parser.add_argument("--shift", type=float, default=0.5)
     parser.add_argument("--eager-prepare", action="store_true")
     parser.add_argument("--no-warm-up", action="store_true", help="prepare() without tokendfa.lazy.warmup's walk")
+    parser.add_argument("--maskbench", action="store_true",
+                        help="MaskBench's own sample instead (to see what is left there, not to choose from)")
     parser.add_argument("--show", type=int, default=0, help="print the N walk-plan keys most schemas build")
     args = parser.parse_args()
     from tokendfa import Index, Vocabulary
@@ -108,6 +110,8 @@ def main() -> int:
     records = [r for source in source_names() for r in sample(source, args.per_source, shift=args.shift)]
     overlap = [r.name for r in records if r.name in bench]
     records = [r for r in records if r.name not in bench]
+    if args.maskbench:
+        records, overlap = [r for source in source_names() for r in sample(source, 4)], []
     context = multiprocessing.get_context("fork")
     recur = {name: Counter() for name in _CACHES}
     described: dict = {}

@@ -34,6 +34,7 @@ import numpy as np
 from ..analysis.errors import TokenNotAllowedError
 from ..vocab.vocabulary import Vocabulary
 from .plans import _walk_plan
+from .tables import vocabulary_tables
 
 if TYPE_CHECKING:
     from .tables import _VocabularyTables
@@ -148,6 +149,17 @@ def make_key_plans(tables: "_VocabularyTables") -> None:
         _walk_plan(tables, _KEY_BYTES[byte - 0x20:byte - 0x1F])
 
 
+def _single_byte_tokens(vocabulary: Vocabulary) -> np.ndarray:
+    """The lowest id of the token that is each byte alone (-1 where none),
+    from the lazy tables: the vocabulary's lookup by bytes costs ~250 ms to
+    make on Gemma 3's 262,144 tokens, which a lazy server never uses."""
+    tables = vocabulary_tables(vocabulary)
+    ids = np.flatnonzero(tables.lengths == 1)[::-1]
+    found = np.full(256, -1, dtype=np.int64)
+    found[tables.columns[0][ids]] = ids   # the last write of a byte is its lowest id
+    return found
+
+
 def walk_texts(index, vocabulary: Vocabulary, texts: Iterable[str]) -> int:
     """Serve every state the texts' walks through ``index`` reach (a lazy
     index: each cold row fills the per-vocabulary plans it needs). Each step
@@ -157,18 +169,24 @@ def walk_texts(index, vocabulary: Vocabulary, texts: Iterable[str]) -> int:
     split digits and punctuation, where the longest tokens passed over ~30%
     of the states; measured with benchmarks/warm_plan_keys.py). A text whose
     next bytes no allowed token spells stops there. Returns the steps taken."""
+    single = _single_byte_tokens(vocabulary)
     steps = 0
     for text in texts:
         data = text.encode("utf-8")
         state, at = index.initial_state, 0
         while at < len(data):
             index.get_mask(state)
-            for end in range(at + 1, min(len(data), at + _LONGEST) + 1):
-                token = next((t for t in vocabulary.ids_for_bytes(data[at:end]) if index.is_allowed(state, t)), None)
-                if token is not None:
+            token, end = int(single[data[at]]), at + 1
+            if token < 0 or not index.is_allowed(state, token):
+                # no one-byte token (a wide character in a vocabulary without
+                # byte tokens): the vocabulary's lookup by bytes, made on first use
+                for end in range(at + 1, min(len(data), at + _LONGEST) + 1):
+                    token = next((t for t in vocabulary.ids_for_bytes(data[at:end]) if index.is_allowed(state, t)),
+                                 None)
+                    if token is not None:
+                        break
+                else:
                     break
-            else:
-                break
             try:
                 state = index.advance(state, token)
             except TokenNotAllowedError:
