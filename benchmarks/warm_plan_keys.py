@@ -100,9 +100,9 @@ def main() -> int:
     from tokendfa import Index, Vocabulary
 
     if args.no_warm_up:
-        import tokendfa.lazy.warmup
+        import tokendfa.lazy
 
-        tokendfa.lazy.warmup.WARM_UP = ()
+        tokendfa.lazy.WARM_UP = ()   # what the runtime's preparer walks
 
     vocab = Vocabulary.builtin(args.vocab).prepare(eager=args.eager_prepare)
     Index.from_schema({"type": "object"}, vocab, lazy=True)

@@ -587,7 +587,7 @@ def prepare_builds(vocabulary: "Vocabulary", *, eager: bool = True) -> None:
         # The per-vocabulary walk plans and loop masks of the contexts common
         # to JSON (tokendfa.lazy.warmup), made now rather than in the cold
         # steps of a process's first schemas.
-        from ..lazy.warmup import WARM_UP, walk_texts
+        from ..lazy import WARM_UP, walk_texts
 
         with keeping_repeats():
             for warm in WARM_UP:
