@@ -49,6 +49,7 @@ def test_keeping_repeats_keeps_a_repeat_the_first_time_it_is_built():
 
 
 def test_prepare_compiles_each_warm_up_schema_once_and_keeps_its_pieces(qwen_vocab, monkeypatch):
+    from tokendfa.lazy import warmup as lazy_warmup
     from tokendfa.runtime import index as runtime_index
 
     compiled: list = []
@@ -62,7 +63,8 @@ def test_prepare_compiles_each_warm_up_schema_once_and_keeps_its_pieces(qwen_voc
         monkeypatch.setattr(Index, "from_schema", classmethod(counted))
         qwen_vocab.prepare(eager=False)
         warm_ups = (runtime_index._WARM_UP_COMMON, runtime_index._WARM_UP_SCHEMA)
-        assert [warm_ups.index(schema) for schema in compiled] == [0, 1]
+        assert [warm_ups.index(schema) for schema in compiled[:2]] == [0, 1]
+        assert compiled[2:] == [warm.schema for warm in lazy_warmup.WARM_UP]   # walked for their plans
         kept = dict(rc._STAMPS)
         # the compiled construction builds every repeat (~0.15 us a state) and keeps none;
         # ThompsonNFA (TOKENDFA_NATIVE=0) keeps the warm-up's pieces

@@ -26,6 +26,9 @@ Reading order:
   optional: :data:`NATIVE_WALK`) and the numpy passes the other modules share
 * :mod:`tokendfa.lazy.completion`  a lazy index's states mapped to its
   completed index's (:meth:`LazyIndex.state_map`)
+* :mod:`tokendfa.lazy.warmup`      the JSON schemas and texts whose walk
+  makes the common plans at start-up (:data:`WARM_UP`, :func:`walk_texts`,
+  what the runtime's preparer walks)
 
 May import: :mod:`tokendfa.analysis`, :mod:`tokendfa.vocab`,
 :mod:`tokendfa.runtime.arrays`, :mod:`tokendfa.runtime.serving`, numpy, and
@@ -41,6 +44,7 @@ from .index import DEFAULT_ROW_BUDGET, LAZY_ANY_DEPTH, LazyIndex
 from .kernels import NATIVE_WALK
 from .table_store import load_or_make_tables
 from .tables import prepare_vocabulary, tables_ready, vocabulary_tables
+from .warmup import WARM_UP, WarmUp, walk_texts
 
 __all__ = ["LazyIndex", "LAZY_ANY_DEPTH", "DEFAULT_ROW_BUDGET", "NATIVE_WALK", "prepare_vocabulary", "tables_ready", "vocabulary_tables",
-           "load_or_make_tables"]
+           "load_or_make_tables", "WARM_UP", "WarmUp", "walk_texts"]

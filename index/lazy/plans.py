@@ -28,11 +28,15 @@ from .kernels import _cwalk, _grouped
 if TYPE_CHECKING:
     from .tables import _ClassRuns, _VocabularyTables
 
-# Walk plans and chain plans kept per vocabulary (each kind: at most 64 plans
-# in 64 MB, see _PlanCache), and the most tokens a kept plan has. MaskBench's
-# sample builds ~1-80 plans a schema; a JSON string's has 4.6k tokens, a
-# maxLength-1024 string's chain plans up to 37k.
-_PLAN_CACHE_SIZE = 64
+# Walk plans and chain plans kept per vocabulary (each kind: at most 1024
+# plans in 64 MB, see _PlanCache), and the most tokens a kept plan has.
+# Vocabulary.prepare() makes ~170 walk plans (tokendfa.lazy.warmup; ~15 MB
+# on Qwen), and 84 JSONSchemaBench schemas outside MaskBench's sample built
+# ~300 distinct ones more (benchmarks/warm_plan_keys.py): a count of 64 would
+# drop the warm-up's plans within the first few schemas; the byte bound is
+# what limits memory. A JSON string's plan has 4.6k tokens, a maxLength-1024
+# string's chain plans up to 37k.
+_PLAN_CACHE_SIZE = 1024
 _PLAN_MAX_TOKENS = 65536
 _PLAN_CACHE_BYTES = 64 << 20
 # A walk plan's arrays as _cwalk.walk_plan gives them (tokens, first bytes,
@@ -45,7 +49,7 @@ _CACHE_LOCK = threading.Lock()  # the per-vocabulary caches are shared by every 
 
 
 class _PlanCache:
-    """One vocabulary's walk or chain plans by key, the oldest dropped first
+    """One vocabulary's walk or chain plans by key, the oldest made dropped first
     past ``_PLAN_CACHE_SIZE`` plans or ``_PLAN_CACHE_BYTES``; none of more
     than ``_PLAN_MAX_TOKENS`` tokens is kept (a row whose every byte is
     live would keep ~6 MB on Qwen; such rows are rare and their walk costs

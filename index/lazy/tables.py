@@ -164,8 +164,12 @@ def vocabulary_tables(vocabulary: Vocabulary) -> _VocabularyTables:
 
 def prepare_vocabulary(vocabulary: Vocabulary) -> None:
     """Make the lazy engine's per-vocabulary tables now (what
-    :meth:`Vocabulary.prepare` calls, through the runtime's preparer)."""
-    vocabulary_tables(vocabulary)
+    :meth:`Vocabulary.prepare` calls, through the runtime's preparer), and
+    the walk plans of the rows with one live printable byte (a declared
+    key's next character: :func:`tokendfa.lazy.warmup.make_key_plans`)."""
+    from .warmup import make_key_plans
+
+    make_key_plans(vocabulary_tables(vocabulary))
 
 
 def tables_ready(vocabulary: Vocabulary) -> bool:

@@ -584,6 +584,14 @@ def prepare_builds(vocabulary: "Vocabulary", *, eager: bool = True) -> None:
             if not allowed:
                 break
             state = index.advance(state, allowed[0])
+        # The per-vocabulary walk plans and loop masks of the contexts common
+        # to JSON (tokendfa.lazy.warmup), made now rather than in the cold
+        # steps of a process's first schemas.
+        from ..lazy import WARM_UP, walk_texts
+
+        with keeping_repeats():
+            for warm in WARM_UP:
+                walk_texts(Index.from_schema(warm.schema, vocabulary), vocabulary, warm.instances)
     except TokenDFAError:
         # no jsonschema (MissingDependencyError), or a vocabulary that cannot
         # spell JSON (the toy ones of the tests): nothing more to warm

@@ -293,8 +293,13 @@ class Vocabulary:
         """Compute every per-vocabulary table a build uses (column layout,
         sorted spellings, the tokenizer's encoder, and through the
         registered preparers (:func:`register_preparer`) the lazy engine's
-        tables) now rather than during the first build; a server does this
-        once at start-up, and its first schema then costs what its tenth does.
+        tables, and its walk plans for the contexts common to JSON, made by
+        walking a few built-in schemas and instances,
+        :mod:`tokendfa.lazy.warmup`) now rather than during the first build;
+        a server does this once at start-up, and its first schema then costs
+        what its tenth does. The warm-up adds ~0.07 s on Qwen2.5's vocabulary
+        and ~0.1 s on Gemma 3's, and ~20-30 MB of plans, within the plan
+        caches' bounds.
 
         ``eager=False`` makes only what lazy indexes use: not the encoder
         (canonical tokenizations of forced text, for eager builds) nor the

@@ -1,0 +1,90 @@
+"""Vocabulary.prepare()'s plan warm-up (tokendfa.lazy.warmup): the walk plans
+and loop masks of the contexts common to JSON made at start-up, so that a
+prepared process's first schemas find them cached, with the same answers."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from conftest import cached_vocabulary
+from tokendfa import Guide, Index, Vocabulary
+from tokendfa.lazy import vocabulary_tables
+from tokendfa.lazy import warmup
+
+
+def _fresh_qwen(name: str) -> Vocabulary:
+    """A copy of qwen2.5 with nothing made yet (the caches live with the object)."""
+    qwen = cached_vocabulary("qwen2.5")
+    return Vocabulary(qwen.tokens, qwen.eos_token_ids, name=name)
+
+
+def _cached_keys(tables) -> tuple[set, set, set]:
+    return set(tables.walk_plans._plans), set(tables.chain_plans._plans), set(tables.loop_masks)
+
+
+def test_prepare_makes_the_warm_up_plans_and_the_one_byte_plans():
+    vocab = _fresh_qwen("qwen2.5 warmed")
+    vocab.prepare(eager=False)
+    tables = vocabulary_tables(vocab)
+    for byte in b'cs_.t"{,':
+        assert tables.walk_plans.get((np.array([byte], dtype=np.int64).tobytes(),)) is not None
+    kept = _cached_keys(tables)
+    # walking the warm-up again makes no plan and no loop mask: prepare() made them all
+    for warm in warmup.WARM_UP:
+        index = Index.from_schema(warm.schema, vocab)
+        assert warmup.walk_texts(index, vocab, warm.instances) > 0
+    assert _cached_keys(tables) == kept
+    # and a schema of the same kinds, written otherwise, meets its number contexts made
+    schema = {"type": "object", "properties": {"qty": {"type": "integer"}, "cost": {"type": "number"},
+                                               "label": {"type": "string"}},
+              "required": ["qty", "cost", "label"], "additionalProperties": False}
+    index = Index.from_schema(schema, vocab)
+    warmup.walk_texts(index, vocab, ['{"qty":250,"cost":-3.5e2,"label":"a box"}'])
+    new_walk_plans = _cached_keys(tables)[0] - kept[0]
+    assert len(new_walk_plans) <= 2   # the key's own letters in a closed object
+
+
+def test_the_warm_up_walk_serves_the_state_at_every_byte():
+    vocab = cached_vocabulary("qwen2.5")   # every byte is a token
+    text = '{"a":[1,2.5,"x\\"y"],"b":null}'
+    assert warmup.walk_texts(Index.from_schema({}, vocab), vocab, [text]) == len(text.encode())
+    # a text the schema refuses stops where it is refused
+    assert warmup.walk_texts(Index.from_schema({"type": "integer"}, vocab), vocab, ["12x3"]) == 2
+
+
+def _masks(index, vocab, texts) -> list[bytes]:
+    seen = []
+    for text in texts:
+        guide = Guide(index)
+        for token in vocab.encode(text):
+            seen.append(guide.get_mask().tobytes())
+            guide.advance(token)
+        seen.append(guide.get_mask().tobytes())
+    return seen
+
+
+SCHEMAS = [
+    ({"type": "object", "properties": {"id": {"type": "integer", "minimum": 1}, "name": {"type": "string"},
+                                       "tags": {"type": "array", "items": {"type": "string", "maxLength": 8}},
+                                       "price": {"type": ["number", "null"]}, "when": {"type": "string",
+                                                                                       "format": "date-time"}},
+      "required": ["id", "name"], "additionalProperties": False},
+     [{"id": 7, "name": "Zoë \"Q\"", "tags": ["a", "bcdefgh"], "price": -0.25, "when": "2020-02-29T23:59:59Z"},
+      {"id": 12, "name": "", "price": None}]),
+    ({"type": "object"}, [{"k": [1, {"n": None}], "s": "text with spaces", "x": 1e-3, "b": True}]),
+]
+
+
+def test_prepared_and_unprepared_vocabularies_give_the_same_masks():
+    """The plans the warm-up made answer as the ones a cold row makes: the
+    same masks along every step, prepared or not."""
+    prepared = _fresh_qwen("qwen2.5 prepared")
+    prepared.prepare(eager=False)
+    plain = _fresh_qwen("qwen2.5 plain")   # tables made on first use: no warm-up
+    for schema, instances in SCHEMAS:
+        texts = [json.dumps(i, separators=(",", ":"), ensure_ascii=False) for i in instances]
+        assert _masks(Index.from_schema(schema, prepared), prepared, texts) == \
+            _masks(Index.from_schema(schema, plain), plain, texts)
+    assert len(vocabulary_tables(prepared).walk_plans) > len(vocabulary_tables(plain).walk_plans)
