@@ -45,12 +45,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from support.data import compact, sample, source_names  # noqa: E402
+from support.data import named_sample  # noqa: E402
+from support.walks import walk_instances  # noqa: E402
 
 _DEFAULT = "sp_0_,o65424,kb_209_,o73917,kb_484_"
 # The automaton's methods that resolve cells, as the lazy index calls them.
 _RECORDED = ("step_held", "step", "successors", "row", "partial_row", "range_successors", "class_successor",
-             "wide_target")
+             "class_chain", "wide_target")
 
 
 def _record(dfa, calls: list) -> None:
@@ -89,21 +90,6 @@ def numpy_walk():
             holder._cwalk = module
 
 
-def _walk(index, record, vocab) -> None:
-    from tokendfa import Guide
-
-    row = np.zeros((vocab.size + 31) // 32, dtype=np.int32)
-    for valid in (True, False):
-        for instance in record.instances(valid):
-            guide = Guide(index)
-            for token in vocab.encode(compact(instance)):
-                try:
-                    guide.write_mask_into(row)
-                    guide.advance(token)
-                except Exception:  # noqa: BLE001 - a refused token ends the instance, as in MaskBench
-                    break
-
-
 def _measure(record, vocab, repeats: int) -> dict:
     from tokendfa import Index
 
@@ -112,7 +98,7 @@ def _measure(record, vocab, repeats: int) -> dict:
     calls: list = []
     _record(index.byte_dfa, calls)
     with numpy_walk():
-        _walk(index, record, vocab)
+        walk_instances(index, record, vocab)
     walked = index.byte_dfa.num_states
     best = None
     for _ in range(repeats):
@@ -152,9 +138,7 @@ def main(argv: list[str] | None = None) -> int:
 
     vocab = Vocabulary.builtin(args.vocab).prepare()
     Index.from_schema({"type": "boolean"}, vocab, lazy=True)
-    names = [n for n in args.names.split(",") if n]
-    records = [record for source in source_names() for record in sample(source, args.per_source or None)
-               if not names or any(n in record.name for n in names)]
+    records = named_sample(args.per_source, args.names)
     context = multiprocessing.get_context("fork")
     total_ns = total_calls = total_states = 0
     for record in records:

@@ -16,7 +16,9 @@ child as ``bench_maskbench.py`` runs it:
   walk resolves cells inside C), replayed on a fresh automaton whose
   definitions are compiled first (untimed), and each call's time is shared
   among the states it discovers, the *again* ones counted apart;
-- the cold token rows (``LazyIndex._raw_row``, the compiled walk), and those
+- the cold token rows (``LazyIndex._raw_row``: the numpy row, the one whose
+  row object a translation can read; the compiled row makes the mask bytes
+  in C), and those
   of a state whose shape had a row already under another stack: what
   sharing rows across stacks could save;
 - of those rows' walked tokens, how many end where the earlier row's token
@@ -57,12 +59,12 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from support.data import sample, source_names  # noqa: E402
-from lazy_core_replay import _record, _walk, numpy_walk  # noqa: E402
+from support.data import named_sample  # noqa: E402
+from support.walks import walk_instances  # noqa: E402
+from lazy_core_replay import _record, numpy_walk  # noqa: E402
 
 
 def _shape(kernel, stride: int):
@@ -142,7 +144,8 @@ def _measure(record, vocab) -> dict:
         return row
 
     index._raw_row = timed_row
-    _walk(index, record, vocab)
+    with numpy_walk():
+        walk_instances(index, record, vocab)
     stride, kernels = dfa._stride, dfa._kernels
     row_shapes: dict = {}
     rows_again = rows_again_ns = tokens_same = tokens_stacked = tokens_wrong = 0
@@ -159,7 +162,7 @@ def _measure(record, vocab) -> dict:
     calls: list = []
     _record(walked.byte_dfa, calls)
     with numpy_walk():
-        _walk(walked, record, vocab)
+        walk_instances(walked, record, vocab)
     fresh = Index.from_schema(record.schema, vocab, lazy=True).byte_dfa
     with fresh.resolving():
         fresh._nfa.compile_everything()  # noqa: SLF001 - a development aid: compiling is not the core's cost
@@ -210,9 +213,7 @@ def main(argv: list[str] | None = None) -> int:
 
     vocab = Vocabulary.builtin(args.vocab).prepare()
     Index.from_schema({"type": "boolean"}, vocab, lazy=True)
-    names = [n for n in args.names.split(",") if n]
-    records = [record for source in source_names() for record in sample(source, args.per_source or None)
-               if not names or any(n in record.name for n in names)]
+    records = named_sample(args.per_source, args.names)
     context = multiprocessing.get_context("fork")
     total: dict[str, float] = {}
     for record in records:

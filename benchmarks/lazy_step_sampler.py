@@ -50,7 +50,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from support.data import compact, sample, source_names  # noqa: E402
+from support.data import compact, named_sample  # noqa: E402
 
 _DEPTH = 40  # frames kept a sample
 
@@ -120,9 +120,7 @@ def main(argv: list[str] | None = None) -> int:
 
     vocab = Vocabulary.builtin(args.vocab).prepare()
     Index.from_schema({"type": "boolean"}, vocab, lazy=True)
-    names = [n for n in args.names.split(",") if n]
-    records = [record for source in source_names() for record in sample(source, args.per_source or None)
-               if not names or any(n in record.name for n in names)]
+    records = named_sample(args.per_source, args.names)
     band = (args.band[0] * 1e3, args.band[1] * 1e3)
     context = multiprocessing.get_context("fork")
     inclusive, own, total = Counter(), Counter(), 0

@@ -25,7 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from support.data import compact, sample, source_names  # noqa: E402
+from support.data import sample, source_names  # noqa: E402
+from support.walks import walk_instances  # noqa: E402
 
 _CACHES = ("walk_plans", "chain_plans", "loop_masks", "tail_sets", "class_runs", "chain_masks")
 
@@ -60,25 +61,13 @@ def _keys(tables, described: dict | None = None) -> dict[str, set[str]]:
 
 
 def _child(record, vocab, queue) -> None:
-    import numpy as np
-
-    from tokendfa import Guide, Index
+    from tokendfa import Index
     from tokendfa.lazy import vocabulary_tables
 
     tables = vocabulary_tables(vocab)
     before = _keys(tables)
     try:
-        index = Index.from_schema(record.schema, vocab, lazy=True)
-        row = np.zeros((vocab.size + 31) // 32, dtype=np.int32)
-        for valid in (True, False):
-            for instance in record.instances(valid):
-                guide = Guide(index)
-                for token in vocab.encode(compact(instance)):
-                    try:
-                        guide.write_mask_into(row)
-                        guide.advance(token)
-                    except Exception:  # noqa: BLE001
-                        break
+        walk_instances(Index.from_schema(record.schema, vocab, lazy=True), record, vocab)
     except Exception:  # noqa: BLE001 - a refused schema builds nothing
         pass
     described: dict = {}

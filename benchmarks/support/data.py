@@ -141,3 +141,13 @@ def outlines_regex(schema: Any, timeout: float = 5.0, memory_gib: float = 4) -> 
         return {"regex": build_regex_from_schema(text)}
 
     return run_in_child(convert, timeout=timeout, memory_gib=memory_gib)
+
+
+def named_sample(per_source: int, names: str = "", schema_dir: Path = SCHEMA_DIR) -> list[SchemaRecord]:
+    """MaskBench's sample (``per_source`` records of every source; 0: all of
+    them), kept to the records whose name holds one of the comma-separated
+    parts of ``names`` ('' keeps every record)."""
+    wanted = [n for n in names.split(",") if n]
+    return [record for source in source_names(schema_dir) for record in sample(source, per_source or None,
+                                                                               schema_dir=schema_dir)
+            if not wanted or any(n in record.name for n in wanted)]

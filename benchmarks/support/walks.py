@@ -1,0 +1,27 @@
+"""A lazy index walked over a schema's test instances as MaskBench walks it:
+each instance's canonical tokens, one mask and one commit a token."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .data import SchemaRecord, compact
+
+
+def walk_instances(index, record: SchemaRecord, vocab) -> None:
+    """Every valid, then every invalid instance of ``record`` through a
+    :class:`tokendfa.Guide` of ``index``: the mask written, then the token
+    committed; a refused token (or any error) ends that instance, as in
+    MaskBench."""
+    from tokendfa import Guide
+
+    row = np.zeros((vocab.size + 31) // 32, dtype=np.int32)
+    for valid in (True, False):
+        for instance in record.instances(valid):
+            guide = Guide(index)
+            for token in vocab.encode(compact(instance)):
+                try:
+                    guide.write_mask_into(row)
+                    guide.advance(token)
+                except Exception:  # noqa: BLE001 - a refused token ends the instance
+                    break
