@@ -32,9 +32,9 @@ _DEFAULT = ["sp_0_", "o65424", "kb_209_", "o73917", "Github_medium/o1.json"]
 _CHILD = r"""
 import gc, json, sys, time
 sys.path.insert(0, {here!r})
-import numpy as np
-from support.data import compact, sample, source_names
-from tokendfa import Guide, Index, Vocabulary
+from support.data import sample, source_names
+from support.walks import walk_instances
+from tokendfa import Index, Vocabulary
 vocab = Vocabulary.builtin({vocab!r}).prepare()
 record = [r for s in source_names() for r in sample(s, 4) if {name!r} in r.name][0]
 Index.from_schema({{"type": "boolean"}}, vocab, lazy=True)
@@ -52,16 +52,7 @@ def watch(phase, info):
         seen["worst_full"] = max(seen["worst_full"], spent)
 index = Index.from_schema(record.schema, vocab, lazy=True)
 gc.callbacks.append(watch)
-row = np.zeros((vocab.size + 31) // 32, dtype=np.int32)
-for valid in (True, False):
-    for instance in record.instances(valid):
-        guide = Guide(index)
-        for token in vocab.encode(compact(instance)):
-            try:
-                guide.write_mask_into(row)
-                guide.advance(token)
-            except Exception:
-                break
+walk_instances(index, record, vocab)
 print(json.dumps({{"name": record.name, "total": seen["total"], "full": seen["full"],
                   "worst_full": seen["worst_full"]}}))
 """

@@ -81,6 +81,25 @@ def cached_index(pattern: str, vocab_name: str, method: str = "fast", n_jobs: in
                             lazy=False)
 
 
+def masks_along(index, vocab, texts, *, endings: bool = False) -> list[bytes]:
+    """The mask at every step of each text's canonical tokens through a
+    :class:`tokendfa.Guide` of ``index`` and after the last (with
+    ``endings``, whether it may end there too): what two indexes of the
+    same language must give alike."""
+    from tokendfa import Guide
+
+    seen = []
+    for text in texts:
+        guide = Guide(index)
+        for token in vocab.encode(text):
+            seen.append(guide.get_mask().tobytes())
+            guide.advance(token)
+        seen.append(guide.get_mask().tobytes())
+        if endings:
+            seen.append(bytes([guide.can_end()]))
+    return seen
+
+
 @pytest.fixture(scope="session")
 def gemma_dir():
     """The bf16 transformers folder of the real Gemma 3 270M, built once per

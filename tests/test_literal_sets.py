@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import cached_vocabulary
+from conftest import cached_vocabulary, masks_along
 from tokendfa import Guide, Index
 from tokendfa.analysis import lazydfa, literal_sets, regex_compiler
 from tokendfa.analysis.construct import byte_dfa_from_regex
@@ -217,19 +217,6 @@ def enum_values(count: int, seed: int = 3) -> list[str]:
     return sorted(values)
 
 
-def walk(index, vocab, texts: list[str]) -> list[bytes]:
-    """Masks along each JSON text (and whether it may end there)."""
-    seen = []
-    for text in texts:
-        guide = Guide(index)
-        for token in vocab.encode(text):
-            seen.append(guide.get_mask().tobytes())
-            guide.advance(token)
-        seen.append(guide.get_mask().tobytes())
-        seen.append(bytes([guide.can_end()]))
-    return seen
-
-
 def accepts(index, vocab, text: str) -> bool:
     guide = Guide(index)
     for token in vocab.encode(text):
@@ -317,7 +304,7 @@ def test_enum_of_300_strings_lazy_and_eager_are_the_reference_qwen(monkeypatch):
     assert Index.from_schema(schema, vocab, lazy=False).arrays.equals(reference.arrays)
     assert len(walked) == 1 and walked[0] is not None  # everywhere, and nothing coarse after
     texts = [json.dumps(v, ensure_ascii=False) for v in values[::37]]
-    assert walk(lazy, vocab, texts) == walk(eager, vocab, texts)
+    assert masks_along(lazy, vocab, texts, endings=True) == masks_along(eager, vocab, texts, endings=True)
     assert lazy.complete().arrays.equals(reference.arrays)
 
 
@@ -329,7 +316,7 @@ def test_enum_of_60000_strings_qwen():
     lazy = Index.from_schema(schema, vocab, lazy=True, time_limit=60)
     eager = Index.from_schema(schema, vocab, time_limit=120, lazy=False)
     texts = [json.dumps(v, ensure_ascii=False) for v in values[::6007]]
-    assert walk(lazy, vocab, texts) == walk(eager, vocab, texts)
+    assert masks_along(lazy, vocab, texts, endings=True) == masks_along(eager, vocab, texts, endings=True)
     for index in (lazy, eager):
         assert all(accepts(index, vocab, t) for t in texts)
         assert not accepts(index, vocab, '"ABC1000-alpha"')    # codes go to 999
@@ -411,7 +398,7 @@ def test_enum_inside_an_object_is_compiled_when_first_reached_qwen():
     before = lazy.byte_dfa.num_nfa_states
     eager = Index.from_schema(schema, vocab, lazy=False)
     texts = [json.dumps({"code": v}, ensure_ascii=False, separators=(",", ":")) for v in values[::41]]
-    assert walk(lazy, vocab, texts) == walk(eager, vocab, texts)
+    assert masks_along(lazy, vocab, texts, endings=True) == masks_along(eager, vocab, texts, endings=True)
     # the set's automaton joined the NFA only when a match reached it
     assert lazy.byte_dfa.num_nfa_states > before + 100
     assert lockstep(lazy, eager, max_pairs=60) >= 30

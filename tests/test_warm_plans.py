@@ -8,8 +8,8 @@ import json
 
 import numpy as np
 
-from conftest import cached_vocabulary
-from tokendfa import Guide, Index, Vocabulary
+from conftest import cached_vocabulary, masks_along
+from tokendfa import Index, Vocabulary
 from tokendfa.lazy import vocabulary_tables
 from tokendfa.lazy import warmup
 
@@ -54,17 +54,6 @@ def test_the_warm_up_walk_serves_the_state_at_every_byte():
     assert warmup.walk_texts(Index.from_schema({"type": "integer"}, vocab), vocab, ["12x3"]) == 2
 
 
-def _masks(index, vocab, texts) -> list[bytes]:
-    seen = []
-    for text in texts:
-        guide = Guide(index)
-        for token in vocab.encode(text):
-            seen.append(guide.get_mask().tobytes())
-            guide.advance(token)
-        seen.append(guide.get_mask().tobytes())
-    return seen
-
-
 SCHEMAS = [
     ({"type": "object", "properties": {"id": {"type": "integer", "minimum": 1}, "name": {"type": "string"},
                                        "tags": {"type": "array", "items": {"type": "string", "maxLength": 8}},
@@ -77,7 +66,7 @@ SCHEMAS = [
 ]
 
 
-def test_prepared_and_unprepared_vocabularies_give_the_same_masks():
+def test_prepared_and_unprepared_vocabularies_give_the_samemasks_along():
     """The plans the warm-up made answer as the ones a cold row makes: the
     same masks along every step, prepared or not."""
     prepared = _fresh_qwen("qwen2.5 prepared")
@@ -85,6 +74,6 @@ def test_prepared_and_unprepared_vocabularies_give_the_same_masks():
     plain = _fresh_qwen("qwen2.5 plain")   # tables made on first use: no warm-up
     for schema, instances in SCHEMAS:
         texts = [json.dumps(i, separators=(",", ":"), ensure_ascii=False) for i in instances]
-        assert _masks(Index.from_schema(schema, prepared), prepared, texts) == \
-            _masks(Index.from_schema(schema, plain), plain, texts)
+        assert masks_along(Index.from_schema(schema, prepared), prepared, texts) == \
+            masks_along(Index.from_schema(schema, plain), plain, texts)
     assert len(vocabulary_tables(prepared).walk_plans) > len(vocabulary_tables(plain).walk_plans)
