@@ -992,6 +992,31 @@ def test_walk_plans_are_bounded_and_rows_are_the_same_without_them(bound, monkey
         assert 0 < sum(held) <= 400 and len(held) < 8, held
 
 
+def test_a_plan_read_since_it_was_made_outlives_older_plans_not_read(monkeypatch):
+    """Past its bound a plan cache drops the oldest plan not read since it
+    was made (or since it was last passed over): the plans prepare() makes
+    stay while schemas keep reading them."""
+    monkeypatch.setattr(lazy_plans, "_PLAN_CACHE_SIZE", 3)
+    cache = lazy_plans._PlanCache()
+
+    class Plan:   # what the cache reads of a plan: its tokens and its arrays' bytes
+        def __init__(self):
+            self.tokens = np.zeros(1, dtype=np.int64)
+
+    plans = {key: cache.remember(key, Plan()) for key in "abc"}
+    assert cache.get("a") is plans["a"]          # read: "b" is now the first to go
+    cache.remember("d", Plan())
+    assert cache.get("b") is None and cache.get("a") is plans["a"] and len(cache) == 3
+    plans["d"] = cache.get("d")                  # "a" and "d" read, "c" never
+    cache.remember("e", Plan())
+    assert cache.get("c") is None and cache.get("a") is plans["a"] and cache.get("d") is plans["d"]
+    for key in "fgh":                            # every plan read: one pass, then the oldest goes
+        for kept in list(cache._plans):
+            cache.get(kept)
+        plans[key] = cache.remember(key, Plan())
+        assert len(cache) == 3 and cache.get(key) is plans[key]
+
+
 def test_prepare_leaves_the_first_schema_no_table_to_make(monkeypatch):
     """Vocabulary.prepare() makes the lazy engine's per-vocabulary tables
     (through the preparer the package registers), so a prepared process's

@@ -49,8 +49,13 @@ _CACHE_LOCK = threading.Lock()  # the per-vocabulary caches are shared by every 
 
 
 class _PlanCache:
-    """One vocabulary's walk or chain plans by key, the oldest made dropped first
-    past ``_PLAN_CACHE_SIZE`` plans or ``_PLAN_CACHE_BYTES``; none of more
+    """One vocabulary's walk or chain plans by key, dropped past
+    ``_PLAN_CACHE_SIZE`` plans or ``_PLAN_CACHE_BYTES`` oldest first, except
+    that a plan read since it was made or last passed over is passed over
+    once (moved to the newest end, its mark cleared: a second chance, what
+    least recently used would keep, for a flag written on a read): the
+    plans ``Vocabulary.prepare()`` makes stay while schemas use them, where
+    dropping the oldest made dropped them first. None of more
     than ``_PLAN_MAX_TOKENS`` tokens is kept (a row whose every byte is
     live would keep ~6 MB on Qwen; such rows are rare and their walk costs
     more than their plan). A plan is counted at what it will hold packed
@@ -62,10 +67,14 @@ class _PlanCache:
     def __init__(self) -> None:
         self._plans: dict = {}
         self._sizes: dict = {}
+        self._read: dict = {}   # key -> True: read since made or last passed over
         self._held = 0
 
     def get(self, key):
-        return self._plans.get(key)
+        found = self._plans.get(key)
+        if found is not None:
+            self._read[key] = True   # no lock: a lost or stale mark only moves an eviction
+        return found
 
     def values(self) -> list:
         return list(self._plans.values())
@@ -81,8 +90,13 @@ class _PlanCache:
         if size > _PLAN_CACHE_BYTES:
             return plan
         with _CACHE_LOCK:
+            passed = 0   # at most one pass over the plans: then the oldest goes, read or not
             while self._plans and (len(self._plans) >= _PLAN_CACHE_SIZE or self._held + size > _PLAN_CACHE_BYTES):
                 oldest = next(iter(self._plans))
+                if self._read.pop(oldest, False) and passed < len(self._plans):
+                    self._plans[oldest] = self._plans.pop(oldest)   # to the newest end
+                    passed += 1
+                    continue
                 del self._plans[oldest]
                 self._held -= self._sizes.pop(oldest)
             self._plans[key] = plan
