@@ -3237,6 +3237,37 @@ static int64_t session_fast(LazySession *session, int64_t state, int byte) {
 
 static PyObject *py_step_held(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
+/* What the store asked for (s->want) before it can go on, with the GIL: an
+ * NFA state's local closure or edges copied in, a definition entered, or
+ * (its states published first) the limits checked. 1: ask the store again;
+ * 0: the core over the Python containers takes it from here (a definition
+ * not entered yet, or what the store cannot do); -1 with an exception. */
+static int store_supply(PyObject *ctx, Store *s) {
+    if (s->want == WANT_LOCAL) {
+        return store_fill_local(ctx, s, s->want_q) < 0 || store_fill_region(ctx, s, s->want_q) < 0 ? -1 : 1;
+    }
+    if (s->want == WANT_NFA) {
+        return store_fill_nfa(ctx, s, s->want_q) < 0 || store_fill_region(ctx, s, s->want_q) < 0 ? -1 : 1;
+    }
+    if (s->want == WANT_DEF) {
+        int entered = store_fill_definition(ctx, s, s->want_q);
+        if (entered != 0) {
+            return entered < 0 ? -1 : 1;
+        }
+        /* not entered yet: the core over the Python containers enters it */
+    }
+    if (store_publish(ctx, s) < 0) {
+        return -1;
+    }
+    PyObject *checked = PyObject_CallNoArgs(ITEM(ctx, C_CHECK));
+    if (checked == NULL) {
+        return -1;
+    }
+    Py_DECREF(checked);
+    s->fresh = 0;
+    return s->want == WANT_CHECK;
+}
+
 /* The cell with the GIL: what the store cannot do alone is done first (an
  * NFA state's edges or local closure copied, a limits check) or handed to
  * the core over the Python containers. The successor, or -2 with an
@@ -3255,38 +3286,11 @@ static int64_t session_held(LazySession *session, int64_t state, int byte) {
             }
             continue;
         }
-        if (s->want == WANT_LOCAL) {
-            if (store_fill_local(ctx, s, s->want_q) < 0 || store_fill_region(ctx, s, s->want_q) < 0) {
-                return -2;
-            }
-            continue;
-        }
-        if (s->want == WANT_NFA) {
-            if (store_fill_nfa(ctx, s, s->want_q) < 0 || store_fill_region(ctx, s, s->want_q) < 0) {
-                return -2;
-            }
-            continue;
-        }
-        if (s->want == WANT_DEF) {
-            int entered = store_fill_definition(ctx, s, s->want_q);
-            if (entered < 0) {
-                return -2;
-            }
-            if (entered) {
-                continue;
-            }
-            /* not entered yet: the core over the Python containers enters it */
-        }
-        if (store_publish(ctx, s) < 0) {
+        int supplied = store_supply(ctx, s);
+        if (supplied < 0) {
             return -2;
         }
-        PyObject *checked = PyObject_CallNoArgs(ITEM(ctx, C_CHECK));
-        if (checked == NULL) {
-            return -2;
-        }
-        Py_DECREF(checked);
-        s->fresh = 0;
-        if (s->want == WANT_CHECK) {
+        if (supplied) {
             continue;
         }
         s->handed_back++;
@@ -3534,37 +3538,11 @@ static int64_t session_state_of(LazySession *session, size_t count) {
         if (found >= 0) {
             return found;
         }
-        if (s->want == WANT_LOCAL) {
-            if (store_fill_local(ctx, s, s->want_q) < 0 || store_fill_region(ctx, s, s->want_q) < 0) {
-                return -1;
-            }
-            continue;
-        }
-        if (s->want == WANT_NFA) {
-            if (store_fill_nfa(ctx, s, s->want_q) < 0 || store_fill_region(ctx, s, s->want_q) < 0) {
-                return -1;
-            }
-            continue;
-        }
-        if (s->want == WANT_DEF) {
-            int entered = store_fill_definition(ctx, s, s->want_q);
-            if (entered < 0) {
-                return -1;
-            }
-            if (entered) {
-                continue;
-            }
-        }
-        if (store_publish(ctx, s) < 0) {
+        int supplied = store_supply(ctx, s);
+        if (supplied < 0) {
             return -1;
         }
-        PyObject *checked = PyObject_CallNoArgs(ITEM(ctx, C_CHECK));
-        if (checked == NULL) {
-            return -1;
-        }
-        Py_DECREF(checked);
-        s->fresh = 0;
-        if (s->want == WANT_CHECK) {
+        if (supplied) {
             continue;
         }
         s->handed_back++;

@@ -58,27 +58,28 @@ def pick_schemas(vocab, count: int):
 CPU_SECONDS = [0.0]  # the calling thread's CPU time in fill_masks, threads=1
 
 
-def released_seconds() -> float:
-    """CPU time the compiled modules have spent without the GIL (0 without them)."""
-    total = 0
-    for name in ("tokendfa.lazy._cwalk", "tokendfa.analysis._lazycore"):
+def _counters(name: str) -> list:
+    """The compiled modules' ``name`` functions (their GIL-free time
+    counters), those built."""
+    found = []
+    for module_name in ("tokendfa.lazy._cwalk", "tokendfa.analysis._lazycore"):
         try:
-            module = __import__(name, fromlist=["released_ns"])
+            module = __import__(module_name, fromlist=[name])
         except ImportError:
             continue
-        if hasattr(module, "released_ns"):
-            total += module.released_ns()
-    return total / 1e9
+        if hasattr(module, name):
+            found.append(getattr(module, name))
+    return found
+
+
+def released_seconds() -> float:
+    """CPU time the compiled modules have spent without the GIL (0 without them)."""
+    return sum(released() for released in _counters("released_ns")) / 1e9
 
 
 def count_released() -> None:
-    for name in ("tokendfa.lazy._cwalk", "tokendfa.analysis._lazycore"):
-        try:
-            module = __import__(name, fromlist=["count_released"])
-        except ImportError:
-            continue
-        if hasattr(module, "count_released"):
-            module.count_released(True)
+    for count in _counters("count_released"):
+        count(True)
 
 
 def run_mode(chosen, vocab, steps: int, threads: int):

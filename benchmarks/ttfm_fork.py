@@ -101,6 +101,19 @@ def _allocate_and_free() -> None:
     del kept
 
 
+def _timed(build, engine: str, schema, time_limit) -> dict:
+    """``build(engine, schema, time_limit)`` timed: wall and CPU ms and the
+    minor page faults over it, or the error's name."""
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    wall, cpu = time.perf_counter(), time.process_time()
+    try:
+        build(engine, schema, time_limit)
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        return {"error": type(exc).__name__}
+    return {"ms": (time.perf_counter() - wall) * 1e3, "cpu": (time.process_time() - cpu) * 1e3,
+            "faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--per-source", type=int, default=4, help="schemas a source (sample())")
@@ -147,15 +160,7 @@ def main() -> int:
     if args.in_process:
         for record in records:
             for engine in engines:
-                faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-                wall, cpu = time.perf_counter(), time.process_time()
-                try:
-                    build(engine, record.schema, args.time_limit or None)
-                    row = {"ms": (time.perf_counter() - wall) * 1e3,
-                           "cpu": (time.process_time() - cpu) * 1e3,
-                           "faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults}
-                except Exception as exc:  # noqa: BLE001 - reported, not raised
-                    row = {"error": type(exc).__name__}
+                row = _timed(build, engine, record.schema, args.time_limit or None)
                 row["label"] = f"{record.source}:{record.line}"
                 row["engine"] = engine
                 best[f"{engine} {row['label']}"] = row
@@ -170,12 +175,7 @@ def main() -> int:
                         if args.child_prealloc:
                             _allocate_and_free()
                         build(engine, WARM_UP)
-                        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-                        wall, cpu = time.perf_counter(), time.process_time()
-                        build(engine, record.schema, args.time_limit or None)
-                        out = {"ms": (time.perf_counter() - wall) * 1e3,
-                               "cpu": (time.process_time() - cpu) * 1e3,
-                               "faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults}
+                        out = _timed(build, engine, record.schema, args.time_limit or None)
                     except Exception as exc:  # noqa: BLE001 - reported, not raised
                         out = {"error": type(exc).__name__}
                     os.write(write, json.dumps(out).encode())

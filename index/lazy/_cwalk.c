@@ -69,6 +69,19 @@ static void release(Buffer *buffers, int count) {
     }
 }
 
+/* parts[0:count] made, bytes objects of ``items`` items of widths[i] bytes
+ * each (contents undefined); -1 with an exception, those made left in
+ * parts for the caller to drop. */
+static int make_parts(PyObject **parts, int count, Py_ssize_t items, const Py_ssize_t *widths) {
+    for (int i = 0; i < count; i++) {
+        parts[i] = PyBytes_FromStringAndSize(NULL, items * widths[i]);
+        if (parts[i] == NULL) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* The automaton a walk reads: its ``table`` (int32[n, 256], UNKNOWN -1,
  * DEAD 0) read directly, ``step_held(state, byte)`` called for a cell still
  * UNKNOWN (discovering states: the table may grow, and is re-taken), and
@@ -1294,11 +1307,8 @@ static PyObject *walk_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
     }
     Py_ssize_t total = head + rest;
     static const Py_ssize_t widths[4] = {8, 8, 8, 1};
-    for (int i = 0; i < 4; i++) {
-        parts[i] = PyBytes_FromStringAndSize(NULL, total * widths[i]);
-        if (parts[i] == NULL) {
-            goto done;
-        }
+    if (make_parts(parts, 4, total, widths) < 0) {
+        goto done;
     }
     int64_t *tokens = (int64_t *)PyBytes_AS_STRING(parts[0]), *first_bytes = (int64_t *)PyBytes_AS_STRING(parts[1]);
     int64_t *positions = (int64_t *)PyBytes_AS_STRING(parts[2]);
@@ -1426,11 +1436,9 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
         kept += !dies || RUN_AT(ascii, token) <= length;
     }
     Py_ssize_t total = head + inner + (Py_ssize_t)(partial_hi - partial_lo) + kept;
-    for (int i = 0; i < 4; i++) {
-        parts[i] = PyBytes_FromStringAndSize(NULL, total * 8);
-        if (parts[i] == NULL) {
-            goto done;
-        }
+    static const Py_ssize_t widths[4] = {8, 8, 8, 8};
+    if (make_parts(parts, 4, total, widths) < 0) {
+        goto done;
     }
     int64_t *tokens = (int64_t *)PyBytes_AS_STRING(parts[0]), *links = (int64_t *)PyBytes_AS_STRING(parts[1]);
     int64_t *first_bytes = (int64_t *)PyBytes_AS_STRING(parts[2]);
