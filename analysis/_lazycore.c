@@ -3899,6 +3899,233 @@ static PyType_Spec context_spec = {
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, context_slots,
 };
 
+/* --- the table's memory ------------------------------------------------------
+ *
+ * LazyByteDFA's table (int32[rows, 256], 1 KB a state) grows while walks run.
+ * Copied into a mapping twice as large, the growth from 64k to 128k rows was
+ * the worst step of the MaskBench sample (16 ms: 64 MB copied into 128 MB of
+ * pages the kernel zero-fills). A Table is one private anonymous mapping
+ * that grows in place (mremap without MREMAP_MAYMOVE): the rows stay where
+ * they are, so nothing is copied and a reader that took the table before
+ * (a walk without the GIL) keeps reading valid memory, the first rows of the
+ * same pages. For in-place growth to find free addresses after the mapping,
+ * each table is placed (a hint: the kernel takes it only where it is free)
+ * at the start of its own slot, as long as the automaton's state bound,
+ * in a range of addresses nothing else uses on 64-bit Linux (the kernel
+ * places mappings top-down from far above it, and a program below it). Only
+ * the mapped bytes count against an address-space limit (RLIMIT_AS), as
+ * before. Where the hint is not taken or growing in place fails, grow()
+ * says so and the caller copies into a new Table (the reference's way).
+ *
+ * Table(rows, most): ``rows`` rows mapped, in a slot of ``most`` rows;
+ * MemoryError when the mapping fails (an address-space limit, no memory).
+ * It exports its mapped bytes (a writable buffer of unsigned bytes). */
+
+#if defined(__linux__) && UINTPTR_MAX > 0xffffffffu
+#define TABLE_IN_PLACE 1
+#include <sys/mman.h>
+#endif
+
+#define TABLE_ROW_BYTES 1024
+/* the first 4 MB stay on 4 kB pages (a small automaton keeps its few small
+ * pages), past them 2 MB pages, as numpy asks for arrays that large: a table
+ * of tens of thousands of states read at random rows missed the translation
+ * cache on 4 kB pages */
+#define TABLE_SMALL_PAGES ((size_t)4 << 20)
+#define TABLE_HUGE ((size_t)2 << 20)
+/* rows a Table may have: a state is an int32 */
+#define TABLE_MOST_ROWS ((size_t)1 << 31)
+/* slots: [16 TB, 48 TB), each at most 64 GB (a larger bound copies past it) */
+#define TABLE_SLOTS_START ((uintptr_t)16 << 40)
+#define TABLE_SLOTS_END ((uintptr_t)48 << 40)
+#define TABLE_SLOT_MOST ((size_t)64 << 30)
+
+typedef struct {
+    PyObject_HEAD
+    char *data;         /* NULL: nothing mapped */
+    size_t mapped;      /* bytes mapped (rows * 1024) */
+    int in_place;       /* whether grow() may extend the mapping (mmap, not malloc) */
+} TableObject;
+
+static PyTypeObject *table_type;
+
+#ifdef TABLE_IN_PLACE
+static uintptr_t table_next_slot = TABLE_SLOTS_START;  /* the GIL guards it */
+
+static void table_advise(char *data, size_t from, size_t to) {
+#ifdef MADV_HUGEPAGE
+    if (from < TABLE_SMALL_PAGES) {
+        from = TABLE_SMALL_PAGES;
+    }
+    if (to > from) {
+        (void)madvise(data + from, to - from, MADV_HUGEPAGE);  /* no THP: 4 kB pages throughout */
+    }
+#else
+    (void)data; (void)from; (void)to;
+#endif
+}
+#endif
+
+/* rows (and most) from Python, checked: 1 <= rows <= TABLE_MOST_ROWS */
+static int table_rows_arg(PyObject *object, size_t *rows, const char *what) {
+    long long value = PyLong_AsLongLong(object);
+    if (value == -1 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();
+            value = -1;
+        } else {
+            return -1;
+        }
+    }
+    if (value < 1 || (unsigned long long)value > TABLE_MOST_ROWS) {
+        PyErr_Format(PyExc_ValueError, "Table: %s must be 1 to 2**31 rows", what);
+        return -1;
+    }
+    *rows = (size_t)value;
+    return 0;
+}
+
+static PyObject *table_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *rows_object, *most_object;
+    static char *keywords[] = {"rows", "most", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO:Table", keywords, &rows_object, &most_object)) {
+        return NULL;
+    }
+    size_t rows, most;
+    if (table_rows_arg(rows_object, &rows, "rows") < 0 || table_rows_arg(most_object, &most, "most") < 0) {
+        return NULL;
+    }
+    if (most < rows) {
+        most = rows;
+    }
+    TableObject *self = (TableObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    size_t size = rows * TABLE_ROW_BYTES;
+#ifdef TABLE_IN_PLACE
+    size_t slot = most * TABLE_ROW_BYTES;
+    slot = slot > TABLE_SLOT_MOST ? TABLE_SLOT_MOST : (slot + TABLE_HUGE - 1) & ~(TABLE_HUGE - 1);
+    if (table_next_slot + slot > TABLE_SLOTS_END || table_next_slot + slot < table_next_slot) {
+        table_next_slot = TABLE_SLOTS_START;
+    }
+    void *hint = (void *)table_next_slot;
+    void *data = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (data == MAP_FAILED) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    if (data == hint) {
+        table_next_slot += slot;  /* the next table's slot; one not taken is tried again */
+    }
+    self->data = data;
+    self->mapped = size;
+    self->in_place = 1;
+    table_advise(self->data, 0, size);
+#else
+    self->data = PyMem_RawMalloc(size);
+    if (self->data == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    self->mapped = size;
+#endif
+    return (PyObject *)self;
+}
+
+/* grow(rows): True when the mapping now has ``rows`` rows, the same
+ * addresses (nothing copied); False when it could not grow in place (the
+ * caller copies into a new Table). */
+static PyObject *table_grow(TableObject *self, PyObject *rows_object) {
+    size_t rows;
+    if (table_rows_arg(rows_object, &rows, "rows") < 0) {
+        return NULL;
+    }
+    size_t size = rows * TABLE_ROW_BYTES;
+    if (size <= self->mapped) {
+        Py_RETURN_TRUE;
+    }
+#ifdef TABLE_IN_PLACE
+    if (self->in_place && self->data != NULL) {
+        /* mremap takes one mapping (VMA): past 4 MB, the 2 MB pages' advice
+         * made the bytes after the first 4 MB a mapping of their own, and
+         * that one is extended (keeping its advice) */
+        size_t tail = self->mapped > TABLE_SMALL_PAGES ? TABLE_SMALL_PAGES : 0;
+        void *grown = mremap(self->data + tail, self->mapped - tail, size - tail, 0);
+        if (grown == (void *)(self->data + tail)) {
+            size_t before = self->mapped;
+            self->mapped = size;
+            table_advise(self->data, before, size);
+            Py_RETURN_TRUE;
+        }
+        if (grown != MAP_FAILED) {  /* cannot happen without MREMAP_MAYMOVE; never keep a moved mapping */
+            (void)munmap(grown, size - tail);
+            if (tail) {
+                (void)munmap(self->data, tail);
+            }
+            self->data = NULL;
+            self->mapped = 0;
+            PyErr_SetString(PyExc_SystemError, "Table: mremap moved the mapping");
+            return NULL;
+        }
+    }
+#endif
+    Py_RETURN_FALSE;
+}
+
+static PyObject *table_rows(TableObject *self, void *closure) {
+    (void)closure;
+    return PyLong_FromSize_t(self->mapped / TABLE_ROW_BYTES);
+}
+
+static int table_getbuffer(TableObject *self, Py_buffer *view, int flags) {
+    if (self->data == NULL) {
+        PyErr_SetString(PyExc_BufferError, "Table: nothing mapped");
+        view->obj = NULL;
+        return -1;
+    }
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->data, (Py_ssize_t)self->mapped, 0, flags);
+}
+
+static void table_dealloc(TableObject *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    /* every export holds a reference: none is left */
+    if (self->data != NULL) {
+#ifdef TABLE_IN_PLACE
+        (void)munmap(self->data, self->mapped);
+#else
+        PyMem_RawFree(self->data);
+#endif
+    }
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
+}
+
+static PyMethodDef table_methods[] = {
+    {"grow", (PyCFunction)table_grow, METH_O,
+     "grow(rows): True when the table now has rows rows at the same addresses, False when it must be copied."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef table_getset[] = {
+    {"rows", (getter)table_rows, NULL, "The rows mapped.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot table_slots[] = {
+    {Py_tp_doc, (void *)"Table(rows, most): a lazy automaton's table memory, grown in place (see _lazycore.c)."},
+    {Py_tp_new, table_new},
+    {Py_tp_dealloc, table_dealloc},
+    {Py_tp_methods, table_methods},
+    {Py_tp_getset, table_getset},
+    {Py_bf_getbuffer, table_getbuffer},
+    {0, NULL},
+};
+
+static PyType_Spec table_spec = {
+    "tokendfa.analysis._lazycore.Table", sizeof(TableObject), 0, Py_TPFLAGS_DEFAULT, table_slots,
+};
+
 static PyMethodDef methods[] = {
     {"untrack_table", (PyCFunction)(void (*)(void))py_untrack_table, METH_FASTCALL,
      "Take a list of rows of ints (an NFA's table) off the cyclic collector's lists."},
@@ -3956,6 +4183,11 @@ PyMODINIT_FUNC PyInit__lazycore(void) {
     }
     context_type = (PyTypeObject *)PyType_FromSpec(&context_spec);
     if (context_type == NULL || PyModule_AddObjectRef(module, "Context", (PyObject *)context_type) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    table_type = (PyTypeObject *)PyType_FromSpec(&table_spec);
+    if (table_type == NULL || PyModule_AddObjectRef(module, "Table", (PyObject *)table_type) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -276,7 +276,9 @@ class LazyByteDFA:
         # the configurations of a step -> its state: one as an int, several packed (see _step)
         self._steps: dict[int | bytes, int] = {}
         capacity = max(min(max_states, _RESERVED_ROWS), INITIAL + 1)
-        self._table = _reserved_table(capacity)  # a row is set to UNKNOWN when its state is discovered
+        # a row is set to UNKNOWN when its state is discovered; with the
+        # compiled core the table's memory (a _lazycore.Table) grows in place
+        self._table, self._table_memory = _reserved_table(capacity, max_states)
         self._table[DEAD] = DEAD
         self._table[INITIAL] = UNKNOWN
         # state -> its byte ranges with NFA targets: (range starts, ends, targets)
@@ -431,8 +433,8 @@ class LazyByteDFA:
         """Make sure the rows of ``states`` (ids already discovered) exist.
 
         Thread-safe: rows are computed under the lock; a row's flag is set
-        only after the row is in the table, and a grown table is a copy that
-        holds every finished row, so a reader who sees the flag and then
+        only after the row is in the table, and a grown table holds every
+        finished row (the same memory, longer, or a copy), so a reader who sees the flag and then
         reads :attr:`table` sees the row.
         """
         missing = [s for s in states if not self._materialised[s]]
@@ -984,8 +986,14 @@ class LazyByteDFA:
 
     def _grow(self) -> None:
         capacity = 2 * len(self._finals)
-        table = _reserved_table(capacity)
-        table[:self._count] = self._table[:self._count]  # the other rows are set as they are discovered
+        memory = self._table_memory
+        if memory is not None and memory.grow(capacity):
+            # the same pages, longer: nothing copied, and a reader of the old
+            # array reads the first rows of the new one
+            table = np.frombuffer(memory, dtype=STATE_DTYPE).reshape(capacity, 256)
+        else:
+            table, memory = _reserved_table(capacity, self.max_states)
+            table[:self._count] = self._table[:self._count]  # the other rows are set as they are discovered
         try:
             finals = np.zeros(capacity, dtype=bool)
         except MemoryError:  # serving grows the table too, outside the builder's bounded_resources
@@ -998,17 +1006,36 @@ class LazyByteDFA:
         # flag set before the swap finds the row in either table.
         self._materialised = flags
         self._finals = finals
+        self._table_memory = memory
         self._table = table
 
 
-def _reserved_table(rows: int) -> np.ndarray:
+def _reserved_table(rows: int, most: int) -> "tuple[np.ndarray, object | None]":
     """``int32[rows, 256]`` whose pages the system provides when first written
-    (a private anonymous mapping). Its contents are undefined to the caller:
-    each row is written before it is read. Past the first 4 MB (4,096 rows)
-    the mapping asks for 2 MB pages, as numpy does for arrays that large: a
-    table of tens of thousands of states read at random rows would miss the
-    translation cache on 4 kB pages, and a small automaton keeps its few
-    small pages."""
+    (a private anonymous mapping), and the compiled core's ``Table`` that
+    holds them (``None`` without the core). Its contents are undefined to the
+    caller: each row is written before it is read. Past the first 4 MB
+    (4,096 rows) the mapping asks for 2 MB pages, as numpy does for arrays
+    that large: a table of tens of thousands of states read at random rows
+    would miss the translation cache on 4 kB pages, and a small automaton
+    keeps its few small pages.
+
+    The ``Table`` grows in place, up to ``most`` rows where the addresses
+    after it are free (see ``analysis/_lazycore.c``): copied into a mapping
+    twice as large, the growth from 64k to 128k states took 16 ms of one
+    step (MaskBench's worst). Without the core the table is copied, the
+    reference."""
+    if _lazycore is not None:
+        try:
+            memory = _lazycore.Table(rows, max(rows, min(most, 1 << 31)))
+        except MemoryError:  # ENOMEM: an address-space limit, or no memory left
+            raise _out_of_memory(rows) from None
+        return np.frombuffer(memory, dtype=STATE_DTYPE).reshape(rows, 256), memory
+    return _mapped_table(rows), None
+
+
+def _mapped_table(rows: int) -> np.ndarray:
+    """``_reserved_table`` without the compiled core: a mapping Python's mmap makes."""
     size = rows * 256 * np.dtype(STATE_DTYPE).itemsize
     if not hasattr(mmap, "MAP_PRIVATE"):
         try:

@@ -718,6 +718,58 @@ def test_lazy_table_past_its_reserved_rows_grows_and_serves_the_same(reserved, t
     assert lazy.complete().arrays.equals(eager.arrays)
 
 
+class _RefusingTable:
+    """A table memory that never grows in place: every growth copies."""
+
+    def __init__(self, memory) -> None:
+        self.memory = memory
+
+    def grow(self, rows: int) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+def test_a_table_grown_many_times_keeps_its_rows(in_place, monkeypatch):
+    """With the compiled core the table's memory (_lazycore.Table) grows in
+    place: a table of a few reserved rows, grown many times while rows are
+    materialised, keeps one address (nothing copied; an array taken before
+    a growth reads the same rows as the new one) and ends with the very
+    states and rows the Python reference discovers. Where the memory cannot
+    grow in place, each growth copies into a new Table, with the same rows."""
+    if lazydfa_module._lazycore is None:
+        pytest.skip("the compiled core is not built (or TOKENDFA_NATIVE=0)")
+    monkeypatch.setattr(lazydfa_module, "_RESERVED_ROWS", 2)
+    if not in_place:
+        made = lazydfa_module._reserved_table
+        monkeypatch.setattr(lazydfa_module, "_reserved_table",
+                            lambda rows, most: (lambda t, m: (t, _RefusingTable(m)))(*made(rows, most)))
+    compiled = regex_from_schema(PERSON, any_depth=2, state_budget=None)
+    dfa = LazyByteDFA(compiled.pattern, definitions=compiled.definitions)
+    taken, state = [dfa.table], INITIAL_STATE
+    while state < dfa.num_states:  # explore()'s waves, each table kept as a reader would
+        end = dfa.num_states
+        dfa.materialise(range(state, end))
+        state = end
+        if dfa.table is not taken[-1]:
+            taken.append(dfa.table)
+    table, finals = dfa.table[:dfa.num_states], dfa.finals[:dfa.num_states]
+    assert len(taken) > 6  # it grew, many times
+    addresses = {old.ctypes.data for old in taken}
+    assert len(addresses) == (1 if in_place else len(taken))
+    for old in taken:
+        rows = min(len(old), dfa.num_states)
+        if in_place:
+            assert np.array_equal(old[:rows], table[:rows])  # the same memory, longer
+        else:  # a copy: every cell resolved before the growth, the same
+            resolved = old[:rows] != UNKNOWN
+            assert np.array_equal(old[:rows][resolved], table[:rows][resolved])
+    monkeypatch.setattr(lazydfa_module, "_lazycore", None)  # the reference
+    reference = LazyByteDFA(compiled.pattern, definitions=compiled.definitions)
+    transitions, reference_finals = reference.explore()
+    assert np.array_equal(table, transitions)
+    assert np.array_equal(finals, reference_finals)
+
+
 def test_token_liveness_when_bytes_are_not_all_tokens(toy_vocab):
     # "ab" keeps the bytes alive (ab3c) but no token spells "3": the eager
     # index refuses it, and so must the lazy one.

@@ -76,3 +76,42 @@ def test_running_out_of_address_space_is_a_tokendfa_error():
     assert "foreign" not in result, result
     assert result.get("error") == "BuildLimitError", result
     assert 0 < result["held"] < 400
+
+
+_GROWING = textwrap.dedent("""
+    import json, resource
+    from tokendfa import TokenDFAError
+    from tokendfa.analysis.lazydfa import LazyByteDFA
+    dfa = LazyByteDFA("(a|b)*a(a|b){12}", max_states=10**7)
+    mapped = int(open("/proc/self/statm").read().split()[0]) * 4096
+    limit = mapped + (40 << 20)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    try:
+        for _ in range(16):  # 4 MB, then 8, 16, 32, 64 MB: past the limit
+            dfa._grow()
+        print(json.dumps({"rows": len(dfa.table)}))
+    except TokenDFAError as exc:
+        state = dfa.initial
+        for byte in b"ba" * 8 + b"a" * 13:  # the automaton goes on with the table it has
+            state = dfa.step(state, byte)
+        print(json.dumps({"error": type(exc).__name__, "message": str(exc), "rows": len(dfa.table),
+                          "final": dfa.is_final(state)}))
+    except BaseException as exc:
+        print(json.dumps({"foreign": type(exc).__name__, "message": str(exc)}))
+""")
+
+
+@pytest.mark.skipif(not hasattr(resource, "RLIMIT_AS") or sys.platform != "linux",
+                    reason="address-space limits as Linux sets them")
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_a_table_that_cannot_grow_is_a_build_limit_error(native):
+    """The table grows (in place with the compiled core, by a copy without)
+    until the address-space limit refuses: a BuildLimitError that says so,
+    and the automaton keeps the rows it had."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", TOKENDFA_NATIVE=native)
+    done = subprocess.run([sys.executable, "-c", _GROWING], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result.get("error") == "BuildLimitError", result
+    assert "could not be allocated" in result["message"]
+    assert 4096 <= result["rows"] < 65536 and result["final"] is True

@@ -73,3 +73,30 @@ def test_a_state_outside_the_automaton_is_refused(core, state):
     with pytest.raises((IndexError, OverflowError)):
         dfa.class_chain(state, 1 << 97, False, 5)
     assert dfa.class_successor(INITIAL_STATE, 1 << 97) == _walk(LazyByteDFA("abc"), "a")
+
+
+@pytest.mark.parametrize("rows, most", [(0, 1), (-1, 1), (2**31 + 1, 2**31 + 1), (2**70, 1), (1, 2**70), (1, 0)])
+def test_a_table_of_an_impossible_size_is_refused(rows, most):
+    """_lazycore.Table(rows, most) maps rows * 1 KB: sizes from Python are
+    checked (1 to 2**31 rows), never wrapped into a small mapping."""
+    if lazydfa_module._lazycore is None:
+        pytest.skip("the compiled core is not built (or TOKENDFA_NATIVE=0)")
+    with pytest.raises(ValueError, match="2\\*\\*31"):
+        lazydfa_module._lazycore.Table(rows, most)
+
+
+def test_a_table_grows_in_place_and_refuses_impossible_sizes():
+    if lazydfa_module._lazycore is None:
+        pytest.skip("the compiled core is not built (or TOKENDFA_NATIVE=0)")
+    table = lazydfa_module._lazycore.Table(3, 10_000)
+    view = memoryview(table)
+    assert (table.rows, len(view), view.readonly) == (3, 3 * 1024, False)
+    view[3 * 1024 - 1] = 7
+    assert table.grow(2) and table.rows == 3  # no smaller
+    assert table.grow(10_000) and table.rows == 10_000  # in its slot: in place
+    assert len(memoryview(table)) == 10_000 * 1024 and memoryview(table)[3 * 1024 - 1] == 7
+    assert view[3 * 1024 - 1] == 7  # a view taken before reads the same memory
+    for rows in (0, -3, 2**31 + 1, 2**64):
+        with pytest.raises(ValueError, match="2\\*\\*31"):
+            table.grow(rows)
+    assert table.rows == 10_000
