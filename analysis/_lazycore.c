@@ -3902,9 +3902,10 @@ static PyType_Spec context_spec = {
 /* --- the table's memory ------------------------------------------------------
  *
  * LazyByteDFA's table (int32[rows, 256], 1 KB a state) grows while walks run.
- * Copied into a mapping twice as large, the growth from 64k to 128k rows was
- * the worst step of the MaskBench sample (16 ms: 64 MB copied into 128 MB of
- * pages the kernel zero-fills). A Table is one private anonymous mapping
+ * Copied into a mapping twice as large, the growth from 8k to 16k rows took
+ * 2 to 23 ms of one step (8 MB copied into 16 MB of new pages, 2 MB pages
+ * the kernel zero-fills, and may compact memory to find): the worst step of the
+ * MaskBench sample, 16 ms in one run. A Table is one private anonymous mapping
  * that grows in place (mremap without MREMAP_MAYMOVE): the rows stay where
  * they are, so nothing is copied and a reader that took the table before
  * (a walk without the GIL) keeps reading valid memory, the first rows of the
@@ -3912,7 +3913,7 @@ static PyType_Spec context_spec = {
  * each table is placed (a hint: the kernel takes it only where it is free)
  * at the start of its own slot, as long as the automaton's state bound,
  * in a range of addresses nothing else uses on 64-bit Linux (the kernel
- * places mappings top-down from far above it, and a program below it). Only
+ * places a program and its mappings far above it). Only
  * the mapped bytes count against an address-space limit (RLIMIT_AS), as
  * before. Where the hint is not taken or growing in place fails, grow()
  * says so and the caller copies into a new Table (the reference's way).
@@ -3935,9 +3936,12 @@ static PyType_Spec context_spec = {
 #define TABLE_HUGE ((size_t)2 << 20)
 /* rows a Table may have: a state is an int32 */
 #define TABLE_MOST_ROWS ((size_t)1 << 31)
-/* slots: [16 TB, 48 TB), each at most 64 GB (a larger bound copies past it) */
-#define TABLE_SLOTS_START ((uintptr_t)16 << 40)
-#define TABLE_SLOTS_END ((uintptr_t)48 << 40)
+/* slots: [32 TB, 64 TB), each at most 64 GB (a larger bound copies past
+ * it). x86-64 Linux places a program near 85 TB and mappings down from
+ * 127 TB; AddressSanitizer's shadow ends at 16 TB. Where the addresses do
+ * not exist (39-bit arm64: 512 GB) the kernel ignores the hint. */
+#define TABLE_SLOTS_START ((uintptr_t)32 << 40)
+#define TABLE_SLOTS_END ((uintptr_t)64 << 40)
 #define TABLE_SLOT_MOST ((size_t)64 << 30)
 
 typedef struct {
@@ -4010,7 +4014,7 @@ static PyObject *table_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         table_next_slot = TABLE_SLOTS_START;
     }
     void *hint = (void *)table_next_slot;
-    void *data = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *data = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (data == MAP_FAILED) {
         Py_DECREF(self);
         return PyErr_NoMemory();
