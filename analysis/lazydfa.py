@@ -1460,11 +1460,24 @@ class _LazyNFA:
     def _shape(self, tree: Node) -> tuple[Node, tuple[int, ...]]:
         """``tree`` with each call of a definition renamed to the order of its
         first appearance, and the definitions in that order: two trees of one
-        shape have the same Thompson construction but for the callees."""
+        shape have the same Thompson construction but for the callees. A
+        tree seen before in the process takes its shape from the process's
+        store (:class:`_SharedFragments`): renaming was a quarter of copying a
+        small definition that a template copies (MaskBench's sample, the
+        warm-up's free value levels in each forked child)."""
         if not tree.calls:
             return tree, ()  # nothing to rename (the walk below would give the tree back)
-        order: dict[int, int] = {}
         number = self.number
+        known = _SHARED_FRAGMENTS.shape_of(tree)
+        if known is not None:
+            shape, keys = known
+            # The same tree renames to the same shape wherever the same of its
+            # calls name definitions; its callees are then the numbers of the
+            # same keys, in this automaton's numbering.
+            if all(key in number for key in keys) and (
+                    len(keys) == len(tree.calls) or sum(key in number for key in tree.calls) == len(keys)):
+                return shape, tuple([number[key] for key in keys])
+        order: dict[int, int] = {}
         memo: dict[int, Node] = {}
 
         def renamed(node: Node) -> Node:
@@ -1494,6 +1507,8 @@ class _LazyNFA:
             return node
 
         shape = renamed(tree)
+        placeholders = self.placeholders
+        _SHARED_FRAGMENTS.keep_shape(tree, shape, tuple([placeholders[d] for d in order]))
         return shape, tuple(order)
 
     def _template(self, base: int, start: int, end: int, order: tuple[int, ...]) -> "_FragmentTemplate":
@@ -1721,15 +1736,52 @@ class _SharedFragments:
     schema's first call of one stamps a copy (:meth:`_LazyNFA._stamp_template`)
     instead of building it. Bounded: fragments of at most
     ``MAX_FRAGMENT_STATES`` states, ``MAX_STATES`` states in all, the least
-    recently used dropped first."""
+    recently used dropped first.
+
+    It also keeps the shapes of the trees with calls (:meth:`_LazyNFA._shape`)
+    by tree: a tree compiled again (the free value levels and counted
+    strings of every schema, and the warm-up's, in each child a prepared
+    parent forks) takes its shape from here instead of renaming its
+    nodes again, with its callees as keys (the numbers are the
+    automaton's). Bounded too: trees of at most ``MAX_SHAPE_SIZE``
+    (:attr:`~tokendfa.analysis.regex_tree.Node.size`), ``MAX_SHAPES``
+    trees and ``MAX_SHAPES_SIZE`` in all, the least recently used dropped
+    first."""
 
     MAX_FRAGMENT_STATES = 20_000
     MAX_STATES = 200_000
+    MAX_SHAPE_SIZE = 50_000
+    MAX_SHAPES = 4_096
+    MAX_SHAPES_SIZE = 500_000
 
     def __init__(self) -> None:
         self._kept: "OrderedDict[Node, _FragmentTemplate]" = OrderedDict()
         self._states = 0
+        self._shapes: "OrderedDict[Node, tuple[Node, tuple]]" = OrderedDict()
+        self._shapes_size = 0
         self._lock = threading.Lock()
+
+    def shape_of(self, tree: Node) -> "tuple[Node, tuple] | None":
+        """``(shape, keys)`` kept for ``tree`` (:meth:`keep_shape`), or None."""
+        with self._lock:
+            found = self._shapes.get(tree)
+            if found is not None:
+                self._shapes.move_to_end(tree)
+            return found
+
+    def keep_shape(self, tree: Node, shape: Node, keys: tuple) -> None:
+        """Keep ``tree``'s shape and the keys of its callees in the shape's order."""
+        size = tree.size
+        if size > self.MAX_SHAPE_SIZE:
+            return
+        with self._lock:
+            if tree in self._shapes:
+                return
+            self._shapes[tree] = (shape, keys)
+            self._shapes_size += size
+            while len(self._shapes) > self.MAX_SHAPES or self._shapes_size > self.MAX_SHAPES_SIZE:
+                dropped, _ = self._shapes.popitem(last=False)
+                self._shapes_size -= dropped.size
 
     def get(self, shape: Node) -> "_FragmentTemplate | None":
         with self._lock:
@@ -1755,6 +1807,8 @@ class _SharedFragments:
         with self._lock:
             self._kept.clear()
             self._states = 0
+            self._shapes.clear()
+            self._shapes_size = 0
 
 
 class _FragmentTemplate(NamedTuple):
