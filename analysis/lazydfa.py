@@ -1155,8 +1155,6 @@ class _LazyNFA:
         self.completes: list[bool | None] = []
         self.resolved = bytearray()
         self.templates: dict[tuple, _FragmentTemplate] = {}
-        self._template_sizes: set[int] = set()   # the sizes of the shapes in templates
-        self._unshaped: dict[int, list[_Unshaped]] = {}   # fragments kept by tree, by the tree's size
         # The builder's tables (see _build), kept from fragment to fragment
         # (untracked as the tables are: long-lived, and no cycle runs through them).
         self._builder_eps: list = []
@@ -1421,37 +1419,24 @@ class _LazyNFA:
         base = len(self.eps)
         tree = self._tree(d)
         source = self.texts[d]
-        is_tree = isinstance(source, Node)
         # a text's shape is found only where another text of its length may share it;
         # a tree's always, since the process keeps the fragments of trees; a literal
         # set is its own shape (built from its strings, no callee to rename)
         local = self.length_count[_source_length(source)] > 1
-        shape, order, unshaped = None, (), False
-        if tree.__class__ is not LiteralSet and (local or is_tree):
-            if is_tree and not local and tree.calls and not self._may_share(tree):
-                unshaped = True   # kept by its tree until one of its size comes (_SharedFragments)
-            else:
-                self._shape_kept(tree.size)
-                shape, order = self._shape(tree)
+        shape, order = (self._shape(tree) if (local or isinstance(source, Node))
+                        and tree.__class__ is not LiteralSet else (None, ()))
         template = None
         if shape is not None:
             template = self.templates.get(shape)
             if template is None:
                 template = _SHARED_FRAGMENTS.get(shape)
                 if template is not None and local:
-                    self._keep_template(shape, template)
+                    self.templates[shape] = template
         if template is not None and base + len(template.eps) <= self.max_nfa_states:
             start, end, callees = self._stamp_template(template, order)
         else:
             start, end, callees = self._build(tree)
-            if unshaped:
-                placeholders, number = self.placeholders, self.number
-                entry = _Unshaped(tree, self._template(base, start, end, callees),
-                                  tuple([placeholders[c] for c in callees]),
-                                  frozenset([key for key in tree.calls if key in number]))
-                self._unshaped.setdefault(tree.size, []).append(entry)
-                _SHARED_FRAGMENTS.keep_unshaped(entry)
-            elif template is None and shape is not None:
+            if template is None and shape is not None:
                 template = self._template(base, start, end, order)
                 # A tree's template is kept here whatever the lengths known so
                 # far: from a growing source, the next definition of its shape
@@ -1460,8 +1445,9 @@ class _LazyNFA:
                 # (Kubernetes kb_188: a 25,759-state fragment, ~40-80 ms a
                 # build, inside one step; a stamp is ~17 ms). The template
                 # holds the rows as built, the NFA's own tuples.
-                self._keep_template(shape, template)
-                if is_tree:
+                if local or isinstance(source, Node):
+                    self.templates[shape] = template
+                if isinstance(source, Node):
                     _SHARED_FRAGMENTS.keep(shape, template)
         self.start_of[d], self.end_of[d], self.callees[d] = start, end, callees
         self.span[d] = (base, len(self.eps))
@@ -1469,39 +1455,61 @@ class _LazyNFA:
         if self.source is not None:
             self._check_acyclic(d)
 
-    def _keep_template(self, shape: Node, template: "_FragmentTemplate") -> None:
-        self.templates[shape] = template
-        self._template_sizes.add(shape.size)
-
-    def _may_share(self, tree: Node) -> bool:
-        """Whether a fragment kept here or in the process may have ``tree``'s
-        shape: one of its size (a shape's size is its tree's), or its own."""
-        size = tree.size
-        return (size in self._template_sizes or size in self._unshaped or _SHARED_FRAGMENTS.has_size(size)
-                or _SHARED_FRAGMENTS.shape_of(tree) is not None)
-
-    def _shape_kept(self, size: int) -> None:
-        """Keep by shape the fragments kept by tree whose trees are of ``size``."""
-        for entry in self._unshaped.pop(size, ()):
-            shape, template = _shaped(entry)
-            if shape not in self.templates:
-                self._keep_template(shape, template)
-        if size in _SHARED_FRAGMENTS._unshaped:
-            for entry in _SHARED_FRAGMENTS.take_unshaped(size):
-                _SHARED_FRAGMENTS.keep(*_shaped(entry))
-
     # --- fragments of one shape, built once ------------------------------------
 
     def _shape(self, tree: Node) -> tuple[Node, tuple[int, ...]]:
         """``tree`` with each call of a definition renamed to the order of its
         first appearance, and the definitions in that order: two trees of one
-        shape have the same Thompson construction but for the callees
-        (:func:`_shape_of`)."""
+        shape have the same Thompson construction but for the callees. A
+        tree seen before in the process takes its shape from the process's
+        store (:class:`_SharedFragments`): renaming was a quarter of copying a
+        small definition that a template copies (MaskBench's sample, the
+        warm-up's free value levels in each forked child)."""
         if not tree.calls:
             return tree, ()  # nothing to rename (the walk below would give the tree back)
         number = self.number
-        shape, keys = _shape_of(tree, number)
-        return shape, tuple([number[key] for key in keys])
+        known = _SHARED_FRAGMENTS.shape_of(tree)
+        if known is not None:
+            shape, keys = known
+            # The same tree renames to the same shape wherever the same of its
+            # calls name definitions; its callees are then the numbers of the
+            # same keys, in this automaton's numbering.
+            if all(key in number for key in keys) and (
+                    len(keys) == len(tree.calls) or sum(key in number for key in tree.calls) == len(keys)):
+                return shape, tuple([number[key] for key in keys])
+        order: dict[int, int] = {}
+        memo: dict[int, Node] = {}
+
+        def renamed(node: Node) -> Node:
+            if not node.calls:
+                return node   # nothing to rename below (most of a tree's nodes)
+            cls = node.__class__
+            if cls is Call:
+                d = number.get(node.key)
+                return node if d is None else Call(order.setdefault(d, len(order)))
+            if cls is Concat or cls is Alt:
+                found = memo.get(id(node))
+                if found is None:
+                    # items without calls (most) are not visited, and the
+                    # comparison runs in C
+                    old = node.items
+                    items = [renamed(item) if item.calls else item for item in old]
+                    found = cls(tuple(items)) if any(map(is_not, items, old)) else node
+                    memo[id(node)] = found
+                return found
+            if cls is Repeat:
+                body = renamed(node.body)
+                return node if body is node.body else Repeat(body, node.lo, node.hi)
+            if cls is Excluding:
+                multi, rest = renamed(node.multi), renamed(node.rest)
+                return node if multi is node.multi and rest is node.rest else Excluding(
+                    node.names, node.single, multi, rest)
+            return node
+
+        shape = renamed(tree)
+        placeholders = self.placeholders
+        _SHARED_FRAGMENTS.keep_shape(tree, shape, tuple([placeholders[d] for d in order]))
+        return shape, tuple(order)
 
     def _template(self, base: int, start: int, end: int, order: tuple[int, ...]) -> "_FragmentTemplate":
         """What :meth:`_stamp_template` needs to make another fragment of the
@@ -1737,19 +1745,7 @@ class _SharedFragments:
     nodes again, with its callees as keys (the numbers are the
     automaton's). Bounded too: trees of at most ``MAX_SHAPE_SIZE``
     (:attr:`~tokendfa.analysis.regex_tree.Node.size`), ``MAX_SHAPES``
-    trees and ``MAX_SHAPES_SIZE`` in all, the least recently used dropped
-    first.
-
-    A fragment whose tree's size no other kept fragment has is kept by its
-    tree, *unshaped* (:class:`_Unshaped`), with the fragments in the same
-    bound: renaming a tree's calls is worth it only where another tree may
-    share its shape, and one of another size cannot (a renamed call is one
-    unit of size, as the call). When a tree of its size comes, the
-    automaton compiling it shapes those of that size (:meth:`take_unshaped`)
-    and keeps them by shape. On MaskBench's sample, 76 of the ~200
-    fragments built in the walks' steps had calls and a size no fragment
-    kept had: their renaming was ~9 ms of ~75 ms of first calls (thread
-    time)."""
+    trees and ``MAX_SHAPES_SIZE`` in all, the oldest dropped first."""
 
     MAX_FRAGMENT_STATES = 20_000
     MAX_STATES = 200_000
@@ -1758,61 +1754,18 @@ class _SharedFragments:
     MAX_SHAPES_SIZE = 500_000
 
     def __init__(self) -> None:
-        # by shape (a Node), or by tree (an _UnshapedKey) for an _Unshaped entry
-        self._kept: "OrderedDict[Node | _UnshapedKey, _FragmentTemplate | _Unshaped]" = OrderedDict()
+        self._kept: "OrderedDict[Node, _FragmentTemplate]" = OrderedDict()
         self._states = 0
-        self._sizes: Counter = Counter()   # the sizes of the shapes kept
-        self._unshaped: dict[int, set] = {}   # size -> the _UnshapedKeys of that size
-        self._shapes: "OrderedDict[Node, tuple[Node, tuple]]" = OrderedDict()
+        self._shapes: "dict[Node, tuple[Node, tuple]]" = {}
         self._shapes_size = 0
         self._lock = threading.Lock()
 
-    def has_size(self, size: int) -> bool:
-        """Whether a fragment kept (shaped or not) has a tree of ``size``."""
-        return bool(self._sizes.get(size)) or size in self._unshaped
-
-    def keep_unshaped(self, entry: "_Unshaped") -> None:
-        key = _UnshapedKey(entry.tree)
-        with self._lock:
-            if key not in self._kept:
-                self._admit(key, entry, len(entry.template.eps))
-
-    def take_unshaped(self, size: int) -> "list[_Unshaped]":
-        """Take out the unshaped fragments of trees of ``size`` (to be shaped and kept again)."""
-        with self._lock:
-            keys = self._unshaped.pop(size, ())
-            taken = [self._kept.pop(key) for key in keys]
-            self._states -= sum(len(entry.template.eps) for entry in taken)
-            return taken
-
-    def _admit(self, key, value, size: int) -> None:
-        if size > self.MAX_FRAGMENT_STATES:
-            return
-        self._kept[key] = value
-        self._states += size
-        if key.__class__ is _UnshapedKey:
-            self._unshaped.setdefault(key.tree.size, set()).add(key)
-        else:
-            self._sizes[key.size] += 1
-        while self._states > self.MAX_STATES:
-            dropped, value = self._kept.popitem(last=False)
-            if dropped.__class__ is _UnshapedKey:
-                self._states -= len(value.template.eps)
-                same = self._unshaped[dropped.tree.size]
-                same.discard(dropped)
-                if not same:
-                    del self._unshaped[dropped.tree.size]
-            else:
-                self._states -= len(value.eps)
-                self._sizes[dropped.size] -= 1
-
     def shape_of(self, tree: Node) -> "tuple[Node, tuple] | None":
-        """``(shape, keys)`` kept for ``tree`` (:meth:`keep_shape`), or None."""
-        with self._lock:
-            found = self._shapes.get(tree)
-            if found is not None:
-                self._shapes.move_to_end(tree)
-            return found
+        """``(shape, keys)`` kept for ``tree`` (:meth:`keep_shape`), or None.
+        A read writes nothing (the oldest shape goes first, not the least
+        recently read): in a forked child each write to the parent's table
+        is a page copied."""
+        return self._shapes.get(tree)
 
     def keep_shape(self, tree: Node, shape: Node, keys: tuple) -> None:
         """Keep ``tree``'s shape and the keys of its callees in the shape's order."""
@@ -1825,7 +1778,8 @@ class _SharedFragments:
             self._shapes[tree] = (shape, keys)
             self._shapes_size += size
             while len(self._shapes) > self.MAX_SHAPES or self._shapes_size > self.MAX_SHAPES_SIZE:
-                dropped, _ = self._shapes.popitem(last=False)
+                dropped = next(iter(self._shapes))
+                del self._shapes[dropped]
                 self._shapes_size -= dropped.size
 
     def get(self, shape: Node) -> "_FragmentTemplate | None":
@@ -1836,16 +1790,22 @@ class _SharedFragments:
             return found
 
     def keep(self, shape: Node, template: "_FragmentTemplate") -> None:
+        size = len(template.eps)
+        if size > self.MAX_FRAGMENT_STATES:
+            return
         with self._lock:
-            if shape not in self._kept:
-                self._admit(shape, template, len(template.eps))
+            if shape in self._kept:
+                return
+            self._kept[shape] = template
+            self._states += size
+            while self._states > self.MAX_STATES:
+                _, dropped = self._kept.popitem(last=False)
+                self._states -= len(dropped.eps)
 
     def clear(self) -> None:
         with self._lock:
             self._kept.clear()
             self._states = 0
-            self._sizes.clear()
-            self._unshaped.clear()
             self._shapes.clear()
             self._shapes_size = 0
 
@@ -1861,31 +1821,6 @@ class _FragmentTemplate(NamedTuple):
     calls: tuple[tuple[int, tuple[tuple[int, int], ...]], ...]
     start: int
     end: int
-
-
-class _Unshaped(NamedTuple):
-    """A fragment kept by its tree, not yet by its shape (see
-    :class:`_SharedFragments`): ``template``'s calls name positions in
-    ``keys``, the callees' keys; ``defined`` holds the keys of the tree's
-    calls that named definitions where it was built (what its shape renames)."""
-    tree: Node
-    template: _FragmentTemplate
-    keys: tuple
-    defined: frozenset
-
-
-class _UnshapedKey(NamedTuple):
-    """An :class:`_Unshaped` fragment's key among the shapes of :class:`_SharedFragments`."""
-    tree: Node
-
-
-def _shaped(entry: _Unshaped) -> "tuple[Node, _FragmentTemplate]":
-    """An unshaped fragment's shape, and its template with the callees in the shape's order."""
-    shape, first = _shape_of(entry.tree, entry.defined)
-    position = {key: i for i, key in enumerate(first)}
-    at = [position[key] for key in entry.keys]
-    calls = tuple((q, tuple([(at[i], ret) for i, ret in items])) for q, items in entry.template.calls)
-    return shape, entry.template._replace(calls=calls)
 
 
 _SHARED_FRAGMENTS = _SharedFragments()
@@ -1931,57 +1866,6 @@ def _untrack_rows(rows: list, start: int, stop: int) -> None:
     does it itself, on the first collection that sees them."""
     if _lazycore is not None:
         _lazycore.untrack_rows(rows, start, stop)
-
-
-def _shape_of(tree: Node, defined) -> tuple[Node, tuple]:
-    """``tree`` with each call of a key in ``defined`` renamed ``Call(i)``, i
-    the order of the key's first appearance, and those keys in that order.
-
-    A tree seen before in the process takes its shape from the process's
-    store (:class:`_SharedFragments`): renaming was a quarter of copying a
-    small definition that a template copies (MaskBench's sample, the
-    warm-up's free value levels in each forked child)."""
-    known = _SHARED_FRAGMENTS.shape_of(tree)
-    if known is not None:
-        shape, keys = known
-        # The same tree renames to the same shape wherever the same of its
-        # calls name definitions.
-        if all(key in defined for key in keys) and (
-                len(keys) == len(tree.calls) or sum(key in defined for key in tree.calls) == len(keys)):
-            return known
-    order: dict = {}
-    memo: dict[int, Node] = {}
-
-    def renamed(node: Node) -> Node:
-        if not node.calls:
-            return node   # nothing to rename below (most of a tree's nodes)
-        cls = node.__class__
-        if cls is Call:
-            key = node.key
-            return Call(order.setdefault(key, len(order))) if key in defined else node
-        if cls is Concat or cls is Alt:
-            found = memo.get(id(node))
-            if found is None:
-                # items without calls (most) are not visited, and the
-                # comparison runs in C
-                old = node.items
-                items = [renamed(item) if item.calls else item for item in old]
-                found = cls(tuple(items)) if any(map(is_not, items, old)) else node
-                memo[id(node)] = found
-            return found
-        if cls is Repeat:
-            body = renamed(node.body)
-            return node if body is node.body else Repeat(body, node.lo, node.hi)
-        if cls is Excluding:
-            multi, rest = renamed(node.multi), renamed(node.rest)
-            return node if multi is node.multi and rest is node.rest else Excluding(
-                node.names, node.single, multi, rest)
-        return node
-
-    shape = renamed(tree)
-    keys = tuple(order)
-    _SHARED_FRAGMENTS.keep_shape(tree, shape, keys)
-    return shape, keys
 
 
 class _CallingThompsonNFA(ThompsonNFA):

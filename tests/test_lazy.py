@@ -415,58 +415,6 @@ def test_shapes_kept_by_tree_call_their_own_callees(monkeypatch):
     assert accepts(dfa, b"cyzdxx-axbyz") and not accepts(dfa, b"axbz-czdx")
 
 
-class _TreeSource:
-    """A growing DefinitionSource over fixed trees, each of which matches
-    something (so none is read before a match first calls it)."""
-
-    def __init__(self, trees: dict) -> None:
-        self.trees = trees
-
-    def defines(self, key) -> bool:
-        return key in self.trees
-
-    def tree(self, key):
-        return self.trees[key]
-
-    def matches_something(self, key) -> bool:
-        return True
-
-
-@pytest.mark.parametrize("across", [True, False], ids=["across automata", "from a growing source"])
-def test_fragments_kept_by_tree_are_copied_by_shape(across, monkeypatch):
-    # A fragment whose tree's size no other kept fragment has is kept by its
-    # tree (_Unshaped), its callees in their numbers' order: R before Q here.
-    # A later tree of its shape, which calls its callees in the other order
-    # (in another automaton, or read later from a growing source), is a copy
-    # of it with the callees of the shape's order, and the automaton is the
-    # eager one (built again, or copied without the callees reordered, it is not).
-    monkeypatch.setattr(lazydfa_module, "_SHARED_FRAGMENTS", lazydfa_module._SharedFragments())
-    built = []
-    build = lazydfa_module._LazyNFA._build
-
-    def counted(self, tree):
-        built.append(tree)
-        return build(self, tree)
-
-    monkeypatch.setattr(lazydfa_module._LazyNFA, "_build", counted)
-    first = Concat((Text("a"), Call(Q), Text("b"), Call(R)))
-    second = Concat((Text("a"), Call(R), Text("b"), Call(Q)))
-    leaves = {R: parse_regex("y?z"), Q: parse_regex("x+")}
-    if across:
-        runs = [(f"{P}-", {**leaves, P: first}), (f"{S}-", {**leaves, S: second})]
-    else:   # a source numbers the keys it reads in order: the first fragment read calls R first
-        first, second = second, first
-        runs = [(Concat((Call(P), Text("-"), Call(S))), {**leaves, P: first, S: second})]
-    for pattern, trees in runs:
-        dfa = LazyByteDFA(pattern, definitions=_TreeSource(trees) if not across else trees)
-        lazy = canonical_byte_dfa(*dfa.explore())
-        eager = byte_dfa_from_regex(pattern, definitions=trees)
-        assert np.array_equal(lazy.transitions, eager.transitions)
-        assert np.array_equal(lazy.finals, eager.finals)
-    assert first in built and second not in built
-    assert accepts(dfa, b"ayzbx-" if across else b"ayzbx-axxbz") and not accepts(dfa, b"axbz-axbz")
-
-
 def test_shapes_kept_by_tree_are_bounded():
     shared = lazydfa_module._SharedFragments()
     shared.MAX_SHAPES, shared.MAX_SHAPES_SIZE, shared.MAX_SHAPE_SIZE = 2, 6, 5
@@ -478,20 +426,10 @@ def test_shapes_kept_by_tree_are_bounded():
     shared.MAX_SHAPES_SIZE = 100
     shared.keep_shape(a, a, (Q,))
     shared.shape_of(ccc)
-    shared.keep_shape(bb, bb, (Q,))     # the least recently read (a) goes first
-    assert shared.shape_of(a) is None and shared.shape_of(ccc) is not None and shared.shape_of(bb) is not None
+    shared.keep_shape(bb, bb, (Q,))     # the oldest (ccc) goes first, read or not
+    assert shared.shape_of(ccc) is None and shared.shape_of(a) is not None and shared.shape_of(bb) is not None
     shared.clear()
     assert shared.shape_of(ccc) is None
-    # fragments kept by tree count toward the fragments' bound, by their trees' sizes
-    shared.MAX_STATES = 5
-    rows = ((),) * 3
-    entries = [lazydfa_module._Unshaped(tree, lazydfa_module._FragmentTemplate(0, rows, rows, (), 0, 2), (Q,),
-                                        frozenset({Q})) for tree in (a, bb)]
-    for entry in entries:
-        shared.keep_unshaped(entry)
-    assert not shared.has_size(a.size) and shared.has_size(bb.size)   # a dropped past 5 states
-    assert shared.take_unshaped(bb.size) == [entries[1]] and not shared.has_size(bb.size)
-    assert shared._states == 0
 
 
 @pytest.mark.parametrize("name, pattern, definitions, max_depth", SAME_SHAPES,
@@ -513,17 +451,15 @@ def test_fragments_of_one_shape_are_copied_as_built(name, pattern, definitions, 
                   "completes", "need", "need_byte"):
         assert getattr(copied, table) == getattr(built, table), table
     # templates for definitions given as trees (a later one of the same shape may
-    # come from a growing source: by shape, or by tree while no other of its
-    # size is known), and for texts whose length another text shares (one
-    # shape, one length)
+    # come from a growing source), and for texts whose length another text
+    # shares (one shape, one length)
     shared = {copied._shape(copied._tree(d))[0] for d, text in enumerate(copied.texts)
               if copied.start_of[d] >= 0
               and (isinstance(text, Node)
                    or copied.length_count[lazydfa_module._source_length(text)] > 1)}
-    unshaped = [entry for entries in copied._unshaped.values() for entry in entries]
-    assert set(copied.templates) | {copied._shape(entry.tree)[0] for entry in unshaped} == shared - {None}
+    assert set(copied.templates) == shared - {None}
     # a template shares the rows its fragment kept whole through pruning
-    for template in [*copied.templates.values(), *(entry.template for entry in unshaped)]:
+    for template in copied.templates.values():
         for rows, kept in ((template.eps, copied.eps), (template.edges, copied.edges)):
             for i, row in enumerate(rows):
                 now = kept[template.base + i]
