@@ -1515,8 +1515,8 @@ class _LazyNFA:
             return node
 
         shape = renamed(tree)
-        placeholders = self.placeholders
         if remember:
+            placeholders = self.placeholders
             _SHARED_FRAGMENTS.keep_shape(tree, shape, tuple([placeholders[d] for d in order]))
         return shape, tuple(order)
 
@@ -1747,12 +1747,12 @@ class _SharedFragments:
     ``MAX_FRAGMENT_STATES`` states, ``MAX_STATES`` states in all, the least
     recently used dropped first.
 
-    It also keeps the shapes of the trees with calls (:meth:`_LazyNFA._shape`)
-    by tree: a tree compiled again (the free value levels and counted
-    strings of every schema, and the warm-up's, in each child a prepared
-    parent forks) takes its shape from here instead of renaming its
-    nodes again, with its callees as keys (the numbers are the
-    automaton's). Bounded too: trees of at most ``MAX_SHAPE_SIZE``
+    It also keeps, by tree, the shapes of the trees with calls of
+    definitions keyed by tuples (:meth:`_LazyNFA._shape`): such a tree
+    compiled again (a free value's levels in every schema, and the
+    warm-up's, in each child a prepared parent forks) takes its shape from
+    here instead of renaming its nodes again, with its callees as keys (the
+    numbers are the automaton's). Bounded too: trees of at most ``MAX_SHAPE_SIZE``
     (:attr:`~tokendfa.analysis.regex_tree.Node.size`), ``MAX_SHAPES``
     trees and ``MAX_SHAPES_SIZE`` in all, the oldest dropped first."""
 
