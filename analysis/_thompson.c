@@ -310,12 +310,62 @@ static int64_t stamp_set(Builder *b, PyObject *template, int64_t source) {
     return base + 1;
 }
 
+/* A set of ASCII characters only (a key trie's "any other letter", digits,
+ * hex digits: most of a schema's sets) as _set_template's template for it
+ * would stamp it, one edge a range to one new state, without the call (the
+ * cache's hash of the ranges, and in a fresh process the template made in
+ * Python). Sets ``*other`` when ``ranges`` is not such a set (then nothing
+ * is done: the template path decides, and reports what is wrong). */
+static int64_t ascii_set(Builder *b, PyObject *ranges, int64_t source, int *other) {
+    *other = 1;
+    if (!PyTuple_Check(ranges)) {
+        return -1;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(ranges);
+    if (count < 1 || count > 64) {
+        return -1;
+    }
+    long lo[64], hi[64];
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(ranges, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+            !PyLong_CheckExact(PyTuple_GET_ITEM(pair, 0)) || !PyLong_CheckExact(PyTuple_GET_ITEM(pair, 1))) {
+            return -1;
+        }
+        int overflow = 0;
+        lo[i] = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(pair, 0), &overflow);
+        if (overflow || lo[i] < 0 || lo[i] > 127) {
+            return -1;
+        }
+        hi[i] = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(pair, 1), &overflow);
+        if (overflow || hi[i] < lo[i] || hi[i] > 127) {
+            return -1;
+        }
+    }
+    *other = 0;
+    if (reserve(b, 1) < 0) {
+        return -1;
+    }
+    int64_t target = b->n++;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (add_edge(b, source, lo[i], hi[i], target) < 0) {
+            return -1;
+        }
+    }
+    return target;
+}
+
 static int64_t character_set(Builder *b, PyObject *ranges, int64_t source) {
+    int other;
+    int64_t end = ascii_set(b, ranges, source, &other);
+    if (!other) {
+        return end;
+    }
     PyObject *template = PyObject_CallOneArg(b->spec.set_template_fn, ranges);
     if (template == NULL) {
         return -1;
     }
-    int64_t end = stamp_set(b, template, source);
+    end = stamp_set(b, template, source);
     Py_DECREF(template);
     return end;
 }

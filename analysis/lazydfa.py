@@ -1450,7 +1450,8 @@ class _LazyNFA:
         # a tree's always, since the process keeps the fragments of trees; a literal
         # set is its own shape (built from its strings, no callee to rename)
         local = self.length_count[_source_length(source)] > 1
-        shape, order = (self._shape(tree) if (local or isinstance(source, Node))
+        shape, order = (self._shape(tree, remember=self.placeholders[d].__class__ is tuple)
+                        if (local or isinstance(source, Node))
                         and tree.__class__ is not LiteralSet else (None, ()))
         template = None
         if shape is not None:
@@ -1484,14 +1485,34 @@ class _LazyNFA:
 
     # --- fragments of one shape, built once ------------------------------------
 
-    def _shape(self, tree: Node) -> tuple[Node, tuple[int, ...]]:
+    def _shape(self, tree: Node, remember: bool = False) -> tuple[Node, tuple[int, ...]]:
         """``tree`` with each call of a definition renamed to the order of its
         first appearance, and the definitions in that order: two trees of one
-        shape have the same Thompson construction but for the callees."""
+        shape have the same Thompson construction but for the callees.
+
+        A tree seen before in the process takes its shape from the process's
+        store (:class:`_SharedFragments`): renaming was a quarter of copying a
+        small definition that a template copies (MaskBench's sample, the
+        warm-up's free value levels in each forked child). The store keeps
+        the shapes of the trees of definitions keyed by tuples
+        (``remember``), those named alike in every schema (a free value's
+        levels), not those of placeholders, numbered per schema, whose trees
+        seldom come back: in a forked child each shape kept is the parent's
+        table written (pages copied), +11 page faults and +0.06 ms at the
+        median of MaskBench's first masks when every shape was kept."""
         if not tree.calls:
             return tree, ()  # nothing to rename (the walk below would give the tree back)
-        order: dict[int, int] = {}
         number = self.number
+        known = _SHARED_FRAGMENTS.shape_of(tree)
+        if known is not None:
+            shape, keys = known
+            # The same tree renames to the same shape wherever the same of its
+            # calls name definitions; its callees are then the numbers of the
+            # same keys, in this automaton's numbering.
+            if all(key in number for key in keys) and (
+                    len(keys) == len(tree.calls) or sum(key in number for key in tree.calls) == len(keys)):
+                return shape, tuple([number[key] for key in keys])
+        order: dict[int, int] = {}
         memo: dict[int, Node] = {}
 
         def renamed(node: Node) -> Node:
@@ -1521,6 +1542,9 @@ class _LazyNFA:
             return node
 
         shape = renamed(tree)
+        if remember:
+            placeholders = self.placeholders
+            _SHARED_FRAGMENTS.keep_shape(tree, shape, tuple([placeholders[d] for d in order]))
         return shape, tuple(order)
 
     def _template(self, base: int, start: int, end: int, order: tuple[int, ...]) -> "_FragmentTemplate":
@@ -1748,15 +1772,51 @@ class _SharedFragments:
     schema's first call of one stamps a copy (:meth:`_LazyNFA._stamp_template`)
     instead of building it. Bounded: fragments of at most
     ``MAX_FRAGMENT_STATES`` states, ``MAX_STATES`` states in all, the least
-    recently used dropped first."""
+    recently used dropped first.
+
+    It also keeps, by tree, the shapes of the trees with calls of
+    definitions keyed by tuples (:meth:`_LazyNFA._shape`): such a tree
+    compiled again (a free value's levels in every schema, and the
+    warm-up's, in each child a prepared parent forks) takes its shape from
+    here instead of renaming its nodes again, with its callees as keys (the
+    numbers are the automaton's). Bounded too: trees of at most ``MAX_SHAPE_SIZE``
+    (:attr:`~tokendfa.analysis.regex_tree.Node.size`), ``MAX_SHAPES``
+    trees and ``MAX_SHAPES_SIZE`` in all, the oldest dropped first."""
 
     MAX_FRAGMENT_STATES = 20_000
     MAX_STATES = 200_000
+    MAX_SHAPE_SIZE = 50_000
+    MAX_SHAPES = 4_096
+    MAX_SHAPES_SIZE = 500_000
 
     def __init__(self) -> None:
         self._kept: "OrderedDict[Node, _FragmentTemplate]" = OrderedDict()
         self._states = 0
+        self._shapes: "dict[Node, tuple[Node, tuple]]" = {}
+        self._shapes_size = 0
         self._lock = threading.Lock()
+
+    def shape_of(self, tree: Node) -> "tuple[Node, tuple] | None":
+        """``(shape, keys)`` kept for ``tree`` (:meth:`keep_shape`), or None.
+        A read writes nothing (the oldest shape goes first, not the least
+        recently read): in a forked child each write to the parent's table
+        is a page copied."""
+        return self._shapes.get(tree)
+
+    def keep_shape(self, tree: Node, shape: Node, keys: tuple) -> None:
+        """Keep ``tree``'s shape and the keys of its callees in the shape's order."""
+        size = tree.size
+        if size > self.MAX_SHAPE_SIZE:
+            return
+        with self._lock:
+            if tree in self._shapes:
+                return
+            self._shapes[tree] = (shape, keys)
+            self._shapes_size += size
+            while len(self._shapes) > self.MAX_SHAPES or self._shapes_size > self.MAX_SHAPES_SIZE:
+                dropped = next(iter(self._shapes))
+                del self._shapes[dropped]
+                self._shapes_size -= dropped.size
 
     def get(self, shape: Node) -> "_FragmentTemplate | None":
         with self._lock:
@@ -1782,6 +1842,8 @@ class _SharedFragments:
         with self._lock:
             self._kept.clear()
             self._states = 0
+            self._shapes.clear()
+            self._shapes_size = 0
 
 
 class _FragmentTemplate(NamedTuple):

@@ -25,7 +25,7 @@ from tokendfa import (BuildLimitError, EmptyLanguageError, Guide, Index, Invalid
 from tokendfa.analysis.construct import byte_dfa_from_regex
 from tokendfa.analysis.minimise import canonical_byte_dfa
 from tokendfa.analysis.lazydfa import UNKNOWN, LazyByteDFA
-from tokendfa.analysis.regex_tree import Alt, Chars, Concat, Node, Repeat, Text, parse_regex
+from tokendfa.analysis.regex_tree import Alt, Call, Chars, Concat, Node, Repeat, Text, parse_regex
 from tokendfa.analysis.dfa import INITIAL as INITIAL_STATE
 from tokendfa.analysis import lazydfa as lazydfa_module
 import tokendfa.lazy as lazy_module
@@ -377,7 +377,7 @@ class _EveryFragmentBuilt(lazydfa_module._LazyNFA):
     """Parses and builds every definition from its own text, never from
     another of the same shape."""
 
-    def _shape(self, text):
+    def _shape(self, text, remember=False):
         return None, ()
 
 
@@ -392,6 +392,49 @@ SAME_SHAPES = [
     # recursion under a stack bound: everything compiled up front
     ("mutual recursion", P, {P: rf"\({Q}?\)", Q: rf"\({P}?\)"}, 4),
 ]
+
+
+def test_shapes_kept_by_tree_call_their_own_callees(monkeypatch):
+    # The process keeps the shapes of the trees of definitions keyed by
+    # tuples (named alike in every schema), with their callees as keys
+    # (_SharedFragments.shape_of): the same tree in another automaton, its
+    # callees numbered otherwise, calls that automaton's definitions of the
+    # same keys; another tree of the same size is another shape.
+    monkeypatch.setattr(lazydfa_module, "_SHARED_FRAGMENTS", lazydfa_module._SharedFragments())
+    first = Concat((Text("a"), Call(Q), Text("b"), Call(R)))
+    other = Concat((Text("c"), Call(R), Text("d"), Call(Q)))
+    assert first.size == other.size
+    leaves = {Q: parse_regex("x+"), R: parse_regex("y?z")}
+    one, two = ("level", 1), ("level", 2)
+    pattern = Concat((Call(one), Text("-"), Call(two)))
+    for definitions in ({one: first, two: other, **leaves}, {**leaves, two: first, one: other}):
+        dfa = LazyByteDFA(pattern, definitions=definitions)
+        lazy = canonical_byte_dfa(*dfa.explore())
+        eager = byte_dfa_from_regex(pattern, definitions=definitions)
+        assert np.array_equal(lazy.transitions, eager.transitions)
+        assert np.array_equal(lazy.finals, eager.finals)
+        assert lazydfa_module._SHARED_FRAGMENTS.shape_of(first) is not None
+    assert accepts(dfa, b"cyzdxx-axbyz") and not accepts(dfa, b"axbz-czdx")
+    # a placeholder's tree is not kept (placeholders are numbered per schema)
+    LazyByteDFA(f"{P}-", definitions={P: Concat((Text("q"), Call(Q))), **leaves}).explore()
+    assert lazydfa_module._SHARED_FRAGMENTS.shape_of(Concat((Text("q"), Call(Q)))) is None
+
+
+def test_shapes_kept_by_tree_are_bounded():
+    shared = lazydfa_module._SharedFragments()
+    shared.MAX_SHAPES, shared.MAX_SHAPES_SIZE, shared.MAX_SHAPE_SIZE = 2, 6, 5
+    a, bb, ccc, big = (Concat((Text(text), Call(Q))) for text in ("a", "bb", "ccc", "dddddd"))
+    for tree in (a, bb, ccc, big):
+        shared.keep_shape(tree, tree, (Q,))
+    # ccc (size 4) dropped a (past two trees), then bb (past size 6); big (7) is never kept
+    assert [shared.shape_of(tree) is not None for tree in (a, bb, ccc, big)] == [False, False, True, False]
+    shared.MAX_SHAPES_SIZE = 100
+    shared.keep_shape(a, a, (Q,))
+    shared.shape_of(ccc)
+    shared.keep_shape(bb, bb, (Q,))     # the oldest (ccc) goes first, read or not
+    assert shared.shape_of(ccc) is None and shared.shape_of(a) is not None and shared.shape_of(bb) is not None
+    shared.clear()
+    assert shared.shape_of(ccc) is None
 
 
 @pytest.mark.parametrize("name, pattern, definitions, max_depth", SAME_SHAPES,

@@ -77,6 +77,12 @@ TREES = {
                                              alt([chars([(0x80, 0x10FFFF)]), text("\\n")]),
                                              repeat(chars([(0x20, 0x21), (0x23, 0x10FFFF)]), 0, None)), text('"')),
     "excluding_repeated": repeat(Excluding(("x", "xy"), ((0x61, 0x7A),), text("!"), repeat(text("?"), 0, 2)), 2, 3),
+    # ASCII sets (made in C, no template) beside sets that reach past 0x7f (from a template)
+    "ascii_sets": concat(chars([(0, 0)]), chars([(0x7F, 0x7F)]), chars([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F)]),
+                         repeat(chars([(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)]), 1, 4),
+                         chars([(0x20, 0x21), (0x23, 0x80)]), chars([(0x7F, 0x80)]), chars([(0x61, 0x61)])),
+    "ascii_set_of_64_ranges": chars([(c, c) for c in range(0, 128, 2)]),   # the most an ASCII set has
+    "set_of_65_ranges": chars([(c, c) for c in range(0, 130, 2)]),
 }
 
 
@@ -188,7 +194,7 @@ def misconfigured():
 def test_a_malformed_set_template_raises(misconfigured, template):
     misconfigured(set_template=lambda ranges: template)
     with pytest.raises((TypeError, ValueError)):
-        rc.thompson_fragment(chars([(0x61, 0x62)]))
+        rc.thompson_fragment(chars([(0x61, 0x62), (0xE9, 0xE9)]))   # not only ASCII: from its template
 
 
 def _literal(starts, lo, hi, target, finals):
@@ -357,7 +363,8 @@ def test_a_helper_that_reconfigures_midway(misconfigured):
         calls.append(ranges)
         return rc._set_template(ranges)
 
-    tree = concat(chars([(0x61, 0x7A)]), text("xy"), chars([(0x30, 0x39)]), text("z"))
+    # sets that reach past ASCII (those come from their templates)
+    tree = concat(chars([(0x61, 0x7A), (0xE9, 0xE9)]), text("xy"), chars([(0x30, 0x39), (0x100, 0x101)]), text("z"))
     misconfigured(set_template=set_template)
     assert _compiled(tree) == _reference(tree)
     assert len(calls) == 2
