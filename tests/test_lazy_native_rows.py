@@ -157,6 +157,11 @@ def test_compiled_rows_of_plans_not_packed_ahead(indexes, monkeypatch):
     monkeypatch.setattr(lazy_tables, "_PLAN_MAX_TOKENS", 0)
     saved = dict(tables.loop_masks)
     tables.loop_masks.clear()
+    # nor the loop's rest packed once for its plans (_tail_packed)
+    tails = [tail for tail in tables.tail_sets.values() if tail is not None]
+    packings = [tail.packing.packed for tail in tails]
+    for tail in tails:
+        tail.packing.packed = None
     compared = unpacked = 0
     try:
         with _fresh_plans(tables):
@@ -176,6 +181,8 @@ def test_compiled_rows_of_plans_not_packed_ahead(indexes, monkeypatch):
         _compiled(monkeypatch)
         tables.loop_masks.clear()
         tables.loop_masks.update(saved)
+        for tail, packed in zip(tails, packings):
+            tail.packing.packed = packed
     assert compared >= 40 and unpacked >= 5, (compared, unpacked)
 
 
@@ -210,10 +217,18 @@ def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkey
     monkeypatch.setattr(lazy_index_module, "_chain_plan", recording_chain_plan)
     monkeypatch.setattr(lazy_index_module, "_walk_plan", recording_walk_plan)
     monkeypatch.setattr(lazy_index_module, "_start_states", recording_start_states)
-    for index, states in found:
-        if index._covered:
-            for state in states[:40]:
-                index._raw_row(state)
+    # loop rests made here, compiled (packed), not those the numpy rows of
+    # the tests before left in the cache (the compiled rows read none)
+    saved = dict(tables.loop_masks)
+    tables.loop_masks.clear()
+    try:
+        for index, states in found:
+            if index._covered:
+                for state in states[:40]:
+                    index._raw_row(state)
+    finally:
+        tables.loop_masks.clear()
+        tables.loop_masks.update(saved)
     assert len(asked) >= 100 and any(loop is not None for _, loop, _, _ in asked)
     for live, loop, first_key, outside in asked:
         if loop is not None:
@@ -256,6 +271,107 @@ def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkey
         assert np.array_equal(compiled, numpy)
         chains += picks.dtype != bool
     assert chains >= 5
+
+
+def test_group_plans_are_the_numpy_walk_plans(indexes, monkeypatch):
+    """Every loop row's plan ``_cwalk.group_plan`` reads from the groups and
+    the loop's rest packed once (``plans._group_plan``) is, array for array
+    (dtypes included) and byte for byte packed, the walk plan numpy makes
+    from the loop's rest of the row's first bytes (``tables._loop_mask``,
+    ``plans._walk_plan``), under the same cache key."""
+    vocab, found = indexes
+    tables = lazy_tables.vocabulary_tables(vocab)
+    asked = []
+    group_plan = lazy_index_module._group_plan
+
+    def recording_group_plan(*args):
+        asked.append(args)
+        return group_plan(*args)
+
+    monkeypatch.setattr(lazy_index_module, "_group_plan", recording_group_plan)
+    with _fresh_plans(tables):
+        for index, states in found:
+            if index._covered:
+                for state in states[:40]:
+                    index._raw_row(state)
+    assert len(asked) >= 30, len(asked)
+    kinds = set()
+    for tables_, first, tail_key, tail, packed, first_key, outside in asked:
+        assert first_key == np.packbits(first).tobytes()
+        kinds.add(first_key)
+        with _fresh_plans(tables):
+            compiled = group_plan(tables, first, tail_key, tail, packed, first_key, outside)
+            assert tables.walk_plans.get((first_key, tail_key, outside.tobytes())) is compiled
+        _numpy(monkeypatch)
+        saved = dict(tables.loop_masks)
+        tables.loop_masks.clear()
+        try:
+            with _fresh_plans(tables):
+                _, rest = lazy_tables._loop_mask(tables, first, tail_key, tail)
+                live = np.union1d(np.flatnonzero(first), outside)
+                numpy = lazy_plans._walk_plan(tables, live, (first, tail_key, rest))
+        finally:
+            tables.loop_masks.clear()
+            tables.loop_masks.update(saved)
+            _compiled(monkeypatch)
+        for field in ("tokens", "first_bytes", "positions", "skipped"):
+            left, right = getattr(compiled, field), getattr(numpy, field)
+            assert left.dtype == right.dtype and np.array_equal(left, right), field
+            assert not left.flags.writeable
+        by_id = lazy_plans._packed(tables, compiled.tokens, compiled.positions)
+        assert np.array_equal(compiled.packing.packed.offsets, by_id.offsets)
+        assert np.array_equal(compiled.packing.packed.data, by_id.data)
+    assert len(kinds) >= 3, len(kinds)
+
+
+def test_group_plan_refuses_bad_arrays():
+    """``_cwalk.group_plan`` checks every group and offset it reads."""
+    tables = lazy_tables.vocabulary_tables(cached_vocabulary("qwen2.5"))
+    grouped, grouped_offsets = lazy_plans._grouped_spellings(tables)
+    rest = np.array([3, 4], np.int64)
+    rest_offsets = np.zeros(257, np.int64)
+    rest_offsets[ord("a") + 1:] = 2  # both start with "a"
+    skips, data, data_offsets = np.array([0, 2], np.int16), np.frombuffer(b"xyz", np.uint8), np.array([0, 2, 3])
+
+    def plan(**changed):
+        arrays = dict(by_first_byte=tables.by_first_byte, first_offsets=tables.first_offsets, grouped=grouped,
+                      grouped_offsets=grouped_offsets, walked=np.array([ord('"')], np.int64), rest_tokens=rest,
+                      rest_offsets=rest_offsets, rest_skips=skips, rest_data=data, rest_data_offsets=data_offsets,
+                      rested=np.array([ord("a")], np.int64))
+        arrays.update(changed)
+        return cwalk.group_plan(*arrays.values())
+
+    tokens, first_bytes, positions, skipped, packed, offsets = plan()
+    quoted = np.diff(tables.first_offsets)[ord('"')]
+    assert np.frombuffer(tokens, np.int64)[quoted:].tolist() == [3, 4]
+    assert np.frombuffer(positions, np.int64)[quoted:].tolist() == [1, 2]
+    assert np.frombuffer(skipped, bool)[quoted:].tolist() == [False, True]
+    assert set(np.frombuffer(first_bytes, np.int64).tolist()) == {ord('"'), ord("a")}
+    assert packed.endswith(b"xyz") and np.frombuffer(offsets, np.int64)[-1] == len(packed)
+    with pytest.raises(TypeError, match="11 arguments"):
+        cwalk.group_plan(grouped)
+    with pytest.raises(IndexError, match="outside the row"):
+        plan(walked=np.array([256], np.int64))
+    with pytest.raises(IndexError, match="outside the row"):
+        plan(rested=np.array([-1], np.int64))
+    with pytest.raises(IndexError, match="outside the tokens"):
+        plan(by_first_byte=tables.by_first_byte[:10], grouped_offsets=grouped_offsets[:11])
+    with pytest.raises(IndexError, match="outside the grouped bytes"):
+        plan(grouped=grouped[:100])
+    with pytest.raises(IndexError, match="outside the rest"):
+        plan(rest_offsets=rest_offsets + 1)
+    with pytest.raises(IndexError, match="outside the rest's bytes"):
+        plan(rest_data=data[:2])
+    with pytest.raises(IndexError, match="outside the rest's bytes"):
+        plan(rest_data_offsets=np.array([0, 3, 2]))
+    with pytest.raises(ValueError, match="mismatched"):
+        plan(first_offsets=tables.first_offsets[:256])
+    with pytest.raises(ValueError, match="mismatched"):
+        plan(rest_skips=skips[:1])
+    with pytest.raises(ValueError, match="mismatched"):
+        plan(rest_data_offsets=data_offsets[:2])
+    with pytest.raises(TypeError, match="rest_skips"):
+        plan(rest_skips=skips.astype(np.int64))
 
 
 def test_grouped_is_the_numpy_gather(monkeypatch):

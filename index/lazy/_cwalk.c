@@ -1917,6 +1917,183 @@ done:
     return result;
 }
 
+/* A loop row's walk plan read from the vocabulary's groups (group_plan):
+ * the tokens by_first_byte starting with each byte of ``walked``, then the
+ * loop's rest tokens starting with each byte of ``rested``, each group's
+ * offsets and the bytes of its entries checked by measure_groups before
+ * fill_groups reads them. */
+typedef struct {
+    const int64_t *walked, *by_first_byte, *first_offsets, *grouped_offsets;
+    const int64_t *rested, *rest_tokens, *rest_offsets, *rest_data_offsets;
+    const uint8_t *grouped, *rest_data;
+    const int16_t *rest_skips;
+    Py_ssize_t num_walked, num_rested, num_by_first, num_grouped, num_rest, num_rest_data;
+} Groups;
+
+/* How many entries and bytes the groups hold, checking every offset they
+ * read (a spelled token has a byte at least); the problem met, or NULL. */
+static const char *measure_groups(const Groups *g, Py_ssize_t *entries, Py_ssize_t *bytes) {
+    Py_ssize_t count = 0, total = 0;
+    for (Py_ssize_t k = 0; k < g->num_walked; k++) {
+        int64_t b = g->walked[k];
+        if (b < 0 || b > 255) {
+            return "group_plan: a first byte outside the row";
+        }
+        int64_t from = g->first_offsets[b], to = g->first_offsets[b + 1];
+        if (from < 0 || from > to || to > g->num_by_first) {
+            return "group_plan: a group outside the tokens";
+        }
+        for (int64_t j = from; j < to; j++) {
+            if (g->grouped_offsets[j] < 0 || g->grouped_offsets[j] >= g->grouped_offsets[j + 1]
+                    || g->grouped_offsets[j + 1] > g->num_grouped) {
+                return "group_plan: a token outside the grouped bytes";
+            }
+            total += (Py_ssize_t)(g->grouped_offsets[j + 1] - g->grouped_offsets[j] - 1);
+        }
+        count += (Py_ssize_t)(to - from);
+    }
+    for (Py_ssize_t k = 0; k < g->num_rested; k++) {
+        int64_t b = g->rested[k];
+        if (b < 0 || b > 255) {
+            return "group_plan: a first byte outside the row";
+        }
+        int64_t from = g->rest_offsets[b], to = g->rest_offsets[b + 1];
+        if (from < 0 || from > to || to > g->num_rest) {
+            return "group_plan: a group outside the rest";
+        }
+        for (int64_t j = from; j < to; j++) {
+            if (g->rest_data_offsets[j] < 0 || g->rest_data_offsets[j] > g->rest_data_offsets[j + 1]
+                    || g->rest_data_offsets[j + 1] > g->num_rest_data) {
+                return "group_plan: a token outside the rest's bytes";
+            }
+            total += (Py_ssize_t)(g->rest_data_offsets[j + 1] - g->rest_data_offsets[j]);
+        }
+        count += (Py_ssize_t)(to - from);
+    }
+    *entries = count;
+    *bytes = total;
+    return NULL;
+}
+
+/* The plan's entries (measure_groups checked their offsets): tokens,
+ * first bytes, positions, skipped flags, and their bytes packed into data
+ * at offsets (count + 1). */
+static void fill_groups(const Groups *g, int64_t *tokens, int64_t *first_bytes, int64_t *positions,
+                        uint8_t *skipped, uint8_t *data, int64_t *offsets) {
+    Py_ssize_t i = 0, at = 0;
+    offsets[0] = 0;
+    for (Py_ssize_t k = 0; k < g->num_walked; k++) {
+        int64_t b = g->walked[k];
+        for (int64_t j = g->first_offsets[b]; j < g->first_offsets[b + 1]; j++) {
+            int64_t from = g->grouped_offsets[j] + 1, length = g->grouped_offsets[j + 1] - from;
+            memcpy(data + at, g->grouped + from, (size_t)length);
+            at += length;
+            tokens[i] = g->by_first_byte[j];
+            first_bytes[i] = b;
+            positions[i] = 1;
+            skipped[i] = 0;
+            offsets[++i] = at;
+        }
+    }
+    for (Py_ssize_t k = 0; k < g->num_rested; k++) {
+        int64_t b = g->rested[k];
+        for (int64_t j = g->rest_offsets[b]; j < g->rest_offsets[b + 1]; j++) {
+            int64_t from = g->rest_data_offsets[j], length = g->rest_data_offsets[j + 1] - from;
+            memcpy(data + at, g->rest_data + from, (size_t)length);
+            at += length;
+            tokens[i] = g->rest_tokens[j];
+            first_bytes[i] = b;
+            positions[i] = g->rest_skips[j] > 1 ? g->rest_skips[j] : 1;
+            skipped[i] = g->rest_skips[j] > 0;
+            offsets[++i] = at;
+        }
+    }
+}
+
+/* group_plan(by_first_byte, first_offsets, grouped, grouped_offsets, walked,
+ *            rest_tokens, rest_offsets, rest_skips, rest_data,
+ *            rest_data_offsets, rested)
+ *     -> (tokens, first_bytes, positions, skipped, data, offsets)
+ *
+ * A loop row's walk plan (tokendfa.lazy.plans._group_plan) in one call,
+ * read from the vocabulary's groups: the tokens starting with each byte of
+ * ``walked`` (int64 bytes; groups of ``by_first_byte`` by ``first_offsets``,
+ * int64[257], their bytes in ``grouped`` at ``grouped_offsets``, int64, one
+ * more than by_first_byte) from their second byte; then the loop's rest
+ * tokens starting with each byte of ``rested`` (``rest_tokens`` int64 by
+ * first byte, groups by ``rest_offsets`` int64[257]; ``rest_skips`` int16
+ * beside them, their resume points; their bytes from there packed in
+ * ``rest_data`` at ``rest_data_offsets``, int64, one more than
+ * rest_tokens) from their resume point (at least 1), skipped (starting in
+ * the loop's state) where they have one. As bytes: tokens, first bytes
+ * and positions int64, skipped bool, one an entry, and the entries' bytes
+ * packed and their offsets (int64, one more). The walk_plan and pack_plan
+ * of the rest a loop row's first bytes gather (tables._loop_mask) made the
+ * same arrays in ~10 numpy calls and three C calls: ~300-400 us for a
+ * declared key's prefix inside a free key in a fresh fork, 57 such sets
+ * in MaskBench's sample. */
+static PyObject *group_plan(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 11, "group_plan") < 0) {
+        return NULL;
+    }
+    enum { BY_FIRST, FIRST_OFFSETS, GROUPED, GROUPED_OFFSETS, WALKED, REST_TOKENS, REST_OFFSETS, REST_SKIPS,
+           REST_DATA, REST_DATA_OFFSETS, RESTED, COUNT };
+    static const char *names[COUNT] = {"by_first_byte", "first_offsets", "grouped", "grouped_offsets", "walked",
+                                       "rest_tokens", "rest_offsets", "rest_skips", "rest_data",
+                                       "rest_data_offsets", "rested"};
+    static const Py_ssize_t items[COUNT] = {8, 8, 1, 8, 8, 8, 8, 2, 1, 8, 8};
+    Buffer buffers[COUNT] = {{0}};
+    PyObject *parts[6] = {NULL, NULL, NULL, NULL, NULL, NULL}, *result = NULL;
+    for (int i = 0; i < COUNT; i++) {
+        if (take(args[i], &buffers[i], names[i], items[i], 0) < 0) {
+            goto done;
+        }
+    }
+    Groups g = {
+        .walked = buffers[WALKED].view.buf, .by_first_byte = buffers[BY_FIRST].view.buf,
+        .first_offsets = buffers[FIRST_OFFSETS].view.buf, .grouped_offsets = buffers[GROUPED_OFFSETS].view.buf,
+        .rested = buffers[RESTED].view.buf, .rest_tokens = buffers[REST_TOKENS].view.buf,
+        .rest_offsets = buffers[REST_OFFSETS].view.buf, .rest_data_offsets = buffers[REST_DATA_OFFSETS].view.buf,
+        .grouped = buffers[GROUPED].view.buf, .rest_data = buffers[REST_DATA].view.buf,
+        .rest_skips = buffers[REST_SKIPS].view.buf,
+        .num_walked = buffers[WALKED].view.len / 8, .num_rested = buffers[RESTED].view.len / 8,
+        .num_by_first = buffers[BY_FIRST].view.len / 8, .num_grouped = buffers[GROUPED].view.len,
+        .num_rest = buffers[REST_TOKENS].view.len / 8, .num_rest_data = buffers[REST_DATA].view.len,
+    };
+    if (buffers[FIRST_OFFSETS].view.len != 257 * 8 || buffers[GROUPED_OFFSETS].view.len / 8 != g.num_by_first + 1
+            || buffers[REST_OFFSETS].view.len != 257 * 8 || buffers[REST_SKIPS].view.len / 2 != g.num_rest
+            || buffers[REST_DATA_OFFSETS].view.len / 8 != g.num_rest + 1) {
+        PyErr_SetString(PyExc_ValueError, "group_plan: arrays of mismatched lengths");
+        goto done;
+    }
+    Py_ssize_t count = 0, total = 0;
+    const char *problem = measure_groups(&g, &count, &total);
+    if (problem != NULL) {
+        PyErr_SetString(PyExc_IndexError, problem);
+        goto done;
+    }
+    static const Py_ssize_t widths[4] = {8, 8, 8, 1};
+    if (make_parts(parts, 4, count, widths) < 0
+            || (parts[4] = PyBytes_FromStringAndSize(NULL, total)) == NULL
+            || (parts[5] = PyBytes_FromStringAndSize(NULL, 8 * (count + 1))) == NULL) {
+        goto done;
+    }
+    Released released;
+    let_go_for(&released, count);
+    fill_groups(&g, (int64_t *)PyBytes_AS_STRING(parts[0]), (int64_t *)PyBytes_AS_STRING(parts[1]),
+                (int64_t *)PyBytes_AS_STRING(parts[2]), (uint8_t *)PyBytes_AS_STRING(parts[3]),
+                (uint8_t *)PyBytes_AS_STRING(parts[4]), (int64_t *)PyBytes_AS_STRING(parts[5]));
+    take_back(&released);
+    result = PyTuple_Pack(6, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]);
+done:
+    for (int i = 0; i < 6; i++) {
+        Py_XDECREF(parts[i]);
+    }
+    release(buffers, COUNT);
+    return result;
+}
+
 /* ascii_target(first_row) -> (target, count): the state most of the 128
  * ASCII cells of a row (int32[256]) lead to, other than DEAD, the smallest
  * id of a tie, and how many lead there ((0, 0): every one is dead). A
@@ -2048,6 +2225,8 @@ static PyMethodDef methods[] = {
      "A walk plan's packed bytes, made with the plan (see the module source)."},
     {"walk_row", (PyCFunction)(void (*)(void))walk_row, METH_FASTCALL,
      "A cold row's mask and successors from its packed plan: start states, walk and finish in one call."},
+    {"group_plan", (PyCFunction)(void (*)(void))group_plan, METH_FASTCALL,
+     "A loop row's walk plan and its packed bytes, read from the vocabulary's groups (see the module source)."},
     {"finish_row", (PyCFunction)(void (*)(void))finish_row, METH_FASTCALL,
      "A cold row's mask and distinct successors from its walk, as bytes (see the module source)."},
     {"start_states", (PyCFunction)(void (*)(void))start_states, METH_FASTCALL,

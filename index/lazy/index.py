@@ -84,9 +84,9 @@ from ..vocab.vocabulary import Vocabulary
 from ..builder.config import BuildConfig
 from .completion import _byte_state_map, _index_states_of_byte_states
 from .kernels import _cwalk, _distinct, _runs, _set_bits
-from .plans import _ChainPlan, _PackedBytes, _WalkPlan, _chain_plan, _walk_plan
-from .tables import (_LEAD_BYTES, _chain_mask, _class_key, _class_runs, _last_leaving, _loop_mask, _loops_on,
-                     _tail_tokens, vocabulary_tables)
+from .plans import _ChainPlan, _PackedBytes, _WalkPlan, _chain_plan, _group_plan, _walk_plan
+from .tables import (_LEAD_BYTES, _chain_mask, _class_key, _class_runs, _last_leaving, _loop_bits, _loop_mask,
+                     _loops_on, _tail_packed, _tail_tokens, vocabulary_tables)
 
 __all__ = ["LazyIndex", "LAZY_ANY_DEPTH", "DEFAULT_ROW_BUDGET"]
 
@@ -1043,8 +1043,15 @@ class LazyIndex(MaskServing):
         if tail is None:
             plan = _walk_plan(tables, live)
             return None, plan, _Start(plan.skipped, _NO_TARGET)
-        mask, rest = _loop_mask(tables, first, tail_key, tail, first_key)
-        plan = _walk_plan(tables, live, (first, tail_key, rest), first_key, outside)
+        packed = _tail_packed(tables, tail)
+        if packed is not None:
+            # the plan read from the groups and the loop's packed rest, in one C call
+            mask = _loop_bits(tables, first, tail_key, tail, first_key)
+            plan = _group_plan(tables, first, tail_key, tail, packed, first_key,
+                               live[~first[live]] if outside is None else outside)
+        else:
+            mask, rest = _loop_mask(tables, first, tail_key, tail, first_key)
+            plan = _walk_plan(tables, live, (first, tail_key, rest), first_key, outside)
         return _LoopRow(mask, (target,)), plan, _Start(plan.skipped, np.array([target], dtype=np.int64))
 
     def _chain_row(self, state: int, first_row: np.ndarray, first: np.ndarray, target: int, live: np.ndarray

@@ -26,7 +26,7 @@ import numpy as np
 from .kernels import _cwalk, _grouped
 
 if TYPE_CHECKING:
-    from .tables import _ClassRuns, _VocabularyTables
+    from .tables import _ClassRuns, _TailTokens, _VocabularyTables
 
 # Walk plans and chain plans kept per vocabulary (each kind: at most 1024
 # plans in 64 MB, see _PlanCache), and the most tokens a kept plan has.
@@ -316,4 +316,30 @@ def _walk_plan(tables: _VocabularyTables, live: np.ndarray, loop: tuple | None =
     found = _WalkPlan(tokens, tables.columns[0][tokens].astype(np.int64), positions, skipped)
     for array in (found.tokens, found.first_bytes, found.positions, found.skipped):
         array.flags.writeable = False
+    return tables.walk_plans.remember(plan_key, found)
+
+
+def _group_plan(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int, int, bool], tail: _TailTokens,
+                packed: _PackedBytes, first_key: bytes | None, outside: np.ndarray) -> _WalkPlan:
+    """The :class:`_WalkPlan` of a loop row (compiled module only), the one
+    :func:`_walk_plan` makes with the loop's rest (``tables._loop_mask``)
+    and cached under the same key: the tokens starting with the live bytes
+    ``outside`` (int64) of ``first`` (bool[256]), then the tail set's rest
+    tokens starting with the bytes of ``first``, read from the vocabulary's
+    groups and the rest packed once for the loop set (``packed``,
+    ``tables._tail_packed``) by one C call (``_cwalk.group_plan``), its
+    bytes packed with it. A row's first bytes need no rest of their own:
+    making one and its plan cost ~300-400 us a new set of first bytes in a
+    fresh fork (a declared key's prefix inside a free key: 57 sets in
+    MaskBench's sample, ~25 ms of its steps of 0.25-1.5 ms)."""
+    plan_key = (np.packbits(first).tobytes() if first_key is None else first_key, tail_key, outside.tobytes())
+    found = tables.walk_plans.get(plan_key)
+    if found is not None:
+        return found
+    grouped, grouped_offsets = _grouped_spellings(tables)
+    parts = _cwalk.group_plan(tables.by_first_byte, tables.first_offsets, grouped, grouped_offsets,
+                              np.ascontiguousarray(outside, dtype=np.int64), tail.rest, tail.rest_offsets,
+                              tail.rest_skips, packed.data, packed.offsets, np.flatnonzero(first))
+    found = _WalkPlan(*(np.frombuffer(part, dtype=dtype) for part, dtype in zip(parts, _PLAN_DTYPES)))
+    found.packing.keep(parts[4], np.frombuffer(parts[5], dtype=np.int64))
     return tables.walk_plans.remember(plan_key, found)

@@ -32,8 +32,8 @@ from ..analysis.native import native_module
 from ..runtime.arrays import MASK_WORD
 from ..vocab.vocabulary import Vocabulary
 from .kernels import _cwalk, _distinct, _grouped, _ranges, _set_bits, _stable_order
-from .plans import (_CACHE_LOCK, _PLAN_MAX_TOKENS, _GroupedSpellings, _PackedBytes, _PlanCache, _grouped_spellings,
-                    _packed)
+from .plans import (_CACHE_LOCK, _PLAN_MAX_TOKENS, _GroupedSpellings, _PackedBytes, _Packing, _PlanCache,
+                    _grouped_spellings, _packed)
 
 # A counted class's runs in two compiled passes (index/lazy/_classruns.c);
 # None where it is not built or TOKENDFA_NATIVE=0 (then numpy, same arrays).
@@ -88,6 +88,7 @@ class _VocabularyTables:
     tail_sets: dict = field(default_factory=dict)   # loop set -> _TailTokens | None
     last_leaving: dict = field(default_factory=dict)  # loop set -> int16[V] (see _last_leaving)
     loop_masks: dict = field(default_factory=dict)  # (first bytes, loop set) -> (uint32 mask, _LoopRest)
+    loop_bits: dict = field(default_factory=dict)   # (first bytes, loop set) -> uint32 mask (see _loop_bits)
     # The cached chain rows (see LazyIndex._chain_row), made on use:
     class_runs: dict = field(default_factory=dict)   # class -> _ClassRuns
     chain_masks: dict = field(default_factory=dict)  # (class, length) -> uint32 mask
@@ -203,6 +204,7 @@ def _made_ahead(tables: _VocabularyTables) -> _VocabularyTables:
         first[:128] = string
         first[_LEAD_BYTES] = True
         _loop_mask(tables, first, key, tail)
+        _tail_packed(tables, tail)
     _class_runs(tables, key)
     if _cwalk is not None:
         _grouped_spellings(tables)
@@ -277,6 +279,9 @@ class _TailTokens:
     # A cold JSON string walked its 128 long rest tokens ("            \n",
     # "\\Controllers") a byte a level; most now start one byte from their end.
     rest_skips: np.ndarray
+    # rest's bytes from their resume points (at least 1), packed once for
+    # every loop row of the set (see _tail_packed).
+    packing: _Packing = field(default_factory=_Packing)
 
 
 def _remember(cache: dict, key, value, size: int = _LOOP_CACHE_SIZE):
@@ -442,16 +447,16 @@ class _LoopRest:
     packed: _PackedBytes | None = None
 
 
-def _loop_mask(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int, int, bool],
-               tail: _TailTokens, first_key: bytes | None = None) -> tuple[np.ndarray, _LoopRest]:
+def _loop_bits(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int, int, bool],
+               tail: _TailTokens, first_key: bytes | None = None) -> np.ndarray:
     """The tokens whose first byte is in ``first`` (bool[256]) and whose tail
-    is in the loop set, and the :class:`_LoopRest` of the others starting
-    there; cached per vocabulary. The mask is the tail set's, kept or cleared
-    by the tokens of the side of ``first`` (among the bytes a text token can
-    start with) that starts fewer tokens. ``first_key``: ``first`` packed
-    (``np.packbits(first).tobytes()``), where the caller has it."""
+    is in the loop set, as a uint32 mask, cached per vocabulary: the tail
+    set's mask, kept or cleared by the tokens of the side of ``first``
+    (among the bytes a text token can start with) that starts fewer
+    tokens. ``first_key``: ``first`` packed (``np.packbits(first).tobytes()``),
+    where the caller has it."""
     key = (np.packbits(first).tobytes() if first_key is None else first_key, tail_key)
-    found = tables.loop_masks.get(key)
+    found = tables.loop_bits.get(key)
     if found is None:
         among = first[_TEXT_FIRST_BYTES]
         starting, others = _TEXT_FIRST_BYTES[among], _TEXT_FIRST_BYTES[~among]
@@ -465,8 +470,41 @@ def _loop_mask(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int
             _cwalk.group_bits(side, tables.by_first_byte, tables.first_offsets, fewer)
         else:
             _set_bits(side, _grouped(tables.by_first_byte, tables.first_offsets, fewer))
-        mask = side & tail.mask if fewer is starting else tail.mask & ~side
-        mask.flags.writeable = False
+        found = side & tail.mask if fewer is starting else tail.mask & ~side
+        found.flags.writeable = False
+        _remember(tables.loop_bits, key, found)
+    return found
+
+
+def _tail_packed(tables: _VocabularyTables, tail: _TailTokens) -> _PackedBytes | None:
+    """The bytes of the tail set's rest from their resume points (at least
+    1), packed in rest order once for every loop row of the set (compiled
+    module only): ``_cwalk.walk_groups`` reads a loop row's rest from them,
+    the groups of its first bytes, where a :class:`_LoopRest` gathered and
+    packed them again for each set of first bytes (~300-400 us each in a
+    fresh fork: 57 such sets in MaskBench's sample, a declared key's
+    prefixes inside a free key). None past ``_PLAN_MAX_TOKENS`` tokens (a
+    narrow loop's rest is most of the vocabulary): those rows keep plans."""
+    if _cwalk is None:
+        return None
+    found = tail.packing.packed
+    if found is None and len(tail.rest) <= _PLAN_MAX_TOKENS:
+        found = tail.packing.packed = _packed(tables, tail.rest, np.maximum(tail.rest_skips, 1).astype(np.int64))
+    return found
+
+
+def _loop_mask(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int, int, bool],
+               tail: _TailTokens, first_key: bytes | None = None) -> tuple[np.ndarray, _LoopRest]:
+    """The tokens whose first byte is in ``first`` (bool[256]) and whose tail
+    is in the loop set, and the :class:`_LoopRest` of the others starting
+    there; cached per vocabulary (the mask is :func:`_loop_bits`'s; the
+    compiled row reads the rest from :func:`_tail_packed` instead).
+    ``first_key``: ``first`` packed (``np.packbits(first).tobytes()``),
+    where the caller has it."""
+    key = (np.packbits(first).tobytes() if first_key is None else first_key, tail_key)
+    found = tables.loop_masks.get(key)
+    if found is None:
+        mask = _loop_bits(tables, first, tail_key, tail, key[0])
         starts = np.flatnonzero(first)
         picked = _ranges(tail.rest_offsets[starts], tail.rest_offsets[starts + 1])
         skips = tail.rest_skips[picked]
