@@ -113,9 +113,10 @@ def indexes():
 
 
 def test_compiled_rows_are_the_numpy_rows_on_real_schemas(indexes, monkeypatch):
-    """``_compiled_row`` (ascii_target, walk_plan, start_states, the walk,
-    finish_row) gives the mask bytes and successors of ``_numpy_row`` with
-    no compiled code at all, row for row, and the mask the index serves."""
+    """``_compiled_row`` (ascii_target, walk_plan, group_plan, start_states,
+    the walk, finish_row; walk_span for rows with no loop and no plan kept)
+    gives the mask bytes and successors of ``_numpy_row`` with no compiled
+    code at all, row for row, and the mask the index serves."""
     vocab, found = indexes
     tables = lazy_tables.vocabulary_tables(vocab)
     compared = loops = chains = 0
@@ -127,6 +128,15 @@ def test_compiled_rows_are_the_numpy_rows_on_real_schemas(indexes, monkeypatch):
         return chain_row(self, *args)
 
     monkeypatch.setattr(LazyIndex, "_chain_row", counting_chain_row)
+    spans = 0
+    span_row = LazyIndex._span_row
+
+    def counting_span_row(self, *args):
+        nonlocal spans
+        spans += 1
+        return span_row(self, *args)
+
+    monkeypatch.setattr(LazyIndex, "_span_row", counting_span_row)
     for index, states in found:
         if not index._covered:
             continue
@@ -145,7 +155,7 @@ def test_compiled_rows_are_the_numpy_rows_on_real_schemas(indexes, monkeypatch):
             compared += 1
             loops += row.loop is not None
     _compiled(monkeypatch)
-    assert compared >= 300 and loops >= 50 and chains >= 5, (compared, loops, chains)
+    assert compared >= 300 and loops >= 50 and chains >= 5 and spans >= 20, (compared, loops, chains, spans)
 
 
 def test_compiled_rows_of_plans_not_packed_ahead(indexes, monkeypatch):
@@ -602,6 +612,46 @@ def test_pack_plan_refuses_bad_arrays():
         pack(rest_offsets=rest.offsets + 1)
     with pytest.raises(ValueError, match="mismatched"):
         pack(rest_offsets=np.zeros(0, np.int64))
+
+
+def test_walk_span_refuses_bad_arrays():
+    """``_cwalk.walk_span`` (a row with no loop over a stretch of the
+    groups, each token from its first byte) checks each array before it
+    reads it; a token of a dead first byte stops there."""
+    from tokendfa.analysis.lazydfa import LazyByteDFA
+    from tokendfa.analysis.dfa import INITIAL
+
+    dfa = LazyByteDFA("ab")
+    dfa.row(INITIAL)
+    data, offsets = np.frombuffer(b"abbab", np.uint8), np.array([0, 2, 3, 5], np.int64)  # "ab", "b", "ab"
+    tokens, none = np.array([5, 6, 7], np.int64), np.zeros(0, np.int64)
+
+    def walk(**changed):
+        arrays = dict(data=data, offsets=offsets, state=INITIAL, tokens=tokens, loop_mask=None, num_words=1,
+                      loop_ends=none, eos=none, final=False)
+        arrays.update(changed)
+        with dfa.resolving():
+            return cwalk.walk_span(dfa, *arrays.values())
+
+    mask, successors = walk()
+    assert np.frombuffer(mask, np.uint32).tolist() == [1 << 5 | 1 << 7]
+    assert [dfa.is_final(int(s)) for s in np.frombuffer(successors, np.int32)] == [True]
+    with pytest.raises(TypeError, match="10 arguments"):
+        cwalk.walk_span(dfa, data)
+    with pytest.raises(ValueError, match="mismatched"):
+        walk(offsets=offsets[:3])
+    with pytest.raises(ValueError, match="mismatched"):
+        walk(loop_mask=np.zeros(2, np.uint32))
+    with pytest.raises(IndexError, match="outside the data"):
+        walk(offsets=np.array([0, 2, 3, 6], np.int64))
+    with pytest.raises(IndexError, match="outside the data"):
+        walk(offsets=np.array([0, 3, 2, 5], np.int64))
+    with pytest.raises(IndexError, match="outside the mask"):
+        walk(tokens=np.array([5, 6, 40], np.int64))
+    with pytest.raises(IndexError, match="outside the automaton"):
+        walk(state=1000)
+    with pytest.raises(TypeError, match="tokens"):
+        walk(tokens=tokens.astype(np.int32))
 
 
 def test_walk_row_refuses_bad_arrays():

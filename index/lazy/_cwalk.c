@@ -2094,6 +2094,88 @@ done:
     return result;
 }
 
+/* walk_span(dfa, data, offsets, state, tokens, loop_mask, num_words,
+ *           loop_ends, eos, final) -> (mask, successors)
+ *
+ * A cold row with no loop walked with no plan (tokendfa.lazy.index,
+ * LazyIndex._span_row): ``tokens`` (int64[k]), whose whole bytes are
+ * data[offsets[i]:offsets[i + 1]] (offsets int64[k + 1]: a stretch of the
+ * vocabulary's grouped spellings and of by_first_byte, the tokens of the
+ * first bytes from the row's lowest live one to its highest), each walked
+ * from its first byte in ``state``, the automaton's resolving lock held by
+ * the caller; a token whose first byte is dead there stops at once (the
+ * row's cells are resolved). ``mask`` and ``successors`` as finish_row
+ * makes them. The walk plan of such a row (a declared key's first letters,
+ * a literal's) cost ~100-450 us to make in a fresh fork, for every new set
+ * of live bytes; reading a stretch of the groups costs nothing to make and
+ * a table lookup a token of a dead first byte. */
+static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 10, "walk_span") < 0) {
+        return NULL;
+    }
+    enum { DATA = 1, OFFSETS, STATE, TOKENS, LOOP_MASK, NUM_WORDS, LOOP_ENDS, EOS, FINAL, COUNT };
+    static const char *names[COUNT] = {"", "data", "offsets", "", "tokens", "loop_mask", "", "loop_ends", "eos", ""};
+    static const Py_ssize_t items[COUNT] = {0, 1, 8, 0, 8, 4, 0, 8, 8, 0};
+    Automaton automaton = {0};
+    Buffer buffers[COUNT] = {{0}};
+    PyObject *result = NULL;
+    int64_t *scratch = NULL;
+    long long state = PyLong_AsLongLong(args[STATE]);
+    Py_ssize_t num_words = PyLong_AsSsize_t(args[NUM_WORDS]);
+    int final = PyObject_IsTrue(args[FINAL]);
+    if (((state == -1 || num_words == -1) && PyErr_Occurred()) || final < 0) {
+        return NULL;
+    }
+    for (int i = 1; i < COUNT; i++) {
+        if (items[i] == 0 || (i == LOOP_MASK && args[i] == Py_None)) {
+            continue;
+        }
+        if (take(args[i], &buffers[i], names[i], items[i], 0) < 0) {
+            goto done;
+        }
+    }
+    const int64_t *offsets = buffers[OFFSETS].view.buf;
+    Py_ssize_t count = buffers[TOKENS].view.len / 8, total = buffers[DATA].view.len;
+    if (buffers[OFFSETS].view.len / 8 != count + 1 || num_words < 0 || num_words > PY_SSIZE_T_MAX / 64
+            || (buffers[LOOP_MASK].held && buffers[LOOP_MASK].view.len != num_words * 4)) {
+        PyErr_SetString(PyExc_ValueError, "walk_span: arrays of mismatched lengths");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (offsets[i] < 0 || offsets[i] > offsets[i + 1] || offsets[i + 1] > total) {
+            PyErr_SetString(PyExc_IndexError, "walk_span: an entry outside the data");
+            goto done;
+        }
+    }
+    /* start states, ended entries, ended states */
+    scratch = PyMem_RawMalloc(sizeof(int64_t) * 3 * (size_t)(count ? count : 1));
+    if (scratch == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        scratch[i] = state;  /* checked by the walk against the automaton's states */
+    }
+    if (open_automaton(args[0], &automaton) < 0) {
+        close_automaton(&automaton);
+        goto done;
+    }
+    Py_ssize_t ended = walk_entries(&automaton, count, buffers[DATA].view.buf, offsets, offsets + 1, scratch, NULL,
+                                    scratch + count, scratch + 2 * count);
+    if (close_automaton(&automaton) < 0 || ended < 0) {
+        goto done;
+    }
+    result = finish_arrays(buffers[LOOP_MASK].held ? buffers[LOOP_MASK].view.buf : NULL, num_words,
+                           buffers[TOKENS].view.buf, count, scratch + count, scratch + 2 * count, ended,
+                           buffers[LOOP_ENDS].view.buf, buffers[LOOP_ENDS].view.len / 8, buffers[EOS].view.buf,
+                           buffers[EOS].view.len / 8, final);
+done:
+    PyMem_RawFree(scratch);
+    release(buffers, COUNT);
+    return result;
+}
+
 /* ascii_target(first_row) -> (target, count): the state most of the 128
  * ASCII cells of a row (int32[256]) lead to, other than DEAD, the smallest
  * id of a tie, and how many lead there ((0, 0): every one is dead). A
@@ -2227,6 +2309,8 @@ static PyMethodDef methods[] = {
      "A cold row's mask and successors from its packed plan: start states, walk and finish in one call."},
     {"group_plan", (PyCFunction)(void (*)(void))group_plan, METH_FASTCALL,
      "A loop row's walk plan and its packed bytes, read from the vocabulary's groups (see the module source)."},
+    {"walk_span", (PyCFunction)(void (*)(void))walk_span, METH_FASTCALL,
+     "A cold row with no loop walked over a stretch of the grouped spellings, with no plan (see the module source)."},
     {"finish_row", (PyCFunction)(void (*)(void))finish_row, METH_FASTCALL,
      "A cold row's mask and distinct successors from its walk, as bytes (see the module source)."},
     {"start_states", (PyCFunction)(void (*)(void))start_states, METH_FASTCALL,

@@ -84,7 +84,7 @@ from ..vocab.vocabulary import Vocabulary
 from ..builder.config import BuildConfig
 from .completion import _byte_state_map, _index_states_of_byte_states
 from .kernels import _cwalk, _distinct, _runs, _set_bits
-from .plans import _ChainPlan, _PackedBytes, _WalkPlan, _chain_plan, _group_plan, _walk_plan
+from .plans import _ChainPlan, _PackedBytes, _WalkPlan, _chain_plan, _group_plan, _grouped_spellings, _walk_plan
 from .tables import (_LEAD_BYTES, _chain_mask, _class_key, _class_runs, _last_leaving, _loop_bits, _loop_mask,
                      _loops_on, _tail_packed, _tail_tokens, vocabulary_tables)
 
@@ -191,6 +191,24 @@ class _Start(NamedTuple):
 
 
 _NO_TARGET = np.zeros(1, dtype=np.int64)  # the along of a row with no loop (no entry is skipped)
+
+
+class _Span(NamedTuple):
+    """A row with no loop walked with no plan (:meth:`LazyIndex._span_row`):
+    the tokens ``by_first_byte[start:stop]``, those of the first bytes from
+    the row's lowest live byte to its highest, each from its first byte."""
+
+    start: int
+    stop: int
+
+
+# A row with no loop whose plan is not cached walks the stretch of the
+# groups from its lowest live first byte to its highest (_Span) when that
+# holds at most twice its live tokens and this many more: a token of a dead
+# first byte costs a table lookup (~2-3 ns), a new plan ~100-450 us in a
+# fresh fork (a declared key's first letters: 'C', 'D', 'I' hold 3.2k Qwen
+# tokens, the stretch C-I ~9k).
+_SPAN_SLACK = 4096
 
 
 class _Scratch(threading.local):
@@ -741,9 +759,11 @@ class LazyIndex(MaskServing):
         MaskBench sample, and GIL-held time a batch's threads queue on)."""
         dfa = self._dfa
         first_row = np.ascontiguousarray(dfa.row(state))
-        loop, plan, start = self._loop_row(state, first_row)
+        loop, plan, start = self._loop_row(state, first_row, span=True)
         loop_mask, loop_ends = (None, _NO_STATES) if loop is None else (loop.mask, loop.end_states)
         final = dfa.finals[state]
+        if start is None:
+            return self._span_row(state, plan, final)
         packed = plan.packing.packed
         if packed is not None:
             # start states, walk and finish in one call (_cwalk.walk_row)
@@ -755,6 +775,19 @@ class LazyIndex(MaskServing):
             ended, entries, ends = self._walk_entries(plan, _start_states(first_row, plan, start.picks, start.along))
             key, successors = _cwalk.finish_row(loop_mask, self._words, plan.tokens, entries, ends, ended, loop_ends,
                                                 self._eos_tokens, final)
+        return key, np.frombuffer(successors, dtype=STATE_DTYPE)
+
+    def _span_row(self, state: int, span: _Span, final: bool) -> tuple[bytes, np.ndarray]:
+        """:meth:`_compiled_row` of a row with no loop, with no walk plan: the
+        tokens of a stretch of the vocabulary's groups walked from their
+        first byte in ``state`` (``_cwalk.walk_span``; those of a dead first
+        byte stop there), reading the grouped spellings in place."""
+        tables = self._tables
+        grouped, grouped_offsets = _grouped_spellings(tables)
+        with self._dfa.resolving():
+            key, successors = _cwalk.walk_span(self._dfa, grouped, grouped_offsets[span.start:span.stop + 1], state,
+                                               tables.by_first_byte[span.start:span.stop], None, self._words,
+                                               _NO_STATES, self._eos_tokens, final)
         return key, np.frombuffer(successors, dtype=STATE_DTYPE)
 
     def _numpy_row(self, state: int) -> tuple[bytes, np.ndarray]:
@@ -994,13 +1027,15 @@ class LazyIndex(MaskServing):
             stay[here] = last[tokens[here]] < positions[here]
         return np.flatnonzero(stay)
 
-    def _loop_row(self, state: int, first_row: np.ndarray
-                  ) -> tuple[_LoopRow | None, _WalkPlan | _ChainPlan, _Start]:
+    def _loop_row(self, state: int, first_row: np.ndarray, span: bool = False
+                  ) -> tuple[_LoopRow | None, _WalkPlan | _ChainPlan | _Span, _Start | None]:
         """``(loop, plan, start)``: the tokens of the row found with no walk
         (or None); the plan of the spelled tokens left to walk, whose first
         byte is live, each with the position of its next byte
         (:class:`_WalkPlan`, :class:`_ChainPlan`); where each one's walk
-        starts (:class:`_Start`).
+        starts (:class:`_Start`). With ``span`` (the compiled row), a row
+        with no loop whose plan is not cached may give a :class:`_Span` of
+        the groups and no start instead (see :data:`_SPAN_SLACK`).
 
         With ``target`` the state most ASCII bytes lead to from ``state``, a
         token needs no walk when its first character leads there (its first
@@ -1041,6 +1076,11 @@ class LazyIndex(MaskServing):
                 return self._chain_row(state, first_row, first, target, live)
             tail = _tail_tokens(tables, tail_key)
         if tail is None:
+            if span and len(live) and (live.tobytes(),) not in tables.walk_plans:
+                offsets = tables.first_offsets
+                start, stop = int(offsets[live[0]]), int(offsets[live[-1] + 1])
+                if stop - start <= 2 * int((offsets[live + 1] - offsets[live]).sum()) + _SPAN_SLACK:
+                    return None, _Span(start, stop), None
             plan = _walk_plan(tables, live)
             return None, plan, _Start(plan.skipped, _NO_TARGET)
         packed = _tail_packed(tables, tail)

@@ -82,6 +82,10 @@ class _PlanCache:
     def __len__(self) -> int:
         return len(self._plans)
 
+    def __contains__(self, key) -> bool:
+        """Whether a plan is kept under ``key`` (not a read: no mark)."""
+        return key in self._plans
+
     def remember(self, key, plan):
         """Keep ``plan`` under ``key`` if it is small enough; return it."""
         if len(plan.tokens) > _PLAN_MAX_TOKENS:
