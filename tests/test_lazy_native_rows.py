@@ -208,7 +208,8 @@ def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkey
     walk_plan, start_states = lazy_index_module._walk_plan, lazy_index_module._start_states
 
     def recording_walk_plan(tables_, live, loop=None, first_key=None, outside=None):
-        asked.append((live.copy(), loop, first_key, outside))
+        # (a loop row gives the live bytes outside its first ones only)
+        asked.append((outside if live is None else live.copy(), loop, first_key, outside))
         return walk_plan(tables_, live, loop, first_key, outside)
 
     starts = []
@@ -453,6 +454,22 @@ def test_row_first_is_numpys():
         cwalk.row_first(np.zeros(128, np.int32), 1, False)
     with pytest.raises(TypeError, match="items of 4 bytes"):
         cwalk.row_first(np.zeros(256, np.int64), 1, False)
+
+
+def test_equal_bits_is_the_class_key():
+    """``_cwalk.equal_bits``: the first 128 cells equal to a value as a loop
+    set's two halves, as ``tables._class_key`` packs them (LazyIndex._loop)."""
+    rng = np.random.default_rng(7)
+    for trial in range(200):
+        cells = rng.integers(-1, int(rng.integers(2, 6)), 128 + 128 * (trial % 2)).astype(np.int32)
+        value = int(rng.integers(0, 5))
+        assert cwalk.equal_bits(cells, value) == lazy_tables._class_key(cells[:128] == value, False)[:2]
+    with pytest.raises(ValueError, match="128 cells"):
+        cwalk.equal_bits(np.zeros(127, np.int32), 1)
+    with pytest.raises(TypeError, match="items of 4 bytes"):
+        cwalk.equal_bits(np.zeros(128, np.int64), 1)
+    with pytest.raises(TypeError, match="2 arguments"):
+        cwalk.equal_bits(np.zeros(128, np.int32))
 
 
 def test_start_states_refuses_bad_arrays():

@@ -1044,7 +1044,6 @@ class LazyIndex(MaskServing):
         loops on ``target``: it ends in ``target``. Everything else is
         walked, so the row is exact."""
         tables = self._tables
-        live = np.flatnonzero(first_row)
         ascii_row = first_row[:128]
         # the state most ASCII bytes lead to (the smallest id of a tie)
         if _cwalk is not None:
@@ -1066,15 +1065,19 @@ class LazyIndex(MaskServing):
                 first, first_key, outside, low, high = _cwalk.row_first(first_row, target, lead)
                 first, outside = np.frombuffer(first, dtype=bool), np.frombuffer(outside, dtype=np.int64)
                 loops = low & ~tail_key[0] == 0 and high & ~tail_key[1] == 0
+                key = (low, high, bool(lead))
             else:
                 first = np.zeros(256, dtype=bool)
                 first[:128] = ascii_row == target
                 first[_LEAD_BYTES] = lead
                 loops = _loops_on(tail_key, first[:128])
+                key = None
             if self._covered and not loops:
                 # they do not loop there: a counted class
-                return self._chain_row(state, first_row, first, target, live)
+                return self._chain_row(state, first_row, first, target, key)
             tail = _tail_tokens(tables, tail_key)
+        # (a loop row with the compiled module does not need them)
+        live = np.flatnonzero(first_row) if tail is None or outside is None else None
         if tail is None:
             if span and len(live) and (live.tobytes(),) not in tables.walk_plans:
                 offsets = tables.first_offsets
@@ -1094,8 +1097,8 @@ class LazyIndex(MaskServing):
             plan = _walk_plan(tables, live, (first, tail_key, rest), first_key, outside)
         return _LoopRow(mask, (target,)), plan, _Start(plan.skipped, np.array([target], dtype=np.int64))
 
-    def _chain_row(self, state: int, first_row: np.ndarray, first: np.ndarray, target: int, live: np.ndarray
-                   ) -> tuple[_LoopRow, _ChainPlan, _Start]:
+    def _chain_row(self, state: int, first_row: np.ndarray, first: np.ndarray, target: int,
+                   key: tuple[int, int, bool] | None) -> tuple[_LoopRow, _ChainPlan, _Start]:
         """:meth:`_loop_row` where most characters lead to a state that does
         not loop on them: inside a counted class (``[0-9a-f]{40}``, a string
         with ``minLength``), each character of the class leads one state
@@ -1105,9 +1108,13 @@ class LazyIndex(MaskServing):
         such a row walked every token starting with a class character a byte
         a level: 5 ms a step along a 40-character hash on Qwen.
 
-        Used with a covering vocabulary only (the chain's ends are then live)."""
+        Used with a covering vocabulary only (the chain's ends are then live).
+        ``key``: the class's key (as :meth:`_loop` makes them), where the
+        caller has it (``_cwalk.row_first`` gives its bits)."""
         tables = self._tables
-        key = _class_key(first[:128], bool(first[_LEAD_BYTES[0]]))
+        if key is None:
+            key = _class_key(first[:128], bool(first[_LEAD_BYTES[0]]))
+        live = np.flatnonzero(first_row)
         runs = _class_runs(tables, key)
         limit = min(max(len(runs.full_offsets) - 2, (len(runs.partial_offsets) - 1) // 256), _CHAIN_MAX)
         chain, dies = self._chain(state, target, key, max(limit, 1))
@@ -1171,7 +1178,12 @@ class LazyIndex(MaskServing):
             # the ASCII cells only: the whole row would discover a state past
             # each first byte of a wide character, which _wide_target does not need
             ascii_row = self._dfa.ascii_row(state)
-            found = self._loops[state] = _class_key(ascii_row == state, self._wide_target(state) == state)
+            wide = self._wide_target(state) == state
+            if _cwalk is not None:  # np.packbits and its views: ~2% of the cold steps of 0.25-1.5 ms
+                low, high = _cwalk.equal_bits(ascii_row, state)
+                found = self._loops[state] = (low, high, wide)
+            else:
+                found = self._loops[state] = _class_key(ascii_row == state, wide)
         return found
 
     def _wide_target(self, state: int) -> int:
