@@ -1020,6 +1020,36 @@ def test_a_plan_read_since_it_was_made_outlives_older_plans_not_read(monkeypatch
         assert len(cache) == 3 and cache.get(key) is plans[key]
 
 
+def test_a_loop_entry_read_since_it_was_made_outlives_older_entries_not_read():
+    """The loop and chain rows' caches (tail sets, loop masks, class runs,
+    chain masks) drop, past their size, the oldest entry not read since it
+    was made or last passed over: the JSON string's entries, made ahead and
+    read by every schema, stay while schemas with loop sets of their own
+    come and go (they were dropped oldest first)."""
+    from tokendfa.lazy import tables as lazy_tables
+
+    cache = lazy_tables._SecondChance()
+    for key in "abc":
+        lazy_tables._remember(cache, key, key.upper(), size=3)
+    assert cache.get("a") == "A"                 # read: "b" is now the first to go
+    lazy_tables._remember(cache, "d", "D", size=3)
+    assert "b" not in cache and cache.get("a") == "A" and len(cache) == 3
+    assert cache["d"] == "D"                     # "a" and "d" read, "c" never
+    lazy_tables._remember(cache, "e", "E", size=3)
+    assert "c" not in cache and list(cache) == ["a", "d", "e"]
+    for key in "fgh":                            # every entry read: one pass, then the oldest goes
+        for kept in list(cache):
+            cache.get(kept)
+        lazy_tables._remember(cache, key, key.upper(), size=3)
+        assert len(cache) == 3 and cache[key] == key.upper()
+    assert cache.get("zz", 5) == 5 and "zz" not in cache.read
+    cache.clear()
+    assert not cache and not cache.read
+    tables = lazy_tables.vocabulary_tables(cached_vocabulary("qwen2.5"))
+    for name in ("tail_sets", "last_leaving", "loop_masks", "loop_bits", "class_runs", "chain_masks"):
+        assert isinstance(getattr(tables, name), lazy_tables._SecondChance), name
+
+
 def test_prepare_leaves_the_first_schema_no_table_to_make(monkeypatch):
     """Vocabulary.prepare() makes the lazy engine's per-vocabulary tables
     (through the preparer the package registers), so a prepared process's

@@ -54,8 +54,8 @@ class _PlanCache:
     that a plan read since it was made or last passed over is passed over
     once (moved to the newest end, its mark cleared: a second chance, what
     least recently used would keep, for a flag written on a read): the
-    plans ``Vocabulary.prepare()`` makes stay while schemas use them, where
-    dropping the oldest made dropped them first. None of more
+    plans ``Vocabulary.prepare()`` makes stay as long as schemas keep
+    reading them, however many plans are made after them. None of more
     than ``_PLAN_MAX_TOKENS`` tokens is kept (a row whose every byte is
     live would keep ~6 MB on Qwen; such rows are rare and their walk costs
     more than their plan). A plan is counted at what it will hold packed

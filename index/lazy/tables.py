@@ -85,13 +85,14 @@ class _VocabularyTables:
     tail_high: np.ndarray      # uint64[V]
     tail_wide: np.ndarray      # bool[V]
     # The cached loop rows (see LazyIndex._loop_row), made on use:
-    tail_sets: dict = field(default_factory=dict)   # loop set -> _TailTokens | None
-    last_leaving: dict = field(default_factory=dict)  # loop set -> int16[V] (see _last_leaving)
-    loop_masks: dict = field(default_factory=dict)  # (first bytes, loop set) -> (uint32 mask, _LoopRest)
-    loop_bits: dict = field(default_factory=dict)   # (first bytes, loop set) -> uint32 mask (see _loop_bits)
+    # (each a _SecondChance of at most _LOOP_CACHE_SIZE entries)
+    tail_sets: dict = field(default_factory=lambda: _SecondChance())   # loop set -> _TailTokens | None
+    last_leaving: dict = field(default_factory=lambda: _SecondChance())  # loop set -> int16[V] (see _last_leaving)
+    loop_masks: dict = field(default_factory=lambda: _SecondChance())  # (first bytes, loop set) -> (mask, _LoopRest)
+    loop_bits: dict = field(default_factory=lambda: _SecondChance())   # (first bytes, loop set) -> uint32 mask
     # The cached chain rows (see LazyIndex._chain_row), made on use:
-    class_runs: dict = field(default_factory=dict)   # class -> _ClassRuns
-    chain_masks: dict = field(default_factory=dict)  # (class, length) -> uint32 mask
+    class_runs: dict = field(default_factory=lambda: _SecondChance())   # class -> _ClassRuns
+    chain_masks: dict = field(default_factory=lambda: _SecondChance())  # (class, length) -> uint32 mask
     chain_plans: _PlanCache = field(default_factory=_PlanCache)  # (class, length, dies, other bytes) -> _ChainPlan
     walk_plans: _PlanCache = field(default_factory=_PlanCache)   # (first bytes, loop set, other bytes) -> _WalkPlan
     # The spelled tokens' bytes in by_first_byte order, made on use (see _grouped_spellings).
@@ -284,12 +285,59 @@ class _TailTokens:
     packing: _Packing = field(default_factory=_Packing)
 
 
+class _SecondChance(dict):
+    """One of the per-vocabulary caches of loop and chain rows (tail sets,
+    loop masks, class runs, chain masks): a dict whose reads (``get``,
+    ``[]``) mark the entry read. Past its size :func:`_remember` drops the
+    oldest entry not read since it was made or last passed over; a read
+    one is passed over once (moved to the newest end, its mark cleared),
+    as :class:`~tokendfa.lazy.plans._PlanCache` keeps plans: the entries
+    every schema reads (a JSON string's, made ahead) stay while schemas
+    with many loop sets of their own come and go. A mark is a set add
+    without a lock: a lost or stale one only moves an eviction."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read: set = set()
+
+    def get(self, key, default=None):
+        if key in self:
+            self.read.add(key)
+            return dict.__getitem__(self, key)
+        return default
+
+    def __getitem__(self, key):
+        found = dict.__getitem__(self, key)
+        self.read.add(key)
+        return found
+
+    def clear(self) -> None:
+        dict.clear(self)
+        self.read.clear()
+
+    def make_room(self, size: int) -> None:
+        """Drop entries until fewer than ``size`` are left (under _CACHE_LOCK)."""
+        passed, held = 0, len(self)   # at most one pass over the entries: then the oldest goes, read or not
+        while len(self) >= max(size, 1):
+            oldest = next(iter(self))
+            value = dict.pop(self, oldest)
+            if oldest in self.read and passed < held:
+                self.read.discard(oldest)
+                dict.__setitem__(self, oldest, value)   # to the newest end
+                passed += 1
+                continue
+            self.read.discard(oldest)
+
+
 def _remember(cache: dict, key, value, size: int = _LOOP_CACHE_SIZE):
-    """Put ``value`` in one of the per-vocabulary caches, dropping the oldest
-    entry past ``size``. Readers take no lock (a dict lookup); two threads
+    """Put ``value`` in one of the per-vocabulary caches, making room past
+    ``size`` (a :class:`_SecondChance`'s oldest entry not read lately; a
+    plain dict's oldest). Readers take no lock (a dict lookup); two threads
     may compute the same entry, and either copy is right."""
     with _CACHE_LOCK:
-        if len(cache) >= size:
+        if isinstance(cache, _SecondChance):
+            cache.make_room(size)
+        elif len(cache) >= size:
             cache.pop(next(iter(cache)))
         cache[key] = value
     return value
