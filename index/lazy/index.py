@@ -26,7 +26,9 @@ serves the same answers from the moment the NFA exists:
   state further along a chain instead of looping: a token of n characters
   of the class ends n states on, found with no walk (:meth:`LazyIndex._chain_row`).
   With the compiled module and a covering vocabulary, the row's glue is C
-  too (:meth:`LazyIndex._compiled_row`): the walk plan's arrays, the state
+  too (:meth:`LazyIndex._compiled_row`): the walk plan's arrays (a loop
+  row's read from the groups and its loop's rest packed once; a row with no
+  loop and no plan kept walks a stretch of the groups with none), the state
   each planned token starts in, and the mask and successors made from what
   the walk found, a C call each instead of ~30 numpy calls; the numpy code
   beside each (:meth:`LazyIndex._numpy_row`) is the reference the tests

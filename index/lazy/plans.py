@@ -12,7 +12,10 @@ the compiled walk reads memory in order: a walk plan's when it is made, from
 the tokens' bytes grouped by first byte (:class:`_GroupedSpellings`) and its
 loop's rest packed once; a chain plan's by its first walk. With the compiled
 module a plan's arrays are made in C (``_cwalk.walk_plan``,
-``_cwalk.chain_plan``); the numpy code beside each is the reference.
+``_cwalk.chain_plan``; a loop row's by ``_cwalk.group_plan``, from the
+groups and its loop's rest packed once, :func:`_group_plan`); the numpy code
+beside each is the reference. A row with no loop whose plan is not kept may
+walk a stretch of the groups in place instead (``LazyIndex._span_row``).
 """
 
 from __future__ import annotations

@@ -8,12 +8,19 @@ which bytes are single-byte tokens), and the caches the rows fill on use:
   lead from a state back to it, e.g. inside a JSON string), the text tokens
   whose every character after the first loops, as a mask, and the others
   by first byte with the position where their walk may resume;
-* *loop masks* (:func:`_loop_mask`): a tail set cut to the first bytes that
-  lead into the loop, and the tokens left to walk there (:class:`_LoopRest`);
+* *loop masks* (:func:`_loop_bits`): a tail set cut to the first bytes that
+  lead into the loop; the tokens left to walk there are the tail set's
+  rest of those first bytes, packed once for the loop set
+  (:func:`_tail_packed`, what the compiled walk plans read) or gathered for
+  each set of first bytes (:func:`_loop_mask`'s :class:`_LoopRest`, the
+  numpy reference's);
 * *class runs* (:class:`_ClassRuns`): how each token begins with characters
   of one class, for the chain rows of a counted class, and the chain masks
   (:func:`_chain_mask`);
 * the walk and chain plans (:mod:`tokendfa.lazy.plans`).
+
+The loop and chain rows' caches drop past their size the oldest entry not
+read lately (:class:`_SecondChance`).
 
 :func:`vocabulary_tables` makes the tables on first use and keeps them with
 the vocabulary (:meth:`~tokendfa.vocab.vocabulary.Vocabulary.derived`);
