@@ -1194,16 +1194,18 @@ def test_tail_sets_from_tail_bytes_are_the_last_leaving_ones(name, monkeypatch):
                     assert np.array_equal(getattr(compiled, field), getattr(numpy, field)), (key, field)
     assert compared >= 3
     # the loop masks of the JSON string's set for first-byte sets of every size,
-    # the compiled side (_cwalk.group_bits) against the numpy one, and against
+    # the compiled side (_cwalk.loop_bits) against the numpy one, and against
     # their definition: the tail set's tokens that start with a byte of the set
     for density in (0.02, 0.3, 0.7, 0.98):
         first = np.zeros(256, dtype=bool)
         first[:128] = string & (rng.random(128) < density)
         first[lazy_tables._LEAD_BYTES] = density > 0.5
         tables.loop_masks.clear()
+        tables.loop_bits.clear()
         mask, rest = lazy_tables._loop_mask(tables, first, key, tail)
         compiled_walk(monkeypatch, None)
         tables.loop_masks.clear()
+        tables.loop_bits.clear()
         numpy_mask, numpy_rest = lazy_tables._loop_mask(tables, first, key, tail)
         compiled_walk(monkeypatch, cwalk)
         assert np.array_equal(mask, numpy_mask) and np.array_equal(rest.tokens, numpy_rest.tokens)
@@ -1213,6 +1215,17 @@ def test_tail_sets_from_tail_bytes_are_the_last_leaving_ones(name, monkeypatch):
     with pytest.raises(IndexError, match="group outside"):
         cwalk.group_bits(np.zeros(tables.num_words, np.uint32), tables.by_first_byte, tables.first_offsets,
                          np.array([256]))
+    loop_bits_args = [tail.mask, tables.by_first_byte, tables.first_offsets, first.view(np.uint8)]
+    with pytest.raises(IndexError, match="group outside"):
+        cwalk.loop_bits(tail.mask, tables.by_first_byte[:100], tables.first_offsets, first.view(np.uint8))
+    with pytest.raises(IndexError, match="outside the mask"):
+        cwalk.loop_bits(tail.mask[:10], *loop_bits_args[1:])
+    with pytest.raises(ValueError, match="mismatched"):
+        cwalk.loop_bits(*loop_bits_args[:3], first.view(np.uint8)[:255])
+    with pytest.raises(ValueError, match="mismatched"):
+        cwalk.loop_bits(tail.mask, tables.by_first_byte, tables.first_offsets[:256], first.view(np.uint8))
+    with pytest.raises(TypeError, match="4 arguments"):
+        cwalk.loop_bits(tail.mask)
     arrays = [tables.tail_low, tables.tail_high, tables.tail_wide.view(np.uint8), tables.first_char,
               tables.by_first_byte, tables.first_offsets]
     with pytest.raises(ValueError, match="mismatched"):

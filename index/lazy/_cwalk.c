@@ -2222,6 +2222,89 @@ static PyObject *ascii_target(PyObject *module, PyObject *row) {
     return Py_BuildValue("(ii)", (int)target, most);
 }
 
+/* loop_bits(tail_mask, by_first_byte, first_offsets, first) -> mask
+ *
+ * A loop row's mask (tokendfa.lazy.tables._loop_bits): the bits of
+ * ``tail_mask`` (uint32 words: the tokens whose tail loops) of the tokens
+ * whose first byte is in ``first`` (256 bools), as bytes. Of the bytes a
+ * text token can start with (0x00-0x7F, 0xC2-0xF4), the side of ``first``
+ * (in it or not) that starts fewer tokens is read: the tail mask's bits of
+ * those tokens kept (in it) or cleared (not), the tokens by first byte in
+ * ``by_first_byte`` (int64) at ``first_offsets`` (int64[257]). numpy took
+ * ~10 calls and two fresh masks for it: ~20 us a new set of first bytes
+ * warm, more in a fresh fork. */
+static int text_first_byte(int b) {
+    return b < 0x80 || (b >= 0xC2 && b <= 0xF4);
+}
+
+static PyObject *loop_bits(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 4, "loop_bits") < 0) {
+        return NULL;
+    }
+    Buffer buffers[4] = {{0}};
+    static const char *names[4] = {"tail_mask", "by_first_byte", "first_offsets", "first"};
+    static const Py_ssize_t items[4] = {4, 8, 8, 1};
+    PyObject *result = NULL;
+    for (int i = 0; i < 4; i++) {
+        if (take(args[i], &buffers[i], names[i], items[i], 0) < 0) {
+            goto done;
+        }
+    }
+    const uint32_t *tail_mask = buffers[0].view.buf;
+    const int64_t *tokens = buffers[1].view.buf, *offsets = buffers[2].view.buf;
+    const uint8_t *first = buffers[3].view.buf;
+    Py_ssize_t num_words = buffers[0].view.len / 4, num_tokens = buffers[1].view.len / 8;
+    if (buffers[2].view.len != 257 * 8 || buffers[3].view.len != 256) {
+        PyErr_SetString(PyExc_ValueError, "loop_bits: arrays of mismatched lengths");
+        goto done;
+    }
+    int64_t inside = 0, outside = 0;
+    for (int b = 0; b < 256; b++) {
+        if (offsets[b] < 0 || offsets[b] > offsets[b + 1] || offsets[b + 1] > num_tokens) {
+            PyErr_SetString(PyExc_IndexError, "loop_bits: a group outside the tokens");
+            goto done;
+        }
+        if (text_first_byte(b)) {
+            *(first[b] ? &inside : &outside) += offsets[b + 1] - offsets[b];
+        }
+    }
+    int keep = inside <= outside;  /* read the tokens of first's bytes, else of the others */
+    result = PyBytes_FromStringAndSize(NULL, num_words * 4);
+    if (result == NULL) {
+        goto done;
+    }
+    uint32_t *mask = (uint32_t *)PyBytes_AS_STRING(result);
+    if (keep) {
+        memset(mask, 0, (size_t)num_words * 4);
+    } else {
+        memcpy(mask, tail_mask, (size_t)num_words * 4);
+    }
+    int64_t bound = (int64_t)num_words * 32;
+    for (int b = 0; b < 256; b++) {
+        if (!text_first_byte(b) || (first[b] != 0) != keep) {
+            continue;
+        }
+        for (int64_t j = offsets[b]; j < offsets[b + 1]; j++) {
+            int64_t token = tokens[j];
+            if (token < 0 || token >= bound) {
+                Py_CLEAR(result);
+                PyErr_SetString(PyExc_IndexError, "loop_bits: a token outside the mask");
+                goto done;
+            }
+            uint32_t bit = (uint32_t)1 << (token & 31);
+            if (keep) {
+                mask[token >> 5] |= tail_mask[token >> 5] & bit;
+            } else {
+                mask[token >> 5] &= ~bit;
+            }
+        }
+    }
+done:
+    release(buffers, 4);
+    return result;
+}
+
 /* equal_bits(cells, value) -> (low, high): the first 128 cells (int32)
  * equal to ``value`` as bits 0-63 and 64-127 (a loop set's ASCII half,
  * tokendfa.lazy.index.LazyIndex._loop), where numpy's comparison,
@@ -2351,6 +2434,8 @@ static PyMethodDef methods[] = {
      "The state each entry of a walk or chain plan starts in (see the module source)."},
     {"ascii_target", (PyCFunction)ascii_target, METH_O,
      "The state most ASCII cells of a row lead to (not DEAD; smallest id of a tie) and how many lead there."},
+    {"loop_bits", (PyCFunction)(void (*)(void))loop_bits, METH_FASTCALL,
+     "A loop row's mask: a tail mask's bits of the tokens starting with given bytes (see the module source)."},
     {"equal_bits", (PyCFunction)(void (*)(void))equal_bits, METH_FASTCALL,
      "The first 128 int32 cells equal to a value, as two 64-bit halves."},
     {"row_first", (PyCFunction)(void (*)(void))row_first, METH_FASTCALL,

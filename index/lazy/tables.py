@@ -512,7 +512,12 @@ def _loop_bits(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int
     where the caller has it."""
     key = (np.packbits(first).tobytes() if first_key is None else first_key, tail_key)
     found = tables.loop_bits.get(key)
-    if found is None:
+    if found is None and _cwalk is not None:
+        # in one C call, where the numpy below took ~10 and two fresh masks
+        found = np.frombuffer(_cwalk.loop_bits(tail.mask, tables.by_first_byte, tables.first_offsets,
+                                               np.ascontiguousarray(first).view(np.uint8)), dtype=MASK_WORD)
+        _remember(tables.loop_bits, key, found)
+    elif found is None:
         among = first[_TEXT_FIRST_BYTES]
         starting, others = _TEXT_FIRST_BYTES[among], _TEXT_FIRST_BYTES[~among]
         # The bits of the side with fewer tokens, set token by token: a JSON
@@ -521,10 +526,7 @@ def _loop_bits(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int
         sizes = np.diff(tables.first_offsets)
         side = np.zeros(tables.num_words, dtype=MASK_WORD)
         fewer = starting if sizes[starting].sum() <= sizes[others].sum() else others
-        if _cwalk is not None:
-            _cwalk.group_bits(side, tables.by_first_byte, tables.first_offsets, fewer)
-        else:
-            _set_bits(side, _grouped(tables.by_first_byte, tables.first_offsets, fewer))
+        _set_bits(side, _grouped(tables.by_first_byte, tables.first_offsets, fewer))
         found = side & tail.mask if fewer is starting else tail.mask & ~side
         found.flags.writeable = False
         _remember(tables.loop_bits, key, found)
