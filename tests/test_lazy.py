@@ -977,9 +977,9 @@ def test_walk_plans_are_bounded_and_rows_are_the_same_without_them(bound, monkey
         monkeypatch.setattr(lazy_plans, "_PLAN_MAX_TOKENS", 3)
     else:
         monkeypatch.setattr(lazy_plans, "_PLAN_CACHE_BYTES", 400)
-    # every row with no loop makes its plan (none walks a stretch of the groups instead)
+    # every row with no loop makes its plan (none walks its groups in place instead)
     from tokendfa.lazy import index as lazy_index_module
-    monkeypatch.setattr(lazy_index_module, "_SPAN_SLACK", -(1 << 40))
+    monkeypatch.setattr(lazy_index_module, "_SPAN_MAX_RANGES", -1)
     from tokendfa import Vocabulary
     tokens = [bytes([b]) for b in b'abcdxyz"'] + [b"ab", b"abc", b"xy", b"zz", b'"a', b'c"', None]
     vocab = Vocabulary(tokens, eos_token_ids=len(tokens) - 1)

@@ -632,39 +632,53 @@ def test_pack_plan_refuses_bad_arrays():
 
 
 def test_walk_span_refuses_bad_arrays():
-    """``_cwalk.walk_span`` (a row with no loop over a stretch of the
-    groups, each token from its first byte) checks each array before it
-    reads it; a token of a dead first byte stops there."""
+    """``_cwalk.walk_span`` (a row with no loop over ranges of the groups,
+    each token from its first byte; one range read in place, several
+    gathered) checks each array before it reads it."""
     from tokendfa.analysis.lazydfa import LazyByteDFA
     from tokendfa.analysis.dfa import INITIAL
 
     dfa = LazyByteDFA("ab")
     dfa.row(INITIAL)
-    data, offsets = np.frombuffer(b"abbab", np.uint8), np.array([0, 2, 3, 5], np.int64)  # "ab", "b", "ab"
-    tokens, none = np.array([5, 6, 7], np.int64), np.zeros(0, np.int64)
+    # "ab", "b", "ab", "ba": tokens 5-8
+    data, offsets = np.frombuffer(b"abbabba", np.uint8), np.array([0, 2, 3, 5, 7], np.int64)
+    tokens, none = np.array([5, 6, 7, 8], np.int64), np.zeros(0, np.int64)
 
     def walk(**changed):
-        arrays = dict(data=data, offsets=offsets, state=INITIAL, tokens=tokens, loop_mask=None, num_words=1,
-                      loop_ends=none, eos=none, final=False)
+        arrays = dict(data=data, offsets=offsets, ranges=np.array([[0, 4]], np.int64), state=INITIAL,
+                      tokens=tokens, loop_mask=None, num_words=1, loop_ends=none, eos=none, final=False)
         arrays.update(changed)
         with dfa.resolving():
             return cwalk.walk_span(dfa, *arrays.values())
 
-    mask, successors = walk()
-    assert np.frombuffer(mask, np.uint32).tolist() == [1 << 5 | 1 << 7]
-    assert [dfa.is_final(int(s)) for s in np.frombuffer(successors, np.int32)] == [True]
-    with pytest.raises(TypeError, match="10 arguments"):
+    for ranges in ([[0, 4]], [[0, 1], [2, 4]], [[0, 0], [0, 1], [1, 3], [3, 4]]):
+        mask, successors = walk(ranges=np.array(ranges, np.int64))
+        assert np.frombuffer(mask, np.uint32).tolist() == [1 << 5 | 1 << 7], ranges
+        assert [dfa.is_final(int(s)) for s in np.frombuffer(successors, np.int32)] == [True]
+    mask, successors = walk(ranges=np.array([[1, 2], [3, 4]], np.int64))
+    assert np.frombuffer(mask, np.uint32).tolist() == [0] and successors == b""
+    mask, _ = walk(ranges=np.zeros((0, 2), np.int64))
+    assert np.frombuffer(mask, np.uint32).tolist() == [0]
+    with pytest.raises(TypeError, match="11 arguments"):
         cwalk.walk_span(dfa, data)
     with pytest.raises(ValueError, match="mismatched"):
-        walk(offsets=offsets[:3])
+        walk(offsets=offsets[:4])
+    with pytest.raises(ValueError, match="mismatched"):
+        walk(ranges=np.array([0, 4, 1], np.int64))
     with pytest.raises(ValueError, match="mismatched"):
         walk(loop_mask=np.zeros(2, np.uint32))
+    with pytest.raises(IndexError, match="range outside"):
+        walk(ranges=np.array([[0, 5]], np.int64))
+    with pytest.raises(IndexError, match="range outside"):
+        walk(ranges=np.array([[2, 1]], np.int64))
+    with pytest.raises(IndexError, match="range outside"):
+        walk(ranges=np.array([[2, 4], [0, 1]], np.int64))
     with pytest.raises(IndexError, match="outside the data"):
-        walk(offsets=np.array([0, 2, 3, 6], np.int64))
+        walk(offsets=np.array([0, 2, 3, 5, 8], np.int64))
     with pytest.raises(IndexError, match="outside the data"):
-        walk(offsets=np.array([0, 3, 2, 5], np.int64))
+        walk(offsets=np.array([0, 3, 2, 5, 7], np.int64))
     with pytest.raises(IndexError, match="outside the mask"):
-        walk(tokens=np.array([5, 6, 40], np.int64))
+        walk(tokens=np.array([5, 6, 40, 8], np.int64))
     with pytest.raises(IndexError, match="outside the automaton"):
         walk(state=1000)
     with pytest.raises(TypeError, match="tokens"):

@@ -2094,29 +2094,29 @@ done:
     return result;
 }
 
-/* walk_span(dfa, data, offsets, state, tokens, loop_mask, num_words,
- *           loop_ends, eos, final) -> (mask, successors)
+/* walk_span(dfa, data, offsets, ranges, state, tokens, loop_mask,
+ *           num_words, loop_ends, eos, final) -> (mask, successors)
  *
  * A cold row with no loop walked with no plan (tokendfa.lazy.index,
- * LazyIndex._span_row): ``tokens`` (int64[k]), whose whole bytes are
- * data[offsets[i]:offsets[i + 1]] (offsets int64[k + 1]: a stretch of the
- * vocabulary's grouped spellings and of by_first_byte, the tokens of the
- * first bytes from the row's lowest live one to its highest), each walked
- * from its first byte in ``state``, the automaton's resolving lock held by
- * the caller; a token whose first byte is dead there stops at once (the
- * row's cells are resolved). ``mask`` and ``successors`` as finish_row
+ * LazyIndex._span_row): for each pair [lo, hi) of ``ranges`` (int64[k, 2],
+ * ascending), the tokens ``tokens[lo:hi]`` (int64: the vocabulary's
+ * by_first_byte), whose whole bytes are data[offsets[j]:offsets[j + 1]]
+ * (offsets int64, one more than tokens: the grouped spellings), each
+ * walked from its first byte in ``state``, the automaton's resolving lock
+ * held by the caller. One range is read in place; several are gathered
+ * into the walk's arrays first. ``mask`` and ``successors`` as finish_row
  * makes them. The walk plan of such a row (a declared key's first letters,
- * a literal's) cost ~100-450 us to make in a fresh fork, for every new set
- * of live bytes; reading a stretch of the groups costs nothing to make and
- * a table lookup a token of a dead first byte. */
+ * a literal's, a number's end) cost ~100-450 us to make in a fresh fork,
+ * for every new set of live bytes. */
 static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (arity(nargs, 10, "walk_span") < 0) {
+    if (arity(nargs, 11, "walk_span") < 0) {
         return NULL;
     }
-    enum { DATA = 1, OFFSETS, STATE, TOKENS, LOOP_MASK, NUM_WORDS, LOOP_ENDS, EOS, FINAL, COUNT };
-    static const char *names[COUNT] = {"", "data", "offsets", "", "tokens", "loop_mask", "", "loop_ends", "eos", ""};
-    static const Py_ssize_t items[COUNT] = {0, 1, 8, 0, 8, 4, 0, 8, 8, 0};
+    enum { DATA = 1, OFFSETS, RANGES, STATE, TOKENS, LOOP_MASK, NUM_WORDS, LOOP_ENDS, EOS, FINAL, COUNT };
+    static const char *names[COUNT] = {"", "data", "offsets", "ranges", "", "tokens", "loop_mask", "", "loop_ends",
+                                       "eos", ""};
+    static const Py_ssize_t items[COUNT] = {0, 1, 8, 8, 0, 8, 4, 0, 8, 8, 0};
     Automaton automaton = {0};
     Buffer buffers[COUNT] = {{0}};
     PyObject *result = NULL;
@@ -2135,24 +2135,55 @@ static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t n
             goto done;
         }
     }
-    const int64_t *offsets = buffers[OFFSETS].view.buf;
-    Py_ssize_t count = buffers[TOKENS].view.len / 8, total = buffers[DATA].view.len;
-    if (buffers[OFFSETS].view.len / 8 != count + 1 || num_words < 0 || num_words > PY_SSIZE_T_MAX / 64
+    const int64_t *offsets = buffers[OFFSETS].view.buf, *ranges = buffers[RANGES].view.buf;
+    const int64_t *all_tokens = buffers[TOKENS].view.buf;
+    Py_ssize_t num_tokens = buffers[TOKENS].view.len / 8, total = buffers[DATA].view.len;
+    Py_ssize_t num_ranges = buffers[RANGES].view.len / 16;
+    if (buffers[OFFSETS].view.len / 8 != num_tokens + 1 || buffers[RANGES].view.len % 16 || num_words < 0
+            || num_words > PY_SSIZE_T_MAX / 64
             || (buffers[LOOP_MASK].held && buffers[LOOP_MASK].view.len != num_words * 4)) {
         PyErr_SetString(PyExc_ValueError, "walk_span: arrays of mismatched lengths");
         goto done;
     }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (offsets[i] < 0 || offsets[i] > offsets[i + 1] || offsets[i + 1] > total) {
-            PyErr_SetString(PyExc_IndexError, "walk_span: an entry outside the data");
+    Py_ssize_t count = 0;
+    for (Py_ssize_t r = 0; r < num_ranges; r++) {
+        int64_t lo = ranges[2 * r], hi = ranges[2 * r + 1];
+        if (lo < (r ? ranges[2 * r - 1] : 0) || lo > hi || hi > num_tokens) {
+            PyErr_SetString(PyExc_IndexError, "walk_span: a range outside the tokens");
             goto done;
         }
+        for (int64_t j = lo; j < hi; j++) {
+            if (offsets[j] < 0 || offsets[j] > offsets[j + 1] || offsets[j + 1] > total) {
+                PyErr_SetString(PyExc_IndexError, "walk_span: an entry outside the data");
+                goto done;
+            }
+        }
+        count += (Py_ssize_t)(hi - lo);
     }
-    /* start states, ended entries, ended states */
-    scratch = PyMem_RawMalloc(sizeof(int64_t) * 3 * (size_t)(count ? count : 1));
+    /* start states, ended entries, ended states; with several ranges also
+     * the entries' starts, stops and tokens */
+    int gathered = num_ranges > 1;
+    scratch = PyMem_RawMalloc(sizeof(int64_t) * (gathered ? 6 : 3) * (size_t)(count ? count : 1));
     if (scratch == NULL) {
         PyErr_NoMemory();
         goto done;
+    }
+    const int64_t *starts = offsets, *tokens = all_tokens;
+    if (num_ranges == 1) {
+        starts = offsets + ranges[0];
+        tokens = all_tokens + ranges[0];
+    } else if (gathered) {
+        int64_t *gathered_starts = scratch + 3 * count, *gathered_tokens = scratch + 5 * count;
+        Py_ssize_t i = 0;
+        for (Py_ssize_t r = 0; r < num_ranges; r++) {
+            for (int64_t j = ranges[2 * r]; j < ranges[2 * r + 1]; j++, i++) {
+                gathered_starts[i] = offsets[j];
+                gathered_starts[count + i] = offsets[j + 1];
+                gathered_tokens[i] = all_tokens[j];
+            }
+        }
+        starts = gathered_starts;
+        tokens = gathered_tokens;
     }
     for (Py_ssize_t i = 0; i < count; i++) {
         scratch[i] = state;  /* checked by the walk against the automaton's states */
@@ -2161,15 +2192,15 @@ static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t n
         close_automaton(&automaton);
         goto done;
     }
-    Py_ssize_t ended = walk_entries(&automaton, count, buffers[DATA].view.buf, offsets, offsets + 1, scratch, NULL,
-                                    scratch + count, scratch + 2 * count);
+    Py_ssize_t ended = walk_entries(&automaton, count, buffers[DATA].view.buf, starts,
+                                    gathered ? starts + count : starts + 1, scratch, NULL, scratch + count,
+                                    scratch + 2 * count);
     if (close_automaton(&automaton) < 0 || ended < 0) {
         goto done;
     }
-    result = finish_arrays(buffers[LOOP_MASK].held ? buffers[LOOP_MASK].view.buf : NULL, num_words,
-                           buffers[TOKENS].view.buf, count, scratch + count, scratch + 2 * count, ended,
-                           buffers[LOOP_ENDS].view.buf, buffers[LOOP_ENDS].view.len / 8, buffers[EOS].view.buf,
-                           buffers[EOS].view.len / 8, final);
+    result = finish_arrays(buffers[LOOP_MASK].held ? buffers[LOOP_MASK].view.buf : NULL, num_words, tokens, count,
+                           scratch + count, scratch + 2 * count, ended, buffers[LOOP_ENDS].view.buf,
+                           buffers[LOOP_ENDS].view.len / 8, buffers[EOS].view.buf, buffers[EOS].view.len / 8, final);
 done:
     PyMem_RawFree(scratch);
     release(buffers, COUNT);
@@ -2427,7 +2458,7 @@ static PyMethodDef methods[] = {
     {"group_plan", (PyCFunction)(void (*)(void))group_plan, METH_FASTCALL,
      "A loop row's walk plan and its packed bytes, read from the vocabulary's groups (see the module source)."},
     {"walk_span", (PyCFunction)(void (*)(void))walk_span, METH_FASTCALL,
-     "A cold row with no loop walked over a stretch of the grouped spellings, with no plan (see the module source)."},
+     "A cold row with no loop walked over ranges of the grouped spellings, with no plan (see the module source)."},
     {"finish_row", (PyCFunction)(void (*)(void))finish_row, METH_FASTCALL,
      "A cold row's mask and distinct successors from its walk, as bytes (see the module source)."},
     {"start_states", (PyCFunction)(void (*)(void))start_states, METH_FASTCALL,

@@ -28,7 +28,7 @@ serves the same answers from the moment the NFA exists:
   With the compiled module and a covering vocabulary, the row's glue is C
   too (:meth:`LazyIndex._compiled_row`): the walk plan's arrays (a loop
   row's read from the groups and its loop's rest packed once; a row with no
-  loop and no plan kept walks a stretch of the groups with none), the state
+  loop and no plan kept walks the groups of its live bytes with none), the state
   each planned token starts in, and the mask and successors made from what
   the walk found, a C call each instead of ~30 numpy calls; the numpy code
   beside each (:meth:`LazyIndex._numpy_row`) is the reference the tests
@@ -197,20 +197,20 @@ _NO_TARGET = np.zeros(1, dtype=np.int64)  # the along of a row with no loop (no 
 
 class _Span(NamedTuple):
     """A row with no loop walked with no plan (:meth:`LazyIndex._span_row`):
-    the tokens ``by_first_byte[start:stop]``, those of the first bytes from
-    the row's lowest live byte to its highest, each from its first byte."""
+    the tokens ``by_first_byte[lo:hi]`` for each row ``[lo, hi)`` of
+    ``ranges`` (those of each run of consecutive live first bytes), each
+    from its first byte."""
 
-    start: int
-    stop: int
+    ranges: np.ndarray  # int64[k, 2]
 
 
-# A row with no loop whose plan is not cached walks the stretch of the
-# groups from its lowest live first byte to its highest (_Span) when that
-# holds at most twice its live tokens and this many more: a token of a dead
-# first byte costs a table lookup (~2-3 ns), a new plan ~100-450 us in a
-# fresh fork (a declared key's first letters: 'C', 'D', 'I' hold 3.2k Qwen
-# tokens, the stretch C-I ~9k).
-_SPAN_SLACK = 4096
+# A row with no loop whose plan is not kept is walked over the groups of its
+# live first bytes in place (_Span) when they make at most this many runs of
+# consecutive bytes (one is read in place; more are gathered, ~3 stores a
+# token): a new plan cost ~100-450 us in a fresh fork (a declared key's first
+# letters, 'C', 'D', 'I': 3.2k Qwen tokens; a number's end), and the plans
+# these rows made were 5.5% of MaskBench's steps of 0.25-1.5 ms.
+_SPAN_MAX_RANGES = 64
 
 
 class _Scratch(threading.local):
@@ -781,15 +781,15 @@ class LazyIndex(MaskServing):
 
     def _span_row(self, state: int, span: _Span, final: bool) -> tuple[bytes, np.ndarray]:
         """:meth:`_compiled_row` of a row with no loop, with no walk plan: the
-        tokens of a stretch of the vocabulary's groups walked from their
-        first byte in ``state`` (``_cwalk.walk_span``; those of a dead first
-        byte stop there), reading the grouped spellings in place."""
+        tokens of its live first bytes walked from their first byte in
+        ``state`` (``_cwalk.walk_span``), reading the vocabulary's grouped
+        spellings in place."""
         tables = self._tables
         grouped, grouped_offsets = _grouped_spellings(tables)
         with self._dfa.resolving():
-            key, successors = _cwalk.walk_span(self._dfa, grouped, grouped_offsets[span.start:span.stop + 1], state,
-                                               tables.by_first_byte[span.start:span.stop], None, self._words,
-                                               _NO_STATES, self._eos_tokens, final)
+            key, successors = _cwalk.walk_span(self._dfa, grouped, grouped_offsets, span.ranges, state,
+                                               tables.by_first_byte, None, self._words, _NO_STATES,
+                                               self._eos_tokens, final)
         return key, np.frombuffer(successors, dtype=STATE_DTYPE)
 
     def _numpy_row(self, state: int) -> tuple[bytes, np.ndarray]:
@@ -1037,7 +1037,7 @@ class LazyIndex(MaskServing):
         (:class:`_WalkPlan`, :class:`_ChainPlan`); where each one's walk
         starts (:class:`_Start`). With ``span`` (the compiled row), a row
         with no loop whose plan is not cached may give a :class:`_Span` of
-        the groups and no start instead (see :data:`_SPAN_SLACK`).
+        the groups and no start instead (see :data:`_SPAN_MAX_RANGES`).
 
         With ``target`` the state most ASCII bytes lead to from ``state``, a
         token needs no walk when its first character leads there (its first
@@ -1081,11 +1081,14 @@ class LazyIndex(MaskServing):
         # (a loop row with the compiled module does not need them)
         live = np.flatnonzero(first_row) if tail is None or outside is None else None
         if tail is None:
-            if span and len(live) and (live.tobytes(),) not in tables.walk_plans:
-                offsets = tables.first_offsets
-                start, stop = int(offsets[live[0]]), int(offsets[live[-1] + 1])
-                if stop - start <= 2 * int((offsets[live + 1] - offsets[live]).sum()) + _SPAN_SLACK:
-                    return None, _Span(start, stop), None
+            if span and (live.tobytes(),) not in tables.walk_plans:
+                # the runs of consecutive live bytes, as ranges of by_first_byte
+                firsts = lasts = live
+                if len(live):
+                    breaks = np.flatnonzero(np.diff(live) != 1) + 1
+                    firsts, lasts = live[np.r_[0, breaks]], live[np.r_[breaks - 1, len(live) - 1]]
+                if len(firsts) <= _SPAN_MAX_RANGES:
+                    return None, _Span(tables.first_offsets[np.stack((firsts, lasts + 1), axis=1)]), None
             plan = _walk_plan(tables, live)
             return None, plan, _Start(plan.skipped, _NO_TARGET)
         packed = _tail_packed(tables, tail)

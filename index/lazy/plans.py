@@ -15,7 +15,7 @@ module a plan's arrays are made in C (``_cwalk.walk_plan``,
 ``_cwalk.chain_plan``; a loop row's by ``_cwalk.group_plan``, from the
 groups and its loop's rest packed once, :func:`_group_plan`); the numpy code
 beside each is the reference. A row with no loop whose plan is not kept may
-walk a stretch of the groups in place instead (``LazyIndex._span_row``).
+walk the groups of its live bytes in place instead (``LazyIndex._span_row``).
 """
 
 from __future__ import annotations
