@@ -472,6 +472,30 @@ def test_equal_bits_is_the_class_key():
         cwalk.equal_bits(np.zeros(128, np.int32))
 
 
+def test_row_runs_are_numpys():
+    """``_cwalk.row_runs``: a row's live first bytes (the walk plan's key)
+    and the ranges of by_first_byte of their runs of consecutive bytes, as
+    numpy finds them."""
+    tables = lazy_tables.vocabulary_tables(cached_vocabulary("qwen2.5"))
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        row = (rng.random(256) < [0.0, 0.02, 0.3, 0.9, 1.0][trial % 5]).astype(np.int32) * 7
+        if trial % 3 == 0:
+            row[rng.random(256) < 0.2] = -1  # cells not resolved are live
+        live = np.flatnonzero(row)
+        key, ranges = cwalk.row_runs(row, tables.first_offsets)
+        assert key == live.astype(np.int64).tobytes()
+        runs = np.split(live, np.flatnonzero(np.diff(live) != 1) + 1) if len(live) else []
+        expected = [(tables.first_offsets[run[0]], tables.first_offsets[run[-1] + 1]) for run in runs]
+        assert np.frombuffer(ranges, np.int64).reshape(-1, 2).tolist() == [list(map(int, e)) for e in expected]
+    with pytest.raises(ValueError, match="256 cells"):
+        cwalk.row_runs(np.zeros(255, np.int32), tables.first_offsets)
+    with pytest.raises(ValueError, match="257 offsets"):
+        cwalk.row_runs(np.zeros(256, np.int32), tables.first_offsets[:256])
+    with pytest.raises(TypeError, match="items of 8 bytes"):
+        cwalk.row_runs(np.zeros(256, np.int32), tables.first_offsets.astype(np.int32))
+
+
 def test_start_states_refuses_bad_arrays():
     row = np.arange(256, dtype=np.int32)
     first_bytes, out = np.array([1, 2], dtype=np.int64), np.zeros(2, np.int64)

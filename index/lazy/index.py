@@ -260,6 +260,12 @@ def _start_states(first_row: np.ndarray, plan: _WalkPlan | _ChainPlan, picks: np
     return np.where(picks >= 0, along.astype(first_row.dtype)[picks], states)
 
 
+def _outside(first_row: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """The live bytes of a row (int64, ascending) outside ``first`` (bool[256])."""
+    live = np.flatnonzero(first_row)
+    return live[~first[live]]
+
+
 def _every_byte_a_token(vocabulary: Vocabulary) -> bool:
     """Whether each of the 256 bytes is a token of its own (byte-level BPE)."""
     return bool(vocabulary_tables(vocabulary).single_byte.all())
@@ -1078,17 +1084,15 @@ class LazyIndex(MaskServing):
                 # they do not loop there: a counted class
                 return self._chain_row(state, first_row, first, target, key)
             tail = _tail_tokens(tables, tail_key)
-        # (a loop row with the compiled module does not need them)
-        live = np.flatnonzero(first_row) if tail is None or outside is None else None
         if tail is None:
-            if span and (live.tobytes(),) not in tables.walk_plans:
-                # the runs of consecutive live bytes, as ranges of by_first_byte
-                firsts = lasts = live
-                if len(live):
-                    breaks = np.flatnonzero(np.diff(live) != 1) + 1
-                    firsts, lasts = live[np.r_[0, breaks]], live[np.r_[breaks - 1, len(live) - 1]]
-                if len(firsts) <= _SPAN_MAX_RANGES:
-                    return None, _Span(tables.first_offsets[np.stack((firsts, lasts + 1), axis=1)]), None
+            if span:
+                # the live bytes (the plan's key) and the ranges of by_first_byte of their runs, in C
+                live_key, ranges = _cwalk.row_runs(first_row, tables.first_offsets)
+                if (live_key,) not in tables.walk_plans and len(ranges) <= 16 * _SPAN_MAX_RANGES:
+                    return None, _Span(np.frombuffer(ranges, dtype=np.int64).reshape(-1, 2)), None
+                live = np.frombuffer(live_key, dtype=np.int64)
+            else:
+                live = np.flatnonzero(first_row)
             plan = _walk_plan(tables, live)
             return None, plan, _Start(plan.skipped, _NO_TARGET)
         packed = _tail_packed(tables, tail)
@@ -1096,10 +1100,10 @@ class LazyIndex(MaskServing):
             # the plan read from the groups and the loop's packed rest, in one C call
             mask = _loop_bits(tables, first, tail_key, tail, first_key)
             plan = _group_plan(tables, first, tail_key, tail, packed, first_key,
-                               live[~first[live]] if outside is None else outside)
+                               _outside(first_row, first) if outside is None else outside)
         else:
             mask, rest = _loop_mask(tables, first, tail_key, tail, first_key)
-            plan = _walk_plan(tables, live, (first, tail_key, rest), first_key, outside)
+            plan = _walk_plan(tables, np.flatnonzero(first_row), (first, tail_key, rest), first_key, outside)
         return _LoopRow(mask, (target,)), plan, _Start(plan.skipped, np.array([target], dtype=np.int64))
 
     def _chain_row(self, state: int, first_row: np.ndarray, first: np.ndarray, target: int,
