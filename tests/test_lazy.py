@@ -1075,6 +1075,9 @@ def test_walk_plans_are_bounded_and_rows_are_the_same_without_them(bound, monkey
         monkeypatch.setattr(lazy_plans, "_PLAN_MAX_TOKENS", 3)
     else:
         monkeypatch.setattr(lazy_plans, "_PLAN_CACHE_BYTES", 400)
+    # every row with no loop makes its plan (none walks its groups in place instead)
+    from tokendfa.lazy import index as lazy_index_module
+    monkeypatch.setattr(lazy_index_module, "_SPAN_MAX_RANGES", -1)
     from tokendfa import Vocabulary
     tokens = [bytes([b]) for b in b'abcdxyz"'] + [b"ab", b"abc", b"xy", b"zz", b'"a', b'c"', None]
     vocab = Vocabulary(tokens, eos_token_ids=len(tokens) - 1)
@@ -1113,6 +1116,36 @@ def test_a_plan_read_since_it_was_made_outlives_older_plans_not_read(monkeypatch
             cache.get(kept)
         plans[key] = cache.remember(key, Plan())
         assert len(cache) == 3 and cache.get(key) is plans[key]
+
+
+def test_a_loop_entry_read_since_it_was_made_outlives_older_entries_not_read():
+    """The loop and chain rows' caches (tail sets, loop masks, class runs,
+    chain masks) drop, past their size, the oldest entry not read since it
+    was made or last passed over: the JSON string's entries, made ahead and
+    read by every schema, stay while schemas with loop sets of their own
+    come and go (they were dropped oldest first)."""
+    from tokendfa.lazy import tables as lazy_tables
+
+    cache = lazy_tables._SecondChance()
+    for key in "abc":
+        lazy_tables._remember(cache, key, key.upper(), size=3)
+    assert cache.get("a") == "A"                 # read: "b" is now the first to go
+    lazy_tables._remember(cache, "d", "D", size=3)
+    assert "b" not in cache and cache.get("a") == "A" and len(cache) == 3
+    assert cache["d"] == "D"                     # "a" and "d" read, "c" never
+    lazy_tables._remember(cache, "e", "E", size=3)
+    assert "c" not in cache and list(cache) == ["a", "d", "e"]
+    for key in "fgh":                            # every entry read: one pass, then the oldest goes
+        for kept in list(cache):
+            cache.get(kept)
+        lazy_tables._remember(cache, key, key.upper(), size=3)
+        assert len(cache) == 3 and cache[key] == key.upper()
+    assert cache.get("zz", 5) == 5 and "zz" not in cache.read
+    cache.clear()
+    assert not cache and not cache.read
+    tables = lazy_tables.vocabulary_tables(cached_vocabulary("qwen2.5"))
+    for name in ("tail_sets", "last_leaving", "loop_masks", "loop_bits", "class_runs", "chain_masks"):
+        assert isinstance(getattr(tables, name), lazy_tables._SecondChance), name
 
 
 def test_prepare_leaves_the_first_schema_no_table_to_make(monkeypatch):
@@ -1255,19 +1288,22 @@ def test_tail_sets_from_tail_bytes_are_the_last_leaving_ones(name, monkeypatch):
         if compiled is not None:
             compared += 1
             for field in lazy_tables._TailTokens.__dataclass_fields__:
-                assert np.array_equal(getattr(compiled, field), getattr(numpy, field)), (key, field)
+                if field != "packing":   # made on use (_tail_packed), empty in both
+                    assert np.array_equal(getattr(compiled, field), getattr(numpy, field)), (key, field)
     assert compared >= 3
     # the loop masks of the JSON string's set for first-byte sets of every size,
-    # the compiled side (_cwalk.group_bits) against the numpy one, and against
+    # the compiled side (_cwalk.loop_bits) against the numpy one, and against
     # their definition: the tail set's tokens that start with a byte of the set
     for density in (0.02, 0.3, 0.7, 0.98):
         first = np.zeros(256, dtype=bool)
         first[:128] = string & (rng.random(128) < density)
         first[lazy_tables._LEAD_BYTES] = density > 0.5
         tables.loop_masks.clear()
+        tables.loop_bits.clear()
         mask, rest = lazy_tables._loop_mask(tables, first, key, tail)
         compiled_walk(monkeypatch, None)
         tables.loop_masks.clear()
+        tables.loop_bits.clear()
         numpy_mask, numpy_rest = lazy_tables._loop_mask(tables, first, key, tail)
         compiled_walk(monkeypatch, cwalk)
         assert np.array_equal(mask, numpy_mask) and np.array_equal(rest.tokens, numpy_rest.tokens)
@@ -1277,6 +1313,17 @@ def test_tail_sets_from_tail_bytes_are_the_last_leaving_ones(name, monkeypatch):
     with pytest.raises(IndexError, match="group outside"):
         cwalk.group_bits(np.zeros(tables.num_words, np.uint32), tables.by_first_byte, tables.first_offsets,
                          np.array([256]))
+    loop_bits_args = [tail.mask, tables.by_first_byte, tables.first_offsets, first.view(np.uint8)]
+    with pytest.raises(IndexError, match="group outside"):
+        cwalk.loop_bits(tail.mask, tables.by_first_byte[:100], tables.first_offsets, first.view(np.uint8))
+    with pytest.raises(IndexError, match="outside the mask"):
+        cwalk.loop_bits(tail.mask[:10], *loop_bits_args[1:])
+    with pytest.raises(ValueError, match="mismatched"):
+        cwalk.loop_bits(*loop_bits_args[:3], first.view(np.uint8)[:255])
+    with pytest.raises(ValueError, match="mismatched"):
+        cwalk.loop_bits(tail.mask, tables.by_first_byte, tables.first_offsets[:256], first.view(np.uint8))
+    with pytest.raises(TypeError, match="4 arguments"):
+        cwalk.loop_bits(tail.mask)
     arrays = [tables.tail_low, tables.tail_high, tables.tail_wide.view(np.uint8), tables.first_char,
               tables.by_first_byte, tables.first_offsets]
     with pytest.raises(ValueError, match="mismatched"):

@@ -113,9 +113,10 @@ def indexes():
 
 
 def test_compiled_rows_are_the_numpy_rows_on_real_schemas(indexes, monkeypatch):
-    """``_compiled_row`` (ascii_target, walk_plan, start_states, the walk,
-    finish_row) gives the mask bytes and successors of ``_numpy_row`` with
-    no compiled code at all, row for row, and the mask the index serves."""
+    """``_compiled_row`` (ascii_target, walk_plan, group_plan, start_states,
+    the walk, finish_row; walk_span for rows with no loop and no plan kept)
+    gives the mask bytes and successors of ``_numpy_row`` with no compiled
+    code at all, row for row, and the mask the index serves."""
     vocab, found = indexes
     tables = lazy_tables.vocabulary_tables(vocab)
     compared = loops = chains = 0
@@ -127,6 +128,15 @@ def test_compiled_rows_are_the_numpy_rows_on_real_schemas(indexes, monkeypatch):
         return chain_row(self, *args)
 
     monkeypatch.setattr(LazyIndex, "_chain_row", counting_chain_row)
+    spans = 0
+    span_row = LazyIndex._span_row
+
+    def counting_span_row(self, *args):
+        nonlocal spans
+        spans += 1
+        return span_row(self, *args)
+
+    monkeypatch.setattr(LazyIndex, "_span_row", counting_span_row)
     for index, states in found:
         if not index._covered:
             continue
@@ -145,7 +155,7 @@ def test_compiled_rows_are_the_numpy_rows_on_real_schemas(indexes, monkeypatch):
             compared += 1
             loops += row.loop is not None
     _compiled(monkeypatch)
-    assert compared >= 300 and loops >= 50 and chains >= 5, (compared, loops, chains)
+    assert compared >= 300 and loops >= 50 and chains >= 5 and spans >= 20, (compared, loops, chains, spans)
 
 
 def test_compiled_rows_of_plans_not_packed_ahead(indexes, monkeypatch):
@@ -157,6 +167,11 @@ def test_compiled_rows_of_plans_not_packed_ahead(indexes, monkeypatch):
     monkeypatch.setattr(lazy_tables, "_PLAN_MAX_TOKENS", 0)
     saved = dict(tables.loop_masks)
     tables.loop_masks.clear()
+    # nor the loop's rest packed once for its plans (_tail_packed)
+    tails = [tail for tail in tables.tail_sets.values() if tail is not None]
+    packings = [tail.packing.packed for tail in tails]
+    for tail in tails:
+        tail.packing.packed = None
     compared = unpacked = 0
     try:
         with _fresh_plans(tables):
@@ -176,6 +191,8 @@ def test_compiled_rows_of_plans_not_packed_ahead(indexes, monkeypatch):
         _compiled(monkeypatch)
         tables.loop_masks.clear()
         tables.loop_masks.update(saved)
+        for tail, packed in zip(tails, packings):
+            tail.packing.packed = packed
     assert compared >= 40 and unpacked >= 5, (compared, unpacked)
 
 
@@ -191,7 +208,8 @@ def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkey
     walk_plan, start_states = lazy_index_module._walk_plan, lazy_index_module._start_states
 
     def recording_walk_plan(tables_, live, loop=None, first_key=None, outside=None):
-        asked.append((live.copy(), loop, first_key, outside))
+        # (a loop row gives the live bytes outside its first ones only)
+        asked.append((outside if live is None else live.copy(), loop, first_key, outside))
         return walk_plan(tables_, live, loop, first_key, outside)
 
     starts = []
@@ -210,10 +228,18 @@ def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkey
     monkeypatch.setattr(lazy_index_module, "_chain_plan", recording_chain_plan)
     monkeypatch.setattr(lazy_index_module, "_walk_plan", recording_walk_plan)
     monkeypatch.setattr(lazy_index_module, "_start_states", recording_start_states)
-    for index, states in found:
-        if index._covered:
-            for state in states[:40]:
-                index._raw_row(state)
+    # loop rests made here, compiled (packed), not those the numpy rows of
+    # the tests before left in the cache (the compiled rows read none)
+    saved = dict(tables.loop_masks)
+    tables.loop_masks.clear()
+    try:
+        for index, states in found:
+            if index._covered:
+                for state in states[:40]:
+                    index._raw_row(state)
+    finally:
+        tables.loop_masks.clear()
+        tables.loop_masks.update(saved)
     assert len(asked) >= 100 and any(loop is not None for _, loop, _, _ in asked)
     for live, loop, first_key, outside in asked:
         if loop is not None:
@@ -256,6 +282,107 @@ def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkey
         assert np.array_equal(compiled, numpy)
         chains += picks.dtype != bool
     assert chains >= 5
+
+
+def test_group_plans_are_the_numpy_walk_plans(indexes, monkeypatch):
+    """Every loop row's plan ``_cwalk.group_plan`` reads from the groups and
+    the loop's rest packed once (``plans._group_plan``) is, array for array
+    (dtypes included) and byte for byte packed, the walk plan numpy makes
+    from the loop's rest of the row's first bytes (``tables._loop_mask``,
+    ``plans._walk_plan``), under the same cache key."""
+    vocab, found = indexes
+    tables = lazy_tables.vocabulary_tables(vocab)
+    asked = []
+    group_plan = lazy_index_module._group_plan
+
+    def recording_group_plan(*args):
+        asked.append(args)
+        return group_plan(*args)
+
+    monkeypatch.setattr(lazy_index_module, "_group_plan", recording_group_plan)
+    with _fresh_plans(tables):
+        for index, states in found:
+            if index._covered:
+                for state in states[:40]:
+                    index._raw_row(state)
+    assert len(asked) >= 30, len(asked)
+    kinds = set()
+    for tables_, first, tail_key, tail, packed, first_key, outside in asked:
+        assert first_key == np.packbits(first).tobytes()
+        kinds.add(first_key)
+        with _fresh_plans(tables):
+            compiled = group_plan(tables, first, tail_key, tail, packed, first_key, outside)
+            assert tables.walk_plans.get((first_key, tail_key, outside.tobytes())) is compiled
+        _numpy(monkeypatch)
+        saved = dict(tables.loop_masks)
+        tables.loop_masks.clear()
+        try:
+            with _fresh_plans(tables):
+                _, rest = lazy_tables._loop_mask(tables, first, tail_key, tail)
+                live = np.union1d(np.flatnonzero(first), outside)
+                numpy = lazy_plans._walk_plan(tables, live, (first, tail_key, rest))
+        finally:
+            tables.loop_masks.clear()
+            tables.loop_masks.update(saved)
+            _compiled(monkeypatch)
+        for field in ("tokens", "first_bytes", "positions", "skipped"):
+            left, right = getattr(compiled, field), getattr(numpy, field)
+            assert left.dtype == right.dtype and np.array_equal(left, right), field
+            assert not left.flags.writeable
+        by_id = lazy_plans._packed(tables, compiled.tokens, compiled.positions)
+        assert np.array_equal(compiled.packing.packed.offsets, by_id.offsets)
+        assert np.array_equal(compiled.packing.packed.data, by_id.data)
+    assert len(kinds) >= 3, len(kinds)
+
+
+def test_group_plan_refuses_bad_arrays():
+    """``_cwalk.group_plan`` checks every group and offset it reads."""
+    tables = lazy_tables.vocabulary_tables(cached_vocabulary("qwen2.5"))
+    grouped, grouped_offsets = lazy_plans._grouped_spellings(tables)
+    rest = np.array([3, 4], np.int64)
+    rest_offsets = np.zeros(257, np.int64)
+    rest_offsets[ord("a") + 1:] = 2  # both start with "a"
+    skips, data, data_offsets = np.array([0, 2], np.int16), np.frombuffer(b"xyz", np.uint8), np.array([0, 2, 3])
+
+    def plan(**changed):
+        arrays = dict(by_first_byte=tables.by_first_byte, first_offsets=tables.first_offsets, grouped=grouped,
+                      grouped_offsets=grouped_offsets, walked=np.array([ord('"')], np.int64), rest_tokens=rest,
+                      rest_offsets=rest_offsets, rest_skips=skips, rest_data=data, rest_data_offsets=data_offsets,
+                      rested=np.array([ord("a")], np.int64))
+        arrays.update(changed)
+        return cwalk.group_plan(*arrays.values())
+
+    tokens, first_bytes, positions, skipped, packed, offsets = plan()
+    quoted = np.diff(tables.first_offsets)[ord('"')]
+    assert np.frombuffer(tokens, np.int64)[quoted:].tolist() == [3, 4]
+    assert np.frombuffer(positions, np.int64)[quoted:].tolist() == [1, 2]
+    assert np.frombuffer(skipped, bool)[quoted:].tolist() == [False, True]
+    assert set(np.frombuffer(first_bytes, np.int64).tolist()) == {ord('"'), ord("a")}
+    assert packed.endswith(b"xyz") and np.frombuffer(offsets, np.int64)[-1] == len(packed)
+    with pytest.raises(TypeError, match="11 arguments"):
+        cwalk.group_plan(grouped)
+    with pytest.raises(IndexError, match="outside the row"):
+        plan(walked=np.array([256], np.int64))
+    with pytest.raises(IndexError, match="outside the row"):
+        plan(rested=np.array([-1], np.int64))
+    with pytest.raises(IndexError, match="outside the tokens"):
+        plan(by_first_byte=tables.by_first_byte[:10], grouped_offsets=grouped_offsets[:11])
+    with pytest.raises(IndexError, match="outside the grouped bytes"):
+        plan(grouped=grouped[:100])
+    with pytest.raises(IndexError, match="outside the rest"):
+        plan(rest_offsets=rest_offsets + 1)
+    with pytest.raises(IndexError, match="outside the rest's bytes"):
+        plan(rest_data=data[:2])
+    with pytest.raises(IndexError, match="outside the rest's bytes"):
+        plan(rest_data_offsets=np.array([0, 3, 2]))
+    with pytest.raises(ValueError, match="mismatched"):
+        plan(first_offsets=tables.first_offsets[:256])
+    with pytest.raises(ValueError, match="mismatched"):
+        plan(rest_skips=skips[:1])
+    with pytest.raises(ValueError, match="mismatched"):
+        plan(rest_data_offsets=data_offsets[:2])
+    with pytest.raises(TypeError, match="rest_skips"):
+        plan(rest_skips=skips.astype(np.int64))
 
 
 def test_grouped_is_the_numpy_gather(monkeypatch):
@@ -327,6 +454,46 @@ def test_row_first_is_numpys():
         cwalk.row_first(np.zeros(128, np.int32), 1, False)
     with pytest.raises(TypeError, match="items of 4 bytes"):
         cwalk.row_first(np.zeros(256, np.int64), 1, False)
+
+
+def test_equal_bits_is_the_class_key():
+    """``_cwalk.equal_bits``: the first 128 cells equal to a value as a loop
+    set's two halves, as ``tables._class_key`` packs them (LazyIndex._loop)."""
+    rng = np.random.default_rng(7)
+    for trial in range(200):
+        cells = rng.integers(-1, int(rng.integers(2, 6)), 128 + 128 * (trial % 2)).astype(np.int32)
+        value = int(rng.integers(0, 5))
+        assert cwalk.equal_bits(cells, value) == lazy_tables._class_key(cells[:128] == value, False)[:2]
+    with pytest.raises(ValueError, match="128 cells"):
+        cwalk.equal_bits(np.zeros(127, np.int32), 1)
+    with pytest.raises(TypeError, match="items of 4 bytes"):
+        cwalk.equal_bits(np.zeros(128, np.int64), 1)
+    with pytest.raises(TypeError, match="2 arguments"):
+        cwalk.equal_bits(np.zeros(128, np.int32))
+
+
+def test_row_runs_are_numpys():
+    """``_cwalk.row_runs``: a row's live first bytes (the walk plan's key)
+    and the ranges of by_first_byte of their runs of consecutive bytes, as
+    numpy finds them."""
+    tables = lazy_tables.vocabulary_tables(cached_vocabulary("qwen2.5"))
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        row = (rng.random(256) < [0.0, 0.02, 0.3, 0.9, 1.0][trial % 5]).astype(np.int32) * 7
+        if trial % 3 == 0:
+            row[rng.random(256) < 0.2] = -1  # cells not resolved are live
+        live = np.flatnonzero(row)
+        key, ranges = cwalk.row_runs(row, tables.first_offsets)
+        assert key == live.astype(np.int64).tobytes()
+        runs = np.split(live, np.flatnonzero(np.diff(live) != 1) + 1) if len(live) else []
+        expected = [(tables.first_offsets[run[0]], tables.first_offsets[run[-1] + 1]) for run in runs]
+        assert np.frombuffer(ranges, np.int64).reshape(-1, 2).tolist() == [list(map(int, e)) for e in expected]
+    with pytest.raises(ValueError, match="256 cells"):
+        cwalk.row_runs(np.zeros(255, np.int32), tables.first_offsets)
+    with pytest.raises(ValueError, match="257 offsets"):
+        cwalk.row_runs(np.zeros(256, np.int32), tables.first_offsets[:256])
+    with pytest.raises(TypeError, match="items of 8 bytes"):
+        cwalk.row_runs(np.zeros(256, np.int32), tables.first_offsets.astype(np.int32))
 
 
 def test_start_states_refuses_bad_arrays():
@@ -486,6 +653,60 @@ def test_pack_plan_refuses_bad_arrays():
         pack(rest_offsets=rest.offsets + 1)
     with pytest.raises(ValueError, match="mismatched"):
         pack(rest_offsets=np.zeros(0, np.int64))
+
+
+def test_walk_span_refuses_bad_arrays():
+    """``_cwalk.walk_span`` (a row with no loop over ranges of the groups,
+    each token from its first byte; one range read in place, several
+    gathered) checks each array before it reads it."""
+    from tokendfa.analysis.lazydfa import LazyByteDFA
+    from tokendfa.analysis.dfa import INITIAL
+
+    dfa = LazyByteDFA("ab")
+    dfa.row(INITIAL)
+    # "ab", "b", "ab", "ba": tokens 5-8
+    data, offsets = np.frombuffer(b"abbabba", np.uint8), np.array([0, 2, 3, 5, 7], np.int64)
+    tokens, none = np.array([5, 6, 7, 8], np.int64), np.zeros(0, np.int64)
+
+    def walk(**changed):
+        arrays = dict(data=data, offsets=offsets, ranges=np.array([[0, 4]], np.int64), state=INITIAL,
+                      tokens=tokens, loop_mask=None, num_words=1, loop_ends=none, eos=none, final=False)
+        arrays.update(changed)
+        with dfa.resolving():
+            return cwalk.walk_span(dfa, *arrays.values())
+
+    for ranges in ([[0, 4]], [[0, 1], [2, 4]], [[0, 0], [0, 1], [1, 3], [3, 4]]):
+        mask, successors = walk(ranges=np.array(ranges, np.int64))
+        assert np.frombuffer(mask, np.uint32).tolist() == [1 << 5 | 1 << 7], ranges
+        assert [dfa.is_final(int(s)) for s in np.frombuffer(successors, np.int32)] == [True]
+    mask, successors = walk(ranges=np.array([[1, 2], [3, 4]], np.int64))
+    assert np.frombuffer(mask, np.uint32).tolist() == [0] and successors == b""
+    mask, _ = walk(ranges=np.zeros((0, 2), np.int64))
+    assert np.frombuffer(mask, np.uint32).tolist() == [0]
+    with pytest.raises(TypeError, match="11 arguments"):
+        cwalk.walk_span(dfa, data)
+    with pytest.raises(ValueError, match="mismatched"):
+        walk(offsets=offsets[:4])
+    with pytest.raises(ValueError, match="mismatched"):
+        walk(ranges=np.array([0, 4, 1], np.int64))
+    with pytest.raises(ValueError, match="mismatched"):
+        walk(loop_mask=np.zeros(2, np.uint32))
+    with pytest.raises(IndexError, match="range outside"):
+        walk(ranges=np.array([[0, 5]], np.int64))
+    with pytest.raises(IndexError, match="range outside"):
+        walk(ranges=np.array([[2, 1]], np.int64))
+    with pytest.raises(IndexError, match="range outside"):
+        walk(ranges=np.array([[2, 4], [0, 1]], np.int64))
+    with pytest.raises(IndexError, match="outside the data"):
+        walk(offsets=np.array([0, 2, 3, 5, 8], np.int64))
+    with pytest.raises(IndexError, match="outside the data"):
+        walk(offsets=np.array([0, 3, 2, 5, 7], np.int64))
+    with pytest.raises(IndexError, match="outside the mask"):
+        walk(tokens=np.array([5, 6, 40, 8], np.int64))
+    with pytest.raises(IndexError, match="outside the automaton"):
+        walk(state=1000)
+    with pytest.raises(TypeError, match="tokens"):
+        walk(tokens=tokens.astype(np.int32))
 
 
 def test_walk_row_refuses_bad_arrays():

@@ -1917,6 +1917,296 @@ done:
     return result;
 }
 
+/* A loop row's walk plan read from the vocabulary's groups (group_plan):
+ * the tokens by_first_byte starting with each byte of ``walked``, then the
+ * loop's rest tokens starting with each byte of ``rested``, each group's
+ * offsets and the bytes of its entries checked by measure_groups before
+ * fill_groups reads them. */
+typedef struct {
+    const int64_t *walked, *by_first_byte, *first_offsets, *grouped_offsets;
+    const int64_t *rested, *rest_tokens, *rest_offsets, *rest_data_offsets;
+    const uint8_t *grouped, *rest_data;
+    const int16_t *rest_skips;
+    Py_ssize_t num_walked, num_rested, num_by_first, num_grouped, num_rest, num_rest_data;
+} Groups;
+
+/* How many entries and bytes the groups hold, checking every offset they
+ * read (a spelled token has a byte at least); the problem met, or NULL. */
+static const char *measure_groups(const Groups *g, Py_ssize_t *entries, Py_ssize_t *bytes) {
+    Py_ssize_t count = 0, total = 0;
+    for (Py_ssize_t k = 0; k < g->num_walked; k++) {
+        int64_t b = g->walked[k];
+        if (b < 0 || b > 255) {
+            return "group_plan: a first byte outside the row";
+        }
+        int64_t from = g->first_offsets[b], to = g->first_offsets[b + 1];
+        if (from < 0 || from > to || to > g->num_by_first) {
+            return "group_plan: a group outside the tokens";
+        }
+        for (int64_t j = from; j < to; j++) {
+            if (g->grouped_offsets[j] < 0 || g->grouped_offsets[j] >= g->grouped_offsets[j + 1]
+                    || g->grouped_offsets[j + 1] > g->num_grouped) {
+                return "group_plan: a token outside the grouped bytes";
+            }
+            total += (Py_ssize_t)(g->grouped_offsets[j + 1] - g->grouped_offsets[j] - 1);
+        }
+        count += (Py_ssize_t)(to - from);
+    }
+    for (Py_ssize_t k = 0; k < g->num_rested; k++) {
+        int64_t b = g->rested[k];
+        if (b < 0 || b > 255) {
+            return "group_plan: a first byte outside the row";
+        }
+        int64_t from = g->rest_offsets[b], to = g->rest_offsets[b + 1];
+        if (from < 0 || from > to || to > g->num_rest) {
+            return "group_plan: a group outside the rest";
+        }
+        for (int64_t j = from; j < to; j++) {
+            if (g->rest_data_offsets[j] < 0 || g->rest_data_offsets[j] > g->rest_data_offsets[j + 1]
+                    || g->rest_data_offsets[j + 1] > g->num_rest_data) {
+                return "group_plan: a token outside the rest's bytes";
+            }
+            total += (Py_ssize_t)(g->rest_data_offsets[j + 1] - g->rest_data_offsets[j]);
+        }
+        count += (Py_ssize_t)(to - from);
+    }
+    *entries = count;
+    *bytes = total;
+    return NULL;
+}
+
+/* The plan's entries (measure_groups checked their offsets): tokens,
+ * first bytes, positions, skipped flags, and their bytes packed into data
+ * at offsets (count + 1). */
+static void fill_groups(const Groups *g, int64_t *tokens, int64_t *first_bytes, int64_t *positions,
+                        uint8_t *skipped, uint8_t *data, int64_t *offsets) {
+    Py_ssize_t i = 0, at = 0;
+    offsets[0] = 0;
+    for (Py_ssize_t k = 0; k < g->num_walked; k++) {
+        int64_t b = g->walked[k];
+        for (int64_t j = g->first_offsets[b]; j < g->first_offsets[b + 1]; j++) {
+            int64_t from = g->grouped_offsets[j] + 1, length = g->grouped_offsets[j + 1] - from;
+            memcpy(data + at, g->grouped + from, (size_t)length);
+            at += length;
+            tokens[i] = g->by_first_byte[j];
+            first_bytes[i] = b;
+            positions[i] = 1;
+            skipped[i] = 0;
+            offsets[++i] = at;
+        }
+    }
+    for (Py_ssize_t k = 0; k < g->num_rested; k++) {
+        int64_t b = g->rested[k];
+        for (int64_t j = g->rest_offsets[b]; j < g->rest_offsets[b + 1]; j++) {
+            int64_t from = g->rest_data_offsets[j], length = g->rest_data_offsets[j + 1] - from;
+            memcpy(data + at, g->rest_data + from, (size_t)length);
+            at += length;
+            tokens[i] = g->rest_tokens[j];
+            first_bytes[i] = b;
+            positions[i] = g->rest_skips[j] > 1 ? g->rest_skips[j] : 1;
+            skipped[i] = g->rest_skips[j] > 0;
+            offsets[++i] = at;
+        }
+    }
+}
+
+/* group_plan(by_first_byte, first_offsets, grouped, grouped_offsets, walked,
+ *            rest_tokens, rest_offsets, rest_skips, rest_data,
+ *            rest_data_offsets, rested)
+ *     -> (tokens, first_bytes, positions, skipped, data, offsets)
+ *
+ * A loop row's walk plan (tokendfa.lazy.plans._group_plan) in one call,
+ * read from the vocabulary's groups: the tokens starting with each byte of
+ * ``walked`` (int64 bytes; groups of ``by_first_byte`` by ``first_offsets``,
+ * int64[257], their bytes in ``grouped`` at ``grouped_offsets``, int64, one
+ * more than by_first_byte) from their second byte; then the loop's rest
+ * tokens starting with each byte of ``rested`` (``rest_tokens`` int64 by
+ * first byte, groups by ``rest_offsets`` int64[257]; ``rest_skips`` int16
+ * beside them, their resume points; their bytes from there packed in
+ * ``rest_data`` at ``rest_data_offsets``, int64, one more than
+ * rest_tokens) from their resume point (at least 1), skipped (starting in
+ * the loop's state) where they have one. As bytes: tokens, first bytes
+ * and positions int64, skipped bool, one an entry, and the entries' bytes
+ * packed and their offsets (int64, one more). The walk_plan and pack_plan
+ * of the rest a loop row's first bytes gather (tables._loop_mask) made the
+ * same arrays in ~10 numpy calls and three C calls: ~300-400 us for a
+ * declared key's prefix inside a free key in a fresh fork, 57 such sets
+ * in MaskBench's sample. */
+static PyObject *group_plan(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 11, "group_plan") < 0) {
+        return NULL;
+    }
+    enum { BY_FIRST, FIRST_OFFSETS, GROUPED, GROUPED_OFFSETS, WALKED, REST_TOKENS, REST_OFFSETS, REST_SKIPS,
+           REST_DATA, REST_DATA_OFFSETS, RESTED, COUNT };
+    static const char *names[COUNT] = {"by_first_byte", "first_offsets", "grouped", "grouped_offsets", "walked",
+                                       "rest_tokens", "rest_offsets", "rest_skips", "rest_data",
+                                       "rest_data_offsets", "rested"};
+    static const Py_ssize_t items[COUNT] = {8, 8, 1, 8, 8, 8, 8, 2, 1, 8, 8};
+    Buffer buffers[COUNT] = {{0}};
+    PyObject *parts[6] = {NULL, NULL, NULL, NULL, NULL, NULL}, *result = NULL;
+    for (int i = 0; i < COUNT; i++) {
+        if (take(args[i], &buffers[i], names[i], items[i], 0) < 0) {
+            goto done;
+        }
+    }
+    Groups g = {
+        .walked = buffers[WALKED].view.buf, .by_first_byte = buffers[BY_FIRST].view.buf,
+        .first_offsets = buffers[FIRST_OFFSETS].view.buf, .grouped_offsets = buffers[GROUPED_OFFSETS].view.buf,
+        .rested = buffers[RESTED].view.buf, .rest_tokens = buffers[REST_TOKENS].view.buf,
+        .rest_offsets = buffers[REST_OFFSETS].view.buf, .rest_data_offsets = buffers[REST_DATA_OFFSETS].view.buf,
+        .grouped = buffers[GROUPED].view.buf, .rest_data = buffers[REST_DATA].view.buf,
+        .rest_skips = buffers[REST_SKIPS].view.buf,
+        .num_walked = buffers[WALKED].view.len / 8, .num_rested = buffers[RESTED].view.len / 8,
+        .num_by_first = buffers[BY_FIRST].view.len / 8, .num_grouped = buffers[GROUPED].view.len,
+        .num_rest = buffers[REST_TOKENS].view.len / 8, .num_rest_data = buffers[REST_DATA].view.len,
+    };
+    if (buffers[FIRST_OFFSETS].view.len != 257 * 8 || buffers[GROUPED_OFFSETS].view.len / 8 != g.num_by_first + 1
+            || buffers[REST_OFFSETS].view.len != 257 * 8 || buffers[REST_SKIPS].view.len / 2 != g.num_rest
+            || buffers[REST_DATA_OFFSETS].view.len / 8 != g.num_rest + 1) {
+        PyErr_SetString(PyExc_ValueError, "group_plan: arrays of mismatched lengths");
+        goto done;
+    }
+    Py_ssize_t count = 0, total = 0;
+    const char *problem = measure_groups(&g, &count, &total);
+    if (problem != NULL) {
+        PyErr_SetString(PyExc_IndexError, problem);
+        goto done;
+    }
+    static const Py_ssize_t widths[4] = {8, 8, 8, 1};
+    if (make_parts(parts, 4, count, widths) < 0
+            || (parts[4] = PyBytes_FromStringAndSize(NULL, total)) == NULL
+            || (parts[5] = PyBytes_FromStringAndSize(NULL, 8 * (count + 1))) == NULL) {
+        goto done;
+    }
+    Released released;
+    let_go_for(&released, count);
+    fill_groups(&g, (int64_t *)PyBytes_AS_STRING(parts[0]), (int64_t *)PyBytes_AS_STRING(parts[1]),
+                (int64_t *)PyBytes_AS_STRING(parts[2]), (uint8_t *)PyBytes_AS_STRING(parts[3]),
+                (uint8_t *)PyBytes_AS_STRING(parts[4]), (int64_t *)PyBytes_AS_STRING(parts[5]));
+    take_back(&released);
+    result = PyTuple_Pack(6, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]);
+done:
+    for (int i = 0; i < 6; i++) {
+        Py_XDECREF(parts[i]);
+    }
+    release(buffers, COUNT);
+    return result;
+}
+
+/* walk_span(dfa, data, offsets, ranges, state, tokens, loop_mask,
+ *           num_words, loop_ends, eos, final) -> (mask, successors)
+ *
+ * A cold row with no loop walked with no plan (tokendfa.lazy.index,
+ * LazyIndex._span_row): for each pair [lo, hi) of ``ranges`` (int64[k, 2],
+ * ascending), the tokens ``tokens[lo:hi]`` (int64: the vocabulary's
+ * by_first_byte), whose whole bytes are data[offsets[j]:offsets[j + 1]]
+ * (offsets int64, one more than tokens: the grouped spellings), each
+ * walked from its first byte in ``state``, the automaton's resolving lock
+ * held by the caller. One range is read in place; several are gathered
+ * into the walk's arrays first. ``mask`` and ``successors`` as finish_row
+ * makes them. The walk plan of such a row (a declared key's first letters,
+ * a literal's, a number's end) cost ~100-450 us to make in a fresh fork,
+ * for every new set of live bytes. */
+static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 11, "walk_span") < 0) {
+        return NULL;
+    }
+    enum { DATA = 1, OFFSETS, RANGES, STATE, TOKENS, LOOP_MASK, NUM_WORDS, LOOP_ENDS, EOS, FINAL, COUNT };
+    static const char *names[COUNT] = {"", "data", "offsets", "ranges", "", "tokens", "loop_mask", "", "loop_ends",
+                                       "eos", ""};
+    static const Py_ssize_t items[COUNT] = {0, 1, 8, 8, 0, 8, 4, 0, 8, 8, 0};
+    Automaton automaton = {0};
+    Buffer buffers[COUNT] = {{0}};
+    PyObject *result = NULL;
+    int64_t *scratch = NULL;
+    long long state = PyLong_AsLongLong(args[STATE]);
+    Py_ssize_t num_words = PyLong_AsSsize_t(args[NUM_WORDS]);
+    int final = PyObject_IsTrue(args[FINAL]);
+    if (((state == -1 || num_words == -1) && PyErr_Occurred()) || final < 0) {
+        return NULL;
+    }
+    for (int i = 1; i < COUNT; i++) {
+        if (items[i] == 0 || (i == LOOP_MASK && args[i] == Py_None)) {
+            continue;
+        }
+        if (take(args[i], &buffers[i], names[i], items[i], 0) < 0) {
+            goto done;
+        }
+    }
+    const int64_t *offsets = buffers[OFFSETS].view.buf, *ranges = buffers[RANGES].view.buf;
+    const int64_t *all_tokens = buffers[TOKENS].view.buf;
+    Py_ssize_t num_tokens = buffers[TOKENS].view.len / 8, total = buffers[DATA].view.len;
+    Py_ssize_t num_ranges = buffers[RANGES].view.len / 16;
+    if (buffers[OFFSETS].view.len / 8 != num_tokens + 1 || buffers[RANGES].view.len % 16 || num_words < 0
+            || num_words > PY_SSIZE_T_MAX / 64
+            || (buffers[LOOP_MASK].held && buffers[LOOP_MASK].view.len != num_words * 4)) {
+        PyErr_SetString(PyExc_ValueError, "walk_span: arrays of mismatched lengths");
+        goto done;
+    }
+    Py_ssize_t count = 0;
+    for (Py_ssize_t r = 0; r < num_ranges; r++) {
+        int64_t lo = ranges[2 * r], hi = ranges[2 * r + 1];
+        if (lo < (r ? ranges[2 * r - 1] : 0) || lo > hi || hi > num_tokens) {
+            PyErr_SetString(PyExc_IndexError, "walk_span: a range outside the tokens");
+            goto done;
+        }
+        for (int64_t j = lo; j < hi; j++) {
+            if (offsets[j] < 0 || offsets[j] > offsets[j + 1] || offsets[j + 1] > total) {
+                PyErr_SetString(PyExc_IndexError, "walk_span: an entry outside the data");
+                goto done;
+            }
+        }
+        count += (Py_ssize_t)(hi - lo);
+    }
+    /* start states, ended entries, ended states; with several ranges also
+     * the entries' starts, stops and tokens */
+    int gathered = num_ranges > 1;
+    scratch = PyMem_RawMalloc(sizeof(int64_t) * (gathered ? 6 : 3) * (size_t)(count ? count : 1));
+    if (scratch == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const int64_t *starts = offsets, *tokens = all_tokens;
+    if (num_ranges == 1) {
+        starts = offsets + ranges[0];
+        tokens = all_tokens + ranges[0];
+    } else if (gathered) {
+        int64_t *gathered_starts = scratch + 3 * count, *gathered_tokens = scratch + 5 * count;
+        Py_ssize_t i = 0;
+        for (Py_ssize_t r = 0; r < num_ranges; r++) {
+            for (int64_t j = ranges[2 * r]; j < ranges[2 * r + 1]; j++, i++) {
+                gathered_starts[i] = offsets[j];
+                gathered_starts[count + i] = offsets[j + 1];
+                gathered_tokens[i] = all_tokens[j];
+            }
+        }
+        starts = gathered_starts;
+        tokens = gathered_tokens;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        scratch[i] = state;  /* checked by the walk against the automaton's states */
+    }
+    if (open_automaton(args[0], &automaton) < 0) {
+        close_automaton(&automaton);
+        goto done;
+    }
+    Py_ssize_t ended = walk_entries(&automaton, count, buffers[DATA].view.buf, starts,
+                                    gathered ? starts + count : starts + 1, scratch, NULL, scratch + count,
+                                    scratch + 2 * count);
+    if (close_automaton(&automaton) < 0 || ended < 0) {
+        goto done;
+    }
+    result = finish_arrays(buffers[LOOP_MASK].held ? buffers[LOOP_MASK].view.buf : NULL, num_words, tokens, count,
+                           scratch + count, scratch + 2 * count, ended, buffers[LOOP_ENDS].view.buf,
+                           buffers[LOOP_ENDS].view.len / 8, buffers[EOS].view.buf, buffers[EOS].view.len / 8, final);
+done:
+    PyMem_RawFree(scratch);
+    release(buffers, COUNT);
+    return result;
+}
+
 /* ascii_target(first_row) -> (target, count): the state most of the 128
  * ASCII cells of a row (int32[256]) lead to, other than DEAD, the smallest
  * id of a tie, and how many lead there ((0, 0): every one is dead). A
@@ -1961,6 +2251,166 @@ static PyObject *ascii_target(PyObject *module, PyObject *row) {
     }
     release(&buffer, 1);
     return Py_BuildValue("(ii)", (int)target, most);
+}
+
+/* row_runs(first_row, first_offsets) -> (live, ranges)
+ *
+ * A row with no loop (tokendfa.lazy.index.LazyIndex._loop_row): its live
+ * first bytes (cells of first_row, int32[256], not DEAD), ascending, as
+ * int64 bytes (a walk plan's cache key), and for each run of consecutive
+ * ones the range [first_offsets[first], first_offsets[last + 1]) of
+ * by_first_byte (first_offsets int64[257]), as int64 pairs: what
+ * walk_span walks. numpy's flatnonzero, diff, r_ and stack took ~20 us. */
+static PyObject *row_runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 2, "row_runs") < 0) {
+        return NULL;
+    }
+    Buffer buffers[2] = {{0}};
+    PyObject *result = NULL;
+    if (take(args[0], &buffers[0], "first_row", 4, 0) < 0 || take(args[1], &buffers[1], "first_offsets", 8, 0) < 0) {
+        goto done;
+    }
+    if (buffers[0].view.len != 256 * 4 || buffers[1].view.len != 257 * 8) {
+        PyErr_SetString(PyExc_ValueError, "row_runs: a row of 256 cells and 257 offsets expected");
+        goto done;
+    }
+    const int32_t *cells = buffers[0].view.buf;
+    const int64_t *offsets = buffers[1].view.buf;
+    int64_t live[256], ranges[2 * 128];
+    int count = 0, runs = 0;
+    for (int b = 0; b < 256; b++) {
+        if (cells[b] == DEAD) {
+            continue;
+        }
+        if (count == 0 || live[count - 1] != b - 1) {
+            ranges[2 * runs++] = offsets[b];
+        }
+        ranges[2 * runs - 1] = offsets[b + 1];
+        live[count++] = b;
+    }
+    result = Py_BuildValue("(y#y#)", (const char *)live, (Py_ssize_t)count * 8, (const char *)ranges,
+                           (Py_ssize_t)runs * 16);
+done:
+    release(buffers, 2);
+    return result;
+}
+
+/* loop_bits(tail_mask, by_first_byte, first_offsets, first) -> mask
+ *
+ * A loop row's mask (tokendfa.lazy.tables._loop_bits): the bits of
+ * ``tail_mask`` (uint32 words: the tokens whose tail loops) of the tokens
+ * whose first byte is in ``first`` (256 bools), as bytes. Of the bytes a
+ * text token can start with (0x00-0x7F, 0xC2-0xF4), the side of ``first``
+ * (in it or not) that starts fewer tokens is read: the tail mask's bits of
+ * those tokens kept (in it) or cleared (not), the tokens by first byte in
+ * ``by_first_byte`` (int64) at ``first_offsets`` (int64[257]). numpy took
+ * ~10 calls and two fresh masks for it: ~20 us a new set of first bytes
+ * warm, more in a fresh fork. */
+static int text_first_byte(int b) {
+    return b < 0x80 || (b >= 0xC2 && b <= 0xF4);
+}
+
+static PyObject *loop_bits(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 4, "loop_bits") < 0) {
+        return NULL;
+    }
+    Buffer buffers[4] = {{0}};
+    static const char *names[4] = {"tail_mask", "by_first_byte", "first_offsets", "first"};
+    static const Py_ssize_t items[4] = {4, 8, 8, 1};
+    PyObject *result = NULL;
+    for (int i = 0; i < 4; i++) {
+        if (take(args[i], &buffers[i], names[i], items[i], 0) < 0) {
+            goto done;
+        }
+    }
+    const uint32_t *tail_mask = buffers[0].view.buf;
+    const int64_t *tokens = buffers[1].view.buf, *offsets = buffers[2].view.buf;
+    const uint8_t *first = buffers[3].view.buf;
+    Py_ssize_t num_words = buffers[0].view.len / 4, num_tokens = buffers[1].view.len / 8;
+    if (buffers[2].view.len != 257 * 8 || buffers[3].view.len != 256) {
+        PyErr_SetString(PyExc_ValueError, "loop_bits: arrays of mismatched lengths");
+        goto done;
+    }
+    int64_t inside = 0, outside = 0;
+    for (int b = 0; b < 256; b++) {
+        if (offsets[b] < 0 || offsets[b] > offsets[b + 1] || offsets[b + 1] > num_tokens) {
+            PyErr_SetString(PyExc_IndexError, "loop_bits: a group outside the tokens");
+            goto done;
+        }
+        if (text_first_byte(b)) {
+            *(first[b] ? &inside : &outside) += offsets[b + 1] - offsets[b];
+        }
+    }
+    int keep = inside <= outside;  /* read the tokens of first's bytes, else of the others */
+    result = PyBytes_FromStringAndSize(NULL, num_words * 4);
+    if (result == NULL) {
+        goto done;
+    }
+    uint32_t *mask = (uint32_t *)PyBytes_AS_STRING(result);
+    if (keep) {
+        memset(mask, 0, (size_t)num_words * 4);
+    } else {
+        memcpy(mask, tail_mask, (size_t)num_words * 4);
+    }
+    int64_t bound = (int64_t)num_words * 32;
+    for (int b = 0; b < 256; b++) {
+        if (!text_first_byte(b) || (first[b] != 0) != keep) {
+            continue;
+        }
+        for (int64_t j = offsets[b]; j < offsets[b + 1]; j++) {
+            int64_t token = tokens[j];
+            if (token < 0 || token >= bound) {
+                Py_CLEAR(result);
+                PyErr_SetString(PyExc_IndexError, "loop_bits: a token outside the mask");
+                goto done;
+            }
+            uint32_t bit = (uint32_t)1 << (token & 31);
+            if (keep) {
+                mask[token >> 5] |= tail_mask[token >> 5] & bit;
+            } else {
+                mask[token >> 5] &= ~bit;
+            }
+        }
+    }
+done:
+    release(buffers, 4);
+    return result;
+}
+
+/* equal_bits(cells, value) -> (low, high): the first 128 cells (int32)
+ * equal to ``value`` as bits 0-63 and 64-127 (a loop set's ASCII half,
+ * tokendfa.lazy.index.LazyIndex._loop), where numpy's comparison,
+ * packbits and views cost ~3 us a new state. */
+static PyObject *equal_bits(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 2, "equal_bits") < 0) {
+        return NULL;
+    }
+    long long value = PyLong_AsLongLong(args[1]);
+    if (value == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Buffer buffer = {0};
+    if (take(args[0], &buffer, "cells", 4, 0) < 0) {
+        release(&buffer, 1);
+        return NULL;
+    }
+    if (buffer.view.len < 128 * 4) {
+        release(&buffer, 1);
+        PyErr_SetString(PyExc_ValueError, "equal_bits: 128 cells at least expected");
+        return NULL;
+    }
+    const int32_t *cells = buffer.view.buf;
+    uint64_t halves[2] = {0, 0};
+    for (int b = 0; b < 128; b++) {
+        if (cells[b] == value) {
+            halves[b >> 6] |= (uint64_t)1 << (b & 63);
+        }
+    }
+    release(&buffer, 1);
+    return Py_BuildValue("(KK)", (unsigned long long)halves[0], (unsigned long long)halves[1]);
 }
 
 /* row_first(first_row, target, lead) -> (first, key, outside, low, high)
@@ -2048,12 +2498,22 @@ static PyMethodDef methods[] = {
      "A walk plan's packed bytes, made with the plan (see the module source)."},
     {"walk_row", (PyCFunction)(void (*)(void))walk_row, METH_FASTCALL,
      "A cold row's mask and successors from its packed plan: start states, walk and finish in one call."},
+    {"group_plan", (PyCFunction)(void (*)(void))group_plan, METH_FASTCALL,
+     "A loop row's walk plan and its packed bytes, read from the vocabulary's groups (see the module source)."},
+    {"walk_span", (PyCFunction)(void (*)(void))walk_span, METH_FASTCALL,
+     "A cold row with no loop walked over ranges of the grouped spellings, with no plan (see the module source)."},
     {"finish_row", (PyCFunction)(void (*)(void))finish_row, METH_FASTCALL,
      "A cold row's mask and distinct successors from its walk, as bytes (see the module source)."},
     {"start_states", (PyCFunction)(void (*)(void))start_states, METH_FASTCALL,
      "The state each entry of a walk or chain plan starts in (see the module source)."},
     {"ascii_target", (PyCFunction)ascii_target, METH_O,
      "The state most ASCII cells of a row lead to (not DEAD; smallest id of a tie) and how many lead there."},
+    {"row_runs", (PyCFunction)(void (*)(void))row_runs, METH_FASTCALL,
+     "A row's live first bytes and the ranges of by_first_byte of their runs (see the module source)."},
+    {"loop_bits", (PyCFunction)(void (*)(void))loop_bits, METH_FASTCALL,
+     "A loop row's mask: a tail mask's bits of the tokens starting with given bytes (see the module source)."},
+    {"equal_bits", (PyCFunction)(void (*)(void))equal_bits, METH_FASTCALL,
+     "The first 128 int32 cells equal to a value, as two 64-bit halves."},
     {"row_first", (PyCFunction)(void (*)(void))row_first, METH_FASTCALL,
      "The bytes of a row whose first character leads to a target, as the loop caches key them (see the module source)."},
     {"count_released", (PyCFunction)count_released, METH_O,

@@ -26,7 +26,9 @@ serves the same answers from the moment the NFA exists:
   state further along a chain instead of looping: a token of n characters
   of the class ends n states on, found with no walk (:meth:`LazyIndex._chain_row`).
   With the compiled module and a covering vocabulary, the row's glue is C
-  too (:meth:`LazyIndex._compiled_row`): the walk plan's arrays, the state
+  too (:meth:`LazyIndex._compiled_row`): the walk plan's arrays (a loop
+  row's read from the groups and its loop's rest packed once; a row with no
+  loop and no plan kept walks the groups of its live bytes with none), the state
   each planned token starts in, and the mask and successors made from what
   the walk found, a C call each instead of ~30 numpy calls; the numpy code
   beside each (:meth:`LazyIndex._numpy_row`) is the reference the tests
@@ -84,9 +86,9 @@ from ..vocab.vocabulary import Vocabulary
 from ..builder.config import BuildConfig
 from .completion import _byte_state_map, _index_states_of_byte_states
 from .kernels import _cwalk, _distinct, _runs, _set_bits
-from .plans import _ChainPlan, _PackedBytes, _WalkPlan, _chain_plan, _walk_plan
-from .tables import (_LEAD_BYTES, _chain_mask, _class_key, _class_runs, _last_leaving, _loop_mask, _loops_on,
-                     _tail_tokens, vocabulary_tables)
+from .plans import _ChainPlan, _PackedBytes, _WalkPlan, _chain_plan, _group_plan, _grouped_spellings, _walk_plan
+from .tables import (_LEAD_BYTES, _chain_mask, _class_key, _class_runs, _last_leaving, _loop_bits, _loop_mask,
+                     _loops_on, _tail_packed, _tail_tokens, vocabulary_tables)
 
 __all__ = ["LazyIndex", "LAZY_ANY_DEPTH", "DEFAULT_ROW_BUDGET"]
 
@@ -193,6 +195,24 @@ class _Start(NamedTuple):
 _NO_TARGET = np.zeros(1, dtype=np.int64)  # the along of a row with no loop (no entry is skipped)
 
 
+class _Span(NamedTuple):
+    """A row with no loop walked with no plan (:meth:`LazyIndex._span_row`):
+    the tokens ``by_first_byte[lo:hi]`` for each row ``[lo, hi)`` of
+    ``ranges`` (those of each run of consecutive live first bytes), each
+    from its first byte."""
+
+    ranges: np.ndarray  # int64[k, 2]
+
+
+# A row with no loop whose plan is not kept is walked over the groups of its
+# live first bytes in place (_Span) when they make at most this many runs of
+# consecutive bytes (one is read in place; more are gathered, ~3 stores a
+# token): a new plan cost ~100-450 us in a fresh fork (a declared key's first
+# letters, 'C', 'D', 'I': 3.2k Qwen tokens; a number's end), and the plans
+# these rows made were 5.5% of MaskBench's steps of 0.25-1.5 ms.
+_SPAN_MAX_RANGES = 64
+
+
 class _Scratch(threading.local):
     """A thread's int64 arrays for a cold row's start states and its walk's
     ended entries and states, reused from row to row up to
@@ -238,6 +258,12 @@ def _start_states(first_row: np.ndarray, plan: _WalkPlan | _ChainPlan, picks: np
         states[picks] = along[0]
         return states
     return np.where(picks >= 0, along.astype(first_row.dtype)[picks], states)
+
+
+def _outside(first_row: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """The live bytes of a row (int64, ascending) outside ``first`` (bool[256])."""
+    live = np.flatnonzero(first_row)
+    return live[~first[live]]
 
 
 def _every_byte_a_token(vocabulary: Vocabulary) -> bool:
@@ -741,9 +767,11 @@ class LazyIndex(MaskServing):
         MaskBench sample, and GIL-held time a batch's threads queue on)."""
         dfa = self._dfa
         first_row = np.ascontiguousarray(dfa.row(state))
-        loop, plan, start = self._loop_row(state, first_row)
+        loop, plan, start = self._loop_row(state, first_row, span=True)
         loop_mask, loop_ends = (None, _NO_STATES) if loop is None else (loop.mask, loop.end_states)
         final = dfa.finals[state]
+        if start is None:
+            return self._span_row(state, plan, final)
         packed = plan.packing.packed
         if packed is not None:
             # start states, walk and finish in one call (_cwalk.walk_row)
@@ -755,6 +783,19 @@ class LazyIndex(MaskServing):
             ended, entries, ends = self._walk_entries(plan, _start_states(first_row, plan, start.picks, start.along))
             key, successors = _cwalk.finish_row(loop_mask, self._words, plan.tokens, entries, ends, ended, loop_ends,
                                                 self._eos_tokens, final)
+        return key, np.frombuffer(successors, dtype=STATE_DTYPE)
+
+    def _span_row(self, state: int, span: _Span, final: bool) -> tuple[bytes, np.ndarray]:
+        """:meth:`_compiled_row` of a row with no loop, with no walk plan: the
+        tokens of its live first bytes walked from their first byte in
+        ``state`` (``_cwalk.walk_span``), reading the vocabulary's grouped
+        spellings in place."""
+        tables = self._tables
+        grouped, grouped_offsets = _grouped_spellings(tables)
+        with self._dfa.resolving():
+            key, successors = _cwalk.walk_span(self._dfa, grouped, grouped_offsets, span.ranges, state,
+                                               tables.by_first_byte, None, self._words, _NO_STATES,
+                                               self._eos_tokens, final)
         return key, np.frombuffer(successors, dtype=STATE_DTYPE)
 
     def _numpy_row(self, state: int) -> tuple[bytes, np.ndarray]:
@@ -994,13 +1035,15 @@ class LazyIndex(MaskServing):
             stay[here] = last[tokens[here]] < positions[here]
         return np.flatnonzero(stay)
 
-    def _loop_row(self, state: int, first_row: np.ndarray
-                  ) -> tuple[_LoopRow | None, _WalkPlan | _ChainPlan, _Start]:
+    def _loop_row(self, state: int, first_row: np.ndarray, span: bool = False
+                  ) -> tuple[_LoopRow | None, _WalkPlan | _ChainPlan | _Span, _Start | None]:
         """``(loop, plan, start)``: the tokens of the row found with no walk
         (or None); the plan of the spelled tokens left to walk, whose first
         byte is live, each with the position of its next byte
         (:class:`_WalkPlan`, :class:`_ChainPlan`); where each one's walk
-        starts (:class:`_Start`).
+        starts (:class:`_Start`). With ``span`` (the compiled row), a row
+        with no loop whose plan is not cached may give a :class:`_Span` of
+        the groups and no start instead (see :data:`_SPAN_MAX_RANGES`).
 
         With ``target`` the state most ASCII bytes lead to from ``state``, a
         token needs no walk when its first character leads there (its first
@@ -1009,7 +1052,6 @@ class LazyIndex(MaskServing):
         loops on ``target``: it ends in ``target``. Everything else is
         walked, so the row is exact."""
         tables = self._tables
-        live = np.flatnonzero(first_row)
         ascii_row = first_row[:128]
         # the state most ASCII bytes lead to (the smallest id of a tie)
         if _cwalk is not None:
@@ -1031,24 +1073,41 @@ class LazyIndex(MaskServing):
                 first, first_key, outside, low, high = _cwalk.row_first(first_row, target, lead)
                 first, outside = np.frombuffer(first, dtype=bool), np.frombuffer(outside, dtype=np.int64)
                 loops = low & ~tail_key[0] == 0 and high & ~tail_key[1] == 0
+                key = (low, high, bool(lead))
             else:
                 first = np.zeros(256, dtype=bool)
                 first[:128] = ascii_row == target
                 first[_LEAD_BYTES] = lead
                 loops = _loops_on(tail_key, first[:128])
+                key = None
             if self._covered and not loops:
                 # they do not loop there: a counted class
-                return self._chain_row(state, first_row, first, target, live)
+                return self._chain_row(state, first_row, first, target, key)
             tail = _tail_tokens(tables, tail_key)
         if tail is None:
+            if span:
+                # the live bytes (the plan's key) and the ranges of by_first_byte of their runs, in C
+                live_key, ranges = _cwalk.row_runs(first_row, tables.first_offsets)
+                if (live_key,) not in tables.walk_plans and len(ranges) <= 16 * _SPAN_MAX_RANGES:
+                    return None, _Span(np.frombuffer(ranges, dtype=np.int64).reshape(-1, 2)), None
+                live = np.frombuffer(live_key, dtype=np.int64)
+            else:
+                live = np.flatnonzero(first_row)
             plan = _walk_plan(tables, live)
             return None, plan, _Start(plan.skipped, _NO_TARGET)
-        mask, rest = _loop_mask(tables, first, tail_key, tail, first_key)
-        plan = _walk_plan(tables, live, (first, tail_key, rest), first_key, outside)
+        packed = _tail_packed(tables, tail)
+        if packed is not None:
+            # the plan read from the groups and the loop's packed rest, in one C call
+            mask = _loop_bits(tables, first, tail_key, tail, first_key)
+            plan = _group_plan(tables, first, tail_key, tail, packed, first_key,
+                               _outside(first_row, first) if outside is None else outside)
+        else:
+            mask, rest = _loop_mask(tables, first, tail_key, tail, first_key)
+            plan = _walk_plan(tables, np.flatnonzero(first_row), (first, tail_key, rest), first_key, outside)
         return _LoopRow(mask, (target,)), plan, _Start(plan.skipped, np.array([target], dtype=np.int64))
 
-    def _chain_row(self, state: int, first_row: np.ndarray, first: np.ndarray, target: int, live: np.ndarray
-                   ) -> tuple[_LoopRow, _ChainPlan, _Start]:
+    def _chain_row(self, state: int, first_row: np.ndarray, first: np.ndarray, target: int,
+                   key: tuple[int, int, bool] | None) -> tuple[_LoopRow, _ChainPlan, _Start]:
         """:meth:`_loop_row` where most characters lead to a state that does
         not loop on them: inside a counted class (``[0-9a-f]{40}``, a string
         with ``minLength``), each character of the class leads one state
@@ -1058,9 +1117,13 @@ class LazyIndex(MaskServing):
         such a row walked every token starting with a class character a byte
         a level: 5 ms a step along a 40-character hash on Qwen.
 
-        Used with a covering vocabulary only (the chain's ends are then live)."""
+        Used with a covering vocabulary only (the chain's ends are then live).
+        ``key``: the class's key (as :meth:`_loop` makes them), where the
+        caller has it (``_cwalk.row_first`` gives its bits)."""
         tables = self._tables
-        key = _class_key(first[:128], bool(first[_LEAD_BYTES[0]]))
+        if key is None:
+            key = _class_key(first[:128], bool(first[_LEAD_BYTES[0]]))
+        live = np.flatnonzero(first_row)
         runs = _class_runs(tables, key)
         limit = min(max(len(runs.full_offsets) - 2, (len(runs.partial_offsets) - 1) // 256), _CHAIN_MAX)
         chain, dies = self._chain(state, target, key, max(limit, 1))
@@ -1124,7 +1187,12 @@ class LazyIndex(MaskServing):
             # the ASCII cells only: the whole row would discover a state past
             # each first byte of a wide character, which _wide_target does not need
             ascii_row = self._dfa.ascii_row(state)
-            found = self._loops[state] = _class_key(ascii_row == state, self._wide_target(state) == state)
+            wide = self._wide_target(state) == state
+            if _cwalk is not None:  # np.packbits and its views: ~2% of the cold steps of 0.25-1.5 ms
+                low, high = _cwalk.equal_bits(ascii_row, state)
+                found = self._loops[state] = (low, high, wide)
+            else:
+                found = self._loops[state] = _class_key(ascii_row == state, wide)
         return found
 
     def _wide_target(self, state: int) -> int:

@@ -12,7 +12,10 @@ the compiled walk reads memory in order: a walk plan's when it is made, from
 the tokens' bytes grouped by first byte (:class:`_GroupedSpellings`) and its
 loop's rest packed once; a chain plan's by its first walk. With the compiled
 module a plan's arrays are made in C (``_cwalk.walk_plan``,
-``_cwalk.chain_plan``); the numpy code beside each is the reference.
+``_cwalk.chain_plan``; a loop row's by ``_cwalk.group_plan``, from the
+groups and its loop's rest packed once, :func:`_group_plan`); the numpy code
+beside each is the reference. A row with no loop whose plan is not kept may
+walk the groups of its live bytes in place instead (``LazyIndex._span_row``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import numpy as np
 from .kernels import _cwalk, _grouped
 
 if TYPE_CHECKING:
-    from .tables import _ClassRuns, _VocabularyTables
+    from .tables import _ClassRuns, _TailTokens, _VocabularyTables
 
 # Walk plans and chain plans kept per vocabulary (each kind: at most 1024
 # plans in 64 MB, see _PlanCache), and the most tokens a kept plan has.
@@ -54,8 +57,8 @@ class _PlanCache:
     that a plan read since it was made or last passed over is passed over
     once (moved to the newest end, its mark cleared: a second chance, what
     least recently used would keep, for a flag written on a read): the
-    plans ``Vocabulary.prepare()`` makes stay while schemas use them, where
-    dropping the oldest made dropped them first. None of more
+    plans ``Vocabulary.prepare()`` makes stay as long as schemas keep
+    reading them, however many plans are made after them. None of more
     than ``_PLAN_MAX_TOKENS`` tokens is kept (a row whose every byte is
     live would keep ~6 MB on Qwen; such rows are rare and their walk costs
     more than their plan). A plan is counted at what it will hold packed
@@ -81,6 +84,10 @@ class _PlanCache:
 
     def __len__(self) -> int:
         return len(self._plans)
+
+    def __contains__(self, key) -> bool:
+        """Whether a plan is kept under ``key`` (not a read: no mark)."""
+        return key in self._plans
 
     def remember(self, key, plan):
         """Keep ``plan`` under ``key`` if it is small enough; return it."""
@@ -316,4 +323,30 @@ def _walk_plan(tables: _VocabularyTables, live: np.ndarray, loop: tuple | None =
     found = _WalkPlan(tokens, tables.columns[0][tokens].astype(np.int64), positions, skipped)
     for array in (found.tokens, found.first_bytes, found.positions, found.skipped):
         array.flags.writeable = False
+    return tables.walk_plans.remember(plan_key, found)
+
+
+def _group_plan(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int, int, bool], tail: _TailTokens,
+                packed: _PackedBytes, first_key: bytes | None, outside: np.ndarray) -> _WalkPlan:
+    """The :class:`_WalkPlan` of a loop row (compiled module only), the one
+    :func:`_walk_plan` makes with the loop's rest (``tables._loop_mask``)
+    and cached under the same key: the tokens starting with the live bytes
+    ``outside`` (int64) of ``first`` (bool[256]), then the tail set's rest
+    tokens starting with the bytes of ``first``, read from the vocabulary's
+    groups and the rest packed once for the loop set (``packed``,
+    ``tables._tail_packed``) by one C call (``_cwalk.group_plan``), its
+    bytes packed with it. A row's first bytes need no rest of their own:
+    making one and its plan cost ~300-400 us a new set of first bytes in a
+    fresh fork (a declared key's prefix inside a free key: 57 sets in
+    MaskBench's sample, ~25 ms of its steps of 0.25-1.5 ms)."""
+    plan_key = (np.packbits(first).tobytes() if first_key is None else first_key, tail_key, outside.tobytes())
+    found = tables.walk_plans.get(plan_key)
+    if found is not None:
+        return found
+    grouped, grouped_offsets = _grouped_spellings(tables)
+    parts = _cwalk.group_plan(tables.by_first_byte, tables.first_offsets, grouped, grouped_offsets,
+                              np.ascontiguousarray(outside, dtype=np.int64), tail.rest, tail.rest_offsets,
+                              tail.rest_skips, packed.data, packed.offsets, np.flatnonzero(first))
+    found = _WalkPlan(*(np.frombuffer(part, dtype=dtype) for part, dtype in zip(parts, _PLAN_DTYPES)))
+    found.packing.keep(parts[4], np.frombuffer(parts[5], dtype=np.int64))
     return tables.walk_plans.remember(plan_key, found)

@@ -8,12 +8,19 @@ which bytes are single-byte tokens), and the caches the rows fill on use:
   lead from a state back to it, e.g. inside a JSON string), the text tokens
   whose every character after the first loops, as a mask, and the others
   by first byte with the position where their walk may resume;
-* *loop masks* (:func:`_loop_mask`): a tail set cut to the first bytes that
-  lead into the loop, and the tokens left to walk there (:class:`_LoopRest`);
+* *loop masks* (:func:`_loop_bits`): a tail set cut to the first bytes that
+  lead into the loop; the tokens left to walk there are the tail set's
+  rest of those first bytes, packed once for the loop set
+  (:func:`_tail_packed`, what the compiled walk plans read) or gathered for
+  each set of first bytes (:func:`_loop_mask`'s :class:`_LoopRest`, the
+  numpy reference's);
 * *class runs* (:class:`_ClassRuns`): how each token begins with characters
   of one class, for the chain rows of a counted class, and the chain masks
   (:func:`_chain_mask`);
 * the walk and chain plans (:mod:`tokendfa.lazy.plans`).
+
+The loop and chain rows' caches drop past their size the oldest entry not
+read lately (:class:`_SecondChance`).
 
 :func:`vocabulary_tables` makes the tables on first use and keeps them with
 the vocabulary (:meth:`~tokendfa.vocab.vocabulary.Vocabulary.derived`);
@@ -32,8 +39,8 @@ from ..analysis.native import native_module
 from ..runtime.arrays import MASK_WORD
 from ..vocab.vocabulary import Vocabulary
 from .kernels import _cwalk, _distinct, _grouped, _ranges, _set_bits, _stable_order
-from .plans import (_CACHE_LOCK, _PLAN_MAX_TOKENS, _GroupedSpellings, _PackedBytes, _PlanCache, _grouped_spellings,
-                    _packed)
+from .plans import (_CACHE_LOCK, _PLAN_MAX_TOKENS, _GroupedSpellings, _PackedBytes, _Packing, _PlanCache,
+                    _grouped_spellings, _packed)
 
 # A counted class's runs in two compiled passes (index/lazy/_classruns.c);
 # None where it is not built or TOKENDFA_NATIVE=0 (then numpy, same arrays).
@@ -85,12 +92,14 @@ class _VocabularyTables:
     tail_high: np.ndarray      # uint64[V]
     tail_wide: np.ndarray      # bool[V]
     # The cached loop rows (see LazyIndex._loop_row), made on use:
-    tail_sets: dict = field(default_factory=dict)   # loop set -> _TailTokens | None
-    last_leaving: dict = field(default_factory=dict)  # loop set -> int16[V] (see _last_leaving)
-    loop_masks: dict = field(default_factory=dict)  # (first bytes, loop set) -> (uint32 mask, _LoopRest)
+    # (each a _SecondChance of at most _LOOP_CACHE_SIZE entries)
+    tail_sets: dict = field(default_factory=lambda: _SecondChance())   # loop set -> _TailTokens | None
+    last_leaving: dict = field(default_factory=lambda: _SecondChance())  # loop set -> int16[V] (see _last_leaving)
+    loop_masks: dict = field(default_factory=lambda: _SecondChance())  # (first bytes, loop set) -> (mask, _LoopRest)
+    loop_bits: dict = field(default_factory=lambda: _SecondChance())   # (first bytes, loop set) -> uint32 mask
     # The cached chain rows (see LazyIndex._chain_row), made on use:
-    class_runs: dict = field(default_factory=dict)   # class -> _ClassRuns
-    chain_masks: dict = field(default_factory=dict)  # (class, length) -> uint32 mask
+    class_runs: dict = field(default_factory=lambda: _SecondChance())   # class -> _ClassRuns
+    chain_masks: dict = field(default_factory=lambda: _SecondChance())  # (class, length) -> uint32 mask
     chain_plans: _PlanCache = field(default_factory=_PlanCache)  # (class, length, dies, other bytes) -> _ChainPlan
     walk_plans: _PlanCache = field(default_factory=_PlanCache)   # (first bytes, loop set, other bytes) -> _WalkPlan
     # The spelled tokens' bytes in by_first_byte order, made on use (see _grouped_spellings).
@@ -203,6 +212,7 @@ def _made_ahead(tables: _VocabularyTables) -> _VocabularyTables:
         first[:128] = string
         first[_LEAD_BYTES] = True
         _loop_mask(tables, first, key, tail)
+        _tail_packed(tables, tail)
     _class_runs(tables, key)
     if _cwalk is not None:
         _grouped_spellings(tables)
@@ -277,14 +287,64 @@ class _TailTokens:
     # A cold JSON string walked its 128 long rest tokens ("            \n",
     # "\\Controllers") a byte a level; most now start one byte from their end.
     rest_skips: np.ndarray
+    # rest's bytes from their resume points (at least 1), packed once for
+    # every loop row of the set (see _tail_packed).
+    packing: _Packing = field(default_factory=_Packing)
+
+
+class _SecondChance(dict):
+    """One of the per-vocabulary caches of loop and chain rows (tail sets,
+    loop masks, class runs, chain masks): a dict whose reads (``get``,
+    ``[]``) mark the entry read. Past its size :func:`_remember` drops the
+    oldest entry not read since it was made or last passed over; a read
+    one is passed over once (moved to the newest end, its mark cleared),
+    as :class:`~tokendfa.lazy.plans._PlanCache` keeps plans: the entries
+    every schema reads (a JSON string's, made ahead) stay while schemas
+    with many loop sets of their own come and go. A mark is a set add
+    without a lock: a lost or stale one only moves an eviction."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read: set = set()
+
+    def get(self, key, default=None):
+        if key in self:
+            self.read.add(key)
+            return dict.__getitem__(self, key)
+        return default
+
+    def __getitem__(self, key):
+        found = dict.__getitem__(self, key)
+        self.read.add(key)
+        return found
+
+    def clear(self) -> None:
+        dict.clear(self)
+        self.read.clear()
+
+    def make_room(self, size: int) -> None:
+        """Drop entries until fewer than ``size`` are left (under _CACHE_LOCK)."""
+        passed, held = 0, len(self)   # at most one pass over the entries: then the oldest goes, read or not
+        while len(self) >= max(size, 1):
+            oldest = next(iter(self))
+            value = dict.pop(self, oldest)
+            if oldest in self.read and passed < held:
+                self.read.discard(oldest)
+                dict.__setitem__(self, oldest, value)   # to the newest end
+                passed += 1
+                continue
+            self.read.discard(oldest)
 
 
 def _remember(cache: dict, key, value, size: int = _LOOP_CACHE_SIZE):
-    """Put ``value`` in one of the per-vocabulary caches, dropping the oldest
-    entry past ``size``. Readers take no lock (a dict lookup); two threads
+    """Put ``value`` in one of the per-vocabulary caches, making room past
+    ``size`` (a :class:`_SecondChance`'s oldest entry not read lately; a
+    plain dict's oldest). Readers take no lock (a dict lookup); two threads
     may compute the same entry, and either copy is right."""
     with _CACHE_LOCK:
-        if len(cache) >= size:
+        if isinstance(cache, _SecondChance):
+            cache.make_room(size)
+        elif len(cache) >= size:
             cache.pop(next(iter(cache)))
         cache[key] = value
     return value
@@ -442,17 +502,22 @@ class _LoopRest:
     packed: _PackedBytes | None = None
 
 
-def _loop_mask(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int, int, bool],
-               tail: _TailTokens, first_key: bytes | None = None) -> tuple[np.ndarray, _LoopRest]:
+def _loop_bits(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int, int, bool],
+               tail: _TailTokens, first_key: bytes | None = None) -> np.ndarray:
     """The tokens whose first byte is in ``first`` (bool[256]) and whose tail
-    is in the loop set, and the :class:`_LoopRest` of the others starting
-    there; cached per vocabulary. The mask is the tail set's, kept or cleared
-    by the tokens of the side of ``first`` (among the bytes a text token can
-    start with) that starts fewer tokens. ``first_key``: ``first`` packed
-    (``np.packbits(first).tobytes()``), where the caller has it."""
+    is in the loop set, as a uint32 mask, cached per vocabulary: the tail
+    set's mask, kept or cleared by the tokens of the side of ``first``
+    (among the bytes a text token can start with) that starts fewer
+    tokens. ``first_key``: ``first`` packed (``np.packbits(first).tobytes()``),
+    where the caller has it."""
     key = (np.packbits(first).tobytes() if first_key is None else first_key, tail_key)
-    found = tables.loop_masks.get(key)
-    if found is None:
+    found = tables.loop_bits.get(key)
+    if found is None and _cwalk is not None:
+        # in one C call, where the numpy below took ~10 and two fresh masks
+        found = np.frombuffer(_cwalk.loop_bits(tail.mask, tables.by_first_byte, tables.first_offsets,
+                                               np.ascontiguousarray(first).view(np.uint8)), dtype=MASK_WORD)
+        _remember(tables.loop_bits, key, found)
+    elif found is None:
         among = first[_TEXT_FIRST_BYTES]
         starting, others = _TEXT_FIRST_BYTES[among], _TEXT_FIRST_BYTES[~among]
         # The bits of the side with fewer tokens, set token by token: a JSON
@@ -461,12 +526,42 @@ def _loop_mask(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int
         sizes = np.diff(tables.first_offsets)
         side = np.zeros(tables.num_words, dtype=MASK_WORD)
         fewer = starting if sizes[starting].sum() <= sizes[others].sum() else others
-        if _cwalk is not None:
-            _cwalk.group_bits(side, tables.by_first_byte, tables.first_offsets, fewer)
-        else:
-            _set_bits(side, _grouped(tables.by_first_byte, tables.first_offsets, fewer))
-        mask = side & tail.mask if fewer is starting else tail.mask & ~side
-        mask.flags.writeable = False
+        _set_bits(side, _grouped(tables.by_first_byte, tables.first_offsets, fewer))
+        found = side & tail.mask if fewer is starting else tail.mask & ~side
+        found.flags.writeable = False
+        _remember(tables.loop_bits, key, found)
+    return found
+
+
+def _tail_packed(tables: _VocabularyTables, tail: _TailTokens) -> _PackedBytes | None:
+    """The bytes of the tail set's rest from their resume points (at least
+    1), packed in rest order once for every loop row of the set (compiled
+    module only): ``_cwalk.walk_groups`` reads a loop row's rest from them,
+    the groups of its first bytes, where a :class:`_LoopRest` gathered and
+    packed them again for each set of first bytes (~300-400 us each in a
+    fresh fork: 57 such sets in MaskBench's sample, a declared key's
+    prefixes inside a free key). None past ``_PLAN_MAX_TOKENS`` tokens (a
+    narrow loop's rest is most of the vocabulary): those rows keep plans."""
+    if _cwalk is None:
+        return None
+    found = tail.packing.packed
+    if found is None and len(tail.rest) <= _PLAN_MAX_TOKENS:
+        found = tail.packing.packed = _packed(tables, tail.rest, np.maximum(tail.rest_skips, 1).astype(np.int64))
+    return found
+
+
+def _loop_mask(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int, int, bool],
+               tail: _TailTokens, first_key: bytes | None = None) -> tuple[np.ndarray, _LoopRest]:
+    """The tokens whose first byte is in ``first`` (bool[256]) and whose tail
+    is in the loop set, and the :class:`_LoopRest` of the others starting
+    there; cached per vocabulary (the mask is :func:`_loop_bits`'s; the
+    compiled row reads the rest from :func:`_tail_packed` instead).
+    ``first_key``: ``first`` packed (``np.packbits(first).tobytes()``),
+    where the caller has it."""
+    key = (np.packbits(first).tobytes() if first_key is None else first_key, tail_key)
+    found = tables.loop_masks.get(key)
+    if found is None:
+        mask = _loop_bits(tables, first, tail_key, tail, key[0])
         starts = np.flatnonzero(first)
         picked = _ranges(tail.rest_offsets[starts], tail.rest_offsets[starts + 1])
         skips = tail.rest_skips[picked]

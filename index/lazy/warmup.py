@@ -4,7 +4,7 @@ its per-vocabulary plans for the contexts common to JSON generation are made.
 A cold token row reads two per-vocabulary caches that hold nothing of one
 schema: walk plans, keyed by a row's live first bytes and loop set
 (:mod:`tokendfa.lazy.plans`), and loop masks, keyed by a loop set and the
-first bytes into it (:func:`tokendfa.lazy.tables._loop_mask`). The same keys
+first bytes into it (:func:`tokendfa.lazy.tables._loop_bits`). The same keys
 come back in schema after schema (after ``:`` in a closed object, inside a
 free string, after a number's digits, before ``,`` or ``}``); in a long-lived
 server each is made once, in a fresh process (or in each child a prepared
