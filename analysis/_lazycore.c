@@ -3981,8 +3981,10 @@ static int table_rows_arg(PyObject *object, size_t *rows, const char *what) {
             return -1;
         }
     }
-    if (value < 1 || (unsigned long long)value > TABLE_MOST_ROWS) {
-        PyErr_Format(PyExc_ValueError, "Table: %s must be 1 to 2**31 rows", what);
+    /* the second bound matters where size_t has 32 bits: rows * 1024 must not wrap */
+    if (value < 1 || (unsigned long long)value > TABLE_MOST_ROWS
+            || (unsigned long long)value > SIZE_MAX / TABLE_ROW_BYTES) {
+        PyErr_Format(PyExc_ValueError, "Table: %s must be 1 to 2**31 rows (and fit this platform's sizes)", what);
         return -1;
     }
     *rows = (size_t)value;
