@@ -193,26 +193,55 @@ class DefinitionSource(Protocol):
 _SOURCE_MEMBERS = ("defines", "tree")  # DefinitionSource's
 
 
-class _Exclusive:
-    """The lock that resolving cells takes, with the cyclic garbage collector
-    paused: many small frozensets, no cycles (see regex_compiler). A class,
-    not a generator context: taken ~10 times a cold row, the generator's
-    enter and exit cost ~7 us a time (~5% of a cold row)."""
+class _GCPause:
+    """The cyclic garbage collector paused while any automaton resolves
+    cells, process-wide: the collector's switch is one for the process, so
+    the holders are counted, the first one in records whether it was on and
+    the last one out turns it back on (with a flag per automaton, one thread
+    turned it on while another was still resolving)."""
 
-    __slots__ = ("_lock", "_collecting")
+    __slots__ = ("_lock", "_holders", "_was_on")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._collecting = False
+        self._holders = 0
+        self._was_on = False
+
+    def enter(self) -> None:
+        with self._lock:
+            if self._holders == 0:
+                self._was_on = gc.isenabled()
+                gc.disable()
+            self._holders += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._holders -= 1
+            if self._holders == 0 and self._was_on:
+                gc.enable()
+
+
+_GC_PAUSE = _GCPause()
+
+
+class _Exclusive:
+    """The lock that resolving cells takes, with the cyclic garbage collector
+    paused (:class:`_GCPause`): many small frozensets, no cycles (see
+    regex_compiler). A class, not a generator context: taken ~10 times a
+    cold row, the generator's enter and exit cost ~7 us a time (~5% of a
+    cold row)."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
 
     def __enter__(self) -> None:
         self._lock.acquire()
-        self._collecting = gc.isenabled()  # under the lock: one holder at a time
-        gc.disable()
+        _GC_PAUSE.enter()
 
     def __exit__(self, *exc) -> None:
-        if self._collecting:
-            gc.enable()
+        _GC_PAUSE.leave()
         self._lock.release()
 
 

@@ -2232,3 +2232,27 @@ def test_a_definition_source_is_recognised_by_the_protocol_members():
     import typing
 
     assert set(lazydfa_module._SOURCE_MEMBERS) == set(typing._get_protocol_attrs(lazydfa_module.DefinitionSource))
+
+
+def test_the_collector_stays_paused_while_any_automaton_resolves():
+    """Resolving pauses the process's cyclic collector; two automata's
+    sections that overlap (two threads, here nested on one) keep it paused
+    until the last one ends, and it comes back on only if it was on."""
+    import gc
+
+    first, second = LazyByteDFA(r"a+"), LazyByteDFA(r"b+")
+    was_on = gc.isenabled()
+    try:
+        gc.enable()
+        first.resolving().__enter__()
+        second.resolving().__enter__()
+        first.resolving().__exit__(None, None, None)
+        assert not gc.isenabled()  # the second is still resolving
+        second.resolving().__exit__(None, None, None)
+        assert gc.isenabled()
+        gc.disable()
+        with first.resolving():
+            pass
+        assert not gc.isenabled()  # a collector the caller turned off stays off
+    finally:
+        (gc.enable if was_on else gc.disable)()
