@@ -346,7 +346,7 @@ static int64_t resolve(Automaton *automaton, int64_t state, int byte) {
 }
 
 /* A thread's scratch for the walks, kept from one cold row to the next.
- * A walk of k tokens works in 56 bytes a token (walk_row's start and ended
+ * A walk of k tokens worked in 56 bytes a token (walk_row's start and ended
  * states, walk_entries' waiting entries and ends): 2.8 MB for 49k tokens,
  * taken fresh from malloc and freed each row, every page of it was a minor
  * fault each time it was first written after a fork (MaskBench runs each
@@ -354,11 +354,13 @@ static int64_t resolve(Automaton *automaton, int64_t state, int byte) {
  * Github_medium o1; the 250-1500 us band's steps, 71 faults each at the
  * median, were mostly this scratch). Kept per thread, a block's pages fault
  * once per process (or once after a fork) instead of once a row. Slot 0 is
- * walk_row's, slot 1 walk_entries' (called inside walk_row); a slot busy
- * (a walk re-entered on the same thread) or a block over SCRATCH_KEEP bytes
- * (a vocabulary of over ~250k tokens) falls back to malloc and free. A
- * thread keeps at most 2 x SCRATCH_KEEP bytes (on Qwen's 151k tokens at
- * most 8.5 MB), freed when it exits. */
+ * walk_row's (24 bytes a token), slot 1 walk_entries' (16, called inside
+ * walk_row); a slot busy (a walk re-entered on the same thread) or a
+ * request over SCRATCH_KEEP bytes (a vocabulary of over ~350k tokens) falls
+ * back to malloc and free. A thread that walks holds 2 x SCRATCH_KEEP bytes
+ * of address space (it counts against RLIMIT_AS), backed only where
+ * written: on Qwen's 151k tokens at most 3.6 + 2.4 MB; freed when the
+ * thread exits. */
 #define SCRATCH_SLOTS 2
 #define SCRATCH_KEEP ((size_t)8 << 20)
 
