@@ -24,6 +24,10 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#if defined(__unix__) || defined(__APPLE__)
+#define SCRATCH_KEPT 1
+#include <pthread.h>
+#endif
 
 #define UNKNOWN (-1)
 #define DEAD 0
@@ -341,6 +345,96 @@ static int64_t resolve(Automaton *automaton, int64_t state, int byte) {
     return next;
 }
 
+/* A thread's scratch for the walks, kept from one cold row to the next.
+ * A walk of k tokens worked in 56 bytes a token (walk_row's start and ended
+ * states, walk_entries' waiting entries and ends): 2.8 MB for 49k tokens,
+ * taken fresh from malloc and freed each row, every page of it was a minor
+ * fault each time it was first written after a fork (MaskBench runs each
+ * schema in a fresh fork: 623 of the 1,369 faults of a 6 ms step of
+ * Github_medium o1; the 250-1500 us band's steps, 71 faults each at the
+ * median, were mostly this scratch). Kept per thread, a block's pages fault
+ * once per process (or once after a fork) instead of once a row. Slot 0 is
+ * walk_row's (24 bytes a token), slot 1 walk_entries' (16, called inside
+ * walk_row); a slot busy (a walk re-entered on the same thread) or a
+ * request over SCRATCH_KEEP bytes (a vocabulary of over ~350k tokens) falls
+ * back to malloc and free. A thread that walks holds 2 x SCRATCH_KEEP bytes
+ * of address space (it counts against RLIMIT_AS), backed only where
+ * written: on Qwen's 151k tokens at most 3.6 + 2.4 MB; freed when the
+ * thread exits. */
+#define SCRATCH_SLOTS 2
+#define SCRATCH_KEEP ((size_t)8 << 20)
+
+typedef struct {
+    void *data[SCRATCH_SLOTS];  /* SCRATCH_KEEP bytes each, or NULL */
+    int busy[SCRATCH_SLOTS];
+} Scratch;
+
+#ifdef SCRATCH_KEPT
+static pthread_key_t scratch_key;
+static int scratch_key_made;
+
+static void scratch_drop(void *kept) {
+    Scratch *scratch = kept;
+    for (int slot = 0; slot < SCRATCH_SLOTS; slot++) {
+        free(scratch->data[slot]);
+    }
+    free(scratch);
+}
+
+static Scratch *scratch_of_thread(void) {
+    if (!scratch_key_made) {
+        return NULL;
+    }
+    Scratch *scratch = pthread_getspecific(scratch_key);
+    if (scratch == NULL) {
+        scratch = calloc(1, sizeof(Scratch));
+        if (scratch != NULL && pthread_setspecific(scratch_key, scratch) != 0) {
+            free(scratch);
+            scratch = NULL;
+        }
+    }
+    return scratch;
+}
+#endif
+
+/* ``bytes`` of scratch (uninitialised) for ``slot``; NULL when out of memory.
+ * Given back with scratch_give(slot, ...). Any thread, with or without the GIL. */
+static void *scratch_take(int slot, size_t bytes) {
+    bytes = bytes ? bytes : 8;
+#ifdef SCRATCH_KEPT
+    Scratch *scratch = bytes <= SCRATCH_KEEP ? scratch_of_thread() : NULL;
+    if (scratch != NULL && !scratch->busy[slot]) {
+        if (scratch->data[slot] == NULL) {
+            /* the largest block at once, never grown: malloc maps a block
+             * this large (over its mmap threshold) and the kernel backs only
+             * the pages written, so a larger row writes on the pages a
+             * smaller one left mapped instead of on a new block's */
+            scratch->data[slot] = malloc(SCRATCH_KEEP);
+        }
+        if (scratch->data[slot] != NULL) {
+            scratch->busy[slot] = 1;
+            return scratch->data[slot];
+        }
+    }
+#else
+    (void)slot;
+#endif
+    return malloc(bytes);
+}
+
+static void scratch_give(int slot, void *data) {
+#ifdef SCRATCH_KEPT
+    Scratch *scratch = data != NULL && scratch_key_made ? pthread_getspecific(scratch_key) : NULL;
+    if (scratch != NULL && scratch->busy[slot] && data == scratch->data[slot]) {
+        scratch->busy[slot] = 0;
+        return;
+    }
+#else
+    (void)slot;
+#endif
+    free(data);
+}
+
 /* Walk entry i = bytes[starts[i]:stops[i]] from states[i] for each of
  * ``count`` entries (checked by the caller), in passes: a pass walks every
  * entry left as far as resolved cells go, without the GIL; then the cells
@@ -356,26 +450,34 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
                                const int64_t *starts, const int64_t *stops, const int64_t *states,
                                const int64_t *ids, int64_t *ended_ids, int64_t *ended_states) {
     Py_ssize_t ended = 0, waiting = 0;
-    Py_ssize_t *entry = PyMem_RawMalloc(sizeof(Py_ssize_t) * (size_t)(count ? count : 1));
-    Py_ssize_t *position = PyMem_RawMalloc(sizeof(Py_ssize_t) * (size_t)(count ? count : 1));
-    int64_t *state = PyMem_RawMalloc(sizeof(int64_t) * (size_t)(count ? count : 1));
-    int64_t *reached = PyMem_RawMalloc(sizeof(int64_t) * (size_t)(count ? count : 1));
-    if (entry == NULL || position == NULL || state == NULL || reached == NULL) {
-        PyMem_RawFree(entry);
-        PyMem_RawFree(position);
-        PyMem_RawFree(state);
-        PyMem_RawFree(reached);
+    /* int32 throughout (16 bytes an entry, the pages a cold row first
+     * writes halved): entries up to INT32_MAX, states are int32 (the
+     * table's cells), positions within an entry checked below */
+    if (count > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "walk: more than 2**31 entries");
+        return -1;
+    }
+    size_t items = (size_t)(count ? count : 1);
+    int32_t *entry = scratch_take(1, 4 * sizeof(int32_t) * items);
+    if (entry == NULL) {
         PyErr_NoMemory();
         return -1;
     }
+    int32_t *position = entry + items, *state = position + items, *reached = state + items;
     let_go(automaton);
     for (Py_ssize_t i = 0; i < count; i++) {
         reached[i] = -1;  /* dead, until found alive */
     }
     for (Py_ssize_t i = 0; i < count; i++) {
-        if (states[i] < 0 || states[i] >= automaton->discovered) {
+        if (states[i] < 0 || states[i] >= automaton->discovered || states[i] > INT32_MAX) {
             hold(automaton);
             PyErr_SetString(PyExc_IndexError, "walk: a state outside the automaton");
+            ended = -1;
+            goto done;
+        }
+        if (stops[i] - starts[i] > INT32_MAX) {
+            hold(automaton);
+            PyErr_SetString(PyExc_ValueError, "walk: an entry of more than 2**31 bytes");
             ended = -1;
             goto done;
         }
@@ -387,11 +489,11 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
             goto done;
         }
         if (found == 1) {
-            reached[i] = end;
+            reached[i] = (int32_t)end;
         } else if (found == 2) {
-            entry[waiting] = i;
-            position[waiting] = stop;
-            state[waiting++] = end;
+            entry[waiting] = (int32_t)i;
+            position[waiting] = (int32_t)stop;
+            state[waiting++] = (int32_t)end;
         }
     }
     while (waiting) {
@@ -399,7 +501,7 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
             int byte = bytes[starts[entry[k]] + position[k]];
             int64_t next = -2;
             if (automaton->session != NULL) {
-                next = ((const int32_t *)automaton->table.view.buf)[state[k] * 256 + byte];
+                next = ((const int32_t *)automaton->table.view.buf)[(int64_t)state[k] * 256 + byte];
                 if (next == UNKNOWN) {  /* not resolved with an earlier cell's range */
                     next = core_api->fast(automaton->session, state[k], byte);
                 }
@@ -419,7 +521,7 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
                     goto done;
                 }
             }
-            state[k] = next;
+            state[k] = (int32_t)next;  /* a state: the table holds int32 */
         }
         let_go(automaton);
         Py_ssize_t left = 0;
@@ -437,11 +539,11 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
                 goto done;
             }
             if (found == 1) {
-                reached[i] = end;
+                reached[i] = (int32_t)end;
             } else if (found == 2) {
-                entry[left] = i;
-                position[left] = stop;
-                state[left++] = end;
+                entry[left] = (int32_t)i;
+                position[left] = (int32_t)stop;
+                state[left++] = (int32_t)end;
             }
         }
         waiting = left;
@@ -455,10 +557,7 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
     }
 done:
     hold(automaton);
-    PyMem_RawFree(entry);
-    PyMem_RawFree(position);
-    PyMem_RawFree(state);
-    PyMem_RawFree(reached);
+    scratch_give(1, entry);
     return ended;
 }
 
@@ -1882,14 +1981,14 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
             goto done;
         }
     }
-    size_t room = sizeof(int64_t) * (size_t)(count ? count : 1);
-    states = PyMem_RawMalloc(room);
-    ended_entries = PyMem_RawMalloc(room);
-    ended_states = PyMem_RawMalloc(room);
-    if (states == NULL || ended_entries == NULL || ended_states == NULL) {
+    size_t room = (size_t)(count ? count : 1);
+    states = room <= PY_SSIZE_T_MAX / 24 ? scratch_take(0, 3 * sizeof(int64_t) * room) : NULL;
+    if (states == NULL) {
         PyErr_NoMemory();
         goto done;
     }
+    ended_entries = states + room;
+    ended_states = ended_entries + room;
     const char *problem = fill_start_states(buffers[3].view.buf, buffers[4].view.buf, buffers[5].view.buf,
                                             buffers[5].view.itemsize == 8, count, buffers[6].view.buf,
                                             buffers[6].view.len / 8, states);
@@ -1910,9 +2009,7 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
                            ended_entries, ended_states, ended, buffers[10].view.buf, buffers[10].view.len / 8,
                            buffers[11].view.buf, buffers[11].view.len / 8, final);
 done:
-    PyMem_RawFree(states);
-    PyMem_RawFree(ended_entries);
-    PyMem_RawFree(ended_states);
+    scratch_give(0, states);
     release(buffers, 12);
     return result;
 }
@@ -2535,5 +2632,10 @@ PyMODINIT_FUNC PyInit__cwalk(void) {
     if (name_table == NULL || name_step_held == NULL || name_num_states == NULL) {
         return NULL;
     }
+#ifdef SCRATCH_KEPT
+    if (!scratch_key_made && pthread_key_create(&scratch_key, scratch_drop) == 0) {
+        scratch_key_made = 1;  /* else every walk takes its scratch from malloc */
+    }
+#endif
     return PyModule_Create(&definition);
 }
