@@ -10,7 +10,9 @@ the regex per type: literals and scalars (:mod:`.scalars`), arrays
 The :class:`Compiler` also holds what one compilation shares: the options
 and the :class:`Layout` of whitespace, the widenings and notes so far,
 validators for the literal check, and the shared pieces: each value regex is
-computed once per (subschemas, recursion counts), and one of at least
+computed once per (subschemas, recursion counts), a subschema that is a
+``$ref`` alone counting as its target (every point that names one
+definition is one value), and one of at least
 ``SHARE_MIN_LENGTH`` characters is written once, as a placeholder
 character (see :class:`~tokendfa.schema.api.SchemaRegex`). With
 ``share_values`` (a lazy index) every value of ``SHARE_VALUE_MIN_LENGTH``
