@@ -157,6 +157,9 @@ def _paired(args) -> int:
     moved = sorted(((int((best["this"][schema] > threshold).sum()) - int((best["against"][schema] > threshold).sum()),
                      schema)
                     for schema in names if len(best["this"][schema]) == len(best["against"][schema])))
+    if args.out:
+        Path(args.out).write_text(json.dumps({name: {schema: steps.tolist() for schema, steps in found.items()}
+                                              for name, found in best.items()}))
     print("fewest slow steps here: " + ", ".join(f"{schema} {change:+d}" for change, schema in moved[:5]))
     print("most slow steps here:   " + ", ".join(f"{schema} {change:+d}" for change, schema in moved[-5:][::-1]))
     return 0
@@ -169,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vocab", default="qwen2.5")
     parser.add_argument("--threshold-ms", type=float, default=1.0,
                         help="count the steps slower than this (default 1 ms)")
-    parser.add_argument("--out", help="write each schema's per-step minima (ns) as JSON here")
+    parser.add_argument("--out", help="write each schema's per-step minima (ns) as JSON here "
+                        "(with --against: {\"this\": ..., \"against\": ...})")
     parser.add_argument("--against", metavar="DIR",
                         help="compare with the tokendfa package in DIR, schema by schema (see above)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

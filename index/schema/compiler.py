@@ -10,7 +10,9 @@ the regex per type: literals and scalars (:mod:`.scalars`), arrays
 The :class:`Compiler` also holds what one compilation shares: the options
 and the :class:`Layout` of whitespace, the widenings and notes so far,
 validators for the literal check, and the shared pieces: each value regex is
-computed once per (subschemas, recursion counts), and one of at least
+computed once per (subschemas, recursion counts), a subschema that is a
+``$ref`` alone counting as its target (every point that names one
+definition is one value), and one of at least
 ``SHARE_MIN_LENGTH`` characters is written once, as a placeholder
 character (see :class:`~tokendfa.schema.api.SchemaRegex`). With
 ``share_values`` (a lazy index) every value of ``SHARE_VALUE_MIN_LENGTH``
@@ -64,7 +66,7 @@ from . import strings as strs
 from .arrays import array
 from .formats import UndecidedFormat
 from .ir import Choice, Constraint, Flat, Negated, Sub, enter, json_key, locate_literal, type_key
-from .keywords import KEYWORDS, UNSUPPORTED, absorb
+from .keywords import KEYWORDS, UNSUPPORTED, absorb, referenced
 from .negation import negate
 from .objects import declared, member_subs, object_
 from ..analysis.regex_tree import NOTHING, Call, calls_in, chars, concat, literal_set, surely_matches
@@ -537,18 +539,37 @@ class Compiler:
         known = self._values.get(key)
         if known is not None:
             return known[1]
+        # A subschema that is a $ref alone is keyed as its target: each point
+        # naming one definition (JSONSchemaProps' allOf/anyOf/oneOf items, not,
+        # ... in Kubernetes kb_209) is then one value, not one per point,
+        # each deferred value computed again at the lazy automaton's first
+        # call (six ~0.4 ms copies in one step).
+        targets = [referenced(self, sub) or sub for sub in subs]
+        if any(target is not sub for target, sub in zip(targets, subs)):
+            canonical = self._value_key(targets, depth)
+            known = self._values.get(canonical)
+            if known is not None:
+                self._values[key] = (tuple(subs), known[1])
+                return known[1]
+            regex = self._new_value(subs, depth)
+            self._values[canonical] = (tuple(targets), regex)
+        else:
+            regex = self._new_value(subs, depth)
+        self._values[key] = (tuple(subs), regex)  # holding subs keeps their ids unique
+        return regex
+
+    def _new_value(self, subs: list[Sub], depth: int) -> Node | None:
+        """The value of ``subs`` not met before: a call of a deferred
+        definition where it enters recursion (with ``defer_recursion``),
+        else written now."""
         if self.defer_recursion and any(self._references.enters_recursion(sub) for sub in subs):
             placeholder = self._new_placeholder()
             if placeholder is not None:  # else written now, as without deferral
                 self.pending[placeholder] = (tuple(subs), depth)
-                deferred = Call(placeholder)
-                self._values[key] = (tuple(subs), deferred)
-                return deferred
+                return Call(placeholder)
         # Only a $ref reaches the same schema objects twice, and what is reported
         # inside names the referenced schema's pointer, so nothing is lost here.
-        regex = self.value_definition(self._value(subs, depth))
-        self._values[key] = (tuple(subs), regex)  # holding subs keeps their ids unique
-        return regex
+        return self.value_definition(self._value(subs, depth))
 
     def _typed_leaf(self, sub: Sub, depth: int) -> "Node | None | object":
         """The tree of ``sub`` (None: no value) when it says no more than a

@@ -78,8 +78,33 @@ def absorb(c: "Compiler", flat: Flat, sub: Sub) -> None:
             return
 
 
-def _follow(c: "Compiler", sub: Sub, ref: str) -> Sub | None:
-    """The subschema ``ref`` points to, or None past the recursion bound (noted)."""
+def referenced(c: "Compiler", sub: Sub) -> Sub | None:
+    """The subschema that ``sub`` stands for when it says nothing but a
+    ``$ref`` (annotations aside, or anything beside it before 2019-09): it
+    absorbs exactly as that target does. None for any other subschema, a
+    reference past the recursion bound, or one that does not resolve (the
+    absorption reports those); nothing is noted here."""
+    schema = sub.schema
+    if schema.__class__ is not dict:
+        return None
+    ref = schema.get("$ref")
+    if ref.__class__ is not str:
+        return None
+    if c.draft > 7:
+        for keyword in schema:
+            if keyword in KEYWORDS or keyword in UNSUPPORTED:
+                return None
+    from ..analysis.errors import SchemaError
+
+    try:
+        return _follow(c, sub, ref, quiet=True)
+    except SchemaError:
+        return None
+
+
+def _follow(c: "Compiler", sub: Sub, ref: str, quiet: bool = False) -> Sub | None:
+    """The subschema ``ref`` points to, or None past the recursion bound
+    (noted, unless ``quiet``)."""
     from referencing import exceptions as refexc
 
     from ..analysis.errors import SchemaError
@@ -93,6 +118,8 @@ def _follow(c: "Compiler", sub: Sub, ref: str) -> Sub | None:
         raise SchemaError(f"cannot resolve $ref {ref!r} at {sub.pointer or '/'}: {exc}") from None
     key = id(resolved.contents)
     if sub.refs.count(key) > c.max_recursion_depth:
+        if quiet:
+            return None
         c.recursion_cut = True
         c.note(f"recursive $ref {ref!r} at {sub.pointer or '/'} unrolled "
                f"{c.max_recursion_depth} times; deeper values are not accepted")
