@@ -322,6 +322,12 @@ static int walk_known(Automaton *automaton, int64_t state, const uint8_t *bytes,
 /* The cell (state, byte) resolved with ``step_held``, with the GIL held:
  * the successor, or -2 on error. The table may grow: it is taken again. */
 static int64_t resolve(Automaton *automaton, int64_t state, int byte) {
+    /* the state was checked against the table the walk read then; an
+     * earlier cell's step_held may have replaced the table since */
+    if (state < 0 || (state + 1) * 256 > automaton->table.view.len / 4) {
+        PyErr_SetString(PyExc_IndexError, "walk: a state outside the table");
+        return -2;
+    }
     const int32_t *table = automaton->table.view.buf;
     int64_t next = table[state * 256 + byte];
     if (next != UNKNOWN) {  /* resolved meanwhile, with an earlier cell's range */
@@ -340,6 +346,10 @@ static int64_t resolve(Automaton *automaton, int64_t state, int byte) {
     next = PyLong_AsLongLong(found);
     Py_DECREF(found);
     if ((next == -1 && PyErr_Occurred()) || take_table(automaton) < 0) {
+        return -2;
+    }
+    if (next < 0 || next > INT32_MAX) {  /* kept as an int32 state: never truncated, never an unset error */
+        PyErr_SetString(PyExc_IndexError, "walk: step_held gave a state outside int32");
         return -2;
     }
     return next;
