@@ -126,7 +126,8 @@ def test_walk_span_is_its_twin_on_random_input():
     dfas = {pattern: LazyByteDFA(pattern) for pattern in PATTERNS}
     for case in range(CASES):
         dfa = dfas[rng.choice(PATTERNS)]
-        spellings = [bytes(rng.choice(b"abcd") for _ in range(rng.randrange(0, 5))) for _ in range(rng.randrange(0, 40))]
+        spellings = [bytes(rng.choice(b"abcd") for _ in range(rng.randrange(0, 5)))
+                     for _ in range(rng.randrange(0, 40))]
         data = np.frombuffer(b"".join(spellings), np.uint8)
         offsets = np.concatenate(([0], np.cumsum([len(s) for s in spellings]))).astype(np.int64)
         num_words = rng.randrange(1, 4)
@@ -490,3 +491,36 @@ def test_a_table_replaced_by_step_held_is_not_read_past():
             np.arange(2, dtype=np.int64), None, 1, np.zeros(0, np.int64), np.zeros(0, np.int64), False)
     with pytest.raises(IndexError, match="outside the table"):
         cwalk.walk_span(outer, *args)
+
+
+@pytest.mark.parametrize("ranges", [((5, 3),), ((True, 5),), tuple((i, i) for i in range(0, 130, 2)),
+                                    ((3, 10), (5, 7)), ((10, 20), (0, 5)), ((0, 127), (0, 127)), ((-1, 5),),
+                                    ((0, 2**70),), ((0, 127), (128, 2**70)), ()],
+                         ids=["reversed", "bool", "65 ranges", "overlapping", "unsorted", "twice", "negative",
+                              "huge", "ascii and huge", "empty"])
+def test_odd_ascii_sets_are_the_template_sets(ranges):
+    """Ranges the ASCII path must not take as its own (bools, more than 64
+    ranges, a bound outside 0-127, a reversed pair) fall to the template path
+    and give what ThompsonNFA gives, the same NFA or the same exception."""
+    rc = pytest.importorskip("tokendfa.analysis.regex_compiler")
+    if not rc.NATIVE_THOMPSON:
+        pytest.skip("the compiled construction is not built")
+    from tokendfa.analysis.regex_tree import Chars
+
+    def reference():
+        nfa = rc.ThompsonNFA(Chars(ranges), rc.DEFAULT_MAX_NFA_STATES, None)
+        start = nfa.new_state()
+        end = nfa.build(Chars(ranges), start)
+        return start, end, [tuple(row) for row in nfa.eps], [tuple(map(tuple, row)) for row in nfa.edges]
+
+    def compiled():
+        fragment = rc.thompson_fragment(Chars(ranges))
+        return fragment.start, fragment.end, [tuple(row) for row in fragment.eps], list(fragment.edges)
+
+    results = []
+    for build in (reference, compiled):
+        try:
+            results.append(build())
+        except Exception as error:  # noqa: BLE001 - the same exception type is what is compared
+            results.append(type(error))
+    assert results[0] == results[1]
