@@ -40,6 +40,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.support.data import sample, source_names  # noqa: E402
+from benchmarks.support.isolation import forked  # noqa: E402
 from benchmarks.ttfm_fork import WARM_UP, warm_parent  # noqa: E402
 
 _PRESENT = np.uint64(1 << 63)
@@ -191,23 +192,7 @@ def main() -> int:
     band = []
     rows = {}
     for record in [r for s in sources for r in sample(s, args.per_source or None)]:
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(read)
-            try:
-                out = _child(record.schema, vocab, args.noop)
-            except Exception as exc:  # noqa: BLE001 - reported
-                out = {"error": repr(exc)}
-            os.write(write, json.dumps(out).encode())
-            os._exit(0)
-        os.close(write)
-        data = b""
-        while chunk := os.read(read, 65536):
-            data += chunk
-        os.close(read)
-        os.waitpid(pid, 0)
-        row = json.loads(data or b'{"error": "crashed"}')
+        row = forked(lambda record=record: _child(record.schema, vocab, args.noop))
         if "error" in row:
             print(f"{record.label:28s} {row['error']}")
             continue

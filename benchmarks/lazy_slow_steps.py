@@ -45,35 +45,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from support.data import compact, sample, source_names  # noqa: E402
+from support.data import sample, source_names  # noqa: E402
+from support.walks import measured_steps  # noqa: E402
 
 
 def _steps(record, vocab) -> list[int]:
     """Every step's nanoseconds (mask + commit) over the record's instances."""
-    from tokendfa import Guide, Index
-
-    try:
-        Index.from_schema({"type": "boolean"}, vocab, lazy=True)
-        index = Index.from_schema(record.schema, vocab, lazy=True)
-    except Exception:  # noqa: BLE001 - a schema the lazy engine refuses has no steps
-        return []
-    row = np.zeros((vocab.size + 31) // 32, dtype=np.int32)
-    found = []
-    for valid in (True, False):
-        for instance in record.instances(valid):
-            guide = Guide(index)
-            for token in vocab.encode(compact(instance)):
-                started = time.perf_counter_ns()
-                try:
-                    guide.write_mask_into(row)
-                    guide.advance(token)
-                    accepted = True
-                except Exception:  # noqa: BLE001 - a refused token ends the instance, as in MaskBench
-                    accepted = False
-                found.append(time.perf_counter_ns() - started)
-                if not accepted:
-                    break
-    return found
+    return measured_steps(record, vocab, time.perf_counter_ns, lambda started, _: time.perf_counter_ns() - started)
 
 
 def _child(record, vocab, queue) -> None:

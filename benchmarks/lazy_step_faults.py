@@ -33,37 +33,20 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from support.data import compact, sample, source_names  # noqa: E402
+from support.data import sample, source_names  # noqa: E402
+from support.walks import measured_steps  # noqa: E402
 
 
 def _steps(record, vocab) -> list[tuple[int, int, int]]:
     """(step index, ns, minor faults) of every step over the record's instances."""
-    from tokendfa import Guide, Index
+    def start() -> tuple[int, int]:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter_ns()
 
-    try:
-        Index.from_schema({"type": "boolean"}, vocab, lazy=True)
-        index = Index.from_schema(record.schema, vocab, lazy=True)
-    except Exception:  # noqa: BLE001 - a schema the lazy engine refuses has no steps
-        return []
-    row = np.zeros((vocab.size + 31) // 32, dtype=np.int32)
-    found = []
-    for valid in (True, False):
-        for instance in record.instances(valid):
-            guide = Guide(index)
-            for step, token in enumerate(vocab.encode(compact(instance))):
-                faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-                started = time.perf_counter_ns()
-                try:
-                    guide.write_mask_into(row)
-                    guide.advance(token)
-                    accepted = True
-                except Exception:  # noqa: BLE001 - a refused token ends the instance
-                    accepted = False
-                elapsed = time.perf_counter_ns() - started
-                found.append((step, elapsed, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults))
-                if not accepted:
-                    break
-    return found
+    def stop(mark: tuple[int, int], step: int) -> tuple[int, int, int]:
+        elapsed = time.perf_counter_ns() - mark[1]
+        return step, elapsed, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - mark[0]
+
+    return measured_steps(record, vocab, start, stop)
 
 
 def _child(record, vocab, queue) -> None:

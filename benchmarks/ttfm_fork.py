@@ -60,6 +60,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.support.data import sample, source_names  # noqa: E402
+from benchmarks.support.isolation import forked  # noqa: E402
 
 # bench_maskbench.WARM_UP_SCHEMAS["object"]
 WARM_UP = {"type": "object", "properties": {
@@ -167,26 +168,13 @@ def main() -> int:
     for _ in range(0 if args.in_process else args.rounds):
         for record in records:
             for engine in engines:
-                read, write = os.pipe()
-                pid = os.fork()
-                if pid == 0:
-                    os.close(read)
-                    try:
-                        if args.child_prealloc:
-                            _allocate_and_free()
-                        build(engine, WARM_UP)
-                        out = _timed(build, engine, record.schema, args.time_limit or None)
-                    except Exception as exc:  # noqa: BLE001 - reported, not raised
-                        out = {"error": type(exc).__name__}
-                    os.write(write, json.dumps(out).encode())
-                    os._exit(0)
-                os.close(write)
-                data = b""
-                while chunk := os.read(read, 65536):
-                    data += chunk
-                os.close(read)
-                os.waitpid(pid, 0)
-                row = json.loads(data or b'{"error": "crashed"}')
+                def child(record=record, engine=engine):
+                    if args.child_prealloc:
+                        _allocate_and_free()
+                    build(engine, WARM_UP)
+                    return _timed(build, engine, record.schema, args.time_limit or None)
+
+                row = forked(child, describe=lambda exc: type(exc).__name__)
                 row["label"] = f"{record.source}:{record.line}"
                 row["engine"] = engine
                 key = f"{engine} {row['label']}"

@@ -116,6 +116,32 @@ class PeakMeter:
         return total * _KIB
 
 
+def forked(work: Callable[[], dict[str, Any]], describe: Callable[[Exception], str] = repr) -> dict[str, Any]:
+    """``work()``'s JSON-able answer, run in a bare fork of this process:
+    no process group, timer or memory reading around it (what
+    :func:`run_in_child` adds), for measurements of the child's own first
+    work (its page faults, its time to a first mask). An exception in the
+    child answers ``{"error": describe(exc)}``; a child that dies answers
+    ``{"error": "crashed"}``."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            out = work()
+        except Exception as exc:  # noqa: BLE001 - reported to the parent
+            out = {"error": describe(exc)}
+        os.write(write, json.dumps(out).encode())
+        os._exit(0)
+    os.close(write)
+    data = b""
+    while chunk := os.read(read, 65536):
+        data += chunk
+    os.close(read)
+    os.waitpid(pid, 0)
+    return json.loads(data or b'{"error": "crashed"}')
+
+
 def limit_memory(gib: float) -> None:
     """Cap this process's address space at ``gib`` GiB (allocations past it fail)."""
     import resource

@@ -25,3 +25,35 @@ def walk_instances(index, record: SchemaRecord, vocab) -> None:
                     guide.advance(token)
                 except Exception:  # noqa: BLE001 - a refused token ends the instance
                     break
+
+
+def measured_steps(record: SchemaRecord, vocab, start, stop) -> list:
+    """The walk of :func:`walk_instances` over a fresh lazy index of
+    ``record`` (built after the untimed ``boolean`` warm-up schema, as in a
+    MaskBench child), each step (mask and commit) between ``mark =
+    start()`` and ``stop(mark, step)``, whose answers are returned in order;
+    ``[]`` for a schema the lazy engine refuses."""
+    from tokendfa import Guide, Index
+
+    try:
+        Index.from_schema({"type": "boolean"}, vocab, lazy=True)
+        index = Index.from_schema(record.schema, vocab, lazy=True)
+    except Exception:  # noqa: BLE001 - a schema the lazy engine refuses has no steps
+        return []
+    row = np.zeros((vocab.size + 31) // 32, dtype=np.int32)
+    found = []
+    for valid in (True, False):
+        for instance in record.instances(valid):
+            guide = Guide(index)
+            for step, token in enumerate(vocab.encode(compact(instance))):
+                mark = start()
+                try:
+                    guide.write_mask_into(row)
+                    guide.advance(token)
+                    accepted = True
+                except Exception:  # noqa: BLE001 - a refused token ends the instance, as in MaskBench
+                    accepted = False
+                found.append(stop(mark, step))
+                if not accepted:
+                    break
+    return found
