@@ -46,11 +46,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from support.data import compact, named_sample  # noqa: E402
+from support.data import named_sample  # noqa: E402
+from support.walks import measured_steps  # noqa: E402
 
 _DEPTH = 40  # frames kept a sample
 
@@ -58,15 +57,8 @@ _DEPTH = 40  # frames kept a sample
 def _sampled(record, vocab, interval: float, band: tuple[float, float]) -> list[list[str]]:
     """Every sample (innermost frame first, ``file:function:line``) taken
     inside a step of the record's walk whose time is within ``band`` (ns)."""
-    from tokendfa import Guide, Index
-
-    try:
-        Index.from_schema({"type": "object"}, vocab, lazy=True)  # MaskBench's untimed warm-up schema
-        index = Index.from_schema(record.schema, vocab, lazy=True)
-    except Exception:  # noqa: BLE001 - a schema the lazy engine refuses has no steps
-        return []
     taken: list = []
-    outer = sys._getframe().f_code  # the stack is cut here: the frames below are the harness's
+    outer = measured_steps.__code__  # the stack is cut here: the frames below are the harness's
 
     def take(signum, frame) -> None:
         stack = []
@@ -75,29 +67,21 @@ def _sampled(record, vocab, interval: float, band: tuple[float, float]) -> list[
             frame = frame.f_back
         taken.append(stack)
 
+    def start() -> int:
+        taken.clear()
+        signal.setitimer(signal.ITIMER_REAL, interval, interval)
+        return time.perf_counter_ns()
+
+    def stop(started: int, step: int) -> None:
+        elapsed = time.perf_counter_ns() - started
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        if band[0] <= elapsed < band[1]:
+            kept.extend([f"{os.path.basename(code.co_filename)}:{code.co_qualname}:{line}"
+                         for code, line in stack] for stack in taken)
+
     signal.signal(signal.SIGALRM, take)
-    kept = []
-    row = np.zeros((vocab.size + 31) // 32, dtype=np.int32)
-    for valid in (True, False):
-        for instance in record.instances(valid):
-            guide = Guide(index)
-            for token in vocab.encode(compact(instance)):
-                taken.clear()
-                signal.setitimer(signal.ITIMER_REAL, interval, interval)
-                started = time.perf_counter_ns()
-                try:
-                    guide.write_mask_into(row)
-                    guide.advance(token)
-                    accepted = True
-                except Exception:  # noqa: BLE001 - a refused token ends the instance, as in MaskBench
-                    accepted = False
-                elapsed = time.perf_counter_ns() - started
-                signal.setitimer(signal.ITIMER_REAL, 0, 0)
-                if band[0] <= elapsed < band[1]:
-                    kept.extend([f"{os.path.basename(code.co_filename)}:{code.co_qualname}:{line}"
-                                 for code, line in stack] for stack in taken)
-                if not accepted:
-                    break
+    kept: list = []
+    measured_steps(record, vocab, start, stop, warm_up={"type": "object"})  # MaskBench's untimed warm-up schema
     return kept
 
 

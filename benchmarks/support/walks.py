@@ -27,16 +27,16 @@ def walk_instances(index, record: SchemaRecord, vocab) -> None:
                     break
 
 
-def measured_steps(record: SchemaRecord, vocab, start, stop) -> list:
+def measured_steps(record: SchemaRecord, vocab, start, stop, warm_up=None) -> list:
     """The walk of :func:`walk_instances` over a fresh lazy index of
-    ``record`` (built after the untimed ``boolean`` warm-up schema, as in a
-    MaskBench child), each step (mask and commit) between ``mark =
+    ``record`` (built after an untimed warm-up schema, ``{"type":
+    "boolean"}`` unless given, as in a MaskBench child), each step (mask and commit) between ``mark =
     start()`` and ``stop(mark, step)``, whose answers are returned in order;
     ``[]`` for a schema the lazy engine refuses."""
     from tokendfa import Guide, Index
 
     try:
-        Index.from_schema({"type": "boolean"}, vocab, lazy=True)
+        Index.from_schema(warm_up or {"type": "boolean"}, vocab, lazy=True)
         index = Index.from_schema(record.schema, vocab, lazy=True)
     except Exception:  # noqa: BLE001 - a schema the lazy engine refuses has no steps
         return []
