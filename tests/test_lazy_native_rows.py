@@ -256,6 +256,7 @@ def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkey
             left, right = getattr(compiled, field), getattr(numpy, field)
             assert left.dtype == right.dtype and np.array_equal(left, right), field
             assert not left.flags.writeable
+        assert compiled.first_bytes.dtype == np.uint8  # a byte a token in the plan caches and forks
         # packed with the plan from the bytes grouped by first byte
         # (_cwalk.pack_plan), as packing by token id gives them
         packed, by_id = compiled.packing.packed, lazy_plans._packed(tables, compiled.tokens, compiled.positions)
@@ -273,6 +274,7 @@ def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkey
             left, right = getattr(compiled, field), getattr(numpy, field)
             assert left.dtype == right.dtype and np.array_equal(left, right), field
             assert not left.flags.writeable
+        assert compiled.first_bytes.dtype == np.uint8
     chains = 0
     for first_row, plan, picks, along in starts:
         compiled = start_states(first_row, plan, picks, along)
@@ -329,6 +331,7 @@ def test_group_plans_are_the_numpy_walk_plans(indexes, monkeypatch):
             left, right = getattr(compiled, field), getattr(numpy, field)
             assert left.dtype == right.dtype and np.array_equal(left, right), field
             assert not left.flags.writeable
+        assert compiled.first_bytes.dtype == np.uint8  # a byte a token in the plan caches and forks
         by_id = lazy_plans._packed(tables, compiled.tokens, compiled.positions)
         assert np.array_equal(compiled.packing.packed.offsets, by_id.offsets)
         assert np.array_equal(compiled.packing.packed.data, by_id.data)
@@ -357,7 +360,8 @@ def test_group_plan_refuses_bad_arrays():
     assert np.frombuffer(tokens, np.int64)[quoted:].tolist() == [3, 4]
     assert np.frombuffer(positions, np.int64)[quoted:].tolist() == [1, 2]
     assert np.frombuffer(skipped, bool)[quoted:].tolist() == [False, True]
-    assert set(np.frombuffer(first_bytes, np.int64).tolist()) == {ord('"'), ord("a")}
+    assert set(np.frombuffer(first_bytes, np.uint8).tolist()) == {ord('"'), ord("a")}
+    assert len(first_bytes) == len(skipped)  # one byte a first byte
     assert packed.endswith(b"xyz") and np.frombuffer(offsets, np.int64)[-1] == len(packed)
     with pytest.raises(TypeError, match="11 arguments"):
         cwalk.group_plan(grouped)
@@ -498,7 +502,7 @@ def test_row_runs_are_numpys():
 
 def test_start_states_refuses_bad_arrays():
     row = np.arange(256, dtype=np.int32)
-    first_bytes, out = np.array([1, 2], dtype=np.int64), np.zeros(2, np.int64)
+    first_bytes, out = np.array([1, 2], dtype=np.uint8), np.zeros(2, np.int64)
     cwalk.start_states(row, first_bytes, np.array([True, False]), np.array([9], np.int64), out)
     assert out.tolist() == [9, 2]
     cwalk.start_states(row, first_bytes, np.array([-1, 1], np.int64), np.array([7, 8], np.int64), out)
@@ -507,8 +511,8 @@ def test_start_states_refuses_bad_arrays():
         cwalk.start_states(row, first_bytes, np.array([2, 0], np.int64), np.array([7, 8], np.int64), out)
     with pytest.raises(IndexError, match="outside the chain"):
         cwalk.start_states(row, first_bytes, np.array([True, True]), np.zeros(0, np.int64), out)
-    with pytest.raises(IndexError, match="outside the row"):
-        cwalk.start_states(row, np.array([1, 256], np.int64), np.array([False, False]), np.zeros(1, np.int64), out)
+    with pytest.raises(TypeError, match="first_bytes: items of 1 bytes"):   # a plan's first bytes are uint8
+        cwalk.start_states(row, np.array([1, 2], np.int64), np.array([False, False]), np.zeros(1, np.int64), out)
     with pytest.raises(ValueError, match="mismatched"):
         cwalk.start_states(row[:128], first_bytes, np.array([False, False]), np.zeros(1, np.int64), out)
     with pytest.raises(ValueError, match="mismatched"):
@@ -718,7 +722,7 @@ def test_walk_row_refuses_bad_arrays():
     dfa = LazyByteDFA("ab")
     first_row = np.ascontiguousarray(dfa.row(INITIAL))
     data, offsets = np.frombuffer(b"b", np.uint8), np.array([0, 1], np.int64)  # one entry: "b" after "a"
-    first_bytes, picks, along = np.array([ord("a")], np.int64), np.zeros(1, bool), np.zeros(1, np.int64)
+    first_bytes, picks, along = np.array([ord("a")], np.uint8), np.zeros(1, bool), np.zeros(1, np.int64)
     tokens, none = np.array([5], np.int64), np.zeros(0, np.int64)
 
     def walk(**changed):
@@ -743,8 +747,10 @@ def test_walk_row_refuses_bad_arrays():
         walk(loop_mask=np.zeros(2, np.uint32))
     with pytest.raises(IndexError, match="outside the data"):
         walk(offsets=np.array([0, 2], np.int64))
-    with pytest.raises(IndexError, match="outside the row"):
-        walk(first_bytes=np.array([256], np.int64))
+    with pytest.raises(TypeError, match="first_bytes: items of 1 bytes"):
+        walk(first_bytes=np.array([ord("a")], np.int64))
+    with pytest.raises(ValueError, match="mismatched"):
+        walk(first_bytes=np.array([ord("a"), ord("a")], np.uint8))
     with pytest.raises(IndexError, match="outside the chain"):
         walk(picks=np.ones(1, bool), along=none)
     with pytest.raises(IndexError, match="outside the mask"):

@@ -1365,7 +1365,8 @@ done:
 /* walk_plan(by_first_byte, first_offsets, groups, rest_tokens, rest_first_bytes,
  *           rest_positions, rest_skipped) -> (tokens, first_bytes, positions, skipped)
  *
- * The arrays of a walk plan (tokendfa.lazy.plans._WalkPlan) as bytes: the
+ * The arrays of a walk plan (tokendfa.lazy.plans._WalkPlan) as bytes
+ * (tokens and positions int64, first bytes uint8, skipped bool): the
  * tokens of the first-byte ``groups`` (int64, each 0-255; by_first_byte and
  * its 257 first_offsets, int64), each at position 1, not skipped, its first
  * byte its group's, then the ``rest_*`` ones (int64, uint8, int64, bool) as
@@ -1405,11 +1406,12 @@ static PyObject *walk_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
         goto done;
     }
     Py_ssize_t total = head + rest;
-    static const Py_ssize_t widths[4] = {8, 8, 8, 1};
+    static const Py_ssize_t widths[4] = {8, 1, 8, 1};
     if (make_parts(parts, 4, total, widths) < 0) {
         goto done;
     }
-    int64_t *tokens = (int64_t *)PyBytes_AS_STRING(parts[0]), *first_bytes = (int64_t *)PyBytes_AS_STRING(parts[1]);
+    int64_t *tokens = (int64_t *)PyBytes_AS_STRING(parts[0]);
+    uint8_t *first_bytes = (uint8_t *)PyBytes_AS_STRING(parts[1]);
     int64_t *positions = (int64_t *)PyBytes_AS_STRING(parts[2]);
     uint8_t *skipped = (uint8_t *)PyBytes_AS_STRING(parts[3]);
     Released released;
@@ -1420,7 +1422,7 @@ static PyObject *walk_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
         int64_t lo = first_offsets[groups[i]], hi = first_offsets[groups[i] + 1];
         memcpy(tokens + at, by_first_byte + lo, (size_t)(hi - lo) * sizeof(int64_t));
         for (int64_t k = 0; k < hi - lo; k++) {
-            first_bytes[at + k] = groups[i];
+            first_bytes[at + k] = (uint8_t)groups[i];
             positions[at + k] = 1;
             skipped[at + k] = 0;
         }
@@ -1450,7 +1452,8 @@ done:
  *     -> (tokens, links, first_bytes, positions)
  *
  * The arrays of a chain plan (tokendfa.lazy.plans._ChainPlan, which says
- * what each part is) as int64 bytes, from the vocabulary's tokens by first
+ * what each part is) as bytes (first bytes uint8, the others int64), from
+ * the vocabulary's tokens by first
  * byte (by_first_byte, its 257 first_offsets; first_column: each token's
  * first byte, uint8[V]) and a class's runs (tokendfa.lazy.tables._ClassRuns:
  * irregular and its 257 offsets, partial and its offsets, chars and ascii
@@ -1535,12 +1538,12 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
         kept += !dies || RUN_AT(ascii, token) <= length;
     }
     Py_ssize_t total = head + inner + (Py_ssize_t)(partial_hi - partial_lo) + kept;
-    static const Py_ssize_t widths[4] = {8, 8, 8, 8};
+    static const Py_ssize_t widths[4] = {8, 8, 1, 8};
     if (make_parts(parts, 4, total, widths) < 0) {
         goto done;
     }
     int64_t *tokens = (int64_t *)PyBytes_AS_STRING(parts[0]), *links = (int64_t *)PyBytes_AS_STRING(parts[1]);
-    int64_t *first_bytes = (int64_t *)PyBytes_AS_STRING(parts[2]);
+    uint8_t *first_bytes = (uint8_t *)PyBytes_AS_STRING(parts[2]);
     int64_t *positions = (int64_t *)PyBytes_AS_STRING(parts[3]);
     Py_ssize_t at = gather_groups(by_first_byte, buffers[0].view.len / 8, first_offsets, 256, others,
                                   buffers[3].view.len / 8, tokens, 0, total);
@@ -1845,7 +1848,7 @@ done:
 
 /* The loop of start_states (see there) over checked lengths; the problem
  * met (an index outside), or NULL. No Python object is touched. */
-static const char *fill_start_states(const int32_t *first_row, const int64_t *first_bytes, const void *picks,
+static const char *fill_start_states(const int32_t *first_row, const uint8_t *first_bytes, const void *picks,
                                      int wide_picks, Py_ssize_t count, const int64_t *along, Py_ssize_t num_along,
                                      int64_t *out) {
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -1856,11 +1859,7 @@ static const char *fill_start_states(const int32_t *first_row, const int64_t *fi
             }
             out[i] = along[pick];
         } else {
-            int64_t byte = first_bytes[i];
-            if (byte < 0 || byte > 255) {
-                return "start_states: a first byte outside the row";
-            }
-            out[i] = first_row[byte];
+            out[i] = first_row[first_bytes[i]];  /* uint8: inside the row's 256 cells */
         }
     }
     return NULL;
@@ -1871,7 +1870,7 @@ static const char *fill_start_states(const int32_t *first_row, const int64_t *fi
  * picks[i] (a walk plan's skipped, bool) is set, along[picks[i]] where
  * picks[i] (a chain plan's links, int64) is 0 or more, else
  * first_row[first_bytes[i]] (first_row: the row's 256 int32 cells,
- * first_bytes int64[k], along int64). numpy's gathers, the boolean store
+ * first_bytes uint8[k], along int64). numpy's gathers, the boolean store
  * and the int32 -> int64 copy a walk reads cost ~15 us a cold row with
  * the GIL; here ~2. */
 static PyObject *start_states(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -1881,7 +1880,7 @@ static PyObject *start_states(PyObject *module, PyObject *const *args, Py_ssize_
     }
     Buffer buffers[5] = {{0}};
     PyObject *result = NULL;
-    if (take(args[0], &buffers[0], "first_row", 4, 0) < 0 || take(args[1], &buffers[1], "first_bytes", 8, 0) < 0
+    if (take(args[0], &buffers[0], "first_row", 4, 0) < 0 || take(args[1], &buffers[1], "first_bytes", 1, 0) < 0
             || PyObject_GetBuffer(args[2], &buffers[2].view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
         goto done;
     }
@@ -1894,9 +1893,10 @@ static PyObject *start_states(PyObject *module, PyObject *const *args, Py_ssize_
         goto done;
     }
     const int32_t *first_row = buffers[0].view.buf;
-    const int64_t *first_bytes = buffers[1].view.buf, *along = buffers[3].view.buf;
+    const uint8_t *first_bytes = buffers[1].view.buf;
+    const int64_t *along = buffers[3].view.buf;
     int64_t *out = buffers[4].view.buf;
-    Py_ssize_t count = buffers[1].view.len / 8, num_along = buffers[3].view.len / 8;
+    Py_ssize_t count = buffers[1].view.len, num_along = buffers[3].view.len / 8;
     int wide_picks = buffers[2].view.itemsize == 8;
     if (buffers[0].view.len != 256 * 4 || buffers[2].view.len / buffers[2].view.itemsize != count
             || buffers[4].view.len / 8 != count) {
@@ -1938,7 +1938,7 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
     Buffer buffers[12] = {{0}};
     static const char *names[12] = {"", "data", "offsets", "first_row", "first_bytes", "picks", "along", "tokens",
                                     "loop_mask", "", "loop_ends", "eos"};
-    static const Py_ssize_t items[12] = {0, 1, 8, 4, 8, 0, 8, 8, 4, 0, 8, 8};
+    static const Py_ssize_t items[12] = {0, 1, 8, 4, 1, 0, 8, 8, 4, 0, 8, 8};
     PyObject *result = NULL;
     int64_t *states = NULL, *ended_entries = NULL, *ended_states = NULL;
     Py_ssize_t num_words = PyLong_AsSsize_t(args[9]);
@@ -1967,7 +1967,7 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
     }
     const uint8_t *data = buffers[1].view.buf;
     const int64_t *offsets = buffers[2].view.buf;
-    Py_ssize_t count = buffers[4].view.len / 8, total = buffers[1].view.len;
+    Py_ssize_t count = buffers[4].view.len, total = buffers[1].view.len;
     if (buffers[2].view.len / 8 != count + 1 || buffers[3].view.len != 256 * 4
             || buffers[5].view.len / buffers[5].view.itemsize != count || buffers[7].view.len / 8 != count
             || num_words < 0 || num_words > PY_SSIZE_T_MAX / 64
@@ -2075,7 +2075,7 @@ static const char *measure_groups(const Groups *g, Py_ssize_t *entries, Py_ssize
 /* The plan's entries (measure_groups checked their offsets): tokens,
  * first bytes, positions, skipped flags, and their bytes packed into data
  * at offsets (count + 1). */
-static void fill_groups(const Groups *g, int64_t *tokens, int64_t *first_bytes, int64_t *positions,
+static void fill_groups(const Groups *g, int64_t *tokens, uint8_t *first_bytes, int64_t *positions,
                         uint8_t *skipped, uint8_t *data, int64_t *offsets) {
     Py_ssize_t i = 0, at = 0;
     offsets[0] = 0;
@@ -2086,7 +2086,7 @@ static void fill_groups(const Groups *g, int64_t *tokens, int64_t *first_bytes, 
             memcpy(data + at, g->grouped + from, (size_t)length);
             at += length;
             tokens[i] = g->by_first_byte[j];
-            first_bytes[i] = b;
+            first_bytes[i] = (uint8_t)b;
             positions[i] = 1;
             skipped[i] = 0;
             offsets[++i] = at;
@@ -2099,7 +2099,7 @@ static void fill_groups(const Groups *g, int64_t *tokens, int64_t *first_bytes, 
             memcpy(data + at, g->rest_data + from, (size_t)length);
             at += length;
             tokens[i] = g->rest_tokens[j];
-            first_bytes[i] = b;
+            first_bytes[i] = (uint8_t)b;
             positions[i] = g->rest_skips[j] > 1 ? g->rest_skips[j] : 1;
             skipped[i] = g->rest_skips[j] > 0;
             offsets[++i] = at;
@@ -2122,8 +2122,8 @@ static void fill_groups(const Groups *g, int64_t *tokens, int64_t *first_bytes, 
  * beside them, their resume points; their bytes from there packed in
  * ``rest_data`` at ``rest_data_offsets``, int64, one more than
  * rest_tokens) from their resume point (at least 1), skipped (starting in
- * the loop's state) where they have one. As bytes: tokens, first bytes
- * and positions int64, skipped bool, one an entry, and the entries' bytes
+ * the loop's state) where they have one. As bytes: tokens and positions
+ * int64, first bytes uint8, skipped bool, one an entry, and the entries' bytes
  * packed and their offsets (int64, one more). The walk_plan and pack_plan
  * of the rest a loop row's first bytes gather (tables._loop_mask) made the
  * same arrays in ~10 numpy calls and three C calls: ~300-400 us for a
@@ -2170,7 +2170,7 @@ static PyObject *group_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_IndexError, problem);
         goto done;
     }
-    static const Py_ssize_t widths[4] = {8, 8, 8, 1};
+    static const Py_ssize_t widths[4] = {8, 1, 8, 1};
     if (make_parts(parts, 4, count, widths) < 0
             || (parts[4] = PyBytes_FromStringAndSize(NULL, total)) == NULL
             || (parts[5] = PyBytes_FromStringAndSize(NULL, 8 * (count + 1))) == NULL) {
@@ -2178,7 +2178,7 @@ static PyObject *group_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
     }
     Released released;
     let_go_for(&released, count);
-    fill_groups(&g, (int64_t *)PyBytes_AS_STRING(parts[0]), (int64_t *)PyBytes_AS_STRING(parts[1]),
+    fill_groups(&g, (int64_t *)PyBytes_AS_STRING(parts[0]), (uint8_t *)PyBytes_AS_STRING(parts[1]),
                 (int64_t *)PyBytes_AS_STRING(parts[2]), (uint8_t *)PyBytes_AS_STRING(parts[3]),
                 (uint8_t *)PyBytes_AS_STRING(parts[4]), (int64_t *)PyBytes_AS_STRING(parts[5]));
     take_back(&released);

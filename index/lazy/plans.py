@@ -45,7 +45,9 @@ _PLAN_CACHE_BYTES = 64 << 20
 # A walk plan's arrays as _cwalk.walk_plan gives them (tokens, first bytes,
 # positions, skipped), and its rest (tokens, first bytes, positions,
 # skipped) where the row has no loop.
-_PLAN_DTYPES = (np.int64, np.int64, np.int64, bool)
+_PLAN_DTYPES = (np.int64, np.uint8, np.int64, bool)
+# A chain plan's (tokens, links, first bytes, positions).
+_CHAIN_DTYPES = (np.int64, np.int64, np.uint8, np.int64)
 _NO_REST = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64),
             np.zeros(0, dtype=bool))
 _CACHE_LOCK = threading.Lock()  # the per-vocabulary caches are shared by every lazy index
@@ -210,7 +212,7 @@ class _ChainPlan:
 
     tokens: np.ndarray       # int64
     links: np.ndarray        # int64
-    first_bytes: np.ndarray  # int64
+    first_bytes: np.ndarray  # uint8: 1 byte a token, not 8 (a fork's faults and the caches' bytes)
     positions: np.ndarray    # int64
     packing: _Packing = field(default_factory=_Packing)
 
@@ -231,7 +233,7 @@ def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _Cl
                   runs.irregular, runs.irregular_offsets, starting.astype(np.int64, copy=False), runs.partial,
                   runs.partial_offsets, runs.chars, runs.full_by_chars, runs.full_offsets, runs.ascii)
         parts = _cwalk.chain_plan(*(np.ascontiguousarray(array) for array in arrays), length, dies)
-        found = _ChainPlan(*(np.frombuffer(part, dtype=np.int64) for part in parts))
+        found = _ChainPlan(*(np.frombuffer(part, dtype=dtype) for part, dtype in zip(parts, _CHAIN_DTYPES)))
         return tables.chain_plans.remember(plan_key, found)
     # Tokens that start outside the class, and those that start inside it
     # but are not a run of its characters (a wide character in the run, not
@@ -260,7 +262,7 @@ def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _Cl
     links.append(np.where(regular, length, -1).astype(np.int64))
     positions.append(np.where(regular, length, 1).astype(np.int64))
     tokens, positions = np.concatenate(parts), np.concatenate(positions)
-    found = _ChainPlan(tokens, np.concatenate(links), tables.columns[0][tokens].astype(np.int64), positions)
+    found = _ChainPlan(tokens, np.concatenate(links), tables.columns[0][tokens].astype(np.uint8), positions)
     for array in (found.tokens, found.links, found.first_bytes, found.positions):
         array.flags.writeable = False
     return tables.chain_plans.remember(plan_key, found)
@@ -277,7 +279,7 @@ class _WalkPlan:
     every cold row."""
 
     tokens: np.ndarray       # int64
-    first_bytes: np.ndarray  # int64
+    first_bytes: np.ndarray  # uint8: 1 byte a token, not 8 (a fork's faults and the caches' bytes)
     positions: np.ndarray    # int64
     skipped: np.ndarray      # bool
     packing: _Packing = field(default_factory=_Packing)
@@ -320,7 +322,7 @@ def _walk_plan(tables: _VocabularyTables, live: np.ndarray, loop: tuple | None =
     if loop is not None:
         tokens, positions = np.concatenate((tokens, rest.tokens)), np.concatenate((positions, rest.positions))
         skipped = np.concatenate((skipped, rest.skipped))
-    found = _WalkPlan(tokens, tables.columns[0][tokens].astype(np.int64), positions, skipped)
+    found = _WalkPlan(tokens, tables.columns[0][tokens].astype(np.uint8), positions, skipped)
     for array in (found.tokens, found.first_bytes, found.positions, found.skipped):
         array.flags.writeable = False
     return tables.walk_plans.remember(plan_key, found)
