@@ -357,8 +357,8 @@ def test_group_plan_refuses_bad_arrays():
 
     tokens, first_bytes, positions, skipped, packed, offsets = plan()
     quoted = np.diff(tables.first_offsets)[ord('"')]
-    assert np.frombuffer(tokens, np.int64)[quoted:].tolist() == [3, 4]
-    assert np.frombuffer(positions, np.int64)[quoted:].tolist() == [1, 2]
+    assert np.frombuffer(tokens, np.int32)[quoted:].tolist() == [3, 4]
+    assert np.frombuffer(positions, np.int32)[quoted:].tolist() == [1, 2]
     assert np.frombuffer(skipped, bool)[quoted:].tolist() == [False, True]
     assert set(np.frombuffer(first_bytes, np.uint8).tolist()) == {ord('"'), ord("a")}
     assert len(first_bytes) == len(skipped)  # one byte a first byte
@@ -530,7 +530,7 @@ def test_finish_row_is_the_numpy_row():
     eos = np.array(sorted(vocab.eos_token_ids), dtype=np.int64)
     rng = np.random.default_rng(11)
     for trial in range(24):
-        tokens = rng.choice(vocab.size, size=int(rng.integers(0, 6000)), replace=False).astype(np.int64)
+        tokens = rng.choice(vocab.size, size=int(rng.integers(0, 6000)), replace=False).astype(np.int32)
         ended = int(rng.integers(0, len(tokens) + 1))
         entries = np.sort(rng.choice(len(tokens), size=ended, replace=False)).astype(np.int64) if ended else \
             np.zeros(0, np.int64)
@@ -551,23 +551,25 @@ def test_finish_row_is_the_numpy_row():
         assert key == mask.tobytes()
         expected = np.unique(np.concatenate((ends, loop_ends))).astype(np.int32)
         assert np.array_equal(np.frombuffer(successors, np.int32), expected)
-    one, none = np.array([0], np.int64), np.zeros(0, np.int64)
+    one, none, token = np.array([0], np.int64), np.zeros(0, np.int64), np.array([0], np.int32)
     with pytest.raises(IndexError, match="outside the tokens"):
-        cwalk.finish_row(None, words, one, np.array([1], np.int64), one, 1, none, eos, False)
+        cwalk.finish_row(None, words, token, np.array([1], np.int64), one, 1, none, eos, False)
     with pytest.raises(IndexError, match="outside the mask"):
-        cwalk.finish_row(None, 1, np.array([32], np.int64), np.array([0], np.int64), one, 1, none, none, False)
+        cwalk.finish_row(None, 1, np.array([32], np.int32), np.array([0], np.int64), one, 1, none, none, False)
+    with pytest.raises(TypeError, match="tokens: items of 4 bytes"):   # a plan's tokens are int32
+        cwalk.finish_row(None, 1, one, one, one, 1, none, none, False)
     with pytest.raises(IndexError, match="outside the mask"):
-        cwalk.finish_row(None, 1, one, one, one, 1, none, np.array([40], np.int64), True)
+        cwalk.finish_row(None, 1, token, one, one, 1, none, np.array([40], np.int64), True)
     with pytest.raises(IndexError, match="outside int32"):
-        cwalk.finish_row(None, 1, one, one, np.array([1 << 40], np.int64), 1, none, none, False)
+        cwalk.finish_row(None, 1, token, one, np.array([1 << 40], np.int64), 1, none, none, False)
     with pytest.raises(ValueError, match="mismatched"):
-        cwalk.finish_row(None, 1, one, one, one, 2, none, none, False)
+        cwalk.finish_row(None, 1, token, one, one, 2, none, none, False)
     with pytest.raises(ValueError, match="mismatched"):
-        cwalk.finish_row(None, 1 << 62, one, one, one, 1, none, none, False)
+        cwalk.finish_row(None, 1 << 62, token, one, one, 1, none, none, False)
     with pytest.raises(ValueError, match="mismatched"):
-        cwalk.finish_row(np.zeros(2, np.uint32), 1, one, one, one, 1, none, none, False)
+        cwalk.finish_row(np.zeros(2, np.uint32), 1, token, one, one, 1, none, none, False)
     # an EOS outside the mask is not read unless the row is final
-    assert cwalk.finish_row(None, 1, one, one, one, 1, none, np.array([40], np.int64), False)[1] == \
+    assert cwalk.finish_row(None, 1, token, one, one, 1, none, np.array([40], np.int64), False)[1] == \
         np.array([0], np.int32).tobytes()
 
 
@@ -585,6 +587,15 @@ def test_walk_plan_refuses_bad_arrays():
                         np.array([3], np.int64), rest[1], rest[2], rest[3])
     with pytest.raises(TypeError, match="items of 1 bytes"):
         cwalk.walk_plan(tables.by_first_byte, tables.first_offsets, np.array([1]), *rest[:3], rest[2])
+    # a plan's tokens and positions are int32: wider ones are refused, not cut
+    one_rest = (np.array([1 << 40]), np.array([97], np.uint8), np.array([1]), np.zeros(1, bool))
+    with pytest.raises(ValueError, match="outside int32"):
+        cwalk.walk_plan(tables.by_first_byte, tables.first_offsets, np.array([1]), *one_rest)
+    with pytest.raises(ValueError, match="outside int32"):
+        cwalk.walk_plan(tables.by_first_byte, tables.first_offsets, np.array([1]), np.array([3]), one_rest[1],
+                        np.array([1 << 33]), one_rest[3])
+    with pytest.raises(ValueError, match="outside int32"):
+        cwalk.walk_plan(tables.by_first_byte + (1 << 32), tables.first_offsets, np.array([97]), *rest)
 
 
 def test_chain_plan_refuses_bad_arrays():
@@ -604,7 +615,7 @@ def test_chain_plan_refuses_bad_arrays():
         arrays.update(changed)
         return cwalk.chain_plan(*arrays.values(), length, False)
 
-    tokens = np.frombuffer(plan()[0], np.int64)
+    tokens = np.frombuffer(plan()[0], np.int32)
     assert len(tokens) and tokens.max() < len(first)
     with pytest.raises(IndexError, match="outside the offsets"):
         plan(others=np.array([256], np.int64))
@@ -723,7 +734,7 @@ def test_walk_row_refuses_bad_arrays():
     first_row = np.ascontiguousarray(dfa.row(INITIAL))
     data, offsets = np.frombuffer(b"b", np.uint8), np.array([0, 1], np.int64)  # one entry: "b" after "a"
     first_bytes, picks, along = np.array([ord("a")], np.uint8), np.zeros(1, bool), np.zeros(1, np.int64)
-    tokens, none = np.array([5], np.int64), np.zeros(0, np.int64)
+    tokens, none = np.array([5], np.int32), np.zeros(0, np.int64)
 
     def walk(**changed):
         arrays = dict(data=data, offsets=offsets, first_row=first_row, first_bytes=first_bytes, picks=picks,
@@ -742,7 +753,9 @@ def test_walk_row_refuses_bad_arrays():
     with pytest.raises(ValueError, match="mismatched"):
         walk(first_row=first_row[:100])
     with pytest.raises(ValueError, match="mismatched"):
-        walk(tokens=np.zeros(2, np.int64))
+        walk(tokens=np.zeros(2, np.int32))
+    with pytest.raises(TypeError, match="tokens: items of 4 bytes"):
+        walk(tokens=np.array([5], np.int64))
     with pytest.raises(ValueError, match="mismatched"):
         walk(loop_mask=np.zeros(2, np.uint32))
     with pytest.raises(IndexError, match="outside the data"):
@@ -754,7 +767,7 @@ def test_walk_row_refuses_bad_arrays():
     with pytest.raises(IndexError, match="outside the chain"):
         walk(picks=np.ones(1, bool), along=none)
     with pytest.raises(IndexError, match="outside the mask"):
-        walk(tokens=np.array([40], np.int64))
+        walk(tokens=np.array([40], np.int32))
     with pytest.raises(IndexError, match="outside the automaton"):
         walk(picks=np.ones(1, bool), along=np.array([1000], np.int64))
     with pytest.raises(TypeError, match="picks"):

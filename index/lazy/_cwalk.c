@@ -642,7 +642,8 @@ done:
 /* walk_and_pack(dfa, spellings, offsets, tokens, states, positions, ended_entries, ended_states,
  *               packed_offsets) -> (ended, data)
  *
- * ``walk`` that packs as it goes: every token's remaining bytes (as ``pack``
+ * ``walk`` that packs as it goes (a plan's tokens and positions, int32):
+ * every token's remaining bytes (as ``pack``
  * writes them) are copied into ``data``, a new bytes object, entry i at
  * data[packed_offsets[i]:packed_offsets[i + 1]] (packed_offsets: int64[k +
  * 1], written here), and walked from there as ``walk_packed`` walks them; a
@@ -662,7 +663,7 @@ static PyObject *walk_and_pack(PyObject *module, PyObject *const *args, Py_ssize
     Buffer buffers[9] = {{0}};  /* buffers[0] unused: the table is the automaton's */
     static const char *names[9] = {"", "spellings", "offsets", "tokens", "states", "positions",
                                    "ended_entries", "ended_states", "packed_offsets"};
-    static const Py_ssize_t items[9] = {0, 1, 8, 8, 8, 8, 8, 8, 8};
+    static const Py_ssize_t items[9] = {0, 1, 8, 4, 8, 4, 8, 8, 8};
     static const int writable[9] = {0, 0, 0, 0, 0, 0, 1, 1, 1};
     PyObject *result = NULL, *data = NULL;
     Py_ssize_t ended = 0;
@@ -676,12 +677,13 @@ static PyObject *walk_and_pack(PyObject *module, PyObject *const *args, Py_ssize
     }
     const uint8_t *spellings = buffers[1].view.buf;
     const int64_t *offsets = buffers[2].view.buf;
-    const int64_t *tokens = buffers[3].view.buf, *states = buffers[4].view.buf, *positions = buffers[5].view.buf;
+    const int32_t *tokens = buffers[3].view.buf, *positions = buffers[5].view.buf;
+    const int64_t *states = buffers[4].view.buf;
     int64_t *ended_entries = buffers[6].view.buf, *ended_states = buffers[7].view.buf;
     int64_t *packed_offsets = buffers[8].view.buf;
-    Py_ssize_t count = buffers[3].view.len / 8, total = buffers[1].view.len;
+    Py_ssize_t count = buffers[3].view.len / 4, total = buffers[1].view.len;
     Py_ssize_t vocab_size = buffers[2].view.len / 8 - 1;
-    if (buffers[4].view.len / 8 != count || buffers[5].view.len / 8 != count
+    if (buffers[4].view.len / 8 != count || buffers[5].view.len / 4 != count
             || buffers[6].view.len / 8 < count || buffers[7].view.len / 8 < count
             || buffers[8].view.len / 8 != count + 1 || vocab_size < 0) {
         PyErr_SetString(PyExc_ValueError, "walk_and_pack: arrays of mismatched lengths");
@@ -1278,12 +1280,12 @@ done:
 
 /* The tokens of ``groups`` (int64 group numbers) one group after another,
  * group g being items[offsets[g]:offsets[g + 1]] (items and offsets int64):
- * written to ``out`` from ``at``. Returns the next free place, or -1 when a
- * group or its offsets fall outside (nothing read past a buffer). The GIL
+ * written to ``out`` (int64, or int32 where ``narrow``: a plan's tokens) from ``at``. Returns the next
+ * free place, or -1 when an item is outside int32 or a group or its offsets fall outside (nothing read past a buffer). The GIL
  * may be let go: only the buffers are read. */
 static Py_ssize_t gather_groups(const int64_t *items, Py_ssize_t num_items, const int64_t *offsets,
                                 Py_ssize_t num_groups, const int64_t *groups, Py_ssize_t asked,
-                                int64_t *out, Py_ssize_t at, Py_ssize_t room) {
+                                void *out, int narrow, Py_ssize_t at, Py_ssize_t room) {
     for (Py_ssize_t i = 0; i < asked; i++) {
         int64_t g = groups[i];
         if (g < 0 || g >= num_groups) {
@@ -1293,8 +1295,17 @@ static Py_ssize_t gather_groups(const int64_t *items, Py_ssize_t num_items, cons
         if (lo < 0 || lo > hi || hi > num_items || hi - lo > room - at) {
             return -1;
         }
-        memcpy(out + at, items + lo, (size_t)(hi - lo) * sizeof(int64_t));
-        at += (Py_ssize_t)(hi - lo);
+        if (!narrow) {
+            memcpy((int64_t *)out + at, items + lo, (size_t)(hi - lo) * sizeof(int64_t));
+            at += (Py_ssize_t)(hi - lo);
+            continue;
+        }
+        for (int64_t k = lo; k < hi; k++) {
+            if (items[k] < 0 || items[k] > INT32_MAX) {
+                return -1;
+            }
+            ((int32_t *)out)[at++] = (int32_t)items[k];
+        }
     }
     return at;
 }
@@ -1351,7 +1362,7 @@ static PyObject *grouped(PyObject *module, PyObject *const *args, Py_ssize_t nar
     Released released;
     let_go_for(&released, total);
     Py_ssize_t filled = gather_groups(items, num_items, offsets, num_groups, groups, asked,
-                                      (int64_t *)PyByteArray_AS_STRING(result), 0, total);
+                                      (int64_t *)PyByteArray_AS_STRING(result), 0, 0, total);
     take_back(&released);
     if (filled != total) {  /* the buffers changed under us: not met with numpy arrays */
         Py_CLEAR(result);
@@ -1366,7 +1377,8 @@ done:
  *           rest_positions, rest_skipped) -> (tokens, first_bytes, positions, skipped)
  *
  * The arrays of a walk plan (tokendfa.lazy.plans._WalkPlan) as bytes
- * (tokens and positions int64, first bytes uint8, skipped bool): the
+ * (tokens and positions int32, first bytes uint8, skipped bool: 10 bytes a
+ * token, not 25, in a fork's first writes and in the plan caches): the
  * tokens of the first-byte ``groups`` (int64, each 0-255; by_first_byte and
  * its 257 first_offsets, int64), each at position 1, not skipped, its first
  * byte its group's, then the ``rest_*`` ones (int64, uint8, int64, bool) as
@@ -1406,22 +1418,30 @@ static PyObject *walk_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
         goto done;
     }
     Py_ssize_t total = head + rest;
-    static const Py_ssize_t widths[4] = {8, 1, 8, 1};
+    for (Py_ssize_t i = 0; i < rest; i++) {
+        if (rest_tokens[i] < 0 || rest_tokens[i] > INT32_MAX || rest_positions[i] < 0 || rest_positions[i] > INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "walk_plan: a rest token or position outside int32");
+            goto done;
+        }
+    }
+    static const Py_ssize_t widths[4] = {4, 1, 4, 1};
     if (make_parts(parts, 4, total, widths) < 0) {
         goto done;
     }
-    int64_t *tokens = (int64_t *)PyBytes_AS_STRING(parts[0]);
+    int32_t *tokens = (int32_t *)PyBytes_AS_STRING(parts[0]);
     uint8_t *first_bytes = (uint8_t *)PyBytes_AS_STRING(parts[1]);
-    int64_t *positions = (int64_t *)PyBytes_AS_STRING(parts[2]);
+    int32_t *positions = (int32_t *)PyBytes_AS_STRING(parts[2]);
     uint8_t *skipped = (uint8_t *)PyBytes_AS_STRING(parts[3]);
     Released released;
     let_go_for(&released, total);
     /* groups_size checked every group's offsets: the copies stay inside */
     Py_ssize_t at = 0;
+    int wide = 0;  /* a token outside int32 met */
     for (Py_ssize_t i = 0; i < asked; i++) {
         int64_t lo = first_offsets[groups[i]], hi = first_offsets[groups[i] + 1];
-        memcpy(tokens + at, by_first_byte + lo, (size_t)(hi - lo) * sizeof(int64_t));
         for (int64_t k = 0; k < hi - lo; k++) {
+            wide |= by_first_byte[lo + k] < 0 || by_first_byte[lo + k] > INT32_MAX;
+            tokens[at + k] = (int32_t)by_first_byte[lo + k];
             first_bytes[at + k] = (uint8_t)groups[i];
             positions[at + k] = 1;
             skipped[at + k] = 0;
@@ -1429,14 +1449,18 @@ static PyObject *walk_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
         at += (Py_ssize_t)(hi - lo);
     }
     if (rest) {
-        memcpy(tokens + head, rest_tokens, (size_t)rest * 8);
-        memcpy(positions + head, rest_positions, (size_t)rest * 8);
         for (Py_ssize_t i = 0; i < rest; i++) {
+            tokens[head + i] = (int32_t)rest_tokens[i];
+            positions[head + i] = (int32_t)rest_positions[i];
             first_bytes[head + i] = rest_first_bytes[i];
             skipped[head + i] = rest_skipped[i] != 0;
         }
     }
     take_back(&released);
+    if (wide) {
+        PyErr_SetString(PyExc_ValueError, "walk_plan: a token outside int32");
+        goto done;
+    }
     result = PyTuple_Pack(4, parts[0], parts[1], parts[2], parts[3]);
 done:
     for (int i = 0; i < 4; i++) {
@@ -1452,7 +1476,8 @@ done:
  *     -> (tokens, links, first_bytes, positions)
  *
  * The arrays of a chain plan (tokendfa.lazy.plans._ChainPlan, which says
- * what each part is) as bytes (first bytes uint8, the others int64), from
+ * what each part is) as bytes (tokens and positions int32, links int64,
+ * first bytes uint8), from
  * the vocabulary's tokens by first
  * byte (by_first_byte, its 257 first_offsets; first_column: each token's
  * first byte, uint8[V]) and a class's runs (tokendfa.lazy.tables._ClassRuns:
@@ -1538,17 +1563,22 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
         kept += !dies || RUN_AT(ascii, token) <= length;
     }
     Py_ssize_t total = head + inner + (Py_ssize_t)(partial_hi - partial_lo) + kept;
-    static const Py_ssize_t widths[4] = {8, 8, 1, 8};
+    if (vocab_size > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "chain_plan: tokens outside int32");
+        goto done;
+    }
+    static const Py_ssize_t widths[4] = {4, 8, 1, 4};
     if (make_parts(parts, 4, total, widths) < 0) {
         goto done;
     }
-    int64_t *tokens = (int64_t *)PyBytes_AS_STRING(parts[0]), *links = (int64_t *)PyBytes_AS_STRING(parts[1]);
+    int32_t *tokens = (int32_t *)PyBytes_AS_STRING(parts[0]);
+    int64_t *links = (int64_t *)PyBytes_AS_STRING(parts[1]);
     uint8_t *first_bytes = (uint8_t *)PyBytes_AS_STRING(parts[2]);
-    int64_t *positions = (int64_t *)PyBytes_AS_STRING(parts[3]);
+    int32_t *positions = (int32_t *)PyBytes_AS_STRING(parts[3]);
     Py_ssize_t at = gather_groups(by_first_byte, buffers[0].view.len / 8, first_offsets, 256, others,
-                                  buffers[3].view.len / 8, tokens, 0, total);
+                                  buffers[3].view.len / 8, tokens, 1, 0, total);
     at = at < 0 ? -1 : gather_groups(irregular, buffers[4].view.len / 8, irregular_offsets, 256, starting,
-                                     buffers[6].view.len / 8, tokens, at, total);
+                                     buffers[6].view.len / 8, tokens, 1, at, total);
     if (at != head + inner) {
         PyErr_SetString(PyExc_IndexError, "chain_plan: a group outside the offsets");
         goto done;
@@ -1563,8 +1593,9 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
             PyErr_SetString(PyExc_IndexError, "chain_plan: a token outside the tables");
             goto done;
         }
-        tokens[at] = token;
-        links[at] = positions[at] = RUN_AT(chars, token);
+        tokens[at] = (int32_t)token;
+        links[at] = RUN_AT(chars, token);
+        positions[at] = (int32_t)links[at];
     }
     for (Py_ssize_t k = 0; k < longer; k++) {
         int64_t token = k < num_full - full_lo ? full_by_chars[full_lo + k] : partial[partial_hi + k - (num_full - full_lo)];
@@ -1572,9 +1603,9 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
         if (dies && regular) {
             continue;
         }
-        tokens[at] = token;
+        tokens[at] = (int32_t)token;
         links[at] = regular ? length : -1;
-        positions[at++] = regular ? length : 1;
+        positions[at++] = regular ? (int32_t)length : 1;
     }
     for (Py_ssize_t i = 0; i < total; i++) {
         if (tokens[i] < 0 || tokens[i] >= vocab_size) {
@@ -1700,10 +1731,11 @@ static int compare_int32(const void *left, const void *right) {
 }
 
 /* The mask and successors of finish_row (see there) from checked lengths:
- * loop_mask NULL or num_words words; entries and ends of count items.
+ * loop_mask NULL or num_words words; entries and ends of count items;
+ * tokens int64 where wide_tokens (a vocabulary's), else int32 (a plan's).
  * The GIL held on entry and on return. */
-static PyObject *finish_arrays(const uint32_t *loop_mask, Py_ssize_t num_words, const int64_t *tokens,
-                               Py_ssize_t num_tokens, const int64_t *entries, const int64_t *ends, Py_ssize_t count,
+static PyObject *finish_arrays(const uint32_t *loop_mask, Py_ssize_t num_words, const void *tokens,
+                               int wide_tokens, Py_ssize_t num_tokens, const int64_t *entries, const int64_t *ends, Py_ssize_t count,
                                const int64_t *loop_ends, Py_ssize_t num_loop_ends, const int64_t *eos,
                                Py_ssize_t num_eos, int final) {
     PyObject *mask_object = NULL, *result = NULL;
@@ -1738,7 +1770,7 @@ static PyObject *finish_arrays(const uint32_t *loop_mask, Py_ssize_t num_words, 
             problem = "finish_row: an entry outside the tokens";
             break;
         }
-        int64_t token = tokens[entry];
+        int64_t token = wide_tokens ? ((const int64_t *)tokens)[entry] : ((const int32_t *)tokens)[entry];
         if (token < 0 || token >= bound) {
             problem = "finish_row: a token outside the mask";
             break;
@@ -1804,8 +1836,8 @@ done:
  * LazyIndex._new_row with a covering vocabulary), where ~15 numpy calls
  * made them: ``mask`` (bytes, num_words uint32 words) is ``loop_mask``
  * (uint32[num_words]; None: no bit) with the bits of tokens[entries[i]]
- * set for i < count (tokens and entries int64: a walk's ended entries of
- * its plan), and of the ``eos`` tokens (int64) when ``final``;
+ * set for i < count (tokens int32, a plan's; entries int64: a walk's ended
+ * entries of it), and of the ``eos`` tokens (int64) when ``final``;
  * ``successors`` (bytes, int32) the distinct states of ends[:count] (int64)
  * and ``loop_ends`` (int64), ascending. */
 static PyObject *finish_row(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -1826,11 +1858,11 @@ static PyObject *finish_row(PyObject *module, PyObject *const *args, Py_ssize_t 
     static const char *names[8] = {"", "", "tokens", "entries", "ends", "", "loop_ends", "eos"};
     static const int taken[5] = {2, 3, 4, 6, 7};
     for (int k = 0; k < 5; k++) {
-        if (take(args[taken[k]], &buffers[taken[k]], names[taken[k]], 8, 0) < 0) {
+        if (take(args[taken[k]], &buffers[taken[k]], names[taken[k]], taken[k] == 2 ? 4 : 8, 0) < 0) {
             goto done;
         }
     }
-    Py_ssize_t num_tokens = buffers[2].view.len / 8, num_loop_ends = buffers[6].view.len / 8;
+    Py_ssize_t num_tokens = buffers[2].view.len / 4, num_loop_ends = buffers[6].view.len / 8;
     Py_ssize_t num_eos = buffers[7].view.len / 8;
     if (num_words < 0 || num_words > PY_SSIZE_T_MAX / 64 || count < 0 || count > buffers[3].view.len / 8
             || count > buffers[4].view.len / 8
@@ -1838,7 +1870,7 @@ static PyObject *finish_row(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_ValueError, "finish_row: arrays of mismatched lengths");
         goto done;
     }
-    result = finish_arrays(buffers[0].held ? buffers[0].view.buf : NULL, num_words, buffers[2].view.buf, num_tokens,
+    result = finish_arrays(buffers[0].held ? buffers[0].view.buf : NULL, num_words, buffers[2].view.buf, 0, num_tokens,
                            buffers[3].view.buf, buffers[4].view.buf, count, buffers[6].view.buf, num_loop_ends,
                            buffers[7].view.buf, num_eos, final);
 done:
@@ -1938,7 +1970,7 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
     Buffer buffers[12] = {{0}};
     static const char *names[12] = {"", "data", "offsets", "first_row", "first_bytes", "picks", "along", "tokens",
                                     "loop_mask", "", "loop_ends", "eos"};
-    static const Py_ssize_t items[12] = {0, 1, 8, 4, 1, 0, 8, 8, 4, 0, 8, 8};
+    static const Py_ssize_t items[12] = {0, 1, 8, 4, 1, 0, 8, 4, 4, 0, 8, 8};
     PyObject *result = NULL;
     int64_t *states = NULL, *ended_entries = NULL, *ended_states = NULL;
     Py_ssize_t num_words = PyLong_AsSsize_t(args[9]);
@@ -1969,7 +2001,7 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
     const int64_t *offsets = buffers[2].view.buf;
     Py_ssize_t count = buffers[4].view.len, total = buffers[1].view.len;
     if (buffers[2].view.len / 8 != count + 1 || buffers[3].view.len != 256 * 4
-            || buffers[5].view.len / buffers[5].view.itemsize != count || buffers[7].view.len / 8 != count
+            || buffers[5].view.len / buffers[5].view.itemsize != count || buffers[7].view.len / 4 != count
             || num_words < 0 || num_words > PY_SSIZE_T_MAX / 64
             || (buffers[8].held && buffers[8].view.len != num_words * 4)) {
         PyErr_SetString(PyExc_ValueError, "walk_row: arrays of mismatched lengths");
@@ -2005,7 +2037,7 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
     if (close_automaton(&automaton) < 0 || ended < 0) {
         goto done;
     }
-    result = finish_arrays(buffers[8].held ? buffers[8].view.buf : NULL, num_words, buffers[7].view.buf, count,
+    result = finish_arrays(buffers[8].held ? buffers[8].view.buf : NULL, num_words, buffers[7].view.buf, 0, count,
                            ended_entries, ended_states, ended, buffers[10].view.buf, buffers[10].view.len / 8,
                            buffers[11].view.buf, buffers[11].view.len / 8, final);
 done:
@@ -2045,6 +2077,9 @@ static const char *measure_groups(const Groups *g, Py_ssize_t *entries, Py_ssize
                     || g->grouped_offsets[j + 1] > g->num_grouped) {
                 return "group_plan: a token outside the grouped bytes";
             }
+            if (g->by_first_byte[j] < 0 || g->by_first_byte[j] > INT32_MAX) {
+                return "group_plan: a token outside int32";
+            }
             total += (Py_ssize_t)(g->grouped_offsets[j + 1] - g->grouped_offsets[j] - 1);
         }
         count += (Py_ssize_t)(to - from);
@@ -2063,6 +2098,9 @@ static const char *measure_groups(const Groups *g, Py_ssize_t *entries, Py_ssize
                     || g->rest_data_offsets[j + 1] > g->num_rest_data) {
                 return "group_plan: a token outside the rest's bytes";
             }
+            if (g->rest_tokens[j] < 0 || g->rest_tokens[j] > INT32_MAX) {
+                return "group_plan: a token outside int32";
+            }
             total += (Py_ssize_t)(g->rest_data_offsets[j + 1] - g->rest_data_offsets[j]);
         }
         count += (Py_ssize_t)(to - from);
@@ -2075,7 +2113,7 @@ static const char *measure_groups(const Groups *g, Py_ssize_t *entries, Py_ssize
 /* The plan's entries (measure_groups checked their offsets): tokens,
  * first bytes, positions, skipped flags, and their bytes packed into data
  * at offsets (count + 1). */
-static void fill_groups(const Groups *g, int64_t *tokens, uint8_t *first_bytes, int64_t *positions,
+static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, int32_t *positions,
                         uint8_t *skipped, uint8_t *data, int64_t *offsets) {
     Py_ssize_t i = 0, at = 0;
     offsets[0] = 0;
@@ -2085,7 +2123,7 @@ static void fill_groups(const Groups *g, int64_t *tokens, uint8_t *first_bytes, 
             int64_t from = g->grouped_offsets[j] + 1, length = g->grouped_offsets[j + 1] - from;
             memcpy(data + at, g->grouped + from, (size_t)length);
             at += length;
-            tokens[i] = g->by_first_byte[j];
+            tokens[i] = (int32_t)g->by_first_byte[j];
             first_bytes[i] = (uint8_t)b;
             positions[i] = 1;
             skipped[i] = 0;
@@ -2098,7 +2136,7 @@ static void fill_groups(const Groups *g, int64_t *tokens, uint8_t *first_bytes, 
             int64_t from = g->rest_data_offsets[j], length = g->rest_data_offsets[j + 1] - from;
             memcpy(data + at, g->rest_data + from, (size_t)length);
             at += length;
-            tokens[i] = g->rest_tokens[j];
+            tokens[i] = (int32_t)g->rest_tokens[j];
             first_bytes[i] = (uint8_t)b;
             positions[i] = g->rest_skips[j] > 1 ? g->rest_skips[j] : 1;
             skipped[i] = g->rest_skips[j] > 0;
@@ -2123,7 +2161,7 @@ static void fill_groups(const Groups *g, int64_t *tokens, uint8_t *first_bytes, 
  * ``rest_data`` at ``rest_data_offsets``, int64, one more than
  * rest_tokens) from their resume point (at least 1), skipped (starting in
  * the loop's state) where they have one. As bytes: tokens and positions
- * int64, first bytes uint8, skipped bool, one an entry, and the entries' bytes
+ * int32, first bytes uint8, skipped bool, one an entry, and the entries' bytes
  * packed and their offsets (int64, one more). The walk_plan and pack_plan
  * of the rest a loop row's first bytes gather (tables._loop_mask) made the
  * same arrays in ~10 numpy calls and three C calls: ~300-400 us for a
@@ -2170,7 +2208,7 @@ static PyObject *group_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_IndexError, problem);
         goto done;
     }
-    static const Py_ssize_t widths[4] = {8, 1, 8, 1};
+    static const Py_ssize_t widths[4] = {4, 1, 4, 1};
     if (make_parts(parts, 4, count, widths) < 0
             || (parts[4] = PyBytes_FromStringAndSize(NULL, total)) == NULL
             || (parts[5] = PyBytes_FromStringAndSize(NULL, 8 * (count + 1))) == NULL) {
@@ -2178,8 +2216,8 @@ static PyObject *group_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
     }
     Released released;
     let_go_for(&released, count);
-    fill_groups(&g, (int64_t *)PyBytes_AS_STRING(parts[0]), (uint8_t *)PyBytes_AS_STRING(parts[1]),
-                (int64_t *)PyBytes_AS_STRING(parts[2]), (uint8_t *)PyBytes_AS_STRING(parts[3]),
+    fill_groups(&g, (int32_t *)PyBytes_AS_STRING(parts[0]), (uint8_t *)PyBytes_AS_STRING(parts[1]),
+                (int32_t *)PyBytes_AS_STRING(parts[2]), (uint8_t *)PyBytes_AS_STRING(parts[3]),
                 (uint8_t *)PyBytes_AS_STRING(parts[4]), (int64_t *)PyBytes_AS_STRING(parts[5]));
     take_back(&released);
     result = PyTuple_Pack(6, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]);
@@ -2295,7 +2333,7 @@ static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t n
     if (close_automaton(&automaton) < 0 || ended < 0) {
         goto done;
     }
-    result = finish_arrays(buffers[LOOP_MASK].held ? buffers[LOOP_MASK].view.buf : NULL, num_words, tokens, count,
+    result = finish_arrays(buffers[LOOP_MASK].held ? buffers[LOOP_MASK].view.buf : NULL, num_words, tokens, 1, count,
                            scratch + count, scratch + 2 * count, ended, buffers[LOOP_ENDS].view.buf,
                            buffers[LOOP_ENDS].view.len / 8, buffers[EOS].view.buf, buffers[EOS].view.len / 8, final);
 done:

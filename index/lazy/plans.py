@@ -43,11 +43,13 @@ _PLAN_CACHE_SIZE = 1024
 _PLAN_MAX_TOKENS = 65536
 _PLAN_CACHE_BYTES = 64 << 20
 # A walk plan's arrays as _cwalk.walk_plan gives them (tokens, first bytes,
-# positions, skipped), and its rest (tokens, first bytes, positions,
+# positions, skipped: 10 bytes a token, where int64 ones took 25 and
+# ~19% of a MaskBench fork's p99 step time went to page faults, the plans'
+# arrays the largest source after the walk), and its rest (tokens, first bytes, positions,
 # skipped) where the row has no loop.
-_PLAN_DTYPES = (np.int64, np.uint8, np.int64, bool)
+_PLAN_DTYPES = (np.int32, np.uint8, np.int32, bool)
 # A chain plan's (tokens, links, first bytes, positions).
-_CHAIN_DTYPES = (np.int64, np.int64, np.uint8, np.int64)
+_CHAIN_DTYPES = (np.int32, np.int64, np.uint8, np.int32)
 _NO_REST = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64),
             np.zeros(0, dtype=bool))
 _CACHE_LOCK = threading.Lock()  # the per-vocabulary caches are shared by every lazy index
@@ -210,10 +212,10 @@ class _ChainPlan:
     assembling the tokens from cached groups takes ~20 numpy calls, ~0.35 ms
     of each cold step along sp_0's maxLength-1024 strings."""
 
-    tokens: np.ndarray       # int64
+    tokens: np.ndarray       # int32
     links: np.ndarray        # int64
     first_bytes: np.ndarray  # uint8: 1 byte a token, not 8 (a fork's faults and the caches' bytes)
-    positions: np.ndarray    # int64
+    positions: np.ndarray    # int32
     packing: _Packing = field(default_factory=_Packing)
 
 
@@ -261,7 +263,7 @@ def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _Cl
     parts.append(longer)
     links.append(np.where(regular, length, -1).astype(np.int64))
     positions.append(np.where(regular, length, 1).astype(np.int64))
-    tokens, positions = np.concatenate(parts), np.concatenate(positions)
+    tokens, positions = np.concatenate(parts).astype(np.int32), np.concatenate(positions).astype(np.int32)
     found = _ChainPlan(tokens, np.concatenate(links), tables.columns[0][tokens].astype(np.uint8), positions)
     for array in (found.tokens, found.links, found.first_bytes, found.positions):
         array.flags.writeable = False
@@ -278,9 +280,9 @@ class _WalkPlan:
     Assembling them costs ~70 us of numpy calls, paid once per plan, not at
     every cold row."""
 
-    tokens: np.ndarray       # int64
+    tokens: np.ndarray       # int32
     first_bytes: np.ndarray  # uint8: 1 byte a token, not 8 (a fork's faults and the caches' bytes)
-    positions: np.ndarray    # int64
+    positions: np.ndarray    # int32
     skipped: np.ndarray      # bool
     packing: _Packing = field(default_factory=_Packing)
 
@@ -322,6 +324,7 @@ def _walk_plan(tables: _VocabularyTables, live: np.ndarray, loop: tuple | None =
     if loop is not None:
         tokens, positions = np.concatenate((tokens, rest.tokens)), np.concatenate((positions, rest.positions))
         skipped = np.concatenate((skipped, rest.skipped))
+    tokens, positions = tokens.astype(np.int32), positions.astype(np.int32)
     found = _WalkPlan(tokens, tables.columns[0][tokens].astype(np.uint8), positions, skipped)
     for array in (found.tokens, found.first_bytes, found.positions, found.skipped):
         array.flags.writeable = False
