@@ -256,7 +256,9 @@ def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkey
             left, right = getattr(compiled, field), getattr(numpy, field)
             assert left.dtype == right.dtype and np.array_equal(left, right), field
             assert not left.flags.writeable
-        assert compiled.first_bytes.dtype == np.uint8  # a byte a token in the plan caches and forks
+        # 10 bytes a token in the plan caches and in a fork's first writes, not 25
+        assert (compiled.tokens.dtype, compiled.first_bytes.dtype, compiled.positions.dtype) == \
+            (np.int32, np.uint8, np.int32)
         # packed with the plan from the bytes grouped by first byte
         # (_cwalk.pack_plan), as packing by token id gives them
         packed, by_id = compiled.packing.packed, lazy_plans._packed(tables, compiled.tokens, compiled.positions)
@@ -274,7 +276,8 @@ def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkey
             left, right = getattr(compiled, field), getattr(numpy, field)
             assert left.dtype == right.dtype and np.array_equal(left, right), field
             assert not left.flags.writeable
-        assert compiled.first_bytes.dtype == np.uint8
+        assert (compiled.tokens.dtype, compiled.links.dtype, compiled.first_bytes.dtype, compiled.positions.dtype) == \
+            (np.int32, np.int32, np.uint8, np.int32)
     chains = 0
     for first_row, plan, picks, along in starts:
         compiled = start_states(first_row, plan, picks, along)
@@ -331,7 +334,9 @@ def test_group_plans_are_the_numpy_walk_plans(indexes, monkeypatch):
             left, right = getattr(compiled, field), getattr(numpy, field)
             assert left.dtype == right.dtype and np.array_equal(left, right), field
             assert not left.flags.writeable
-        assert compiled.first_bytes.dtype == np.uint8  # a byte a token in the plan caches and forks
+        # 10 bytes a token in the plan caches and in a fork's first writes, not 25
+        assert (compiled.tokens.dtype, compiled.first_bytes.dtype, compiled.positions.dtype) == \
+            (np.int32, np.uint8, np.int32)
         by_id = lazy_plans._packed(tables, compiled.tokens, compiled.positions)
         assert np.array_equal(compiled.packing.packed.offsets, by_id.offsets)
         assert np.array_equal(compiled.packing.packed.data, by_id.data)
@@ -505,10 +510,10 @@ def test_start_states_refuses_bad_arrays():
     first_bytes, out = np.array([1, 2], dtype=np.uint8), np.zeros(2, np.int64)
     cwalk.start_states(row, first_bytes, np.array([True, False]), np.array([9], np.int64), out)
     assert out.tolist() == [9, 2]
-    cwalk.start_states(row, first_bytes, np.array([-1, 1], np.int64), np.array([7, 8], np.int64), out)
+    cwalk.start_states(row, first_bytes, np.array([-1, 1], np.int32), np.array([7, 8], np.int64), out)
     assert out.tolist() == [1, 8]
     with pytest.raises(IndexError, match="outside the chain"):
-        cwalk.start_states(row, first_bytes, np.array([2, 0], np.int64), np.array([7, 8], np.int64), out)
+        cwalk.start_states(row, first_bytes, np.array([2, 0], np.int32), np.array([7, 8], np.int64), out)
     with pytest.raises(IndexError, match="outside the chain"):
         cwalk.start_states(row, first_bytes, np.array([True, True]), np.zeros(0, np.int64), out)
     with pytest.raises(TypeError, match="first_bytes: items of 1 bytes"):   # a plan's first bytes are uint8
@@ -518,7 +523,7 @@ def test_start_states_refuses_bad_arrays():
     with pytest.raises(ValueError, match="mismatched"):
         cwalk.start_states(row, first_bytes, np.array([False]), np.zeros(1, np.int64), out)
     with pytest.raises(TypeError, match="picks"):
-        cwalk.start_states(row, first_bytes, np.zeros(2, np.int32), np.zeros(1, np.int64), out)
+        cwalk.start_states(row, first_bytes, np.zeros(2, np.int64), np.zeros(1, np.int64), out)
 
 
 def test_finish_row_is_the_numpy_row():
@@ -771,4 +776,4 @@ def test_walk_row_refuses_bad_arrays():
     with pytest.raises(IndexError, match="outside the automaton"):
         walk(picks=np.ones(1, bool), along=np.array([1000], np.int64))
     with pytest.raises(TypeError, match="picks"):
-        walk(picks=np.zeros(1, np.int32))
+        walk(picks=np.zeros(1, np.int64))

@@ -1476,8 +1476,8 @@ done:
  *     -> (tokens, links, first_bytes, positions)
  *
  * The arrays of a chain plan (tokendfa.lazy.plans._ChainPlan, which says
- * what each part is) as bytes (tokens and positions int32, links int64,
- * first bytes uint8), from
+ * what each part is) as bytes (tokens, links and positions int32, first
+ * bytes uint8), from
  * the vocabulary's tokens by first
  * byte (by_first_byte, its 257 first_offsets; first_column: each token's
  * first byte, uint8[V]) and a class's runs (tokendfa.lazy.tables._ClassRuns:
@@ -1567,12 +1567,12 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_ValueError, "chain_plan: tokens outside int32");
         goto done;
     }
-    static const Py_ssize_t widths[4] = {4, 8, 1, 4};
+    static const Py_ssize_t widths[4] = {4, 4, 1, 4};
     if (make_parts(parts, 4, total, widths) < 0) {
         goto done;
     }
     int32_t *tokens = (int32_t *)PyBytes_AS_STRING(parts[0]);
-    int64_t *links = (int64_t *)PyBytes_AS_STRING(parts[1]);
+    int32_t *links = (int32_t *)PyBytes_AS_STRING(parts[1]);
     uint8_t *first_bytes = (uint8_t *)PyBytes_AS_STRING(parts[2]);
     int32_t *positions = (int32_t *)PyBytes_AS_STRING(parts[3]);
     Py_ssize_t at = gather_groups(by_first_byte, buffers[0].view.len / 8, first_offsets, 256, others,
@@ -1594,8 +1594,7 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
             goto done;
         }
         tokens[at] = (int32_t)token;
-        links[at] = RUN_AT(chars, token);
-        positions[at] = (int32_t)links[at];
+        links[at] = positions[at] = (int32_t)RUN_AT(chars, token);
     }
     for (Py_ssize_t k = 0; k < longer; k++) {
         int64_t token = k < num_full - full_lo ? full_by_chars[full_lo + k] : partial[partial_hi + k - (num_full - full_lo)];
@@ -1604,7 +1603,7 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
             continue;
         }
         tokens[at] = (int32_t)token;
-        links[at] = regular ? length : -1;
+        links[at] = regular ? (int32_t)length : -1;
         positions[at++] = regular ? (int32_t)length : 1;
     }
     for (Py_ssize_t i = 0; i < total; i++) {
@@ -1884,7 +1883,7 @@ static const char *fill_start_states(const int32_t *first_row, const uint8_t *fi
                                      int wide_picks, Py_ssize_t count, const int64_t *along, Py_ssize_t num_along,
                                      int64_t *out) {
     for (Py_ssize_t i = 0; i < count; i++) {
-        int64_t pick = wide_picks ? ((const int64_t *)picks)[i] : (((const uint8_t *)picks)[i] ? 0 : -1);
+        int64_t pick = wide_picks ? ((const int32_t *)picks)[i] : (((const uint8_t *)picks)[i] ? 0 : -1);
         if (pick >= 0) {
             if (pick >= num_along) {
                 return "start_states: a link outside the chain";
@@ -1900,7 +1899,7 @@ static const char *fill_start_states(const int32_t *first_row, const uint8_t *fi
 /* start_states(first_row, first_bytes, picks, along, out): the state each
  * entry of a plan starts its walk in, into out (int64[k]): along[0] where
  * picks[i] (a walk plan's skipped, bool) is set, along[picks[i]] where
- * picks[i] (a chain plan's links, int64) is 0 or more, else
+ * picks[i] (a chain plan's links, int32) is 0 or more, else
  * first_row[first_bytes[i]] (first_row: the row's 256 int32 cells,
  * first_bytes uint8[k], along int64). numpy's gathers, the boolean store
  * and the int32 -> int64 copy a walk reads cost ~15 us a cold row with
@@ -1917,10 +1916,10 @@ static PyObject *start_states(PyObject *module, PyObject *const *args, Py_ssize_
         goto done;
     }
     buffers[2].held = 1;
-    if ((buffers[2].view.itemsize != 1 && buffers[2].view.itemsize != 8)
+    if ((buffers[2].view.itemsize != 1 && buffers[2].view.itemsize != 4)
             || take(args[3], &buffers[3], "along", 8, 0) < 0 || take(args[4], &buffers[4], "out", 8, 1) < 0) {
         if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "start_states: picks of 1 (bool) or 8 (int64) bytes expected");
+            PyErr_SetString(PyExc_TypeError, "start_states: picks of 1 (bool) or 4 (int32) bytes expected");
         }
         goto done;
     }
@@ -1929,7 +1928,7 @@ static PyObject *start_states(PyObject *module, PyObject *const *args, Py_ssize_
     const int64_t *along = buffers[3].view.buf;
     int64_t *out = buffers[4].view.buf;
     Py_ssize_t count = buffers[1].view.len, num_along = buffers[3].view.len / 8;
-    int wide_picks = buffers[2].view.itemsize == 8;
+    int wide_picks = buffers[2].view.itemsize == 4;
     if (buffers[0].view.len != 256 * 4 || buffers[2].view.len / buffers[2].view.itemsize != count
             || buffers[4].view.len / 8 != count) {
         PyErr_SetString(PyExc_ValueError, "start_states: arrays of mismatched lengths");
@@ -1982,13 +1981,13 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
         if (i == 9 || (i == 8 && args[8] == Py_None)) {
             continue;
         }
-        if (i == 5) {  /* a walk plan's skipped (bool) or a chain plan's links (int64) */
+        if (i == 5) {  /* a walk plan's skipped (bool) or a chain plan's links (int32) */
             if (PyObject_GetBuffer(args[5], &buffers[5].view, PyBUF_C_CONTIGUOUS) < 0) {
                 goto done;
             }
             buffers[5].held = 1;
-            if (buffers[5].view.itemsize != 1 && buffers[5].view.itemsize != 8) {
-                PyErr_SetString(PyExc_TypeError, "walk_row: picks of 1 (bool) or 8 (int64) bytes expected");
+            if (buffers[5].view.itemsize != 1 && buffers[5].view.itemsize != 4) {
+                PyErr_SetString(PyExc_TypeError, "walk_row: picks of 1 (bool) or 4 (int32) bytes expected");
                 goto done;
             }
             continue;
@@ -2022,7 +2021,7 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
     ended_entries = states + room;
     ended_states = ended_entries + room;
     const char *problem = fill_start_states(buffers[3].view.buf, buffers[4].view.buf, buffers[5].view.buf,
-                                            buffers[5].view.itemsize == 8, count, buffers[6].view.buf,
+                                            buffers[5].view.itemsize == 4, count, buffers[6].view.buf,
                                             buffers[6].view.len / 8, states);
     if (problem != NULL) {
         PyErr_SetString(PyExc_IndexError, problem);

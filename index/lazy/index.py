@@ -188,7 +188,7 @@ class _Start(NamedTuple):
     ``skipped``) is set, in ``along[link]`` where ``picks`` (a chain plan's
     ``links``) is a link, else in the cell of its first byte."""
 
-    picks: np.ndarray  # bool or int64, one an entry
+    picks: np.ndarray  # bool or int32, one an entry
     along: np.ndarray  # int64: the loop's state, or the chain's states
 
 

@@ -49,7 +49,7 @@ _PLAN_CACHE_BYTES = 64 << 20
 # skipped) where the row has no loop.
 _PLAN_DTYPES = (np.int32, np.uint8, np.int32, bool)
 # A chain plan's (tokens, links, first bytes, positions).
-_CHAIN_DTYPES = (np.int32, np.int64, np.uint8, np.int32)
+_CHAIN_DTYPES = (np.int32, np.int32, np.uint8, np.int32)
 _NO_REST = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64),
             np.zeros(0, dtype=bool))
 _CACHE_LOCK = threading.Lock()  # the per-vocabulary caches are shared by every lazy index
@@ -213,7 +213,7 @@ class _ChainPlan:
     of each cold step along sp_0's maxLength-1024 strings."""
 
     tokens: np.ndarray       # int32
-    links: np.ndarray        # int64
+    links: np.ndarray        # int32
     first_bytes: np.ndarray  # uint8: 1 byte a token, not 8 (a fork's faults and the caches' bytes)
     positions: np.ndarray    # int32
     packing: _Packing = field(default_factory=_Packing)
@@ -264,7 +264,8 @@ def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _Cl
     links.append(np.where(regular, length, -1).astype(np.int64))
     positions.append(np.where(regular, length, 1).astype(np.int64))
     tokens, positions = np.concatenate(parts).astype(np.int32), np.concatenate(positions).astype(np.int32)
-    found = _ChainPlan(tokens, np.concatenate(links), tables.columns[0][tokens].astype(np.uint8), positions)
+    found = _ChainPlan(tokens, np.concatenate(links).astype(np.int32), tables.columns[0][tokens].astype(np.uint8),
+                       positions)
     for array in (found.tokens, found.links, found.first_bytes, found.positions):
         array.flags.writeable = False
     return tables.chain_plans.remember(plan_key, found)
