@@ -1535,7 +1535,7 @@ def test_packed_walk_refuses_bad_arrays():
     cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
     dfa = LazyByteDFA("ab")
     data = np.frombuffer(b"abb", dtype=np.uint8)  # two entries: "ab" and "b"
-    offsets = np.array([0, 2, 3], dtype=np.int64)
+    offsets = np.array([0, 2, 3], dtype=np.int32)
     initial = np.full(2, INITIAL_STATE, dtype=np.int64)
 
     def walk(data, offsets, states):
@@ -1549,7 +1549,9 @@ def test_packed_walk_refuses_bad_arrays():
     with pytest.raises(ValueError, match="mismatched"):
         walk(data, offsets[:2], initial)
     with pytest.raises(IndexError, match="outside the data"):
-        walk(data, np.array([0, 2, 4], dtype=np.int64), initial)
+        walk(data, np.array([0, 2, 4], dtype=np.int32), initial)
+    with pytest.raises(TypeError, match="offsets: items of 4 bytes"):   # a plan's packed offsets are int32
+        walk(data, offsets.astype(np.int64), initial)
     with pytest.raises(IndexError, match="outside the automaton"):
         walk(data, offsets, initial + 1000)
     entries, ends = walk(data, offsets, initial)  # "ab" lives, "b" dies
@@ -1578,7 +1580,7 @@ def test_walk_and_pack_walks_as_walk_and_packs_as_pack():
     dfa = LazyByteDFA("(ab)*")
     states = np.full(5, INITIAL_STATE, dtype=np.int64)
     by_id, packed = np.zeros((2, 5), dtype=np.int64), np.zeros((2, 5), dtype=np.int64)
-    packed_offsets = np.zeros(6, dtype=np.int64)
+    packed_offsets = np.zeros(6, dtype=np.int32)
     with dfa.resolving():
         ended = cwalk.walk(dfa, spellings, offsets, tokens, states, positions, *by_id)
         # a plan's tokens and positions: int32
@@ -1623,7 +1625,7 @@ def test_forged_spelling_offsets_are_refused_not_read():
             cwalk.walk(dfa, spellings, offsets, tokens, states, positions, *ended)
         with pytest.raises(IndexError, match="outside the tables"):
             cwalk.walk_and_pack(dfa, spellings, offsets, tokens.astype(np.int32), states, positions.astype(np.int32),
-                                *ended, np.zeros(2, dtype=np.int64))
+                                *ended, np.zeros(2, dtype=np.int32))
     with pytest.raises(IndexError, match="outside the tables"):
         cwalk.pack(spellings, offsets, tokens, positions, np.zeros(8192, dtype=np.uint8))
 

@@ -350,7 +350,7 @@ def test_group_plan_refuses_bad_arrays():
     rest = np.array([3, 4], np.int64)
     rest_offsets = np.zeros(257, np.int64)
     rest_offsets[ord("a") + 1:] = 2  # both start with "a"
-    skips, data, data_offsets = np.array([0, 2], np.int16), np.frombuffer(b"xyz", np.uint8), np.array([0, 2, 3])
+    skips, data, data_offsets = np.array([0, 2], np.int16), np.frombuffer(b"xyz", np.uint8), np.array([0, 2, 3], np.int32)
 
     def plan(**changed):
         arrays = dict(by_first_byte=tables.by_first_byte, first_offsets=tables.first_offsets, grouped=grouped,
@@ -367,7 +367,10 @@ def test_group_plan_refuses_bad_arrays():
     assert np.frombuffer(skipped, bool)[quoted:].tolist() == [False, True]
     assert set(np.frombuffer(first_bytes, np.uint8).tolist()) == {ord('"'), ord("a")}
     assert len(first_bytes) == len(skipped)  # one byte a first byte
-    assert packed.endswith(b"xyz") and np.frombuffer(offsets, np.int64)[-1] == len(packed)
+    assert packed.endswith(b"xyz") and np.frombuffer(offsets, np.int32)[-1] == len(packed)
+    assert len(offsets) == 4 * (len(skipped) + 1)  # packed offsets are int32
+    with pytest.raises(TypeError, match="rest_data_offsets: items of 4 bytes"):
+        plan(rest_data_offsets=data_offsets.astype(np.int64))
     with pytest.raises(TypeError, match="11 arguments"):
         cwalk.group_plan(grouped)
     with pytest.raises(IndexError, match="outside the row"):
@@ -383,7 +386,7 @@ def test_group_plan_refuses_bad_arrays():
     with pytest.raises(IndexError, match="outside the rest's bytes"):
         plan(rest_data=data[:2])
     with pytest.raises(IndexError, match="outside the rest's bytes"):
-        plan(rest_data_offsets=np.array([0, 3, 2]))
+        plan(rest_data_offsets=np.array([0, 3, 2], np.int32))
     with pytest.raises(ValueError, match="mismatched"):
         plan(first_offsets=tables.first_offsets[:256])
     with pytest.raises(ValueError, match="mismatched"):
@@ -657,7 +660,7 @@ def test_pack_plan_refuses_bad_arrays():
 
     data, packed_offsets = pack()
     head = tables.first_offsets[98] - tables.first_offsets[97]
-    packed_offsets = np.frombuffer(packed_offsets, np.int64)
+    packed_offsets = np.frombuffer(packed_offsets, np.int32)
     assert len(packed_offsets) == head + 3 and data[packed_offsets[head]:] == rest.data.tobytes()
     with pytest.raises(IndexError, match="outside the offsets"):
         pack(groups=np.array([256], np.int64))
@@ -668,11 +671,13 @@ def test_pack_plan_refuses_bad_arrays():
     with pytest.raises(IndexError, match="outside the rest"):
         pack(data=rest.data[:0])
     with pytest.raises(IndexError, match="outside the rest"):
-        pack(rest_offsets=np.array([0, 5, 2], np.int64))
+        pack(rest_offsets=np.array([0, 5, 2], np.int32))
     with pytest.raises(IndexError, match="outside the rest"):
         pack(rest_offsets=rest.offsets + 1)
     with pytest.raises(ValueError, match="mismatched"):
-        pack(rest_offsets=np.zeros(0, np.int64))
+        pack(rest_offsets=np.zeros(0, np.int32))
+    with pytest.raises(TypeError, match="rest_offsets: items of 4 bytes"):   # packed offsets are int32
+        pack(rest_offsets=rest.offsets.astype(np.int64))
 
 
 def test_walk_span_refuses_bad_arrays():
@@ -737,7 +742,7 @@ def test_walk_row_refuses_bad_arrays():
 
     dfa = LazyByteDFA("ab")
     first_row = np.ascontiguousarray(dfa.row(INITIAL))
-    data, offsets = np.frombuffer(b"b", np.uint8), np.array([0, 1], np.int64)  # one entry: "b" after "a"
+    data, offsets = np.frombuffer(b"b", np.uint8), np.array([0, 1], np.int32)  # one entry: "b" after "a"
     first_bytes, picks, along = np.array([ord("a")], np.uint8), np.zeros(1, bool), np.zeros(1, np.int64)
     tokens, none = np.array([5], np.int32), np.zeros(0, np.int64)
 
@@ -754,7 +759,9 @@ def test_walk_row_refuses_bad_arrays():
     with pytest.raises(TypeError, match="13 arguments"):
         cwalk.walk_row(dfa, data)
     with pytest.raises(ValueError, match="mismatched"):
-        walk(offsets=np.array([0, 1, 1], np.int64))
+        walk(offsets=np.array([0, 1, 1], np.int32))
+    with pytest.raises(TypeError, match="offsets: items of 4 bytes"):   # a plan's packed offsets are int32
+        walk(offsets=np.array([0, 1], np.int64))
     with pytest.raises(ValueError, match="mismatched"):
         walk(first_row=first_row[:100])
     with pytest.raises(ValueError, match="mismatched"):
@@ -764,7 +771,7 @@ def test_walk_row_refuses_bad_arrays():
     with pytest.raises(ValueError, match="mismatched"):
         walk(loop_mask=np.zeros(2, np.uint32))
     with pytest.raises(IndexError, match="outside the data"):
-        walk(offsets=np.array([0, 2], np.int64))
+        walk(offsets=np.array([0, 2], np.int32))
     with pytest.raises(TypeError, match="first_bytes: items of 1 bytes"):
         walk(first_bytes=np.array([ord("a")], np.int64))
     with pytest.raises(ValueError, match="mismatched"):

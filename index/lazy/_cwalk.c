@@ -439,7 +439,8 @@ static void scratch_give(int slot, void *data) {
  * ``count`` entries (checked by the caller), in passes: a pass walks every
  * entry left as far as resolved cells go, without the GIL; then the cells
  * the stopped ones wait on are resolved together, with it, and the next
- * pass goes on from there. An entry whose bytes keep the automaton alive
+ * pass goes on from there. starts and stops are int64, or int32 where
+ * ``narrow`` (a plan's packed offsets). An entry whose bytes keep the automaton alive
  * goes to ended_* as (ids[i], or i without ids; end state). Returns how
  * many ended, or -1 on error (GIL held). Taking the GIL back once a cell
  * (~50 a cold row) made a thread walking beside another wait for that
@@ -447,8 +448,10 @@ static void scratch_give(int slot, void *data) {
  * row. The cells resolved are the same (those some entry reaches), in
  * another order: state ids are discovery order and may differ. */
 static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uint8_t *bytes,
-                               const int64_t *starts, const int64_t *stops, const int64_t *states,
+                               const void *starts_at, const void *stops_at, int narrow, const int64_t *states,
                                const int64_t *ids, int64_t *ended_ids, int64_t *ended_states) {
+#define START(i) (narrow ? (int64_t)((const int32_t *)starts_at)[i] : ((const int64_t *)starts_at)[i])
+#define STOP(i) (narrow ? (int64_t)((const int32_t *)stops_at)[i] : ((const int64_t *)stops_at)[i])
     Py_ssize_t ended = 0, waiting = 0;
     /* int32 throughout (16 bytes an entry, the pages a cold row first
      * writes halved): entries up to INT32_MAX, states are int32 (the
@@ -475,7 +478,7 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
             ended = -1;
             goto done;
         }
-        if (stops[i] - starts[i] > INT32_MAX) {
+        if (STOP(i) - START(i) > INT32_MAX) {
             hold(automaton);
             PyErr_SetString(PyExc_ValueError, "walk: an entry of more than 2**31 bytes");
             ended = -1;
@@ -483,7 +486,7 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
         }
         int64_t end;
         Py_ssize_t stop;
-        int found = walk_known(automaton, states[i], bytes + starts[i], 0, stops[i] - starts[i], &end, &stop);
+        int found = walk_known(automaton, states[i], bytes + START(i), 0, STOP(i) - START(i), &end, &stop);
         if (found < 0) {
             ended = -1;
             goto done;
@@ -498,7 +501,7 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
     }
     while (waiting) {
         for (Py_ssize_t k = 0; k < waiting; k++) {
-            int byte = bytes[starts[entry[k]] + position[k]];
+            int byte = bytes[START(entry[k]) + position[k]];
             int64_t next = -2;
             if (automaton->session != NULL) {
                 next = ((const int32_t *)automaton->table.view.buf)[(int64_t)state[k] * 256 + byte];
@@ -515,7 +518,7 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
                 }
             } else {
                 hold(automaton);
-                next = resolve(automaton, state[k], bytes[starts[entry[k]] + position[k]]);
+                next = resolve(automaton, state[k], bytes[START(entry[k]) + position[k]]);
                 if (next < -1) {
                     ended = -1;
                     goto done;
@@ -532,7 +535,7 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
             Py_ssize_t i = entry[k];
             int64_t end;
             Py_ssize_t stop;
-            int found = walk_known(automaton, state[k], bytes + starts[i], position[k] + 1, stops[i] - starts[i],
+            int found = walk_known(automaton, state[k], bytes + START(i), position[k] + 1, STOP(i) - START(i),
                                    &end, &stop);
             if (found < 0) {
                 ended = -1;
@@ -559,6 +562,8 @@ done:
     hold(automaton);
     scratch_give(1, entry);
     return ended;
+#undef START
+#undef STOP
 }
 
 /* walk(dfa, spellings, offsets, tokens, states, positions, ended_tokens, ended_states) -> ended
@@ -626,7 +631,7 @@ static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         starts[i] = offsets[token] + positions[i];
         stops[i] = offsets[token + 1];
     }
-    ended = walk_entries(&automaton, count, spellings, starts, stops, states, tokens, ended_tokens, ended_states);
+    ended = walk_entries(&automaton, count, spellings, starts, stops, 0, states, tokens, ended_tokens, ended_states);
     PyMem_Free(starts);
     if (ended >= 0) {
         result = PyLong_FromSsize_t(ended);
@@ -645,7 +650,7 @@ done:
  * ``walk`` that packs as it goes (a plan's tokens and positions, int32):
  * every token's remaining bytes (as ``pack``
  * writes them) are copied into ``data``, a new bytes object, entry i at
- * data[packed_offsets[i]:packed_offsets[i + 1]] (packed_offsets: int64[k +
+ * data[packed_offsets[i]:packed_offsets[i + 1]] (packed_offsets: int32[k +
  * 1], written here), and walked from there as ``walk_packed`` walks them; a
  * live one goes to ended_* as (i, end state). The same cells are resolved in
  * the same order as by ``walk`` (the same entries, the same passes). Reading
@@ -663,7 +668,7 @@ static PyObject *walk_and_pack(PyObject *module, PyObject *const *args, Py_ssize
     Buffer buffers[9] = {{0}};  /* buffers[0] unused: the table is the automaton's */
     static const char *names[9] = {"", "spellings", "offsets", "tokens", "states", "positions",
                                    "ended_entries", "ended_states", "packed_offsets"};
-    static const Py_ssize_t items[9] = {0, 1, 8, 4, 8, 4, 8, 8, 8};
+    static const Py_ssize_t items[9] = {0, 1, 8, 4, 8, 4, 8, 8, 4};
     static const int writable[9] = {0, 0, 0, 0, 0, 0, 1, 1, 1};
     PyObject *result = NULL, *data = NULL;
     Py_ssize_t ended = 0;
@@ -680,12 +685,12 @@ static PyObject *walk_and_pack(PyObject *module, PyObject *const *args, Py_ssize
     const int32_t *tokens = buffers[3].view.buf, *positions = buffers[5].view.buf;
     const int64_t *states = buffers[4].view.buf;
     int64_t *ended_entries = buffers[6].view.buf, *ended_states = buffers[7].view.buf;
-    int64_t *packed_offsets = buffers[8].view.buf;
+    int32_t *packed_offsets = buffers[8].view.buf;
     Py_ssize_t count = buffers[3].view.len / 4, total = buffers[1].view.len;
     Py_ssize_t vocab_size = buffers[2].view.len / 8 - 1;
     if (buffers[4].view.len / 8 != count || buffers[5].view.len / 4 != count
             || buffers[6].view.len / 8 < count || buffers[7].view.len / 8 < count
-            || buffers[8].view.len / 8 != count + 1 || vocab_size < 0) {
+            || buffers[8].view.len / 4 != count + 1 || vocab_size < 0) {
         PyErr_SetString(PyExc_ValueError, "walk_and_pack: arrays of mismatched lengths");
         goto done;
     }
@@ -701,7 +706,12 @@ static PyObject *walk_and_pack(PyObject *module, PyObject *const *args, Py_ssize
             outside = 1;
             break;
         }
-        packed_offsets[i + 1] = packed_offsets[i] + (offsets[token + 1] - offsets[token] - positions[i]);
+        int64_t next = packed_offsets[i] + (offsets[token + 1] - offsets[token] - positions[i]);
+        if (next > INT32_MAX) {  /* a plan's packed bytes are indexed by int32 */
+            outside = 1;
+            break;
+        }
+        packed_offsets[i + 1] = (int32_t)next;
     }
     hold(&automaton);
     if (outside) {
@@ -719,7 +729,7 @@ static PyObject *walk_and_pack(PyObject *module, PyObject *const *args, Py_ssize
                (size_t)(packed_offsets[i + 1] - packed_offsets[i]));
     }
     hold(&automaton);
-    ended = walk_entries(&automaton, count, packed, packed_offsets, packed_offsets + 1, states, NULL,
+    ended = walk_entries(&automaton, count, packed, packed_offsets, packed_offsets + 1, 1, states, NULL,
                          ended_entries, ended_states);
     if (ended >= 0) {
         result = Py_BuildValue("(nO)", ended, data);
@@ -736,7 +746,7 @@ done:
 /* walk_packed(dfa, data, offsets, states, ended_entries, ended_states) -> ended
  *
  * ``walk`` for bytes packed in walking order: entry i walks
- * data[offsets[i]:offsets[i + 1]] from states[i] (offsets: int64[k + 1],
+ * data[offsets[i]:offsets[i + 1]] from states[i] (offsets: int32[k + 1],
  * states: int64[k]); a live one goes to ended_* as (i, end state). Every
  * read is then sequential: read through the token ids' offsets, a cold
  * row's ~4.6-37k tokens each cost a cache miss or two (with the caches
@@ -751,7 +761,7 @@ static PyObject *walk_packed(PyObject *module, PyObject *const *args, Py_ssize_t
     Automaton automaton = {0};
     Buffer buffers[6] = {{0}};  /* buffers[0] unused: the table is the automaton's */
     static const char *names[6] = {"", "data", "offsets", "states", "ended_entries", "ended_states"};
-    static const Py_ssize_t items[6] = {0, 1, 8, 8, 8, 8};
+    static const Py_ssize_t items[6] = {0, 1, 4, 8, 8, 8};
     static const int writable[6] = {0, 0, 0, 0, 1, 1};
     PyObject *result = NULL;
     Py_ssize_t ended = 0;
@@ -764,10 +774,11 @@ static PyObject *walk_packed(PyObject *module, PyObject *const *args, Py_ssize_t
         }
     }
     const uint8_t *data = buffers[1].view.buf;
-    const int64_t *offsets = buffers[2].view.buf, *states = buffers[3].view.buf;
+    const int32_t *offsets = buffers[2].view.buf;
+    const int64_t *states = buffers[3].view.buf;
     int64_t *ended_entries = buffers[4].view.buf, *ended_states = buffers[5].view.buf;
     Py_ssize_t count = buffers[3].view.len / 8, total = buffers[1].view.len;
-    if (buffers[2].view.len / 8 != count + 1 || buffers[4].view.len / 8 < count || buffers[5].view.len / 8 < count) {
+    if (buffers[2].view.len / 4 != count + 1 || buffers[4].view.len / 8 < count || buffers[5].view.len / 8 < count) {
         PyErr_SetString(PyExc_ValueError, "walk_packed: arrays of mismatched lengths");
         goto done;
     }
@@ -777,7 +788,7 @@ static PyObject *walk_packed(PyObject *module, PyObject *const *args, Py_ssize_t
             goto done;
         }
     }
-    ended = walk_entries(&automaton, count, data, offsets, offsets + 1, states, NULL, ended_entries, ended_states);
+    ended = walk_entries(&automaton, count, data, offsets, offsets + 1, 1, states, NULL, ended_entries, ended_states);
     if (ended >= 0) {
         result = PyLong_FromSsize_t(ended);
     }
@@ -1627,12 +1638,12 @@ done:
  *           rest_offsets) -> (data, offsets)
  *
  * A walk plan's packed bytes (tokendfa.lazy.plans._PackedBytes; data uint8
- * and offsets int64[k + 1] as bytes), made with the plan: the tokens of
+ * and offsets int32[k + 1] as bytes), made with the plan: the tokens of
  * the first-byte ``groups`` (int64) from their second byte, read from
  * ``grouped`` (uint8: the spelled tokens' bytes in by_first_byte order,
  * entry j at grouped[grouped_offsets[j]:grouped_offsets[j + 1]]; the 257
  * first_offsets index it by first byte), then the loop's rest, packed
- * already (rest_data uint8, rest_offsets int64 from 0). Packing at the
+ * already (rest_data uint8, rest_offsets int32 from 0). Packing at the
  * first walk read every token's offsets and bytes by id, a cache miss or
  * two a token: ~60 us of a new ~4.6k-token JSON string plan's first walk
  * (112 us against 49 packed, caches flushed; qwen2.5). */
@@ -1644,7 +1655,7 @@ static PyObject *pack_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
     Buffer buffers[6] = {{0}};
     static const char *names[6] = {"grouped", "grouped_offsets", "first_offsets", "groups", "rest_data",
                                    "rest_offsets"};
-    static const Py_ssize_t items_size[6] = {1, 8, 8, 8, 1, 8};
+    static const Py_ssize_t items_size[6] = {1, 8, 8, 8, 1, 4};
     PyObject *data = NULL, *offsets_object = NULL, *result = NULL;
     for (int i = 0; i < 6; i++) {
         if (take(args[i], &buffers[i], names[i], items_size[i], 0) < 0) {
@@ -1653,9 +1664,10 @@ static PyObject *pack_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
     }
     const uint8_t *grouped = buffers[0].view.buf, *rest_data = buffers[4].view.buf;
     const int64_t *grouped_offsets = buffers[1].view.buf, *first_offsets = buffers[2].view.buf;
-    const int64_t *groups = buffers[3].view.buf, *rest_offsets = buffers[5].view.buf;
+    const int64_t *groups = buffers[3].view.buf;
+    const int32_t *rest_offsets = buffers[5].view.buf;
     Py_ssize_t num_grouped = buffers[1].view.len / 8 - 1, grouped_bytes = buffers[0].view.len;
-    Py_ssize_t asked = buffers[3].view.len / 8, rest = buffers[5].view.len / 8 - 1;
+    Py_ssize_t asked = buffers[3].view.len / 8, rest = buffers[5].view.len / 4 - 1;
     if (num_grouped < 0 || buffers[2].view.len != 257 * 8 || rest < 0) {
         PyErr_SetString(PyExc_ValueError, "pack_plan: arrays of mismatched lengths");
         goto done;
@@ -1665,11 +1677,11 @@ static PyObject *pack_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
         PyErr_SetString(PyExc_IndexError, "pack_plan: a group outside the offsets");
         goto done;
     }
-    offsets_object = PyBytes_FromStringAndSize(NULL, (head + rest + 1) * 8);
+    offsets_object = PyBytes_FromStringAndSize(NULL, (head + rest + 1) * 4);
     if (offsets_object == NULL) {
         goto done;
     }
-    int64_t *offsets = (int64_t *)PyBytes_AS_STRING(offsets_object);
+    int32_t *offsets = (int32_t *)PyBytes_AS_STRING(offsets_object);
     const char *problem = NULL;
     Py_ssize_t at = 0;
     offsets[0] = 0;
@@ -1680,7 +1692,11 @@ static PyObject *pack_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
                 problem = "pack_plan: an entry outside the grouped bytes";
                 break;
             }
-            offsets[at + 1] = offsets[at] + (hi - lo - 1);
+            if (offsets[at] + (hi - lo - 1) > INT32_MAX) {
+                problem = "pack_plan: more packed bytes than int32 offsets index";
+                break;
+            }
+            offsets[at + 1] = (int32_t)(offsets[at] + (hi - lo - 1));
         }
     }
     int64_t head_bytes = offsets[at];
@@ -1688,11 +1704,11 @@ static PyObject *pack_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
         problem = "pack_plan: rest offsets outside the rest's bytes";
     }
     for (Py_ssize_t i = 0; i < rest && problem == NULL; i++, at++) {
-        if (rest_offsets[i] > rest_offsets[i + 1]) {
+        if (rest_offsets[i] > rest_offsets[i + 1] || head_bytes + rest_offsets[i + 1] > INT32_MAX) {
             problem = "pack_plan: rest offsets outside the rest's bytes";
             break;
         }
-        offsets[at + 1] = head_bytes + rest_offsets[i + 1];
+        offsets[at + 1] = (int32_t)(head_bytes + rest_offsets[i + 1]);
     }
     if (problem != NULL) {
         PyErr_SetString(PyExc_IndexError, problem);
@@ -1969,7 +1985,7 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
     Buffer buffers[12] = {{0}};
     static const char *names[12] = {"", "data", "offsets", "first_row", "first_bytes", "picks", "along", "tokens",
                                     "loop_mask", "", "loop_ends", "eos"};
-    static const Py_ssize_t items[12] = {0, 1, 8, 4, 1, 0, 8, 4, 4, 0, 8, 8};
+    static const Py_ssize_t items[12] = {0, 1, 4, 4, 1, 0, 8, 4, 4, 0, 8, 8};
     PyObject *result = NULL;
     int64_t *states = NULL, *ended_entries = NULL, *ended_states = NULL;
     Py_ssize_t num_words = PyLong_AsSsize_t(args[9]);
@@ -1997,9 +2013,9 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
         }
     }
     const uint8_t *data = buffers[1].view.buf;
-    const int64_t *offsets = buffers[2].view.buf;
+    const int32_t *offsets = buffers[2].view.buf;
     Py_ssize_t count = buffers[4].view.len, total = buffers[1].view.len;
-    if (buffers[2].view.len / 8 != count + 1 || buffers[3].view.len != 256 * 4
+    if (buffers[2].view.len / 4 != count + 1 || buffers[3].view.len != 256 * 4
             || buffers[5].view.len / buffers[5].view.itemsize != count || buffers[7].view.len / 4 != count
             || num_words < 0 || num_words > PY_SSIZE_T_MAX / 64
             || (buffers[8].held && buffers[8].view.len != num_words * 4)) {
@@ -2031,7 +2047,7 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
         close_automaton(&automaton);
         goto done;
     }
-    Py_ssize_t ended = walk_entries(&automaton, count, data, offsets, offsets + 1, states, NULL,
+    Py_ssize_t ended = walk_entries(&automaton, count, data, offsets, offsets + 1, 1, states, NULL,
                                     ended_entries, ended_states);
     if (close_automaton(&automaton) < 0 || ended < 0) {
         goto done;
@@ -2052,7 +2068,8 @@ done:
  * fill_groups reads them. */
 typedef struct {
     const int64_t *walked, *by_first_byte, *first_offsets, *grouped_offsets;
-    const int64_t *rested, *rest_tokens, *rest_offsets, *rest_data_offsets;
+    const int64_t *rested, *rest_tokens, *rest_offsets;
+    const int32_t *rest_data_offsets;
     const uint8_t *grouped, *rest_data;
     const int16_t *rest_skips;
     Py_ssize_t num_walked, num_rested, num_by_first, num_grouped, num_rest, num_rest_data;
@@ -2104,6 +2121,9 @@ static const char *measure_groups(const Groups *g, Py_ssize_t *entries, Py_ssize
         }
         count += (Py_ssize_t)(to - from);
     }
+    if (total > INT32_MAX) {
+        return "group_plan: more packed bytes than int32 offsets index";
+    }
     *entries = count;
     *bytes = total;
     return NULL;
@@ -2113,7 +2133,7 @@ static const char *measure_groups(const Groups *g, Py_ssize_t *entries, Py_ssize
  * first bytes, positions, skipped flags, and their bytes packed into data
  * at offsets (count + 1). */
 static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, int32_t *positions,
-                        uint8_t *skipped, uint8_t *data, int64_t *offsets) {
+                        uint8_t *skipped, uint8_t *data, int32_t *offsets) {
     Py_ssize_t i = 0, at = 0;
     offsets[0] = 0;
     for (Py_ssize_t k = 0; k < g->num_walked; k++) {
@@ -2126,7 +2146,7 @@ static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, 
             first_bytes[i] = (uint8_t)b;
             positions[i] = 1;
             skipped[i] = 0;
-            offsets[++i] = at;
+            offsets[++i] = (int32_t)at;  /* measure_groups: the total fits int32 */
         }
     }
     for (Py_ssize_t k = 0; k < g->num_rested; k++) {
@@ -2139,7 +2159,7 @@ static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, 
             first_bytes[i] = (uint8_t)b;
             positions[i] = g->rest_skips[j] > 1 ? g->rest_skips[j] : 1;
             skipped[i] = g->rest_skips[j] > 0;
-            offsets[++i] = at;
+            offsets[++i] = (int32_t)at;  /* measure_groups: the total fits int32 */
         }
     }
 }
@@ -2157,11 +2177,11 @@ static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, 
  * tokens starting with each byte of ``rested`` (``rest_tokens`` int64 by
  * first byte, groups by ``rest_offsets`` int64[257]; ``rest_skips`` int16
  * beside them, their resume points; their bytes from there packed in
- * ``rest_data`` at ``rest_data_offsets``, int64, one more than
+ * ``rest_data`` at ``rest_data_offsets``, int32, one more than
  * rest_tokens) from their resume point (at least 1), skipped (starting in
  * the loop's state) where they have one. As bytes: tokens and positions
  * int32, first bytes uint8, skipped bool, one an entry, and the entries' bytes
- * packed and their offsets (int64, one more). The walk_plan and pack_plan
+ * packed and their offsets (int32, one more). The walk_plan and pack_plan
  * of the rest a loop row's first bytes gather (tables._loop_mask) made the
  * same arrays in ~10 numpy calls and three C calls: ~300-400 us for a
  * declared key's prefix inside a free key in a fresh fork, 57 such sets
@@ -2176,7 +2196,7 @@ static PyObject *group_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
     static const char *names[COUNT] = {"by_first_byte", "first_offsets", "grouped", "grouped_offsets", "walked",
                                        "rest_tokens", "rest_offsets", "rest_skips", "rest_data",
                                        "rest_data_offsets", "rested"};
-    static const Py_ssize_t items[COUNT] = {8, 8, 1, 8, 8, 8, 8, 2, 1, 8, 8};
+    static const Py_ssize_t items[COUNT] = {8, 8, 1, 8, 8, 8, 8, 2, 1, 4, 8};
     Buffer buffers[COUNT] = {{0}};
     PyObject *parts[6] = {NULL, NULL, NULL, NULL, NULL, NULL}, *result = NULL;
     for (int i = 0; i < COUNT; i++) {
@@ -2197,7 +2217,7 @@ static PyObject *group_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
     };
     if (buffers[FIRST_OFFSETS].view.len != 257 * 8 || buffers[GROUPED_OFFSETS].view.len / 8 != g.num_by_first + 1
             || buffers[REST_OFFSETS].view.len != 257 * 8 || buffers[REST_SKIPS].view.len / 2 != g.num_rest
-            || buffers[REST_DATA_OFFSETS].view.len / 8 != g.num_rest + 1) {
+            || buffers[REST_DATA_OFFSETS].view.len / 4 != g.num_rest + 1) {
         PyErr_SetString(PyExc_ValueError, "group_plan: arrays of mismatched lengths");
         goto done;
     }
@@ -2210,14 +2230,14 @@ static PyObject *group_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
     static const Py_ssize_t widths[4] = {4, 1, 4, 1};
     if (make_parts(parts, 4, count, widths) < 0
             || (parts[4] = PyBytes_FromStringAndSize(NULL, total)) == NULL
-            || (parts[5] = PyBytes_FromStringAndSize(NULL, 8 * (count + 1))) == NULL) {
+            || (parts[5] = PyBytes_FromStringAndSize(NULL, 4 * (count + 1))) == NULL) {
         goto done;
     }
     Released released;
     let_go_for(&released, count);
     fill_groups(&g, (int32_t *)PyBytes_AS_STRING(parts[0]), (uint8_t *)PyBytes_AS_STRING(parts[1]),
                 (int32_t *)PyBytes_AS_STRING(parts[2]), (uint8_t *)PyBytes_AS_STRING(parts[3]),
-                (uint8_t *)PyBytes_AS_STRING(parts[4]), (int64_t *)PyBytes_AS_STRING(parts[5]));
+                (uint8_t *)PyBytes_AS_STRING(parts[4]), (int32_t *)PyBytes_AS_STRING(parts[5]));
     take_back(&released);
     result = PyTuple_Pack(6, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]);
 done:
@@ -2327,7 +2347,7 @@ static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t n
         goto done;
     }
     Py_ssize_t ended = walk_entries(&automaton, count, buffers[DATA].view.buf, starts,
-                                    gathered ? starts + count : starts + 1, scratch, NULL, scratch + count,
+                                    gathered ? starts + count : starts + 1, 0, scratch, NULL, scratch + count,
                                     scratch + 2 * count);
     if (close_automaton(&automaton) < 0 || ended < 0) {
         goto done;

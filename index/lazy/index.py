@@ -985,7 +985,7 @@ class LazyIndex(MaskServing):
             if packed is not None:
                 ended = _cwalk.walk_packed(dfa, packed.data, packed.offsets, states, ended_tokens, ended_states)
             else:
-                offsets = np.empty(len(tokens) + 1, dtype=np.int64)
+                offsets = np.empty(len(tokens) + 1, dtype=np.int32)
                 ended, data = _cwalk.walk_and_pack(dfa, tables.spellings, tables.spelling_offsets,
                                                    tokens, states, plan.positions,
                                                    ended_tokens, ended_states, offsets)

@@ -117,9 +117,10 @@ class _PlanCache:
 
 
 def _plan_bytes(plan: "_WalkPlan | _ChainPlan") -> int:
-    """What a plan holds once packed: its arrays, and 16 bytes a token for
-    its packed bytes and their offsets (Qwen's tokens average 6.6 bytes)."""
-    return sum(value.nbytes for value in vars(plan).values() if isinstance(value, np.ndarray)) + 16 * len(plan.tokens)
+    """What a plan holds once packed: its arrays, and 12 bytes a token for
+    its packed bytes and their int32 offsets (Qwen's tokens average 6.6
+    bytes)."""
+    return sum(value.nbytes for value in vars(plan).values() if isinstance(value, np.ndarray)) + 12 * len(plan.tokens)
 
 
 class _GroupedSpellings:
@@ -162,10 +163,10 @@ class _PackedBytes:
     plan of ~4.5-6k Qwen tokens (Github_hard o668, Snowplow sp_0)."""
 
     data: np.ndarray     # uint8
-    offsets: np.ndarray  # int64, one more than the plan's tokens
+    offsets: np.ndarray  # int32 (4 bytes a token, not 8), one more than the plan's tokens
 
 
-_NO_PACKED = _PackedBytes(np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64))  # the rest of a row with no loop
+_NO_PACKED = _PackedBytes(np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int32))  # the rest of a row with no loop
 
 
 class _Packing:
@@ -192,8 +193,11 @@ def _packed(tables: _VocabularyTables, tokens: np.ndarray, positions: np.ndarray
     a pass of their own (what a chain plan's first walk,
     ``_cwalk.walk_and_pack``, keeps; a loop's rest, packed once for the
     walk plans that copy it)."""
-    offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
-    np.cumsum(tables.lengths[tokens] - positions, out=offsets[1:])
+    wide = np.zeros(len(tokens) + 1, dtype=np.int64)
+    np.cumsum(tables.lengths[tokens] - positions, out=wide[1:])
+    if wide[-1] > np.iinfo(np.int32).max:
+        raise ValueError("more packed bytes than int32 offsets index")
+    offsets = wide.astype(np.int32)
     data = np.empty(int(offsets[-1]), dtype=np.uint8)
     _cwalk.pack(tables.spellings, tables.spelling_offsets, np.ascontiguousarray(tokens, dtype=np.int64),
                 np.ascontiguousarray(positions, dtype=np.int64), data)
@@ -318,7 +322,7 @@ def _walk_plan(tables: _VocabularyTables, live: np.ndarray, loop: tuple | None =
             data, offsets = _cwalk.pack_plan(grouped, grouped_offsets, tables.first_offsets,
                                              np.ascontiguousarray(live, dtype=np.int64), rest_packed.data,
                                              rest_packed.offsets)
-            found.packing.keep(data, np.frombuffer(offsets, dtype=np.int64))
+            found.packing.keep(data, np.frombuffer(offsets, dtype=np.int32))
         return tables.walk_plans.remember(plan_key, found)
     tokens = _grouped(tables.by_first_byte, tables.first_offsets, live)
     positions, skipped = np.ones(len(tokens), dtype=np.int64), np.zeros(len(tokens), dtype=bool)
@@ -354,5 +358,5 @@ def _group_plan(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[in
                               np.ascontiguousarray(outside, dtype=np.int64), tail.rest, tail.rest_offsets,
                               tail.rest_skips, packed.data, packed.offsets, np.flatnonzero(first))
     found = _WalkPlan(*(np.frombuffer(part, dtype=dtype) for part, dtype in zip(parts, _PLAN_DTYPES)))
-    found.packing.keep(parts[4], np.frombuffer(parts[5], dtype=np.int64))
+    found.packing.keep(parts[4], np.frombuffer(parts[5], dtype=np.int32))
     return tables.walk_plans.remember(plan_key, found)
