@@ -43,10 +43,13 @@ _PLAN_CACHE_SIZE = 1024
 _PLAN_MAX_TOKENS = 65536
 _PLAN_CACHE_BYTES = 64 << 20
 # A walk plan's arrays as _cwalk.walk_plan gives them (tokens, first bytes,
-# positions, skipped: 10 bytes a token, where int64 ones took 25 and
-# ~19% of a MaskBench fork's p99 step time went to page faults, the plans'
-# arrays the largest source after the walk), and its rest (tokens, first bytes, positions,
-# skipped) where the row has no loop.
+# positions, skipped), and its rest (tokens, first bytes, positions,
+# skipped) where the row has no loop. Narrow (a walk plan 10 bytes a token
+# and a chain plan 13, with int32 packed offsets, where int64 took 25 and
+# 8): page faults are ~19% of a MaskBench fork's p99-band time and plans
+# were their largest source after the walk; on MaskBench's sample (8 a
+# source, Qwen) the plan caches hold 45 MB instead of 92 and the forks
+# fault 150k times instead of 163k (benchmarks/lazy_step_faults.py).
 _PLAN_DTYPES = (np.int32, np.uint8, np.int32, bool)
 # A chain plan's (tokens, links, first bytes, positions).
 _CHAIN_DTYPES = (np.int32, np.int32, np.uint8, np.int32)
