@@ -193,7 +193,7 @@ def test_the_compiled_walk_runs_without_the_gil():
 
     cwalk = kernels._cwalk
     data = np.full(32 << 20, ord("a"), dtype=np.uint8)  # one entry of 32 MB: ~0.1-0.3 s of walking
-    offsets = np.array([0, len(data)], dtype=np.int64)
+    offsets = np.array([0, len(data)], dtype=np.int32)  # a plan's packed offsets
     states = np.ones(1, dtype=np.int64)
     ended = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
     automaton = _LoopingAutomaton()

@@ -1535,7 +1535,7 @@ def test_packed_walk_refuses_bad_arrays():
     cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
     dfa = LazyByteDFA("ab")
     data = np.frombuffer(b"abb", dtype=np.uint8)  # two entries: "ab" and "b"
-    offsets = np.array([0, 2, 3], dtype=np.int64)
+    offsets = np.array([0, 2, 3], dtype=np.int32)
     initial = np.full(2, INITIAL_STATE, dtype=np.int64)
 
     def walk(data, offsets, states):
@@ -1549,7 +1549,9 @@ def test_packed_walk_refuses_bad_arrays():
     with pytest.raises(ValueError, match="mismatched"):
         walk(data, offsets[:2], initial)
     with pytest.raises(IndexError, match="outside the data"):
-        walk(data, np.array([0, 2, 4], dtype=np.int64), initial)
+        walk(data, np.array([0, 2, 4], dtype=np.int32), initial)
+    with pytest.raises(TypeError, match="offsets: items of 4 bytes"):   # a plan's packed offsets are int32
+        walk(data, offsets.astype(np.int64), initial)
     with pytest.raises(IndexError, match="outside the automaton"):
         walk(data, offsets, initial + 1000)
     entries, ends = walk(data, offsets, initial)  # "ab" lives, "b" dies
@@ -1578,11 +1580,12 @@ def test_walk_and_pack_walks_as_walk_and_packs_as_pack():
     dfa = LazyByteDFA("(ab)*")
     states = np.full(5, INITIAL_STATE, dtype=np.int64)
     by_id, packed = np.zeros((2, 5), dtype=np.int64), np.zeros((2, 5), dtype=np.int64)
-    packed_offsets = np.zeros(6, dtype=np.int64)
+    packed_offsets = np.zeros(6, dtype=np.int32)
     with dfa.resolving():
         ended = cwalk.walk(dfa, spellings, offsets, tokens, states, positions, *by_id)
-        ended_packed, data = cwalk.walk_and_pack(dfa, spellings, offsets, tokens, states, positions, *packed,
-                                                 packed_offsets)
+        # a plan's tokens and positions: int32
+        ended_packed, data = cwalk.walk_and_pack(dfa, spellings, offsets, tokens.astype(np.int32), states,
+                                                 positions.astype(np.int32), *packed, packed_offsets)
     assert ended == ended_packed == 3  # "b" alone dies (twice)
     assert tokens[packed[0, :ended]].tolist() == by_id[0, :ended].tolist()
     assert packed[1, :ended].tolist() == by_id[1, :ended].tolist()
@@ -1594,9 +1597,17 @@ def test_walk_and_pack_walks_as_walk_and_packs_as_pack():
         cwalk.walk_and_pack(dfa, spellings)
     with dfa.resolving():
         with pytest.raises(ValueError, match="mismatched"):
-            cwalk.walk_and_pack(dfa, spellings, offsets, tokens, states, positions, *packed, packed_offsets[:5])
+            cwalk.walk_and_pack(dfa, spellings, offsets, tokens.astype(np.int32), states, positions.astype(np.int32),
+                                *packed, packed_offsets[:5])
         with pytest.raises(IndexError, match="outside the tables"):
-            cwalk.walk_and_pack(dfa, spellings, offsets, tokens + 4, states, positions, *packed, packed_offsets)
+            cwalk.walk_and_pack(dfa, spellings, offsets, (tokens + 4).astype(np.int32), states,
+                                positions.astype(np.int32), *packed, packed_offsets)
+        with pytest.raises(TypeError, match="tokens: items of 4 bytes"):
+            cwalk.walk_and_pack(dfa, spellings, offsets, tokens, states, positions.astype(np.int32), *packed,
+                                packed_offsets)
+        with pytest.raises(TypeError, match="positions: items of 4 bytes"):
+            cwalk.walk_and_pack(dfa, spellings, offsets, tokens.astype(np.int32), states, positions, *packed,
+                                packed_offsets)
 
 
 def test_forged_spelling_offsets_are_refused_not_read():
@@ -1613,8 +1624,8 @@ def test_forged_spelling_offsets_are_refused_not_read():
         with pytest.raises(IndexError, match="outside the tables"):
             cwalk.walk(dfa, spellings, offsets, tokens, states, positions, *ended)
         with pytest.raises(IndexError, match="outside the tables"):
-            cwalk.walk_and_pack(dfa, spellings, offsets, tokens, states, positions, *ended,
-                                np.zeros(2, dtype=np.int64))
+            cwalk.walk_and_pack(dfa, spellings, offsets, tokens.astype(np.int32), states, positions.astype(np.int32),
+                                *ended, np.zeros(2, dtype=np.int32))
     with pytest.raises(IndexError, match="outside the tables"):
         cwalk.pack(spellings, offsets, tokens, positions, np.zeros(8192, dtype=np.uint8))
 
@@ -1654,8 +1665,8 @@ def test_packed_plans_walk_as_the_token_ids_do():
         by_id = np.empty((2, len(plan.tokens)), dtype=np.int64)
         packed = np.empty((2, len(plan.tokens)), dtype=np.int64)
         with dfa.resolving():
-            ended = cwalk.walk(dfa, tables.spellings, tables.spelling_offsets, plan.tokens, states,
-                               plan.positions, by_id[0], by_id[1])
+            ended = cwalk.walk(dfa, tables.spellings, tables.spelling_offsets, plan.tokens.astype(np.int64),
+                               states, plan.positions.astype(np.int64), by_id[0], by_id[1])
             ended_packed = cwalk.walk_packed(dfa, packed_bytes.data, packed_bytes.offsets, states,
                                              packed[0], packed[1])
         assert ended == ended_packed

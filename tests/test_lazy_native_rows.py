@@ -247,6 +247,9 @@ def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkey
             left, right = getattr(compiled, field), getattr(numpy, field)
             assert left.dtype == right.dtype and np.array_equal(left, right), field
             assert not left.flags.writeable
+        # 10 bytes a token in the plan caches and in a fork's first writes, not 25
+        assert (compiled.tokens.dtype, compiled.first_bytes.dtype, compiled.positions.dtype) == \
+            (np.int32, np.uint8, np.int32)
         # packed with the plan from the bytes grouped by first byte
         # (_cwalk.pack_plan), as packing by token id gives them
         packed, by_id = compiled.packing.packed, lazy_plans._packed(tables, compiled.tokens, compiled.positions)
@@ -264,6 +267,8 @@ def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkey
             left, right = getattr(compiled, field), getattr(numpy, field)
             assert left.dtype == right.dtype and np.array_equal(left, right), field
             assert not left.flags.writeable
+        assert (compiled.tokens.dtype, compiled.links.dtype, compiled.first_bytes.dtype, compiled.positions.dtype) == \
+            (np.int32, np.int32, np.uint8, np.int32)
     chains = 0
     for first_row, plan, picks, along in starts:
         compiled = start_states(first_row, plan, picks, along)
@@ -320,6 +325,9 @@ def test_group_plans_are_the_numpy_walk_plans(indexes, monkeypatch):
             left, right = getattr(compiled, field), getattr(numpy, field)
             assert left.dtype == right.dtype and np.array_equal(left, right), field
             assert not left.flags.writeable
+        # 10 bytes a token in the plan caches and in a fork's first writes, not 25
+        assert (compiled.tokens.dtype, compiled.first_bytes.dtype, compiled.positions.dtype) == \
+            (np.int32, np.uint8, np.int32)
         by_id = lazy_plans._packed(tables, compiled.tokens, compiled.positions)
         assert np.array_equal(compiled.packing.packed.offsets, by_id.offsets)
         assert np.array_equal(compiled.packing.packed.data, by_id.data)
@@ -333,7 +341,7 @@ def test_group_plan_refuses_bad_arrays():
     rest = np.array([3, 4], np.int64)
     rest_offsets = np.zeros(257, np.int64)
     rest_offsets[ord("a") + 1:] = 2  # both start with "a"
-    skips, data, data_offsets = np.array([0, 2], np.int16), np.frombuffer(b"xyz", np.uint8), np.array([0, 2, 3])
+    skips, data, data_offsets = np.array([0, 2], np.int16), np.frombuffer(b"xyz", np.uint8), np.array([0, 2, 3], np.int32)
 
     def plan(**changed):
         arrays = dict(by_first_byte=tables.by_first_byte, first_offsets=tables.first_offsets, grouped=grouped,
@@ -345,11 +353,15 @@ def test_group_plan_refuses_bad_arrays():
 
     tokens, first_bytes, positions, skipped, packed, offsets = plan()
     quoted = np.diff(tables.first_offsets)[ord('"')]
-    assert np.frombuffer(tokens, np.int64)[quoted:].tolist() == [3, 4]
-    assert np.frombuffer(positions, np.int64)[quoted:].tolist() == [1, 2]
+    assert np.frombuffer(tokens, np.int32)[quoted:].tolist() == [3, 4]
+    assert np.frombuffer(positions, np.int32)[quoted:].tolist() == [1, 2]
     assert np.frombuffer(skipped, bool)[quoted:].tolist() == [False, True]
-    assert set(np.frombuffer(first_bytes, np.int64).tolist()) == {ord('"'), ord("a")}
-    assert packed.endswith(b"xyz") and np.frombuffer(offsets, np.int64)[-1] == len(packed)
+    assert set(np.frombuffer(first_bytes, np.uint8).tolist()) == {ord('"'), ord("a")}
+    assert len(first_bytes) == len(skipped)  # one byte a first byte
+    assert packed.endswith(b"xyz") and np.frombuffer(offsets, np.int32)[-1] == len(packed)
+    assert len(offsets) == 4 * (len(skipped) + 1)  # packed offsets are int32
+    with pytest.raises(TypeError, match="rest_data_offsets: items of 4 bytes"):
+        plan(rest_data_offsets=data_offsets.astype(np.int64))
     with pytest.raises(TypeError, match="11 arguments"):
         cwalk.group_plan(grouped)
     with pytest.raises(IndexError, match="outside the row"):
@@ -365,7 +377,7 @@ def test_group_plan_refuses_bad_arrays():
     with pytest.raises(IndexError, match="outside the rest's bytes"):
         plan(rest_data=data[:2])
     with pytest.raises(IndexError, match="outside the rest's bytes"):
-        plan(rest_data_offsets=np.array([0, 3, 2]))
+        plan(rest_data_offsets=np.array([0, 3, 2], np.int32))
     with pytest.raises(ValueError, match="mismatched"):
         plan(first_offsets=tables.first_offsets[:256])
     with pytest.raises(ValueError, match="mismatched"):
@@ -489,23 +501,23 @@ def test_row_runs_are_numpys():
 
 def test_start_states_refuses_bad_arrays():
     row = np.arange(256, dtype=np.int32)
-    first_bytes, out = np.array([1, 2], dtype=np.int64), np.zeros(2, np.int64)
+    first_bytes, out = np.array([1, 2], dtype=np.uint8), np.zeros(2, np.int64)
     cwalk.start_states(row, first_bytes, np.array([True, False]), np.array([9], np.int64), out)
     assert out.tolist() == [9, 2]
-    cwalk.start_states(row, first_bytes, np.array([-1, 1], np.int64), np.array([7, 8], np.int64), out)
+    cwalk.start_states(row, first_bytes, np.array([-1, 1], np.int32), np.array([7, 8], np.int64), out)
     assert out.tolist() == [1, 8]
     with pytest.raises(IndexError, match="outside the chain"):
-        cwalk.start_states(row, first_bytes, np.array([2, 0], np.int64), np.array([7, 8], np.int64), out)
+        cwalk.start_states(row, first_bytes, np.array([2, 0], np.int32), np.array([7, 8], np.int64), out)
     with pytest.raises(IndexError, match="outside the chain"):
         cwalk.start_states(row, first_bytes, np.array([True, True]), np.zeros(0, np.int64), out)
-    with pytest.raises(IndexError, match="outside the row"):
-        cwalk.start_states(row, np.array([1, 256], np.int64), np.array([False, False]), np.zeros(1, np.int64), out)
+    with pytest.raises(TypeError, match="first_bytes: items of 1 bytes"):   # a plan's first bytes are uint8
+        cwalk.start_states(row, np.array([1, 2], np.int64), np.array([False, False]), np.zeros(1, np.int64), out)
     with pytest.raises(ValueError, match="mismatched"):
         cwalk.start_states(row[:128], first_bytes, np.array([False, False]), np.zeros(1, np.int64), out)
     with pytest.raises(ValueError, match="mismatched"):
         cwalk.start_states(row, first_bytes, np.array([False]), np.zeros(1, np.int64), out)
     with pytest.raises(TypeError, match="picks"):
-        cwalk.start_states(row, first_bytes, np.zeros(2, np.int32), np.zeros(1, np.int64), out)
+        cwalk.start_states(row, first_bytes, np.zeros(2, np.int64), np.zeros(1, np.int64), out)
 
 
 def test_finish_row_is_the_numpy_row():
@@ -517,7 +529,7 @@ def test_finish_row_is_the_numpy_row():
     eos = np.array(sorted(vocab.eos_token_ids), dtype=np.int64)
     rng = np.random.default_rng(11)
     for trial in range(24):
-        tokens = rng.choice(vocab.size, size=int(rng.integers(0, 6000)), replace=False).astype(np.int64)
+        tokens = rng.choice(vocab.size, size=int(rng.integers(0, 6000)), replace=False).astype(np.int32)
         ended = int(rng.integers(0, len(tokens) + 1))
         entries = np.sort(rng.choice(len(tokens), size=ended, replace=False)).astype(np.int64) if ended else \
             np.zeros(0, np.int64)
@@ -538,23 +550,25 @@ def test_finish_row_is_the_numpy_row():
         assert key == mask.tobytes()
         expected = np.unique(np.concatenate((ends, loop_ends))).astype(np.int32)
         assert np.array_equal(np.frombuffer(successors, np.int32), expected)
-    one, none = np.array([0], np.int64), np.zeros(0, np.int64)
+    one, none, token = np.array([0], np.int64), np.zeros(0, np.int64), np.array([0], np.int32)
     with pytest.raises(IndexError, match="outside the tokens"):
-        cwalk.finish_row(None, words, one, np.array([1], np.int64), one, 1, none, eos, False)
+        cwalk.finish_row(None, words, token, np.array([1], np.int64), one, 1, none, eos, False)
     with pytest.raises(IndexError, match="outside the mask"):
-        cwalk.finish_row(None, 1, np.array([32], np.int64), np.array([0], np.int64), one, 1, none, none, False)
+        cwalk.finish_row(None, 1, np.array([32], np.int32), np.array([0], np.int64), one, 1, none, none, False)
+    with pytest.raises(TypeError, match="tokens: items of 4 bytes"):   # a plan's tokens are int32
+        cwalk.finish_row(None, 1, one, one, one, 1, none, none, False)
     with pytest.raises(IndexError, match="outside the mask"):
-        cwalk.finish_row(None, 1, one, one, one, 1, none, np.array([40], np.int64), True)
+        cwalk.finish_row(None, 1, token, one, one, 1, none, np.array([40], np.int64), True)
     with pytest.raises(IndexError, match="outside int32"):
-        cwalk.finish_row(None, 1, one, one, np.array([1 << 40], np.int64), 1, none, none, False)
+        cwalk.finish_row(None, 1, token, one, np.array([1 << 40], np.int64), 1, none, none, False)
     with pytest.raises(ValueError, match="mismatched"):
-        cwalk.finish_row(None, 1, one, one, one, 2, none, none, False)
+        cwalk.finish_row(None, 1, token, one, one, 2, none, none, False)
     with pytest.raises(ValueError, match="mismatched"):
-        cwalk.finish_row(None, 1 << 62, one, one, one, 1, none, none, False)
+        cwalk.finish_row(None, 1 << 62, token, one, one, 1, none, none, False)
     with pytest.raises(ValueError, match="mismatched"):
-        cwalk.finish_row(np.zeros(2, np.uint32), 1, one, one, one, 1, none, none, False)
+        cwalk.finish_row(np.zeros(2, np.uint32), 1, token, one, one, 1, none, none, False)
     # an EOS outside the mask is not read unless the row is final
-    assert cwalk.finish_row(None, 1, one, one, one, 1, none, np.array([40], np.int64), False)[1] == \
+    assert cwalk.finish_row(None, 1, token, one, one, 1, none, np.array([40], np.int64), False)[1] == \
         np.array([0], np.int32).tobytes()
 
 
@@ -572,6 +586,15 @@ def test_walk_plan_refuses_bad_arrays():
                         np.array([3], np.int64), rest[1], rest[2], rest[3])
     with pytest.raises(TypeError, match="items of 1 bytes"):
         cwalk.walk_plan(tables.by_first_byte, tables.first_offsets, np.array([1]), *rest[:3], rest[2])
+    # a plan's tokens and positions are int32: wider ones are refused, not cut
+    one_rest = (np.array([1 << 40]), np.array([97], np.uint8), np.array([1]), np.zeros(1, bool))
+    with pytest.raises(ValueError, match="outside int32"):
+        cwalk.walk_plan(tables.by_first_byte, tables.first_offsets, np.array([1]), *one_rest)
+    with pytest.raises(ValueError, match="outside int32"):
+        cwalk.walk_plan(tables.by_first_byte, tables.first_offsets, np.array([1]), np.array([3]), one_rest[1],
+                        np.array([1 << 33]), one_rest[3])
+    with pytest.raises(ValueError, match="outside int32"):
+        cwalk.walk_plan(tables.by_first_byte + (1 << 32), tables.first_offsets, np.array([97]), *rest)
 
 
 def test_chain_plan_refuses_bad_arrays():
@@ -591,7 +614,7 @@ def test_chain_plan_refuses_bad_arrays():
         arrays.update(changed)
         return cwalk.chain_plan(*arrays.values(), length, False)
 
-    tokens = np.frombuffer(plan()[0], np.int64)
+    tokens = np.frombuffer(plan()[0], np.int32)
     assert len(tokens) and tokens.max() < len(first)
     with pytest.raises(IndexError, match="outside the offsets"):
         plan(others=np.array([256], np.int64))
@@ -628,7 +651,7 @@ def test_pack_plan_refuses_bad_arrays():
 
     data, packed_offsets = pack()
     head = tables.first_offsets[98] - tables.first_offsets[97]
-    packed_offsets = np.frombuffer(packed_offsets, np.int64)
+    packed_offsets = np.frombuffer(packed_offsets, np.int32)
     assert len(packed_offsets) == head + 3 and data[packed_offsets[head]:] == rest.data.tobytes()
     with pytest.raises(IndexError, match="outside the offsets"):
         pack(groups=np.array([256], np.int64))
@@ -639,11 +662,13 @@ def test_pack_plan_refuses_bad_arrays():
     with pytest.raises(IndexError, match="outside the rest"):
         pack(data=rest.data[:0])
     with pytest.raises(IndexError, match="outside the rest"):
-        pack(rest_offsets=np.array([0, 5, 2], np.int64))
+        pack(rest_offsets=np.array([0, 5, 2], np.int32))
     with pytest.raises(IndexError, match="outside the rest"):
         pack(rest_offsets=rest.offsets + 1)
     with pytest.raises(ValueError, match="mismatched"):
-        pack(rest_offsets=np.zeros(0, np.int64))
+        pack(rest_offsets=np.zeros(0, np.int32))
+    with pytest.raises(TypeError, match="rest_offsets: items of 4 bytes"):   # packed offsets are int32
+        pack(rest_offsets=rest.offsets.astype(np.int64))
 
 
 def test_walk_span_refuses_bad_arrays():
@@ -708,9 +733,9 @@ def test_walk_row_refuses_bad_arrays():
 
     dfa = LazyByteDFA("ab")
     first_row = np.ascontiguousarray(dfa.row(INITIAL))
-    data, offsets = np.frombuffer(b"b", np.uint8), np.array([0, 1], np.int64)  # one entry: "b" after "a"
-    first_bytes, picks, along = np.array([ord("a")], np.int64), np.zeros(1, bool), np.zeros(1, np.int64)
-    tokens, none = np.array([5], np.int64), np.zeros(0, np.int64)
+    data, offsets = np.frombuffer(b"b", np.uint8), np.array([0, 1], np.int32)  # one entry: "b" after "a"
+    first_bytes, picks, along = np.array([ord("a")], np.uint8), np.zeros(1, bool), np.zeros(1, np.int64)
+    tokens, none = np.array([5], np.int32), np.zeros(0, np.int64)
 
     def walk(**changed):
         arrays = dict(data=data, offsets=offsets, first_row=first_row, first_bytes=first_bytes, picks=picks,
@@ -725,22 +750,28 @@ def test_walk_row_refuses_bad_arrays():
     with pytest.raises(TypeError, match="13 arguments"):
         cwalk.walk_row(dfa, data)
     with pytest.raises(ValueError, match="mismatched"):
-        walk(offsets=np.array([0, 1, 1], np.int64))
+        walk(offsets=np.array([0, 1, 1], np.int32))
+    with pytest.raises(TypeError, match="offsets: items of 4 bytes"):   # a plan's packed offsets are int32
+        walk(offsets=np.array([0, 1], np.int64))
     with pytest.raises(ValueError, match="mismatched"):
         walk(first_row=first_row[:100])
     with pytest.raises(ValueError, match="mismatched"):
-        walk(tokens=np.zeros(2, np.int64))
+        walk(tokens=np.zeros(2, np.int32))
+    with pytest.raises(TypeError, match="tokens: items of 4 bytes"):
+        walk(tokens=np.array([5], np.int64))
     with pytest.raises(ValueError, match="mismatched"):
         walk(loop_mask=np.zeros(2, np.uint32))
     with pytest.raises(IndexError, match="outside the data"):
-        walk(offsets=np.array([0, 2], np.int64))
-    with pytest.raises(IndexError, match="outside the row"):
-        walk(first_bytes=np.array([256], np.int64))
+        walk(offsets=np.array([0, 2], np.int32))
+    with pytest.raises(TypeError, match="first_bytes: items of 1 bytes"):
+        walk(first_bytes=np.array([ord("a")], np.int64))
+    with pytest.raises(ValueError, match="mismatched"):
+        walk(first_bytes=np.array([ord("a"), ord("a")], np.uint8))
     with pytest.raises(IndexError, match="outside the chain"):
         walk(picks=np.ones(1, bool), along=none)
     with pytest.raises(IndexError, match="outside the mask"):
-        walk(tokens=np.array([40], np.int64))
+        walk(tokens=np.array([40], np.int32))
     with pytest.raises(IndexError, match="outside the automaton"):
         walk(picks=np.ones(1, bool), along=np.array([1000], np.int64))
     with pytest.raises(TypeError, match="picks"):
-        walk(picks=np.zeros(1, np.int32))
+        walk(picks=np.zeros(1, np.int64))

@@ -449,7 +449,8 @@ static void scratch_give(int slot, void *data) {
  * ``count`` entries (checked by the caller), in passes: a pass walks every
  * entry left as far as resolved cells go, without the GIL; then the cells
  * the stopped ones wait on are resolved together, with it, and the next
- * pass goes on from there. An entry whose bytes keep the automaton alive
+ * pass goes on from there. starts and stops are int64, or int32 where
+ * ``narrow`` (a plan's packed offsets). An entry whose bytes keep the automaton alive
  * goes to ended_* as (ids[i], or i without ids; end state). Returns how
  * many ended, or -1 on error (GIL held). Taking the GIL back once a cell
  * (~50 a cold row) made a thread walking beside another wait for that
@@ -457,8 +458,10 @@ static void scratch_give(int slot, void *data) {
  * row. The cells resolved are the same (those some entry reaches), in
  * another order: state ids are discovery order and may differ. */
 static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uint8_t *bytes,
-                               const int64_t *starts, const int64_t *stops, const int64_t *states,
+                               const void *starts_at, const void *stops_at, int narrow, const int64_t *states,
                                const int64_t *ids, int64_t *ended_ids, int64_t *ended_states) {
+#define START(i) (narrow ? (int64_t)((const int32_t *)starts_at)[i] : ((const int64_t *)starts_at)[i])
+#define STOP(i) (narrow ? (int64_t)((const int32_t *)stops_at)[i] : ((const int64_t *)stops_at)[i])
     Py_ssize_t ended = 0, waiting = 0;
     /* int32 throughout (16 bytes an entry, the pages a cold row first
      * writes halved): entries up to INT32_MAX, states are int32 (the
@@ -485,7 +488,7 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
             ended = -1;
             goto done;
         }
-        if (stops[i] - starts[i] > INT32_MAX) {
+        if (STOP(i) - START(i) > INT32_MAX) {
             hold(automaton);
             PyErr_SetString(PyExc_ValueError, "walk: an entry of more than 2**31 bytes");
             ended = -1;
@@ -493,7 +496,7 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
         }
         int64_t end;
         Py_ssize_t stop;
-        int found = walk_known(automaton, states[i], bytes + starts[i], 0, stops[i] - starts[i], &end, &stop);
+        int found = walk_known(automaton, states[i], bytes + START(i), 0, STOP(i) - START(i), &end, &stop);
         if (found < 0) {
             ended = -1;
             goto done;
@@ -508,7 +511,7 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
     }
     while (waiting) {
         for (Py_ssize_t k = 0; k < waiting; k++) {
-            int byte = bytes[starts[entry[k]] + position[k]];
+            int byte = bytes[START(entry[k]) + position[k]];
             int64_t next = -2;
             if (automaton->session != NULL) {
                 next = ((const int32_t *)automaton->table.view.buf)[(int64_t)state[k] * 256 + byte];
@@ -525,7 +528,7 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
                 }
             } else {
                 hold(automaton);
-                next = resolve(automaton, state[k], bytes[starts[entry[k]] + position[k]]);
+                next = resolve(automaton, state[k], bytes[START(entry[k]) + position[k]]);
                 if (next < -1) {
                     ended = -1;
                     goto done;
@@ -542,7 +545,7 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
             Py_ssize_t i = entry[k];
             int64_t end;
             Py_ssize_t stop;
-            int found = walk_known(automaton, state[k], bytes + starts[i], position[k] + 1, stops[i] - starts[i],
+            int found = walk_known(automaton, state[k], bytes + START(i), position[k] + 1, STOP(i) - START(i),
                                    &end, &stop);
             if (found < 0) {
                 ended = -1;
@@ -569,6 +572,8 @@ done:
     hold(automaton);
     scratch_give(1, entry);
     return ended;
+#undef START
+#undef STOP
 }
 
 /* walk(dfa, spellings, offsets, tokens, states, positions, ended_tokens, ended_states) -> ended
@@ -636,7 +641,7 @@ static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         starts[i] = offsets[token] + positions[i];
         stops[i] = offsets[token + 1];
     }
-    ended = walk_entries(&automaton, count, spellings, starts, stops, states, tokens, ended_tokens, ended_states);
+    ended = walk_entries(&automaton, count, spellings, starts, stops, 0, states, tokens, ended_tokens, ended_states);
     PyMem_Free(starts);
     if (ended >= 0) {
         result = PyLong_FromSsize_t(ended);
@@ -652,9 +657,10 @@ done:
 /* walk_and_pack(dfa, spellings, offsets, tokens, states, positions, ended_entries, ended_states,
  *               packed_offsets) -> (ended, data)
  *
- * ``walk`` that packs as it goes: every token's remaining bytes (as ``pack``
+ * ``walk`` that packs as it goes (a plan's tokens and positions, int32):
+ * every token's remaining bytes (as ``pack``
  * writes them) are copied into ``data``, a new bytes object, entry i at
- * data[packed_offsets[i]:packed_offsets[i + 1]] (packed_offsets: int64[k +
+ * data[packed_offsets[i]:packed_offsets[i + 1]] (packed_offsets: int32[k +
  * 1], written here), and walked from there as ``walk_packed`` walks them; a
  * live one goes to ended_* as (i, end state). The same cells are resolved in
  * the same order as by ``walk`` (the same entries, the same passes). Reading
@@ -672,7 +678,7 @@ static PyObject *walk_and_pack(PyObject *module, PyObject *const *args, Py_ssize
     Buffer buffers[9] = {{0}};  /* buffers[0] unused: the table is the automaton's */
     static const char *names[9] = {"", "spellings", "offsets", "tokens", "states", "positions",
                                    "ended_entries", "ended_states", "packed_offsets"};
-    static const Py_ssize_t items[9] = {0, 1, 8, 8, 8, 8, 8, 8, 8};
+    static const Py_ssize_t items[9] = {0, 1, 8, 4, 8, 4, 8, 8, 4};
     static const int writable[9] = {0, 0, 0, 0, 0, 0, 1, 1, 1};
     PyObject *result = NULL, *data = NULL;
     Py_ssize_t ended = 0;
@@ -686,14 +692,15 @@ static PyObject *walk_and_pack(PyObject *module, PyObject *const *args, Py_ssize
     }
     const uint8_t *spellings = buffers[1].view.buf;
     const int64_t *offsets = buffers[2].view.buf;
-    const int64_t *tokens = buffers[3].view.buf, *states = buffers[4].view.buf, *positions = buffers[5].view.buf;
+    const int32_t *tokens = buffers[3].view.buf, *positions = buffers[5].view.buf;
+    const int64_t *states = buffers[4].view.buf;
     int64_t *ended_entries = buffers[6].view.buf, *ended_states = buffers[7].view.buf;
-    int64_t *packed_offsets = buffers[8].view.buf;
-    Py_ssize_t count = buffers[3].view.len / 8, total = buffers[1].view.len;
+    int32_t *packed_offsets = buffers[8].view.buf;
+    Py_ssize_t count = buffers[3].view.len / 4, total = buffers[1].view.len;
     Py_ssize_t vocab_size = buffers[2].view.len / 8 - 1;
-    if (buffers[4].view.len / 8 != count || buffers[5].view.len / 8 != count
+    if (buffers[4].view.len / 8 != count || buffers[5].view.len / 4 != count
             || buffers[6].view.len / 8 < count || buffers[7].view.len / 8 < count
-            || buffers[8].view.len / 8 != count + 1 || vocab_size < 0) {
+            || buffers[8].view.len / 4 != count + 1 || vocab_size < 0) {
         PyErr_SetString(PyExc_ValueError, "walk_and_pack: arrays of mismatched lengths");
         goto done;
     }
@@ -709,7 +716,12 @@ static PyObject *walk_and_pack(PyObject *module, PyObject *const *args, Py_ssize
             outside = 1;
             break;
         }
-        packed_offsets[i + 1] = packed_offsets[i] + (offsets[token + 1] - offsets[token] - positions[i]);
+        int64_t next = packed_offsets[i] + (offsets[token + 1] - offsets[token] - positions[i]);
+        if (next > INT32_MAX) {  /* a plan's packed bytes are indexed by int32 */
+            outside = 1;
+            break;
+        }
+        packed_offsets[i + 1] = (int32_t)next;
     }
     hold(&automaton);
     if (outside) {
@@ -727,7 +739,7 @@ static PyObject *walk_and_pack(PyObject *module, PyObject *const *args, Py_ssize
                (size_t)(packed_offsets[i + 1] - packed_offsets[i]));
     }
     hold(&automaton);
-    ended = walk_entries(&automaton, count, packed, packed_offsets, packed_offsets + 1, states, NULL,
+    ended = walk_entries(&automaton, count, packed, packed_offsets, packed_offsets + 1, 1, states, NULL,
                          ended_entries, ended_states);
     if (ended >= 0) {
         result = Py_BuildValue("(nO)", ended, data);
@@ -744,7 +756,7 @@ done:
 /* walk_packed(dfa, data, offsets, states, ended_entries, ended_states) -> ended
  *
  * ``walk`` for bytes packed in walking order: entry i walks
- * data[offsets[i]:offsets[i + 1]] from states[i] (offsets: int64[k + 1],
+ * data[offsets[i]:offsets[i + 1]] from states[i] (offsets: int32[k + 1],
  * states: int64[k]); a live one goes to ended_* as (i, end state). Every
  * read is then sequential: read through the token ids' offsets, a cold
  * row's ~4.6-37k tokens each cost a cache miss or two (with the caches
@@ -759,7 +771,7 @@ static PyObject *walk_packed(PyObject *module, PyObject *const *args, Py_ssize_t
     Automaton automaton = {0};
     Buffer buffers[6] = {{0}};  /* buffers[0] unused: the table is the automaton's */
     static const char *names[6] = {"", "data", "offsets", "states", "ended_entries", "ended_states"};
-    static const Py_ssize_t items[6] = {0, 1, 8, 8, 8, 8};
+    static const Py_ssize_t items[6] = {0, 1, 4, 8, 8, 8};
     static const int writable[6] = {0, 0, 0, 0, 1, 1};
     PyObject *result = NULL;
     Py_ssize_t ended = 0;
@@ -772,10 +784,11 @@ static PyObject *walk_packed(PyObject *module, PyObject *const *args, Py_ssize_t
         }
     }
     const uint8_t *data = buffers[1].view.buf;
-    const int64_t *offsets = buffers[2].view.buf, *states = buffers[3].view.buf;
+    const int32_t *offsets = buffers[2].view.buf;
+    const int64_t *states = buffers[3].view.buf;
     int64_t *ended_entries = buffers[4].view.buf, *ended_states = buffers[5].view.buf;
     Py_ssize_t count = buffers[3].view.len / 8, total = buffers[1].view.len;
-    if (buffers[2].view.len / 8 != count + 1 || buffers[4].view.len / 8 < count || buffers[5].view.len / 8 < count) {
+    if (buffers[2].view.len / 4 != count + 1 || buffers[4].view.len / 8 < count || buffers[5].view.len / 8 < count) {
         PyErr_SetString(PyExc_ValueError, "walk_packed: arrays of mismatched lengths");
         goto done;
     }
@@ -785,7 +798,7 @@ static PyObject *walk_packed(PyObject *module, PyObject *const *args, Py_ssize_t
             goto done;
         }
     }
-    ended = walk_entries(&automaton, count, data, offsets, offsets + 1, states, NULL, ended_entries, ended_states);
+    ended = walk_entries(&automaton, count, data, offsets, offsets + 1, 1, states, NULL, ended_entries, ended_states);
     if (ended >= 0) {
         result = PyLong_FromSsize_t(ended);
     }
@@ -1288,12 +1301,12 @@ done:
 
 /* The tokens of ``groups`` (int64 group numbers) one group after another,
  * group g being items[offsets[g]:offsets[g + 1]] (items and offsets int64):
- * written to ``out`` from ``at``. Returns the next free place, or -1 when a
- * group or its offsets fall outside (nothing read past a buffer). The GIL
+ * written to ``out`` (int64, or int32 where ``narrow``: a plan's tokens) from ``at``. Returns the next
+ * free place, or -1 when an item is outside int32 or a group or its offsets fall outside (nothing read past a buffer). The GIL
  * may be let go: only the buffers are read. */
 static Py_ssize_t gather_groups(const int64_t *items, Py_ssize_t num_items, const int64_t *offsets,
                                 Py_ssize_t num_groups, const int64_t *groups, Py_ssize_t asked,
-                                int64_t *out, Py_ssize_t at, Py_ssize_t room) {
+                                void *out, int narrow, Py_ssize_t at, Py_ssize_t room) {
     for (Py_ssize_t i = 0; i < asked; i++) {
         int64_t g = groups[i];
         if (g < 0 || g >= num_groups) {
@@ -1303,8 +1316,17 @@ static Py_ssize_t gather_groups(const int64_t *items, Py_ssize_t num_items, cons
         if (lo < 0 || lo > hi || hi > num_items || hi - lo > room - at) {
             return -1;
         }
-        memcpy(out + at, items + lo, (size_t)(hi - lo) * sizeof(int64_t));
-        at += (Py_ssize_t)(hi - lo);
+        if (!narrow) {
+            memcpy((int64_t *)out + at, items + lo, (size_t)(hi - lo) * sizeof(int64_t));
+            at += (Py_ssize_t)(hi - lo);
+            continue;
+        }
+        for (int64_t k = lo; k < hi; k++) {
+            if (items[k] < 0 || items[k] > INT32_MAX) {
+                return -1;
+            }
+            ((int32_t *)out)[at++] = (int32_t)items[k];
+        }
     }
     return at;
 }
@@ -1361,7 +1383,7 @@ static PyObject *grouped(PyObject *module, PyObject *const *args, Py_ssize_t nar
     Released released;
     let_go_for(&released, total);
     Py_ssize_t filled = gather_groups(items, num_items, offsets, num_groups, groups, asked,
-                                      (int64_t *)PyByteArray_AS_STRING(result), 0, total);
+                                      (int64_t *)PyByteArray_AS_STRING(result), 0, 0, total);
     take_back(&released);
     if (filled != total) {  /* the buffers changed under us: not met with numpy arrays */
         Py_CLEAR(result);
@@ -1375,7 +1397,9 @@ done:
 /* walk_plan(by_first_byte, first_offsets, groups, rest_tokens, rest_first_bytes,
  *           rest_positions, rest_skipped) -> (tokens, first_bytes, positions, skipped)
  *
- * The arrays of a walk plan (tokendfa.lazy.plans._WalkPlan) as bytes: the
+ * The arrays of a walk plan (tokendfa.lazy.plans._WalkPlan) as bytes
+ * (tokens and positions int32, first bytes uint8, skipped bool: 10 bytes a
+ * token, not 25, in a fork's first writes and in the plan caches): the
  * tokens of the first-byte ``groups`` (int64, each 0-255; by_first_byte and
  * its 257 first_offsets, int64), each at position 1, not skipped, its first
  * byte its group's, then the ``rest_*`` ones (int64, uint8, int64, bool) as
@@ -1415,36 +1439,49 @@ static PyObject *walk_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
         goto done;
     }
     Py_ssize_t total = head + rest;
-    static const Py_ssize_t widths[4] = {8, 8, 8, 1};
+    for (Py_ssize_t i = 0; i < rest; i++) {
+        if (rest_tokens[i] < 0 || rest_tokens[i] > INT32_MAX || rest_positions[i] < 0 || rest_positions[i] > INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "walk_plan: a rest token or position outside int32");
+            goto done;
+        }
+    }
+    static const Py_ssize_t widths[4] = {4, 1, 4, 1};
     if (make_parts(parts, 4, total, widths) < 0) {
         goto done;
     }
-    int64_t *tokens = (int64_t *)PyBytes_AS_STRING(parts[0]), *first_bytes = (int64_t *)PyBytes_AS_STRING(parts[1]);
-    int64_t *positions = (int64_t *)PyBytes_AS_STRING(parts[2]);
+    int32_t *tokens = (int32_t *)PyBytes_AS_STRING(parts[0]);
+    uint8_t *first_bytes = (uint8_t *)PyBytes_AS_STRING(parts[1]);
+    int32_t *positions = (int32_t *)PyBytes_AS_STRING(parts[2]);
     uint8_t *skipped = (uint8_t *)PyBytes_AS_STRING(parts[3]);
     Released released;
     let_go_for(&released, total);
     /* groups_size checked every group's offsets: the copies stay inside */
     Py_ssize_t at = 0;
+    int wide = 0;  /* a token outside int32 met */
     for (Py_ssize_t i = 0; i < asked; i++) {
         int64_t lo = first_offsets[groups[i]], hi = first_offsets[groups[i] + 1];
-        memcpy(tokens + at, by_first_byte + lo, (size_t)(hi - lo) * sizeof(int64_t));
         for (int64_t k = 0; k < hi - lo; k++) {
-            first_bytes[at + k] = groups[i];
+            wide |= by_first_byte[lo + k] < 0 || by_first_byte[lo + k] > INT32_MAX;
+            tokens[at + k] = (int32_t)by_first_byte[lo + k];
+            first_bytes[at + k] = (uint8_t)groups[i];
             positions[at + k] = 1;
             skipped[at + k] = 0;
         }
         at += (Py_ssize_t)(hi - lo);
     }
     if (rest) {
-        memcpy(tokens + head, rest_tokens, (size_t)rest * 8);
-        memcpy(positions + head, rest_positions, (size_t)rest * 8);
         for (Py_ssize_t i = 0; i < rest; i++) {
+            tokens[head + i] = (int32_t)rest_tokens[i];
+            positions[head + i] = (int32_t)rest_positions[i];
             first_bytes[head + i] = rest_first_bytes[i];
             skipped[head + i] = rest_skipped[i] != 0;
         }
     }
     take_back(&released);
+    if (wide) {
+        PyErr_SetString(PyExc_ValueError, "walk_plan: a token outside int32");
+        goto done;
+    }
     result = PyTuple_Pack(4, parts[0], parts[1], parts[2], parts[3]);
 done:
     for (int i = 0; i < 4; i++) {
@@ -1460,7 +1497,9 @@ done:
  *     -> (tokens, links, first_bytes, positions)
  *
  * The arrays of a chain plan (tokendfa.lazy.plans._ChainPlan, which says
- * what each part is) as int64 bytes, from the vocabulary's tokens by first
+ * what each part is) as bytes (tokens, links and positions int32, first
+ * bytes uint8), from
+ * the vocabulary's tokens by first
  * byte (by_first_byte, its 257 first_offsets; first_column: each token's
  * first byte, uint8[V]) and a class's runs (tokendfa.lazy.tables._ClassRuns:
  * irregular and its 257 offsets, partial and its offsets, chars and ascii
@@ -1545,17 +1584,22 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
         kept += !dies || RUN_AT(ascii, token) <= length;
     }
     Py_ssize_t total = head + inner + (Py_ssize_t)(partial_hi - partial_lo) + kept;
-    static const Py_ssize_t widths[4] = {8, 8, 8, 8};
+    if (vocab_size > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "chain_plan: tokens outside int32");
+        goto done;
+    }
+    static const Py_ssize_t widths[4] = {4, 4, 1, 4};
     if (make_parts(parts, 4, total, widths) < 0) {
         goto done;
     }
-    int64_t *tokens = (int64_t *)PyBytes_AS_STRING(parts[0]), *links = (int64_t *)PyBytes_AS_STRING(parts[1]);
-    int64_t *first_bytes = (int64_t *)PyBytes_AS_STRING(parts[2]);
-    int64_t *positions = (int64_t *)PyBytes_AS_STRING(parts[3]);
+    int32_t *tokens = (int32_t *)PyBytes_AS_STRING(parts[0]);
+    int32_t *links = (int32_t *)PyBytes_AS_STRING(parts[1]);
+    uint8_t *first_bytes = (uint8_t *)PyBytes_AS_STRING(parts[2]);
+    int32_t *positions = (int32_t *)PyBytes_AS_STRING(parts[3]);
     Py_ssize_t at = gather_groups(by_first_byte, buffers[0].view.len / 8, first_offsets, 256, others,
-                                  buffers[3].view.len / 8, tokens, 0, total);
+                                  buffers[3].view.len / 8, tokens, 1, 0, total);
     at = at < 0 ? -1 : gather_groups(irregular, buffers[4].view.len / 8, irregular_offsets, 256, starting,
-                                     buffers[6].view.len / 8, tokens, at, total);
+                                     buffers[6].view.len / 8, tokens, 1, at, total);
     if (at != head + inner) {
         PyErr_SetString(PyExc_IndexError, "chain_plan: a group outside the offsets");
         goto done;
@@ -1570,8 +1614,8 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
             PyErr_SetString(PyExc_IndexError, "chain_plan: a token outside the tables");
             goto done;
         }
-        tokens[at] = token;
-        links[at] = positions[at] = RUN_AT(chars, token);
+        tokens[at] = (int32_t)token;
+        links[at] = positions[at] = (int32_t)RUN_AT(chars, token);
     }
     for (Py_ssize_t k = 0; k < longer; k++) {
         int64_t token = k < num_full - full_lo ? full_by_chars[full_lo + k] : partial[partial_hi + k - (num_full - full_lo)];
@@ -1579,9 +1623,9 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
         if (dies && regular) {
             continue;
         }
-        tokens[at] = token;
-        links[at] = regular ? length : -1;
-        positions[at++] = regular ? length : 1;
+        tokens[at] = (int32_t)token;
+        links[at] = regular ? (int32_t)length : -1;
+        positions[at++] = regular ? (int32_t)length : 1;
     }
     for (Py_ssize_t i = 0; i < total; i++) {
         if (tokens[i] < 0 || tokens[i] >= vocab_size) {
@@ -1604,12 +1648,12 @@ done:
  *           rest_offsets) -> (data, offsets)
  *
  * A walk plan's packed bytes (tokendfa.lazy.plans._PackedBytes; data uint8
- * and offsets int64[k + 1] as bytes), made with the plan: the tokens of
+ * and offsets int32[k + 1] as bytes), made with the plan: the tokens of
  * the first-byte ``groups`` (int64) from their second byte, read from
  * ``grouped`` (uint8: the spelled tokens' bytes in by_first_byte order,
  * entry j at grouped[grouped_offsets[j]:grouped_offsets[j + 1]]; the 257
  * first_offsets index it by first byte), then the loop's rest, packed
- * already (rest_data uint8, rest_offsets int64 from 0). Packing at the
+ * already (rest_data uint8, rest_offsets int32 from 0). Packing at the
  * first walk read every token's offsets and bytes by id, a cache miss or
  * two a token: ~60 us of a new ~4.6k-token JSON string plan's first walk
  * (112 us against 49 packed, caches flushed; qwen2.5). */
@@ -1621,7 +1665,7 @@ static PyObject *pack_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
     Buffer buffers[6] = {{0}};
     static const char *names[6] = {"grouped", "grouped_offsets", "first_offsets", "groups", "rest_data",
                                    "rest_offsets"};
-    static const Py_ssize_t items_size[6] = {1, 8, 8, 8, 1, 8};
+    static const Py_ssize_t items_size[6] = {1, 8, 8, 8, 1, 4};
     PyObject *data = NULL, *offsets_object = NULL, *result = NULL;
     for (int i = 0; i < 6; i++) {
         if (take(args[i], &buffers[i], names[i], items_size[i], 0) < 0) {
@@ -1630,9 +1674,10 @@ static PyObject *pack_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
     }
     const uint8_t *grouped = buffers[0].view.buf, *rest_data = buffers[4].view.buf;
     const int64_t *grouped_offsets = buffers[1].view.buf, *first_offsets = buffers[2].view.buf;
-    const int64_t *groups = buffers[3].view.buf, *rest_offsets = buffers[5].view.buf;
+    const int64_t *groups = buffers[3].view.buf;
+    const int32_t *rest_offsets = buffers[5].view.buf;
     Py_ssize_t num_grouped = buffers[1].view.len / 8 - 1, grouped_bytes = buffers[0].view.len;
-    Py_ssize_t asked = buffers[3].view.len / 8, rest = buffers[5].view.len / 8 - 1;
+    Py_ssize_t asked = buffers[3].view.len / 8, rest = buffers[5].view.len / 4 - 1;
     if (num_grouped < 0 || buffers[2].view.len != 257 * 8 || rest < 0) {
         PyErr_SetString(PyExc_ValueError, "pack_plan: arrays of mismatched lengths");
         goto done;
@@ -1642,11 +1687,11 @@ static PyObject *pack_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
         PyErr_SetString(PyExc_IndexError, "pack_plan: a group outside the offsets");
         goto done;
     }
-    offsets_object = PyBytes_FromStringAndSize(NULL, (head + rest + 1) * 8);
+    offsets_object = PyBytes_FromStringAndSize(NULL, (head + rest + 1) * 4);
     if (offsets_object == NULL) {
         goto done;
     }
-    int64_t *offsets = (int64_t *)PyBytes_AS_STRING(offsets_object);
+    int32_t *offsets = (int32_t *)PyBytes_AS_STRING(offsets_object);
     const char *problem = NULL;
     Py_ssize_t at = 0;
     offsets[0] = 0;
@@ -1657,7 +1702,11 @@ static PyObject *pack_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
                 problem = "pack_plan: an entry outside the grouped bytes";
                 break;
             }
-            offsets[at + 1] = offsets[at] + (hi - lo - 1);
+            if (offsets[at] + (hi - lo - 1) > INT32_MAX) {
+                problem = "pack_plan: more packed bytes than int32 offsets index";
+                break;
+            }
+            offsets[at + 1] = (int32_t)(offsets[at] + (hi - lo - 1));
         }
     }
     int64_t head_bytes = offsets[at];
@@ -1665,11 +1714,11 @@ static PyObject *pack_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
         problem = "pack_plan: rest offsets outside the rest's bytes";
     }
     for (Py_ssize_t i = 0; i < rest && problem == NULL; i++, at++) {
-        if (rest_offsets[i] > rest_offsets[i + 1]) {
+        if (rest_offsets[i] > rest_offsets[i + 1] || head_bytes + rest_offsets[i + 1] > INT32_MAX) {
             problem = "pack_plan: rest offsets outside the rest's bytes";
             break;
         }
-        offsets[at + 1] = head_bytes + rest_offsets[i + 1];
+        offsets[at + 1] = (int32_t)(head_bytes + rest_offsets[i + 1]);
     }
     if (problem != NULL) {
         PyErr_SetString(PyExc_IndexError, problem);
@@ -1707,10 +1756,11 @@ static int compare_int32(const void *left, const void *right) {
 }
 
 /* The mask and successors of finish_row (see there) from checked lengths:
- * loop_mask NULL or num_words words; entries and ends of count items.
+ * loop_mask NULL or num_words words; entries and ends of count items;
+ * tokens int64 where wide_tokens (a vocabulary's), else int32 (a plan's).
  * The GIL held on entry and on return. */
-static PyObject *finish_arrays(const uint32_t *loop_mask, Py_ssize_t num_words, const int64_t *tokens,
-                               Py_ssize_t num_tokens, const int64_t *entries, const int64_t *ends, Py_ssize_t count,
+static PyObject *finish_arrays(const uint32_t *loop_mask, Py_ssize_t num_words, const void *tokens,
+                               int wide_tokens, Py_ssize_t num_tokens, const int64_t *entries, const int64_t *ends, Py_ssize_t count,
                                const int64_t *loop_ends, Py_ssize_t num_loop_ends, const int64_t *eos,
                                Py_ssize_t num_eos, int final) {
     PyObject *mask_object = NULL, *result = NULL;
@@ -1745,7 +1795,7 @@ static PyObject *finish_arrays(const uint32_t *loop_mask, Py_ssize_t num_words, 
             problem = "finish_row: an entry outside the tokens";
             break;
         }
-        int64_t token = tokens[entry];
+        int64_t token = wide_tokens ? ((const int64_t *)tokens)[entry] : ((const int32_t *)tokens)[entry];
         if (token < 0 || token >= bound) {
             problem = "finish_row: a token outside the mask";
             break;
@@ -1811,8 +1861,8 @@ done:
  * LazyIndex._new_row with a covering vocabulary), where ~15 numpy calls
  * made them: ``mask`` (bytes, num_words uint32 words) is ``loop_mask``
  * (uint32[num_words]; None: no bit) with the bits of tokens[entries[i]]
- * set for i < count (tokens and entries int64: a walk's ended entries of
- * its plan), and of the ``eos`` tokens (int64) when ``final``;
+ * set for i < count (tokens int32, a plan's; entries int64: a walk's ended
+ * entries of it), and of the ``eos`` tokens (int64) when ``final``;
  * ``successors`` (bytes, int32) the distinct states of ends[:count] (int64)
  * and ``loop_ends`` (int64), ascending. */
 static PyObject *finish_row(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -1833,11 +1883,11 @@ static PyObject *finish_row(PyObject *module, PyObject *const *args, Py_ssize_t 
     static const char *names[8] = {"", "", "tokens", "entries", "ends", "", "loop_ends", "eos"};
     static const int taken[5] = {2, 3, 4, 6, 7};
     for (int k = 0; k < 5; k++) {
-        if (take(args[taken[k]], &buffers[taken[k]], names[taken[k]], 8, 0) < 0) {
+        if (take(args[taken[k]], &buffers[taken[k]], names[taken[k]], taken[k] == 2 ? 4 : 8, 0) < 0) {
             goto done;
         }
     }
-    Py_ssize_t num_tokens = buffers[2].view.len / 8, num_loop_ends = buffers[6].view.len / 8;
+    Py_ssize_t num_tokens = buffers[2].view.len / 4, num_loop_ends = buffers[6].view.len / 8;
     Py_ssize_t num_eos = buffers[7].view.len / 8;
     if (num_words < 0 || num_words > PY_SSIZE_T_MAX / 64 || count < 0 || count > buffers[3].view.len / 8
             || count > buffers[4].view.len / 8
@@ -1845,7 +1895,7 @@ static PyObject *finish_row(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_ValueError, "finish_row: arrays of mismatched lengths");
         goto done;
     }
-    result = finish_arrays(buffers[0].held ? buffers[0].view.buf : NULL, num_words, buffers[2].view.buf, num_tokens,
+    result = finish_arrays(buffers[0].held ? buffers[0].view.buf : NULL, num_words, buffers[2].view.buf, 0, num_tokens,
                            buffers[3].view.buf, buffers[4].view.buf, count, buffers[6].view.buf, num_loop_ends,
                            buffers[7].view.buf, num_eos, final);
 done:
@@ -1855,22 +1905,18 @@ done:
 
 /* The loop of start_states (see there) over checked lengths; the problem
  * met (an index outside), or NULL. No Python object is touched. */
-static const char *fill_start_states(const int32_t *first_row, const int64_t *first_bytes, const void *picks,
+static const char *fill_start_states(const int32_t *first_row, const uint8_t *first_bytes, const void *picks,
                                      int wide_picks, Py_ssize_t count, const int64_t *along, Py_ssize_t num_along,
                                      int64_t *out) {
     for (Py_ssize_t i = 0; i < count; i++) {
-        int64_t pick = wide_picks ? ((const int64_t *)picks)[i] : (((const uint8_t *)picks)[i] ? 0 : -1);
+        int64_t pick = wide_picks ? ((const int32_t *)picks)[i] : (((const uint8_t *)picks)[i] ? 0 : -1);
         if (pick >= 0) {
             if (pick >= num_along) {
                 return "start_states: a link outside the chain";
             }
             out[i] = along[pick];
         } else {
-            int64_t byte = first_bytes[i];
-            if (byte < 0 || byte > 255) {
-                return "start_states: a first byte outside the row";
-            }
-            out[i] = first_row[byte];
+            out[i] = first_row[first_bytes[i]];  /* uint8: inside the row's 256 cells */
         }
     }
     return NULL;
@@ -1879,9 +1925,9 @@ static const char *fill_start_states(const int32_t *first_row, const int64_t *fi
 /* start_states(first_row, first_bytes, picks, along, out): the state each
  * entry of a plan starts its walk in, into out (int64[k]): along[0] where
  * picks[i] (a walk plan's skipped, bool) is set, along[picks[i]] where
- * picks[i] (a chain plan's links, int64) is 0 or more, else
+ * picks[i] (a chain plan's links, int32) is 0 or more, else
  * first_row[first_bytes[i]] (first_row: the row's 256 int32 cells,
- * first_bytes int64[k], along int64). numpy's gathers, the boolean store
+ * first_bytes uint8[k], along int64). numpy's gathers, the boolean store
  * and the int32 -> int64 copy a walk reads cost ~15 us a cold row with
  * the GIL; here ~2. */
 static PyObject *start_states(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -1891,23 +1937,24 @@ static PyObject *start_states(PyObject *module, PyObject *const *args, Py_ssize_
     }
     Buffer buffers[5] = {{0}};
     PyObject *result = NULL;
-    if (take(args[0], &buffers[0], "first_row", 4, 0) < 0 || take(args[1], &buffers[1], "first_bytes", 8, 0) < 0
+    if (take(args[0], &buffers[0], "first_row", 4, 0) < 0 || take(args[1], &buffers[1], "first_bytes", 1, 0) < 0
             || PyObject_GetBuffer(args[2], &buffers[2].view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
         goto done;
     }
     buffers[2].held = 1;
-    if ((buffers[2].view.itemsize != 1 && buffers[2].view.itemsize != 8)
+    if ((buffers[2].view.itemsize != 1 && buffers[2].view.itemsize != 4)
             || take(args[3], &buffers[3], "along", 8, 0) < 0 || take(args[4], &buffers[4], "out", 8, 1) < 0) {
         if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "start_states: picks of 1 (bool) or 8 (int64) bytes expected");
+            PyErr_SetString(PyExc_TypeError, "start_states: picks of 1 (bool) or 4 (int32) bytes expected");
         }
         goto done;
     }
     const int32_t *first_row = buffers[0].view.buf;
-    const int64_t *first_bytes = buffers[1].view.buf, *along = buffers[3].view.buf;
+    const uint8_t *first_bytes = buffers[1].view.buf;
+    const int64_t *along = buffers[3].view.buf;
     int64_t *out = buffers[4].view.buf;
-    Py_ssize_t count = buffers[1].view.len / 8, num_along = buffers[3].view.len / 8;
-    int wide_picks = buffers[2].view.itemsize == 8;
+    Py_ssize_t count = buffers[1].view.len, num_along = buffers[3].view.len / 8;
+    int wide_picks = buffers[2].view.itemsize == 4;
     if (buffers[0].view.len != 256 * 4 || buffers[2].view.len / buffers[2].view.itemsize != count
             || buffers[4].view.len / 8 != count) {
         PyErr_SetString(PyExc_ValueError, "start_states: arrays of mismatched lengths");
@@ -1948,7 +1995,7 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
     Buffer buffers[12] = {{0}};
     static const char *names[12] = {"", "data", "offsets", "first_row", "first_bytes", "picks", "along", "tokens",
                                     "loop_mask", "", "loop_ends", "eos"};
-    static const Py_ssize_t items[12] = {0, 1, 8, 4, 8, 0, 8, 8, 4, 0, 8, 8};
+    static const Py_ssize_t items[12] = {0, 1, 4, 4, 1, 0, 8, 4, 4, 0, 8, 8};
     PyObject *result = NULL;
     int64_t *states = NULL, *ended_entries = NULL, *ended_states = NULL;
     Py_ssize_t num_words = PyLong_AsSsize_t(args[9]);
@@ -1960,13 +2007,13 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
         if (i == 9 || (i == 8 && args[8] == Py_None)) {
             continue;
         }
-        if (i == 5) {  /* a walk plan's skipped (bool) or a chain plan's links (int64) */
+        if (i == 5) {  /* a walk plan's skipped (bool) or a chain plan's links (int32) */
             if (PyObject_GetBuffer(args[5], &buffers[5].view, PyBUF_C_CONTIGUOUS) < 0) {
                 goto done;
             }
             buffers[5].held = 1;
-            if (buffers[5].view.itemsize != 1 && buffers[5].view.itemsize != 8) {
-                PyErr_SetString(PyExc_TypeError, "walk_row: picks of 1 (bool) or 8 (int64) bytes expected");
+            if (buffers[5].view.itemsize != 1 && buffers[5].view.itemsize != 4) {
+                PyErr_SetString(PyExc_TypeError, "walk_row: picks of 1 (bool) or 4 (int32) bytes expected");
                 goto done;
             }
             continue;
@@ -1976,10 +2023,10 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
         }
     }
     const uint8_t *data = buffers[1].view.buf;
-    const int64_t *offsets = buffers[2].view.buf;
-    Py_ssize_t count = buffers[4].view.len / 8, total = buffers[1].view.len;
-    if (buffers[2].view.len / 8 != count + 1 || buffers[3].view.len != 256 * 4
-            || buffers[5].view.len / buffers[5].view.itemsize != count || buffers[7].view.len / 8 != count
+    const int32_t *offsets = buffers[2].view.buf;
+    Py_ssize_t count = buffers[4].view.len, total = buffers[1].view.len;
+    if (buffers[2].view.len / 4 != count + 1 || buffers[3].view.len != 256 * 4
+            || buffers[5].view.len / buffers[5].view.itemsize != count || buffers[7].view.len / 4 != count
             || num_words < 0 || num_words > PY_SSIZE_T_MAX / 64
             || (buffers[8].held && buffers[8].view.len != num_words * 4)) {
         PyErr_SetString(PyExc_ValueError, "walk_row: arrays of mismatched lengths");
@@ -2000,7 +2047,7 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
     ended_entries = states + room;
     ended_states = ended_entries + room;
     const char *problem = fill_start_states(buffers[3].view.buf, buffers[4].view.buf, buffers[5].view.buf,
-                                            buffers[5].view.itemsize == 8, count, buffers[6].view.buf,
+                                            buffers[5].view.itemsize == 4, count, buffers[6].view.buf,
                                             buffers[6].view.len / 8, states);
     if (problem != NULL) {
         PyErr_SetString(PyExc_IndexError, problem);
@@ -2010,12 +2057,12 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
         close_automaton(&automaton);
         goto done;
     }
-    Py_ssize_t ended = walk_entries(&automaton, count, data, offsets, offsets + 1, states, NULL,
+    Py_ssize_t ended = walk_entries(&automaton, count, data, offsets, offsets + 1, 1, states, NULL,
                                     ended_entries, ended_states);
     if (close_automaton(&automaton) < 0 || ended < 0) {
         goto done;
     }
-    result = finish_arrays(buffers[8].held ? buffers[8].view.buf : NULL, num_words, buffers[7].view.buf, count,
+    result = finish_arrays(buffers[8].held ? buffers[8].view.buf : NULL, num_words, buffers[7].view.buf, 0, count,
                            ended_entries, ended_states, ended, buffers[10].view.buf, buffers[10].view.len / 8,
                            buffers[11].view.buf, buffers[11].view.len / 8, final);
 done:
@@ -2031,7 +2078,8 @@ done:
  * fill_groups reads them. */
 typedef struct {
     const int64_t *walked, *by_first_byte, *first_offsets, *grouped_offsets;
-    const int64_t *rested, *rest_tokens, *rest_offsets, *rest_data_offsets;
+    const int64_t *rested, *rest_tokens, *rest_offsets;
+    const int32_t *rest_data_offsets;
     const uint8_t *grouped, *rest_data;
     const int16_t *rest_skips;
     Py_ssize_t num_walked, num_rested, num_by_first, num_grouped, num_rest, num_rest_data;
@@ -2055,6 +2103,9 @@ static const char *measure_groups(const Groups *g, Py_ssize_t *entries, Py_ssize
                     || g->grouped_offsets[j + 1] > g->num_grouped) {
                 return "group_plan: a token outside the grouped bytes";
             }
+            if (g->by_first_byte[j] < 0 || g->by_first_byte[j] > INT32_MAX) {
+                return "group_plan: a token outside int32";
+            }
             total += (Py_ssize_t)(g->grouped_offsets[j + 1] - g->grouped_offsets[j] - 1);
         }
         count += (Py_ssize_t)(to - from);
@@ -2073,9 +2124,15 @@ static const char *measure_groups(const Groups *g, Py_ssize_t *entries, Py_ssize
                     || g->rest_data_offsets[j + 1] > g->num_rest_data) {
                 return "group_plan: a token outside the rest's bytes";
             }
+            if (g->rest_tokens[j] < 0 || g->rest_tokens[j] > INT32_MAX) {
+                return "group_plan: a token outside int32";
+            }
             total += (Py_ssize_t)(g->rest_data_offsets[j + 1] - g->rest_data_offsets[j]);
         }
         count += (Py_ssize_t)(to - from);
+    }
+    if (total > INT32_MAX) {
+        return "group_plan: more packed bytes than int32 offsets index";
     }
     *entries = count;
     *bytes = total;
@@ -2085,8 +2142,8 @@ static const char *measure_groups(const Groups *g, Py_ssize_t *entries, Py_ssize
 /* The plan's entries (measure_groups checked their offsets): tokens,
  * first bytes, positions, skipped flags, and their bytes packed into data
  * at offsets (count + 1). */
-static void fill_groups(const Groups *g, int64_t *tokens, int64_t *first_bytes, int64_t *positions,
-                        uint8_t *skipped, uint8_t *data, int64_t *offsets) {
+static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, int32_t *positions,
+                        uint8_t *skipped, uint8_t *data, int32_t *offsets) {
     Py_ssize_t i = 0, at = 0;
     offsets[0] = 0;
     for (Py_ssize_t k = 0; k < g->num_walked; k++) {
@@ -2095,11 +2152,11 @@ static void fill_groups(const Groups *g, int64_t *tokens, int64_t *first_bytes, 
             int64_t from = g->grouped_offsets[j] + 1, length = g->grouped_offsets[j + 1] - from;
             memcpy(data + at, g->grouped + from, (size_t)length);
             at += length;
-            tokens[i] = g->by_first_byte[j];
-            first_bytes[i] = b;
+            tokens[i] = (int32_t)g->by_first_byte[j];
+            first_bytes[i] = (uint8_t)b;
             positions[i] = 1;
             skipped[i] = 0;
-            offsets[++i] = at;
+            offsets[++i] = (int32_t)at;  /* measure_groups: the total fits int32 */
         }
     }
     for (Py_ssize_t k = 0; k < g->num_rested; k++) {
@@ -2108,11 +2165,11 @@ static void fill_groups(const Groups *g, int64_t *tokens, int64_t *first_bytes, 
             int64_t from = g->rest_data_offsets[j], length = g->rest_data_offsets[j + 1] - from;
             memcpy(data + at, g->rest_data + from, (size_t)length);
             at += length;
-            tokens[i] = g->rest_tokens[j];
-            first_bytes[i] = b;
+            tokens[i] = (int32_t)g->rest_tokens[j];
+            first_bytes[i] = (uint8_t)b;
             positions[i] = g->rest_skips[j] > 1 ? g->rest_skips[j] : 1;
             skipped[i] = g->rest_skips[j] > 0;
-            offsets[++i] = at;
+            offsets[++i] = (int32_t)at;  /* measure_groups: the total fits int32 */
         }
     }
 }
@@ -2130,11 +2187,11 @@ static void fill_groups(const Groups *g, int64_t *tokens, int64_t *first_bytes, 
  * tokens starting with each byte of ``rested`` (``rest_tokens`` int64 by
  * first byte, groups by ``rest_offsets`` int64[257]; ``rest_skips`` int16
  * beside them, their resume points; their bytes from there packed in
- * ``rest_data`` at ``rest_data_offsets``, int64, one more than
+ * ``rest_data`` at ``rest_data_offsets``, int32, one more than
  * rest_tokens) from their resume point (at least 1), skipped (starting in
- * the loop's state) where they have one. As bytes: tokens, first bytes
- * and positions int64, skipped bool, one an entry, and the entries' bytes
- * packed and their offsets (int64, one more). The walk_plan and pack_plan
+ * the loop's state) where they have one. As bytes: tokens and positions
+ * int32, first bytes uint8, skipped bool, one an entry, and the entries' bytes
+ * packed and their offsets (int32, one more). The walk_plan and pack_plan
  * of the rest a loop row's first bytes gather (tables._loop_mask) made the
  * same arrays in ~10 numpy calls and three C calls: ~300-400 us for a
  * declared key's prefix inside a free key in a fresh fork, 57 such sets
@@ -2149,7 +2206,7 @@ static PyObject *group_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
     static const char *names[COUNT] = {"by_first_byte", "first_offsets", "grouped", "grouped_offsets", "walked",
                                        "rest_tokens", "rest_offsets", "rest_skips", "rest_data",
                                        "rest_data_offsets", "rested"};
-    static const Py_ssize_t items[COUNT] = {8, 8, 1, 8, 8, 8, 8, 2, 1, 8, 8};
+    static const Py_ssize_t items[COUNT] = {8, 8, 1, 8, 8, 8, 8, 2, 1, 4, 8};
     Buffer buffers[COUNT] = {{0}};
     PyObject *parts[6] = {NULL, NULL, NULL, NULL, NULL, NULL}, *result = NULL;
     for (int i = 0; i < COUNT; i++) {
@@ -2170,7 +2227,7 @@ static PyObject *group_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
     };
     if (buffers[FIRST_OFFSETS].view.len != 257 * 8 || buffers[GROUPED_OFFSETS].view.len / 8 != g.num_by_first + 1
             || buffers[REST_OFFSETS].view.len != 257 * 8 || buffers[REST_SKIPS].view.len / 2 != g.num_rest
-            || buffers[REST_DATA_OFFSETS].view.len / 8 != g.num_rest + 1) {
+            || buffers[REST_DATA_OFFSETS].view.len / 4 != g.num_rest + 1) {
         PyErr_SetString(PyExc_ValueError, "group_plan: arrays of mismatched lengths");
         goto done;
     }
@@ -2180,17 +2237,17 @@ static PyObject *group_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_IndexError, problem);
         goto done;
     }
-    static const Py_ssize_t widths[4] = {8, 8, 8, 1};
+    static const Py_ssize_t widths[4] = {4, 1, 4, 1};
     if (make_parts(parts, 4, count, widths) < 0
             || (parts[4] = PyBytes_FromStringAndSize(NULL, total)) == NULL
-            || (parts[5] = PyBytes_FromStringAndSize(NULL, 8 * (count + 1))) == NULL) {
+            || (parts[5] = PyBytes_FromStringAndSize(NULL, 4 * (count + 1))) == NULL) {
         goto done;
     }
     Released released;
     let_go_for(&released, count);
-    fill_groups(&g, (int64_t *)PyBytes_AS_STRING(parts[0]), (int64_t *)PyBytes_AS_STRING(parts[1]),
-                (int64_t *)PyBytes_AS_STRING(parts[2]), (uint8_t *)PyBytes_AS_STRING(parts[3]),
-                (uint8_t *)PyBytes_AS_STRING(parts[4]), (int64_t *)PyBytes_AS_STRING(parts[5]));
+    fill_groups(&g, (int32_t *)PyBytes_AS_STRING(parts[0]), (uint8_t *)PyBytes_AS_STRING(parts[1]),
+                (int32_t *)PyBytes_AS_STRING(parts[2]), (uint8_t *)PyBytes_AS_STRING(parts[3]),
+                (uint8_t *)PyBytes_AS_STRING(parts[4]), (int32_t *)PyBytes_AS_STRING(parts[5]));
     take_back(&released);
     result = PyTuple_Pack(6, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]);
 done:
@@ -2300,12 +2357,12 @@ static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t n
         goto done;
     }
     Py_ssize_t ended = walk_entries(&automaton, count, buffers[DATA].view.buf, starts,
-                                    gathered ? starts + count : starts + 1, scratch, NULL, scratch + count,
+                                    gathered ? starts + count : starts + 1, 0, scratch, NULL, scratch + count,
                                     scratch + 2 * count);
     if (close_automaton(&automaton) < 0 || ended < 0) {
         goto done;
     }
-    result = finish_arrays(buffers[LOOP_MASK].held ? buffers[LOOP_MASK].view.buf : NULL, num_words, tokens, count,
+    result = finish_arrays(buffers[LOOP_MASK].held ? buffers[LOOP_MASK].view.buf : NULL, num_words, tokens, 1, count,
                            scratch + count, scratch + 2 * count, ended, buffers[LOOP_ENDS].view.buf,
                            buffers[LOOP_ENDS].view.len / 8, buffers[EOS].view.buf, buffers[EOS].view.len / 8, final);
 done:

@@ -188,7 +188,7 @@ class _Start(NamedTuple):
     ``skipped``) is set, in ``along[link]`` where ``picks`` (a chain plan's
     ``links``) is a link, else in the cell of its first byte."""
 
-    picks: np.ndarray  # bool or int64, one an entry
+    picks: np.ndarray  # bool or int32, one an entry
     along: np.ndarray  # int64: the loop's state, or the chain's states
 
 
@@ -887,7 +887,8 @@ class LazyIndex(MaskServing):
             found_ends.append(states[ended])
             keep = ~ended
             self._numpy_walk(tokens[keep], states[keep], positions[keep], found_tokens, found_ends)
-        tokens = np.concatenate(found_tokens) if found_tokens else np.zeros(0, dtype=np.int64)
+        # int64 as before: a plan's tokens are int32
+        tokens = np.concatenate(found_tokens).astype(np.int64, copy=False) if found_tokens else np.zeros(0, dtype=np.int64)
         ends = np.concatenate(found_ends) if found_ends else np.zeros(0, dtype=STATE_DTYPE)
         row = _TokenRow(tokens, ends, loop)
         if not self._covered:
@@ -984,10 +985,9 @@ class LazyIndex(MaskServing):
             if packed is not None:
                 ended = _cwalk.walk_packed(dfa, packed.data, packed.offsets, states, ended_tokens, ended_states)
             else:
-                offsets = np.empty(len(tokens) + 1, dtype=np.int64)
+                offsets = np.empty(len(tokens) + 1, dtype=np.int32)
                 ended, data = _cwalk.walk_and_pack(dfa, tables.spellings, tables.spelling_offsets,
-                                                   np.ascontiguousarray(tokens, dtype=np.int64), states,
-                                                   np.ascontiguousarray(plan.positions, dtype=np.int64),
+                                                   tokens, states, plan.positions,
                                                    ended_tokens, ended_states, offsets)
         if packed is None:
             plan.packing.keep(data, offsets)

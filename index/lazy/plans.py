@@ -44,8 +44,15 @@ _PLAN_MAX_TOKENS = 65536
 _PLAN_CACHE_BYTES = 64 << 20
 # A walk plan's arrays as _cwalk.walk_plan gives them (tokens, first bytes,
 # positions, skipped), and its rest (tokens, first bytes, positions,
-# skipped) where the row has no loop.
-_PLAN_DTYPES = (np.int64, np.int64, np.int64, bool)
+# skipped) where the row has no loop. Narrow (a walk plan 10 bytes a token
+# and a chain plan 13, with int32 packed offsets, where int64 took 25 and
+# 8): page faults are ~19% of a MaskBench fork's p99-band time and plans
+# were their largest source after the walk; on MaskBench's sample (8 a
+# source, Qwen) the plan caches hold 45 MB instead of 92 and the forks
+# fault 150k times instead of 163k (benchmarks/lazy_step_faults.py).
+_PLAN_DTYPES = (np.int32, np.uint8, np.int32, bool)
+# A chain plan's (tokens, links, first bytes, positions).
+_CHAIN_DTYPES = (np.int32, np.int32, np.uint8, np.int32)
 _NO_REST = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64),
             np.zeros(0, dtype=bool))
 _CACHE_LOCK = threading.Lock()  # the per-vocabulary caches are shared by every lazy index
@@ -113,9 +120,10 @@ class _PlanCache:
 
 
 def _plan_bytes(plan: "_WalkPlan | _ChainPlan") -> int:
-    """What a plan holds once packed: its arrays, and 16 bytes a token for
-    its packed bytes and their offsets (Qwen's tokens average 6.6 bytes)."""
-    return sum(value.nbytes for value in vars(plan).values() if isinstance(value, np.ndarray)) + 16 * len(plan.tokens)
+    """What a plan holds once packed: its arrays, and 12 bytes a token for
+    its packed bytes and their int32 offsets (Qwen's tokens average 6.6
+    bytes)."""
+    return sum(value.nbytes for value in vars(plan).values() if isinstance(value, np.ndarray)) + 12 * len(plan.tokens)
 
 
 class _GroupedSpellings:
@@ -158,10 +166,10 @@ class _PackedBytes:
     plan of ~4.5-6k Qwen tokens (Github_hard o668, Snowplow sp_0)."""
 
     data: np.ndarray     # uint8
-    offsets: np.ndarray  # int64, one more than the plan's tokens
+    offsets: np.ndarray  # int32 (4 bytes a token, not 8), one more than the plan's tokens
 
 
-_NO_PACKED = _PackedBytes(np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64))  # the rest of a row with no loop
+_NO_PACKED = _PackedBytes(np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int32))  # the rest of a row with no loop
 
 
 class _Packing:
@@ -188,8 +196,11 @@ def _packed(tables: _VocabularyTables, tokens: np.ndarray, positions: np.ndarray
     a pass of their own (what a chain plan's first walk,
     ``_cwalk.walk_and_pack``, keeps; a loop's rest, packed once for the
     walk plans that copy it)."""
-    offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
-    np.cumsum(tables.lengths[tokens] - positions, out=offsets[1:])
+    wide = np.zeros(len(tokens) + 1, dtype=np.int64)
+    np.cumsum(tables.lengths[tokens] - positions, out=wide[1:])
+    if wide[-1] > np.iinfo(np.int32).max:
+        raise ValueError("more packed bytes than int32 offsets index")
+    offsets = wide.astype(np.int32)
     data = np.empty(int(offsets[-1]), dtype=np.uint8)
     _cwalk.pack(tables.spellings, tables.spelling_offsets, np.ascontiguousarray(tokens, dtype=np.int64),
                 np.ascontiguousarray(positions, dtype=np.int64), data)
@@ -208,10 +219,10 @@ class _ChainPlan:
     assembling the tokens from cached groups takes ~20 numpy calls, ~0.35 ms
     of each cold step along sp_0's maxLength-1024 strings."""
 
-    tokens: np.ndarray       # int64
-    links: np.ndarray        # int64
-    first_bytes: np.ndarray  # int64
-    positions: np.ndarray    # int64
+    tokens: np.ndarray       # int32
+    links: np.ndarray        # int32
+    first_bytes: np.ndarray  # uint8: 1 byte a token, not 8 (a fork's faults and the caches' bytes)
+    positions: np.ndarray    # int32
     packing: _Packing = field(default_factory=_Packing)
 
 
@@ -231,7 +242,7 @@ def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _Cl
                   runs.irregular, runs.irregular_offsets, starting.astype(np.int64, copy=False), runs.partial,
                   runs.partial_offsets, runs.chars, runs.full_by_chars, runs.full_offsets, runs.ascii)
         parts = _cwalk.chain_plan(*(np.ascontiguousarray(array) for array in arrays), length, dies)
-        found = _ChainPlan(*(np.frombuffer(part, dtype=np.int64) for part in parts))
+        found = _ChainPlan(*(np.frombuffer(part, dtype=dtype) for part, dtype in zip(parts, _CHAIN_DTYPES)))
         return tables.chain_plans.remember(plan_key, found)
     # Tokens that start outside the class, and those that start inside it
     # but are not a run of its characters (a wide character in the run, not
@@ -259,8 +270,9 @@ def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _Cl
     parts.append(longer)
     links.append(np.where(regular, length, -1).astype(np.int64))
     positions.append(np.where(regular, length, 1).astype(np.int64))
-    tokens, positions = np.concatenate(parts), np.concatenate(positions)
-    found = _ChainPlan(tokens, np.concatenate(links), tables.columns[0][tokens].astype(np.int64), positions)
+    tokens, positions = np.concatenate(parts).astype(np.int32), np.concatenate(positions).astype(np.int32)
+    found = _ChainPlan(tokens, np.concatenate(links).astype(np.int32), tables.columns[0][tokens].astype(np.uint8),
+                       positions)
     for array in (found.tokens, found.links, found.first_bytes, found.positions):
         array.flags.writeable = False
     return tables.chain_plans.remember(plan_key, found)
@@ -276,9 +288,9 @@ class _WalkPlan:
     Assembling them costs ~70 us of numpy calls, paid once per plan, not at
     every cold row."""
 
-    tokens: np.ndarray       # int64
-    first_bytes: np.ndarray  # int64
-    positions: np.ndarray    # int64
+    tokens: np.ndarray       # int32
+    first_bytes: np.ndarray  # uint8: 1 byte a token, not 8 (a fork's faults and the caches' bytes)
+    positions: np.ndarray    # int32
     skipped: np.ndarray      # bool
     packing: _Packing = field(default_factory=_Packing)
 
@@ -313,14 +325,15 @@ def _walk_plan(tables: _VocabularyTables, live: np.ndarray, loop: tuple | None =
             data, offsets = _cwalk.pack_plan(grouped, grouped_offsets, tables.first_offsets,
                                              np.ascontiguousarray(live, dtype=np.int64), rest_packed.data,
                                              rest_packed.offsets)
-            found.packing.keep(data, np.frombuffer(offsets, dtype=np.int64))
+            found.packing.keep(data, np.frombuffer(offsets, dtype=np.int32))
         return tables.walk_plans.remember(plan_key, found)
     tokens = _grouped(tables.by_first_byte, tables.first_offsets, live)
     positions, skipped = np.ones(len(tokens), dtype=np.int64), np.zeros(len(tokens), dtype=bool)
     if loop is not None:
         tokens, positions = np.concatenate((tokens, rest.tokens)), np.concatenate((positions, rest.positions))
         skipped = np.concatenate((skipped, rest.skipped))
-    found = _WalkPlan(tokens, tables.columns[0][tokens].astype(np.int64), positions, skipped)
+    tokens, positions = tokens.astype(np.int32), positions.astype(np.int32)
+    found = _WalkPlan(tokens, tables.columns[0][tokens].astype(np.uint8), positions, skipped)
     for array in (found.tokens, found.first_bytes, found.positions, found.skipped):
         array.flags.writeable = False
     return tables.walk_plans.remember(plan_key, found)
@@ -348,5 +361,5 @@ def _group_plan(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[in
                               np.ascontiguousarray(outside, dtype=np.int64), tail.rest, tail.rest_offsets,
                               tail.rest_skips, packed.data, packed.offsets, np.flatnonzero(first))
     found = _WalkPlan(*(np.frombuffer(part, dtype=dtype) for part, dtype in zip(parts, _PLAN_DTYPES)))
-    found.packing.keep(parts[4], np.frombuffer(parts[5], dtype=np.int64))
+    found.packing.keep(parts[4], np.frombuffer(parts[5], dtype=np.int32))
     return tables.walk_plans.remember(plan_key, found)
