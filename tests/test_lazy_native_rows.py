@@ -112,6 +112,32 @@ def indexes():
     return vocab, found
 
 
+def _assert_same_plan(compiled, numpy) -> None:
+    """Two walk plans equal array for array, dtypes included, read-only,
+    and narrow: 10 bytes a token in the plan caches and in a fork's first
+    writes, not 25."""
+    for field in ("tokens", "first_bytes", "positions", "skipped"):
+        left, right = getattr(compiled, field), getattr(numpy, field)
+        assert left.dtype == right.dtype and np.array_equal(left, right), field
+        assert not left.flags.writeable
+    assert (compiled.tokens.dtype, compiled.first_bytes.dtype, compiled.positions.dtype) == \
+        (np.int32, np.uint8, np.int32)
+
+
+def _recording(monkeypatch, name: str) -> list:
+    """The arguments of every call the lazy index module makes to its
+    function ``name`` from now on (the function still runs)."""
+    asked = []
+    function = getattr(lazy_index_module, name)
+
+    def recording(*args):
+        asked.append(args)
+        return function(*args)
+
+    monkeypatch.setattr(lazy_index_module, name, recording)
+    return asked
+
+
 def test_compiled_rows_are_the_numpy_rows_on_real_schemas(indexes, monkeypatch):
     """``_compiled_row`` (ascii_target, walk_plan, group_plan, start_states,
     the walk, finish_row; walk_span for rows with no loop and no plan kept)
@@ -209,14 +235,8 @@ def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkey
         starts.append((first_row.copy(), plan, picks, along.copy()))
         return start_states(first_row, plan, picks, along)
 
-    chain_asked = []
     chain_plan = lazy_index_module._chain_plan
-
-    def recording_chain_plan(*args):
-        chain_asked.append(args)
-        return chain_plan(*args)
-
-    monkeypatch.setattr(lazy_index_module, "_chain_plan", recording_chain_plan)
+    chain_asked = _recording(monkeypatch, "_chain_plan")
     monkeypatch.setattr(lazy_index_module, "_walk_plan", recording_walk_plan)
     monkeypatch.setattr(lazy_index_module, "_start_states", recording_start_states)
     # loop rests made here, compiled (packed), not those the numpy rows of
@@ -243,13 +263,7 @@ def test_compiled_walk_plans_and_start_states_are_the_numpy_ones(indexes, monkey
         with _fresh_plans(tables):
             numpy = walk_plan(tables, live, loop)
         _compiled(monkeypatch)
-        for field in ("tokens", "first_bytes", "positions", "skipped"):
-            left, right = getattr(compiled, field), getattr(numpy, field)
-            assert left.dtype == right.dtype and np.array_equal(left, right), field
-            assert not left.flags.writeable
-        # 10 bytes a token in the plan caches and in a fork's first writes, not 25
-        assert (compiled.tokens.dtype, compiled.first_bytes.dtype, compiled.positions.dtype) == \
-            (np.int32, np.uint8, np.int32)
+        _assert_same_plan(compiled, numpy)
         # packed with the plan from the bytes grouped by first byte
         # (_cwalk.pack_plan), as packing by token id gives them
         packed, by_id = compiled.packing.packed, lazy_plans._packed(tables, compiled.tokens, compiled.positions)
@@ -288,14 +302,8 @@ def test_group_plans_are_the_numpy_walk_plans(indexes, monkeypatch):
     ``plans._walk_plan``), under the same cache key."""
     vocab, found = indexes
     tables = lazy_tables.vocabulary_tables(vocab)
-    asked = []
     group_plan = lazy_index_module._group_plan
-
-    def recording_group_plan(*args):
-        asked.append(args)
-        return group_plan(*args)
-
-    monkeypatch.setattr(lazy_index_module, "_group_plan", recording_group_plan)
+    asked = _recording(monkeypatch, "_group_plan")
     with _fresh_plans(tables):
         for index, states in found:
             if index._covered:
@@ -321,13 +329,7 @@ def test_group_plans_are_the_numpy_walk_plans(indexes, monkeypatch):
             tables.loop_masks.clear()
             tables.loop_masks.update(saved)
             _compiled(monkeypatch)
-        for field in ("tokens", "first_bytes", "positions", "skipped"):
-            left, right = getattr(compiled, field), getattr(numpy, field)
-            assert left.dtype == right.dtype and np.array_equal(left, right), field
-            assert not left.flags.writeable
-        # 10 bytes a token in the plan caches and in a fork's first writes, not 25
-        assert (compiled.tokens.dtype, compiled.first_bytes.dtype, compiled.positions.dtype) == \
-            (np.int32, np.uint8, np.int32)
+        _assert_same_plan(compiled, numpy)
         by_id = lazy_plans._packed(tables, compiled.tokens, compiled.positions)
         assert np.array_equal(compiled.packing.packed.offsets, by_id.offsets)
         assert np.array_equal(compiled.packing.packed.data, by_id.data)
