@@ -59,7 +59,7 @@ def _fresh_plans(tables):
     caches = (tables.walk_plans, tables.chain_plans)
     saved = [(cache._plans, cache._sizes, cache._held) for cache in caches]
     for cache in caches:
-        cache._plans, cache._sizes, cache._held = {}, {}, 0
+        cache._plans, cache._sizes, cache._held = lazy_plans._SecondChance(), {}, 0
     try:
         yield
     finally:

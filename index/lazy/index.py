@@ -1088,8 +1088,9 @@ class LazyIndex(MaskServing):
             if span:
                 # the live bytes (the plan's key) and the ranges of by_first_byte of their runs, in C
                 live_key, ranges = _cwalk.row_runs(first_row, tables.first_offsets)
-                if (live_key,) not in tables.walk_plans and len(ranges) <= 16 * _SPAN_MAX_RANGES:
-                    return None, _Span(np.frombuffer(ranges, dtype=np.int64).reshape(-1, 2)), None
+                ranges = np.frombuffer(ranges, dtype=np.int64).reshape(-1, 2)
+                if (live_key,) not in tables.walk_plans and len(ranges) <= _SPAN_MAX_RANGES:
+                    return None, _Span(ranges), None
                 live = np.frombuffer(live_key, dtype=np.int64)
             else:
                 live = np.flatnonzero(first_row)

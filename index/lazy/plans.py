@@ -58,14 +58,62 @@ _NO_REST = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8), np.zeros(0
 _CACHE_LOCK = threading.Lock()  # the per-vocabulary caches are shared by every lazy index
 
 
+class _SecondChance(dict):
+    """A per-vocabulary cache whose reads (``get``, ``[]``) mark the entry
+    read; :meth:`make_room` drops the oldest entry not read since it was
+    made or last passed over, a read one being passed over once (moved to
+    the newest end, its mark cleared: a second chance, what least recently
+    used would keep, for a flag written on a read). The entries every
+    schema reads (a JSON string's, the plans ``Vocabulary.prepare()``
+    makes) stay while schemas with entries of their own come and go. A mark
+    is a set add without a lock: a lost or stale one only moves an
+    eviction. The loop and chain rows' caches are these, and
+    :class:`_PlanCache` keeps its plans in one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read: set = set()
+
+    def get(self, key, default=None):
+        if key in self:
+            self.read.add(key)
+            return dict.__getitem__(self, key)
+        return default
+
+    def __getitem__(self, key):
+        found = dict.__getitem__(self, key)
+        self.read.add(key)
+        return found
+
+    def clear(self) -> None:
+        dict.clear(self)
+        self.read.clear()
+
+    def make_room(self, full, dropped=None) -> None:
+        """Drop entries while ``full()`` (under _CACHE_LOCK), calling
+        ``dropped(key)`` for each; a read entry is passed over at most once
+        in one call, so one pass over the entries ends it."""
+        passed, held = 0, len(self)
+        while self and full():
+            oldest = next(iter(self))
+            value = dict.pop(self, oldest)
+            if oldest in self.read and passed < held:
+                self.read.discard(oldest)
+                dict.__setitem__(self, oldest, value)   # to the newest end
+                passed += 1
+                continue
+            self.read.discard(oldest)
+            if dropped is not None:
+                dropped(oldest)
+
+
 class _PlanCache:
     """One vocabulary's walk or chain plans by key, dropped past
-    ``_PLAN_CACHE_SIZE`` plans or ``_PLAN_CACHE_BYTES`` oldest first, except
-    that a plan read since it was made or last passed over is passed over
-    once (moved to the newest end, its mark cleared: a second chance, what
-    least recently used would keep, for a flag written on a read): the
-    plans ``Vocabulary.prepare()`` makes stay as long as schemas keep
-    reading them, however many plans are made after them. None of more
+    ``_PLAN_CACHE_SIZE`` plans or ``_PLAN_CACHE_BYTES`` oldest first, a plan
+    read since it was made or last passed over getting a second chance
+    (:class:`_SecondChance`): the plans ``Vocabulary.prepare()`` makes stay
+    as long as schemas keep reading them, however many plans are made after
+    them. None of more
     than ``_PLAN_MAX_TOKENS`` tokens is kept (a row whose every byte is
     live would keep ~6 MB on Qwen; such rows are rare and their walk costs
     more than their plan). A plan is counted at what it will hold packed
@@ -75,16 +123,12 @@ class _PlanCache:
     make the same plan, and either copy is right."""
 
     def __init__(self) -> None:
-        self._plans: dict = {}
+        self._plans = _SecondChance()
         self._sizes: dict = {}
-        self._read: dict = {}   # key -> True: read since made or last passed over
         self._held = 0
 
     def get(self, key):
-        found = self._plans.get(key)
-        if found is not None:
-            self._read[key] = True   # no lock: a lost or stale mark only moves an eviction
-        return found
+        return self._plans.get(key)
 
     def values(self) -> list:
         return list(self._plans.values())
@@ -103,16 +147,14 @@ class _PlanCache:
         size = _plan_bytes(plan)
         if size > _PLAN_CACHE_BYTES:
             return plan
+        def full() -> bool:
+            return len(self._plans) >= _PLAN_CACHE_SIZE or self._held + size > _PLAN_CACHE_BYTES
+
+        def dropped(oldest) -> None:
+            self._held -= self._sizes.pop(oldest)
+
         with _CACHE_LOCK:
-            passed = 0   # at most one pass over the plans: then the oldest goes, read or not
-            while self._plans and (len(self._plans) >= _PLAN_CACHE_SIZE or self._held + size > _PLAN_CACHE_BYTES):
-                oldest = next(iter(self._plans))
-                if self._read.pop(oldest, False) and passed < len(self._plans):
-                    self._plans[oldest] = self._plans.pop(oldest)   # to the newest end
-                    passed += 1
-                    continue
-                del self._plans[oldest]
-                self._held -= self._sizes.pop(oldest)
+            self._plans.make_room(full, dropped)
             self._plans[key] = plan
             self._held += size - self._sizes.get(key, 0)
             self._sizes[key] = size

@@ -40,7 +40,7 @@ from ..runtime.arrays import MASK_WORD
 from ..vocab.vocabulary import Vocabulary
 from .kernels import _cwalk, _distinct, _grouped, _ranges, _set_bits, _stable_order
 from .plans import (_CACHE_LOCK, _PLAN_MAX_TOKENS, _GroupedSpellings, _PackedBytes, _Packing, _PlanCache,
-                    _grouped_spellings, _packed)
+                    _SecondChance, _grouped_spellings, _packed)
 
 # A counted class's runs in two compiled passes (index/lazy/_classruns.c);
 # None where it is not built or TOKENDFA_NATIVE=0 (then numpy, same arrays).
@@ -292,60 +292,14 @@ class _TailTokens:
     packing: _Packing = field(default_factory=_Packing)
 
 
-class _SecondChance(dict):
-    """One of the per-vocabulary caches of loop and chain rows (tail sets,
-    loop masks, class runs, chain masks): a dict whose reads (``get``,
-    ``[]``) mark the entry read. Past its size :func:`_remember` drops the
-    oldest entry not read since it was made or last passed over; a read
-    one is passed over once (moved to the newest end, its mark cleared),
-    as :class:`~tokendfa.lazy.plans._PlanCache` keeps plans: the entries
-    every schema reads (a JSON string's, made ahead) stay while schemas
-    with many loop sets of their own come and go. A mark is a set add
-    without a lock: a lost or stale one only moves an eviction."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.read: set = set()
-
-    def get(self, key, default=None):
-        if key in self:
-            self.read.add(key)
-            return dict.__getitem__(self, key)
-        return default
-
-    def __getitem__(self, key):
-        found = dict.__getitem__(self, key)
-        self.read.add(key)
-        return found
-
-    def clear(self) -> None:
-        dict.clear(self)
-        self.read.clear()
-
-    def make_room(self, size: int) -> None:
-        """Drop entries until fewer than ``size`` are left (under _CACHE_LOCK)."""
-        passed, held = 0, len(self)   # at most one pass over the entries: then the oldest goes, read or not
-        while len(self) >= max(size, 1):
-            oldest = next(iter(self))
-            value = dict.pop(self, oldest)
-            if oldest in self.read and passed < held:
-                self.read.discard(oldest)
-                dict.__setitem__(self, oldest, value)   # to the newest end
-                passed += 1
-                continue
-            self.read.discard(oldest)
-
-
-def _remember(cache: dict, key, value, size: int = _LOOP_CACHE_SIZE):
-    """Put ``value`` in one of the per-vocabulary caches, making room past
-    ``size`` (a :class:`_SecondChance`'s oldest entry not read lately; a
-    plain dict's oldest). Readers take no lock (a dict lookup); two threads
-    may compute the same entry, and either copy is right."""
+def _remember(cache: "_SecondChance", key, value, size: int = _LOOP_CACHE_SIZE):
+    """Put ``value`` in one of the per-vocabulary caches (a
+    :class:`~tokendfa.lazy.plans._SecondChance`), making room past ``size``.
+    Readers take no lock (a dict lookup); two threads may compute the same
+    entry, and either copy is right."""
+    limit = max(size, 1)
     with _CACHE_LOCK:
-        if isinstance(cache, _SecondChance):
-            cache.make_room(size)
-        elif len(cache) >= size:
-            cache.pop(next(iter(cache)))
+        cache.make_room(lambda: len(cache) >= limit)
         cache[key] = value
     return value
 
@@ -536,7 +490,7 @@ def _loop_bits(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int
 def _tail_packed(tables: _VocabularyTables, tail: _TailTokens) -> _PackedBytes | None:
     """The bytes of the tail set's rest from their resume points (at least
     1), packed in rest order once for every loop row of the set (compiled
-    module only): ``_cwalk.walk_groups`` reads a loop row's rest from them,
+    module only): ``_cwalk.group_plan`` reads a loop row's rest from them,
     the groups of its first bytes, where a :class:`_LoopRest` gathered and
     packed them again for each set of first bytes (~300-400 us each in a
     fresh fork: 57 such sets in MaskBench's sample, a declared key's
