@@ -16,6 +16,12 @@ reports that share of the serial mode's CPU time (the compiled modules'
 ``released_ns()`` over the calling thread's CPU time in ``fill_masks``): a
 bound on what threads can gain that a shared machine's load does not move.
 
+A control runs beside the modes in every repeat: ``--batch`` pieces of work
+that hold no GIL at all (SHA-256 of a buffer sized so that one thread takes
+about as long as the serial batch), on 1 and on k threads. Its ratio is what
+this machine gives perfectly parallel work in the same minutes: on an idle
+2-CPU machine about 0.5, on a loaded one up to 1.
+
     .venv/bin/python benchmarks/bench_batch.py --batch 16 --threads 1 2 --repeats 5
 """
 
@@ -108,6 +114,23 @@ def run_mode(chosen, vocab, steps: int, threads: int):
     return seconds, masks
 
 
+def control(pieces: int, piece_bytes: int, threads: int) -> float:
+    """Seconds to hash ``pieces`` buffers of ``piece_bytes`` on ``threads``
+    threads (hashlib releases the GIL for buffers over 2 KiB)."""
+    import hashlib
+    from concurrent.futures import ThreadPoolExecutor
+
+    data = np.random.default_rng(0).integers(0, 256, piece_bytes, dtype=np.uint8).tobytes()
+    started = time.perf_counter()
+    if threads == 1:
+        for _ in range(pieces):
+            hashlib.sha256(data).digest()
+    else:
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(lambda _: hashlib.sha256(data).digest(), range(pieces)))
+    return time.perf_counter() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batch", type=int, default=16)
@@ -127,7 +150,14 @@ def main() -> None:
     firsts = {k: [] for k in modes}
     count_released()
     released, CPU_SECONDS[0] = 0.0, 0.0  # the repeats' alone (not the run that fills the caches)
+    # the control's piece size: one thread hashes the batch about as long as the serial batch takes
+    serial = sum(run_mode(records, vocab, args.steps, 1)[0])
+    rate = (64 << 20) / control(1, 64 << 20, 1)
+    piece_bytes = max(4096, int(serial * rate / len(records)))
+    controls = {k: [] for k in modes}
     for repeat in range(args.repeats):
+        for threads in modes:
+            controls[threads].append(control(len(records), piece_bytes, threads))
         reference = None
         for threads in modes:
             before = released_seconds()
@@ -144,11 +174,13 @@ def main() -> None:
                   f" (first step {seconds[0] * 1e3:.1f} ms)", flush=True)
     base = np.median(totals[1])
     print(f"\nbatch {len(records)}, {args.steps} steps, {args.repeats} repeats, {os.cpu_count()} CPUs")
-    print("| threads | median total ms | ratio to 1 thread | median first step ms |")
-    print("| --- | --- | --- | --- |")
+    print("| threads | median total ms | ratio to 1 thread | median first step ms | control ratio (no GIL) |")
+    print("| --- | --- | --- | --- | --- |")
+    control_base = np.median(controls[1])
     for threads in modes:
         median = np.median(totals[threads])
-        print(f"| {threads} | {median * 1e3:.1f} | {median / base:.2f} | {np.median(firsts[threads]) * 1e3:.1f} |")
+        print(f"| {threads} | {median * 1e3:.1f} | {median / base:.2f} | {np.median(firsts[threads]) * 1e3:.1f}"
+              f" | {np.median(controls[threads]) / control_base:.2f} |")
     if CPU_SECONDS[0]:
         print(f"\nthreads=1: {released / CPU_SECONDS[0]:.0%} of fill_masks' CPU time ran without the GIL "
               f"({released * 1e3 / args.repeats:.1f} of {CPU_SECONDS[0] * 1e3 / args.repeats:.1f} ms a repeat)")
