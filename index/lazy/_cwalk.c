@@ -364,8 +364,8 @@ static int64_t resolve(Automaton *automaton, int64_t state, int byte) {
  * Github_medium o1; the 250-1500 us band's steps, 71 faults each at the
  * median, were mostly this scratch). Kept per thread, a block's pages fault
  * once per process (or once after a fork) instead of once a row. Slot 0 is
- * walk_row's (24 bytes a token), slot 1 walk_entries' (16, called inside
- * walk_row); a slot busy (a walk re-entered on the same thread) or a
+ * walk_row's (24 bytes a token) or walk_span's (24, or 48 over several
+ * ranges), slot 1 walk_entries' (16, called inside either); a slot busy (a walk re-entered on the same thread) or a
  * request over SCRATCH_KEEP bytes (a vocabulary of over ~350k tokens) falls
  * back to malloc and free. A thread that walks holds 2 x SCRATCH_KEEP bytes
  * of address space (it counts against RLIMIT_AS), backed only where
@@ -2327,7 +2327,12 @@ static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t n
     /* start states, ended entries, ended states; with several ranges also
      * the entries' starts, stops and tokens */
     int gathered = num_ranges > 1;
-    scratch = PyMem_RawMalloc(sizeof(int64_t) * (gathered ? 6 : 3) * (size_t)(count ? count : 1));
+    /* walk_row's kept slot (a span row is not walked inside one): taken
+     * from malloc each row, its pages (48 bytes a token, ~0.2-1 MB) were
+     * minor faults again and again in a fresh fork, 3% of the 250-1500 us
+     * steps of MaskBench (perf, page faults under walk_span) */
+    size_t room = (size_t)(count ? count : 1);
+    scratch = room <= PY_SSIZE_T_MAX / 48 ? scratch_take(0, sizeof(int64_t) * (gathered ? 6 : 3) * room) : NULL;
     if (scratch == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -2366,7 +2371,7 @@ static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t n
                            scratch + count, scratch + 2 * count, ended, buffers[LOOP_ENDS].view.buf,
                            buffers[LOOP_ENDS].view.len / 8, buffers[EOS].view.buf, buffers[EOS].view.len / 8, final);
 done:
-    PyMem_RawFree(scratch);
+    scratch_give(0, scratch);
     release(buffers, COUNT);
     return result;
 }
