@@ -17,6 +17,7 @@ import pytest
 from tokendfa.analysis import lazydfa as lazydfa_module
 from tokendfa.analysis.dfa import DEAD
 from tokendfa.analysis.lazydfa import UNKNOWN, LazyByteDFA
+from tokendfa.lazy import kernels as lazy_kernels
 
 # rows of several ranges with gaps between them (letters, digits, quote,
 # backslash, the wide characters' lead bytes), and definitions under stacks
@@ -69,3 +70,41 @@ def test_cells_one_at_a_time_are_the_reference_and_the_cut_is_written_once_a_row
     assert resolved > 2 * rows, (resolved, rows)
     assert 0 < info["cut_passes"] <= rows, (info, rows)
     assert info["cut_passes"] >= rows - info["handed_back"], (info, rows)
+
+
+@pytest.mark.skipif(not lazy_kernels.NATIVE_WALK, reason="the compiled walk is not built (or TOKENDFA_NATIVE=0)")
+def test_the_walk_refuses_a_cell_outside_the_table_and_tells_dead_from_unknown():
+    """walk_known tests DEAD and UNKNOWN with one comparison a byte and
+    checks each state it goes on from against the table's rows: a cell
+    leading past the rows, or to a negative id other than UNKNOWN, is an
+    IndexError before the table is read there; DEAD ends an entry, an
+    UNKNOWN cell is resolved and the walk goes on."""
+    from tokendfa.lazy import kernels
+
+    cwalk = kernels._cwalk
+    dfa = LazyByteDFA("ab[cd]e|x")
+    a = dfa.step(1, ord("a"))
+    b = dfa.step(a, ord("b"))
+    rows = len(dfa.table)
+    data = np.frombuffer(b"abce" b"abde" b"ax" b"x", dtype=np.uint8)
+    offsets = np.array([0, 4, 8, 10, 11], dtype=np.int32)
+
+    def walk():
+        states = np.ones(4, dtype=np.int64)
+        ended_entries, ended_states = np.full(4, -9, dtype=np.int64), np.full(4, -9, dtype=np.int64)
+        with dfa.resolving():
+            ended = cwalk.walk_packed(dfa, data, offsets, states, ended_entries, ended_states)
+        return ended_entries[:ended].tolist(), ended_states[:ended].tolist(), ended_entries[ended:].tolist()
+
+    assert dfa.table[b, ord("c")] == UNKNOWN  # resolved by the walk, which goes on past it
+    entries, ends, untouched = walk()
+    assert entries == [0, 1, 3] and all(dfa.is_final(end) for end in ends) and untouched == [-9]
+    c = int(dfa.table[b, ord("c")])
+    for bad in (rows, rows + 1000, -2, -(1 << 31)):
+        dfa.table[b, ord("c")] = bad  # "abce" goes on from the bad cell
+        with pytest.raises(IndexError, match="outside the table"):
+            walk()
+    dfa.table[b, ord("c")] = DEAD
+    assert walk()[0] == [1, 3]
+    dfa.table[b, ord("c")] = c
+    assert walk()[0] == [0, 1, 3]
