@@ -297,20 +297,21 @@ static int close_automaton(Automaton *automaton) {
  * taken back, the error set). */
 static int walk_known(Automaton *automaton, int64_t state, const uint8_t *bytes, Py_ssize_t from,
                       Py_ssize_t count, int64_t *end, Py_ssize_t *stop) {
+    const int32_t *table = automaton->table.view.buf;
+    uint64_t rows = (uint64_t)(automaton->table.view.len / 1024);
     for (Py_ssize_t at = from; at < count; at++) {
-        if (state < 0 || (state + 1) * 256 > automaton->table.view.len / 4) {
+        if ((uint64_t)state >= rows) {
             hold(automaton);
             PyErr_SetString(PyExc_IndexError, "walk: a state outside the table");
             return -1;
         }
-        const int32_t *table = automaton->table.view.buf;
-        int64_t next = table[state * 256 + bytes[at]];
-        if (next == UNKNOWN) {
-            *end = state;
-            *stop = at;
-            return 2;
-        }
-        if (next == DEAD) {
+        int32_t next = table[state * 256 + bytes[at]];
+        if ((uint32_t)(next + 1) <= 1u) {  /* UNKNOWN (-1) or DEAD (0): one test a byte for both */
+            if (next == UNKNOWN) {
+                *end = state;
+                *stop = at;
+                return 2;
+            }
             return 0;
         }
         state = next;
@@ -364,8 +365,8 @@ static int64_t resolve(Automaton *automaton, int64_t state, int byte) {
  * Github_medium o1; the 250-1500 us band's steps, 71 faults each at the
  * median, were mostly this scratch). Kept per thread, a block's pages fault
  * once per process (or once after a fork) instead of once a row. Slot 0 is
- * walk_row's (24 bytes a token), slot 1 walk_entries' (16, called inside
- * walk_row); a slot busy (a walk re-entered on the same thread) or a
+ * walk_row's (24 bytes a token) or walk_span's (24, or 48 over several
+ * ranges), slot 1 walk_entries' (16, called inside either); a slot busy (a walk re-entered on the same thread) or a
  * request over SCRATCH_KEEP bytes (a vocabulary of over ~350k tokens) falls
  * back to malloc and free. A thread that walks holds 2 x SCRATCH_KEEP bytes
  * of address space (it counts against RLIMIT_AS), backed only where
@@ -561,11 +562,26 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
         }
         waiting = left;
     }
-    /* in entry order, as a walk of one entry after another gives them */
+    /* in entry order, as a walk of one entry after another gives them: the
+     * ended entries' indices gathered into the scratch's entry column
+     * (free now) without a branch on each entry's fate, then copied out.
+     * Tested an entry (alive or dead, at random), the branch was
+     * mispredicted often enough to take 15% of walk_entries' time (perf
+     * annotate over MaskBench's 250-1500 us steps); the outputs past the
+     * ended ones are not written. */
     for (Py_ssize_t i = 0; i < count; i++) {
-        if (reached[i] >= 0) {
-            ended_ids[ended] = ids != NULL ? ids[i] : i;
-            ended_states[ended++] = reached[i];
+        entry[ended] = (int32_t)i;
+        ended += reached[i] >= 0;
+    }
+    if (ids != NULL) {
+        for (Py_ssize_t k = 0; k < ended; k++) {
+            ended_ids[k] = ids[entry[k]];
+            ended_states[k] = reached[entry[k]];
+        }
+    } else {
+        for (Py_ssize_t k = 0; k < ended; k++) {
+            ended_ids[k] = entry[k];
+            ended_states[k] = reached[entry[k]];
         }
     }
 done:
@@ -2327,7 +2343,12 @@ static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t n
     /* start states, ended entries, ended states; with several ranges also
      * the entries' starts, stops and tokens */
     int gathered = num_ranges > 1;
-    scratch = PyMem_RawMalloc(sizeof(int64_t) * (gathered ? 6 : 3) * (size_t)(count ? count : 1));
+    /* walk_row's kept slot (a span row is not walked inside one): taken
+     * from malloc each row, its pages (48 bytes a token, ~0.2-1 MB) were
+     * minor faults again and again in a fresh fork, 3% of the 250-1500 us
+     * steps of MaskBench (perf, page faults under walk_span) */
+    size_t room = (size_t)(count ? count : 1);
+    scratch = room <= PY_SSIZE_T_MAX / 48 ? scratch_take(0, sizeof(int64_t) * (gathered ? 6 : 3) * room) : NULL;
     if (scratch == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -2366,7 +2387,7 @@ static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t n
                            scratch + count, scratch + 2 * count, ended, buffers[LOOP_ENDS].view.buf,
                            buffers[LOOP_ENDS].view.len / 8, buffers[EOS].view.buf, buffers[EOS].view.len / 8, final);
 done:
-    PyMem_RawFree(scratch);
+    scratch_give(0, scratch);
     release(buffers, COUNT);
     return result;
 }
