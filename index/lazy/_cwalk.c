@@ -40,15 +40,69 @@ typedef struct {
     int held;
 } Buffer;
 
-static int take(PyObject *object, Buffer *buffer, const char *name, Py_ssize_t item, int writable) {
-    int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+/* What take() expects of an item besides its size: a signed integer of n
+ * bytes is written n (the callers' tables of sizes: 1, 2, 4, 8); an
+ * unsigned one, or a flag (a bool or a uint8, read as zero or not), has its
+ * bit above the size. The kind is checked from the buffer's format, so that
+ * a float64 array is refused where int64 is read, and so is an array in the
+ * other byte order (its values would be read swapped). */
+#define UNSIGNED 0x100
+#define FLAG 0x200
+#define U8 (UNSIGNED | 1)
+#define U32 (UNSIGNED | 4)
+#define U64 (UNSIGNED | 8)
+#define FLAGS (FLAG | 1)
+#if PY_BIG_ENDIAN
+#define NATIVE_ORDER '>'
+#else
+#define NATIVE_ORDER '<'
+#endif
+
+static int item_is(const Py_buffer *view, Py_ssize_t kind) {
+    if (view->itemsize != (kind & 0xff)) {
+        return 0;
+    }
+    const char *format = view->format == NULL ? "B" : view->format;  /* NULL: unsigned bytes */
+    if (*format == '@' || *format == '=' || *format == NATIVE_ORDER) {
+        format++;
+    }
+    if (format[0] == '\0' || format[1] != '\0') {
+        return 0;
+    }
+    if (kind & FLAG) {
+        return format[0] == '?' || format[0] == 'B';
+    }
+    return strchr(kind & UNSIGNED ? "BHILQN" : "bhilqn", format[0]) != NULL;
+}
+
+static const char *kind_name(Py_ssize_t kind) {
+    return kind & FLAG ? "bool or uint8" : kind & UNSIGNED ? "unsigned integer" : "signed integer";
+}
+
+static int take(PyObject *object, Buffer *buffer, const char *name, Py_ssize_t kind, int writable) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(object, &buffer->view, flags) < 0) {
         return -1;
     }
     buffer->held = 1;
-    if (buffer->view.itemsize != item) {
-        PyErr_Format(PyExc_TypeError, "%s: items of %zd bytes expected, got %zd",
-                     name, item, buffer->view.itemsize);
+    if (!item_is(&buffer->view, kind)) {
+        PyErr_Format(PyExc_TypeError, "%s: items of %zd bytes expected, got %zd (format '%s'; %s items expected)",
+                     name, kind & 0xff, buffer->view.itemsize, buffer->view.format == NULL ? "B" : buffer->view.format,
+                     kind_name(kind));
+        return -1;
+    }
+    return 0;
+}
+
+/* A plan's picks, as start_states and walk_row read them: a walk plan's
+ * skipped flags (bool) or a chain plan's links (int32). */
+static int take_picks(PyObject *object, Buffer *buffer, const char *function) {
+    if (PyObject_GetBuffer(object, &buffer->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        return -1;
+    }
+    buffer->held = 1;
+    if (!item_is(&buffer->view, FLAGS) && !item_is(&buffer->view, 4)) {
+        PyErr_Format(PyExc_TypeError, "%s: picks of 1 (bool) or 4 (int32) bytes expected", function);
         return -1;
     }
     return 0;
@@ -601,7 +655,7 @@ static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Buffer buffers[8] = {{0}};  /* buffers[0] unused: the table is the automaton's */
     static const char *names[8] = {"", "spellings", "offsets", "tokens", "states", "positions",
                                    "ended_tokens", "ended_states"};
-    static const Py_ssize_t items[8] = {0, 1, 8, 8, 8, 8, 8, 8};
+    static const Py_ssize_t items[8] = {0, U8, 8, 8, 8, 8, 8, 8};
     static const int writable[8] = {0, 0, 0, 0, 0, 0, 1, 1};
     PyObject *result = NULL;
     Py_ssize_t ended = 0;
@@ -678,7 +732,7 @@ static PyObject *walk_and_pack(PyObject *module, PyObject *const *args, Py_ssize
     Buffer buffers[9] = {{0}};  /* buffers[0] unused: the table is the automaton's */
     static const char *names[9] = {"", "spellings", "offsets", "tokens", "states", "positions",
                                    "ended_entries", "ended_states", "packed_offsets"};
-    static const Py_ssize_t items[9] = {0, 1, 8, 4, 8, 4, 8, 8, 4};
+    static const Py_ssize_t items[9] = {0, U8, 8, 4, 8, 4, 8, 8, 4};
     static const int writable[9] = {0, 0, 0, 0, 0, 0, 1, 1, 1};
     PyObject *result = NULL, *data = NULL;
     Py_ssize_t ended = 0;
@@ -771,7 +825,7 @@ static PyObject *walk_packed(PyObject *module, PyObject *const *args, Py_ssize_t
     Automaton automaton = {0};
     Buffer buffers[6] = {{0}};  /* buffers[0] unused: the table is the automaton's */
     static const char *names[6] = {"", "data", "offsets", "states", "ended_entries", "ended_states"};
-    static const Py_ssize_t items[6] = {0, 1, 4, 8, 8, 8};
+    static const Py_ssize_t items[6] = {0, U8, 4, 8, 8, 8};
     static const int writable[6] = {0, 0, 0, 0, 1, 1};
     PyObject *result = NULL;
     Py_ssize_t ended = 0;
@@ -823,7 +877,7 @@ static PyObject *pack(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     Buffer buffers[5] = {{0}};
     static const char *names[5] = {"spellings", "offsets", "tokens", "positions", "data"};
-    static const Py_ssize_t items[5] = {1, 8, 8, 8, 1};
+    static const Py_ssize_t items[5] = {U8, 8, 8, 8, U8};
     static const int writable[5] = {0, 0, 0, 0, 1};
     PyObject *result = NULL;
     for (int i = 0; i < 5; i++) {
@@ -873,7 +927,7 @@ static PyObject *set_bits(PyObject *module, PyObject *const *args, Py_ssize_t na
         return NULL;
     }
     Buffer buffers[2] = {{0}};
-    if (take(args[0], &buffers[0], "mask", 4, 1) < 0 || take(args[1], &buffers[1], "tokens", 8, 0) < 0) {
+    if (take(args[0], &buffers[0], "mask", U32, 1) < 0 || take(args[1], &buffers[1], "tokens", 8, 0) < 0) {
         release(buffers, 2);
         return NULL;
     }
@@ -911,7 +965,7 @@ static PyObject *group_bits(PyObject *module, PyObject *const *args, Py_ssize_t 
     }
     Buffer buffers[4] = {{0}};
     static const char *names[4] = {"mask", "items", "offsets", "groups"};
-    static const Py_ssize_t items_size[4] = {4, 8, 8, 8};
+    static const Py_ssize_t items_size[4] = {U32, 8, 8, 8};
     PyObject *result = NULL;
     for (int i = 0; i < 4; i++) {
         if (take(args[i], &buffers[i], names[i], items_size[i], i == 0) < 0) {
@@ -962,7 +1016,7 @@ static PyObject *distinct(PyObject *module, PyObject *const *args, Py_ssize_t na
         return NULL;
     }
     Buffer buffers[3] = {{0}};
-    if (take(args[0], &buffers[0], "values", 4, 0) < 0 || take(args[1], &buffers[1], "marks", 1, 1) < 0
+    if (take(args[0], &buffers[0], "values", 4, 0) < 0 || take(args[1], &buffers[1], "marks", U8, 1) < 0
             || take(args[2], &buffers[2], "out", 8, 1) < 0) {
         release(buffers, 3);
         return NULL;
@@ -1016,7 +1070,7 @@ static PyObject *walk_table(PyObject *module, PyObject *const *args, Py_ssize_t 
     }
     Buffer buffers[7] = {{0}};
     static const char *names[7] = {"table", "spellings", "offsets", "tokens", "states", "positions", "ends"};
-    static const Py_ssize_t items[7] = {4, 1, 8, 8, 8, 8, 4};
+    static const Py_ssize_t items[7] = {4, U8, 8, 8, 8, 8, 4};
     for (int i = 0; i < 7; i++) {
         if (take(args[i], &buffers[i], names[i], items[i], i == 6) < 0) {
             release(buffers, 7);
@@ -1068,8 +1122,8 @@ static PyObject *walk_table(PyObject *module, PyObject *const *args, Py_ssize_t 
  * set), taken together for leading_runs; the vocabulary's
  * size, or -1 with an exception. */
 static Py_ssize_t take_spellings(PyObject *const *args, Buffer *buffers) {
-    if (take(args[0], &buffers[0], "spellings", 1, 0) < 0 || take(args[1], &buffers[1], "offsets", 8, 0) < 0
-            || take(args[2], &buffers[2], "bytes", 1, 0) < 0) {
+    if (take(args[0], &buffers[0], "spellings", U8, 0) < 0 || take(args[1], &buffers[1], "offsets", 8, 0) < 0
+            || take(args[2], &buffers[2], "bytes", U8, 0) < 0) {
         return -1;
     }
     Py_ssize_t size = buffers[1].view.len / 8 - 1;
@@ -1226,7 +1280,7 @@ static PyObject *tail_split(PyObject *module, PyObject *const *args, Py_ssize_t 
     Buffer buffers[9] = {{0}};
     static const char *names[9] = {"tail_low", "tail_high", "tail_wide", "first_char", "by_first_byte",
                                    "first_offsets", "mask", "rest", "rest_offsets"};
-    static const Py_ssize_t items[9] = {8, 8, 1, 1, 8, 8, 4, 8, 8};
+    static const Py_ssize_t items[9] = {U64, U64, U8, 1, 8, 8, U32, 8, 8};
     static const int writable[9] = {0, 0, 0, 0, 0, 0, 1, 1, 1};
     static const int argument[9] = {0, 1, 2, 3, 4, 5, 9, 10, 11};
     PyObject *result = NULL;
@@ -1415,7 +1469,7 @@ static PyObject *walk_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
     Buffer buffers[7] = {{0}};
     static const char *names[7] = {"by_first_byte", "first_offsets", "groups", "rest_tokens",
                                    "rest_first_bytes", "rest_positions", "rest_skipped"};
-    static const Py_ssize_t items_size[7] = {8, 8, 8, 8, 1, 8, 1};
+    static const Py_ssize_t items_size[7] = {8, 8, 8, 8, U8, 8, FLAGS};
     PyObject *parts[4] = {NULL, NULL, NULL, NULL}, *result = NULL;
     for (int i = 0; i < 7; i++) {
         if (take(args[i], &buffers[i], names[i], items_size[i], 0) < 0) {
@@ -1521,7 +1575,7 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
                                     "irregular_offsets", "starting", "partial", "partial_offsets", "chars",
                                     "full_by_chars", "full_offsets", "ascii"};
     /* 0: chars and ascii, int16 or int32 (checked below) */
-    static const Py_ssize_t items_size[13] = {8, 8, 1, 8, 8, 8, 8, 8, 8, 0, 8, 8, 0};
+    static const Py_ssize_t items_size[13] = {8, 8, U8, 8, 8, 8, 8, 8, 8, 0, 8, 8, 0};
     PyObject *parts[4] = {NULL, NULL, NULL, NULL}, *result = NULL;
     Py_ssize_t length = PyLong_AsSsize_t(args[13]);
     int dies = PyObject_IsTrue(args[14]);
@@ -1665,7 +1719,7 @@ static PyObject *pack_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
     Buffer buffers[6] = {{0}};
     static const char *names[6] = {"grouped", "grouped_offsets", "first_offsets", "groups", "rest_data",
                                    "rest_offsets"};
-    static const Py_ssize_t items_size[6] = {1, 8, 8, 8, 1, 4};
+    static const Py_ssize_t items_size[6] = {U8, 8, 8, 8, U8, 4};
     PyObject *data = NULL, *offsets_object = NULL, *result = NULL;
     for (int i = 0; i < 6; i++) {
         if (take(args[i], &buffers[i], names[i], items_size[i], 0) < 0) {
@@ -1877,7 +1931,7 @@ static PyObject *finish_row(PyObject *module, PyObject *const *args, Py_ssize_t 
     if (PyErr_Occurred() || final < 0) {
         return NULL;
     }
-    if (args[0] != Py_None && take(args[0], &buffers[0], "loop_mask", 4, 0) < 0) {
+    if (args[0] != Py_None && take(args[0], &buffers[0], "loop_mask", U32, 0) < 0) {
         goto done;
     }
     static const char *names[8] = {"", "", "tokens", "entries", "ends", "", "loop_ends", "eos"};
@@ -1937,16 +1991,9 @@ static PyObject *start_states(PyObject *module, PyObject *const *args, Py_ssize_
     }
     Buffer buffers[5] = {{0}};
     PyObject *result = NULL;
-    if (take(args[0], &buffers[0], "first_row", 4, 0) < 0 || take(args[1], &buffers[1], "first_bytes", 1, 0) < 0
-            || PyObject_GetBuffer(args[2], &buffers[2].view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        goto done;
-    }
-    buffers[2].held = 1;
-    if ((buffers[2].view.itemsize != 1 && buffers[2].view.itemsize != 4)
+    if (take(args[0], &buffers[0], "first_row", 4, 0) < 0 || take(args[1], &buffers[1], "first_bytes", U8, 0) < 0
+            || take_picks(args[2], &buffers[2], "start_states") < 0
             || take(args[3], &buffers[3], "along", 8, 0) < 0 || take(args[4], &buffers[4], "out", 8, 1) < 0) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "start_states: picks of 1 (bool) or 4 (int32) bytes expected");
-        }
         goto done;
     }
     const int32_t *first_row = buffers[0].view.buf;
@@ -1995,7 +2042,7 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
     Buffer buffers[12] = {{0}};
     static const char *names[12] = {"", "data", "offsets", "first_row", "first_bytes", "picks", "along", "tokens",
                                     "loop_mask", "", "loop_ends", "eos"};
-    static const Py_ssize_t items[12] = {0, 1, 4, 4, 1, 0, 8, 4, 4, 0, 8, 8};
+    static const Py_ssize_t items[12] = {0, U8, 4, 4, U8, 0, 8, 4, U32, 0, 8, 8};
     PyObject *result = NULL;
     int64_t *states = NULL, *ended_entries = NULL, *ended_states = NULL;
     Py_ssize_t num_words = PyLong_AsSsize_t(args[9]);
@@ -2008,12 +2055,7 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
             continue;
         }
         if (i == 5) {  /* a walk plan's skipped (bool) or a chain plan's links (int32) */
-            if (PyObject_GetBuffer(args[5], &buffers[5].view, PyBUF_C_CONTIGUOUS) < 0) {
-                goto done;
-            }
-            buffers[5].held = 1;
-            if (buffers[5].view.itemsize != 1 && buffers[5].view.itemsize != 4) {
-                PyErr_SetString(PyExc_TypeError, "walk_row: picks of 1 (bool) or 4 (int32) bytes expected");
+            if (take_picks(args[5], &buffers[5], "walk_row") < 0) {
                 goto done;
             }
             continue;
@@ -2206,7 +2248,7 @@ static PyObject *group_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
     static const char *names[COUNT] = {"by_first_byte", "first_offsets", "grouped", "grouped_offsets", "walked",
                                        "rest_tokens", "rest_offsets", "rest_skips", "rest_data",
                                        "rest_data_offsets", "rested"};
-    static const Py_ssize_t items[COUNT] = {8, 8, 1, 8, 8, 8, 8, 2, 1, 4, 8};
+    static const Py_ssize_t items[COUNT] = {8, 8, U8, 8, 8, 8, 8, 2, U8, 4, 8};
     Buffer buffers[COUNT] = {{0}};
     PyObject *parts[6] = {NULL, NULL, NULL, NULL, NULL, NULL}, *result = NULL;
     for (int i = 0; i < COUNT; i++) {
@@ -2280,7 +2322,7 @@ static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t n
     enum { DATA = 1, OFFSETS, RANGES, STATE, TOKENS, LOOP_MASK, NUM_WORDS, LOOP_ENDS, EOS, FINAL, COUNT };
     static const char *names[COUNT] = {"", "data", "offsets", "ranges", "", "tokens", "loop_mask", "", "loop_ends",
                                        "eos", ""};
-    static const Py_ssize_t items[COUNT] = {0, 1, 8, 8, 0, 8, 4, 0, 8, 8, 0};
+    static const Py_ssize_t items[COUNT] = {0, U8, 8, 8, 0, 8, U32, 0, 8, 8, 0};
     Automaton automaton = {0};
     Buffer buffers[COUNT] = {{0}};
     PyObject *result = NULL;
@@ -2482,7 +2524,7 @@ static PyObject *loop_bits(PyObject *module, PyObject *const *args, Py_ssize_t n
     }
     Buffer buffers[4] = {{0}};
     static const char *names[4] = {"tail_mask", "by_first_byte", "first_offsets", "first"};
-    static const Py_ssize_t items[4] = {4, 8, 8, 1};
+    static const Py_ssize_t items[4] = {U32, 8, 8, U8};
     PyObject *result = NULL;
     for (int i = 0; i < 4; i++) {
         if (take(args[i], &buffers[i], names[i], items[i], 0) < 0) {
