@@ -23,7 +23,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
-#include <time.h>
+#include "_released.h"  /* released_ns(), count_released(): the walks' time without the GIL */
 #if defined(__unix__) || defined(__APPLE__)
 #define SCRATCH_KEPT 1
 #include <pthread.h>
@@ -151,7 +151,7 @@ typedef struct {
     Buffer table;
     long long discovered;
     PyThreadState *released;  /* non-NULL while this walk runs without the GIL */
-    uint64_t released_at;     /* the thread's CPU time when it let the GIL go */
+    uint64_t released_at;     /* the thread's CPU time when it let the GIL go (thread_ns()) */
     void *session;            /* the lazy core's native state store, held for the walk (NULL: none) */
 } Automaton;
 
@@ -209,36 +209,16 @@ static int open_session(Automaton *automaton) {
  * unlocked: the caller holds the automaton's resolving lock, the only lock
  * under which its cells are written or the table replaced, and the walk's
  * buffer keeps the table it read alive. */
-/* The CPU time (this thread's) walks have spent without the GIL, in
- * nanoseconds, over the process: what ``released_ns()`` reports once
- * ``count_released(True)`` has turned the count on, so that a benchmark can
- * tell the share of a cold row that other threads may overlap. Off by
- * default: a thread's CPU clock is a system call (~0.5 us), two a pass. */
-static uint64_t released_total;
-static int counting_released;
-
-static uint64_t thread_ns(void) {
-#ifdef CLOCK_THREAD_CPUTIME_ID
-    struct timespec now;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now) == 0) {
-        return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-    }
-#endif
-    return 0;
-}
-
 static void let_go(Automaton *automaton) {
     if (automaton->released == NULL) {
-        automaton->released_at = counting_released ? thread_ns() : 0;
+        automaton->released_at = thread_ns();
         automaton->released = PyEval_SaveThread();
     }
 }
 
 static void hold(Automaton *automaton) {
     if (automaton->released != NULL) {
-        if (counting_released) {
-            __atomic_fetch_add(&released_total, thread_ns() - automaton->released_at, __ATOMIC_RELAXED);
-        }
+        released_add(automaton->released_at);
         PyEval_RestoreThread(automaton->released);
         automaton->released = NULL;
     }
@@ -257,35 +237,17 @@ typedef struct {
 static void let_go_for(Released *released, Py_ssize_t work) {
     released->state = NULL;
     if (work >= RELEASE_FROM) {
-        released->since = counting_released ? thread_ns() : 0;
+        released->since = thread_ns();
         released->state = PyEval_SaveThread();
     }
 }
 
 static void take_back(Released *released) {
     if (released->state != NULL) {
-        if (counting_released) {
-            __atomic_fetch_add(&released_total, thread_ns() - released->since, __ATOMIC_RELAXED);
-        }
+        released_add(released->since);
         PyEval_RestoreThread(released->state);
         released->state = NULL;
     }
-}
-
-static PyObject *count_released(PyObject *module, PyObject *on) {
-    (void)module;
-    int value = PyObject_IsTrue(on);
-    if (value < 0) {
-        return NULL;
-    }
-    counting_released = value;
-    Py_RETURN_NONE;
-}
-
-static PyObject *released_ns(PyObject *module, PyObject *unused) {
-    (void)module;
-    (void)unused;
-    return PyLong_FromUnsignedLongLong(__atomic_load_n(&released_total, __ATOMIC_RELAXED));
 }
 
 static int take_table(Automaton *automaton) {
