@@ -569,6 +569,51 @@ def test_a_table_replaced_by_step_held_is_not_read_past():
         cwalk.walk_span(outer, *args)
 
 
+class _ShortTableAfterHandBack(LazyByteDFA):
+    """An automaton whose ``table`` (what the walk reads; the state store
+    keeps its own ``_table``) turns into a shorter one (one row, a view of a
+    larger array of DEAD cells) once a cell handed back to Python discovers
+    a state. LazyByteDFA's own table only grows."""
+
+    armed = False
+
+    @property
+    def table(self):
+        return self.__dict__.get("_short", self._table)
+
+    def _discover(self, kernel):
+        state = super()._discover(kernel)
+        if self.armed:
+            self._short = np.zeros((2, 256), np.int32)[:1]
+        return state
+
+
+def test_a_table_shortened_during_a_session_walk_is_not_read_past(monkeypatch):
+    """The walk over the native state store resolves a pass's waiting cells
+    one after another, reading each entry's cell from the table without a
+    check (its state was checked against the table when the entry stopped).
+    A cell handed back to Python may replace the table; a shorter one
+    would leave the next entries' states past its end. Tables taken again
+    are refused when shorter (IndexError); before, the second entry read
+    its cell past the table's end (DEAD there) and its token was left out
+    of the mask with no error."""
+    from tokendfa.analysis import lazydfa as lazydfa_module
+
+    if lazydfa_module._lazycore is None:
+        pytest.skip("the compiled core is not built")
+    monkeypatch.setattr(lazydfa_module, "_RESERVED_ROWS", 2)  # the first new state is past the table: handed back
+    args = (np.frombuffer(b"ab", np.uint8), np.array([0, 1, 2], np.int64), np.array([[0, 2]], np.int64), INITIAL,
+            np.arange(2, dtype=np.int64), None, 1, np.zeros(0, np.int64), np.zeros(0, np.int64), False)
+    dfa = _ShortTableAfterHandBack("(ab|b)*a")
+    with dfa.resolving():
+        assert np.frombuffer(cwalk.walk_span(dfa, *args)[0], np.uint32).tolist() == [0b11]  # "a" and "b" alive
+    dfa = _ShortTableAfterHandBack("(ab|b)*a")
+    dfa.armed = True
+    with dfa.resolving(), pytest.raises(IndexError, match="outside the table"):
+        cwalk.walk_span(dfa, *args)
+    assert lazydfa_module._lazycore.store_info(dfa._core_context)["handed_back"] == 1
+
+
 @pytest.mark.parametrize("ranges", [((5, 3),), ((True, 5),), tuple((i, i) for i in range(0, 130, 2)),
                                     ((3, 10), (5, 7)), ((10, 20), (0, 5)), ((0, 127), (0, 127)), ((-1, 5),),
                                     ((0, 2**70),), ((0, 127), (128, 2**70)), ()],

@@ -259,6 +259,7 @@ static int take_table(Automaton *automaton) {
         Py_DECREF(current);
         return 0;
     }
+    Py_ssize_t before = automaton->table.held ? automaton->table.view.len : 0;
     release(&automaton->table, 1);
     Py_XDECREF(automaton->table_object);
     automaton->table_object = current;
@@ -267,6 +268,16 @@ static int take_table(Automaton *automaton) {
     }
     if (automaton->table.view.len % (256 * 4)) {
         PyErr_SetString(PyExc_ValueError, "walk: the table's rows are not 256 cells");
+        return -1;
+    }
+    /* A walk checks a state against the table when it stops at one of its
+     * cells, and reads that cell after the cells before it were resolved
+     * (walk_entries, over the state store), which may have replaced the
+     * table. LazyByteDFA's only grows, keeping every state checked inside
+     * it; a shorter one is refused here, once a table taken again, rather
+     * than a check at every cell read. */
+    if (automaton->table.view.len < before) {
+        PyErr_SetString(PyExc_IndexError, "walk: a state outside the table (the table taken again is shorter)");
         return -1;
     }
     return 0;
