@@ -45,7 +45,9 @@ typedef struct {
  * unsigned one, or a flag (a bool or a uint8, read as zero or not), has its
  * bit above the size. The kind is checked from the buffer's format, so that
  * a float64 array is refused where int64 is read, and so is an array in the
- * other byte order (its values would be read swapped). */
+ * other byte order (its values would be read swapped). Asking numpy for the
+ * format costs ~15 ns an array (group_plan's 11: 278 -> 433 ns a call); a
+ * warm step calls nothing here, a cold one a few calls of ~10 arrays. */
 #define UNSIGNED 0x100
 #define FLAG 0x200
 #define U8 (UNSIGNED | 1)
