@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include "_released.h"  /* released_ns(), count_released(): resolve_bytes' time without the GIL */
 
 #define DEAD 0
 #define UNKNOWN_CELL (-1)
@@ -1877,7 +1878,6 @@ static PyObject *py_wide_sequences(PyObject *module, PyObject *unused) {
  * an error, never a read or write out of bounds. */
 
 #define NEED_GIL (-2)
-#include <time.h>
 
 enum { WANT_PYTHON, WANT_EDGES, WANT_LOCAL, WANT_CHECK, WANT_NFA, WANT_DEF };
 
@@ -3352,6 +3352,17 @@ static int64_t session_held(LazySession *session, int64_t state, int byte) {
         if ((found == -1 && PyErr_Occurred()) || store_sync(ctx, s) < 0 || session_buffers(session) < 0) {
             return -2;
         }
+        /* The callers check ``state`` against the table once, before their
+         * loops over its bytes, and go on reading its row of the table taken
+         * again (resolve_bytes, class_chain). LazyByteDFA's table only grows;
+         * one replaced by a shorter table meanwhile (a subclass's _table:
+         * tests/test_lazycore_bounds.py) would have them read past its end.
+         * Checked here, once a hand-back (itself a Python call), not in
+         * their loops. */
+        if (state >= session->table.len / 1024) {
+            PyErr_SetString(PyExc_IndexError, "_lazycore: a state outside the table taken again");
+            return -2;
+        }
         return found;
     }
 }
@@ -3383,41 +3394,6 @@ static int session_close(LazySession *session) {
     Py_CLEAR(session->ctx);
     session->has_table = session->has_finals = 0;
     return status;
-}
-
-/* The CPU time (each thread's own) resolve_bytes has spent without the
- * GIL, in ns, over the process (``released_ns()``, counted once
- * ``count_released(True)``; the walk's is tokendfa.lazy._cwalk's). */
-static uint64_t released_total;
-static int counting_released;
-
-static uint64_t thread_ns(void) {
-    if (!counting_released) {
-        return 0;
-    }
-#ifdef CLOCK_THREAD_CPUTIME_ID
-    struct timespec now;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now) == 0) {
-        return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-    }
-#endif
-    return 0;
-}
-
-static PyObject *py_count_released(PyObject *module, PyObject *on) {
-    (void)module;
-    int value = PyObject_IsTrue(on);
-    if (value < 0) {
-        return NULL;
-    }
-    counting_released = value;
-    Py_RETURN_NONE;
-}
-
-static PyObject *py_released_ns(PyObject *module, PyObject *unused) {
-    (void)module;
-    (void)unused;
-    return PyLong_FromUnsignedLongLong(__atomic_load_n(&released_total, __ATOMIC_RELAXED));
 }
 
 /* The ranges of ``state``'s cut that hold a byte of ``bits`` resolved (a
@@ -3454,14 +3430,14 @@ static int resolve_bytes(PyObject *ctx, PyObject *state_object, const unsigned c
             continue;
         }
         if (session_fast(&session, state, b) == NEED_GIL) {
-            __atomic_fetch_add(&released_total, thread_ns() - since, __ATOMIC_RELAXED);
+            released_add(since);
             PyEval_RestoreThread(released);
             status = session_held(&session, state, b) < -1 ? -1 : 0;  /* the table may have grown: taken again */
             since = thread_ns();
             released = PyEval_SaveThread();
         }
     }
-    __atomic_fetch_add(&released_total, thread_ns() - since, __ATOMIC_RELAXED);
+    released_add(since);
     PyEval_RestoreThread(released);
     if (session_close(&session) < 0) {
         status = -1;
@@ -4200,9 +4176,9 @@ static PyMethodDef methods[] = {
      "LazyByteDFA.class_chain over the native state store: (states, end), or None."},
     {"class_successor", (PyCFunction)(void (*)(void))py_class_successor, METH_FASTCALL,
      "LazyByteDFA.class_successor, compiled (the caller holds the lock)."},
-    {"count_released", (PyCFunction)py_count_released, METH_O,
+    {"count_released", (PyCFunction)count_released, METH_O,
      "Turn the count of released_ns() on (True) or off (False; the default)."},
-    {"released_ns", (PyCFunction)py_released_ns, METH_NOARGS,
+    {"released_ns", (PyCFunction)released_ns, METH_NOARGS,
      "CPU time (each thread's own) resolve_bytes has spent without the GIL, in ns, over the process."},
     {"store_info", (PyCFunction)(void (*)(void))py_store_info, METH_FASTCALL,
      "The native state store's counts: states, published, fast_found, fast_discovered, handed_back, "

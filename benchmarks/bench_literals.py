@@ -15,9 +15,14 @@ shared, loaded machine the CPU time is the one to compare.
 from __future__ import annotations
 
 import argparse
-import os
 import random
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from support.isolation import forked  # noqa: E402
 
 WORDS = ("alpha beta gamma delta omega river stone cloud market harbor silver north south "
          "east west garden tower bridge forest meadow canyon valley island desert ocean lake "
@@ -94,16 +99,9 @@ def main() -> None:
            [("regex", int(s)) for s in args.words.split(",") if s]
     for kind, size in jobs:
         for mode in args.modes.split(","):
-            read, write = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                os.close(read)
-                os.write(write, measure(kind, mode, size, vocab, args.time_limit).encode())
-                os._exit(0)
-            os.close(write)
-            with os.fdopen(read) as pipe:
-                print(pipe.read(), flush=True)
-            os.waitpid(pid, 0)
+            row = forked(lambda kind=kind, mode=mode, size=size:
+                         {"line": measure(kind, mode, size, vocab, args.time_limit)})
+            print(row.get("line") or f"{kind:5} {size:6} {mode:5}  {row['error']}", flush=True)
 
 
 if __name__ == "__main__":

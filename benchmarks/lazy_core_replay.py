@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import multiprocessing
 import sys
 import time
 from pathlib import Path
@@ -46,6 +45,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from support.data import named_sample  # noqa: E402
+from support.isolation import ChildFailed, answer_in_child  # noqa: E402
 from support.walks import walk_instances  # noqa: E402
 
 _DEFAULT = "sp_0_,o65424,kb_209_,o73917,kb_484_"
@@ -118,13 +118,6 @@ def _measure(record, vocab, repeats: int) -> dict:
     return {"calls": len(calls), "states": walked, "replayed": dfa.num_states, "ns": best}
 
 
-def _child(record, vocab, repeats, queue) -> None:
-    try:
-        queue.put(_measure(record, vocab, repeats))
-    except Exception as exc:  # noqa: BLE001 - reported, and the next schema goes on
-        queue.put({"error": f"{type(exc).__name__}: {exc}"[:200]})
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--names", default=_DEFAULT, help="comma-separated parts of schema names ('' all)")
@@ -139,19 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     vocab = Vocabulary.builtin(args.vocab).prepare()
     Index.from_schema({"type": "boolean"}, vocab, lazy=True)
     records = named_sample(args.per_source, args.names)
-    context = multiprocessing.get_context("fork")
     total_ns = total_calls = total_states = 0
     for record in records:
-        queue = context.Queue()
-        child = context.Process(target=_child, args=(record, vocab, args.repeats, queue))
-        child.start()
-        try:
-            found = queue.get(timeout=600)
-        except Exception:  # noqa: BLE001 - a child that died or hung
-            found = {"error": "no result"}
-        child.join(5)
-        if "error" in found:
-            print(f"{record.name}: {found['error']}")
+        try:  # an error is reported, and the next schema goes on
+            found = answer_in_child(lambda record=record: _measure(record, vocab, args.repeats), 600)
+        except ChildFailed as failed:
+            print(f"{record.name}: {failed}")
             continue
         same = "" if found["replayed"] == found["states"] else f" (replay diverged: {found['replayed']:,} states)"
         print(f"{record.name}: {found['calls']:,} calls, {found['states']:,} states, {found['ns'] / 1e6:,.1f} ms, "

@@ -54,7 +54,6 @@ A development aid like ``lazy_core_replay.py``, not a benchmark of record.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import sys
 import time
 from pathlib import Path
@@ -63,6 +62,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from support.data import named_sample  # noqa: E402
+from support.isolation import ChildFailed, answer_in_child  # noqa: E402
 from support.walks import walk_instances  # noqa: E402
 from lazy_core_replay import _record, numpy_walk  # noqa: E402
 
@@ -194,13 +194,6 @@ def _measure(record, vocab) -> dict:
             "tokens_wrong": tokens_wrong}
 
 
-def _child(record, vocab, queue) -> None:
-    try:
-        queue.put(_measure(record, vocab))
-    except Exception as exc:  # noqa: BLE001 - reported, and the next schema goes on
-        queue.put({"error": f"{type(exc).__name__}: {exc}"[:200]})
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--names", default="", help="comma-separated parts of schema names ('': all)")
@@ -214,19 +207,12 @@ def main(argv: list[str] | None = None) -> int:
     vocab = Vocabulary.builtin(args.vocab).prepare()
     Index.from_schema({"type": "boolean"}, vocab, lazy=True)
     records = named_sample(args.per_source, args.names)
-    context = multiprocessing.get_context("fork")
     total: dict[str, float] = {}
     for record in records:
-        queue = context.Queue()
-        child = context.Process(target=_child, args=(record, vocab, queue))
-        child.start()
-        try:
-            found = queue.get(timeout=600)
-        except Exception:  # noqa: BLE001 - a child that died or hung
-            found = {"error": "no result"}
-        child.join(5)
-        if "error" in found:
-            print(f"{record.name}: {found['error']}")
+        try:  # an error is reported, and the next schema goes on
+            found = answer_in_child(lambda record=record: _measure(record, vocab), 600)
+        except ChildFailed as failed:
+            print(f"{record.name}: {failed}")
             continue
         print(f"{record.name}: {found['states']:,} states, {found['again']:,} again; cells "
               f"{found['replay_ns'] / 1e6:,.1f} ms, {found['again_ns'] / 1e6:,.1f} on them; rows {found['rows']:,} "

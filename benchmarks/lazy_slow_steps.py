@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -46,6 +45,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from support.data import sample, source_names  # noqa: E402
+from support.isolation import ChildFailed, answer_in_child  # noqa: E402
 from support.walks import measured_steps  # noqa: E402
 
 
@@ -54,23 +54,12 @@ def _steps(record, vocab) -> list[int]:
     return measured_steps(record, vocab, time.perf_counter_ns, lambda started, _: time.perf_counter_ns() - started)
 
 
-def _child(record, vocab, queue) -> None:
-    queue.put(_steps(record, vocab))
-
-
-def _run_forked(context, record, vocab) -> np.ndarray:
-    """The record's steps (ns) in a forked child; none if it died or hung."""
-    queue = context.Queue()
-    child = context.Process(target=_child, args=(record, vocab, queue))
-    child.start()
+def _run_forked(record, vocab) -> np.ndarray:
+    """The record's steps (ns) in a forked child; none if it failed, died or hung."""
     try:
-        steps = np.array(queue.get(timeout=120), dtype=float)
-    except Exception:  # noqa: BLE001 - a child that died or hung counts no steps
-        steps = np.zeros(0)
-    child.join(5)
-    if child.is_alive():
-        child.kill()
-    return steps
+        return np.array(answer_in_child(lambda: _steps(record, vocab), 120), dtype=float)
+    except ChildFailed:
+        return np.zeros(0)
 
 
 def _worst(best: dict[str, np.ndarray], count: int = 5) -> str:
@@ -87,10 +76,9 @@ def _serve_requests(vocab_name: str, per_source: int) -> int:
     vocab = Vocabulary.builtin(vocab_name).prepare()
     Index.from_schema({"type": "boolean"}, vocab, lazy=True)
     records = {record.name: record for source in source_names() for record in sample(source, per_source or None)}
-    context = multiprocessing.get_context("fork")
     print(json.dumps(list(records)), flush=True)
     for line in sys.stdin:
-        print(json.dumps(_run_forked(context, records[line.strip()], vocab).tolist()), flush=True)
+        print(json.dumps(_run_forked(records[line.strip()], vocab).tolist()), flush=True)
     return 0
 
 
@@ -167,11 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     vocab = Vocabulary.builtin(args.vocab).prepare()
     Index.from_schema({"type": "boolean"}, vocab, lazy=True)  # the lazy tables, once, before the forks
     records = [record for source in source_names() for record in sample(source, args.per_source or None)]
-    context = multiprocessing.get_context("fork")
     best: dict[str, np.ndarray] = {}
     for _ in range(args.rounds):
         for record in records:
-            steps = _run_forked(context, record, vocab)
+            steps = _run_forked(record, vocab)
             known = best.get(record.name)
             best[record.name] = steps if known is None or len(known) != len(steps) else np.minimum(known, steps)
     pooled = np.concatenate(list(best.values())) if best else np.zeros(0)

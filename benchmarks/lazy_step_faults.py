@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import resource
 import sys
 import time
@@ -34,6 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from support.data import sample, source_names  # noqa: E402
+from support.isolation import ChildFailed, answer_in_child  # noqa: E402
 from support.walks import measured_steps  # noqa: E402
 
 
@@ -47,10 +47,6 @@ def _steps(record, vocab) -> list[tuple[int, int, int]]:
         return step, elapsed, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - mark[0]
 
     return measured_steps(record, vocab, start, stop)
-
-
-def _child(record, vocab, queue) -> None:
-    queue.put(_steps(record, vocab))
 
 
 def main(argv=None) -> int:
@@ -67,17 +63,12 @@ def main(argv=None) -> int:
     Index.from_schema({"type": "boolean"}, vocab, lazy=True)
     records = [r for s in source_names() for r in sample(s, args.per_source or None)
                if not args.only or args.only in r.name]
-    context = multiprocessing.get_context("fork")
     rows = []
     for record in records:
-        queue = context.Queue()
-        child = context.Process(target=_child, args=(record, vocab, queue))
-        child.start()
         try:
-            steps = queue.get(timeout=120)
-        except Exception:  # noqa: BLE001
+            steps = answer_in_child(lambda record=record: _steps(record, vocab), 120)
+        except ChildFailed:
             steps = []
-        child.join(5)
         # one array a schema: a list of tuples in this process would be
         # tens of thousands of objects that a collection in each later child
         # writes to (a copy-on-write fault a page), ~3,000 faults of one step

@@ -37,8 +37,6 @@ A development aid like ``lazy_slow_steps.py``, not a benchmark of record.
 from __future__ import annotations
 
 import argparse
-import json
-import multiprocessing
 import os
 import signal
 import sys
@@ -49,6 +47,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from support.data import named_sample  # noqa: E402
+from support.isolation import ChildFailed, answer_in_child  # noqa: E402
 from support.walks import measured_steps  # noqa: E402
 
 _DEPTH = 40  # frames kept a sample
@@ -85,10 +84,6 @@ def _sampled(record, vocab, interval: float, band: tuple[float, float]) -> list[
     return kept
 
 
-def _child(record, vocab, interval, band, queue) -> None:
-    queue.put(json.dumps(_sampled(record, vocab, interval, band)))
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--band", type=float, nargs=2, default=[250, 1500], metavar=("LOW_US", "HIGH_US"))
@@ -106,17 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     Index.from_schema({"type": "boolean"}, vocab, lazy=True)
     records = named_sample(args.per_source, args.names)
     band = (args.band[0] * 1e3, args.band[1] * 1e3)
-    context = multiprocessing.get_context("fork")
     inclusive, own, total = Counter(), Counter(), 0
     for record in records:
-        queue = context.Queue()
-        child = context.Process(target=_child, args=(record, vocab, args.interval * 1e-6, band, queue))
-        child.start()
         try:
-            stacks = json.loads(queue.get(timeout=600))
-        except Exception:  # noqa: BLE001 - a child that died or hung gives no samples
+            stacks = answer_in_child(lambda record=record: _sampled(record, vocab, args.interval * 1e-6, band), 600)
+        except ChildFailed:  # a child that failed, died or hung gives no samples
             stacks = []
-        child.join(5)
         for stack in stacks:
             if not stack:
                 continue

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
 import signal
 import sys
 from pathlib import Path
@@ -34,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.support.data import sample, source_names  # noqa: E402
+from benchmarks.support.isolation import forked  # noqa: E402
 from benchmarks.ttfm_fork import WARM_UP, use_root, warm_parent  # noqa: E402
 
 
@@ -41,6 +41,33 @@ def _name(code) -> str:
     path = code.co_filename.split("site-packages/")[-1]
     root = str(Path(__file__).resolve().parents[1]) + "/"
     return f"{path.replace(root, '')}:{code.co_firstlineno}:{code.co_name}"
+
+
+def _sampled(schema, vocab, interval: float) -> list[list[str]]:
+    """The stacks sampled every ``interval`` seconds over ``schema``'s
+    Index.from_schema and first mask, after the warm-up schema's, in this
+    process (a fresh fork); the frames from this function down left out."""
+    from tokendfa import Guide, Index
+
+    Guide(Index.from_schema(WARM_UP, vocab, lazy=True)).get_mask()
+    stacks: list = []
+    outer = _sampled.__code__
+
+    def take(signum, frame) -> None:
+        codes = []
+        while frame is not None and frame.f_code is not outer:  # code objects only: names are made after
+            codes.append(frame.f_code)
+            frame = frame.f_back
+        stacks.append(codes)
+
+    signal.signal(signal.SIGALRM, take)
+    signal.setitimer(signal.ITIMER_REAL, interval, interval)
+    try:
+        Guide(Index.from_schema(schema, vocab, lazy=True)).get_mask()
+    except Exception:  # noqa: BLE001 - a refused schema: its samples are left out
+        stacks = []
+    signal.setitimer(signal.ITIMER_REAL, 0, 0)
+    return [[_name(code) for code in codes] for codes in stacks]
 
 
 def main() -> int:
@@ -58,8 +85,6 @@ def main() -> int:
         use_root(args.root)
 
     vocab = warm_parent(args.vocab)
-    from tokendfa import Guide, Index
-
     records = [record for source in source_names() for record in sample(source, args.per_source or None)]
     if args.rows:
         times = {row["label"]: row["ms"] for row in json.loads(Path(args.rows).read_text()) if "ms" in row}
@@ -74,39 +99,8 @@ def main() -> int:
     total = 0
     for _ in range(args.rounds):
         for record in records:
-            read, write = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                os.close(read)
-                Guide(Index.from_schema(WARM_UP, vocab, lazy=True)).get_mask()
-                stacks: list = []
-
-                def take(signum, frame) -> None:
-                    codes = []
-                    while frame is not None:  # code objects only: names are made after
-                        codes.append(frame.f_code)
-                        frame = frame.f_back
-                    stacks.append(codes)
-
-                signal.signal(signal.SIGALRM, take)
-                signal.setitimer(signal.ITIMER_REAL, interval, interval)
-                try:
-                    Guide(Index.from_schema(record.schema, vocab, lazy=True)).get_mask()
-                except Exception:  # noqa: BLE001 - a refused schema: its samples are left out
-                    stacks = []
-                signal.setitimer(signal.ITIMER_REAL, 0, 0)
-                own = _name(main.__code__)
-                named = [[_name(code) for code in codes] for codes in stacks]
-                os.write(write, json.dumps([[n for n in s if n != own and "ttfm_sample" not in n]
-                                            for s in named]).encode())
-                os._exit(0)
-            os.close(write)
-            data = b""
-            while chunk := os.read(read, 1 << 20):
-                data += chunk
-            os.close(read)
-            os.waitpid(pid, 0)
-            for stack in json.loads(data or b"[]"):
+            row = forked(lambda record=record: {"stacks": _sampled(record.schema, vocab, interval)})
+            for stack in row.get("stacks", []):
                 if stack:
                     total += 1
                     exclusive[stack[0]] += 1

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import multiprocessing
 import sys
 from collections import Counter
 from pathlib import Path
@@ -26,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from support.data import sample, source_names  # noqa: E402
+from support.isolation import ChildFailed, answer_in_child  # noqa: E402
 from support.walks import walk_instances  # noqa: E402
 
 _CACHES = ("walk_plans", "chain_plans", "loop_masks", "tail_sets", "class_runs", "chain_masks")
@@ -60,7 +60,9 @@ def _keys(tables, described: dict | None = None) -> dict[str, set[str]]:
     return found
 
 
-def _child(record, vocab, queue) -> None:
+def _new_keys(record, vocab) -> tuple[dict, dict]:
+    """The keys (digests) each cache gained over the record's build and walk,
+    and what each digest stands for."""
     from tokendfa import Index
     from tokendfa.lazy import vocabulary_tables
 
@@ -72,7 +74,7 @@ def _child(record, vocab, queue) -> None:
         pass
     described: dict = {}
     after = _keys(tables, described)
-    queue.put(({name: sorted(after[name] - before[name]) for name in _CACHES}, described))
+    return {name: sorted(after[name] - before[name]) for name in _CACHES}, described
 
 
 def main() -> int:
@@ -101,21 +103,14 @@ def main() -> int:
     records = [r for r in records if r.name not in bench]
     if args.maskbench:
         records, overlap = [r for source in source_names() for r in sample(source, 4)], []
-    context = multiprocessing.get_context("fork")
     recur = {name: Counter() for name in _CACHES}
     described: dict = {}
     for record in records:
-        queue = context.Queue()
-        child = context.Process(target=_child, args=(record, vocab, queue))
-        child.start()
         try:
-            found, names = queue.get(timeout=120)
+            found, names = answer_in_child(lambda record=record: _new_keys(record, vocab), 120)
             described.update(names)
-        except Exception:  # noqa: BLE001
+        except ChildFailed:
             found = {}
-        child.join(5)
-        if child.is_alive():
-            child.kill()
         for name, keys in found.items():
             recur[name].update(keys)
     print(f"{len(records)} schemas ({len(overlap)} of MaskBench's sample left out)")

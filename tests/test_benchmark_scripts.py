@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
@@ -17,3 +19,24 @@ def test_maskbench_refuses_a_report_name_its_raw_results_would_overwrite(tmp_pat
     assert done.returncode == 2
     assert "ending in .md" in done.stderr and str(tmp_path / "run.md") in done.stderr
     assert not out.exists()
+
+
+def test_a_childs_answer_or_why_there_is_none():
+    # The dev scripts (lazy_step_faults.py, lazy_step_sampler.py, ...) each
+    # run a schema in a child through answer_in_child: what the child
+    # answers comes back as JSON carries it; an exception, a death or a hang
+    # is a ChildFailed that says which, in the seconds asked, not a wait.
+    import os
+    import time
+
+    sys.path.insert(0, str(BENCHMARKS.parent))
+    from benchmarks.support.isolation import ChildFailed, answer_in_child
+
+    assert answer_in_child(lambda: [(1, 2), {"a": None}], 30) == [[1, 2], {"a": None}]
+    assert answer_in_child(os.getpid, 30) != os.getpid()  # computed in another process
+    for work, why in [(lambda: 1 / 0, "ZeroDivisionError"), (lambda: os._exit(3), "exit code 3"),
+                      (lambda: time.sleep(60), "no result within 1 s")]:
+        started = time.monotonic()
+        with pytest.raises(ChildFailed, match=why):
+            answer_in_child(work, 1)
+        assert time.monotonic() - started < 20

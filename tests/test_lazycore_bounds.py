@@ -9,6 +9,7 @@ clear error, never a read or write out of bounds.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tokendfa import BuildLimitError
@@ -100,3 +101,51 @@ def test_a_table_grows_in_place_and_refuses_impossible_sizes():
         with pytest.raises(ValueError, match="2\\*\\*31"):
             table.grow(rows)
     assert table.rows == 10_000
+
+
+class _ShrinkingTable(LazyByteDFA):
+    """An automaton whose table is replaced by a shorter one (one row, a
+    view of a larger array of DEAD cells) during a cell handed back to
+    Python: its first discovery arms it, the store's sync after the hand-back
+    (which reads ``max_states``) replaces the table, and the store then takes
+    that table again. LazyByteDFA's own table only grows."""
+
+    armed = False
+
+    @property
+    def max_states(self):
+        if self.__dict__.get("_shrink"):
+            self._shrink = False
+            self._table = np.zeros((2, 256), np.int32)[:1]  # row 1 read past the view reads DEAD, silently
+        return self.__dict__["_bound"]
+
+    @max_states.setter
+    def max_states(self, value):
+        self.__dict__["_bound"] = value
+
+    def _discover(self, kernel):
+        state = super()._discover(kernel)
+        self._shrink = self.armed
+        return state
+
+
+@pytest.mark.parametrize("call", ["resolve_bytes", "class_chain"])
+def test_a_table_shortened_during_a_hand_back_is_not_read_past(monkeypatch, call):
+    """After a cell handed back to Python, the store takes the automaton's
+    table again and its callers go on reading the state's row (resolve_bytes
+    over the rest of the row's bytes, class_chain the row's class cells),
+    their check of the state against the table made before. A table now
+    shorter than the state is refused with IndexError; before the check
+    after a hand-back, both read the row past the table's end and returned
+    as if nothing had happened."""
+    if lazydfa_module._lazycore is None:
+        pytest.skip("the compiled core is not built (or TOKENDFA_NATIVE=0)")
+    monkeypatch.setattr(lazydfa_module, "_RESERVED_ROWS", 2)  # the first new state is past the table: handed back
+    dfa = _ShrinkingTable("(ab|b)*a")
+    dfa.armed = True
+    with pytest.raises(IndexError, match="outside the table"):
+        if call == "resolve_bytes":
+            dfa.materialise([INITIAL_STATE])
+        else:
+            dfa.class_chain(INITIAL_STATE, 1 << ord("a"), False, 5)
+    assert len(dfa.table) == 1 and lazydfa_module._lazycore.store_info(dfa._core_context)["handed_back"] == 1

@@ -3,7 +3,7 @@
 Each entry point the lazy index calls for a cold row (``walk_span``,
 ``group_plan``, ``row_runs``, ``loop_bits``, ``equal_bits``) and the compiled
 Thompson construction's ASCII sets (analysis/_thompson.c) must refuse
-malformed arrays with a Python exception (wrong item sizes, non-contiguous
+malformed arrays with a Python exception (wrong item sizes or kinds, non-contiguous
 views, arrays too short for the counts or offsets they claim, values out of
 range) and never read or write out of bounds; on valid random input each
 must give what its numpy twin (written here from the module's contract)
@@ -350,6 +350,81 @@ def test_loop_bits_row_runs_and_equal_bits_refuse_malformed_input():
             cwalk.equal_bits(*args)
 
 
+# --- item kinds ---------------------------------------------------------------------
+
+def _of_kind(array, kind):
+    """The same bytes as ``array`` read as items of another kind of the same
+    size (None: the kind has no such item size, or ``array`` is of it already)."""
+    dtype = array.dtype
+    other = {
+        "float": {8: np.float64, 4: np.float32, 2: np.float16},
+        "complex": {8: np.complex64},
+        "signedness": {(k, n): np.dtype(f"{'iu'[k == 'i']}{n}") for k in "iu" for n in (1, 2, 4, 8)},
+        "byte order": {n: dtype.newbyteorder() for n in (2, 4, 8)},
+        "bool": {1: np.bool_},
+    }[kind].get((dtype.kind, dtype.itemsize) if kind == "signedness" else dtype.itemsize)
+    return None if other is None or np.dtype(other) == dtype else array.view(other)
+
+
+def _kinds_calls(dfa):
+    """Entry points with valid arguments, one of each expected kind: signed
+    (int16/int32/int64), unsigned (uint8 data, a uint32 mask, written to by
+    set_bits), and picks (bool or int32)."""
+    first_offsets = np.zeros(257, np.int64)
+    first_offsets[ord("a") + 1:] = 2
+    first = np.zeros(256, np.uint8)
+    first[ord("a")] = 1
+    row = np.zeros(256, np.int32)
+    row[ord("a")] = 1
+    def starts(picks):
+        return dict(first_row=row, first_bytes=np.frombuffer(b"ab", np.uint8), picks=picks,
+                    along=np.array([1], np.int64), out=np.zeros(2, np.int64))
+
+    return [
+        (lambda *args: cwalk.walk_span(dfa, *args), {**_span_args(dfa), "loop_mask": np.zeros(1, np.uint32)}),
+        (cwalk.group_plan, _plan_args()),
+        (cwalk.loop_bits, dict(tail_mask=np.full(2, 3, np.uint32), by_first_byte=np.arange(5, dtype=np.int64),
+                               first_offsets=first_offsets, first=first)),
+        (cwalk.row_runs, dict(first_row=row, first_offsets=first_offsets)),
+        (cwalk.set_bits, dict(mask=np.zeros(2, np.uint32), tokens=np.array([3, 40], np.int64))),
+        (cwalk.start_states, starts(np.array([0, -1], np.int32))),
+        (cwalk.start_states, starts(np.array([True, False]))),
+    ]
+
+
+@pytest.mark.parametrize("kind", ["float", "complex", "signedness", "byte order", "bool"])
+def test_arrays_of_another_kind_are_refused(kind):
+    """An array whose items have the expected size but another kind (the
+    same bytes viewed as float, complex, the other signedness, the other byte
+    order, bool where uint8 is read) is refused with a TypeError naming the
+    argument: before take() read the format, only the item size was checked,
+    and each of these calls read the bytes as the integers expected."""
+    dfa = LazyByteDFA("ab")
+    refused = []
+    for call, args in _kinds_calls(dfa):
+        with dfa.resolving():
+            call(*args.values())  # valid as given
+        for name, array in args.items():
+            bad = _of_kind(array, kind) if isinstance(array, np.ndarray) else None
+            if bad is None or (name == "picks" and bad.dtype == np.uint8):
+                continue
+            with dfa.resolving(), pytest.raises(TypeError, match=f"{name}: |picks of"):
+                call(*{**args, name: bad}.values())
+            refused.append(name)
+    assert len(refused) == {"float": 29, "complex": 20, "signedness": 35, "byte order": 29, "bool": 6}[kind]
+
+
+def test_flags_and_picks_take_bool_or_uint8_or_int32():
+    """What stays accepted: a plan's skipped flags as bool or uint8 (the same
+    start states), links as int32."""
+    dfa = LazyByteDFA("ab")
+    *_, (call, args) = _kinds_calls(dfa)
+    for picks in (np.array([True, False]), np.array([1, 0], np.uint8), np.array([0, -1], np.int32)):
+        out = np.zeros(2, np.int64)
+        call(*{**args, "picks": picks, "out": out}.values())
+        assert out.tolist() == [1, 0]  # along[0], then first_row[b"b"]
+
+
 # --- threads and re-entry ---------------------------------------------------------
 
 def _long_span(seed: int):
@@ -492,6 +567,51 @@ def test_a_table_replaced_by_step_held_is_not_read_past():
             np.arange(2, dtype=np.int64), None, 1, np.zeros(0, np.int64), np.zeros(0, np.int64), False)
     with pytest.raises(IndexError, match="outside the table"):
         cwalk.walk_span(outer, *args)
+
+
+class _ShortTableAfterHandBack(LazyByteDFA):
+    """An automaton whose ``table`` (what the walk reads; the state store
+    keeps its own ``_table``) turns into a shorter one (one row, a view of a
+    larger array of DEAD cells) once a cell handed back to Python discovers
+    a state. LazyByteDFA's own table only grows."""
+
+    armed = False
+
+    @property
+    def table(self):
+        return self.__dict__.get("_short", self._table)
+
+    def _discover(self, kernel):
+        state = super()._discover(kernel)
+        if self.armed:
+            self._short = np.zeros((2, 256), np.int32)[:1]
+        return state
+
+
+def test_a_table_shortened_during_a_session_walk_is_not_read_past(monkeypatch):
+    """The walk over the native state store resolves a pass's waiting cells
+    one after another, reading each entry's cell from the table without a
+    check (its state was checked against the table when the entry stopped).
+    A cell handed back to Python may replace the table; a shorter one
+    would leave the next entries' states past its end. Tables taken again
+    are refused when shorter (IndexError); before, the second entry read
+    its cell past the table's end (DEAD there) and its token was left out
+    of the mask with no error."""
+    from tokendfa.analysis import lazydfa as lazydfa_module
+
+    if lazydfa_module._lazycore is None:
+        pytest.skip("the compiled core is not built")
+    monkeypatch.setattr(lazydfa_module, "_RESERVED_ROWS", 2)  # the first new state is past the table: handed back
+    args = (np.frombuffer(b"ab", np.uint8), np.array([0, 1, 2], np.int64), np.array([[0, 2]], np.int64), INITIAL,
+            np.arange(2, dtype=np.int64), None, 1, np.zeros(0, np.int64), np.zeros(0, np.int64), False)
+    dfa = _ShortTableAfterHandBack("(ab|b)*a")
+    with dfa.resolving():
+        assert np.frombuffer(cwalk.walk_span(dfa, *args)[0], np.uint32).tolist() == [0b11]  # "a" and "b" alive
+    dfa = _ShortTableAfterHandBack("(ab|b)*a")
+    dfa.armed = True
+    with dfa.resolving(), pytest.raises(IndexError, match="outside the table"):
+        cwalk.walk_span(dfa, *args)
+    assert lazydfa_module._lazycore.store_info(dfa._core_context)["handed_back"] == 1
 
 
 @pytest.mark.parametrize("ranges", [((5, 3),), ((True, 5),), tuple((i, i) for i in range(0, 130, 2)),

@@ -131,7 +131,7 @@ def forked(work: Callable[[], dict[str, Any]], describe: Callable[[Exception], s
             out = work()
         except Exception as exc:  # noqa: BLE001 - reported to the parent
             out = {"error": describe(exc)}
-        os.write(write, json.dumps(out).encode())
+        _write_all(write, json.dumps(out).encode())
         os._exit(0)
     os.close(write)
     data = b""
@@ -140,6 +140,13 @@ def forked(work: Callable[[], dict[str, Any]], describe: Callable[[Exception], s
     os.close(read)
     os.waitpid(pid, 0)
     return json.loads(data or b'{"error": "crashed"}')
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` into a pipe (a write may take part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def limit_memory(gib: float) -> None:
@@ -177,11 +184,7 @@ def run_in_child(fn: Callable[[], dict[str, Any]], timeout: float,
             except BaseException as exc:  # noqa: BLE001 - reported to the parent
                 payload = {"status": "error", "error": f"{type(exc).__name__}: {exc}"[:500],
                            "traceback": traceback.format_exc(limit=4)[-1500:]}
-            data = json.dumps(payload).encode()
-            view = memoryview(data)
-            while view:
-                written = os.write(write_end, view)
-                view = view[written:]
+            _write_all(write_end, json.dumps(payload).encode())
             os.close(write_end)
         except BaseException:  # noqa: BLE001
             code = 1
@@ -224,6 +227,24 @@ def run_in_child(fn: Callable[[], dict[str, Any]], timeout: float,
         return {**json.loads(b"".join(chunks)), "pid": pid}
     except ValueError:  # cut short: the child died while writing
         return {"status": "crashed", "error": "child's answer was cut short", "pid": pid}
+
+
+class ChildFailed(Exception):
+    """A child of :func:`answer_in_child` that gave no answer: it raised,
+    died or ran past its time (the message says which)."""
+
+
+def answer_in_child(work: Callable[[], Any], timeout: float) -> Any:
+    """``work()``'s answer, computed in a child as :func:`run_in_child` runs
+    one (bench_maskbench.py's children: its own process group, killed after
+    ``timeout`` seconds or once it has answered), for the scripts that look
+    into MaskBench's steps a schema at a time. The answer comes back as JSON
+    carries it (a tuple as a list). Raises :class:`ChildFailed` where there
+    is none."""
+    result = run_in_child(lambda: {"answer": work()}, timeout)
+    if result["status"] != "ok":
+        raise ChildFailed(result["error"])
+    return result["answer"]
 
 
 def _kill_group(pgid: int) -> None:

@@ -23,7 +23,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
-#include <time.h>
+#include "_released.h"  /* released_ns(), count_released(): the walks' time without the GIL */
 #if defined(__unix__) || defined(__APPLE__)
 #define SCRATCH_KEPT 1
 #include <pthread.h>
@@ -40,15 +40,71 @@ typedef struct {
     int held;
 } Buffer;
 
-static int take(PyObject *object, Buffer *buffer, const char *name, Py_ssize_t item, int writable) {
-    int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+/* What take() expects of an item besides its size: a signed integer of n
+ * bytes is written n (the callers' tables of sizes: 1, 2, 4, 8); an
+ * unsigned one, or a flag (a bool or a uint8, read as zero or not), has its
+ * bit above the size. The kind is checked from the buffer's format, so that
+ * a float64 array is refused where int64 is read, and so is an array in the
+ * other byte order (its values would be read swapped). Asking numpy for the
+ * format costs ~15 ns an array (group_plan's 11: 278 -> 433 ns a call); a
+ * warm step calls nothing here, a cold one a few calls of ~10 arrays. */
+#define UNSIGNED 0x100
+#define FLAG 0x200
+#define U8 (UNSIGNED | 1)
+#define U32 (UNSIGNED | 4)
+#define U64 (UNSIGNED | 8)
+#define FLAGS (FLAG | 1)
+#if PY_BIG_ENDIAN
+#define NATIVE_ORDER '>'
+#else
+#define NATIVE_ORDER '<'
+#endif
+
+static int item_is(const Py_buffer *view, Py_ssize_t kind) {
+    if (view->itemsize != (kind & 0xff)) {
+        return 0;
+    }
+    const char *format = view->format == NULL ? "B" : view->format;  /* NULL: unsigned bytes */
+    if (*format == '@' || *format == '=' || *format == NATIVE_ORDER) {
+        format++;
+    }
+    if (format[0] == '\0' || format[1] != '\0') {
+        return 0;
+    }
+    if (kind & FLAG) {
+        return format[0] == '?' || format[0] == 'B';
+    }
+    return strchr(kind & UNSIGNED ? "BHILQN" : "bhilqn", format[0]) != NULL;
+}
+
+static const char *kind_name(Py_ssize_t kind) {
+    return kind & FLAG ? "bool or uint8" : kind & UNSIGNED ? "unsigned integer" : "signed integer";
+}
+
+static int take(PyObject *object, Buffer *buffer, const char *name, Py_ssize_t kind, int writable) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(object, &buffer->view, flags) < 0) {
         return -1;
     }
     buffer->held = 1;
-    if (buffer->view.itemsize != item) {
-        PyErr_Format(PyExc_TypeError, "%s: items of %zd bytes expected, got %zd",
-                     name, item, buffer->view.itemsize);
+    if (!item_is(&buffer->view, kind)) {
+        PyErr_Format(PyExc_TypeError, "%s: items of %zd bytes expected, got %zd (format '%s'; %s items expected)",
+                     name, kind & 0xff, buffer->view.itemsize, buffer->view.format == NULL ? "B" : buffer->view.format,
+                     kind_name(kind));
+        return -1;
+    }
+    return 0;
+}
+
+/* A plan's picks, as start_states and walk_row read them: a walk plan's
+ * skipped flags (bool) or a chain plan's links (int32). */
+static int take_picks(PyObject *object, Buffer *buffer, const char *function) {
+    if (PyObject_GetBuffer(object, &buffer->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        return -1;
+    }
+    buffer->held = 1;
+    if (!item_is(&buffer->view, FLAGS) && !item_is(&buffer->view, 4)) {
+        PyErr_Format(PyExc_TypeError, "%s: picks of 1 (bool) or 4 (int32) bytes expected", function);
         return -1;
     }
     return 0;
@@ -97,7 +153,7 @@ typedef struct {
     Buffer table;
     long long discovered;
     PyThreadState *released;  /* non-NULL while this walk runs without the GIL */
-    uint64_t released_at;     /* the thread's CPU time when it let the GIL go */
+    uint64_t released_at;     /* the thread's CPU time when it let the GIL go (thread_ns()) */
     void *session;            /* the lazy core's native state store, held for the walk (NULL: none) */
 } Automaton;
 
@@ -155,36 +211,16 @@ static int open_session(Automaton *automaton) {
  * unlocked: the caller holds the automaton's resolving lock, the only lock
  * under which its cells are written or the table replaced, and the walk's
  * buffer keeps the table it read alive. */
-/* The CPU time (this thread's) walks have spent without the GIL, in
- * nanoseconds, over the process: what ``released_ns()`` reports once
- * ``count_released(True)`` has turned the count on, so that a benchmark can
- * tell the share of a cold row that other threads may overlap. Off by
- * default: a thread's CPU clock is a system call (~0.5 us), two a pass. */
-static uint64_t released_total;
-static int counting_released;
-
-static uint64_t thread_ns(void) {
-#ifdef CLOCK_THREAD_CPUTIME_ID
-    struct timespec now;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now) == 0) {
-        return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-    }
-#endif
-    return 0;
-}
-
 static void let_go(Automaton *automaton) {
     if (automaton->released == NULL) {
-        automaton->released_at = counting_released ? thread_ns() : 0;
+        automaton->released_at = thread_ns();
         automaton->released = PyEval_SaveThread();
     }
 }
 
 static void hold(Automaton *automaton) {
     if (automaton->released != NULL) {
-        if (counting_released) {
-            __atomic_fetch_add(&released_total, thread_ns() - automaton->released_at, __ATOMIC_RELAXED);
-        }
+        released_add(automaton->released_at);
         PyEval_RestoreThread(automaton->released);
         automaton->released = NULL;
     }
@@ -203,35 +239,17 @@ typedef struct {
 static void let_go_for(Released *released, Py_ssize_t work) {
     released->state = NULL;
     if (work >= RELEASE_FROM) {
-        released->since = counting_released ? thread_ns() : 0;
+        released->since = thread_ns();
         released->state = PyEval_SaveThread();
     }
 }
 
 static void take_back(Released *released) {
     if (released->state != NULL) {
-        if (counting_released) {
-            __atomic_fetch_add(&released_total, thread_ns() - released->since, __ATOMIC_RELAXED);
-        }
+        released_add(released->since);
         PyEval_RestoreThread(released->state);
         released->state = NULL;
     }
-}
-
-static PyObject *count_released(PyObject *module, PyObject *on) {
-    (void)module;
-    int value = PyObject_IsTrue(on);
-    if (value < 0) {
-        return NULL;
-    }
-    counting_released = value;
-    Py_RETURN_NONE;
-}
-
-static PyObject *released_ns(PyObject *module, PyObject *unused) {
-    (void)module;
-    (void)unused;
-    return PyLong_FromUnsignedLongLong(__atomic_load_n(&released_total, __ATOMIC_RELAXED));
 }
 
 static int take_table(Automaton *automaton) {
@@ -243,6 +261,7 @@ static int take_table(Automaton *automaton) {
         Py_DECREF(current);
         return 0;
     }
+    Py_ssize_t before = automaton->table.held ? automaton->table.view.len : 0;
     release(&automaton->table, 1);
     Py_XDECREF(automaton->table_object);
     automaton->table_object = current;
@@ -251,6 +270,16 @@ static int take_table(Automaton *automaton) {
     }
     if (automaton->table.view.len % (256 * 4)) {
         PyErr_SetString(PyExc_ValueError, "walk: the table's rows are not 256 cells");
+        return -1;
+    }
+    /* A walk checks a state against the table when it stops at one of its
+     * cells, and reads that cell after the cells before it were resolved
+     * (walk_entries, over the state store), which may have replaced the
+     * table. LazyByteDFA's only grows, keeping every state checked inside
+     * it; a shorter one is refused here, once a table taken again, rather
+     * than a check at every cell read. */
+    if (automaton->table.view.len < before) {
+        PyErr_SetString(PyExc_IndexError, "walk: a state outside the table (the table taken again is shorter)");
         return -1;
     }
     return 0;
@@ -617,7 +646,7 @@ static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Buffer buffers[8] = {{0}};  /* buffers[0] unused: the table is the automaton's */
     static const char *names[8] = {"", "spellings", "offsets", "tokens", "states", "positions",
                                    "ended_tokens", "ended_states"};
-    static const Py_ssize_t items[8] = {0, 1, 8, 8, 8, 8, 8, 8};
+    static const Py_ssize_t items[8] = {0, U8, 8, 8, 8, 8, 8, 8};
     static const int writable[8] = {0, 0, 0, 0, 0, 0, 1, 1};
     PyObject *result = NULL;
     Py_ssize_t ended = 0;
@@ -694,7 +723,7 @@ static PyObject *walk_and_pack(PyObject *module, PyObject *const *args, Py_ssize
     Buffer buffers[9] = {{0}};  /* buffers[0] unused: the table is the automaton's */
     static const char *names[9] = {"", "spellings", "offsets", "tokens", "states", "positions",
                                    "ended_entries", "ended_states", "packed_offsets"};
-    static const Py_ssize_t items[9] = {0, 1, 8, 4, 8, 4, 8, 8, 4};
+    static const Py_ssize_t items[9] = {0, U8, 8, 4, 8, 4, 8, 8, 4};
     static const int writable[9] = {0, 0, 0, 0, 0, 0, 1, 1, 1};
     PyObject *result = NULL, *data = NULL;
     Py_ssize_t ended = 0;
@@ -787,7 +816,7 @@ static PyObject *walk_packed(PyObject *module, PyObject *const *args, Py_ssize_t
     Automaton automaton = {0};
     Buffer buffers[6] = {{0}};  /* buffers[0] unused: the table is the automaton's */
     static const char *names[6] = {"", "data", "offsets", "states", "ended_entries", "ended_states"};
-    static const Py_ssize_t items[6] = {0, 1, 4, 8, 8, 8};
+    static const Py_ssize_t items[6] = {0, U8, 4, 8, 8, 8};
     static const int writable[6] = {0, 0, 0, 0, 1, 1};
     PyObject *result = NULL;
     Py_ssize_t ended = 0;
@@ -839,7 +868,7 @@ static PyObject *pack(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     Buffer buffers[5] = {{0}};
     static const char *names[5] = {"spellings", "offsets", "tokens", "positions", "data"};
-    static const Py_ssize_t items[5] = {1, 8, 8, 8, 1};
+    static const Py_ssize_t items[5] = {U8, 8, 8, 8, U8};
     static const int writable[5] = {0, 0, 0, 0, 1};
     PyObject *result = NULL;
     for (int i = 0; i < 5; i++) {
@@ -889,7 +918,7 @@ static PyObject *set_bits(PyObject *module, PyObject *const *args, Py_ssize_t na
         return NULL;
     }
     Buffer buffers[2] = {{0}};
-    if (take(args[0], &buffers[0], "mask", 4, 1) < 0 || take(args[1], &buffers[1], "tokens", 8, 0) < 0) {
+    if (take(args[0], &buffers[0], "mask", U32, 1) < 0 || take(args[1], &buffers[1], "tokens", 8, 0) < 0) {
         release(buffers, 2);
         return NULL;
     }
@@ -927,7 +956,7 @@ static PyObject *group_bits(PyObject *module, PyObject *const *args, Py_ssize_t 
     }
     Buffer buffers[4] = {{0}};
     static const char *names[4] = {"mask", "items", "offsets", "groups"};
-    static const Py_ssize_t items_size[4] = {4, 8, 8, 8};
+    static const Py_ssize_t items_size[4] = {U32, 8, 8, 8};
     PyObject *result = NULL;
     for (int i = 0; i < 4; i++) {
         if (take(args[i], &buffers[i], names[i], items_size[i], i == 0) < 0) {
@@ -978,7 +1007,7 @@ static PyObject *distinct(PyObject *module, PyObject *const *args, Py_ssize_t na
         return NULL;
     }
     Buffer buffers[3] = {{0}};
-    if (take(args[0], &buffers[0], "values", 4, 0) < 0 || take(args[1], &buffers[1], "marks", 1, 1) < 0
+    if (take(args[0], &buffers[0], "values", 4, 0) < 0 || take(args[1], &buffers[1], "marks", U8, 1) < 0
             || take(args[2], &buffers[2], "out", 8, 1) < 0) {
         release(buffers, 3);
         return NULL;
@@ -1032,7 +1061,7 @@ static PyObject *walk_table(PyObject *module, PyObject *const *args, Py_ssize_t 
     }
     Buffer buffers[7] = {{0}};
     static const char *names[7] = {"table", "spellings", "offsets", "tokens", "states", "positions", "ends"};
-    static const Py_ssize_t items[7] = {4, 1, 8, 8, 8, 8, 4};
+    static const Py_ssize_t items[7] = {4, U8, 8, 8, 8, 8, 4};
     for (int i = 0; i < 7; i++) {
         if (take(args[i], &buffers[i], names[i], items[i], i == 6) < 0) {
             release(buffers, 7);
@@ -1084,8 +1113,8 @@ static PyObject *walk_table(PyObject *module, PyObject *const *args, Py_ssize_t 
  * set), taken together for leading_runs; the vocabulary's
  * size, or -1 with an exception. */
 static Py_ssize_t take_spellings(PyObject *const *args, Buffer *buffers) {
-    if (take(args[0], &buffers[0], "spellings", 1, 0) < 0 || take(args[1], &buffers[1], "offsets", 8, 0) < 0
-            || take(args[2], &buffers[2], "bytes", 1, 0) < 0) {
+    if (take(args[0], &buffers[0], "spellings", U8, 0) < 0 || take(args[1], &buffers[1], "offsets", 8, 0) < 0
+            || take(args[2], &buffers[2], "bytes", U8, 0) < 0) {
         return -1;
     }
     Py_ssize_t size = buffers[1].view.len / 8 - 1;
@@ -1242,7 +1271,7 @@ static PyObject *tail_split(PyObject *module, PyObject *const *args, Py_ssize_t 
     Buffer buffers[9] = {{0}};
     static const char *names[9] = {"tail_low", "tail_high", "tail_wide", "first_char", "by_first_byte",
                                    "first_offsets", "mask", "rest", "rest_offsets"};
-    static const Py_ssize_t items[9] = {8, 8, 1, 1, 8, 8, 4, 8, 8};
+    static const Py_ssize_t items[9] = {U64, U64, U8, 1, 8, 8, U32, 8, 8};
     static const int writable[9] = {0, 0, 0, 0, 0, 0, 1, 1, 1};
     static const int argument[9] = {0, 1, 2, 3, 4, 5, 9, 10, 11};
     PyObject *result = NULL;
@@ -1431,7 +1460,7 @@ static PyObject *walk_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
     Buffer buffers[7] = {{0}};
     static const char *names[7] = {"by_first_byte", "first_offsets", "groups", "rest_tokens",
                                    "rest_first_bytes", "rest_positions", "rest_skipped"};
-    static const Py_ssize_t items_size[7] = {8, 8, 8, 8, 1, 8, 1};
+    static const Py_ssize_t items_size[7] = {8, 8, 8, 8, U8, 8, FLAGS};
     PyObject *parts[4] = {NULL, NULL, NULL, NULL}, *result = NULL;
     for (int i = 0; i < 7; i++) {
         if (take(args[i], &buffers[i], names[i], items_size[i], 0) < 0) {
@@ -1537,7 +1566,7 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
                                     "irregular_offsets", "starting", "partial", "partial_offsets", "chars",
                                     "full_by_chars", "full_offsets", "ascii"};
     /* 0: chars and ascii, int16 or int32 (checked below) */
-    static const Py_ssize_t items_size[13] = {8, 8, 1, 8, 8, 8, 8, 8, 8, 0, 8, 8, 0};
+    static const Py_ssize_t items_size[13] = {8, 8, U8, 8, 8, 8, 8, 8, 8, 0, 8, 8, 0};
     PyObject *parts[4] = {NULL, NULL, NULL, NULL}, *result = NULL;
     Py_ssize_t length = PyLong_AsSsize_t(args[13]);
     int dies = PyObject_IsTrue(args[14]);
@@ -1681,7 +1710,7 @@ static PyObject *pack_plan(PyObject *module, PyObject *const *args, Py_ssize_t n
     Buffer buffers[6] = {{0}};
     static const char *names[6] = {"grouped", "grouped_offsets", "first_offsets", "groups", "rest_data",
                                    "rest_offsets"};
-    static const Py_ssize_t items_size[6] = {1, 8, 8, 8, 1, 4};
+    static const Py_ssize_t items_size[6] = {U8, 8, 8, 8, U8, 4};
     PyObject *data = NULL, *offsets_object = NULL, *result = NULL;
     for (int i = 0; i < 6; i++) {
         if (take(args[i], &buffers[i], names[i], items_size[i], 0) < 0) {
@@ -1893,7 +1922,7 @@ static PyObject *finish_row(PyObject *module, PyObject *const *args, Py_ssize_t 
     if (PyErr_Occurred() || final < 0) {
         return NULL;
     }
-    if (args[0] != Py_None && take(args[0], &buffers[0], "loop_mask", 4, 0) < 0) {
+    if (args[0] != Py_None && take(args[0], &buffers[0], "loop_mask", U32, 0) < 0) {
         goto done;
     }
     static const char *names[8] = {"", "", "tokens", "entries", "ends", "", "loop_ends", "eos"};
@@ -1953,16 +1982,9 @@ static PyObject *start_states(PyObject *module, PyObject *const *args, Py_ssize_
     }
     Buffer buffers[5] = {{0}};
     PyObject *result = NULL;
-    if (take(args[0], &buffers[0], "first_row", 4, 0) < 0 || take(args[1], &buffers[1], "first_bytes", 1, 0) < 0
-            || PyObject_GetBuffer(args[2], &buffers[2].view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        goto done;
-    }
-    buffers[2].held = 1;
-    if ((buffers[2].view.itemsize != 1 && buffers[2].view.itemsize != 4)
+    if (take(args[0], &buffers[0], "first_row", 4, 0) < 0 || take(args[1], &buffers[1], "first_bytes", U8, 0) < 0
+            || take_picks(args[2], &buffers[2], "start_states") < 0
             || take(args[3], &buffers[3], "along", 8, 0) < 0 || take(args[4], &buffers[4], "out", 8, 1) < 0) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "start_states: picks of 1 (bool) or 4 (int32) bytes expected");
-        }
         goto done;
     }
     const int32_t *first_row = buffers[0].view.buf;
@@ -2011,7 +2033,7 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
     Buffer buffers[12] = {{0}};
     static const char *names[12] = {"", "data", "offsets", "first_row", "first_bytes", "picks", "along", "tokens",
                                     "loop_mask", "", "loop_ends", "eos"};
-    static const Py_ssize_t items[12] = {0, 1, 4, 4, 1, 0, 8, 4, 4, 0, 8, 8};
+    static const Py_ssize_t items[12] = {0, U8, 4, 4, U8, 0, 8, 4, U32, 0, 8, 8};
     PyObject *result = NULL;
     int64_t *states = NULL, *ended_entries = NULL, *ended_states = NULL;
     Py_ssize_t num_words = PyLong_AsSsize_t(args[9]);
@@ -2024,12 +2046,7 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
             continue;
         }
         if (i == 5) {  /* a walk plan's skipped (bool) or a chain plan's links (int32) */
-            if (PyObject_GetBuffer(args[5], &buffers[5].view, PyBUF_C_CONTIGUOUS) < 0) {
-                goto done;
-            }
-            buffers[5].held = 1;
-            if (buffers[5].view.itemsize != 1 && buffers[5].view.itemsize != 4) {
-                PyErr_SetString(PyExc_TypeError, "walk_row: picks of 1 (bool) or 4 (int32) bytes expected");
+            if (take_picks(args[5], &buffers[5], "walk_row") < 0) {
                 goto done;
             }
             continue;
@@ -2222,7 +2239,7 @@ static PyObject *group_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
     static const char *names[COUNT] = {"by_first_byte", "first_offsets", "grouped", "grouped_offsets", "walked",
                                        "rest_tokens", "rest_offsets", "rest_skips", "rest_data",
                                        "rest_data_offsets", "rested"};
-    static const Py_ssize_t items[COUNT] = {8, 8, 1, 8, 8, 8, 8, 2, 1, 4, 8};
+    static const Py_ssize_t items[COUNT] = {8, 8, U8, 8, 8, 8, 8, 2, U8, 4, 8};
     Buffer buffers[COUNT] = {{0}};
     PyObject *parts[6] = {NULL, NULL, NULL, NULL, NULL, NULL}, *result = NULL;
     for (int i = 0; i < COUNT; i++) {
@@ -2296,7 +2313,7 @@ static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t n
     enum { DATA = 1, OFFSETS, RANGES, STATE, TOKENS, LOOP_MASK, NUM_WORDS, LOOP_ENDS, EOS, FINAL, COUNT };
     static const char *names[COUNT] = {"", "data", "offsets", "ranges", "", "tokens", "loop_mask", "", "loop_ends",
                                        "eos", ""};
-    static const Py_ssize_t items[COUNT] = {0, 1, 8, 8, 0, 8, 4, 0, 8, 8, 0};
+    static const Py_ssize_t items[COUNT] = {0, U8, 8, 8, 0, 8, U32, 0, 8, 8, 0};
     Automaton automaton = {0};
     Buffer buffers[COUNT] = {{0}};
     PyObject *result = NULL;
@@ -2503,7 +2520,7 @@ static PyObject *loop_bits(PyObject *module, PyObject *const *args, Py_ssize_t n
     }
     Buffer buffers[4] = {{0}};
     static const char *names[4] = {"tail_mask", "by_first_byte", "first_offsets", "first"};
-    static const Py_ssize_t items[4] = {4, 8, 8, 1};
+    static const Py_ssize_t items[4] = {U32, 8, 8, U8};
     PyObject *result = NULL;
     for (int i = 0; i < 4; i++) {
         if (take(args[i], &buffers[i], names[i], items[i], 0) < 0) {
