@@ -269,15 +269,17 @@ class _ChainPlan:
 
 
 def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _ClassRuns, length: int,
-                dies: bool, starting: np.ndarray, others: np.ndarray) -> _ChainPlan:
+                dies: bool, first: np.ndarray, others: np.ndarray) -> _ChainPlan:
     """The :class:`_ChainPlan` of a chain of ``length`` links (``dies``: every
     ASCII byte of the class is dead after the last) from states whose live
-    bytes outside the class are ``others``; ``starting``: the first bytes of
-    the class's characters (given by ``key``); cached per vocabulary."""
+    bytes outside the class are ``others`` (int64); ``first`` (bool[256]):
+    the first bytes of the class's characters (given by ``key``); cached
+    per vocabulary."""
     plan_key = (key, length, dies, others.tobytes())
     found = tables.chain_plans.get(plan_key)
     if found is not None:
         return found
+    starting = np.flatnonzero(first)
     if _cwalk is not None:
         # the four arrays in one C call, where numpy took ~20 (~150 us)
         arrays = (tables.by_first_byte, tables.first_offsets, tables.columns[0], others.astype(np.int64, copy=False),
