@@ -1776,6 +1776,36 @@ def test_counted_class_rows_follow_the_chain_qwen():
     assert lazy.is_final(lazy_state) and eager.is_final(eager_state)
 
 
+@pytest.mark.parametrize("order", ["shorter", "longer", "apart"])
+def test_chain_masks_made_from_their_neighbours_are_made_whole_qwen(order):
+    """A chain mask made from the one a length longer (clearing the tokens
+    of that length) or shorter (setting the tokens of its own) is the mask
+    made from scratch, for every length up to past the longest run."""
+    vocab = cached_vocabulary("qwen2.5")
+    tables = lazy_tables.vocabulary_tables(vocab)
+    string = np.ones(128, dtype=bool)
+    string[:0x20] = string[ord('"')] = string[ord("\\")] = False
+    key = lazy_tables._class_key(string, True)
+    runs = lazy_tables._class_runs(tables, key)
+    longest = len(runs.full_offsets) - 2
+    lengths = list(range(1, longest + 3))
+    lengths = {"shorter": lengths, "longer": lengths[::-1], "apart": lengths[::2]}[order]
+    saved = dict(tables.chain_masks)
+    tables.chain_masks.clear()
+    try:
+        made = {length: lazy_tables._chain_mask(tables, key, length, runs) for length in lengths}
+        for length, mask in made.items():
+            tables.chain_masks.clear()
+            whole = lazy_tables._chain_mask(tables, key, length, runs)
+            assert np.array_equal(mask, whole), length
+            count = int(np.unpackbits(whole.view(np.uint8)).sum())
+            assert count == runs.full_offsets[min(length + 1, longest + 1)] - runs.full_offsets[1]
+    finally:
+        tables.chain_masks.clear()
+        tables.chain_masks.update(saved)
+    assert len(made) >= 60
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("schema", [{"type": "string", "maxLength": 300}, {"type": "string", "minLength": 200}])
 def test_counted_string_chain_discovers_the_class_states_only_qwen(schema):
