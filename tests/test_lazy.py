@@ -1776,6 +1776,37 @@ def test_counted_class_rows_follow_the_chain_qwen():
     assert lazy.is_final(lazy_state) and eager.is_final(eager_state)
 
 
+@pytest.mark.parametrize("kind, source, text, dies", [
+    # a counted JSON string: at its last characters ASCII and wide characters die alike
+    ("schema", {"type": "string", "maxLength": 6}, '"ab中文cd"', 2),
+    # ASCII characters die after four, wide ones go on: the longer tokens with one are walked
+    ("regex", r"(?:[ -~]|[^\x00-\x7f]){0,4}[^\x00-\x7f]*", "ab中文中文", 1)])
+def test_chain_rows_at_the_end_of_a_count_are_the_eager_rows_qwen(kind, source, text, dies, native, monkeypatch):
+    """Along the last characters of a counted class a chain row drops the
+    tokens longer than the chain without a walk where every character of
+    the class dies after it (``dies`` 2: the chain's ASCII bytes and its
+    wide characters), and walks those with a wide character where only the
+    ASCII bytes die (1); the rows are the eager index's either way, a
+    character at a time."""
+    vocab = cached_vocabulary("qwen2.5")
+    asked = []
+    chain_plan = lazy_index_module._chain_plan
+
+    def recording(*args):
+        asked.append(args[4])
+        return chain_plan(*args)
+
+    monkeypatch.setattr(lazy_index_module, "_chain_plan", recording)
+    build = Index.from_schema if kind == "schema" else Index.from_regex
+    lazy, eager = build(source, vocab, lazy=True), build(source, vocab, lazy=False)
+    lazy_state, eager_state = lazy.initial_state, eager.initial_state
+    for token in [token for character in text for token in vocab.encode(character)]:
+        assert np.array_equal(lazy.get_mask(lazy_state), eager.get_mask(eager_state))
+        lazy_state, eager_state = lazy.advance(lazy_state, token), eager.advance(eager_state, token)
+    assert lazy.is_final(lazy_state) and eager.is_final(eager_state)
+    assert dies in asked and set(asked) <= {0, 1, 2}
+
+
 @pytest.mark.parametrize("order", ["shorter", "longer", "apart"])
 def test_chain_masks_made_from_their_neighbours_are_made_whole_qwen(order):
     """A chain mask made from the one a length longer (clearing the tokens

@@ -1509,8 +1509,10 @@ done:
  * (int64 bytes), walked from their first byte; the partial ones that stop
  * within ``length`` characters, from the link of their run; the longer
  * ones, from the chain's last link where their ASCII run goes past it,
- * else from their first byte (dropped instead when ``dies``). ~20 numpy
- * calls, ~150 us a chain plan not cached yet. */
+ * else from their first byte; ``dies`` 1 (True) drops the first kind (every
+ * ASCII byte of the class dies after the last link), 2 drops both (every
+ * character of the class does), 0 (False) neither. ~20 numpy calls, ~150 us
+ * a chain plan not cached yet. */
 static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (arity(nargs, 15, "chain_plan") < 0) {
@@ -1524,8 +1526,12 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
     static const Py_ssize_t items_size[13] = {8, 8, 1, 8, 8, 8, 8, 8, 8, 0, 8, 8, 0};
     PyObject *parts[4] = {NULL, NULL, NULL, NULL}, *result = NULL;
     Py_ssize_t length = PyLong_AsSsize_t(args[13]);
-    int dies = PyObject_IsTrue(args[14]);
-    if ((length == -1 && PyErr_Occurred()) || dies < 0) {
+    long dies = PyLong_AsLong(args[14]);
+    if ((length == -1 || dies == -1) && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (dies < 0 || dies > 2) {
+        PyErr_SetString(PyExc_ValueError, "chain_plan: dies is 0, 1 or 2");
         return NULL;
     }
     for (int i = 0; i < 13; i++) {
@@ -1573,15 +1579,16 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_IndexError, "chain_plan: a group outside the offsets");
         goto done;
     }
-    /* the longer tokens: full_by_chars[full_lo:] then partial[partial_hi:] */
-    Py_ssize_t longer = (num_full - full_lo) + (num_partial - partial_hi), kept = 0;
+    /* the longer tokens: full_by_chars[full_lo:] then partial[partial_hi:]
+     * (none read when every one dies: ~140k of Qwen's at a JSON string's last character) */
+    Py_ssize_t longer = dies == 2 ? 0 : (num_full - full_lo) + (num_partial - partial_hi), kept = 0;
     for (Py_ssize_t k = 0; k < longer; k++) {
         int64_t token = k < num_full - full_lo ? full_by_chars[full_lo + k] : partial[partial_hi + k - (num_full - full_lo)];
         if (token < 0 || token >= vocab_size) {
             PyErr_SetString(PyExc_IndexError, "chain_plan: a token outside the tables");
             goto done;
         }
-        kept += !dies || RUN_AT(ascii, token) <= length;
+        kept += !dies || (dies == 1 && RUN_AT(ascii, token) <= length);
     }
     Py_ssize_t total = head + inner + (Py_ssize_t)(partial_hi - partial_lo) + kept;
     if (vocab_size > INT32_MAX) {
@@ -1620,7 +1627,7 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
     for (Py_ssize_t k = 0; k < longer; k++) {
         int64_t token = k < num_full - full_lo ? full_by_chars[full_lo + k] : partial[partial_hi + k - (num_full - full_lo)];
         int regular = RUN_AT(ascii, token) > length;
-        if (dies && regular) {
+        if ((dies == 1 && regular) || dies == 2) {
             continue;
         }
         tokens[at] = (int32_t)token;

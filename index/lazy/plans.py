@@ -270,11 +270,13 @@ class _ChainPlan:
 
 def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _ClassRuns, length: int,
                 dies: bool, first: np.ndarray, others: np.ndarray) -> _ChainPlan:
-    """The :class:`_ChainPlan` of a chain of ``length`` links (``dies``: every
-    ASCII byte of the class is dead after the last) from states whose live
-    bytes outside the class are ``others`` (int64); ``first`` (bool[256]):
-    the first bytes of the class's characters (given by ``key``); cached
-    per vocabulary."""
+    """The :class:`_ChainPlan` of a chain of ``length`` links from states
+    whose live bytes outside the class are ``others`` (int64); ``dies``:
+    every ASCII byte of the class is dead after the last link (1 or True),
+    every character of the class is (2: no token longer than the chain is
+    walked), or neither (0 or False); ``first`` (bool[256]): the first
+    bytes of the class's characters (given by ``key``); cached per
+    vocabulary."""
     plan_key = (key, length, dies, others.tobytes())
     found = tables.chain_plans.get(plan_key)
     if found is not None:
@@ -305,12 +307,16 @@ def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _Cl
     positions.append(links[-1])
     # Tokens longer than the chain: dead at once where every ASCII byte of
     # the class is dead after it (the end of a count), else walked on from
-    # its last state (a longer ASCII run) or from their first byte.
+    # its last state (a longer ASCII run) or from their first byte; all dead
+    # where every character of the class is (with a wide class, those with a
+    # wide character in their run were ~12-36k of Qwen's tokens at the last
+    # 1-4 characters of a counted string, each walked from its first byte).
     longer = np.concatenate((runs.full_by_chars[runs.full_offsets[min(length + 1, len(runs.full_offsets) - 1)]:],
                              runs.partial[runs.partial_offsets[min(256 * (length + 1), len(runs.partial_offsets) - 1)]:]))
     regular = runs.ascii[longer] > length
     if dies:
-        longer, regular = longer[~regular], regular[~regular]
+        keep = ~regular if dies == 1 else np.zeros(len(longer), dtype=bool)
+        longer, regular = longer[keep], regular[keep]
     parts.append(longer)
     links.append(np.where(regular, length, -1).astype(np.int64))
     positions.append(np.where(regular, length, 1).astype(np.int64))
