@@ -1807,6 +1807,51 @@ def test_chain_rows_at_the_end_of_a_count_are_the_eager_rows_qwen(kind, source, 
     assert dies in asked and set(asked) <= {0, 1, 2}
 
 
+def test_shorter_chain_plans_are_made_whole_qwen(native):
+    """A chain plan where every longer token dies, made from the kept plan
+    one link longer (its first entries, and their packed bytes where its
+    first walk packed them), is the plan made from scratch, array for array,
+    at every length down from past the longest run; and the rows along a
+    counted string that use them stay the eager index's (the test above)."""
+    vocab = cached_vocabulary("qwen2.5")
+    tables = lazy_tables.vocabulary_tables(vocab)
+    string = np.ones(128, dtype=bool)
+    string[:0x20] = string[ord('"')] = string[ord("\\")] = False
+    key = lazy_tables._class_key(string, True)
+    runs = lazy_tables._class_runs(tables, key)
+    first = np.zeros(256, dtype=bool)
+    first[:128] = string
+    first[0xC2:0xF5] = True
+    others = np.array([ord('"'), ord("\\")], np.int64)
+    compiled = lazy_plans._cwalk is not None
+    cache = tables.chain_plans
+    saved = cache._plans, cache._sizes, cache._held
+    made = {}
+
+    def empty() -> None:
+        cache._plans, cache._sizes, cache._held = lazy_plans._SecondChance(), {}, 0
+
+    try:
+        empty()
+        for length in range(len(runs.full_offsets) + 1, 0, -1):
+            plan = made[length] = lazy_plans._chain_plan(tables, key, runs, length, 2, first, others)
+            if compiled and length % 3:  # packed as its first walk packs it (not every one: both ways)
+                plan.packing.packed = lazy_plans._packed(tables, plan.tokens, plan.positions)
+        for length, plan in made.items():
+            empty()
+            whole = lazy_plans._chain_plan(tables, key, runs, length, 2, first, others)
+            for field in ("tokens", "links", "first_bytes", "positions"):
+                assert np.array_equal(getattr(plan, field), getattr(whole, field)), (length, field)
+            packed = plan.packing.packed
+            if compiled and length % 3 != 1:  # (one longer was packed)
+                by_id = lazy_plans._packed(tables, whole.tokens, whole.positions)
+                assert packed is not None and np.array_equal(packed.offsets, by_id.offsets), length
+                assert np.array_equal(packed.data, by_id.data), length
+    finally:
+        cache._plans, cache._sizes, cache._held = saved
+    assert len({len(plan.tokens) for plan in made.values()}) >= 20
+
+
 @pytest.mark.parametrize("order", ["shorter", "longer", "apart"])
 def test_chain_masks_made_from_their_neighbours_are_made_whole_qwen(order):
     """A chain mask made from the one a length longer (clearing the tokens
