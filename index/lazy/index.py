@@ -1194,8 +1194,10 @@ class LazyIndex(MaskServing):
         limit = min(max(len(runs.full_offsets) - 2, (len(runs.partial_offsets) - 1) // 256), _CHAIN_MAX)
         chain, dies, ends = self._chain(state, target, key, max(limit, 1))
         length = len(chain) - 1
-        if dies and key[2] and self._dfa.wide_target(int(chain[-1])) == DEAD:
-            dies = 2  # its wide characters die there too: so does every longer token
+        if dies and (not key[2] or self._dfa.wide_target(int(chain[-1])) == DEAD):
+            # every character of the class dies there (an ASCII class's are
+            # its ASCII bytes): so does every longer token
+            dies = 2
         plan = _chain_plan(tables, key, runs, length, int(dies), first, outside)
         mask = _chain_mask(tables, key, length, runs)
         return _LoopRow(mask, tuple(ends.tolist()), ends), plan, _Start(plan.links, chain)
