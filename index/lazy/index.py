@@ -171,11 +171,15 @@ class _ChainLinks:
     row is read off it by one C call (``_cwalk.chain_links``), where a
     Python loop over the dict cost ~25 us a row of ~65 links."""
 
-    __slots__ = ("array", "count")
+    __slots__ = ("array",)
 
     def __init__(self) -> None:
         self.array = np.full(64, _UNSET_LINK, dtype=np.int64)
-        self.count = 0  # the links set
+
+    @property
+    def count(self) -> int:
+        """The links followed so far."""
+        return int(np.count_nonzero(self.array != _UNSET_LINK))
 
     def set(self, states: list[int], following: list[int]) -> None:
         """Link each of ``states`` to the state of ``following`` at the same place."""
@@ -184,7 +188,6 @@ class _ChainLinks:
             grown = np.full(max(needed, 2 * len(self.array)), _UNSET_LINK, dtype=np.int64)
             grown[:len(self.array)] = self.array
             self.array = grown
-        self.count += int(np.count_nonzero(self.array[states] == _UNSET_LINK))
         self.array[states] = following
 
 
