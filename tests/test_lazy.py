@@ -1769,11 +1769,117 @@ def test_counted_class_rows_follow_the_chain_qwen():
     eager_state = eager.advance(eager.initial_state, vocab.encode("I")[0])
     lazy.get_mask(lazy_state)
     # followed as far as the longest token of hex digits (7 on Qwen), not walked
-    assert len(lazy._chain_links) >= 6
+    assert sum(links.count for links in lazy._chain_links.values()) >= 6
     for token in vocab.encode("0123456789abcdef0123456789abcdef01234567" + '"'):
         assert np.array_equal(lazy.get_mask(lazy_state), eager.get_mask(eager_state))
         lazy_state, eager_state = lazy.advance(lazy_state, token), eager.advance(eager_state, token)
     assert lazy.is_final(lazy_state) and eager.is_final(eager_state)
+
+
+@pytest.mark.parametrize("kind, source, text, dies", [
+    # a counted JSON string: at its last characters ASCII and wide characters die alike
+    ("schema", {"type": "string", "maxLength": 6}, '"ab中文cd"', 2),
+    # ASCII characters die after four, wide ones go on: the longer tokens with one are walked
+    ("regex", r"(?:[ -~]|[^\x00-\x7f]){0,4}[^\x00-\x7f]*", "ab中文中文", 1)])
+def test_chain_rows_at_the_end_of_a_count_are_the_eager_rows_qwen(kind, source, text, dies, native, monkeypatch):
+    """Along the last characters of a counted class a chain row drops the
+    tokens longer than the chain without a walk where every character of
+    the class dies after it (``dies`` 2: the chain's ASCII bytes and its
+    wide characters), and walks those with a wide character where only the
+    ASCII bytes die (1); the rows are the eager index's either way, a
+    character at a time."""
+    vocab = cached_vocabulary("qwen2.5")
+    asked = []
+    chain_plan = lazy_index_module._chain_plan
+
+    def recording(*args):
+        asked.append(args[4])
+        return chain_plan(*args)
+
+    monkeypatch.setattr(lazy_index_module, "_chain_plan", recording)
+    build = Index.from_schema if kind == "schema" else Index.from_regex
+    lazy, eager = build(source, vocab, lazy=True), build(source, vocab, lazy=False)
+    lazy_state, eager_state = lazy.initial_state, eager.initial_state
+    for token in [token for character in text for token in vocab.encode(character)]:
+        assert np.array_equal(lazy.get_mask(lazy_state), eager.get_mask(eager_state))
+        lazy_state, eager_state = lazy.advance(lazy_state, token), eager.advance(eager_state, token)
+    assert lazy.is_final(lazy_state) and eager.is_final(eager_state)
+    assert dies in asked and set(asked) <= {0, 1, 2}
+
+
+def test_shorter_chain_plans_are_made_whole_qwen(native):
+    """A chain plan where every longer token dies, made from the kept plan
+    one link longer (its first entries, and their packed bytes where its
+    first walk packed them), is the plan made from scratch, array for array,
+    at every length down from past the longest run; and the rows along a
+    counted string that use them stay the eager index's (the test above)."""
+    vocab = cached_vocabulary("qwen2.5")
+    tables = lazy_tables.vocabulary_tables(vocab)
+    string = np.ones(128, dtype=bool)
+    string[:0x20] = string[ord('"')] = string[ord("\\")] = False
+    key = lazy_tables._class_key(string, True)
+    runs = lazy_tables._class_runs(tables, key)
+    first = np.zeros(256, dtype=bool)
+    first[:128] = string
+    first[0xC2:0xF5] = True
+    others = np.array([ord('"'), ord("\\")], np.int64)
+    compiled = lazy_plans._cwalk is not None
+    cache = tables.chain_plans
+    saved = cache._plans, cache._sizes, cache._held
+    made = {}
+
+    def empty() -> None:
+        cache._plans, cache._sizes, cache._held = lazy_plans._SecondChance(), {}, 0
+
+    try:
+        empty()
+        for length in range(len(runs.full_offsets) + 1, 0, -1):
+            plan = made[length] = lazy_plans._chain_plan(tables, key, runs, length, 2, first, others)
+            if compiled and length % 3:  # packed as its first walk packs it (not every one: both ways)
+                plan.packing.packed = lazy_plans._packed(tables, plan.tokens, plan.positions)
+        for length, plan in made.items():
+            empty()
+            whole = lazy_plans._chain_plan(tables, key, runs, length, 2, first, others)
+            for field in ("tokens", "links", "first_bytes", "positions"):
+                assert np.array_equal(getattr(plan, field), getattr(whole, field)), (length, field)
+            packed = plan.packing.packed
+            if compiled and length % 3 != 1:  # (one longer was packed)
+                by_id = lazy_plans._packed(tables, whole.tokens, whole.positions)
+                assert packed is not None and np.array_equal(packed.offsets, by_id.offsets), length
+                assert np.array_equal(packed.data, by_id.data), length
+    finally:
+        cache._plans, cache._sizes, cache._held = saved
+    assert len({len(plan.tokens) for plan in made.values()}) >= 20
+
+
+@pytest.mark.parametrize("order", ["shorter", "longer", "apart"])
+def test_chain_masks_made_from_their_neighbours_are_made_whole_qwen(order):
+    """A chain mask made from the one a length longer (clearing the tokens
+    of that length) or shorter (setting the tokens of its own) is the mask
+    made from scratch, for every length up to past the longest run."""
+    vocab = cached_vocabulary("qwen2.5")
+    tables = lazy_tables.vocabulary_tables(vocab)
+    string = np.ones(128, dtype=bool)
+    string[:0x20] = string[ord('"')] = string[ord("\\")] = False
+    key = lazy_tables._class_key(string, True)
+    runs = lazy_tables._class_runs(tables, key)
+    longest = len(runs.full_offsets) - 2
+    lengths = list(range(1, longest + 3))
+    lengths = {"shorter": lengths, "longer": lengths[::-1], "apart": lengths[::2]}[order]
+    saved = dict(tables.chain_masks)
+    tables.chain_masks.clear()
+    try:
+        made = {length: lazy_tables._chain_mask(tables, key, length, runs) for length in lengths}
+        for length, mask in made.items():
+            tables.chain_masks.clear()
+            whole = lazy_tables._chain_mask(tables, key, length, runs)
+            assert np.array_equal(mask, whole), length
+            count = int(np.unpackbits(whole.view(np.uint8)).sum())
+            assert count == runs.full_offsets[min(length + 1, longest + 1)] - runs.full_offsets[1]
+    finally:
+        tables.chain_masks.clear()
+        tables.chain_masks.update(saved)
+    assert len(made) >= 60
 
 
 @pytest.mark.slow
@@ -1789,7 +1895,7 @@ def test_counted_string_chain_discovers_the_class_states_only_qwen(schema):
     state = lazy.advance(lazy.initial_state, vocab.encode('"')[0])
     before = lazy.byte_dfa.num_states
     lazy.get_mask(state)
-    links = len(lazy._chain_links)
+    links = sum(links.count for links in lazy._chain_links.values())
     assert links >= 120
     assert lazy.byte_dfa.num_states - before <= links + 24
 

@@ -607,14 +607,14 @@ def test_chain_plan_refuses_bad_arrays():
     runs = lazy_tables._class_runs(tables, key)
     first = np.ascontiguousarray(tables.columns[0])
 
-    def plan(length=4, **changed):
+    def plan(length=4, dies=False, **changed):
         arrays = dict(by_first_byte=tables.by_first_byte, first_offsets=tables.first_offsets, first_column=first,
                       others=np.array([97], np.int64), irregular=runs.irregular,
                       irregular_offsets=runs.irregular_offsets, starting=np.arange(48, 58, dtype=np.int64),
                       partial=runs.partial, partial_offsets=runs.partial_offsets, chars=runs.chars,
                       full_by_chars=runs.full_by_chars, full_offsets=runs.full_offsets, ascii=runs.ascii)
         arrays.update(changed)
-        return cwalk.chain_plan(*arrays.values(), length, False)
+        return cwalk.chain_plan(*arrays.values(), length, dies)
 
     tokens = np.frombuffer(plan()[0], np.int32)
     assert len(tokens) and tokens.max() < len(first)
@@ -630,6 +630,9 @@ def test_chain_plan_refuses_bad_arrays():
         plan(length=1 << 62)
     with pytest.raises(ValueError, match="mismatched"):
         plan(chars=runs.chars[:10])
+    for dies in (-1, 3, 1 << 40):
+        with pytest.raises((ValueError, OverflowError)):
+            plan(dies=dies)
     with pytest.raises(ValueError, match="mismatched"):
         plan(irregular_offsets=runs.irregular_offsets[:100])
     with pytest.raises(TypeError, match="ascii: items of 2 bytes expected, got 8"):
@@ -777,3 +780,36 @@ def test_walk_row_refuses_bad_arrays():
         walk(picks=np.ones(1, bool), along=np.array([1000], np.int64))
     with pytest.raises(TypeError, match="picks"):
         walk(picks=np.zeros(1, np.int64))
+
+
+@pytest.mark.parametrize("dies", [0, 1, 2])
+def test_chain_plans_of_every_end_are_the_numpy_plans(dies, monkeypatch):
+    """``_cwalk.chain_plan`` for a JSON string's class (wide characters in
+    it) is the numpy plan, array for array, whether nothing, the ASCII bytes
+    (1) or every character (2) of the class dies after the chain, at every
+    length from 1 to past the longest run; with 2 no token longer than the
+    chain is walked, and the plan is a subset of the plan with 1."""
+    tables = lazy_tables.vocabulary_tables(cached_vocabulary("qwen2.5"))
+    string = np.ones(128, dtype=bool)
+    string[:0x20] = string[ord('"')] = string[ord("\\")] = False
+    key = lazy_tables._class_key(string, True)
+    runs = lazy_tables._class_runs(tables, key)
+    first = np.zeros(256, dtype=bool)
+    first[:128] = string
+    first[0xC2:0xF5] = True
+    others = np.array([ord('"'), ord("\\")], np.int64)
+    for length in (1, 2, 3, 5, 40, len(runs.full_offsets)):
+        with _fresh_plans(tables):
+            compiled = lazy_plans._chain_plan(tables, key, runs, length, dies, first, others)
+        _numpy(monkeypatch)
+        with _fresh_plans(tables):
+            numpy = lazy_plans._chain_plan(tables, key, runs, length, dies, first, others)
+            one = lazy_plans._chain_plan(tables, key, runs, length, 1, first, others)
+        _compiled(monkeypatch)
+        for field in ("tokens", "links", "first_bytes", "positions"):
+            left, right = getattr(compiled, field), getattr(numpy, field)
+            assert left.dtype == right.dtype and np.array_equal(left, right), (length, field)
+        if dies == 2:
+            longer = set(runs.full_by_chars[runs.full_offsets[min(length + 1, len(runs.full_offsets) - 1)]:].tolist())
+            assert not longer & set(compiled.tokens.tolist()) and set(compiled.tokens.tolist()) <= set(one.tokens.tolist())
+            assert length > 3 or len(compiled.tokens) < len(one.tokens) // 2  # the wide tokens were most of them

@@ -1,7 +1,7 @@
 """The compiled row helpers (index/lazy/_cwalk.c) on malformed and random input.
 
 Each entry point the lazy index calls for a cold row (``walk_span``,
-``group_plan``, ``row_runs``, ``loop_bits``, ``equal_bits``) and the compiled
+``group_plan``, ``row_runs``, ``loop_bits``, ``equal_bits``, ``chain_links``) and the compiled
 Thompson construction's ASCII sets (analysis/_thompson.c) must refuse
 malformed arrays with a Python exception (wrong item sizes or kinds, non-contiguous
 views, arrays too short for the counts or offsets they claim, values out of
@@ -26,6 +26,7 @@ pytestmark = pytest.mark.skipif(cwalk is None, reason="TOKENDFA_NATIVE=0 turns t
 
 from tokendfa.analysis.dfa import INITIAL  # noqa: E402
 from tokendfa.analysis.lazydfa import LazyByteDFA  # noqa: E402
+from tokendfa.lazy import index as lazy_index  # noqa: E402
 from tokendfa.lazy import plans as lazy_plans  # noqa: E402
 
 CASES = 300
@@ -188,6 +189,63 @@ def test_loop_bits_row_runs_and_equal_bits_are_their_twins_on_random_input():
         cells = np.array([rng.choice([-1, 0, 3, 2**31 - 1]) for _ in range(rng.choice([128, 256]))], np.int32)
         value = rng.choice([-1, 0, 3, 2**31 - 1, 2**40])
         assert cwalk.equal_bits(cells, value) == _equal_bits_twin(cells, value), case
+
+
+def _links(values) -> np.ndarray:
+    return np.array(values, np.int64)
+
+
+def _chain(chain: bytes, end: int, ends: bytes) -> tuple[list[int], int, list[int]]:
+    return np.frombuffer(chain, np.int64).tolist(), end, np.frombuffer(ends, np.int64).tolist()
+
+
+def test_chain_links_reads_chains_as_its_contract_says():
+    # links: 1 -> 2 -> 3 -> 3 (loops), 4 -> DEAD, 5 -> _NO_LINK, 6 unset, 7 -> 4, 8 -> 9 -> 8 (a cycle)
+    links = _links([-3, 2, 3, 3, 0, -2, -3, 4, 9, 8])
+    full, dies, stops, missing = (lazy_index._CHAIN_FULL, lazy_index._CHAIN_DIES, lazy_index._CHAIN_STOPS,
+                                  lazy_index._CHAIN_MISSING)
+    for reader in (cwalk.chain_links, lazy_index._read_chain):
+        assert _chain(*reader(links, 0, 1, 6)) == ([0, 1, 2, 3, 3, 3, 3], full, [1, 2, 3])
+        assert _chain(*reader(links, 0, 1, 2)) == ([0, 1, 2], full, [1, 2])
+        assert _chain(*reader(links, 0, 1, 1)) == ([0, 1], full, [1])
+        assert _chain(*reader(links, 3, 7, 5)) == ([3, 7, 4], dies, [4, 7])
+        assert _chain(*reader(links, 3, 5, 5)) == ([3, 5], stops, [5])
+        assert _chain(*reader(links, 1, 6, 5)) == ([1, 6], missing, [])
+        assert _chain(*reader(links, 1, 40, 5)) == ([1, 40], missing, [])  # past the array: not followed yet
+        assert _chain(*reader(links, 0, 8, 4)) == ([0, 8, 9, 8, 9], full, [8, 9])
+
+
+def test_chain_links_is_its_twin_on_random_input():
+    rng = random.Random(30)
+    for case in range(CASES * 3):
+        size = rng.randrange(1, 40)
+        values = [rng.choice([0, -2, -3, rng.randrange(1, size + 4), rng.randrange(1, size + 4)])
+                  for _ in range(size)]
+        if rng.random() < .3:
+            at = rng.randrange(size)
+            values[at] = at  # a loop
+        links = _links(values)
+        args = (links, rng.randrange(0, size + 2), rng.randrange(0, size + 4), rng.choice([1, 2, 5, 40, 128]))
+        assert cwalk.chain_links(*args) == lazy_index._read_chain(*args), case
+
+
+def test_chain_links_refuses_malformed_input():
+    links = _links([-3, 2, 3, 0])
+    assert _chain(*cwalk.chain_links(links, 0, 1, 8))[1] == lazy_index._CHAIN_DIES
+    for args, error in [((_strided(links), 0, 1, 8), ValueError), ((links.astype(np.int32), 0, 1, 8), TypeError),
+                        ((links.tolist(), 0, 1, 8), TypeError), ((links, 0, 1), TypeError),
+                        ((links, -1, 1, 8), ValueError), ((links, 0, -1, 8), ValueError),
+                        ((links, 0, 1, 0), ValueError), ((links, 0, 1, 1 << 21), ValueError),
+                        ((links, 0, 1, 2**70), OverflowError), ((links, 0, "1", 8), TypeError),
+                        ((_links([-3, -1]), 0, 1, 8), ValueError), ((_links([-3, -7]), 0, 1, 8), ValueError),
+                        ((_links([-3, 2, -(2**62)]), 0, 1, 8), ValueError)]:
+        with pytest.raises(error):
+            cwalk.chain_links(*args)
+        if error is ValueError and args[0].flags.c_contiguous:  # the values the reference refuses too
+            with pytest.raises(ValueError):
+                lazy_index._read_chain(*args)
+    # an empty array: every state not followed yet
+    assert _chain(*cwalk.chain_links(np.zeros(0, np.int64), 3, 5, 8)) == ([3, 5], lazy_index._CHAIN_MISSING, [])
 
 
 # --- malformed input ------------------------------------------------------------

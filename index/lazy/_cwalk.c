@@ -1554,8 +1554,10 @@ done:
  * (int64 bytes), walked from their first byte; the partial ones that stop
  * within ``length`` characters, from the link of their run; the longer
  * ones, from the chain's last link where their ASCII run goes past it,
- * else from their first byte (dropped instead when ``dies``). ~20 numpy
- * calls, ~150 us a chain plan not cached yet. */
+ * else from their first byte; ``dies`` 1 (True) drops the first kind (every
+ * ASCII byte of the class dies after the last link), 2 drops both (every
+ * character of the class does), 0 (False) neither. ~20 numpy calls, ~150 us
+ * a chain plan not cached yet. */
 static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (arity(nargs, 15, "chain_plan") < 0) {
@@ -1569,8 +1571,12 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
     static const Py_ssize_t items_size[13] = {8, 8, U8, 8, 8, 8, 8, 8, 8, 0, 8, 8, 0};
     PyObject *parts[4] = {NULL, NULL, NULL, NULL}, *result = NULL;
     Py_ssize_t length = PyLong_AsSsize_t(args[13]);
-    int dies = PyObject_IsTrue(args[14]);
-    if ((length == -1 && PyErr_Occurred()) || dies < 0) {
+    long dies = PyLong_AsLong(args[14]);
+    if ((length == -1 || dies == -1) && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (dies < 0 || dies > 2) {
+        PyErr_SetString(PyExc_ValueError, "chain_plan: dies is 0, 1 or 2");
         return NULL;
     }
     for (int i = 0; i < 13; i++) {
@@ -1618,15 +1624,16 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_IndexError, "chain_plan: a group outside the offsets");
         goto done;
     }
-    /* the longer tokens: full_by_chars[full_lo:] then partial[partial_hi:] */
-    Py_ssize_t longer = (num_full - full_lo) + (num_partial - partial_hi), kept = 0;
+    /* the longer tokens: full_by_chars[full_lo:] then partial[partial_hi:]
+     * (none read when every one dies: ~140k of Qwen's at a JSON string's last character) */
+    Py_ssize_t longer = dies == 2 ? 0 : (num_full - full_lo) + (num_partial - partial_hi), kept = 0;
     for (Py_ssize_t k = 0; k < longer; k++) {
         int64_t token = k < num_full - full_lo ? full_by_chars[full_lo + k] : partial[partial_hi + k - (num_full - full_lo)];
         if (token < 0 || token >= vocab_size) {
             PyErr_SetString(PyExc_IndexError, "chain_plan: a token outside the tables");
             goto done;
         }
-        kept += !dies || RUN_AT(ascii, token) <= length;
+        kept += !dies || (dies == 1 && RUN_AT(ascii, token) <= length);
     }
     Py_ssize_t total = head + inner + (Py_ssize_t)(partial_hi - partial_lo) + kept;
     if (vocab_size > INT32_MAX) {
@@ -1665,7 +1672,7 @@ static PyObject *chain_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
     for (Py_ssize_t k = 0; k < longer; k++) {
         int64_t token = k < num_full - full_lo ? full_by_chars[full_lo + k] : partial[partial_hi + k - (num_full - full_lo)];
         int regular = RUN_AT(ascii, token) > length;
-        if (dies && regular) {
+        if ((dies == 1 && regular) || dies == 2) {
             continue;
         }
         tokens[at] = (int32_t)token;
@@ -2669,6 +2676,111 @@ static PyObject *row_first(PyObject *module, PyObject *const *args, Py_ssize_t n
                          (unsigned long long)low, (unsigned long long)high);
 }
 
+/* chain_links(links, state, target, limit) -> (chain, end, ends)
+ *
+ * A chain row's chain (tokendfa.lazy.index.LazyIndex._chain) read off the
+ * links its class has followed so far: ``links`` (int64, indexed by state)
+ * holds each state's next state along the class (DEAD 0: every class byte
+ * dies there; CHAIN_NO_LINK -2: the class's characters part ways;
+ * CHAIN_UNSET -3, or a state past the array's end: not followed yet; the
+ * state itself: the class loops there). From [state, target] it appends
+ * each next state until the chain holds limit + 1 states (a loop repeats
+ * its state to the end). ``chain`` (int64 bytes) and ``end``: CHAIN_FULL
+ * (0), CHAIN_DIES (1) or CHAIN_STOPS (2), with ``ends`` the distinct states
+ * of chain[1:] ascending (int64 bytes); or CHAIN_MISSING (-1) where the
+ * last state of ``chain`` has no link yet (``ends`` empty): the caller
+ * follows it and asks again. The Python loop over a dict of links cost
+ * ~25 us a chain row of ~65 links (Snowplow sp_0's counted strings). */
+#define CHAIN_NO_LINK (-2)
+#define CHAIN_UNSET (-3)
+#define CHAIN_MAX_LIMIT (1 << 20)
+static int compare_int64(const void *left, const void *right) {
+    int64_t a = *(const int64_t *)left, b = *(const int64_t *)right;
+    return (a > b) - (a < b);
+}
+
+static PyObject *chain_links(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 4, "chain_links") < 0) {
+        return NULL;
+    }
+    long long state = PyLong_AsLongLong(args[1]), target = PyLong_AsLongLong(args[2]);
+    Py_ssize_t limit = PyLong_AsSsize_t(args[3]);
+    if ((state == -1 || target == -1 || limit == -1) && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (state < 0 || target < 0 || limit < 1 || limit > CHAIN_MAX_LIMIT) {
+        PyErr_SetString(PyExc_ValueError, "chain_links: a negative state or target, or a limit out of range");
+        return NULL;
+    }
+    Buffer buffer = {0};
+    if (take(args[0], &buffer, "links", 8, 0) < 0) {
+        release(&buffer, 1);
+        return NULL;
+    }
+    const int64_t *links = buffer.view.buf;
+    Py_ssize_t num_links = buffer.view.len / 8;
+    PyObject *chain = PyBytes_FromStringAndSize(NULL, 8 * (limit + 1)), *ends = NULL, *result = NULL;
+    if (chain == NULL) {
+        release(&buffer, 1);
+        return NULL;
+    }
+    int64_t *out = (int64_t *)PyBytes_AS_STRING(chain);
+    Py_ssize_t length = 2;
+    int end = 0;
+    out[0] = state;
+    out[1] = target;
+    while (length <= limit) {
+        int64_t current = out[length - 1];
+        int64_t following = current < num_links ? links[current] : CHAIN_UNSET;
+        if (following < 0 && following != CHAIN_NO_LINK && following != CHAIN_UNSET) {
+            PyErr_SetString(PyExc_ValueError, "chain_links: a link out of range");
+            goto done;
+        }
+        if (following == CHAIN_UNSET) {
+            end = -1;
+            break;
+        }
+        if (following == DEAD || following == CHAIN_NO_LINK) {
+            end = following == DEAD ? 1 : 2;
+            break;
+        }
+        if (following == current) {
+            while (length <= limit) {
+                out[length++] = current;
+            }
+            break;
+        }
+        out[length++] = following;
+    }
+    if (end == -1) {
+        ends = PyBytes_FromStringAndSize(NULL, 0);
+    } else {
+        /* the distinct states after the first, ascending: at most limit of them */
+        ends = PyBytes_FromStringAndSize(NULL, 8 * (length - 1));
+        if (ends != NULL) {
+            int64_t *distinct = (int64_t *)PyBytes_AS_STRING(ends);
+            memcpy(distinct, out + 1, 8 * (size_t)(length - 1));
+            qsort(distinct, (size_t)(length - 1), 8, compare_int64);
+            Py_ssize_t kept = 0;
+            for (Py_ssize_t i = 0; i < length - 1; i++) {
+                if (!kept || distinct[i] != distinct[kept - 1]) {
+                    distinct[kept++] = distinct[i];
+                }
+            }
+            _PyBytes_Resize(&ends, 8 * kept);
+        }
+    }
+    if (ends != NULL && _PyBytes_Resize(&chain, 8 * length) == 0) {
+        result = Py_BuildValue("(OiO)", chain, end, ends);
+    }
+done:
+    Py_XDECREF(chain);
+    Py_XDECREF(ends);
+    release(&buffer, 1);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
      "Walk tokens through a byte automaton's resolved cells (see the module source)."},
@@ -2718,6 +2830,8 @@ static PyMethodDef methods[] = {
      "The first 128 int32 cells equal to a value, as two 64-bit halves."},
     {"row_first", (PyCFunction)(void (*)(void))row_first, METH_FASTCALL,
      "The bytes of a row whose first character leads to a target, as the loop caches key them (see the module source)."},
+    {"chain_links", (PyCFunction)(void (*)(void))chain_links, METH_FASTCALL,
+     "A chain row's chain of states read off its class's links, and its distinct ends (see the module source)."},
     {"count_released", (PyCFunction)count_released, METH_O,
      "Turn the count of released_ns() on (True) or off (False; the default)."},
     {"released_ns", (PyCFunction)released_ns, METH_NOARGS,

@@ -139,6 +139,9 @@ _LOOP_MIN_SHARE = 256
 # along a maxLength-1024 string, scratch measurement).
 _CHAIN_MAX = 128
 _NO_LINK = -2  # a chain stops: the class's characters part ways
+_UNSET_LINK = -3  # a link not followed yet (_ChainLinks)
+# How a chain read off the links ends (_read_chain, _cwalk.chain_links)
+_CHAIN_MISSING, _CHAIN_FULL, _CHAIN_DIES, _CHAIN_STOPS = -1, 0, 1, 2
 _NO_STATES = np.zeros(0, dtype=np.int64)  # the loop ends of a row with no loop
 _INT32, _UINT32 = np.dtype(np.int32), np.dtype(np.uint32)  # the mask buffers write_mask_into takes as is
 
@@ -150,11 +153,73 @@ class _LoopRow:
 
     mask: np.ndarray  # uint32 words
     ends: tuple[int, ...]
+    states: np.ndarray | None = None  # ``ends`` as int64, where the row has them so (a chain row)
 
     @property
     def end_states(self) -> np.ndarray:
         """``ends`` as int64, as ``_cwalk.finish_row`` reads them."""
-        return np.array(self.ends, dtype=np.int64)
+        return np.array(self.ends, dtype=np.int64) if self.states is None else self.states
+
+
+class _ChainLinks:
+    """The links one class's chains have followed in one lazy index
+    (:meth:`LazyIndex._chain`): ``array[s]`` is the state one character of
+    the class leads to from state ``s`` (DEAD: every byte of the class dies
+    there; ``_NO_LINK``: its characters part ways; ``s`` itself: it loops;
+    ``_UNSET_LINK``, or ``s`` past the array: not followed yet). An array
+    indexed by state, not a dict keyed by (state, class): the chain of a
+    row is read off it by one C call (``_cwalk.chain_links``), where a
+    Python loop over the dict cost ~25 us a row of ~65 links."""
+
+    __slots__ = ("array",)
+
+    def __init__(self) -> None:
+        self.array = np.full(64, _UNSET_LINK, dtype=np.int64)
+
+    @property
+    def count(self) -> int:
+        """The links followed so far."""
+        return int(np.count_nonzero(self.array != _UNSET_LINK))
+
+    def set(self, states: list[int], following: list[int]) -> None:
+        """Link each of ``states`` to the state of ``following`` at the same place."""
+        needed = max(states) + 1
+        if needed > len(self.array):
+            grown = np.full(max(needed, 2 * len(self.array)), _UNSET_LINK, dtype=np.int64)
+            grown[:len(self.array)] = self.array
+            self.array = grown
+        self.array[states] = following
+
+
+def _read_chain(links: np.ndarray, state: int, target: int, limit: int) -> tuple[bytes, int, bytes]:
+    """``_cwalk.chain_links`` in Python (its reference, and the chain of
+    :meth:`LazyIndex._chain` without the compiled module): ``(chain, end,
+    ends)``, int64 bytes both. From ``[state, target]``, each state's link
+    in ``links`` (see :class:`_ChainLinks`) appended until the chain has
+    ``limit`` + 1 states (a loop repeats its state): ``_CHAIN_FULL``;
+    ``_CHAIN_DIES`` or ``_CHAIN_STOPS`` at a link DEAD or ``_NO_LINK``, with
+    ``ends`` the distinct states of ``chain[1:]`` ascending; or
+    ``_CHAIN_MISSING`` when the last state of ``chain`` has no link yet
+    (``ends`` empty)."""
+    if state < 0 or target < 0 or not 1 <= limit <= 1 << 20:
+        raise ValueError("chain_links: a negative state or target, or a limit out of range")
+    chain, end = [state, target], _CHAIN_FULL
+    while len(chain) <= limit:
+        current = chain[-1]
+        following = int(links[current]) if current < len(links) else _UNSET_LINK
+        if following < 0 and following not in (_NO_LINK, _UNSET_LINK):
+            raise ValueError("chain_links: a link out of range")
+        if following == _UNSET_LINK:
+            return np.array(chain, dtype=np.int64).tobytes(), _CHAIN_MISSING, b""
+        if following in (DEAD, _NO_LINK):
+            end = _CHAIN_DIES if following == DEAD else _CHAIN_STOPS
+            break
+        if following == current:
+            chain.extend([current] * (limit + 1 - len(chain)))
+            break
+        chain.append(following)
+    return (np.array(chain, dtype=np.int64).tobytes(), end,
+            np.array(sorted(set(chain[1:])), dtype=np.int64).tobytes())
 
 
 @dataclass(frozen=True, eq=False)
@@ -350,7 +415,7 @@ class LazyIndex(MaskServing):
         self._distances: LazyDistances | None = None  # made when a budget first asks
         self._loops: dict[int, tuple[int, int, bool]] = {}
         self._wide_targets: dict[int, int] = {}
-        self._chain_links: dict[tuple[int, tuple[int, int, bool]], int] = {}  # (state, class) -> next or DEAD
+        self._chain_links: dict[tuple[int, int, bool], _ChainLinks] = {}  # class -> its links followed
         self._raw_rows: dict[int, _TokenRow] = {}
         self._lock = threading.RLock()
         self._masks: dict[int, np.ndarray] = {}        # state -> its allowed-token bitset
@@ -1082,7 +1147,7 @@ class LazyIndex(MaskServing):
                 key = None
             if self._covered and not loops:
                 # they do not loop there: a counted class
-                return self._chain_row(state, first_row, first, target, key)
+                return self._chain_row(state, first_row, first, target, key, outside)
             tail = _tail_tokens(tables, tail_key)
         if tail is None:
             if span:
@@ -1108,7 +1173,8 @@ class LazyIndex(MaskServing):
         return _LoopRow(mask, (target,)), plan, _Start(plan.skipped, np.array([target], dtype=np.int64))
 
     def _chain_row(self, state: int, first_row: np.ndarray, first: np.ndarray, target: int,
-                   key: tuple[int, int, bool] | None) -> tuple[_LoopRow, _ChainPlan, _Start]:
+                   key: tuple[int, int, bool] | None, outside: np.ndarray | None = None
+                   ) -> tuple[_LoopRow, _ChainPlan, _Start]:
         """:meth:`_loop_row` where most characters lead to a state that does
         not loop on them: inside a counted class (``[0-9a-f]{40}``, a string
         with ``minLength``), each character of the class leads one state
@@ -1119,65 +1185,73 @@ class LazyIndex(MaskServing):
         a level: 5 ms a step along a 40-character hash on Qwen.
 
         Used with a covering vocabulary only (the chain's ends are then live).
-        ``key``: the class's key (as :meth:`_loop` makes them), where the
-        caller has it (``_cwalk.row_first`` gives its bits)."""
+        ``key``: the class's key (as :meth:`_loop` makes them), and
+        ``outside``: the row's live bytes outside ``first``, where the caller
+        has them (``_cwalk.row_first`` gives both)."""
         tables = self._tables
         if key is None:
             key = _class_key(first[:128], bool(first[_LEAD_BYTES[0]]))
-        live = np.flatnonzero(first_row)
+        if outside is None:
+            outside = _outside(first_row, first)
         runs = _class_runs(tables, key)
         limit = min(max(len(runs.full_offsets) - 2, (len(runs.partial_offsets) - 1) // 256), _CHAIN_MAX)
-        chain, dies = self._chain(state, target, key, max(limit, 1))
+        chain, dies, ends = self._chain(state, target, key, max(limit, 1))
         length = len(chain) - 1
-        plan = _chain_plan(tables, key, runs, length, dies, np.flatnonzero(first), live[~first[live]])
+        if dies and (not key[2] or self._dfa.wide_target(int(chain[-1])) == DEAD):
+            # every character of the class dies there (an ASCII class's are
+            # its ASCII bytes): so does every longer token
+            dies = 2
+        plan = _chain_plan(tables, key, runs, length, int(dies), first, outside)
         mask = _chain_mask(tables, key, length, runs)
-        return _LoopRow(mask, tuple(sorted(set(chain[1:])))), plan, _Start(plan.links, np.array(chain, dtype=np.int64))
+        return _LoopRow(mask, tuple(ends.tolist()), ends), plan, _Start(plan.links, chain)
 
-    def _chain(self, state: int, target: int, key: tuple[int, int, bool], limit: int) -> tuple[list[int], bool]:
-        """``([state, target, ...], dies)``: while every character of the
-        class ``key`` leads from the last state to one next state, that
-        state, up to ``limit`` characters on (a state that loops repeats
-        itself); ``dies`` when every ASCII byte of the class is dead after
-        the last."""
-        wanted = key[0] | key[1] << 64
-        chain = [state, target]
-        current = target
-        while len(chain) <= limit:
-            following = self._chain_links.get((current, key))
-            if following is None:
-                self._follow_chain(current, key, wanted, limit + 1 - len(chain))
-                following = self._chain_links[(current, key)]
-            if following in (DEAD, _NO_LINK):
-                return chain, following == DEAD
-            if following == current:
-                chain.extend([current] * (limit + 1 - len(chain)))
+    def _chain(self, state: int, target: int, key: tuple[int, int, bool], limit: int
+               ) -> tuple[np.ndarray, bool, np.ndarray]:
+        """``([state, target, ...], dies, ends)`` (int64 arrays): while every
+        character of the class ``key`` leads from the last state to one next
+        state, that state, up to ``limit`` characters on (a state that loops
+        repeats itself); ``dies`` when every ASCII byte of the class is dead
+        after the last; ``ends`` the distinct states after the first,
+        ascending. Read off the class's links (:class:`_ChainLinks`) by one
+        call, the links not followed yet followed first."""
+        links = self._chain_links.get(key)
+        if links is None:
+            links = self._chain_links[key] = _ChainLinks()
+        read = _read_chain if _cwalk is None else _cwalk.chain_links
+        while True:
+            chain, end, ends = read(links.array, state, target, limit)
+            if end != _CHAIN_MISSING:
                 break
-            chain.append(following)
-            current = following
-        return chain, False
+            # the last state's link and those after it, up to the limit (a
+            # second read then finds them all)
+            size = len(chain) // 8
+            self._follow_chain(int.from_bytes(chain[-8:], "little", signed=True), key, links, limit + 1 - size)
+        return np.frombuffer(chain, dtype=np.int64), end == _CHAIN_DIES, np.frombuffer(ends, dtype=np.int64)
 
-    def _follow_chain(self, state: int, key: tuple[int, int, bool], wanted: int, limit: int) -> None:
+    def _follow_chain(self, state: int, key: tuple[int, int, bool], links: _ChainLinks, limit: int) -> None:
         """The links of the class ``key``'s chain from ``state`` on, up to
-        ``limit``, kept in ``_chain_links``: one call of the automaton's
+        ``limit``, kept in ``links``: one call of the automaton's
         class_chain (the class's ranges only: a cell at a time cost ~30 us
         a link, and the whole ASCII row discovered the states past a quote
         and a backslash at every link: sp_0's steps inside a maxLength-1024
         string found ~30 states each). A link whose wide characters the NFA
         does not show is decided here, by the DFA walk of _wide_target."""
+        wanted = key[0] | key[1] << 64
         found = self._dfa.class_chain(state, wanted, key[2], limit)
+        states = found.states
         at = state
-        for following in found.states:
-            self._chain_links[(at, key)] = following
-            at = following
+        if states:
+            links.set([state, *states[:-1]], states)
+            at = states[-1]
         if found.end == ChainEnd.ASK:
             following = self._dfa.class_successor(at, wanted)
             following = following if following >= DEAD else _NO_LINK
             if following not in (DEAD, _NO_LINK) and self._wide_target(at) != following:
                 following = _NO_LINK
-            self._chain_links[(at, key)] = following
+            links.set([at], [following])
         elif found.end != ChainEnd.LIMIT:
-            self._chain_links[(at, key)] = (DEAD if found.end == ChainEnd.DEAD else
-                                             _NO_LINK if found.end == ChainEnd.LEAVES else at)
+            links.set([at], [DEAD if found.end == ChainEnd.DEAD else
+                             _NO_LINK if found.end == ChainEnd.LEAVES else at])
 
     def _loop(self, state: int) -> tuple[int, int, bool]:
         """``(low, high, wide)``: the ASCII bytes that lead from ``state`` back

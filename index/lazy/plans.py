@@ -269,15 +269,23 @@ class _ChainPlan:
 
 
 def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _ClassRuns, length: int,
-                dies: bool, starting: np.ndarray, others: np.ndarray) -> _ChainPlan:
-    """The :class:`_ChainPlan` of a chain of ``length`` links (``dies``: every
-    ASCII byte of the class is dead after the last) from states whose live
-    bytes outside the class are ``others``; ``starting``: the first bytes of
-    the class's characters (given by ``key``); cached per vocabulary."""
+                dies: bool, first: np.ndarray, others: np.ndarray) -> _ChainPlan:
+    """The :class:`_ChainPlan` of a chain of ``length`` links from states
+    whose live bytes outside the class are ``others`` (int64); ``dies``:
+    every ASCII byte of the class is dead after the last link (1 or True),
+    every character of the class is (2: no token longer than the chain is
+    walked), or neither (0 or False); ``first`` (bool[256]): the first
+    bytes of the class's characters (given by ``key``); cached per
+    vocabulary."""
     plan_key = (key, length, dies, others.tobytes())
     found = tables.chain_plans.get(plan_key)
     if found is not None:
         return found
+    if dies == 2:
+        found = _shorter_chain_plan(tables, plan_key, runs)
+        if found is not None:
+            return tables.chain_plans.remember(plan_key, found)
+    starting = np.flatnonzero(first)
     if _cwalk is not None:
         # the four arrays in one C call, where numpy took ~20 (~150 us)
         arrays = (tables.by_first_byte, tables.first_offsets, tables.columns[0], others.astype(np.int64, copy=False),
@@ -303,12 +311,16 @@ def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _Cl
     positions.append(links[-1])
     # Tokens longer than the chain: dead at once where every ASCII byte of
     # the class is dead after it (the end of a count), else walked on from
-    # its last state (a longer ASCII run) or from their first byte.
+    # its last state (a longer ASCII run) or from their first byte; all dead
+    # where every character of the class is (with a wide class, those with a
+    # wide character in their run were ~12-36k of Qwen's tokens at the last
+    # 1-4 characters of a counted string, each walked from its first byte).
     longer = np.concatenate((runs.full_by_chars[runs.full_offsets[min(length + 1, len(runs.full_offsets) - 1)]:],
                              runs.partial[runs.partial_offsets[min(256 * (length + 1), len(runs.partial_offsets) - 1)]:]))
     regular = runs.ascii[longer] > length
     if dies:
-        longer, regular = longer[~regular], regular[~regular]
+        keep = ~regular if dies == 1 else np.zeros(len(longer), dtype=bool)
+        longer, regular = longer[keep], regular[keep]
     parts.append(longer)
     links.append(np.where(regular, length, -1).astype(np.int64))
     positions.append(np.where(regular, length, 1).astype(np.int64))
@@ -318,6 +330,32 @@ def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _Cl
     for array in (found.tokens, found.links, found.first_bytes, found.positions):
         array.flags.writeable = False
     return tables.chain_plans.remember(plan_key, found)
+
+
+def _shorter_chain_plan(tables: _VocabularyTables, plan_key: tuple, runs: _ClassRuns) -> _ChainPlan | None:
+    """The chain plan of ``plan_key`` (its class, length, ``dies`` 2 and
+    other bytes), made from the kept plan one link longer, or None where
+    there is none. With every longer token dropped, a plan is its first
+    bytes' tokens, then the partial tokens by run length: the shorter plan
+    is that one's first entries, less the partial tokens of exactly one
+    more character, and so are its packed bytes where that one's first walk
+    packed them. Along a counted string's last characters each row asks for
+    the next shorter plan: ~70 us to make and ~130 us its first walk (it
+    packs the plan) in a fresh fork (Snowplow sp_0, 26 lengths), where the
+    views cost a few."""
+    key, length, dies, others = plan_key
+    longer = tables.chain_plans.get((key, length + 1, dies, others))
+    if longer is None:
+        return None
+    offsets = runs.partial_offsets
+    top = len(offsets) - 1
+    dropped = int(offsets[min(256 * (length + 2), top)] - offsets[min(256 * (length + 1), top)])
+    size = len(longer.tokens) - dropped
+    found = _ChainPlan(longer.tokens[:size], longer.links[:size], longer.first_bytes[:size], longer.positions[:size])
+    packed = longer.packing.packed
+    if packed is not None:
+        found.packing.packed = _PackedBytes(packed.data[:packed.offsets[size]], packed.offsets[:size + 1])
+    return found
 
 
 @dataclass(frozen=True, eq=False)
