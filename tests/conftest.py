@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+from typing import NamedTuple
 
 import pytest
 from hypothesis import settings
@@ -62,6 +63,33 @@ def sp32k_vocab() -> Vocabulary:
 @functools.lru_cache(maxsize=None)
 def cached_vocabulary(name: str) -> Vocabulary:
     return toy_vocabulary() if name == "toy" else Vocabulary.builtin(name)
+
+
+class JsonStringChain(NamedTuple):
+    """A JSON string's character class as the lazy engine's chain rows see
+    it on a vocabulary: its class key, its runs, the first bytes into it
+    (ASCII characters of the class and UTF-8 lead bytes) and the bytes
+    that end it (``"`` and ``\\``)."""
+
+    key: object
+    runs: object
+    first: "np.ndarray"
+    others: "np.ndarray"
+
+
+def json_string_chain(tables) -> JsonStringChain:
+    """:class:`JsonStringChain` on ``tables`` (``tokendfa.lazy.tables.vocabulary_tables``)."""
+    import numpy as np
+    from tokendfa.lazy import tables as lazy_tables
+
+    string = np.ones(128, dtype=bool)
+    string[:0x20] = string[ord('"')] = string[ord("\\")] = False
+    key = lazy_tables._class_key(string, True)
+    first = np.zeros(256, dtype=bool)
+    first[:128] = string
+    first[0xC2:0xF5] = True
+    return JsonStringChain(key, lazy_tables._class_runs(tables, key), first,
+                           np.array([ord('"'), ord("\\")], np.int64))
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from cases import CASES
-from conftest import TOY_EOS, TOY_TOKENS, cached_vocabulary
+from conftest import TOY_EOS, TOY_TOKENS, cached_vocabulary, json_string_chain
 from tokendfa import (BuildLimitError, EmptyLanguageError, Guide, Index, InvalidStateError,
                       TokenNotAllowedError, Vocabulary, VocabularyCoverageError)
 from tokendfa.analysis.construct import byte_dfa_from_regex
@@ -1182,9 +1182,7 @@ def test_lazy_tables_come_with_the_json_string_rows_made():
     string with maxLength on Qwen finds them there and adds no class runs."""
     vocab = cached_vocabulary("qwen2.5")
     tables = lazy_module.vocabulary_tables(vocab)
-    string = np.ones(128, dtype=bool)
-    string[:0x20] = string[ord('"')] = string[ord("\\")] = False
-    key = lazy_tables._class_key(string, True)
+    key = json_string_chain(tables).key
     assert tables.tail_sets[key] is not None and key in tables.class_runs
     assert any(loop_key == key for _, loop_key in tables.loop_masks)
     runs_before = set(tables.class_runs)
@@ -1265,9 +1263,8 @@ def test_tail_sets_from_tail_bytes_are_the_last_leaving_ones(name, monkeypatch):
         assert np.array_equal(inside, lazy_tables._last_leaving(tables, key) < tables.first_char), key
         assert not inside[~text].any()
     # a JSON string's characters: most text tokens, not the ones with a quote after the first character
-    string = np.ones(128, dtype=bool)
-    string[:0x20] = string[ord('"')] = string[ord("\\")] = False
-    key = lazy_tables._class_key(string, True)
+    chain = json_string_chain(tables)
+    key, string = chain.key, chain.first[:128]   # the class's ASCII characters
     inside = lazy_tables._inside_tail(tables, key)
     quoted = [t for t, data in enumerate(vocab.tokens) if data and b'"' in data[1:] and text[t]]
     assert quoted and not inside[quoted].any()
@@ -1815,14 +1812,7 @@ def test_shorter_chain_plans_are_made_whole_qwen(native):
     counted string that use them stay the eager index's (the test above)."""
     vocab = cached_vocabulary("qwen2.5")
     tables = lazy_tables.vocabulary_tables(vocab)
-    string = np.ones(128, dtype=bool)
-    string[:0x20] = string[ord('"')] = string[ord("\\")] = False
-    key = lazy_tables._class_key(string, True)
-    runs = lazy_tables._class_runs(tables, key)
-    first = np.zeros(256, dtype=bool)
-    first[:128] = string
-    first[0xC2:0xF5] = True
-    others = np.array([ord('"'), ord("\\")], np.int64)
+    key, runs, first, others = json_string_chain(tables)
     compiled = lazy_plans._cwalk is not None
     cache = tables.chain_plans
     saved = cache._plans, cache._sizes, cache._held
@@ -1859,10 +1849,7 @@ def test_chain_masks_made_from_their_neighbours_are_made_whole_qwen(order):
     made from scratch, for every length up to past the longest run."""
     vocab = cached_vocabulary("qwen2.5")
     tables = lazy_tables.vocabulary_tables(vocab)
-    string = np.ones(128, dtype=bool)
-    string[:0x20] = string[ord('"')] = string[ord("\\")] = False
-    key = lazy_tables._class_key(string, True)
-    runs = lazy_tables._class_runs(tables, key)
+    key, runs, _, _ = json_string_chain(tables)
     longest = len(runs.full_offsets) - 2
     lengths = list(range(1, longest + 3))
     lengths = {"shorter": lengths, "longer": lengths[::-1], "apart": lengths[::2]}[order]

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import cached_vocabulary
+from conftest import cached_vocabulary, json_string_chain
 from tokendfa import Guide, Index
 from tokendfa.lazy import index as lazy_index_module, kernels as lazy_kernels, plans as lazy_plans
 from tokendfa.lazy import tables as lazy_tables
@@ -790,14 +790,7 @@ def test_chain_plans_of_every_end_are_the_numpy_plans(dies, monkeypatch):
     length from 1 to past the longest run; with 2 no token longer than the
     chain is walked, and the plan is a subset of the plan with 1."""
     tables = lazy_tables.vocabulary_tables(cached_vocabulary("qwen2.5"))
-    string = np.ones(128, dtype=bool)
-    string[:0x20] = string[ord('"')] = string[ord("\\")] = False
-    key = lazy_tables._class_key(string, True)
-    runs = lazy_tables._class_runs(tables, key)
-    first = np.zeros(256, dtype=bool)
-    first[:128] = string
-    first[0xC2:0xF5] = True
-    others = np.array([ord('"'), ord("\\")], np.int64)
+    key, runs, first, others = json_string_chain(tables)
     for length in (1, 2, 3, 5, 40, len(runs.full_offsets)):
         with _fresh_plans(tables):
             compiled = lazy_plans._chain_plan(tables, key, runs, length, dies, first, others)
