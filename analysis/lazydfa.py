@@ -1229,10 +1229,16 @@ class _LazyNFA:
             self.source: DefinitionSource | None = definitions
         else:
             definitions = dict(definitions or {})
-            SharedDefinitions(definitions, max_nfa_states)  # checks the placeholders
             self.source = None
+            texts = False
             for key, value in definitions.items():
                 self._register(key, value)
+                texts = texts or isinstance(value, str)
+            if texts:
+                # the placeholders checked (trees have none: a schema's definitions,
+                # which then run no more code of their own here, each function's first
+                # run in a fresh fork being a page of its code written)
+                SharedDefinitions(definitions, max_nfa_states)
         # Texts of one shape have one length (a placeholder is one character),
         # trees one size: one of a length no other has keeps no template of
         # its own (o65424: 22 of its 23 shapes occur once, and their

@@ -288,6 +288,18 @@ def test_definition_nfa_grows_with_the_written_pattern():
     assert accepts(dfa, b"[" * 10 + b"n" + b"]" * 10) and not accepts(dfa, b"[" * 11 + b"n" + b"]" * 11)
 
 
+def test_text_definitions_need_placeholders_trees_any_key():
+    # a definition given as text is called by its placeholder (one lone
+    # surrogate): any other key is refused, with trees beside it or not; a
+    # tree's key is any hashable (a schema's free value levels are tuples)
+    p = chr(0xD806)
+    for definitions in ({"ab": "x"}, {("level", 1): Text("y"), "ab": "x"}, {p: "x", "q": "y"}):
+        with pytest.raises(ValueError, match="placeholder"):
+            LazyByteDFA(f"a{p}", definitions=definitions)
+    dfa = LazyByteDFA(Concat((Text("a"), Call(("level", 1)))), definitions={("level", 1): Text("yz"), p: "x"})
+    assert accepts(dfa, b"ayz") and not accepts(dfa, b"ax")
+
+
 def test_a_definition_that_surely_matches_is_compiled_when_first_entered():
     # _LazyNFA._decide reads a definition's tree before compiling it to tell
     # whether it matches anything: an alternation that begins with a word (a
