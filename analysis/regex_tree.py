@@ -307,7 +307,12 @@ class Repeat(Node):
             _set(self, "hi", hi)
             _set(self, "size", body.size + 4)
             _set(self, "_hash", hash(key))
-            _keep(key, self)
+            # inline, as Concat's: _keep's first run in a fresh fork writes a page of its code
+            if len(_INTERNED) >= INTERN_LIMIT:
+                _purge()
+            _INTERNED[key] = self
+            if _untrack is not None:
+                _untrack(self, key, None, self.calls)
         return self
 
     def _args(self) -> tuple:

@@ -543,6 +543,24 @@ def test_recursive_definition_needs_a_bound():
         LazyByteDFA(P, definitions={P: rf"\[{P}?\]"})
 
 
+def test_recursive_tree_definitions_are_refused_in_either_order():
+    # trees that call only later definitions pass a check made inline
+    # (_LazyNFA); a call of itself or of an earlier one goes to the search,
+    # which refuses a cycle and passes the rest
+    from tokendfa import RegexError
+
+    a, b = Call(("def", "a")), Call(("def", "b"))
+    for definitions in ({("def", "a"): Concat((Text("["), a, Text("]")))},
+                        {("def", "a"): Concat((Text("["), b)), ("def", "b"): Alt((a, Text("x")))},
+                        {("def", "b"): Alt((a, Text("x"))), ("def", "a"): Concat((Text("["), b))}):
+        with pytest.raises(RegexError, match="uses itself"):
+            LazyByteDFA(Concat((Text("<"), a)), definitions=definitions)
+    for definitions in ({("def", "a"): Concat((Text("["), b)), ("def", "b"): Text("x")},
+                        {("def", "b"): Text("x"), ("def", "a"): Concat((Text("["), b))}):
+        dfa = LazyByteDFA(Concat((Text("<"), a)), definitions=definitions)
+        assert accepts(dfa, b"<[x") and not accepts(dfa, b"<[")
+
+
 def test_lazy_dfa_rows_on_demand_and_dead_is_empty():
     dfa = LazyByteDFA(r"ab|ac")
     assert dfa.num_materialised == 1  # the dead row only
