@@ -94,6 +94,33 @@ typedef struct {
     int depth, max_depth;
 } Builder;
 
+/* The move logs and the result's scratch arrays of the last build, kept for
+ * the next one (up to KEPT_MAX bytes each) instead of freed. In a fresh fork
+ * of a warm process a build's new heap blocks land in the parent's free
+ * chunks, a page copied for each (~4 heap pages of the ~8 a median MaskBench
+ * schema's first fragment copied), while kept ones were written by the
+ * child's earlier builds already. A build takes them (one nested in it,
+ * through a callback, finds none and allocates its own) and gives them back
+ * at its end unless others were given back meanwhile; the GIL orders it all. */
+#define KEPT_MAX ((size_t)1 << 20)
+static struct {
+    EpsMove *eps; Py_ssize_t cap_eps;
+    EdgeMove *edges; Py_ssize_t cap_edges;
+    CallMove *calls; Py_ssize_t cap_calls;
+    char *scratch; size_t cap_scratch;
+} kept;
+
+/* ``data`` (``cap`` items of ``item`` bytes) kept in ``*slot`` when that is
+ * empty and it is small enough, else freed. */
+static void give_back(void **slot, Py_ssize_t *slot_cap, void *data, Py_ssize_t cap, size_t item) {
+    if (*slot == NULL && data != NULL && (size_t)cap <= KEPT_MAX / item) {
+        *slot = data;
+        *slot_cap = cap;
+    } else {
+        PyMem_Free(data);
+    }
+}
+
 static int grow(void **data, Py_ssize_t *cap, Py_ssize_t need, size_t item) {
     if (need <= *cap) {
         return 0;
@@ -1071,16 +1098,40 @@ static PyObject *state_number(Builder *b, int64_t local) {
 static PyObject *result(Builder *b, int64_t start, int64_t end) {
     int64_t n = b->n;
     PyObject *eps = NULL, *edges = NULL, *calls = NULL, *out = NULL, *kwargs = NULL;
-    Py_ssize_t *eps_at = PyMem_Calloc((size_t)n + 1, sizeof(Py_ssize_t));
-    Py_ssize_t *edges_at = PyMem_Calloc((size_t)n + 1, sizeof(Py_ssize_t));
-    Py_ssize_t *calls_at = PyMem_Calloc((size_t)n + 1, sizeof(Py_ssize_t));
-    int32_t *eps_sorted = PyMem_Malloc(sizeof(int32_t) * (size_t)(b->n_eps + 1));
-    Py_ssize_t *edges_sorted = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(b->n_edges + 1));
-    Py_ssize_t *calls_sorted = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(b->n_calls + 1));
-    if (!eps_at || !edges_at || !calls_at || !eps_sorted || !edges_sorted || !calls_sorted) {
-        PyErr_NoMemory();
+    /* one block (the kept scratch when it is large enough): the three at
+     * arrays (zeroed), then edges_sorted, calls_sorted and eps_sorted */
+    Py_ssize_t *eps_at = NULL, *edges_at = NULL, *calls_at = NULL, *edges_sorted = NULL, *calls_sorted = NULL;
+    int32_t *eps_sorted = NULL;
+    char *block = kept.scratch;
+    size_t cap = kept.cap_scratch;
+    kept.scratch = NULL;
+    kept.cap_scratch = 0;
+    /* counts below 2**30 states and moves of them, checked so the sizes cannot wrap */
+    if (n < 0 || n >= HARD_CAP || b->n_eps < 0 || b->n_edges < 0 || b->n_calls < 0 ||
+        (uint64_t)b->n_eps >= ((uint64_t)1 << 40) || (uint64_t)b->n_edges >= ((uint64_t)1 << 40) ||
+        (uint64_t)b->n_calls >= ((uint64_t)1 << 40)) {
+        PyErr_SetString(PyExc_SystemError, "an NFA fragment's counts out of range");
         goto done;
     }
+    size_t at_items = (size_t)n + 1;
+    size_t need = sizeof(Py_ssize_t) * (3 * at_items + (size_t)b->n_edges + 1 + (size_t)b->n_calls + 1) +
+                  sizeof(int32_t) * ((size_t)b->n_eps + 1);
+    if (cap < need) {
+        PyMem_Free(block);
+        block = PyMem_Malloc(need);
+        cap = block == NULL ? 0 : need;
+        if (block == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    memset(block, 0, sizeof(Py_ssize_t) * 3 * at_items);
+    eps_at = (Py_ssize_t *)block;
+    edges_at = eps_at + at_items;
+    calls_at = edges_at + at_items;
+    edges_sorted = calls_at + at_items;
+    calls_sorted = edges_sorted + b->n_edges + 1;
+    eps_sorted = (int32_t *)(calls_sorted + b->n_calls + 1);
     /* every move within the fragment (a broken invariant would show here) */
     for (Py_ssize_t i = 0; i < b->n_eps; i++) {
         if (b->eps[i].from < 0 || b->eps[i].from >= n || b->eps[i].to < 0 || b->eps[i].to >= n) {
@@ -1226,12 +1277,12 @@ static PyObject *result(Builder *b, int64_t start, int64_t end) {
         Py_DECREF(no_args);
     }
 done:
-    PyMem_Free(eps_at);
-    PyMem_Free(edges_at);
-    PyMem_Free(calls_at);
-    PyMem_Free(eps_sorted);
-    PyMem_Free(edges_sorted);
-    PyMem_Free(calls_sorted);
+    if (kept.scratch == NULL && block != NULL && cap <= KEPT_MAX) {
+        kept.scratch = block;
+        kept.cap_scratch = cap;
+    } else {
+        PyMem_Free(block);
+    }
     Py_XDECREF(eps);
     Py_XDECREF(edges);
     Py_XDECREF(calls);
@@ -1272,6 +1323,16 @@ static PyObject *py_build(PyObject *module, PyObject *const *args, Py_ssize_t na
     PyObject *tree = args[0], *request = args[1];
     Builder b;
     memset(&b, 0, sizeof b);
+    b.eps = kept.eps;
+    b.cap_eps = kept.cap_eps;
+    b.edges = kept.edges;
+    b.cap_edges = kept.cap_edges;
+    b.calls = kept.calls;
+    b.cap_calls = kept.cap_calls;
+    kept.eps = NULL;
+    kept.edges = NULL;
+    kept.calls = NULL;
+    kept.cap_eps = kept.cap_edges = kept.cap_calls = 0;
     PyObject *result_ = NULL;
     PyObject *held[4] = {NULL, NULL, NULL, NULL};
     for (int i = 0; i < K_COUNT; i++) {
@@ -1329,9 +1390,9 @@ done:
     Py_DECREF(b.spec.literal_automaton_fn);
     Py_DECREF(b.spec.fragment_type);
     Py_XDECREF(b.keys);
-    PyMem_Free(b.eps);
-    PyMem_Free(b.edges);
-    PyMem_Free(b.calls);
+    give_back((void **)&kept.eps, &kept.cap_eps, b.eps, b.cap_eps, sizeof(EpsMove));
+    give_back((void **)&kept.edges, &kept.cap_edges, b.edges, b.cap_edges, sizeof(EdgeMove));
+    give_back((void **)&kept.calls, &kept.cap_calls, b.calls, b.cap_calls, sizeof(CallMove));
     return result_;
 }
 

@@ -1221,6 +1221,7 @@ class _LazyNFA:
         # a dict or nothing, the common cases, skip the check; the protocol's
         # members are looked up as its isinstance would, without typing's walk
         # of the protocol (~20 us and 9 copy-on-write faults in a fresh fork)
+        ordered = False  # definitions known to call only later ones (see below)
         if definitions.__class__ not in (dict, type(None)) and all(
                 getattr(definitions, name, None) is not None for name in _SOURCE_MEMBERS):
             if max_depth is not None:
@@ -1229,10 +1230,29 @@ class _LazyNFA:
             self.source: DefinitionSource | None = definitions
         else:
             definitions = dict(definitions or {})
-            SharedDefinitions(definitions, max_nfa_states)  # checks the placeholders
             self.source = None
+            texts = False
             for key, value in definitions.items():
                 self._register(key, value)
+                texts = texts or isinstance(value, str)
+            # Trees that each call only definitions after them (a schema's, as its
+            # compiler writes them) cannot recurse: checked here, inline, so that
+            # neither the placeholders' check (trees have none) nor the general
+            # search runs. In a fresh fork of a warm process each function's first
+            # run writes the page of its code object: these ran for ~3/4 of
+            # MaskBench's median schemas and not for the warm-up.
+            ordered = not texts
+            if ordered:
+                number = self.number
+                for d, tree in enumerate(self.texts):
+                    for key in tree.calls:
+                        if number.get(key, d + 1) <= d:
+                            ordered = False
+                            break
+                    if not ordered:
+                        break
+            else:
+                SharedDefinitions(definitions, max_nfa_states)  # checks the placeholders
         # Texts of one shape have one length (a placeholder is one character),
         # trees one size: one of a length no other has keeps no template of
         # its own (o65424: 22 of its 23 shapes occur once, and their
@@ -1241,7 +1261,7 @@ class _LazyNFA:
         # From a growing source the lengths are those of the definitions read
         # so far.
         self.length_count = Counter(_source_length(text) for text in self.texts if text is not None)
-        if max_depth is None and self.source is None:
+        if max_depth is None and self.source is None and not ordered:
             self._refuse_recursion()
         main = pattern if isinstance(pattern, Node) else parse_regex(
             pattern, calls=bool(self.placeholders) or self.source is not None)

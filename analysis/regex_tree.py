@@ -104,7 +104,8 @@ class Node:
 
 
 # Nodes made, by their class and fields (children are interned already, so a
-# key compares by identity below the first level). Strong references, and the
+# key compares by identity below the first level): a tuple of a class's tag
+# and its fields, but a Text's key is its text and a Concat's its items. Strong references, and the
 # table is emptied past INTERN_LIMIT entries: weak references with callbacks
 # made a node cost 3x more (keys_except of 15 names: 4.4 ms, against 0.3 ms
 # for its regex text), most of it in the cyclic collector. After a purge an
@@ -130,12 +131,12 @@ def _purge() -> None:
 _untrack = getattr(native_module(__package__ + "._lazycore"), "untrack_node", None)
 
 
-def _keep(key: tuple, node: "Node", fields: "tuple | None" = None) -> None:
+def _keep(key, node: "Node", fields: "tuple | None" = None) -> None:
     if len(_INTERNED) >= INTERN_LIMIT:
         _purge()
     _INTERNED[key] = node
     if _untrack is not None:
-        _untrack(node, key, fields, node.calls)
+        _untrack(node, key if key.__class__ is tuple else (), fields, node.calls)
 
 
 class InternMark(NamedTuple):
@@ -203,15 +204,23 @@ class Text(Node):
     __slots__ = ("text",)
 
     def __new__(cls, value: str):
-        key = (2, value)
-        self = _INTERNED.get(key)
+        # The text is its own key (no other node's is a str), and a Concat's its
+        # items (the one other key of nodes alone, Alt's, is tagged): no key tuple
+        # kept per node. In a fresh fork of a warm process each kept object lands
+        # in a free slot of the parent's pages, and the tuples were a third of
+        # the 64-byte blocks a median MaskBench schema kept (~23 of ~67).
+        self = _INTERNED.get(value)
         if self is None:
             self = object.__new__(cls)
             _set(self, "text", value)
             _set(self, "calls", _NO_CALLS)
             _set(self, "size", len(value))
-            _set(self, "_hash", hash(key))
-            _keep(key, self)
+            _set(self, "_hash", hash(value))
+            if len(_INTERNED) >= INTERN_LIMIT:
+                _purge()
+            _INTERNED[value] = self
+            if _untrack is not None:
+                _untrack(self, (), None, _NO_CALLS)
         return self
 
     def _args(self) -> tuple:
@@ -224,8 +233,8 @@ class Concat(Node):
     __slots__ = ("items",)
 
     def __new__(cls, items: tuple[Node, ...]):
-        key = (3, items)
-        self = _INTERNED.get(key)
+        # the items are the key (see Text)
+        self = _INTERNED.get(items)
         if self is None:
             # made inline, not through helpers: a schema makes thousands (~3 us each with them)
             self = object.__new__(cls)
@@ -238,12 +247,12 @@ class Concat(Node):
             _set(self, "items", items)
             _set(self, "calls", calls)
             _set(self, "size", size)
-            _set(self, "_hash", hash(key))
+            _set(self, "_hash", hash(items))
             if len(_INTERNED) >= INTERN_LIMIT:
                 _purge()
-            _INTERNED[key] = self
+            _INTERNED[items] = self
             if _untrack is not None:
-                _untrack(self, key, items, calls)
+                _untrack(self, items, items, calls)
         return self
 
     def _args(self) -> tuple:
@@ -298,7 +307,12 @@ class Repeat(Node):
             _set(self, "hi", hi)
             _set(self, "size", body.size + 4)
             _set(self, "_hash", hash(key))
-            _keep(key, self)
+            # inline, as Concat's: _keep's first run in a fresh fork writes a page of its code
+            if len(_INTERNED) >= INTERN_LIMIT:
+                _purge()
+            _INTERNED[key] = self
+            if _untrack is not None:
+                _untrack(self, key, None, self.calls)
         return self
 
     def _args(self) -> tuple:

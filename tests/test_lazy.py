@@ -288,6 +288,18 @@ def test_definition_nfa_grows_with_the_written_pattern():
     assert accepts(dfa, b"[" * 10 + b"n" + b"]" * 10) and not accepts(dfa, b"[" * 11 + b"n" + b"]" * 11)
 
 
+def test_text_definitions_need_placeholders_trees_any_key():
+    # a definition given as text is called by its placeholder (one lone
+    # surrogate): any other key is refused, with trees beside it or not; a
+    # tree's key is any hashable (a schema's free value levels are tuples)
+    p = chr(0xD806)
+    for definitions in ({"ab": "x"}, {("level", 1): Text("y"), "ab": "x"}, {p: "x", "q": "y"}):
+        with pytest.raises(ValueError, match="placeholder"):
+            LazyByteDFA(f"a{p}", definitions=definitions)
+    dfa = LazyByteDFA(Concat((Text("a"), Call(("level", 1)))), definitions={("level", 1): Text("yz"), p: "x"})
+    assert accepts(dfa, b"ayz") and not accepts(dfa, b"ax")
+
+
 def test_a_definition_that_surely_matches_is_compiled_when_first_entered():
     # _LazyNFA._decide reads a definition's tree before compiling it to tell
     # whether it matches anything: an alternation that begins with a word (a
@@ -529,6 +541,24 @@ def test_recursive_definition_needs_a_bound():
 
     with pytest.raises(RegexError, match="uses itself"):
         LazyByteDFA(P, definitions={P: rf"\[{P}?\]"})
+
+
+def test_recursive_tree_definitions_are_refused_in_either_order():
+    # trees that call only later definitions pass a check made inline
+    # (_LazyNFA); a call of itself or of an earlier one goes to the search,
+    # which refuses a cycle and passes the rest
+    from tokendfa import RegexError
+
+    a, b = Call(("def", "a")), Call(("def", "b"))
+    for definitions in ({("def", "a"): Concat((Text("["), a, Text("]")))},
+                        {("def", "a"): Concat((Text("["), b)), ("def", "b"): Alt((a, Text("x")))},
+                        {("def", "b"): Alt((a, Text("x"))), ("def", "a"): Concat((Text("["), b))}):
+        with pytest.raises(RegexError, match="uses itself"):
+            LazyByteDFA(Concat((Text("<"), a)), definitions=definitions)
+    for definitions in ({("def", "a"): Concat((Text("["), b)), ("def", "b"): Text("x")},
+                        {("def", "b"): Text("x"), ("def", "a"): Concat((Text("["), b))}):
+        dfa = LazyByteDFA(Concat((Text("<"), a)), definitions=definitions)
+        assert accepts(dfa, b"<[x") and not accepts(dfa, b"<[")
 
 
 def test_lazy_dfa_rows_on_demand_and_dead_is_empty():

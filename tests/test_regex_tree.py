@@ -99,6 +99,40 @@ def test_equal_trees_across_an_intern_purge(monkeypatch):
     assert after is not before and after == before and hash(after) == hash(before)
 
 
+def test_interning_keeps_few_objects_a_node():
+    """A new Text or Concat keeps the node and its hash, not a key tuple as
+    well: each object a schema keeps lands in a free slot of the parent's
+    pages in a fresh fork (a page copied), and the key tuples were a third
+    of the small blocks a median MaskBench schema kept."""
+    import sys
+
+    texts = [f"interning {i} keeps" for i in range(2000)]
+    before = sys.getallocatedblocks()
+    made = [Text(value) for value in texts]
+    # the node and its hash (an int past the small ones); the list is one block
+    assert sys.getallocatedblocks() - before <= 2 * len(texts) + 5
+    pairs = [(made[i], made[i + 1]) for i in range(0, len(made), 2)]
+    before = sys.getallocatedblocks()
+    joined = [regex_tree.Concat(items) for items in pairs]
+    assert sys.getallocatedblocks() - before <= 2 * len(pairs) + 5
+    # interned: made again, the same objects, and no more blocks kept
+    before = sys.getallocatedblocks()
+    assert all(regex_tree.Concat(items) is node for items, node in zip(pairs, joined))
+    assert all(Text(value) is node for value, node in zip(texts, made))
+    assert sys.getallocatedblocks() - before <= 5
+
+
+def test_interned_kinds_stay_apart():
+    """Text and Concat are interned by their field alone: a Concat and an Alt
+    of the same items, and a Text and a call of the same key, stay distinct."""
+    a, b = Text("kinds a"), Text("kinds b")
+    joined, either = regex_tree.Concat((a, b)), Alt((a, b))
+    assert joined is not either and joined != either and joined.__class__ is regex_tree.Concat
+    assert either.__class__ is Alt and regex_tree.Concat((a, b)) is joined and Alt((a, b)) is either
+    assert Call("kinds a") is not a and Call("kinds a") != a and Text("kinds a") is a
+    assert Chars(((0x61, 0x62),)) is not regex_tree.Concat((a,)) and hash(joined) == hash((a, b))
+
+
 def test_calls_render_as_definitions_or_names():
     tree = concat(text("<"), Call("d"), text(">"))
     assert to_regex(tree, {"d": alt([text("a"), text("b")])}) == "<(?:a|b)>"

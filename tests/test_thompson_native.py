@@ -102,6 +102,23 @@ def test_copied_definitions():
         assert _compiled(tree, shared) == _reference(tree, shared), pattern
 
 
+def test_kept_buffers_across_builds_of_every_size():
+    """A build keeps its move logs and scratch arrays for the next (up to
+    1 MiB each): builds small after large (logs past that bound, freed),
+    large after small (kept ones grown) and nested ones (a definition's
+    copy built from inside the caller's build, which holds the kept ones)
+    give the reference's NFA each time."""
+    small, large = text("ab"), repeat(chars([(0x61, 0x7A)]), 0, 60_000)
+    middle = concat(text("{"), repeat(alt([text("x"), chars([(0x30, 0x39)])]), 1, 300), text("}"))
+    for tree in (small, middle, large, small, middle, small, large, middle):
+        assert _compiled(tree, flat=True) == _reference(tree, flat=True)
+    definitions = {"\ud800": "[ab]{1,40}c?", "\ud801": "x\ud800y|z{1,30}"}
+    for pattern in ["q\ud801{1,3}", "\ud800", "(\ud801|\ud800){2,4}"]:
+        shared = rc.SharedDefinitions(definitions, rc.DEFAULT_MAX_NFA_STATES)
+        tree = parse_regex(pattern, calls=True, anchors=False)
+        assert _compiled(tree, shared) == _reference(tree, shared), pattern
+
+
 def test_called_definitions_and_byte_tables():
     """Calls as calls (the lazy NFA), and the byte tables either way."""
     definitions = {"\ud800": "[ab]+c?", "\ud801": "x\ud800y|z(\ud800){2}", "\ud802": "(\ud801|w)*"}
