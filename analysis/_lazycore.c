@@ -284,10 +284,17 @@ static int state_bound(PyObject *ctx, long long *bound) {
  * the Python method when the bound is reached or the table must grow. New
  * reference (an int). */
 static int publish_missing(PyObject *ctx, Py_ssize_t state, int why);
+static PyObject *store_id_of(PyObject *ctx, PyObject *kernel);
 
 static PyObject *discover(PyObject *ctx, PyObject *kernel) {
     /* Not in ``_ids``: perhaps a state the native store found and has not
-     * published yet (see store_publish) */
+     * published yet (see store_publish), its id read from the store; a new
+     * one is numbered after every state published */
+    PyObject *kept = store_id_of(ctx, kernel);
+    if (kept != Py_None) {
+        return kept;  /* the id, or NULL with an exception */
+    }
+    Py_DECREF(kept);
     if (publish_missing(ctx, -1, 0) > 0) {
         PyObject *found;
         int known = cached(ITEM(ctx, C_IDS), kernel, &found);
@@ -1982,6 +1989,7 @@ struct Store {
     unsigned long long fast_found, fast_discovered, handed_back;
     unsigned long long publishes[2];  /* store_publish calls by reason (see publish_missing) */
     unsigned long long kernels_lent;  /* kernels made for a reader, not published (kernel_at) */
+    unsigned long long store_ids;     /* ids of unpublished kernels read from the store (store_id_of) */
     unsigned long long why[3];     /* fast-path refusals by reason (store_info): a state the store
                                     * does not have, a call of a definition not entered (or a
                                     * closure it could not finish), the state bound or a full table */
@@ -2880,6 +2888,49 @@ static PyObject *kernel_at(PyObject *ctx, Py_ssize_t index) {
     }
     s->kernels_lent++;
     return store_kernel(s, (size_t)index);
+}
+
+/* The id of ``kernel`` (a frozenset of configurations) among the states the
+ * store has not published: a new reference to an int, None when it is
+ * not one of them, NULL with an exception. */
+static PyObject *store_id_of(PyObject *ctx, PyObject *kernel) {
+    Store *s = ((ContextObject *)ctx)->store;
+    if (s == NULL || s->published == s->count) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PySet_Size(kernel);
+    if (n < 0) {
+        return NULL;
+    }
+    if (reserve((void **)&s->scratch, &s->scratch_cap, (size_t)n + 1, sizeof(int64_t)) < 0) {
+        return PyErr_NoMemory();
+    }
+    PyObject *items = PyObject_GetIter(kernel), *item;
+    if (items == NULL) {
+        return NULL;
+    }
+    Py_ssize_t i = 0;
+    while ((item = PyIter_Next(items)) != NULL) {
+        long long value = PyLong_AsLongLong(item);
+        Py_DECREF(item);
+        if (value == -1 && PyErr_Occurred()) {
+            break;
+        }
+        if (i < n) {
+            s->scratch[i++] = value;
+        }
+    }
+    Py_DECREF(items);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    qsort(s->scratch, (size_t)i, sizeof(int64_t), by_value);
+    int64_t found = ids_find(s, s->scratch, (size_t)i);
+    if (found < 0 || (size_t)found < s->published) {
+        Py_RETURN_NONE;  /* a published state is in ``_ids`` already */
+    }
+    s->store_ids++;
+    return PyLong_FromLongLong(found);
 }
 
 /* The count of states (LazyByteDFA._count) and the stacks the store made,
@@ -3972,15 +4023,16 @@ static PyObject *py_store_info(PyObject *module, PyObject *const *args, Py_ssize
     }
     Store *s = ((ContextObject *)args[0])->store;
     if (s == NULL) {
-        return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:(ii),s:i}", "states", 0, "published", 0,
+        return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:(ii),s:i,s:i}", "states", 0, "published", 0,
                              "fast_found", 0, "fast_discovered", 0, "handed_back", 0, "by_state", 0, "by_call", 0,
-                             "by_bound", 0, "cut_passes", 0, "publishes", 0, 0, "kernels_lent", 0);
+                             "by_bound", 0, "cut_passes", 0, "publishes", 0, 0, "kernels_lent", 0, "store_ids", 0);
     }
-    return Py_BuildValue("{s:n,s:n,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:(KK),s:K}", "states", (Py_ssize_t)s->count, "published",
+    return Py_BuildValue("{s:n,s:n,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:(KK),s:K,s:K}", "states", (Py_ssize_t)s->count, "published",
                          (Py_ssize_t)s->published, "fast_found", s->fast_found, "fast_discovered",
                          s->fast_discovered, "handed_back", s->handed_back, "by_state", s->why[0],
                          "by_call", s->why[1], "by_bound", s->why[2], "cut_passes", s->cut_passes,
-                         "publishes", s->publishes[0], s->publishes[1], "kernels_lent", s->kernels_lent);
+                         "publishes", s->publishes[0], s->publishes[1], "kernels_lent", s->kernels_lent,
+                         "store_ids", s->store_ids);
 }
 
 /* --- the Context type ------------------------------------------------------ */
@@ -4339,7 +4391,8 @@ static PyMethodDef methods[] = {
      "The native state store's counts: states, published, fast_found, fast_discovered, handed_back, "
      "the fast path's refusals by reason (by_state, by_call, by_bound), and cut_passes (the rows whose "
      "bytes outside the cut were written DEAD), publishes (store_publish calls because of a kernel not "
-     "in _ids, and LazyByteDFA._publish) and kernels_lent (kernels made for a cut or a wide target, not published)."},
+     "in _ids, and LazyByteDFA._publish) kernels_lent (kernels made for a cut or a wide target, not published) and store_ids (ids of "
+     "unpublished kernels read from the store)."},
     {NULL, NULL, 0, NULL},
 };
 
