@@ -284,7 +284,27 @@ static int state_bound(PyObject *ctx, long long *bound) {
 /* LazyByteDFA._discover: a new state for ``kernel``, its row set to UNKNOWN;
  * the Python method when the bound is reached or the table must grow. New
  * reference (an int). */
+static int publish_missing(PyObject *ctx, Py_ssize_t state, int why);
+static PyObject *store_id_of(PyObject *ctx, PyObject *kernel);
+
 static PyObject *discover(PyObject *ctx, PyObject *kernel) {
+    /* Not in ``_ids``: perhaps a state the native store found and has not
+     * published yet (see store_publish), its id read from the store; a new
+     * one is numbered after every state published */
+    PyObject *kept = store_id_of(ctx, kernel);
+    if (kept != Py_None) {
+        return kept;  /* the id, or NULL with an exception */
+    }
+    Py_DECREF(kept);
+    if (publish_missing(ctx, -1, 0) > 0) {
+        PyObject *found;
+        int known = cached(ITEM(ctx, C_IDS), kernel, &found);
+        if (known != 0) {
+            return known < 0 ? NULL : found;
+        }
+    } else if (PyErr_Occurred()) {
+        return NULL;
+    }
     /* The build's time limit, checked once a new state: a cell that finds a
      * known state is a few dictionary lookups, and the Python call a cell
      * (limits.check) was ~25 us of a cold row's ~90 cells. */
@@ -905,6 +925,9 @@ done:
     return found;
 }
 
+static PyObject *kernel_at(PyObject *ctx, Py_ssize_t index);
+static PyObject *cut_of_kernel(PyObject *ctx, PyObject *state, PyObject *kernel);
+
 /* LazyByteDFA._cut_of: a state's cut, from its shape's (on one stack, or
  * on several numbered as slots), DEAD written on the bytes outside it. New
  * reference. */
@@ -937,12 +960,19 @@ static PyObject *cut_of(PyObject *ctx, PyObject *state) {
     if (index == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    PyObject *kernels = ITEM(ctx, C_KERNELS);
-    if (index < 0 || index >= PyList_GET_SIZE(kernels)) {
-        PyErr_SetString(PyExc_IndexError, "_lazycore: a state not discovered");
+    PyObject *kernel = kernel_at(ctx, index);
+    if (kernel == NULL) {
         return NULL;
     }
-    PyObject *kernel = PyList_GET_ITEM(kernels, index);
+    PyObject *cut = cut_of_kernel(ctx, state, kernel);
+    Py_DECREF(kernel);
+    return cut;
+}
+
+/* cut_of for a state not cut yet, its kernel (borrowed) read. */
+static PyObject *cut_of_kernel(PyObject *ctx, PyObject *state, PyObject *kernel) {
+    PyObject *cuts = ITEM(ctx, C_CUTS), *bases = ITEM(ctx, C_CUT_BASES), *found;
+    Py_ssize_t index = PyLong_AsSsize_t(state);  /* checked by cut_of */
     long long stride = stride_of(ctx), stack = -1;
     PyObject *shape = PyList_New(0);
     if (shape == NULL) {
@@ -1460,15 +1490,17 @@ static PyObject *py_wide_targets(PyObject *module, PyObject *const *args, Py_ssi
     }
     PyObject *ctx = args[0];
     Py_ssize_t index = PyLong_AsSsize_t(args[1]);
-    PyObject *kernels = ITEM(ctx, C_KERNELS), *known = ITEM(ctx, C_WIDE_ENDS);
-    if (index < 0 || index >= PyList_GET_SIZE(kernels)) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_IndexError, "_lazycore: a state not discovered");
-        }
+    PyObject *known = ITEM(ctx, C_WIDE_ENDS);
+    if (index == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *kernel = kernel_at(ctx, index);
+    if (kernel == NULL) {
         return NULL;
     }
     long long stride = stride_of(ctx);
-    PyObject *targets = PySet_New(NULL), *configs = PyObject_GetIter(PyList_GET_ITEM(kernels, index));
+    PyObject *targets = PySet_New(NULL), *configs = PyObject_GetIter(kernel);
+    Py_DECREF(kernel);  /* the iterator holds it */
     PyObject *config, *result = NULL;
     if (targets == NULL || configs == NULL) {
         goto done;
@@ -1955,6 +1987,9 @@ struct Store {
     long long want_q;
     unsigned fresh;                /* states discovered since the last limits check */
     unsigned long long fast_found, fast_discovered, handed_back;
+    unsigned long long publishes[2];  /* store_publish calls by reason (see publish_missing) */
+    unsigned long long kernels_lent;  /* kernels made for a reader, not published (kernel_at) */
+    unsigned long long store_ids;     /* ids of unpublished kernels read from the store (store_id_of) */
     unsigned long long why[3];     /* fast-path refusals by reason (store_info): a state the store
                                     * does not have, a call of a definition not entered (or a
                                     * closure it could not finish), the state bound or a full table */
@@ -2760,7 +2795,16 @@ static int store_sync(PyObject *ctx, Store *s) {
         return -1;
     }
     PyObject *kernels = ITEM(ctx, C_KERNELS);
-    if (!PyList_Check(kernels) || s->published != s->count || (size_t)PyList_GET_SIZE(kernels) < s->count) {
+    if (!PyList_Check(kernels) || (size_t)PyList_GET_SIZE(kernels) < s->published) {
+        PyErr_SetString(PyExc_RuntimeError, "_lazycore: the state store and the automaton's kernels disagree");
+        return -1;
+    }
+    if ((size_t)PyList_GET_SIZE(kernels) == s->published) {
+        return 0;  /* nothing new from Python (the store's own states may wait to be published) */
+    }
+    /* Python discovers a state only with every one before it published
+     * (discover, LazyByteDFA._publish): its states follow the store's */
+    if (s->published != s->count) {
         PyErr_SetString(PyExc_RuntimeError, "_lazycore: the state store and the automaton's kernels disagree");
         return -1;
     }
@@ -2799,8 +2843,132 @@ static int store_sync(PyObject *ctx, Store *s) {
     return 0;
 }
 
+/* State ``state``'s kernel (below s->count) as the frozenset Python keeps:
+ * a new reference, untracked (see untracked), or NULL with an exception. */
+static PyObject *store_kernel(Store *s, size_t state) {
+    size_t from = s->koff[state], n = s->koff[state + 1] - from;
+    PyObject *configs = PyTuple_New((Py_ssize_t)n);
+    if (configs == NULL) {
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        PyObject *item = PyLong_FromLongLong(s->pool[from + i]);
+        if (item == NULL) {
+            Py_DECREF(configs);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(configs, (Py_ssize_t)i, item);
+    }
+    PyObject *kernel = untracked(PyFrozenSet_New(configs));
+    Py_DECREF(configs);
+    return kernel;
+}
+
+/* The kernel of state ``index`` for a reader (cut_of, wide_targets): the
+ * one in ``_kernels``, or for a state the store has not published, one
+ * made from the store's pool, nothing published (a reader asked for one
+ * kernel: publishing every state before it was ~1,100 of the ~1,400
+ * publishes on MaskBench's sample). New reference, or NULL with an
+ * IndexError past the states. */
+static PyObject *kernel_at(PyObject *ctx, Py_ssize_t index) {
+    PyObject *kernels = ITEM(ctx, C_KERNELS);
+    Store *s = ((ContextObject *)ctx)->store;
+    if (!PyList_Check(kernels)) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: the automaton's kernels are not a list");
+        return NULL;
+    }
+    if (index >= 0 && index < PyList_GET_SIZE(kernels)) {
+        PyObject *kernel = PyList_GET_ITEM(kernels, index);
+        Py_INCREF(kernel);
+        return kernel;
+    }
+    if (index < 0 || s == NULL || (size_t)PyList_GET_SIZE(kernels) != s->published || (size_t)index >= s->count) {
+        PyErr_SetString(PyExc_IndexError, "_lazycore: a state not discovered");
+        return NULL;
+    }
+    s->kernels_lent++;
+    return store_kernel(s, (size_t)index);
+}
+
+/* The id of ``kernel`` (a frozenset of configurations) among the states the
+ * store has not published: a new reference to an int, None when it is
+ * not one of them, NULL with an exception. */
+static PyObject *store_id_of(PyObject *ctx, PyObject *kernel) {
+    Store *s = ((ContextObject *)ctx)->store;
+    if (s == NULL || s->published == s->count) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PySet_Size(kernel);
+    if (n < 0) {
+        return NULL;
+    }
+    if (reserve((void **)&s->scratch, &s->scratch_cap, (size_t)n + 1, sizeof(int64_t)) < 0) {
+        return PyErr_NoMemory();
+    }
+    PyObject *items = PyObject_GetIter(kernel), *item;
+    if (items == NULL) {
+        return NULL;
+    }
+    Py_ssize_t i = 0;
+    while ((item = PyIter_Next(items)) != NULL) {
+        long long value = PyLong_AsLongLong(item);
+        Py_DECREF(item);
+        if (value == -1 && PyErr_Occurred()) {
+            break;
+        }
+        if (i < n) {
+            s->scratch[i++] = value;
+        }
+    }
+    Py_DECREF(items);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    qsort(s->scratch, (size_t)i, sizeof(int64_t), by_value);
+    int64_t found = ids_find(s, s->scratch, (size_t)i);
+    if (found < 0 || (size_t)found < s->published) {
+        Py_RETURN_NONE;  /* a published state is in ``_ids`` already */
+    }
+    s->store_ids++;
+    return PyLong_FromLongLong(found);
+}
+
+/* The count of states (LazyByteDFA._count) and the stacks the store made,
+ * recorded in the Python containers; the kernels wait (store_publish). */
+static int store_publish_count(PyObject *ctx, Store *s) {
+    if (store_publish_stacks(ctx, s) < 0) {
+        return -1;
+    }
+    PyObject *dfa = ITEM(ctx, C_DFA), *count = PyObject_GetAttr(dfa, name_count);
+    if (count == NULL) {
+        return -1;
+    }
+    size_t known = PyLong_AsSize_t(count);
+    Py_DECREF(count);
+    if (known == (size_t)-1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (known >= s->count) {
+        /* nothing new; or Python's states not copied yet (a store that a
+         * depth bound keeps closed): the count never goes back */
+        return 0;
+    }
+    count = PyLong_FromSize_t(s->count);
+    int status = count == NULL ? -1 : PyObject_SetAttr(dfa, name_count, count);
+    Py_XDECREF(count);
+    return status;
+}
+
 /* The states the store discovered, recorded in the Python containers:
- * kernels, ids and the count (their rows and flags are written already). */
+ * kernels, ids and the count (their rows and flags are written already).
+ *
+ * Only when Python needs them: a hand-back to the core over the Python
+ * containers, a kernel not in ``_ids`` (discover), a kernel read
+ * (cut_of, wide_targets) past the ones published, or
+ * LazyByteDFA._publish (a reader's inspection). A walk or row publishes
+ * only the count (store_publish_count): a frozenset and a dict entry were
+ * ~0.5 us a state, and on MaskBench's sample the store finds ~40k states
+ * against ~340 hand-backs. */
 static int store_publish(PyObject *ctx, Store *s) {
     if (store_publish_stacks(ctx, s) < 0) {
         return -1;
@@ -2814,21 +2982,7 @@ static int store_publish(PyObject *ctx, Store *s) {
         return -1;
     }
     for (size_t state = s->published; state < s->count; state++) {
-        size_t from = s->koff[state], n = s->koff[state + 1] - from;
-        PyObject *configs = PyTuple_New((Py_ssize_t)n);
-        if (configs == NULL) {
-            return -1;
-        }
-        for (size_t i = 0; i < n; i++) {
-            PyObject *item = PyLong_FromLongLong(s->pool[from + i]);
-            if (item == NULL) {
-                Py_DECREF(configs);
-                return -1;
-            }
-            PyTuple_SET_ITEM(configs, (Py_ssize_t)i, item);
-        }
-        PyObject *kernel = untracked(PyFrozenSet_New(configs));
-        Py_DECREF(configs);
+        PyObject *kernel = store_kernel(s, state);
         PyObject *id = kernel == NULL ? NULL : PyLong_FromSize_t(state);
         /* the dict first: a failed append is then undone there, and the two
          * containers never disagree (a disagreement refuses every later walk) */
@@ -2853,6 +3007,20 @@ static int store_publish(PyObject *ctx, Store *s) {
     int status = count == NULL ? -1 : PyObject_SetAttr(ITEM(ctx, C_DFA), name_count, count);
     Py_XDECREF(count);
     return status;
+}
+
+/* The store's states published (store_publish) when ``state`` (every state
+ * with -1) is not in the Python containers yet, counted by ``why`` (0 a
+ * kernel not in ``_ids``, 1 LazyByteDFA._publish; store_info): 1 when it
+ * published, 0
+ * when nothing was missing, -1 with an exception. */
+static int publish_missing(PyObject *ctx, Py_ssize_t state, int why) {
+    Store *s = ((ContextObject *)ctx)->store;
+    if (s == NULL || s->published == s->count || (state >= 0 && (size_t)state < s->published)) {
+        return 0;
+    }
+    s->publishes[why]++;
+    return store_publish(ctx, s) < 0 ? -1 : 1;
 }
 
 /* NFA state q's edges copied into the store (with the GIL). */
@@ -3299,7 +3467,9 @@ static int store_supply(PyObject *ctx, Store *s) {
         }
         /* not entered yet: the core over the Python containers enters it */
     }
-    if (store_publish(ctx, s) < 0) {
+    /* the count: the core over the Python containers publishes the kernels
+     * it reads (cut_of, wide_targets) and before it discovers a state */
+    if (store_publish_count(ctx, s) < 0) {
         return -1;
     }
     PyObject *checked = PyObject_CallNoArgs(ITEM(ctx, C_CHECK));
@@ -3374,7 +3544,7 @@ static int session_close(LazySession *session) {
     if (session->ctx != NULL && ((ContextObject *)session->ctx)->store != NULL) {
         PyObject *type, *value, *traceback;
         PyErr_Fetch(&type, &value, &traceback);
-        status = store_publish(session->ctx, ((ContextObject *)session->ctx)->store);
+        status = store_publish_count(session->ctx, ((ContextObject *)session->ctx)->store);
         if (type != NULL) {
             if (status < 0) {
                 PyErr_Clear();
@@ -3714,7 +3884,7 @@ static PyObject *py_class_chain(PyObject *module, PyObject *const *args, Py_ssiz
     int end = CHAIN_LIMIT, failed = states == NULL;
     for (Py_ssize_t link = 0; !failed && link < limit; link++) {
         if (link && !(link & 31)) {  /* the time limit, as a walk of many cells checks it */
-            PyObject *checked = store_publish(ctx, s) < 0 ? NULL : PyObject_CallNoArgs(ITEM(ctx, C_CHECK));
+            PyObject *checked = store_publish_count(ctx, s) < 0 ? NULL : PyObject_CallNoArgs(ITEM(ctx, C_CHECK));
             if (checked == NULL) {
                 failed = 1;
                 break;
@@ -3813,6 +3983,15 @@ static int api_close(void *session) { return session_close(session); }
 static LazyCoreAPI core_api = {1, sizeof(LazySession), api_open, api_fast, api_held, api_close};
 
 /* store_info(context) -> dict: the store's counts (tests and benchmarks). */
+/* LazyByteDFA._publish: every state of the store in ``_kernels`` and ``_ids``. */
+static PyObject *py_publish(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arguments(nargs, 1, args, "publish(context)") < 0 || publish_missing(args[0], -1, 1) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_store_info(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (arguments(nargs, 1, args, "store_info(context)") < 0) {
@@ -3820,14 +3999,16 @@ static PyObject *py_store_info(PyObject *module, PyObject *const *args, Py_ssize
     }
     Store *s = ((ContextObject *)args[0])->store;
     if (s == NULL) {
-        return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "states", 0, "published", 0, "fast_found", 0,
-                             "fast_discovered", 0, "handed_back", 0, "by_state", 0, "by_call", 0, "by_bound", 0,
-                             "cut_passes", 0);
+        return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:(ii),s:i,s:i}", "states", 0, "published", 0,
+                             "fast_found", 0, "fast_discovered", 0, "handed_back", 0, "by_state", 0, "by_call", 0,
+                             "by_bound", 0, "cut_passes", 0, "publishes", 0, 0, "kernels_lent", 0, "store_ids", 0);
     }
-    return Py_BuildValue("{s:n,s:n,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "states", (Py_ssize_t)s->count, "published",
+    return Py_BuildValue("{s:n,s:n,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:(KK),s:K,s:K}", "states", (Py_ssize_t)s->count, "published",
                          (Py_ssize_t)s->published, "fast_found", s->fast_found, "fast_discovered",
                          s->fast_discovered, "handed_back", s->handed_back, "by_state", s->why[0],
-                         "by_call", s->why[1], "by_bound", s->why[2], "cut_passes", s->cut_passes);
+                         "by_call", s->why[1], "by_bound", s->why[2], "cut_passes", s->cut_passes,
+                         "publishes", s->publishes[0], s->publishes[1], "kernels_lent", s->kernels_lent,
+                         "store_ids", s->store_ids);
 }
 
 /* --- the Context type ------------------------------------------------------ */
@@ -4180,10 +4361,14 @@ static PyMethodDef methods[] = {
      "Turn the count of released_ns() on (True) or off (False; the default)."},
     {"released_ns", (PyCFunction)released_ns, METH_NOARGS,
      "CPU time (each thread's own) resolve_bytes has spent without the GIL, in ns, over the process."},
+    {"publish", (PyCFunction)(void (*)(void))py_publish, METH_FASTCALL,
+     "Every state of the native store published to the automaton's _kernels and _ids."},
     {"store_info", (PyCFunction)(void (*)(void))py_store_info, METH_FASTCALL,
      "The native state store's counts: states, published, fast_found, fast_discovered, handed_back, "
      "the fast path's refusals by reason (by_state, by_call, by_bound), and cut_passes (the rows whose "
-     "bytes outside the cut were written DEAD)."},
+     "bytes outside the cut were written DEAD), publishes (store_publish calls because of a kernel not "
+     "in _ids, and LazyByteDFA._publish) kernels_lent (kernels made for a cut or a wide target, not published) and store_ids (ids of "
+     "unpublished kernels read from the store)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -56,9 +56,14 @@ released, discovering states; :meth:`LazyByteDFA.class_chain` follows a
 counted class's chain there (each link's cells and wide target) in one
 call, holding the GIL. What needs the stack (a closure through a
 call or an end), the state bound, a full table or a depth bound is handed
-back to the core over this class's containers, which stay the record: the
-store publishes its states to ``_kernels``, ``_ids`` and the count before any
-Python code runs on the automaton, and copies the states found by Python.
+back to the core over this class's containers. The store is the record of
+the states it finds: it publishes the count (and the call stacks) before any
+Python code runs on the automaton, but a state's kernel goes into
+``_kernels`` and ``_ids`` only when Python needs it: a kernel read past the
+ones published (a cut, a wide target), a kernel not in ``_ids`` (before
+Python discovers a state, so ids follow the store's), or :meth:`_publish` (a
+reader's inspection). ``_kernels`` is then a prefix of the states, and the
+store copies the states found by Python, which always follow it.
 Without the compiled modules (``TOKENDFA_NATIVE=0``) the methods here do
 everything, with the same answers: they are the reference.
 
@@ -327,6 +332,7 @@ class LazyByteDFA:
         self._materialised[DEAD] = 1
         self._count = INITIAL + 1
         self._core_context = None
+        self._publish_store = None
         if _lazycore is not None:
             self._use_native_core(_lazycore)
 
@@ -362,6 +368,7 @@ class LazyByteDFA:
             resolved=self._nfa.resolved, start_of=self._nfa.start_of, enter=self._nfa.enter,
             wide_ends=self._wide_ends, cut_bases=self._cut_bases)
         self._core_context = context
+        self._publish_store = partial(core.publish, context)
         self._closure = partial(core.closure, context)
         self._step = partial(core.step, context)
         self._cut_of = partial(core.cut_of, context)
@@ -515,6 +522,15 @@ class LazyByteDFA:
             self._resolve_cells((state * 256 + byte,))
             found = int(self._table[state, byte])
         return found
+
+    def _publish(self) -> None:
+        """Every state the native store found, in ``_kernels`` and ``_ids``
+        (see the module's docstring), for a reader of those containers
+        outside the core: a test's or a benchmark's inspection. Takes the
+        lock; without the compiled core the containers are always whole."""
+        if self._publish_store is not None:
+            with self._exclusive:
+                self._publish_store()
 
     def resolving(self) -> "_Exclusive":
         """The lock that resolving cells takes, for a caller that resolves

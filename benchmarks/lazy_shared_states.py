@@ -146,6 +146,7 @@ def _measure(record, vocab) -> dict:
     index._raw_row = timed_row
     with numpy_walk():
         walk_instances(index, record, vocab)
+    dfa._publish()  # noqa: SLF001 - the store's states, into _kernels (lazydfa's docstring)
     stride, kernels = dfa._stride, dfa._kernels
     row_shapes: dict = {}
     rows_again = rows_again_ns = tokens_same = tokens_stacked = tokens_wrong = 0
@@ -182,6 +183,7 @@ def _measure(record, vocab) -> dict:
         replay_ns += ns
         after = fresh.num_states
         if after > before:
+            fresh._publish()  # noqa: SLF001
             found = 0
             for state in range(before, after):
                 shape, stacks = _shape(fresh._kernels[state], stride)

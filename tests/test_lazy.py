@@ -679,6 +679,51 @@ MANY_STACKS = {P: r'"(?:[^"\\]|\\["n])*"', Q: rf"\{{(?:{P}:(?:{P}|[0-9]+)(?:,{P}
 
 
 @pytest.mark.skipif(not lazydfa_module.NATIVE_CORE, reason="the compiled core is not built here (or TOKENDFA_NATIVE=0)")
+def test_the_store_publishes_a_kernel_only_when_python_needs_it(monkeypatch):
+    """The native store is the record of the states it finds: its walks
+    publish the count, not the kernels. The core over the Python containers
+    stepping to a kernel the store found and has not published gets the
+    store's id (nothing published), never a second id for it; a
+    kernel read past the published ones (a cut, a wide target) is made from
+    the store, nothing published; ids and kernels are the Python
+    reference's."""
+    core = lazydfa_module._lazycore
+    pattern = rf"\{{{P}:{Q},{P}:{R},{P}:{P}\}}"
+    native, twin = LazyByteDFA(pattern, definitions=MANY_STACKS), LazyByteDFA(pattern, definitions=MANY_STACKS)
+    monkeypatch.setattr(lazydfa_module, "_lazycore", None)
+    reference = LazyByteDFA(pattern, definitions=MANY_STACKS)
+    rng = np.random.default_rng(7)
+    for _ in range(1500):
+        state = int(rng.integers(1, reference.num_states))
+        byte = int(rng.choice([ord(c) for c in '"{}[],:\\n0a9x'] + [int(rng.integers(0, 256))]))
+        for dfa in (native, twin, reference):
+            dfa.partial_row(state, 1 << byte)
+    count = reference.num_states
+    assert native.num_states == twin.num_states == count
+    published = core.store_info(native._core_context)["published"]
+    assert published == len(native._kernels) < count - 10, (published, count)
+    state, config = next((s, c) for s, kernel in enumerate(reference._kernels)
+                         if s >= published and len(kernel) == 1 and (c := next(iter(kernel))) not in native._steps)
+    with native.resolving():
+        assert core.step(native._core_context, config, 0) == state
+    info = core.store_info(native._core_context)
+    assert native.num_states == count and info["store_ids"] == 1 and info["published"] == published, info
+    native._publish()
+    assert native._kernels == reference._kernels
+    assert all(native._ids[kernel] == s for s, kernel in enumerate(reference._kernels))
+    published = len(twin._kernels)
+    assert published < count
+    with twin.resolving():
+        cut = core.cut_of(twin._core_context, count - 1)
+        assert core.wide_targets(twin._core_context, count - 2) == reference._wide_targets(count - 2)
+    assert tuple(map(list, cut[:3])) == tuple(map(list, reference._cut_of(count - 1)[:3]))
+    info = core.store_info(twin._core_context)
+    assert info["published"] == len(twin._kernels) == published and info["kernels_lent"] >= 2, info
+    twin._publish()
+    assert twin._kernels == reference._kernels and twin._ids == reference._ids
+
+
+@pytest.mark.skipif(not lazydfa_module.NATIVE_CORE, reason="the compiled core is not built here (or TOKENDFA_NATIVE=0)")
 @pytest.mark.parametrize("pattern", [rf"\{{{P}:{Q},{P}:{R},{P}:{P}\}}", rf"(?:{Q}|{R})(?:,(?:{Q}|{R}))*"])
 def test_states_under_many_stacks_are_numbered_as_the_reference(pattern, monkeypatch):
     """The native core resolves the same cells in the same order to the same
@@ -698,6 +743,7 @@ def test_states_under_many_stacks_are_numbered_as_the_reference(pattern, monkeyp
             dfa.partial_row(state, 1 << byte)
         assert native.num_states == reference.num_states
     count = reference.num_states
+    native._publish()
     assert native._kernels == reference._kernels
     np.testing.assert_array_equal(native.table[:count], reference.table[:count])  # UNKNOWN cells alike
     assert native.num_stacks >= 6  # the definitions were reached under several stacks
@@ -708,6 +754,7 @@ def test_states_under_many_stacks_are_numbered_as_the_reference(pattern, monkeyp
             dfa.materialise(range(state, end))
         state = end
     count = reference.num_states
+    native._publish()
     assert native.num_states == count and native._kernels == reference._kernels
     np.testing.assert_array_equal(native.table[:count], reference.table[:count])
     np.testing.assert_array_equal(native.finals[:count], reference.finals[:count])
@@ -1777,6 +1824,7 @@ def test_native_class_chain_is_the_reference(pattern, start, wanted, wide, limit
     assert found == expected
     assert found[0].end == end and len(found[0].states) == length
     count = reference.num_states
+    native._publish()
     assert native.num_states == count and native._kernels == reference._kernels
     np.testing.assert_array_equal(native.table[:count], reference.table[:count])
     np.testing.assert_array_equal(native.finals[:count], reference.finals[:count])
@@ -2210,7 +2258,10 @@ def test_the_native_state_store_resolves_cold_rows_and_publishes_its_states():
     info = _lazycore.store_info(dfa._core_context)
     assert info["fast_discovered"] > 20 and info["fast_found"] > 0, info
     assert info["handed_back"] < info["fast_discovered"], info
-    assert info["states"] == info["published"] == dfa.num_states == len(dfa._kernels)
+    # the store is the record: the walk published the count, not the kernels
+    assert info["states"] == dfa.num_states > info["published"] == len(dfa._kernels), info
+    dfa._publish()
+    assert _lazycore.store_info(dfa._core_context)["published"] == dfa.num_states == len(dfa._kernels)
     assert all(dfa._ids[kernel] == state for state, kernel in enumerate(dfa._kernels))
     reference = Index.from_schema(schema, vocab, method="reference", lazy=False)
     assert not isinstance(reference, LazyIndex)

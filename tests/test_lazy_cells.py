@@ -60,6 +60,7 @@ def test_cells_one_at_a_time_are_the_reference_and_the_cut_is_written_once_a_row
         rows += 1
         state += 1
     count = reference.num_states
+    native._publish()
     assert native._kernels == reference._kernels
     np.testing.assert_array_equal(native.finals[:count], reference.finals[:count])
     assert (native.table[1:state] == DEAD).any()  # some bytes fall outside every cut
