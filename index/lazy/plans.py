@@ -269,7 +269,7 @@ class _ChainPlan:
 
 
 def _chain_plan(tables: _VocabularyTables, key: tuple[int, int, bool], runs: _ClassRuns, length: int,
-                dies: bool, first: np.ndarray, others: np.ndarray) -> _ChainPlan:
+                dies: int, first: np.ndarray, others: np.ndarray) -> _ChainPlan:
     """The :class:`_ChainPlan` of a chain of ``length`` links from states
     whose live bytes outside the class are ``others`` (int64); ``dies``:
     every ASCII byte of the class is dead after the last link (1 or True),
