@@ -9,9 +9,10 @@ docstring). This walks each schema of the sample as
 ``lazy_slow_steps.py`` does (a fresh forked child a schema, after the
 vocabulary and a trivial schema) and sums, over the automata of every child,
 the states and stacks the automata have against those in the Python
-containers, and the store's counters (``_lazycore.store_info``: publishes,
-kernels lent, store ids read). Counts, not times: they do not move with the
-machine's load.
+containers, the store's counters (``_lazycore.store_info``: publishes,
+kernels lent, store ids read), and the Python memory that publishing the
+rest would take (traced around ``LazyByteDFA._publish``). Counts, not
+times: they do not move with the machine's load.
 
     python benchmarks/lazy_publish_census.py                 # 4 per source (~1 min)
     python benchmarks/lazy_publish_census.py --per-source 2
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import tracemalloc
 from collections import Counter
 from pathlib import Path
 
@@ -60,6 +62,12 @@ def _census(record, vocab) -> dict:
                         found[f"{key}[{at}]"] += part
                 else:
                     found[key] += value
+            # what publishing the rest would hold (LazyByteDFA._publish): the
+            # Python memory a state and a stack left to the store saves
+            tracemalloc.start()
+            dfa._publish()  # noqa: SLF001
+            found["bytes_to_publish_the_rest"] += tracemalloc.get_traced_memory()[0]
+            tracemalloc.stop()
     return dict(found)
 
 
