@@ -284,25 +284,21 @@ static int state_bound(PyObject *ctx, long long *bound) {
 /* LazyByteDFA._discover: a new state for ``kernel``, its row set to UNKNOWN;
  * the Python method when the bound is reached or the table must grow. New
  * reference (an int). */
-static int publish_missing(PyObject *ctx, Py_ssize_t state, int why);
 static PyObject *store_id_of(PyObject *ctx, PyObject *kernel);
+static int publish_count_of(PyObject *ctx);
 
 static PyObject *discover(PyObject *ctx, PyObject *kernel) {
     /* Not in ``_ids``: perhaps a state the native store found and has not
-     * published yet (see store_publish), its id read from the store; a new
-     * one is numbered after every state published */
+     * published (see store_publish), its id read from the store; a new one
+     * is numbered after the store's states (the count published first),
+     * and only it goes into ``_kernels`` and ``_ids``: ``_kernels`` is
+     * keyed by state, not a list that every state before it must fill */
     PyObject *kept = store_id_of(ctx, kernel);
     if (kept != Py_None) {
         return kept;  /* the id, or NULL with an exception */
     }
     Py_DECREF(kept);
-    if (publish_missing(ctx, -1, 0) > 0) {
-        PyObject *found;
-        int known = cached(ITEM(ctx, C_IDS), kernel, &found);
-        if (known != 0) {
-            return known < 0 ? NULL : found;
-        }
-    } else if (PyErr_Occurred()) {
+    if (publish_count_of(ctx) < 0) {
         return NULL;
     }
     /* The build's time limit, checked once a new state: a cell that finds a
@@ -358,13 +354,20 @@ static PyObject *discover(PyObject *ctx, PyObject *kernel) {
         }
     }
     PyObject *next = final < 0 ? NULL : PyLong_FromLongLong(count + 1);
-    if (next != NULL && PyList_Append(ITEM(ctx, C_KERNELS), kernel) == 0) {
+    if (next != NULL && PyDict_SetItem(ITEM(ctx, C_KERNELS), count_object, kernel) == 0) {
         if (PyDict_SetItem(ITEM(ctx, C_IDS), kernel, count_object) == 0) {
             ((uint8_t *)view.buf)[count] = (uint8_t)final;
             if (PyObject_SetAttr(dfa, name_count, next) == 0) {
                 result = count_object;
                 Py_INCREF(result);
             }
+        } else {  /* the two containers never disagree; the first error is raised */
+            PyObject *type, *value, *trace;
+            PyErr_Fetch(&type, &value, &trace);
+            if (PyDict_DelItem(ITEM(ctx, C_KERNELS), count_object) < 0) {
+                PyErr_Clear();
+            }
+            PyErr_Restore(type, value, trace);
         }
     }
     Py_XDECREF(next);
@@ -620,13 +623,23 @@ static int visit(PyObject *seen, PyObject *todo, long long value) {
     return status;
 }
 
+static int stacks_keeper(PyObject *ctx, Store **keeper);
+static long long keeper_push(Store *s, long long stack, PyObject *ret);
+static int keeper_pop(Store *s, long long stack, long long *below, long long *back);
+
 /* LazyByteDFA._closure's search without a depth bound: epsilon moves, calls
  * (push the return state, enter the callee) and returns (the end of a
- * definition pops the stack). New reference (a frozenset, cached). */
+ * definition pops the stack). The stacks are the native store's when it
+ * keeps them (stacks_keeper), else the Python containers'. New reference
+ * (a frozenset, cached). */
 static PyObject *full_closure(PyObject *ctx, PyObject *config) {
     PyObject *eps = ITEM(ctx, C_EPS), *edges = ITEM(ctx, C_EDGES), *calls = ITEM(ctx, C_CALLS);
     PyObject *ends = ITEM(ctx, C_ENDS), *parent = ITEM(ctx, C_STACK_PARENT), *top = ITEM(ctx, C_STACK_TOP);
     long long size = stride_of(ctx), final = PyLong_AsLongLong(ITEM(ctx, C_FINAL));
+    Store *keeper = NULL;
+    if (PyErr_Occurred() || stacks_keeper(ctx, &keeper) < 0) {
+        return NULL;
+    }
     PyObject *seen = PySet_New(NULL), *todo = PyList_New(0), *kernel = PyList_New(0), *result = NULL;
     if (seen == NULL || todo == NULL || kernel == NULL || PySet_Add(seen, config) < 0
             || PyList_Append(todo, config) < 0) {
@@ -672,6 +685,12 @@ static PyObject *full_closure(PyObject *ctx, PyObject *config) {
                 failed = 1;
                 break;
             }
+            if (keeper != NULL) {
+                long long on = keeper_push(keeper, stack, PyTuple_GET_ITEM(call, 1));
+                long long start = on < 0 ? -1 : enter(ctx, PyTuple_GET_ITEM(call, 0));
+                failed = on < 0 || PyErr_Occurred() || visit(seen, todo, on * size + start) < 0;
+                continue;
+            }
             PyObject *pushed = push(ctx, stack, PyTuple_GET_ITEM(call, 1));
             long long start = pushed == NULL ? -1 : enter(ctx, PyTuple_GET_ITEM(call, 0));
             long long on = pushed == NULL ? -1 : PyLong_AsLongLong(pushed);
@@ -686,7 +705,12 @@ static PyObject *full_closure(PyObject *ctx, PyObject *config) {
             }
             goto done;
         }
-        if (PyByteArray_AS_STRING(ends)[q] && stack) {
+        if (PyByteArray_AS_STRING(ends)[q] && stack && keeper != NULL) {
+            long long below, back;
+            if (keeper_pop(keeper, stack, &below, &back) < 0 || visit(seen, todo, below * size + back) < 0) {
+                goto done;
+            }
+        } else if (PyByteArray_AS_STRING(ends)[q] && stack) {
             if (stack >= PyList_GET_SIZE(parent) || stack >= PyList_GET_SIZE(top)) {
                 PyErr_SetString(PyExc_IndexError, "_lazycore: a stack not made");
                 goto done;
@@ -925,7 +949,7 @@ done:
     return found;
 }
 
-static PyObject *kernel_at(PyObject *ctx, Py_ssize_t index);
+static PyObject *kernel_at(PyObject *ctx, PyObject *state, Py_ssize_t index);
 static PyObject *cut_of_kernel(PyObject *ctx, PyObject *state, PyObject *kernel);
 
 /* LazyByteDFA._cut_of: a state's cut, from its shape's (on one stack, or
@@ -960,7 +984,7 @@ static PyObject *cut_of(PyObject *ctx, PyObject *state) {
     if (index == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    PyObject *kernel = kernel_at(ctx, index);
+    PyObject *kernel = kernel_at(ctx, state, index);
     if (kernel == NULL) {
         return NULL;
     }
@@ -1494,7 +1518,7 @@ static PyObject *py_wide_targets(PyObject *module, PyObject *const *args, Py_ssi
     if (index == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    PyObject *kernel = kernel_at(ctx, index);
+    PyObject *kernel = kernel_at(ctx, args[1], index);
     if (kernel == NULL) {
         return NULL;
     }
@@ -1883,12 +1907,12 @@ static PyObject *py_wide_sequences(PyObject *module, PyObject *unused) {
  * here over:
  *
  *   - every kernel the automaton has (sorted configurations, one pool) and an
- *     open-addressing table kernel -> id: the store's copy of the
- *     LazyByteDFA's ``_kernels`` and ``_ids``;
+ *     open-addressing table kernel -> id (LazyByteDFA's ``_kernels`` and
+ *     ``_ids`` hold only those Python discovered or read: see below);
  *   - one configuration -> its state (the single-target steps);
  *   - the call stacks (parent, top, depth; stack * stride + return state ->
- *     stack): the copy of ``_stack_parent``, ``_stack_top``, ``_stack_depth``
- *     and ``_pushes``;
+ *     stack; ``_stack_parent``, ``_stack_top``, ``_stack_depth`` and
+ *     ``_pushes`` hold those made before the store and those published);
  *   - each NFA state's edges, epsilon moves, calls, end flag and local
  *     closure (no call or end on the way), and each entered definition's
  *     start, copied from the NFA with the GIL the first time a cell needs
@@ -1898,11 +1922,16 @@ static PyObject *py_wide_sequences(PyObject *module, PyObject *unused) {
  * What it cannot do alone it hands back, with the GIL, to the compiled core
  * over the Python containers (py_step_held): a call of a definition not
  * entered yet (entering it compiles it, in Python), a depth bound, a full
- * table or the state bound. The Python containers stay the automaton's
- * record: the states and stacks the store makes are *published* to them
- * before any Python runs on the automaton (before a hand-back, at a limits
- * check every 64 new states, and when the walk or row ends), and those made
- * by Python are copied into the store when a walk opens it and after each
+ * table or the state bound. The store is the record of its states and
+ * stacks: the count is published to the automaton before any Python runs on
+ * it (before a hand-back, at a limits check every 64 new states, and when
+ * the walk or row ends); the core over the Python containers reads a kernel
+ * from the store (kernel_at), looks a kernel up there (store_id_of), pushes
+ * and pops the store's stacks (stacks_keeper) and numbers a state it
+ * discovers after the store's (discover), which alone goes into
+ * ``_kernels`` (a dict keyed by state) and ``_ids``; the rest is published
+ * only for a reader of the containers (store_publish). The states Python
+ * discovered are copied into the store when a walk opens it and after each
  * hand-back. Everything runs under the automaton's resolving lock, which the
  * caller holds. Every index read here is checked against the arrays'
  * lengths, and every value copied from the NFA against the NFA's and a
@@ -1920,7 +1949,7 @@ struct Store {
     size_t pool_len, pool_cap;
     size_t *koff;                  /* state s is pool[koff[s]:koff[s + 1]] */
     size_t count, koff_cap;        /* states known to the store */
-    size_t published;              /* states below this are in the Python containers too */
+    size_t published;              /* states in the Python containers too (_kernels, _ids) */
     int32_t *ids;                  /* kernel -> state + 1 (0: empty), open addressing */
     size_t ids_cap;
     int64_t *step_keys;            /* one configuration -> its state (-1: empty) */
@@ -1987,7 +2016,7 @@ struct Store {
     long long want_q;
     unsigned fresh;                /* states discovered since the last limits check */
     unsigned long long fast_found, fast_discovered, handed_back;
-    unsigned long long publishes[2];  /* store_publish calls by reason (see publish_missing) */
+    unsigned long long publishes;  /* store_publish calls (LazyByteDFA._publish) */
     unsigned long long kernels_lent;  /* kernels made for a reader, not published (kernel_at) */
     unsigned long long store_ids;     /* ids of unpublished kernels read from the store (store_id_of) */
     unsigned long long why[3];     /* fast-path refusals by reason (store_info): a state the store
@@ -2702,11 +2731,21 @@ static Store *store_of(PyObject *ctx) {
     return self->store;
 }
 
-/* The call stacks the Python containers have and the store not yet, copied. */
+/* The call stacks the Python containers have and the store not yet, copied.
+ * The Python lists hold the stacks published (store_publish_stacks) and,
+ * after them, those made by Python while the store did not keep them (a
+ * closure before the store was made): they never both grow at once. */
 static int store_sync_stacks(PyObject *ctx, Store *s) {
     PyObject *parent = ITEM(ctx, C_STACK_PARENT), *top = ITEM(ctx, C_STACK_TOP);
     if (!PyList_Check(parent) || !PyList_Check(top) || PyList_GET_SIZE(top) != PyList_GET_SIZE(parent)
-            || s->stacks_published != s->stacks || (size_t)PyList_GET_SIZE(parent) < s->stacks) {
+            || (size_t)PyList_GET_SIZE(parent) < s->stacks_published) {
+        PyErr_SetString(PyExc_RuntimeError, "_lazycore: the state store and the automaton's stacks disagree");
+        return -1;
+    }
+    if ((size_t)PyList_GET_SIZE(parent) == s->stacks_published) {
+        return 0;  /* nothing new from Python (the store's own may wait to be published) */
+    }
+    if (s->stacks_published != s->stacks) {
         PyErr_SetString(PyExc_RuntimeError, "_lazycore: the state store and the automaton's stacks disagree");
         return -1;
     }
@@ -2789,27 +2828,90 @@ static int store_publish_stacks(PyObject *ctx, Store *s) {
     return 0;
 }
 
-/* The kernels the Python containers have and the store not yet, copied. */
+/* The store that keeps the call stacks, in ``*keeper`` (NULL when the
+ * Python containers keep them: no store made yet, or one a depth bound or
+ * a stride past 2**32 keeps closed), with the stacks Python made copied in.
+ * Once the store exists, the closures through calls that the core over the
+ * Python containers computes (a hand-back) push and pop the store's
+ * stacks, and the Python lists get them only when Python reads them
+ * (LazyByteDFA._publish): publishing each new stack to them at a walk's
+ * end was 9,288 stacks on MaskBench's sample (4 per source), one
+ * hand-back of 340 reading any. 0, or -1 with an exception. */
+static int stacks_keeper(PyObject *ctx, Store **keeper) {
+    Store *s = ((ContextObject *)ctx)->store;
+    *keeper = NULL;
+    if (s == NULL || s->bounded) {
+        return 0;
+    }
+    if (store_sync_stacks(ctx, s) < 0) {
+        return -1;
+    }
+    *keeper = s;
+    return 0;
+}
+
+/* The store's stack ``stack`` with the return state ``ret`` on top, made
+ * when new (LazyByteDFA._push); -1 with an exception. */
+static long long keeper_push(Store *s, long long stack, PyObject *ret) {
+    long long top_state = PyLong_AsLongLong(ret);
+    if (top_state == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (stack < 0 || (size_t)stack >= s->stacks || top_state < 0 || top_state >= s->stride) {
+        PyErr_SetString(PyExc_IndexError, "_lazycore: a stack not made, or a return state outside the NFA");
+        return -1;
+    }
+    int64_t made = store_push(s, stack, top_state);
+    if (made < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return made;
+}
+
+/* The store's stack ``stack`` (not empty) popped: the stack below and the
+ * state it returns to. 0, or -1 with an exception. */
+static int keeper_pop(Store *s, long long stack, long long *below, long long *back) {
+    if (stack <= 0 || (size_t)stack >= s->stacks) {
+        PyErr_SetString(PyExc_IndexError, "_lazycore: a stack not made");
+        return -1;
+    }
+    *below = s->stack_parent[stack];
+    *back = s->stack_top[stack];
+    return 0;
+}
+
+/* The kernels the Python containers have and the store not yet, copied:
+ * the states Python discovered, numbered from the store's count on (see
+ * discover), each in ``_kernels`` (a dict keyed by state). */
 static int store_sync(PyObject *ctx, Store *s) {
     if (store_bound(ctx, s) < 0 || store_sync_stacks(ctx, s) < 0) {
         return -1;
     }
     PyObject *kernels = ITEM(ctx, C_KERNELS);
-    if (!PyList_Check(kernels) || (size_t)PyList_GET_SIZE(kernels) < s->published) {
-        PyErr_SetString(PyExc_RuntimeError, "_lazycore: the state store and the automaton's kernels disagree");
+    if (!PyDict_Check(kernels)) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: the automaton's kernels are not a dict");
         return -1;
     }
-    if ((size_t)PyList_GET_SIZE(kernels) == s->published) {
-        return 0;  /* nothing new from Python (the store's own states may wait to be published) */
-    }
-    /* Python discovers a state only with every one before it published
-     * (discover, LazyByteDFA._publish): its states follow the store's */
-    if (s->published != s->count) {
-        PyErr_SetString(PyExc_RuntimeError, "_lazycore: the state store and the automaton's kernels disagree");
+    PyObject *count = PyObject_GetAttr(ITEM(ctx, C_DFA), name_count);
+    if (count == NULL) {
         return -1;
     }
-    for (Py_ssize_t state = (Py_ssize_t)s->count; state < PyList_GET_SIZE(kernels); state++) {
-        PyObject *kernel = PyList_GET_ITEM(kernels, state);
+    Py_ssize_t known = PyLong_AsSsize_t(count);
+    Py_DECREF(count);
+    if (known == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    for (Py_ssize_t state = (Py_ssize_t)s->count; state < known; state++) {
+        PyObject *key = PyLong_FromSsize_t(state);
+        PyObject *kernel = key == NULL ? NULL : PyDict_GetItemWithError(kernels, key);  /* borrowed */
+        Py_XDECREF(key);
+        if (kernel == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_RuntimeError, "_lazycore: the state store and the automaton's kernels disagree");
+            }
+            return -1;
+        }
         Py_ssize_t n = PySet_Size(kernel);
         if (n < 0 || reserve((void **)&s->scratch, &s->scratch_cap, (size_t)n + 1, sizeof(int64_t)) < 0) {
             return n < 0 ? -1 : (PyErr_NoMemory(), -1);
@@ -2838,8 +2940,8 @@ static int store_sync(PyObject *ctx, Store *s) {
             PyErr_NoMemory();
             return -1;
         }
+        s->published++;  /* Python's own: in the containers already */
     }
-    s->published = s->count;
     return 0;
 }
 
@@ -2864,25 +2966,28 @@ static PyObject *store_kernel(Store *s, size_t state) {
     return kernel;
 }
 
-/* The kernel of state ``index`` for a reader (cut_of, wide_targets): the
- * one in ``_kernels``, or for a state the store has not published, one
- * made from the store's pool, nothing published (a reader asked for one
- * kernel: publishing every state before it was ~1,100 of the ~1,400
- * publishes on MaskBench's sample). New reference, or NULL with an
+/* The kernel of state ``index`` (``state`` as an int) for a reader (cut_of,
+ * wide_targets): the one in ``_kernels``, or for a state the store has not
+ * published, one made from the store's pool, nothing published (a reader
+ * asked for one kernel: publishing every state before it was ~1,100 of the
+ * ~1,400 publishes on MaskBench's sample). New reference, or NULL with an
  * IndexError past the states. */
-static PyObject *kernel_at(PyObject *ctx, Py_ssize_t index) {
+static PyObject *kernel_at(PyObject *ctx, PyObject *state, Py_ssize_t index) {
     PyObject *kernels = ITEM(ctx, C_KERNELS);
     Store *s = ((ContextObject *)ctx)->store;
-    if (!PyList_Check(kernels)) {
-        PyErr_SetString(PyExc_TypeError, "_lazycore: the automaton's kernels are not a list");
+    if (!PyDict_Check(kernels)) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: the automaton's kernels are not a dict");
         return NULL;
     }
-    if (index >= 0 && index < PyList_GET_SIZE(kernels)) {
-        PyObject *kernel = PyList_GET_ITEM(kernels, index);
+    PyObject *kernel = PyDict_GetItemWithError(kernels, state);  /* borrowed */
+    if (kernel != NULL) {
         Py_INCREF(kernel);
         return kernel;
     }
-    if (index < 0 || s == NULL || (size_t)PyList_GET_SIZE(kernels) != s->published || (size_t)index >= s->count) {
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (index < 0 || s == NULL || (size_t)index >= s->count) {
         PyErr_SetString(PyExc_IndexError, "_lazycore: a state not discovered");
         return NULL;
     }
@@ -2890,13 +2995,13 @@ static PyObject *kernel_at(PyObject *ctx, Py_ssize_t index) {
     return store_kernel(s, (size_t)index);
 }
 
-/* The id of ``kernel`` (a frozenset of configurations) among the states the
- * store has not published: a new reference to an int, None when it is
- * not one of them, NULL with an exception. */
+/* The id of ``kernel`` (a frozenset of configurations) among the store's
+ * states (the caller found it in no ``_ids``): a new reference to an int,
+ * None when it is not one of them, NULL with an exception. */
 static PyObject *store_id_of(PyObject *ctx, PyObject *kernel) {
     Store *s = ((ContextObject *)ctx)->store;
     if (s == NULL || s->published == s->count) {
-        Py_RETURN_NONE;
+        Py_RETURN_NONE;  /* every state is in ``_ids`` */
     }
     Py_ssize_t n = PySet_Size(kernel);
     if (n < 0) {
@@ -2926,19 +3031,16 @@ static PyObject *store_id_of(PyObject *ctx, PyObject *kernel) {
     }
     qsort(s->scratch, (size_t)i, sizeof(int64_t), by_value);
     int64_t found = ids_find(s, s->scratch, (size_t)i);
-    if (found < 0 || (size_t)found < s->published) {
-        Py_RETURN_NONE;  /* a published state is in ``_ids`` already */
+    if (found < 0) {
+        Py_RETURN_NONE;
     }
     s->store_ids++;
     return PyLong_FromLongLong(found);
 }
 
-/* The count of states (LazyByteDFA._count) and the stacks the store made,
- * recorded in the Python containers; the kernels wait (store_publish). */
+/* The count of states (LazyByteDFA._count) recorded in the automaton; the
+ * kernels and stacks wait (store_publish). */
 static int store_publish_count(PyObject *ctx, Store *s) {
-    if (store_publish_stacks(ctx, s) < 0) {
-        return -1;
-    }
     PyObject *dfa = ITEM(ctx, C_DFA), *count = PyObject_GetAttr(dfa, name_count);
     if (count == NULL) {
         return -1;
@@ -2959,35 +3061,50 @@ static int store_publish_count(PyObject *ctx, Store *s) {
     return status;
 }
 
-/* The states the store discovered, recorded in the Python containers:
- * kernels, ids and the count (their rows and flags are written already).
- *
- * Only when Python needs them: a hand-back to the core over the Python
- * containers, a kernel not in ``_ids`` (discover), a kernel read
- * (cut_of, wide_targets) past the ones published, or
- * LazyByteDFA._publish (a reader's inspection). A walk or row publishes
- * only the count (store_publish_count): a frozenset and a dict entry were
- * ~0.5 us a state, and on MaskBench's sample the store finds ~40k states
- * against ~340 hand-backs. */
+/* store_publish_count for the automaton of ``ctx`` (none without a store):
+ * before Python numbers a new state after the store's. */
+static int publish_count_of(PyObject *ctx) {
+    Store *s = ((ContextObject *)ctx)->store;
+    return s == NULL ? 0 : store_publish_count(ctx, s);
+}
+
+/* Every state and stack of the store recorded in the Python containers:
+ * kernels (``_kernels``, a dict keyed by state), ids, stacks and the count
+ * (their rows and flags are written already). Only for a reader of those
+ * containers outside the core (LazyByteDFA._publish: a test's or a
+ * benchmark's inspection). The core reads one kernel from the store
+ * (kernel_at), looks one up there (store_id_of) and numbers a state Python
+ * discovers after the store's (discover), so nothing else publishes: a
+ * frozenset and a dict entry were ~0.5 us a state, and publishing every
+ * state before the one Python discovered put 34,025 of 39,803 states into
+ * the containers on MaskBench's sample (4 per source), 315 times. */
 static int store_publish(PyObject *ctx, Store *s) {
+    if (!s->bounded && store_sync(ctx, s) < 0) {
+        return -1;  /* Python's own states and stacks first: the counts below are then exact */
+    }
     if (store_publish_stacks(ctx, s) < 0) {
         return -1;
     }
-    if (s->published == s->count) {
-        return 0;
-    }
     PyObject *kernels = ITEM(ctx, C_KERNELS), *ids = ITEM(ctx, C_IDS);
-    if (!PyList_Check(kernels) || (size_t)PyList_GET_SIZE(kernels) != s->published) {
-        PyErr_SetString(PyExc_RuntimeError, "_lazycore: the state store and the automaton's kernels disagree");
+    if (!PyDict_Check(kernels)) {
+        PyErr_SetString(PyExc_TypeError, "_lazycore: the automaton's kernels are not a dict");
         return -1;
     }
-    for (size_t state = s->published; state < s->count; state++) {
+    for (size_t state = 0; state < s->count && s->published < s->count; state++) {
+        PyObject *id = PyLong_FromSize_t(state);
+        int known = id == NULL ? -1 : PyDict_Contains(kernels, id);
+        if (known != 0) {
+            Py_XDECREF(id);
+            if (known < 0) {
+                return -1;
+            }
+            continue;
+        }
         PyObject *kernel = store_kernel(s, state);
-        PyObject *id = kernel == NULL ? NULL : PyLong_FromSize_t(state);
-        /* the dict first: a failed append is then undone there, and the two
-         * containers never disagree (a disagreement refuses every later walk) */
-        int failed = id == NULL || PyDict_SetItem(ids, kernel, id) < 0;
-        if (!failed && PyList_Append(kernels, kernel) < 0) {
+        /* ``_ids`` first: a failed entry in ``_kernels`` is then undone
+         * there, and the two containers never disagree */
+        int failed = kernel == NULL || PyDict_SetItem(ids, kernel, id) < 0;
+        if (!failed && PyDict_SetItem(kernels, id, kernel) < 0) {
             PyObject *type, *value, *trace;
             PyErr_Fetch(&type, &value, &trace);
             if (PyDict_DelItem(ids, kernel) < 0) {
@@ -2997,30 +3114,14 @@ static int store_publish(PyObject *ctx, Store *s) {
             failed = 1;
         }
         Py_XDECREF(kernel);
-        Py_XDECREF(id);
+        Py_DECREF(id);
         if (failed) {
             return -1;
         }
-        s->published = state + 1;
+        s->published++;
     }
-    PyObject *count = PyLong_FromSize_t(s->count);
-    int status = count == NULL ? -1 : PyObject_SetAttr(ITEM(ctx, C_DFA), name_count, count);
-    Py_XDECREF(count);
-    return status;
-}
-
-/* The store's states published (store_publish) when ``state`` (every state
- * with -1) is not in the Python containers yet, counted by ``why`` (0 a
- * kernel not in ``_ids``, 1 LazyByteDFA._publish; store_info): 1 when it
- * published, 0
- * when nothing was missing, -1 with an exception. */
-static int publish_missing(PyObject *ctx, Py_ssize_t state, int why) {
-    Store *s = ((ContextObject *)ctx)->store;
-    if (s == NULL || s->published == s->count || (state >= 0 && (size_t)state < s->published)) {
-        return 0;
-    }
-    s->publishes[why]++;
-    return store_publish(ctx, s) < 0 ? -1 : 1;
+    s->publishes++;
+    return store_publish_count(ctx, s);
 }
 
 /* NFA state q's edges copied into the store (with the GIL). */
@@ -3986,7 +4087,11 @@ static LazyCoreAPI core_api = {1, sizeof(LazySession), api_open, api_fast, api_h
 /* LazyByteDFA._publish: every state of the store in ``_kernels`` and ``_ids``. */
 static PyObject *py_publish(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (arguments(nargs, 1, args, "publish(context)") < 0 || publish_missing(args[0], -1, 1) < 0) {
+    if (arguments(nargs, 1, args, "publish(context)") < 0) {
+        return NULL;
+    }
+    Store *s = ((ContextObject *)args[0])->store;
+    if (s != NULL && store_publish(args[0], s) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -3999,15 +4104,17 @@ static PyObject *py_store_info(PyObject *module, PyObject *const *args, Py_ssize
     }
     Store *s = ((ContextObject *)args[0])->store;
     if (s == NULL) {
-        return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:(ii),s:i,s:i}", "states", 0, "published", 0,
+        return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "states", 0, "published", 0,
+                             "stacks", 0, "stacks_published", 0,
                              "fast_found", 0, "fast_discovered", 0, "handed_back", 0, "by_state", 0, "by_call", 0,
-                             "by_bound", 0, "cut_passes", 0, "publishes", 0, 0, "kernels_lent", 0, "store_ids", 0);
+                             "by_bound", 0, "cut_passes", 0, "publishes", 0, "kernels_lent", 0, "store_ids", 0);
     }
-    return Py_BuildValue("{s:n,s:n,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:(KK),s:K,s:K}", "states", (Py_ssize_t)s->count, "published",
-                         (Py_ssize_t)s->published, "fast_found", s->fast_found, "fast_discovered",
+    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "states", (Py_ssize_t)s->count,
+                         "published", (Py_ssize_t)s->published, "stacks", (Py_ssize_t)s->stacks,
+                         "stacks_published", (Py_ssize_t)s->stacks_published, "fast_found", s->fast_found, "fast_discovered",
                          s->fast_discovered, "handed_back", s->handed_back, "by_state", s->why[0],
                          "by_call", s->why[1], "by_bound", s->why[2], "cut_passes", s->cut_passes,
-                         "publishes", s->publishes[0], s->publishes[1], "kernels_lent", s->kernels_lent,
+                         "publishes", s->publishes, "kernels_lent", s->kernels_lent,
                          "store_ids", s->store_ids);
 }
 
@@ -4364,10 +4471,11 @@ static PyMethodDef methods[] = {
     {"publish", (PyCFunction)(void (*)(void))py_publish, METH_FASTCALL,
      "Every state of the native store published to the automaton's _kernels and _ids."},
     {"store_info", (PyCFunction)(void (*)(void))py_store_info, METH_FASTCALL,
-     "The native state store's counts: states, published, fast_found, fast_discovered, handed_back, "
+     "The native state store's counts: states, published (of them, those in _kernels and _ids), stacks, "
+     "stacks_published (in _stack_parent), fast_found, fast_discovered, handed_back, "
      "the fast path's refusals by reason (by_state, by_call, by_bound), and cut_passes (the rows whose "
-     "bytes outside the cut were written DEAD), publishes (store_publish calls because of a kernel not "
-     "in _ids, and LazyByteDFA._publish) kernels_lent (kernels made for a cut or a wide target, not published) and store_ids (ids of "
+     "bytes outside the cut were written DEAD), publishes (LazyByteDFA._publish calls), kernels_lent "
+     "(kernels made for a cut or a wide target, not published) and store_ids (ids of "
      "unpublished kernels read from the store)."},
     {NULL, NULL, 0, NULL},
 };

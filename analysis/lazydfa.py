@@ -57,13 +57,14 @@ counted class's chain there (each link's cells and wide target) in one
 call, holding the GIL. What needs the stack (a closure through a
 call or an end), the state bound, a full table or a depth bound is handed
 back to the core over this class's containers. The store is the record of
-the states it finds: it publishes the count (and the call stacks) before any
-Python code runs on the automaton, but a state's kernel goes into
-``_kernels`` and ``_ids`` only when Python needs it: a kernel read past the
-ones published (a cut, a wide target), a kernel not in ``_ids`` (before
-Python discovers a state, so ids follow the store's), or :meth:`_publish` (a
-reader's inspection). ``_kernels`` is then a prefix of the states, and the
-store copies the states found by Python, which always follow it.
+the states and call stacks it finds: it publishes the count before any
+Python code runs on the automaton, and nothing else until a reader asks
+(:meth:`_publish`, a test's or a benchmark's inspection). ``_kernels`` is
+a dict keyed by state, not a list: the core reads a kernel the store has
+(a cut, a wide target) from the store, looks a kernel not in ``_ids`` up
+there, and a state it discovers itself is numbered after the store's and
+alone goes into ``_kernels`` and ``_ids`` (the store copies it when a walk
+next opens it); its closures through calls push and pop the store's stacks.
 Without the compiled modules (``TOKENDFA_NATIVE=0``) the methods here do
 everything, with the same answers: they are the reference.
 
@@ -305,7 +306,9 @@ class LazyByteDFA:
             shown = repr(text[:200]) + (f" (+{len(text) - 200:,} characters)"
                                         if len(text) > 200 else "")
             raise EmptyRegexError(f"regex {shown} matches no string at all")
-        self._kernels: list[frozenset] = [frozenset(), initial]
+        # state -> kernel; with the native store, only the states Python
+        # discovered or asked for (see the module's docstring)
+        self._kernels: dict[int, frozenset] = {DEAD: frozenset(), INITIAL: initial}
         self._ids: dict[frozenset, int] = {frozenset(): DEAD, initial: INITIAL}
         # the configurations of a step -> its state: one as an int, several packed (see _step)
         self._steps: dict[int | bytes, int] = {}
@@ -333,6 +336,7 @@ class LazyByteDFA:
         self._count = INITIAL + 1
         self._core_context = None
         self._publish_store = None
+        self._store_info = None
         if _lazycore is not None:
             self._use_native_core(_lazycore)
 
@@ -369,6 +373,7 @@ class LazyByteDFA:
             wide_ends=self._wide_ends, cut_bases=self._cut_bases)
         self._core_context = context
         self._publish_store = partial(core.publish, context)
+        self._store_info = partial(core.store_info, context)
         self._closure = partial(core.closure, context)
         self._step = partial(core.step, context)
         self._cut_of = partial(core.cut_of, context)
@@ -389,6 +394,8 @@ class LazyByteDFA:
     @property
     def num_stacks(self) -> int:
         """Distinct call stacks met so far (the empty one included)."""
+        if self._store_info is not None:  # the native store keeps the stacks it makes
+            return max(len(self._stack_parent), self._store_info()["stacks"])
         return len(self._stack_parent)
 
     # --- reading ------------------------------------------------------------
@@ -524,10 +531,11 @@ class LazyByteDFA:
         return found
 
     def _publish(self) -> None:
-        """Every state the native store found, in ``_kernels`` and ``_ids``
-        (see the module's docstring), for a reader of those containers
-        outside the core: a test's or a benchmark's inspection. Takes the
-        lock; without the compiled core the containers are always whole."""
+        """Every state and call stack the native store found, in
+        ``_kernels``, ``_ids`` and the stack lists (see the module's
+        docstring), for a reader of those containers outside the core: a
+        test's or a benchmark's inspection. Takes the lock; without the
+        compiled core the containers are always whole."""
         if self._publish_store is not None:
             with self._exclusive:
                 self._publish_store()
@@ -648,7 +656,7 @@ class LazyByteDFA:
         None when the NFA does not show them (see :meth:`wide_target`)."""
         size = self._stride
         targets = set()
-        for config in self._kernels[state]:
+        for config in self._kernel_of(state):
             q = config % size
             ends = self._wide_ends.get(q, _UNDECIDED)
             if ends is _UNDECIDED:
@@ -658,6 +666,14 @@ class LazyByteDFA:
             base = config - q
             targets.update([base + t for t in ends] if base else ends)
         return tuple(sorted(targets))
+
+    def _kernel_of(self, state: int) -> frozenset:
+        """``state``'s kernel; IndexError for a state not discovered (the
+        compiled core's error: ``_kernels`` is a dict)."""
+        try:
+            return self._kernels[state]
+        except KeyError:
+            raise IndexError(f"state {state} is not discovered") from None
 
     def _nfa_wide_ends(self, q: int) -> frozenset | None:
         """The NFA states every character of two or more bytes leads to from
@@ -870,7 +886,7 @@ class LazyByteDFA:
         if found is not None:
             return found[0], found[1], found[2], self._cut_bases[state]
         size = self._stride
-        kernel = self._kernels[state]
+        kernel = self._kernel_of(state)
         stack = -1
         shape = []
         for config in kernel:
@@ -1023,7 +1039,7 @@ class LazyByteDFA:
         if state == len(self._finals):
             self._grow()
         self._table[state] = UNKNOWN
-        self._kernels.append(kernel)
+        self._kernels[state] = kernel
         self._ids[kernel] = state
         self._finals[state] = self._final in kernel
         self._count = state + 1

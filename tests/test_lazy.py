@@ -680,8 +680,9 @@ MANY_STACKS = {P: r'"(?:[^"\\]|\\["n])*"', Q: rf"\{{(?:{P}:(?:{P}|[0-9]+)(?:,{P}
 
 @pytest.mark.skipif(not lazydfa_module.NATIVE_CORE, reason="the compiled core is not built here (or TOKENDFA_NATIVE=0)")
 def test_the_store_publishes_a_kernel_only_when_python_needs_it(monkeypatch):
-    """The native store is the record of the states it finds: its walks
-    publish the count, not the kernels. The core over the Python containers
+    """The native store is the record of the states and stacks it finds: its
+    walks publish the count, not the kernels or stacks, and a state Python
+    discovers goes into the containers alone. The core over the Python containers
     stepping to a kernel the store found and has not published gets the
     store's id (nothing published), never a second id for it; a
     kernel read past the published ones (a cut, a wide target) is made from
@@ -702,17 +703,24 @@ def test_the_store_publishes_a_kernel_only_when_python_needs_it(monkeypatch):
     assert native.num_states == twin.num_states == count
     published = core.store_info(native._core_context)["published"]
     assert published == len(native._kernels) < count - 10, (published, count)
-    state, config = next((s, c) for s, kernel in enumerate(reference._kernels)
-                         if s >= published and len(kernel) == 1 and (c := next(iter(kernel))) not in native._steps)
+    # a state Python discovered (at a definition's first call) went into the
+    # containers alone, not after every state the store found before it
+    assert sorted(native._kernels) != list(range(published)), sorted(native._kernels)
+    # the store's call stacks wait for a reader too
+    assert len(native._stack_parent) < native.num_stacks == reference.num_stacks
+    state, config = next((s, c) for s, kernel in reference._kernels.items()
+                         if s not in native._kernels and len(kernel) == 1 and (c := next(iter(kernel))) not in native._steps)
     with native.resolving():
         assert core.step(native._core_context, config, 0) == state
     info = core.store_info(native._core_context)
     assert native.num_states == count and info["store_ids"] == 1 and info["published"] == published, info
     native._publish()
     assert native._kernels == reference._kernels
-    assert all(native._ids[kernel] == s for s, kernel in enumerate(reference._kernels))
+    assert all(native._ids[kernel] == s for s, kernel in reference._kernels.items())
+    assert (native._stack_parent, native._stack_top, native._stack_depth, native._pushes) == (
+        reference._stack_parent, reference._stack_top, reference._stack_depth, reference._pushes)
     published = len(twin._kernels)
-    assert published < count
+    assert published < count and count - 1 not in twin._kernels and count - 2 not in twin._kernels
     with twin.resolving():
         cut = core.cut_of(twin._core_context, count - 1)
         assert core.wide_targets(twin._core_context, count - 2) == reference._wide_targets(count - 2)
@@ -761,7 +769,8 @@ def test_states_under_many_stacks_are_numbered_as_the_reference(pattern, monkeyp
     # most states are a fragment's states seen before under another stack
     stride, first = reference._stride, {}
     again = sum(first.setdefault(frozenset(c % stride for c in kernel), stacks) != stacks
-                for kernel in reference._kernels[1:] if len(stacks := {c // stride for c in kernel}) == 1)
+                for state, kernel in reference._kernels.items() if state >= 1
+                and len(stacks := {c // stride for c in kernel}) == 1)
     assert again > count // 3, (again, count)
 
 
@@ -1487,8 +1496,8 @@ def test_compiled_core_refuses_edge_rows_not_flat_triples():
         with pytest.raises(TypeError, match="expected types"):
             core.alive(dfa._eps, dfa._edges, dfa._calls, [], q, q + 1, q)
         with pytest.raises(TypeError, match="not a tuple"):
-            dfa._kernels.append(frozenset([q]))
-            core.cut_of(dfa._core_context, len(dfa._kernels) - 1)
+            dfa._kernels[dfa._count] = frozenset([q])
+            core.cut_of(dfa._core_context, dfa._count)
     for starts, ends, targets in [([97], [97], [2]), (b"a", b"", [2]), (b"ab", b"ab", [2])]:
         dfa = LazyByteDFA("ab")
         dfa._cut_bases[INITIAL_STATE] = 0
@@ -1517,10 +1526,11 @@ def test_native_state_store_refuses_edges_outside_bytes_and_the_nfa():
         dfa._calls.append(())
         dfa._ends.append(0)
         with dfa.resolving():
-            dfa._kernels.append(frozenset([q]))
-            dfa._ids[dfa._kernels[-1]] = len(dfa._kernels) - 1
-            dfa._table[len(dfa._kernels) - 1] = UNKNOWN
-            dfa._count = len(dfa._kernels)
+            state = dfa._count
+            dfa._kernels[state] = frozenset([q])
+            dfa._ids[dfa._kernels[state]] = state
+            dfa._table[state] = UNKNOWN
+            dfa._count = state + 1
             with pytest.raises(ValueError, match="outside"):
                 core.resolve_bytes(dfa._core_context, dfa._count - 1, 1 << 4)
 
@@ -2267,7 +2277,8 @@ def test_the_native_state_store_resolves_cold_rows_and_publishes_its_states():
     assert info["states"] == dfa.num_states > info["published"] == len(dfa._kernels), info
     dfa._publish()
     assert _lazycore.store_info(dfa._core_context)["published"] == dfa.num_states == len(dfa._kernels)
-    assert all(dfa._ids[kernel] == state for state, kernel in enumerate(dfa._kernels))
+    assert all(dfa._ids[kernel] == state for state, kernel in dfa._kernels.items())
+    assert sorted(dfa._kernels) == list(range(dfa.num_states))
     reference = Index.from_schema(schema, vocab, method="reference", lazy=False)
     assert not isinstance(reference, LazyIndex)
     state, expected = index.initial_state, reference.initial_state
