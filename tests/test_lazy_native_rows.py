@@ -299,7 +299,10 @@ def test_group_plans_are_the_numpy_walk_plans(indexes, monkeypatch):
     the loop's rest packed once (``plans._group_plan``) is, array for array
     (dtypes included) and byte for byte packed, the walk plan numpy makes
     from the loop's rest of the row's first bytes (``tables._loop_mask``,
-    ``plans._walk_plan``), under the same cache key."""
+    ``plans._walk_plan``) less the rest tokens that die at their first byte
+    in the loop's state (a resume point, then an ASCII byte dead there), under
+    the same cache key (with the dead bytes where there are any); and some
+    rows leave such tokens out."""
     vocab, found = indexes
     tables = lazy_tables.vocabulary_tables(vocab)
     group_plan = lazy_index_module._group_plan
@@ -310,13 +313,14 @@ def test_group_plans_are_the_numpy_walk_plans(indexes, monkeypatch):
                 for state in states[:40]:
                     index._raw_row(state)
     assert len(asked) >= 30, len(asked)
-    kinds = set()
-    for tables_, first, tail_key, tail, packed, first_key, outside in asked:
+    kinds, left_out = set(), 0
+    for tables_, first, tail_key, tail, packed, first_key, outside, dead in asked:
         assert first_key == np.packbits(first).tobytes()
         kinds.add(first_key)
         with _fresh_plans(tables):
-            compiled = group_plan(tables, first, tail_key, tail, packed, first_key, outside)
-            assert tables.walk_plans.get((first_key, tail_key, outside.tobytes())) is compiled
+            compiled = group_plan(tables, first, tail_key, tail, packed, first_key, outside, dead)
+            key = (first_key, tail_key, outside.tobytes()) + ((dead,) if dead != lazy_plans._NO_DEAD else ())
+            assert tables.walk_plans.get(key) is compiled
         _numpy(monkeypatch)
         saved = dict(tables.loop_masks)
         tables.loop_masks.clear()
@@ -329,11 +333,23 @@ def test_group_plans_are_the_numpy_walk_plans(indexes, monkeypatch):
             tables.loop_masks.clear()
             tables.loop_masks.update(saved)
             _compiled(monkeypatch)
+        # the rest tokens that start in the loop's state with a dead ASCII byte, found in numpy
+        dead_bytes = np.unpackbits(np.frombuffer(dead, np.uint8), bitorder="little").astype(bool)
+        positions, tokens = numpy.positions.astype(np.int64), numpy.tokens.astype(np.int64)
+        resume = tables.columns[np.minimum(positions, len(tables.columns) - 1), tokens]
+        dies = numpy.skipped & (positions < tables.lengths[tokens]) & (resume < 128) & dead_bytes[resume & 127]
+        left_out += int(dies.sum())
+        kept = ~dies
+        numpy = lazy_plans._WalkPlan(*(np.array(getattr(numpy, field)[kept]) for field in
+                                       ("tokens", "first_bytes", "positions", "skipped")))
+        for field in ("tokens", "first_bytes", "positions", "skipped"):
+            getattr(numpy, field).flags.writeable = False
         _assert_same_plan(compiled, numpy)
         by_id = lazy_plans._packed(tables, compiled.tokens, compiled.positions)
         assert np.array_equal(compiled.packing.packed.offsets, by_id.offsets)
         assert np.array_equal(compiled.packing.packed.data, by_id.data)
     assert len(kinds) >= 3, len(kinds)
+    assert left_out > 1000, left_out
 
 
 def test_group_plan_refuses_bad_arrays():
@@ -349,7 +365,7 @@ def test_group_plan_refuses_bad_arrays():
         arrays = dict(by_first_byte=tables.by_first_byte, first_offsets=tables.first_offsets, grouped=grouped,
                       grouped_offsets=grouped_offsets, walked=np.array([ord('"')], np.int64), rest_tokens=rest,
                       rest_offsets=rest_offsets, rest_skips=skips, rest_data=data, rest_data_offsets=data_offsets,
-                      rested=np.array([ord("a")], np.int64))
+                      rested=np.array([ord("a")], np.int64), dead=np.zeros(16, np.uint8))
         arrays.update(changed)
         return cwalk.group_plan(*arrays.values())
 
@@ -362,9 +378,20 @@ def test_group_plan_refuses_bad_arrays():
     assert len(first_bytes) == len(skipped)  # one byte a first byte
     assert packed.endswith(b"xyz") and np.frombuffer(offsets, np.int32)[-1] == len(packed)
     assert len(offsets) == 4 * (len(skipped) + 1)  # packed offsets are int32
+    # a rest token that starts in the loop's state (token 4, resume point 2)
+    # with a dead byte is left out; one walked from its first byte's state
+    # (token 3, no resume point) is not, whatever its next byte
+    dead = np.zeros(16, np.uint8)
+    dead[ord("z") >> 3] |= 1 << (ord("z") & 7)
+    dead[ord("x") >> 3] |= 1 << (ord("x") & 7)
+    tokens, _, positions, skipped, packed, offsets = plan(dead=dead)
+    assert np.frombuffer(tokens, np.int32)[quoted:].tolist() == [3]
+    assert packed.endswith(b"xy") and np.frombuffer(offsets, np.int32)[-1] == len(packed)
+    with pytest.raises(ValueError, match="mismatched"):
+        plan(dead=np.zeros(15, np.uint8))
     with pytest.raises(TypeError, match="rest_data_offsets: items of 4 bytes"):
         plan(rest_data_offsets=data_offsets.astype(np.int64))
-    with pytest.raises(TypeError, match="11 arguments"):
+    with pytest.raises(TypeError, match="12 arguments"):
         cwalk.group_plan(grouped)
     with pytest.raises(IndexError, match="outside the row"):
         plan(walked=np.array([256], np.int64))

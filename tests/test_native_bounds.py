@@ -56,7 +56,7 @@ def _walk_span_twin(dfa, data, offsets, ranges, state, tokens, loop_mask, num_wo
 
 
 def _group_plan_twin(by_first, first_offsets, grouped, grouped_offsets, walked, rest_tokens, rest_offsets,
-                     rest_skips, rest_data, rest_data_offsets, rested):
+                     rest_skips, rest_data, rest_data_offsets, rested, dead):
     tokens, firsts, positions, skipped, data, offsets = [], [], [], [], b"", [0]
     for b in walked:
         for j in range(first_offsets[b], first_offsets[b + 1]):
@@ -68,7 +68,10 @@ def _group_plan_twin(by_first, first_offsets, grouped, grouped_offsets, walked, 
             offsets.append(len(data))
     for b in rested:
         for j in range(rest_offsets[b], rest_offsets[b + 1]):
-            data += bytes(rest_data[rest_data_offsets[j]:rest_data_offsets[j + 1]])
+            spelled = bytes(rest_data[rest_data_offsets[j]:rest_data_offsets[j + 1]])
+            if rest_skips[j] > 0 and spelled and spelled[0] < 128 and dead[spelled[0] >> 3] >> (spelled[0] & 7) & 1:
+                continue  # dies at its first byte in the loop's state
+            data += spelled
             tokens.append(int(rest_tokens[j]))
             firsts.append(int(b))
             positions.append(max(int(rest_skips[j]), 1))
@@ -167,8 +170,11 @@ def test_group_plan_is_its_twin_on_random_input():
         rest_data = np.frombuffer(b"".join(rest_spellings), np.uint8)
         rest_data_offsets = np.concatenate(([0], np.cumsum([len(s) for s in rest_spellings]))).astype(np.int32)
         rested = np.array(sorted(rng.sample(b"abc\xc3", rng.randrange(0, 4))), np.int64)
+        dead = np.zeros(16, np.uint8)
+        for byte in rng.sample(b"xyz", rng.randrange(0, 4)):
+            dead[byte >> 3] |= 1 << (byte & 7)
         args = (by_first, first_offsets, grouped, grouped_offsets, walked, rest_tokens, rest_offsets, rest_skips,
-                rest_data, rest_data_offsets, rested)
+                rest_data, rest_data_offsets, rested, dead)
         parts = cwalk.group_plan(*args)
         got = tuple(np.frombuffer(part, dtype).tolist() for part, dtype in zip(parts, lazy_plans._PLAN_DTYPES))
         got += (parts[4], np.frombuffer(parts[5], np.int32).tolist())
@@ -323,7 +329,7 @@ def _plan_args():
                 grouped_offsets=np.array([0, 2, 4], np.int64), walked=np.array([ord("a")], np.int64),
                 rest_tokens=np.array([7], np.int64), rest_offsets=rest_offsets, rest_skips=np.array([2], np.int16),
                 rest_data=np.frombuffer(b"z", np.uint8), rest_data_offsets=np.array([0, 1], np.int32),
-                rested=np.array([ord("b")], np.int64))
+                rested=np.array([ord("b")], np.int64), dead=np.zeros(16, np.uint8))
 
 
 @pytest.mark.parametrize("name", list(_plan_args()))
@@ -353,6 +359,7 @@ def test_group_plan_refuses_views_and_item_sizes(name):
     (dict(rest_skips=np.zeros(0, np.int16)), ValueError),
     (dict(first_offsets=np.full(257, 2**62, np.int64)), IndexError),
     (dict(rest_offsets=np.full(257, -1, np.int64)), IndexError),
+    (dict(dead=np.zeros(17, np.uint8)), ValueError),
 ])
 def test_group_plan_refuses_values_out_of_range(changed, error):
     with pytest.raises(error):
@@ -469,7 +476,7 @@ def test_arrays_of_another_kind_are_refused(kind):
             with dfa.resolving(), pytest.raises(TypeError, match=f"{name}: |picks of"):
                 call(*{**args, name: bad}.values())
             refused.append(name)
-    assert len(refused) == {"float": 29, "complex": 20, "signedness": 35, "byte order": 29, "bool": 6}[kind]
+    assert len(refused) == {"float": 29, "complex": 20, "signedness": 36, "byte order": 29, "bool": 7}[kind]
 
 
 def test_flags_and_picks_take_bool_or_uint8_or_int32():

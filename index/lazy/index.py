@@ -414,6 +414,7 @@ class LazyIndex(MaskServing):
         self._token_live: dict[int, bool] = {}
         self._distances: LazyDistances | None = None  # made when a budget first asks
         self._loops: dict[int, tuple[int, int, bool]] = {}
+        self._dead_ascii: dict[int, bytes] = {}   # state -> its dead ASCII bytes (_dead)
         self._wide_targets: dict[int, int] = {}
         self._chain_links: dict[tuple[int, int, bool], _ChainLinks] = {}  # class -> its links followed
         self._raw_rows: dict[int, _TokenRow] = {}
@@ -1166,7 +1167,7 @@ class LazyIndex(MaskServing):
             # the plan read from the groups and the loop's packed rest, in one C call
             mask = _loop_bits(tables, first, tail_key, tail, first_key)
             plan = _group_plan(tables, first, tail_key, tail, packed, first_key,
-                               _outside(first_row, first) if outside is None else outside)
+                               _outside(first_row, first) if outside is None else outside, self._dead(target))
         else:
             mask, rest = _loop_mask(tables, first, tail_key, tail, first_key)
             plan = _walk_plan(tables, np.flatnonzero(first_row), (first, tail_key, rest), first_key, outside)
@@ -1268,6 +1269,16 @@ class LazyIndex(MaskServing):
                 found = self._loops[state] = (low, high, wide)
             else:
                 found = self._loops[state] = _class_key(ascii_row == state, wide)
+        return found
+
+    def _dead(self, state: int) -> bytes:
+        """The ASCII bytes dead in ``state`` (whose ASCII cells :meth:`_loop`
+        resolved) as 16 bytes, bit b of byte b >> 3: what a loop row's plan
+        leaves out of the loop's rest (:func:`~tokendfa.lazy.plans._group_plan`)."""
+        found = self._dead_ascii.get(state)
+        if found is None:
+            low, high = _cwalk.equal_bits(self._dfa.ascii_row(state), DEAD)
+            found = self._dead_ascii[state] = (low | high << 64).to_bytes(16, "little")
         return found
 
     def _wide_target(self, state: int) -> int:

@@ -419,8 +419,13 @@ def _walk_plan(tables: _VocabularyTables, live: np.ndarray, loop: tuple | None =
     return tables.walk_plans.remember(plan_key, found)
 
 
+# The ``dead`` of a loop state with no dead ASCII byte (see _group_plan).
+_NO_DEAD = bytes(16)
+
+
 def _group_plan(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int, int, bool], tail: _TailTokens,
-                packed: _PackedBytes, first_key: bytes | None, outside: np.ndarray) -> _WalkPlan:
+                packed: _PackedBytes, first_key: bytes | None, outside: np.ndarray,
+                dead: bytes = _NO_DEAD) -> _WalkPlan:
     """The :class:`_WalkPlan` of a loop row (compiled module only), the one
     :func:`_walk_plan` makes with the loop's rest (``tables._loop_mask``)
     and cached under the same key: the tokens starting with the live bytes
@@ -431,15 +436,27 @@ def _group_plan(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[in
     bytes packed with it. A row's first bytes need no rest of their own:
     making one and its plan cost ~300-400 us a new set of first bytes in a
     fresh fork (a declared key's prefix inside a free key: 57 sets in
-    MaskBench's sample, ~25 ms of its steps of 0.25-1.5 ms)."""
+    MaskBench's sample, ~25 ms of its steps of 0.25-1.5 ms).
+
+    ``dead`` (16 bytes, bit b of byte b >> 3): the ASCII bytes dead in the
+    loop's state. A rest token whose walk starts there (it has a resume
+    point) with one of them dies at its first byte, and the plan leaves it
+    out: the row is the same, its walk shorter. Inside a JSON string most
+    of the rest are such (a control character or a quote where the string
+    cannot end next): 2.2M of the 12.9M entries the cold rows of
+    MaskBench's qwen2.5 sample walked. The plans of loop states with other
+    dead bytes are other plans (the key holds them)."""
     plan_key = (np.packbits(first).tobytes() if first_key is None else first_key, tail_key, outside.tobytes())
+    if dead != _NO_DEAD:
+        plan_key += (dead,)
     found = tables.walk_plans.get(plan_key)
     if found is not None:
         return found
     grouped, grouped_offsets = _grouped_spellings(tables)
     parts = _cwalk.group_plan(tables.by_first_byte, tables.first_offsets, grouped, grouped_offsets,
                               np.ascontiguousarray(outside, dtype=np.int64), tail.rest, tail.rest_offsets,
-                              tail.rest_skips, packed.data, packed.offsets, np.flatnonzero(first))
+                              tail.rest_skips, packed.data, packed.offsets, np.flatnonzero(first),
+                              np.frombuffer(dead, dtype=np.uint8))
     found = _WalkPlan(*(np.frombuffer(part, dtype=dtype) for part, dtype in zip(parts, _PLAN_DTYPES)))
     found.packing.keep(parts[4], np.frombuffer(parts[5], dtype=np.int32))
     return tables.walk_plans.remember(plan_key, found)
