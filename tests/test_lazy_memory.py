@@ -67,3 +67,41 @@ def test_row_budget_defaults_and_checks():
     assert 0 < index.row_bytes < DEFAULT_ROW_BUDGET
     with pytest.raises(ValueError):
         Index.from_regex("[0-9]+", vocab, row_budget=0)
+
+
+def _colliding(monkeypatch):
+    """Every new row's mask fingerprint made 0, as if all of them collided."""
+    for name in ("_compiled_row", "_numpy_row"):
+        def colliding(self, state, _method=getattr(LazyIndex, name)):
+            key, successors, _ = _method(self, state)
+            return key, successors, 0
+
+        monkeypatch.setattr(LazyIndex, name, colliding)
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_equal_masks_are_one_array_and_distinct_ones_stay_apart(collide, monkeypatch):
+    """The rows' masks are kept by fingerprint and compared bytewise: states
+    with equal masks serve one array, and distinct masks stay distinct even
+    when every fingerprint is the same, with a budget that drops rows too."""
+    vocab = cached_vocabulary("qwen2.5")
+    expected = random_walks(Index.from_schema(SCHEMA, vocab), vocab, 3, walks=8, steps=30)
+    if collide:
+        _colliding(monkeypatch)
+    index = Index.from_schema(SCHEMA, vocab)
+    assert random_walks(index, vocab, 3, walks=8, steps=30) == expected
+    arrays = {}
+    for mask in index._masks.values():
+        arrays.setdefault(mask.tobytes(), set()).add(id(mask))
+    assert all(len(ids) == 1 for ids in arrays.values())
+    assert len(arrays) < len(index._masks)  # some masks are shared
+    kept = [mask for masks in index._distinct_masks.values() for mask in masks]
+    assert sorted(mask.tobytes() for mask in kept) == sorted(arrays)
+    if collide:
+        assert list(index._distinct_masks) == [0]
+    mask_bytes = (vocab.size + 31) // 32 * 4
+    tiny = Index.from_schema(SCHEMA, vocab, row_budget=3 * mask_bytes)
+    assert random_walks(tiny, vocab, 3, walks=8, steps=30) == expected
+    kept = [mask for masks in tiny._distinct_masks.values() for mask in masks]
+    assert sorted(mask.tobytes() for mask in kept) == sorted({mask.tobytes() for mask in tiny._masks.values()})
+    assert sum(users for users, _ in tiny._mask_users.values()) == len(tiny._masks)

@@ -158,14 +158,14 @@ def test_compiled_rows_are_the_numpy_rows_on_real_schemas(indexes, monkeypatch):
             continue
         for state in states:
             _compiled(monkeypatch)
-            key, successors = index._compiled_row(state)
+            key, successors, fingerprint = index._compiled_row(state)
             assert key == index.get_mask(state).tobytes()
             _numpy(monkeypatch)
             # the reference makes its own plans (the caches hold the compiled ones)
             with _fresh_plans(tables):
                 row = index._raw_row(state)
-                numpy_key, numpy_successors = index._numpy_row(state)
-            assert key == numpy_key, state
+                numpy_key, numpy_successors, numpy_fingerprint = index._numpy_row(state)
+            assert key == numpy_key and fingerprint == numpy_fingerprint, state
             assert successors.dtype == numpy_successors.dtype
             assert np.array_equal(successors, numpy_successors), state
             compared += 1
@@ -198,11 +198,12 @@ def test_compiled_rows_of_plans_not_packed_ahead(indexes, monkeypatch):
                     loop, plan, _ = index._loop_row(state, index._dfa.row(state))
                     unpacked += loop is not None and isinstance(plan, lazy_plans._WalkPlan) and \
                         plan.packing.packed is None
-                    key, successors = index._compiled_row(state)
+                    key, successors, fingerprint = index._compiled_row(state)
                     _numpy(monkeypatch)
                     with _fresh_plans(tables):
-                        numpy_key, numpy_successors = index._numpy_row(state)
+                        numpy_key, numpy_successors, numpy_fingerprint = index._numpy_row(state)
                     assert key == numpy_key and np.array_equal(successors, numpy_successors), state
+                    assert fingerprint == numpy_fingerprint, state
                     compared += 1
     finally:
         _compiled(monkeypatch)
@@ -552,7 +553,8 @@ def test_start_states_refuses_bad_arrays():
 def test_finish_row_is_the_numpy_row():
     """``_cwalk.finish_row`` against the numpy mask and successors on
     random walks over the Qwen vocabulary's size (a loop mask or none, EOS
-    in a final row or not), and its refusals."""
+    in a final row or not), the mask's fingerprint against its twin
+    (``_mask_fingerprint``), and its refusals."""
     vocab = cached_vocabulary("qwen2.5")
     words = (vocab.size + 31) // 32
     eos = np.array(sorted(vocab.eos_token_ids), dtype=np.int64)
@@ -570,13 +572,14 @@ def test_finish_row_is_the_numpy_row():
         loop_mask = rng.integers(0, 1 << 32, words, dtype=np.uint64).astype(np.uint32) if loop else None
         loop_ends = rng.integers(1, 600, int(rng.integers(1, 4))).astype(np.int64) if loop else np.zeros(0, np.int64)
         final = trial % 2 == 0
-        key, successors = cwalk.finish_row(loop_mask, words, tokens, entries_out, ends_out, ended, loop_ends,
-                                           eos, final)
+        key, successors, fingerprint = cwalk.finish_row(loop_mask, words, tokens, entries_out, ends_out, ended,
+                                                        loop_ends, eos, final)
         mask = np.zeros(words, np.uint32) if loop_mask is None else loop_mask.copy()
         lazy_kernels._set_bits(mask, tokens[entries])
         if final:
             lazy_kernels._set_bits(mask, eos)
         assert key == mask.tobytes()
+        assert fingerprint == lazy_kernels._mask_fingerprint(mask)
         expected = np.unique(np.concatenate((ends, loop_ends))).astype(np.int32)
         assert np.array_equal(np.frombuffer(successors, np.int32), expected)
     one, none, token = np.array([0], np.int64), np.zeros(0, np.int64), np.array([0], np.int32)
@@ -724,12 +727,13 @@ def test_walk_span_refuses_bad_arrays():
             return cwalk.walk_span(dfa, *arrays.values())
 
     for ranges in ([[0, 4]], [[0, 1], [2, 4]], [[0, 0], [0, 1], [1, 3], [3, 4]]):
-        mask, successors = walk(ranges=np.array(ranges, np.int64))
+        mask, successors, fingerprint = walk(ranges=np.array(ranges, np.int64))
         assert np.frombuffer(mask, np.uint32).tolist() == [1 << 5 | 1 << 7], ranges
+        assert fingerprint == lazy_kernels._mask_fingerprint(np.array([1 << 5 | 1 << 7], np.uint32))
         assert [dfa.is_final(int(s)) for s in np.frombuffer(successors, np.int32)] == [True]
-    mask, successors = walk(ranges=np.array([[1, 2], [3, 4]], np.int64))
+    mask, successors, _ = walk(ranges=np.array([[1, 2], [3, 4]], np.int64))
     assert np.frombuffer(mask, np.uint32).tolist() == [0] and successors == b""
-    mask, _ = walk(ranges=np.zeros((0, 2), np.int64))
+    mask, _, _ = walk(ranges=np.zeros((0, 2), np.int64))
     assert np.frombuffer(mask, np.uint32).tolist() == [0]
     with pytest.raises(TypeError, match="11 arguments"):
         cwalk.walk_span(dfa, data)
@@ -776,8 +780,9 @@ def test_walk_row_refuses_bad_arrays():
         with dfa.resolving():
             return cwalk.walk_row(dfa, *arrays.values())
 
-    mask, successors = walk()
+    mask, successors, fingerprint = walk()
     assert np.frombuffer(mask, np.uint32).tolist() == [1 << 5]
+    assert fingerprint == lazy_kernels._mask_fingerprint(np.array([1 << 5], np.uint32))
     assert dfa.is_final(int(np.frombuffer(successors, np.int32)[0]))
     with pytest.raises(TypeError, match="13 arguments"):
         cwalk.walk_row(dfa, data)

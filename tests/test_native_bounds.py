@@ -27,6 +27,7 @@ pytestmark = pytest.mark.skipif(cwalk is None, reason="TOKENDFA_NATIVE=0 turns t
 from tokendfa.analysis.dfa import INITIAL  # noqa: E402
 from tokendfa.analysis.lazydfa import LazyByteDFA  # noqa: E402
 from tokendfa.lazy import index as lazy_index  # noqa: E402
+from tokendfa.lazy import kernels as lazy_kernels  # noqa: E402
 from tokendfa.lazy import plans as lazy_plans  # noqa: E402
 
 CASES = 300
@@ -52,7 +53,14 @@ def _walk_span_twin(dfa, data, offsets, ranges, state, tokens, loop_mask, num_wo
     if final:
         for token in eos:
             mask[token >> 5] |= np.uint32(1 << (token & 31))
-    return mask.tolist(), sorted(ends)
+    return mask.tolist(), sorted(ends), lazy_kernels._mask_fingerprint(mask)
+
+
+def _span_result(result):
+    """A walk_span result (mask bytes, successors bytes, fingerprint) as
+    its twin gives it."""
+    mask, successors, fingerprint = result
+    return np.frombuffer(mask, np.uint32).tolist(), np.frombuffer(successors, np.int32).tolist(), fingerprint
 
 
 def _group_plan_twin(by_first, first_offsets, grouped, grouped_offsets, walked, rest_tokens, rest_offsets,
@@ -149,8 +157,8 @@ def test_walk_span_is_its_twin_on_random_input():
         args = (data, offsets, ranges, state, tokens, loop_mask, num_words, loop_ends, eos, final)
         expected = _walk_span_twin(dfa, *args)
         with dfa.resolving():
-            mask, successors = cwalk.walk_span(dfa, *args)
-        assert (np.frombuffer(mask, np.uint32).tolist(), np.frombuffer(successors, np.int32).tolist()) == expected, case
+            result = _span_result(cwalk.walk_span(dfa, *args))
+        assert result == expected, case
 
 
 def test_group_plan_is_its_twin_on_random_input():
@@ -313,10 +321,11 @@ def test_walk_span_of_nothing():
     args = {**_span_args(dfa), "data": np.zeros(0, np.uint8), "offsets": np.zeros(1, np.int64),
             "tokens": np.zeros(0, np.int64), "ranges": np.zeros((0, 2), np.int64), "state": 2**40}
     with dfa.resolving():
-        assert cwalk.walk_span(dfa, *args.values()) == (b"\0" * 4, b"")
+        nothing = (b"\0" * 4, b"", lazy_kernels._mask_fingerprint(np.zeros(1, np.uint32)))
+        assert cwalk.walk_span(dfa, *args.values()) == nothing
         # an empty range of a long one is nothing either (no state is read)
         args["ranges"] = np.array([[0, 0]], np.int64)
-        assert cwalk.walk_span(dfa, *args.values()) == (b"\0" * 4, b"")
+        assert cwalk.walk_span(dfa, *args.values()) == nothing
 
 
 def _plan_args():
@@ -515,8 +524,8 @@ def test_walks_on_several_threads_keep_their_own_scratch():
         for _ in range(5):
             dfa = LazyByteDFA(pattern)
             with dfa.resolving():
-                mask, successors = cwalk.walk_span(dfa, *args)
-            if (np.frombuffer(mask, np.uint32).tolist(), np.frombuffer(successors, np.int32).tolist()) != expected:
+                result = _span_result(cwalk.walk_span(dfa, *args))
+            if result != expected:
                 failures.append(args)
 
     threads = [threading.Thread(target=work, args=call) for call in calls]
@@ -544,9 +553,7 @@ class _Reentering:
     def step_held(self, state, byte):
         inner = self.inner_dfa()  # a fresh one: its walk waits on unknown cells, writing all its scratch
         with inner.resolving():
-            mask, successors = cwalk.walk_span(inner, *self.inner_args)
-        self.inner_results.append((np.frombuffer(mask, np.uint32).tolist(),
-                                   np.frombuffer(successors, np.int32).tolist()))
+            self.inner_results.append(_span_result(cwalk.walk_span(inner, *self.inner_args)))
         self.table[state, byte] = 2 if byte == ord("a") else 0
         return int(self.table[state, byte])
 
@@ -556,7 +563,7 @@ def test_a_walk_reentered_from_step_held():
     data = np.frombuffer(b"aaabaa", np.uint8)
     args = (data, np.arange(7, dtype=np.int64), np.array([[0, 6]], np.int64), 1, np.arange(6, dtype=np.int64),
             None, 1, np.zeros(0, np.int64), np.zeros(0, np.int64), False)
-    mask, successors = cwalk.walk_span(outer, *args)
+    mask, successors, _ = cwalk.walk_span(outer, *args)
     assert np.frombuffer(mask, np.uint32).tolist() == [0b110111]
     assert np.frombuffer(successors, np.int32).tolist() == [2]
     assert outer.inner_results and all(result == outer.expected_inner for result in outer.inner_results)

@@ -85,7 +85,7 @@ from ..runtime.serving import ClosingRow, MaskServing
 from ..vocab.vocabulary import Vocabulary
 from ..builder.config import BuildConfig
 from .completion import _byte_state_map, _index_states_of_byte_states
-from .kernels import _cwalk, _distinct, _runs, _set_bits
+from .kernels import _cwalk, _distinct, _mask_fingerprint, _runs, _set_bits
 from .plans import _ChainPlan, _PackedBytes, _WalkPlan, _chain_plan, _group_plan, _grouped_spellings, _walk_plan
 from .tables import (_LEAD_BYTES, _chain_mask, _class_key, _class_runs, _last_leaving, _loop_bits, _loop_mask,
                      _loops_on, _tail_packed, _tail_tokens, vocabulary_tables)
@@ -425,10 +425,14 @@ class LazyIndex(MaskServing):
         # dict lookup is ~25 ns faster than an OrderedDict's on a warm step
         self._recency: OrderedDict[int, None] = OrderedDict()
         self._successors: dict[int, np.ndarray] = {}   # state -> distinct states its tokens reach
-        # A mask's bytes -> the one read-only array over them that every
-        # state with that mask serves, and how many kept states do.
-        self._distinct_masks: dict[bytes, np.ndarray] = {}
-        self._mask_users: dict[bytes, int] = {}
+        # A mask's fingerprint (_mask_fingerprint) -> the kept read-only
+        # arrays with it, each over its own bytes, which every state with
+        # that mask serves (a new mask is compared bytewise with these: the
+        # bytes as a dict key cost ~5.4 us of hashing a cold row); and for
+        # each array (by id: it is kept while listed) how many kept states
+        # serve it, and its fingerprint.
+        self._distinct_masks: dict[int, list[np.ndarray]] = {}
+        self._mask_users: dict[int, list[int]] = {}
         budget = self._config.row_budget
         self._row_budget = DEFAULT_ROW_BUDGET if budget is None else budget
         # time_limit= and memory_budget= bound each row computed after the
@@ -802,16 +806,25 @@ class LazyIndex(MaskServing):
         the automaton's cells it resolved, which are final: asked again, the
         row is computed again from there."""
         if _cwalk is not None and self._covered:
-            key, successors = self._compiled_row(state)
+            key, successors, fingerprint = self._compiled_row(state)
         else:
-            key, successors = self._numpy_row(state)
-        mask = self._distinct_masks.get(key)
+            key, successors, fingerprint = self._numpy_row(state)
+        kept = self._distinct_masks.get(fingerprint)
+        mask = None
+        for other in kept or ():
+            if other.base == key:  # bytes compared (memcmp): equal masks are shared exactly
+                mask = other
+                break
         if mask is None:
             # read-only, over the key's own bytes: a distinct mask is held once
-            mask = self._distinct_masks[key] = np.frombuffer(key, dtype=MASK_WORD)
-            self._mask_users[key] = 0
+            mask = np.frombuffer(key, dtype=MASK_WORD)
+            if kept is None:
+                self._distinct_masks[fingerprint] = [mask]
+            else:
+                kept.append(mask)
+            self._mask_users[id(mask)] = [0, fingerprint]
             self._row_bytes += len(key) + _MASK_OVERHEAD
-        self._mask_users[key] += 1
+        self._mask_users[id(mask)][0] += 1
         self._successors[state] = successors
         self._row_bytes += successors.nbytes + _ROW_OVERHEAD
         self._raw_rows.pop(state, None)
@@ -823,9 +836,9 @@ class LazyIndex(MaskServing):
                 self._drop_rows()
         return mask
 
-    def _compiled_row(self, state: int) -> tuple[bytes, np.ndarray]:
-        """``(mask bytes, successors)`` of the row of ``state`` with a
-        covering vocabulary: the walk's ended entries made into the mask
+    def _compiled_row(self, state: int) -> tuple[bytes, np.ndarray, int]:
+        """``(mask bytes, successors, the mask's fingerprint)`` of the row of
+        ``state`` with a covering vocabulary: the walk's ended entries made into the mask
         (the loop's copied, the walked tokens' and EOS bits set) and the
         distinct end states by one C call without the GIL
         (``_cwalk.finish_row``), where :meth:`_numpy_row` makes them in ~15
@@ -842,16 +855,16 @@ class LazyIndex(MaskServing):
         if packed is not None:
             # start states, walk and finish in one call (_cwalk.walk_row)
             with dfa.resolving():
-                key, successors = _cwalk.walk_row(dfa, packed.data, packed.offsets, first_row, plan.first_bytes,
-                                                  start.picks, start.along, plan.tokens, loop_mask, self._words,
-                                                  loop_ends, self._eos_tokens, final)
+                key, successors, fingerprint = _cwalk.walk_row(
+                    dfa, packed.data, packed.offsets, first_row, plan.first_bytes, start.picks, start.along,
+                    plan.tokens, loop_mask, self._words, loop_ends, self._eos_tokens, final)
         else:  # a chain plan's first walk, which packs it (or a walk plan's of a rest too long to keep packed)
             ended, entries, ends = self._walk_entries(plan, _start_states(first_row, plan, start.picks, start.along))
-            key, successors = _cwalk.finish_row(loop_mask, self._words, plan.tokens, entries, ends, ended, loop_ends,
-                                                self._eos_tokens, final)
-        return key, np.frombuffer(successors, dtype=STATE_DTYPE)
+            key, successors, fingerprint = _cwalk.finish_row(loop_mask, self._words, plan.tokens, entries, ends,
+                                                             ended, loop_ends, self._eos_tokens, final)
+        return key, np.frombuffer(successors, dtype=STATE_DTYPE), fingerprint
 
-    def _span_row(self, state: int, span: _Span, final: bool) -> tuple[bytes, np.ndarray]:
+    def _span_row(self, state: int, span: _Span, final: bool) -> tuple[bytes, np.ndarray, int]:
         """:meth:`_compiled_row` of a row with no loop, with no walk plan: the
         tokens of its live first bytes walked from their first byte in
         ``state`` (``_cwalk.walk_span``), reading the vocabulary's grouped
@@ -859,12 +872,12 @@ class LazyIndex(MaskServing):
         tables = self._tables
         grouped, grouped_offsets = _grouped_spellings(tables)
         with self._dfa.resolving():
-            key, successors = _cwalk.walk_span(self._dfa, grouped, grouped_offsets, span.ranges, state,
-                                               tables.by_first_byte, None, self._words, _NO_STATES,
-                                               self._eos_tokens, final)
-        return key, np.frombuffer(successors, dtype=STATE_DTYPE)
+            key, successors, fingerprint = _cwalk.walk_span(self._dfa, grouped, grouped_offsets, span.ranges,
+                                                            state, tables.by_first_byte, None, self._words,
+                                                            _NO_STATES, self._eos_tokens, final)
+        return key, np.frombuffer(successors, dtype=STATE_DTYPE), fingerprint
 
-    def _numpy_row(self, state: int) -> tuple[bytes, np.ndarray]:
+    def _numpy_row(self, state: int) -> tuple[bytes, np.ndarray, int]:
         """:meth:`_compiled_row` in numpy, over :meth:`_raw_row`'s tokens and
         ends, with their liveness checked where the vocabulary does not
         cover the pattern (the reference for the compiled one)."""
@@ -890,7 +903,7 @@ class LazyIndex(MaskServing):
             _set_bits(mask, tokens)
         if self._dfa.finals[state]:
             _set_bits(mask, self._eos_tokens)
-        return mask.tobytes(), row.successors()
+        return mask.tobytes(), row.successors(), _mask_fingerprint(mask)
 
     def _touch(self, state: int) -> None:
         """Mark the row of ``state`` most recently used (a served row,
@@ -914,11 +927,15 @@ class LazyIndex(MaskServing):
             mask = self._masks.pop(state)
             successors = self._successors.pop(state)
             self._row_bytes -= successors.nbytes + _ROW_OVERHEAD
-            key = mask.base
-            self._mask_users[key] -= 1
-            if not self._mask_users[key]:
-                del self._mask_users[key], self._distinct_masks[key]
-                self._row_bytes -= len(key) + _MASK_OVERHEAD
+            users = self._mask_users[id(mask)]
+            users[0] -= 1
+            if not users[0]:
+                del self._mask_users[id(mask)]
+                kept = self._distinct_masks[users[1]]
+                kept[:] = [other for other in kept if other is not mask]
+                if not kept:
+                    del self._distinct_masks[users[1]]
+                self._row_bytes -= mask.nbytes + _MASK_OVERHEAD
 
     @property
     def row_bytes(self) -> int:
