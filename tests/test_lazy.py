@@ -2236,16 +2236,19 @@ def test_rows_without_a_time_limit_are_unbounded_and_take_an_ambient_one():
     stopped = time.perf_counter() - started
     assert index.get_mask(after_y).any()
     # compared with the same row unbounded in a fresh index, measured here in
-    # the same minutes (~0.06-0.17 s quiet; the limited one stops after ~12 ms):
-    # a fixed bound failed under CI's load, with the row itself taking twice
-    # its quiet time; and the row finished in the same index is no measure,
-    # since it only adds what the stopped one had not discovered yet
+    # the same minutes (~0.07 s quiet on c2137ca; the limited one stops after
+    # ~11 ms): a fixed bound failed under CI's load, with the row itself
+    # taking twice its quiet time, and a quarter of the row's time failed
+    # once under a helper's load (10.9 against 42.6 ms) after rows got
+    # cheaper; a row that ran to its end takes the whole time. The row
+    # finished in the same index is no measure, since it only adds what the
+    # stopped one had not discovered yet
     fresh = Index.from_regex("x|y(a|b)*a(a|b){22}", vocab)
     after_y = fresh.advance(fresh.initial_state, ord("y"))
     started = time.perf_counter()
     assert np.array_equal(fresh.get_mask(after_y), index.get_mask(index.advance(index.initial_state, ord("y"))))
     whole = time.perf_counter() - started
-    assert stopped < whole / 4, (stopped, whole)
+    assert stopped < whole / 2, (stopped, whole)
 
 
 @pytest.mark.skipif(not (lazydfa_module.NATIVE_CORE and lazy_module.NATIVE_WALK),
