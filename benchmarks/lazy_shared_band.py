@@ -35,15 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from support.data import sample, source_names  # noqa: E402
 from support.isolation import ChildFailed, answer_in_child  # noqa: E402
 from support.walks import measured_steps  # noqa: E402
-
-
-def _shape(kernel, stride: int):
-    """``(shape, stacks)`` of a kernel: its NFA states on one stack, or by slot on several."""
-    stacks = sorted({config // stride for config in kernel})
-    if len(stacks) == 1:
-        return frozenset(config % stride for config in kernel), tuple(stacks)
-    slot = {stack: i for i, stack in enumerate(stacks)}
-    return tuple(sorted(slot[c // stride] * stride + c % stride for c in kernel)), tuple(stacks)
+from lazy_shared_states import kernel_shape  # noqa: E402
 
 
 def _measure(record, vocab, threshold_ns: float) -> dict:
@@ -79,12 +71,12 @@ def _measure(record, vocab, threshold_ns: float) -> dict:
         stride, kernels = dfa._stride, dfa._kernels  # noqa: SLF001
         first: dict = {}
         for state in range(1, dfa.num_states):
-            shape, stacks = _shape(kernels[state], stride)
+            shape, stacks = kernel_shape(kernels[state], stride)
             found["states"] += 1
             found["states_again"] += first.setdefault(shape, stacks) != stacks
         first = {}
         for state, ns, at in made:
-            shape, stacks = _shape(kernels[state], stride)
+            shape, stacks = kernel_shape(kernels[state], stride)
             again = first.setdefault(shape, stacks) != stacks
             for prefix in ("", "band_") if at in band else ("",):
                 found[prefix + "rows"] += 1

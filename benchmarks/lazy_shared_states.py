@@ -67,7 +67,7 @@ from support.walks import walk_instances  # noqa: E402
 from lazy_core_replay import _record, numpy_walk  # noqa: E402
 
 
-def _shape(kernel, stride: int):
+def kernel_shape(kernel, stride: int):
     """``(shape, stacks)`` of a kernel: its NFA states on one stack, or by slot on several."""
     stacks = sorted({config // stride for config in kernel})
     if len(stacks) == 1:
@@ -151,7 +151,7 @@ def _measure(record, vocab) -> dict:
     row_shapes: dict = {}
     rows_again = rows_again_ns = tokens_same = tokens_stacked = tokens_wrong = 0
     for state, ns, row in rows:
-        shape, stacks = _shape(kernels[state], stride)
+        shape, stacks = kernel_shape(kernels[state], stride)
         first = row_shapes.setdefault(shape, (stacks, state, row))
         if first[0] != stacks:
             rows_again, rows_again_ns = rows_again + 1, rows_again_ns + ns
@@ -186,7 +186,7 @@ def _measure(record, vocab) -> dict:
             fresh._publish()  # noqa: SLF001
             found = 0
             for state in range(before, after):
-                shape, stacks = _shape(fresh._kernels[state], stride)
+                shape, stacks = kernel_shape(fresh._kernels[state], stride)
                 found += shapes.setdefault(shape, stacks) != stacks
             again += found
             again_ns += ns * found / (after - before)
