@@ -49,8 +49,7 @@ from benchmarks.fork_pages import (  # noqa: E402
     _POOL,
     _POOL_HEADER,
     _PRESENT,
-    _maps,
-    _Reader,
+    settled_readers,
 )
 from benchmarks.support.data import sample, source_names  # noqa: E402
 from benchmarks.support.isolation import forked  # noqa: E402
@@ -299,15 +298,7 @@ def _child(schema, vocab, names: _Names, band: tuple[int, int]) -> dict:
 
     Guide(Index.from_schema(WARM_UP, vocab, lazy=True)).get_mask()
     snapshot = _Snapshot()
-    maps = _maps()
-    size = sum((e - s) // 4096 * 8 for s, e, _ in maps) + (64 << 20)
-    first, second = _Reader(size), _Reader(size)
-    first.read(maps)
-    second.read(maps)
-    del maps
-    first.read(())
-    second.read(())
-    first.read(())
+    first, second = settled_readers()
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     Guide(Index.from_schema(schema, vocab, lazy=True, time_limit=10)).get_mask()
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import resource
 import sys
 import time
@@ -52,6 +51,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from support.data import named_sample  # noqa: E402
+from support.isolation import ChildFailed, answer_in_child  # noqa: E402
 from support.walks import measured_steps  # noqa: E402
 
 # (owner, attribute, part name): timed at their outermost call in a step
@@ -153,10 +153,6 @@ def _census(record, vocab) -> list[dict]:
     return steps
 
 
-def _child(record, vocab, queue) -> None:
-    queue.put(json.dumps(_census(record, vocab)))
-
-
 def _report(found: dict, band: tuple[float, float]) -> None:
     low, high = band
     seen_before: dict = {}
@@ -223,17 +219,12 @@ def main(argv: list[str] | None = None) -> int:
 
     vocab = Vocabulary.builtin(args.vocab).prepare()
     Index.from_schema({"type": "boolean"}, vocab, lazy=True)
-    context = multiprocessing.get_context("fork")
     found: dict = {}
     for record in named_sample(args.per_source, args.names):
-        queue = context.Queue()
-        child = context.Process(target=_child, args=(record, vocab, queue))
-        child.start()
         try:
-            found[record.name] = json.loads(queue.get(timeout=600))
-        except Exception:  # noqa: BLE001 - a child that died or hung gives no steps
+            found[record.name] = answer_in_child(lambda record=record: _census(record, vocab), 600)
+        except ChildFailed:  # a child that died or hung gives no steps
             found[record.name] = []
-        child.join(5)
     if args.json:
         Path(args.json).write_text(json.dumps(found))
     _report(found, (args.band[0] * 1e3, args.band[1] * 1e3))
