@@ -24,7 +24,10 @@ analysis need no extra parameter and a caller with no limit pays nothing.
 A context variable is per thread: a thread the build starts (the lazy
 index's background completion) installs the limits it was given itself.
 Nothing here uses signals, so a limit works in any thread and leaves no
-half-done state behind: the error unwinds the build like any other.
+half-done state behind: the error unwinds the build like any other. The
+few calls that cannot check the deadline (Python's regex parser, jsonschema's
+meta-schema check) run in a thread the caller stops waiting for at the
+deadline, and that thread is stopped then (:func:`call_within_deadline`).
 """
 
 from __future__ import annotations
@@ -107,36 +110,102 @@ def call_within_deadline(function, *args):
     600,000-character pattern). With no deadline it is a plain call. With
     one, the call runs in a daemon thread and this returns its result or
     raises its exception; if the deadline passes first, this raises
-    :class:`TimeLimitError` at once and the thread finishes in the background
-    with its result thrown away (the calls given here have no side effects).
+    :class:`TimeLimitError` at once and stops the thread (:class:`_DeadlineCall`):
+    the calls given here are pure Python with no side effects, so nothing is
+    left half-done.
     """
     limits_now = _current.get()
     if limits_now.deadline is None:
         return function(*args)
     limits_now.check()   # past it already: nothing to start
-    import threading
-
-    outcome: list = []
-
-    def run() -> None:
-        try:
-            outcome.append((True, function(*args)))
-        except BaseException as exc:  # handed to the caller's thread
-            outcome.append((False, exc))
-
-    worker = threading.Thread(target=run, daemon=True, name="tokendfa-deadline-call")
+    worker = _DeadlineCall(function, args)
     worker.start()
     while True:
         worker.join(max(0.0, limits_now.deadline - time.monotonic()))
-        if outcome:
+        if worker.outcome is not None:
             break
         # past the deadline: TimeLimitError; a wake-up a hair early waits out the
         # rest of the time, not the whole call (which may run for seconds more)
-        limits_now.check()
-    succeeded, value = outcome[0]
+        try:
+            limits_now.check()
+        except TimeLimitError:
+            worker.stop()
+            raise
+    succeeded, value = worker.outcome
     if succeeded:
         return value
     raise value
+
+
+class _Stopped(BaseException):
+    """Raised inside a :class:`_DeadlineCall`'s thread to end a call nobody waits for."""
+
+
+def _checkpoint() -> None:
+    """A Python call: entering it is where the interpreter raises a pending
+    asynchronous exception (the RESUME of a Python function checks for one)."""
+
+
+class _DeadlineCall:
+    """One call of :func:`call_within_deadline`, run in a daemon thread that
+    can be stopped once nobody waits for it.
+
+    A call left running kept a core busy for seconds after its build had
+    raised, and slowed the builds after it: with the interpreter lock and the
+    collector shared, a 1.5-million-character ``pattern`` whose parse was
+    abandoned at a 0.5 s limit made each next build of it overshoot more
+    (0.11, 0.24 then 0.37 s; over 1 s on a loaded CI machine). :meth:`stop`
+    raises :class:`_Stopped` in the thread (``PyThreadState_SetAsyncExc``,
+    delivered at its next bytecode boundary), so a stopped parse ends within
+    microseconds. It is raised only while the call runs, under the lock the
+    thread takes when the call ends, and the thread passes a checkpoint
+    inside its handler after that, so it can never escape into the thread's
+    machinery.
+    """
+
+    def __init__(self, function, args) -> None:
+        import threading
+
+        self.function, self.args = function, args
+        self.outcome: "tuple[bool, object] | None" = None
+        self._lock = threading.Lock()
+        self._running = True
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name="tokendfa-deadline-call")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            try:
+                result = (True, self.function(*self.args))
+            except _Stopped:
+                raise
+            except BaseException as exc:  # handed to the caller's thread
+                result = (False, exc)
+            with self._lock:
+                self._running = False
+                self.outcome = result
+            _checkpoint()   # a stop sent as the call ended is raised here, not later
+        except _Stopped:
+            pass
+
+    def stop(self) -> None:
+        """End the call in its thread, if it still runs (without ctypes, it runs out)."""
+        try:
+            import ctypes
+        except ImportError:   # an interpreter built without it
+            return
+        with self._lock:
+            if not self._running or self._thread.ident is None:
+                return
+            self._running = False
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(self._thread.ident), ctypes.py_object(_Stopped))
 
 
 def check_memory(nbytes: int, what: "str | Callable[[], str]") -> None:

@@ -221,3 +221,55 @@ def test_the_lazy_nfa_checks_the_deadline_while_it_stores_a_large_fragment(monke
 
     where = "thompson_fragment" if NATIVE_THOMPSON else "_build"
     assert sum(name == where for name, _ in calls) >= 140_000 // 16_384 + 1, sorted(set(calls))[:20]
+
+
+# --- a call that cannot check the deadline is stopped once nobody waits for it ------
+
+
+def _deadline_threads() -> list:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "tokendfa-deadline-call"]
+
+
+def _spin_forever():
+    while True:
+        pass
+
+
+def _wait_for_no_deadline_threads(seconds: float) -> list:
+    stop = time.monotonic() + seconds
+    while _deadline_threads() and time.monotonic() < stop:
+        time.sleep(0.01)
+    return _deadline_threads()
+
+
+def test_a_call_past_the_deadline_is_stopped_not_left_running():
+    """Left running, such a call kept a core and the interpreter lock busy after its
+    build had raised: the next builds of a 1.5-million-character pattern overshot a
+    0.5 s limit by more each time (0.11, 0.24, 0.37 s; over 1 s on a loaded CI
+    machine). A call that never ends on its own is the sharpest case."""
+    assert _wait_for_no_deadline_threads(5.0) == []
+    with limits.limits(time_limit=0.2):
+        started = time.monotonic()
+        with pytest.raises(TimeLimitError):
+            limits.call_within_deadline(_spin_forever)
+        assert time.monotonic() - started < 1.5
+    assert _wait_for_no_deadline_threads(2.0) == []
+
+
+def test_a_call_within_the_deadline_gives_its_result_or_its_error():
+    with limits.limits(time_limit=30.0):
+        assert limits.call_within_deadline(sorted, [3, 1, 2]) == [1, 2, 3]
+        with pytest.raises(ZeroDivisionError):
+            limits.call_within_deadline(divmod, 1, 0)
+    assert _wait_for_no_deadline_threads(2.0) == []
+
+
+def test_a_long_pattern_s_parse_stops_with_its_build():
+    """Python's parser took ~3 us a character: 9 s more on this pattern, had it run on."""
+    vocab = Vocabulary.builtin("qwen2.5")
+    vocab.prepare()
+    with pytest.raises(TimeLimitError):
+        Index.from_regex("a" * 3_000_000, vocab, time_limit=0.3)
+    assert _wait_for_no_deadline_threads(2.0) == []
