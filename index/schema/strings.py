@@ -640,8 +640,8 @@ def translate_pattern(pattern: str, min_length: int = 0,
 # faults a pattern on the MaskBench sample (benchmarks/ttfm_phases.py), often
 # half of the schema's first mask. _plain_pattern reads that subset itself and
 # builds the same tree with the same constructors; anything else (groups,
-# alternatives, negated classes, an unanchored end, a character JSON escapes,
-# non-ASCII) answers _NOT_PLAIN and takes the general path.
+# alternatives, negated classes, an unanchored end, '"' or '\\' outside a
+# class, non-ASCII) answers _NOT_PLAIN and takes the general path.
 # tests/test_schema_patterns.py holds the two paths equal on every pattern of
 # the JSONSchemaBench corpus, under several length bounds.
 
@@ -653,7 +653,7 @@ _JSON_ESCAPED = (0x22, 0x5C)
 _PLAIN_LITERALS = frozenset(chr(c) for c in range(_PLAIN_FIRST, _PLAIN_LAST + 1)) - set('"\\.^$*+?()[]{}|')
 # escapes outside and inside a class: a character class, or the character itself
 _CLASS_ESCAPES = {"d": ((0x30, 0x39),), "w": ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))}
-_SELF_ESCAPES = frozenset(".-/+*?()[]{}|^$")
+_SELF_ESCAPES = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~ ")   # ASCII punctuation (and space)
 _QUOTE_TEXT = Text('"')
 
 
@@ -714,7 +714,9 @@ def _plain_pattern(pattern: str, min_length: int, max_length: int | None):
         pieces[k] = (ranges, new_lo, new_hi)
     parts = [_QUOTE_TEXT]
     for ranges, lo, hi in pieces:
-        unit = text(chr(ranges[0][0])) if len(ranges) == 1 and ranges[0][0] == ranges[0][1] else chars(ranges)
+        unit = _plain_unit(ranges)
+        if unit is None:
+            return _NOT_PLAIN
         parts.append(unit if lo == hi == 1 else repeat(unit, lo, hi))
     parts.append(_QUOTE_TEXT)
     return concat(*parts)
@@ -723,8 +725,8 @@ def _plain_pattern(pattern: str, min_length: int, max_length: int | None):
 def _plain_class(pattern: str, i: int, end: int):
     """The merged ranges of the class whose body starts at ``i`` and the
     index after its ``]``, or ``(None, i)`` when it is not a plain class
-    (negated, empty, a nested ``[``, a character JSON escapes or not
-    printable ASCII, an escape other than ``\\d``, ``\\w`` or a
+    (negated, empty, a nested ``[``, a character not printable ASCII, an
+    escape other than ``\\d``, ``\\w`` or a
     punctuation mark, a range with a class at an end)."""
     if i >= end or pattern[i] in "^]":
         return None, i
@@ -743,7 +745,7 @@ def _plain_class(pattern: str, i: int, end: int):
                     return None, i   # a class at a range's end
                 ranges.extend(_CLASS_ESCAPES[e])
                 continue
-            if e not in _SELF_ESCAPES and e not in "\\]":
+            if e not in _SELF_ESCAPES:
                 return None, i
             first = ord(e)
         else:
@@ -753,7 +755,7 @@ def _plain_class(pattern: str, i: int, end: int):
         if i + 1 < end and pattern[i] == "-" and pattern[i + 1] != "]":
             d = pattern[i + 1]
             if d == "\\":
-                if i + 2 >= end or pattern[i + 2] not in _SELF_ESCAPES and pattern[i + 2] not in "\\]":
+                if i + 2 >= end or pattern[i + 2] not in _SELF_ESCAPES:
                     return None, i
                 last = ord(pattern[i + 2])
                 i += 3
@@ -768,10 +770,38 @@ def _plain_class(pattern: str, i: int, end: int):
     if i >= end:
         return None, i
     merged = merge_ranges(ranges)
-    if merged[0][0] < _PLAIN_FIRST or merged[-1][1] > _PLAIN_LAST or any(
-            lo <= cp <= hi for lo, hi in merged for cp in _JSON_ESCAPED):
+    if merged[0][0] < _PLAIN_FIRST or merged[-1][1] > _PLAIN_LAST:
         return None, i
     return tuple(merged), i + 1
+
+
+def _plain_unit(ranges: tuple) -> Node | None:
+    """One character of ``ranges`` (printable ASCII) as its canonical JSON
+    text, the tree :func:`char_set_regex`'s text reads as: the characters
+    JSON writes as themselves, then ``\\"`` and ``\\\\`` as alternatives
+    when the set holds them; None when it holds only those two (their text
+    reads back as a factored tree, left to the general path)."""
+    plain = ranges
+    escaped = [cp for cp in _JSON_ESCAPED if any(lo <= cp <= hi for lo, hi in ranges)]
+    if escaped:
+        plain = []
+        for lo, hi in ranges:
+            for cp in escaped:
+                if lo <= cp <= hi:
+                    if lo < cp:
+                        plain.append((lo, cp - 1))
+                    lo = cp + 1
+            if lo <= hi:
+                plain.append((lo, hi))
+        if not plain:
+            return None
+    unit = text(chr(plain[0][0])) if len(plain) == 1 and plain[0][0] == plain[0][1] else chars(plain)
+    if not escaped:
+        return unit
+    return alt([unit] + [_ESCAPED_UNITS[cp] for cp in escaped])
+
+
+_ESCAPED_UNITS = {0x22: Text('\\"'), 0x5C: Text("\\\\")}
 
 
 def _plain_count(pattern: str, i: int, end: int):
