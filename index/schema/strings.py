@@ -646,6 +646,10 @@ def translate_pattern(pattern: str, min_length: int = 0,
 # the JSONSchemaBench corpus, under several length bounds.
 
 _NOT_PLAIN = object()
+# Longer patterns take the general path, which reads them under the time
+# limit (this loop does not look at the deadline; real plain patterns are
+# tens of characters)
+_PLAIN_MAX_LENGTH = 1024
 # printable ASCII a JSON string holds as itself ('"' and '\\' are escaped there)
 _PLAIN_FIRST, _PLAIN_LAST = 0x20, 0x7E
 _JSON_ESCAPED = (0x22, 0x5C)
@@ -662,7 +666,7 @@ def _plain_pattern(pattern: str, min_length: int, max_length: int | None):
     ``_NOT_PLAIN`` when it is not a plain pattern (see above) or the lengths
     cannot be folded into it (the general path then reports it)."""
     n = len(pattern)
-    if n < 3 or pattern[0] != "^" or pattern[-1] != "$" or pattern[-2] == "\\":
+    if not 3 <= n <= _PLAIN_MAX_LENGTH or pattern[0] != "^" or pattern[-1] != "$" or pattern[-2] == "\\":
         return _NOT_PLAIN
     pieces = []   # (ranges, lo, hi): a character set lo to hi times (hi None: no bound)
     i, end = 1, n - 1
