@@ -617,9 +617,224 @@ def translate_pattern(pattern: str, min_length: int = 0,
     the ECMA ``pattern`` and whose length is within the bounds, as a tree;
     computed once per distinct pattern and bounds (a bounded process-wide cache).
 
+    A pattern anchored at both ends whose pieces are plain ASCII characters
+    and classes, each repeated or not (``^[a-z0-9_]+$``, ``^\\d{4}-\\d{2}$``),
+    is read straight into its tree (:func:`_plain_pattern`); any other goes
+    through Python's parser and the regex text, as the reference.
+
     Raises :class:`PatternUnsupported` for what cannot be written exactly.
     """
+    tree = _plain_pattern(pattern, min_length, max_length)
+    if tree is not _NOT_PLAIN:
+        return tree
     return from_text(_translate_pattern_text(pattern, min_length, max_length))
+
+
+# --- plain patterns, read without Python's parser ---------------------------------------------
+#
+# Most patterns of real schemas are a whole-string sequence of ASCII
+# characters and classes (^[a-zA-Z0-9_.]+$, ^\d{4}-\d{2}-\d{2}$). The general
+# path parses one with Python's re parser, writes our regex text and parses
+# that back: in a fresh fork of a warm process (a forked server worker's first
+# schema, MaskBench's method) ~0.6-1.2 ms and 110-200 copy-on-write page
+# faults a pattern on the MaskBench sample (benchmarks/ttfm_phases.py), often
+# half of the schema's first mask. _plain_pattern reads that subset itself and
+# builds the same tree with the same constructors; anything else (groups,
+# alternatives, negated classes, an unanchored end, '"' or '\\' outside a
+# class, non-ASCII) answers _NOT_PLAIN and takes the general path.
+# tests/test_schema_patterns.py holds the two paths equal on every pattern of
+# the JSONSchemaBench corpus, under several length bounds.
+
+_NOT_PLAIN = object()
+# Longer patterns take the general path, which reads them under the time
+# limit (this loop does not look at the deadline; real plain patterns are
+# tens of characters)
+_PLAIN_MAX_LENGTH = 1024
+# printable ASCII a JSON string holds as itself ('"' and '\\' are escaped there)
+_PLAIN_FIRST, _PLAIN_LAST = 0x20, 0x7E
+_JSON_ESCAPED = (0x22, 0x5C)
+# outside a class: characters that stand for themselves
+_PLAIN_LITERALS = frozenset(chr(c) for c in range(_PLAIN_FIRST, _PLAIN_LAST + 1)) - set('"\\.^$*+?()[]{}|')
+# escapes outside and inside a class: a character class, or the character itself
+_CLASS_ESCAPES = {"d": ((0x30, 0x39),), "w": ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))}
+_SELF_ESCAPES = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~ ")   # ASCII punctuation (and space)
+_QUOTE_TEXT = Text('"')
+
+
+def _plain_pattern(pattern: str, min_length: int, max_length: int | None):
+    """The tree :func:`translate_pattern` makes of ``pattern``, or
+    ``_NOT_PLAIN`` when it is not a plain pattern (see above) or the lengths
+    cannot be folded into it (the general path then reports it)."""
+    n = len(pattern)
+    if not 3 <= n <= _PLAIN_MAX_LENGTH or pattern[0] != "^" or pattern[-1] != "$" or pattern[-2] == "\\":
+        return _NOT_PLAIN
+    pieces = []   # (ranges, lo, hi): a character set lo to hi times (hi None: no bound)
+    i, end = 1, n - 1
+    while i < end:
+        c = pattern[i]
+        if c == "[":
+            ranges, i = _plain_class(pattern, i + 1, end)
+            if ranges is None:
+                return _NOT_PLAIN
+        elif c == "\\":
+            if i + 1 >= end:
+                return _NOT_PLAIN
+            e = pattern[i + 1]
+            if e in _CLASS_ESCAPES:
+                ranges = _CLASS_ESCAPES[e]
+            elif e in _SELF_ESCAPES:
+                ranges = ((ord(e), ord(e)),)
+            else:
+                return _NOT_PLAIN
+            i += 2
+        elif c in _PLAIN_LITERALS:
+            ranges = ((ord(c), ord(c)),)
+            i += 1
+        else:
+            return _NOT_PLAIN
+        lo, hi, i = _plain_count(pattern, i, end)
+        if lo is None:
+            return _NOT_PLAIN
+        pieces.append((ranges, lo, hi))
+    if not pieces:
+        return _NOT_PLAIN
+    # the lengths, as _alternative folds them: within the pattern's own widths,
+    # none; else into its one variable-width piece, when it has exactly one
+    width_lo = sum(lo for _, lo, _ in pieces)
+    width_hi = None if any(hi is None for _, _, hi in pieces) else sum(hi for _, _, hi in pieces)
+    if max_length is not None and width_lo > max_length or width_hi is not None and width_hi < min_length:
+        return None
+    if not (width_lo >= min_length and (max_length is None or (width_hi is not None and width_hi <= max_length))):
+        variable = [k for k, (_, lo, hi) in enumerate(pieces) if lo != hi]
+        if len(variable) != 1:
+            return _NOT_PLAIN
+        k = variable[0]
+        ranges, lo, hi = pieces[k]
+        fixed = width_lo - lo
+        new_lo = max(lo, min_length - fixed)
+        new_hi = hi if max_length is None else (max_length - fixed if hi is None else min(hi, max_length - fixed))
+        if new_hi is not None and new_lo > new_hi:
+            return None
+        pieces[k] = (ranges, new_lo, new_hi)
+    parts = [_QUOTE_TEXT]
+    for ranges, lo, hi in pieces:
+        unit = _plain_unit(ranges)
+        if unit is None:
+            return _NOT_PLAIN
+        parts.append(unit if lo == hi == 1 else repeat(unit, lo, hi))
+    parts.append(_QUOTE_TEXT)
+    return concat(*parts)
+
+
+def _plain_class(pattern: str, i: int, end: int):
+    """The merged ranges of the class whose body starts at ``i`` and the
+    index after its ``]``, or ``(None, i)`` when it is not a plain class
+    (negated, empty, a nested ``[``, a character not printable ASCII, an
+    escape other than ``\\d``, ``\\w`` or a
+    punctuation mark, a range with a class at an end)."""
+    if i >= end or pattern[i] in "^]":
+        return None, i
+    ranges = []
+    while i < end and pattern[i] != "]":
+        c = pattern[i]
+        if c == "[":
+            return None, i
+        if c == "\\":
+            if i + 1 >= end:
+                return None, i
+            e = pattern[i + 1]
+            i += 2
+            if e in _CLASS_ESCAPES:
+                if i < end and pattern[i] == "-" and i + 1 < end and pattern[i + 1] != "]":
+                    return None, i   # a class at a range's end
+                ranges.extend(_CLASS_ESCAPES[e])
+                continue
+            if e not in _SELF_ESCAPES:
+                return None, i
+            first = ord(e)
+        else:
+            first = ord(c)
+            i += 1
+        last = first
+        if i + 1 < end and pattern[i] == "-" and pattern[i + 1] != "]":
+            d = pattern[i + 1]
+            if d == "\\":
+                if i + 2 >= end or pattern[i + 2] not in _SELF_ESCAPES:
+                    return None, i
+                last = ord(pattern[i + 2])
+                i += 3
+            elif d == "[":
+                return None, i
+            else:
+                last = ord(d)
+                i += 2
+            if last < first:
+                return None, i
+        ranges.append((first, last))
+    if i >= end:
+        return None, i
+    merged = merge_ranges(ranges)
+    if merged[0][0] < _PLAIN_FIRST or merged[-1][1] > _PLAIN_LAST:
+        return None, i
+    return tuple(merged), i + 1
+
+
+def _plain_unit(ranges: tuple) -> Node | None:
+    """One character of ``ranges`` (printable ASCII) as its canonical JSON
+    text, the tree :func:`char_set_regex`'s text reads as: the characters
+    JSON writes as themselves, then ``\\"`` and ``\\\\`` as alternatives
+    when the set holds them; None when it holds only those two (their text
+    reads back as a factored tree, left to the general path)."""
+    plain = ranges
+    escaped = [cp for cp in _JSON_ESCAPED if any(lo <= cp <= hi for lo, hi in ranges)]
+    if escaped:
+        plain = []
+        for lo, hi in ranges:
+            for cp in escaped:
+                if lo <= cp <= hi:
+                    if lo < cp:
+                        plain.append((lo, cp - 1))
+                    lo = cp + 1
+            if lo <= hi:
+                plain.append((lo, hi))
+        if not plain:
+            return None
+    unit = text(chr(plain[0][0])) if len(plain) == 1 and plain[0][0] == plain[0][1] else chars(plain)
+    if not escaped:
+        return unit
+    return alt([unit] + [_ESCAPED_UNITS[cp] for cp in escaped])
+
+
+_ESCAPED_UNITS = {0x22: Text('\\"'), 0x5C: Text("\\\\")}
+
+
+def _plain_count(pattern: str, i: int, end: int):
+    """The quantifier at ``i``: ``(lo, hi, index after it)`` (1, 1 for none;
+    hi None: no bound), or ``(None, None, i)`` for one that is not plain (a
+    lazy one, ``{,n}``, or a brace that is no quantifier)."""
+    if i >= end:
+        return 1, 1, i
+    c = pattern[i]
+    if c in "*+?":
+        lo, hi, i = (0, None, i + 1) if c == "*" else (1, None, i + 1) if c == "+" else (0, 1, i + 1)
+    elif c == "{":
+        close = pattern.find("}", i, end)
+        if close < 0:
+            return None, None, i
+        body = pattern[i + 1:close]
+        low, comma, high = body.partition(",")
+        if not (low.isdigit() and low.isascii() and (not high or high.isdigit() and high.isascii())):
+            return None, None, i
+        lo = int(low)
+        hi = lo if not comma else int(high) if high else None
+        if hi is not None and hi < lo or lo > 1000 or (hi or 0) > 1000:
+            return None, None, i
+        i = close + 1
+    else:
+        return 1, 1, i
+    if i < end and pattern[i] in "?*+{":
+        return None, None, i   # lazy, or a quantifier of a quantifier
+    return lo, hi, i
 
 
 def _translate_pattern_text(pattern: str, min_length: int, max_length: int | None) -> str | None:
