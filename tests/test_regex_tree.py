@@ -182,7 +182,10 @@ def test_a_text_is_parsed_once(monkeypatch):
     regex_tree.clear_parse_cache()
     calls = []
     real = regex_syntax.parse_tree
-    counted = lambda *a: calls.append(a) or real(*a)  # noqa: E731
+    def counted(*args):
+        calls.append(args)
+        return real(*args)
+
     monkeypatch.setattr(regex_tree, "parse_tree", counted)
     monkeypatch.setattr(regex_syntax, "parse_tree", counted)
     for _ in range(3):
