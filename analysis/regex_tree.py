@@ -45,7 +45,7 @@ from . import limits
 from .errors import RegexError, UnsupportedRegexError
 from .literal_sets import LiteralDFA, minimal_literal_dfa
 from .native import native_module
-from .regex_syntax import (ASCII_SPACE, EVERYTHING, class_escapes, normalize_pattern, parse_tree,
+from .regex_syntax import (ASCII_SPACE, EVERYTHING, class_escapes, normalize_and_parse, parse_tree,
                            regex_char, set_ranges, sre as _sre)
 from .utf8 import MAX_CODEPOINT, SURROGATES, CodepointRange, merge_ranges
 
@@ -857,9 +857,10 @@ def parse_regex(pattern: str, *, calls: bool = False, anchors: bool = True) -> N
             return found
     if not isinstance(pattern, str):
         raise RegexError(f"a regex must be a str, not {type(pattern).__name__}")
-    body = normalize_pattern(pattern) if anchors else pattern
-    limits.check()
-    parsed = parse_tree(body, int(re.ASCII))
+    # One parse of the text where checking it and reading it parsed it twice
+    # (Python's parser is ~1 us a character, every new pattern's first build).
+    body, parsed = normalize_and_parse(pattern, int(re.ASCII)) if anchors \
+        else (pattern, parse_tree(pattern, int(re.ASCII)))
     limits.check()
     try:
         node = _Converter(body, calls).items(parsed, int(parsed.state.flags))

@@ -179,13 +179,16 @@ class Signatures:
 
 def token_signatures(columns: ByteColumns, class_of: np.ndarray, dead_class: int,
                      occurrences: ByteOccurrences | None = None,
-                     banned: np.ndarray | None = None) -> Signatures:
+                     banned: np.ndarray | None = None,
+                     known: tuple[np.ndarray, np.ndarray] | None = None) -> Signatures:
     """Group the tokens of ``columns`` by class sequence.
 
     Tokens holding a byte of ``dead_class`` (if >= 0) or a byte where
     ``banned`` (``bool[256]``) is true get no signature; they are found from
     ``occurrences`` (computed here when not given), so the rest of the work
-    is proportional to the bytes of the tokens kept.
+    is proportional to the bytes of the tokens kept. ``known``, a pair
+    ``(drop, positions)`` with ``positions = occurrences.positions_without(drop)``
+    that the caller already has, is used when ``drop`` is this call's.
     """
     num_tokens = len(columns.order)
     drop = None if banned is None else np.asarray(banned, dtype=bool)
@@ -193,7 +196,10 @@ def token_signatures(columns: ByteColumns, class_of: np.ndarray, dead_class: int
         drop = (class_of == dead_class) if drop is None else drop | (class_of == dead_class)
     if occurrences is None:
         occurrences = byte_occurrences(columns)
-    usable = occurrences.positions_without(drop)  # positions in length order, increasing
+    if known is not None and drop is not None and np.array_equal(known[0], drop):
+        usable = known[1]
+    else:
+        usable = occurrences.positions_without(drop)  # positions in length order, increasing
     lookup = class_of.astype(np.uint8)  # at most 256 classes
     token_ids = columns.order[usable]
     longest = int(columns.sorted_lengths[usable[0]]) if len(usable) else 0

@@ -496,3 +496,26 @@ def test_compiled_exact_walk_is_the_numpy_walk(monkeypatch, vocab_name):
         cwalk.walk_table(table, spellings, offsets, one + vocab.size, one, one, np.zeros(1, dtype=np.int32))
     with pytest.raises(ValueError, match="outside the tables"):
         cwalk.walk_table(table, spellings, offsets, one, one + dfa.num_states, one, np.zeros(1, dtype=np.int32))
+
+
+@pytest.mark.parametrize("pattern", [r'\{"a": ?"([^"\\\x00-\x1F]|\\["\\/bfnrt])*", ?"b": ?(true|false|null)\}',
+                                     r'"([^"\\]|\\.){0,20}"', r"[a-z0-9._%+-]+@[a-z0-9.-]+\.[a-z]{2,}",
+                                     r'\{"id": [0-9]+, "name": "[^"]*"\}'])
+@pytest.mark.parametrize("batch_words", [1, 1 << 16])
+def test_masks_from_group_bitsets_are_the_rows_of_booleans(monkeypatch, pattern, batch_words):
+    """The two ways of making the mask rows (each row the OR of its groups'
+    bitsets; rows of booleans packed) give identical indexes on a real
+    vocabulary, in batches of one row or of many."""
+    from tokendfa.builder import assemble
+
+    vocab = cached_vocabulary("mistral-sp32k")
+    calls = []
+    real = assemble._masks_from_group_bits
+    monkeypatch.setattr(assemble, "_masks_from_group_bits", lambda *args: calls.append(1) or real(*args))
+    monkeypatch.setattr(assemble, "_GROUP_BITS_BATCH_WORDS", batch_words)
+    bitsets = Index.from_regex(pattern, vocab, lazy=False).arrays
+    assert calls  # the pattern took the bitset way
+    monkeypatch.setattr(assemble, "_GROUP_BITS_MAX_WORDS", 0)
+    booleans = Index.from_regex(pattern, vocab, lazy=False).arrays
+    assert len(calls) == 1
+    assert bitsets.equals(booleans)

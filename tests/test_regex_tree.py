@@ -175,13 +175,24 @@ def test_parse_cache_is_bounded(monkeypatch):
 
 
 def test_a_text_is_parsed_once(monkeypatch):
+    """Once by Python's parser, checking and reading it together, and not
+    again from the cache."""
+    from tokendfa.analysis import regex_syntax
+
     regex_tree.clear_parse_cache()
     calls = []
-    real = regex_tree.parse_tree
-    monkeypatch.setattr(regex_tree, "parse_tree", lambda *a: calls.append(a) or real(*a))
+    real = regex_syntax.parse_tree
+    def counted(*args):
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(regex_tree, "parse_tree", counted)
+    monkeypatch.setattr(regex_syntax, "parse_tree", counted)
     for _ in range(3):
         parse_regex("[a-z]+@[a-z]+")
     assert len(calls) == 1
+    parse_regex("^[a-z]+$")  # the anchors dropped: the text without them is parsed again
+    assert len(calls) == 3
 
 
 NO_PATTERN_SCHEMAS = [

@@ -231,6 +231,11 @@ def _unique_masks(offsets, group, finals, token_group, grouped, eos, vocab_size)
     if not np.array_equal(group[partner], group):
         raise AssertionError("mask hash collision")  # pragma: no cover - 2**-64
     num_groups = int(token_group[grouped].max(initial=-1)) + 1
+    row_degree = np.diff(offsets)[first]
+    if (num_groups + 1) * num_words <= _GROUP_BITS_MAX_WORDS and \
+            (num_groups + 1 + int(row_degree.sum())) * num_words < len(first) * _masks_width(grouped, vocab_size):
+        return mask_id.astype(np.int32), _masks_from_group_bits(
+            offsets, group, first, row_degree, finals, token_group, grouped, eos, num_groups, num_words)
     # Only tokens with a group can be allowed; a small pattern has a few
     # hundred of them, and reading just those (not a column per token of the
     # vocabulary) took the masks of (a|b)*c on Qwen2.5 from ~1.5 ms to ~0.2 ms.
@@ -265,6 +270,59 @@ def _unique_masks(offsets, group, finals, token_group, grouped, eos, vocab_size)
             allowed[np.ix_(np.flatnonzero(finals[rows]), eos)] = True
             part[:] = np.packbits(allowed, axis=1, bitorder="little").view(MASK_WORD)
     return mask_id.astype(np.int32), masks
+
+
+def _masks_width(grouped, vocab_size) -> int:
+    """The width of the rows of booleans :func:`_unique_masks` makes: the
+    words holding a grouped token when they are few, else the vocabulary."""
+    if len(grouped) * _SPARSE_MASK_FRACTION < vocab_size:
+        return len(distinct(grouped >> 5)) * 32
+    return (vocab_size + 31) // 32 * 32
+
+
+# Words of group bitsets gathered at once by _masks_from_group_bits (256 KiB),
+# and at most this many words of bitsets (16 MiB: 880 groups on a 151k vocabulary).
+_GROUP_BITS_BATCH_WORDS = 1 << 16
+_GROUP_BITS_MAX_WORDS = 1 << 22
+
+
+def _masks_from_group_bits(offsets, group, first, row_degree, finals, token_group, grouped, eos,
+                           num_groups, num_words):
+    """The rows of :func:`_unique_masks` as the OR of their groups' bitsets,
+    each group's made once: what it does when the bitsets of the groups and
+    of the rows' edges, gathered, are fewer words than its rows of booleans
+    have bytes. A gathered word costs a copy where a boolean costs an
+    indexed read: on mistral-sp32k, JME:0 (52 rows, 117 groups, 422 edges
+    from the rows, 31.8k grouped tokens) took 4.2 ms the boolean way, 0.7
+    ms this way, and a 20-character JSON string (40 rows, 1,104 edges) 3.6
+    against 2.6 ms (timeit, machine at load ~5)."""
+    bits = np.zeros((num_groups + 1) * num_words, dtype=MASK_WORD)  # row 0: no group, empty
+    # A token's bit is in one word of its group's row, and no two tokens share
+    # a bit: adding is or-ing, and np.add.at on equal types is numpy's fast path.
+    np.add.at(bits, (token_group[grouped].astype(np.int64) + 1) * num_words + (grouped >> 5),
+              np.left_shift(MASK_WORD.type(1), (grouped & 31).astype(MASK_WORD)))
+    bits = bits.reshape(num_groups + 1, num_words)
+    masks = np.zeros((len(first), num_words), dtype=MASK_WORD)
+    rows = np.flatnonzero(row_degree)  # a row without edges allows only EOS, if any
+    ends = np.cumsum(row_degree[rows])
+    batch = max(1, _GROUP_BITS_BATCH_WORDS // num_words)
+    # One buffer for every batch's gathered bitsets: a freshly forked process
+    # faults in each new page, and a new array per batch is new pages.
+    gathered = np.empty((min(max(batch, int(row_degree.max(initial=0))), int(ends[-1]) if len(ends) else 0),
+                         num_words), dtype=MASK_WORD)
+    low = 0
+    while low < len(rows):
+        high = max(low + 1, int(np.searchsorted(ends, (ends[low - 1] if low else 0) + batch, "right")))
+        part = rows[low:high]
+        edges = concatenated_ranges(offsets[first[part]], offsets[first[part] + 1])
+        starts = np.cumsum(row_degree[part]) - row_degree[part]
+        np.take(bits, group[edges] + 1, axis=0, out=gathered[:len(edges)])
+        masks[part] = np.bitwise_or.reduceat(gathered[:len(edges)], starts, axis=0)
+        low = high
+    final_rows = np.flatnonzero(finals[first])
+    for token in eos.tolist():
+        masks[final_rows, token >> 5] |= MASK_WORD.type(1 << (token & 31))
+    return masks
 
 
 # --- few edges: the same assembly with Python lists --------------------------

@@ -321,7 +321,11 @@ def _longest_allowed(arrays: IndexArrays, vocabulary) -> np.ndarray:
     token_group = np.asarray(arrays.token_group)
     grouped = np.flatnonzero(token_group >= 0)
     group_length = np.zeros(int(token_group.max(initial=-1)) + 1 if len(grouped) else 1, dtype=np.int64)
-    np.maximum.at(group_length, token_group[grouped], lengths[grouped])
+    # The lengths as int64, the table's own type: with the vocabulary's int32
+    # lengths numpy's ``ufunc.at`` leaves its fast path and casts element by
+    # element (3.3 ms against 0.05 ms for 30k grouped tokens, most of JME:0's forced-token
+    # table on mistral-sp32k; 26 ms against 1.4 ms for 150k).
+    np.maximum.at(group_length, token_group[grouped], lengths[grouped].astype(np.int64))
     offsets = np.asarray(arrays.state_offsets)
     per_edge = group_length[np.asarray(arrays.edge_group)]
     longest = np.zeros(len(offsets) - 1, dtype=np.int64)
