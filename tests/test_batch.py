@@ -117,6 +117,29 @@ def test_many_threads_on_one_lazy_index_give_the_serial_answers():
         assert results[n] == expected[n]
 
 
+def test_fill_masks_into_a_cpu_tensor_is_the_numpy_fill():
+    """A CPU tensor is written through one numpy view of it: every row as
+    the numpy buffer has it, rows wider than the vocabulary cleared past
+    it, rows not named untouched; a tensor numpy cannot view is refused
+    by each row as before."""
+    torch = pytest.importorskip("torch")
+    vocab = cached_vocabulary("toy")
+    guides = [Guide(Index.from_regex(p, vocab)) for p in ("[0-9]+", "ab?c", "[a-c]{2,4}x?")]
+    guides[1].advance(vocab.encode("a")[0])
+    words = (vocab.size + 31) // 32
+    for width in (words, words + 3):
+        expected = np.full((4, width), -7, dtype=np.int32)
+        fill_masks([guides[0], None, guides[1], guides[2]], expected)
+        tensor = torch.full((4, width), -7, dtype=torch.int32)
+        fill_masks([guides[0], None, guides[1], guides[2]], tensor)
+        assert np.array_equal(tensor.numpy(), expected) and (expected[1] == -7).all()
+        assert expected[0, :words].any() and not expected[0, words:].any()
+    with pytest.raises(Exception) as raised:
+        fill_masks(guides, torch.zeros((3, words), dtype=torch.bfloat16))
+    with pytest.raises(type(raised.value)):
+        guides[0].write_mask_into(torch.zeros((3, words), dtype=torch.bfloat16), 0)
+
+
 def test_fill_masks_checks_its_rows():
     index = Index.from_regex("[0-9]+", cached_vocabulary("toy"))
     with pytest.raises(ValueError):

@@ -946,8 +946,12 @@ def test_the_default_index_is_lazy_and_lazy_false_is_the_eager_build(toy_vocab, 
     schema = Index.from_schema({"type": "integer", "maximum": 99}, toy_vocab)
     assert isinstance(regex, LazyIndex) and isinstance(schema, LazyIndex)
     assert regex.num_served_states == 0  # nothing computed before it is asked for
-    with pytest.raises(AttributeError, match="lazy=False"):
-        regex.arrays  # code written for the eager default is told what to do
+    for name in ("arrays", "num_states", "final_states", "num_transitions", "nbytes"):
+        with pytest.raises(AttributeError, match=f"no '{name}' until it is complete.*lazy=False"):
+            getattr(regex, name)  # code written for the eager default is told what to do
+        assert not hasattr(regex, name)
+    with pytest.raises(AttributeError, match="'LazyIndex' object has no attribute 'no_such_name'"):
+        regex.no_such_name
     eager = Index.from_regex(r"[a-c]{2,4}x?", toy_vocab, lazy=False)
     assert type(eager) is Index
     assert regex.complete().arrays.equals(eager.arrays)

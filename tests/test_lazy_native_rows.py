@@ -838,3 +838,132 @@ def test_chain_plans_of_every_end_are_the_numpy_plans(dies, monkeypatch):
             longer = set(runs.full_by_chars[runs.full_offsets[min(length + 1, len(runs.full_offsets) - 1)]:].tolist())
             assert not longer & set(compiled.tokens.tolist()) and set(compiled.tokens.tolist()) <= set(one.tokens.tolist())
             assert length > 3 or len(compiled.tokens) < len(one.tokens) // 2  # the wide tokens were most of them
+
+
+# --- a warm step: the mask copied, the token committed (copy_mask, advance_token) ---
+
+def _outcome(call):
+    """What a call gives: ("ok", its answer) or ("raised", the exception's type)."""
+    try:
+        return "ok", call()
+    except Exception as exc:  # noqa: BLE001 - the two paths must raise the same errors
+        return "raised", type(exc)
+
+
+def test_warm_steps_are_the_python_steps(indexes, monkeypatch):
+    """``advance`` and ``write_mask_into`` of a lazy index, with the
+    compiled warm step and with the Python code it stands in for, give the
+    same states, refusals, errors and buffers, from every state the
+    instances visit: allowed tokens (EOS included), refused ones, ids out of
+    range or of the wrong type, and buffers the compiled copy leaves to the
+    general one."""
+    vocab, found = indexes
+    rng = np.random.default_rng(7)
+    buffers = [lambda: np.zeros(vocab_words, np.int32), lambda: np.zeros((3, vocab_words), np.uint32),
+               lambda: np.zeros((2, vocab_words + 2), np.int32), lambda: np.zeros(vocab_words, np.float32)]
+    vocab_words = (vocab.size + 31) // 32
+    steps = refusals = 0
+    for index, states in found[:6]:
+        for state in states:
+            allowed = index.get_tokens(state)
+            tokens = [int(t) for t in allowed[rng.integers(0, len(allowed), 40)]] + [
+                int(t) for t in rng.integers(0, vocab.size, 20)] + list(vocab.eos_token_ids) + [
+                -1, vocab.size, 1 << 70, np.int64(allowed[0]), True]
+            for token in tokens:
+                answers = []
+                for module in (cwalk, None):
+                    monkeypatch.setattr(lazy_index_module, "_cwalk", module)
+                    answers.append(_outcome(lambda: index.advance(state, token)))
+                assert answers[0] == answers[1], (state, token)
+                steps += answers[0][0] == "ok"
+                refusals += answers[0][0] == "raised"
+            for make in buffers:
+                for row in (None, 0, 1, -1, 5, np.int64(1)):
+                    written = []
+                    for module in (cwalk, None):
+                        monkeypatch.setattr(lazy_index_module, "_cwalk", module)
+                        out = make()
+                        out[...] = 7
+                        written.append((_outcome(lambda: index.write_mask_into(state, out, row)), out))
+                    assert written[0][0] == written[1][0], (state, row)
+                    assert np.array_equal(written[0][1], written[1][1]), (state, row)
+    assert steps >= 2_000 and refusals >= 500, (steps, refusals)
+
+
+def test_a_table_taken_before_it_grew_is_right_or_passed_over(indexes):
+    """The compiled advance reads the table as last taken; one that lacks a
+    state or a cell sends the step to the Python walk, which gives the same
+    answer and takes the current table for the next."""
+    vocab, found = indexes
+    index, states = found[0]
+    state = states[-1]
+    tokens = index.get_tokens(state)[:50].tolist()
+    expected = [index.advance(state, token) for token in tokens]
+    index._warm_table = np.full((2, 256), -1, dtype=np.int32)  # not one cell known
+    assert [index.advance(state, token) for token in tokens] == expected
+    assert index._warm_table is index.byte_dfa.table
+
+
+def test_copy_mask_writes_only_what_it_can_and_says_so():
+    mask = np.arange(5, dtype=np.uint32) | np.uint32(1 << 31)
+    one = np.zeros(5, np.int32)
+    assert cwalk.copy_mask(mask, one, None) is True and np.array_equal(one.view(np.uint32), mask)
+    batch = np.zeros((3, 5), np.uint32)
+    assert cwalk.copy_mask(mask, batch, 2) is True
+    assert np.array_equal(batch[2], mask) and not batch[:2].any()
+    wide = np.full((2, 8), 7, np.int32)  # a model's vocabulary wider than the tokenizer's
+    assert cwalk.copy_mask(mask, wide, 1) is True
+    assert np.array_equal(wide[1].view(np.uint32), np.append(mask, np.zeros(3, np.uint32)))
+    assert (wide[0] == 7).all()
+    strided = np.zeros((3, 10), np.int32)[:, ::2]
+    refused = [(np.zeros(5, np.float32), None), (np.zeros(5, np.int64), None), (np.zeros(4, np.int32), None),
+               (np.zeros((2, 4), np.int32), 0), (np.zeros((), np.int32), None), (np.zeros((), np.int32), 0),
+               (batch, None), (one, 0), (batch, 3), (batch, -1), (batch, np.int64(0)), (batch, True),
+               (batch, 1 << 70), (strided, 0), ([0] * 5, None), (bytearray(20), None), (b"\0" * 20, None),
+               (np.zeros((1, 1, 5), np.int32), 0)]
+    readonly = np.zeros(5, np.int32)
+    readonly.flags.writeable = False
+    refused.append((readonly, None))
+    for out, row in refused:
+        before = np.array(out, copy=True) if isinstance(out, np.ndarray) else None
+        assert cwalk.copy_mask(mask, out, row) is False, (out, row)
+        if before is not None:
+            assert np.array_equal(out, before)
+    with pytest.raises(TypeError, match="4-byte words"):
+        cwalk.copy_mask(np.zeros(5, np.int64), one, None)
+    with pytest.raises(TypeError, match="copy_mask takes 3"):
+        cwalk.copy_mask(mask, one)
+
+
+def test_advance_token_reads_inside_its_buffers():
+    """The walk reads the table only at rows it has and the mask and tokens
+    at ids they have; anything else answers -1 (the Python walk's turn)."""
+    table = np.zeros((3, 256), np.int32)
+    table[1, ord("a")] = 2
+    table[2, ord("b")] = 1
+    table[2, ord("c")] = -1          # UNKNOWN
+    table[2, ord("d")] = 3           # a state past the table's rows
+    table[1, ord("e")] = 1 << 30
+    tokens = (b"ab", b"a", None, b"ac", b"ad", b"e", b"", b"aba", b"eb")
+    mask = np.array([0b101111011], np.uint32)  # every token but 2 (EOS: allowed in a final state) and 7
+    assert cwalk.advance_token(mask, table, tokens, 1, 0) == 1
+    assert cwalk.advance_token(mask, table, tokens, 1, 1) == 2
+    assert cwalk.advance_token(mask, table, tokens, 1, 6) == 1       # no bytes: the same state
+    for token in (2, 7):                                               # bits clear
+        assert cwalk.advance_token(mask, table, tokens, 1, token) == -1
+    mask[0] |= 0b10000100
+    assert cwalk.advance_token(mask, table, tokens, 1, 2) == 1       # EOS keeps the state
+    assert cwalk.advance_token(mask, table, tokens, 1, 7) == 2
+    for token in (3, 4, 5, 8):                                         # UNKNOWN, past the rows, far past
+        assert cwalk.advance_token(mask, table, tokens, 1, token) == -1
+    for state in (3, 1 << 40, -1, -(1 << 40)):
+        assert cwalk.advance_token(mask, table, tokens, state, 0) == -1
+    for token in (9, 31, 32, 1 << 40, -1, 1 << 70, 1.0, "0"):          # outside tokens or mask, or no int
+        assert cwalk.advance_token(mask, table, tokens, 1, token) == -1
+    assert cwalk.advance_token(mask, table, list(tokens), 1, 0) == -1  # tokens not a tuple
+    assert cwalk.advance_token(mask, table, ("ab",), 1, 0) == -1       # an item not bytes
+    assert cwalk.advance_token(mask, table, tokens, 1 << 70, 0) == -1
+    with pytest.raises(TypeError, match="4-byte words"):
+        cwalk.advance_token(mask, table.astype(np.int64), tokens, 1, 0)
+    with pytest.raises(TypeError, match="advance_token takes 5"):
+        cwalk.advance_token(mask, table, tokens, 1)

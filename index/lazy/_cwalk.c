@@ -2841,6 +2841,156 @@ done:
     return result;
 }
 
+/* A warm step's own arrays (a kept mask, the automaton's table), taken
+ * without their format: numpy builds the format string and compares it with
+ * the one it keeps at every request (~500 of the ~11,600 instructions of a
+ * warm MaskBench step besides its copy, callgrind). Their callers pass the
+ * index's own uint32/int32 arrays; only the lengths guard the reads. */
+static int take_words(PyObject *object, Buffer *buffer) {
+    if (PyObject_GetBuffer(object, &buffer->view, PyBUF_C_CONTIGUOUS) < 0) {
+        return -1;
+    }
+    buffer->held = 1;
+    if (buffer->view.itemsize != 4) {
+        PyErr_SetString(PyExc_TypeError, "a buffer of 4-byte words expected");
+        return -1;
+    }
+    return 0;
+}
+
+/* copy_mask(mask, out, row) -> bool
+ *
+ * A warm step's mask written (tokendfa.lazy.index.LazyIndex.write_mask_into):
+ * the words of mask (the index's uint32 array) copied into out, a writable
+ * C-contiguous buffer of 4-byte integers (int32 or uint32 numpy) at least
+ * as wide as the mask, and the words past it cleared: a one-row buffer (row
+ * None) or row ``row`` of a batch (a Python int, 0 <= row < rows; vLLM's
+ * rows are as wide as the model's vocabulary, which may be wider than the
+ * tokenizer's). False, with nothing written and no
+ * error, for any other buffer or row: the caller's general copy then writes
+ * it or raises its error. In numpy (the row's view, a casting
+ * assignment, and for a wider row a second view and a fill) the copy was
+ * ~7,100 instructions of cast loop and a few thousand more of calls; a
+ * warm MaskBench step ran ~29,500 instructions before this and
+ * advance_token, ~9,600 after besides the memmove (callgrind,
+ * benchmarks/lazy_warm_steps.py). */
+static PyObject *copy_mask(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 3, "copy_mask") < 0) {
+        return NULL;
+    }
+    PyObject *row = args[2];
+    Py_ssize_t at = -1;
+    if (row != Py_None) {
+        if (!PyLong_CheckExact(row)) {
+            Py_RETURN_FALSE;
+        }
+        at = PyLong_AsSsize_t(row);
+        if (at < 0) {
+            PyErr_Clear();  /* a negative row (or one too large for an index): the general copy's */
+            Py_RETURN_FALSE;
+        }
+    }
+    if (!PyObject_CheckBuffer(args[1])) {
+        Py_RETURN_FALSE;  /* a torch tensor, a list: the general copy */
+    }
+    Buffer buffers[2] = {{0}};
+    if (take_words(args[0], &buffers[0]) < 0) {
+        release(buffers, 2);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[1], &buffers[1].view,
+                           PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
+        PyErr_Clear();  /* read-only or strided: the general copy writes or refuses it */
+        release(buffers, 2);
+        Py_RETURN_FALSE;
+    }
+    buffers[1].held = 1;
+    const Py_buffer *out = &buffers[1].view;
+    Py_ssize_t words = buffers[0].view.len / 4, width = 0;
+    char *target = NULL;
+    /* the format says int32 or uint32, not float32 (the general copy refuses a float buffer) */
+    if ((item_is(out, 4) || item_is(out, U32)) && out->shape != NULL && out->ndim == (at < 0 ? 1 : 2)) {
+        width = out->shape[out->ndim - 1];
+        if (width < words) {
+            target = NULL;  /* too narrow: the general copy's error */
+        } else if (at < 0) {
+            target = out->buf;
+        } else if (at < out->shape[0]) {
+            target = (char *)out->buf + at * width * 4;
+        }
+    }
+    if (target != NULL) {
+        memmove(target, buffers[0].view.buf, (size_t)words * 4);
+        memset(target + words * 4, 0, (size_t)(width - words) * 4);  /* past the vocabulary */
+    }
+    release(buffers, 2);
+    return PyBool_FromLong(target != NULL);
+}
+
+/* advance_token(mask, table, tokens, state, token) -> int
+ *
+ * A warm step's commit (tokendfa.lazy.index.LazyIndex.advance): with bit
+ * ``token`` of mask (the row of ``state``, uint32 words) set, ``state``
+ * where tokens[token] is None (EOS, set only in a final state), else the
+ * state after its bytes walked from ``state`` through table (the
+ * automaton's cells, int32[rows, 256]). -1 in every other case, for the
+ * caller's Python walk to answer: a bit clear (a refusal to raise), a token
+ * or state that is not a Python int, a token outside tokens (a tuple of
+ * bytes or None), a cell on the way not resolved yet (UNKNOWN) or a state
+ * outside the table (one that grew since it was taken). The tokens' bytes
+ * are read in place, with no reference taken: their pages stay shared with
+ * a parent that forked this process. In Python the check, the walk (a
+ * memoryview read a byte) and the table's property were three calls and
+ * ~20 bytecodes a byte. */
+static PyObject *advance_token(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 5, "advance_token") < 0) {
+        return NULL;
+    }
+    PyObject *tokens = args[2];
+    if (!PyLong_Check(args[3]) || !PyLong_Check(args[4]) || !PyTuple_CheckExact(tokens)) {
+        return PyLong_FromLong(-1);
+    }
+    Py_ssize_t state = PyLong_AsSsize_t(args[3]);
+    Py_ssize_t token = PyLong_AsSsize_t(args[4]);
+    if ((state == -1 || token == -1) && PyErr_Occurred()) {
+        PyErr_Clear();  /* too large for an index: the caller's walk says so */
+        return PyLong_FromLong(-1);
+    }
+    if (token < 0 || token >= PyTuple_GET_SIZE(tokens)) {
+        return PyLong_FromLong(-1);
+    }
+    PyObject *data = PyTuple_GET_ITEM(tokens, token);
+    if (data != Py_None && !PyBytes_Check(data)) {
+        return PyLong_FromLong(-1);
+    }
+    Buffer buffers[2] = {{0}};
+    if (take_words(args[0], &buffers[0]) < 0 || take_words(args[1], &buffers[1]) < 0) {
+        release(buffers, 2);
+        return NULL;
+    }
+    const uint32_t *mask = buffers[0].view.buf;
+    Py_ssize_t rows = buffers[1].view.len / (256 * 4);
+    Py_ssize_t found = -1;
+    if ((token >> 5) < buffers[0].view.len / 4 && (mask[token >> 5] >> (token & 31)) & 1) {
+        found = state;
+        if (data != Py_None) {
+            const int32_t *table = buffers[1].view.buf;
+            const unsigned char *bytes = (const unsigned char *)PyBytes_AS_STRING(data);
+            Py_ssize_t length = PyBytes_GET_SIZE(data);
+            for (Py_ssize_t i = 0; i < length && found >= 0; i++) {
+                found = found < rows ? table[found * 256 + bytes[i]] : -1;
+            }
+            if (found >= rows) {
+                found = -1;
+            }
+        }
+    }
+    release(buffers, 2);
+    return PyLong_FromSsize_t(found < 0 ? -1 : found);
+}
+
 static PyMethodDef methods[] = {
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
      "Walk tokens through a byte automaton's resolved cells (see the module source)."},
@@ -2892,6 +3042,10 @@ static PyMethodDef methods[] = {
      "The bytes of a row whose first character leads to a target, as the loop caches key them (see the module source)."},
     {"chain_links", (PyCFunction)(void (*)(void))chain_links, METH_FASTCALL,
      "A chain row's chain of states read off its class's links, and its distinct ends (see the module source)."},
+    {"copy_mask", (PyCFunction)(void (*)(void))copy_mask, METH_FASTCALL,
+     "A warm mask copied into a caller's one-row or batch buffer of int32/uint32 words, or False (see the module source)."},
+    {"advance_token", (PyCFunction)(void (*)(void))advance_token, METH_FASTCALL,
+     "A warm step's commit: the state after a token, or -1 for the Python walk to answer (see the module source)."},
     {"count_released", (PyCFunction)count_released, METH_O,
      "Turn the count of released_ns() on (True) or off (False; the default)."},
     {"released_ns", (PyCFunction)released_ns, METH_NOARGS,

@@ -34,7 +34,10 @@ serves the same answers from the moment the NFA exists:
   beside each (:meth:`LazyIndex._numpy_row`) is the reference the tests
   compare with and what ``TOKENDFA_NATIVE=0`` runs;
 * :meth:`LazyIndex.advance` checks the token's bit and walks its bytes
-  through the byte automaton's cells, which computing the row mostly
+  through the byte automaton's cells (a warm step's check and walk, and
+  its mask's copy in :meth:`LazyIndex.write_mask_into`, are a C call each
+  with the compiled module: ``_cwalk.advance_token``, ``_cwalk.copy_mask``),
+  which computing the row mostly
   resolved (the walk resolves the cells of walked tokens, the loop and chain
   rows the ASCII cells of the states they pass; a cell inside a wide
   character is resolved by the first advance that reads it), so the token
@@ -240,8 +243,21 @@ class _TokenRow:
         return _distinct(np.append(self.ends, np.array(self.loop.ends, dtype=self.ends.dtype)))
 
 
-# What only a whole Index has (see LazyIndex.__getattr__).
-_WHOLE_INDEX_ONLY = frozenset({"arrays", "num_states", "final_states", "num_transitions", "nbytes"})
+def _whole_index_only(name: str) -> property:
+    """A property of :class:`LazyIndex` for ``name``, which only a whole
+    Index has: it raises an AttributeError that says how to get one. Since
+    lazy became the default, code written for the eager result meets this
+    first. (Properties, not a ``__getattr__``: a class with one has every
+    attribute read by CPython 3.11's generic path, unspecialised: ~3,400
+    of the ~15,000 instructions of a warm MaskBench step besides its copy,
+    callgrind, benchmarks/lazy_warm_steps.py.)"""
+
+    def missing(self):
+        raise AttributeError(
+            f"a lazy index has no {name!r} until it is complete: use index.complete().{name}, "
+            "or build the whole index with lazy=False")
+
+    return property(missing, doc=f"Only a whole index has ``{name}`` (raises AttributeError).")
 
 
 _EVERY_BYTE_KEY = "lazy-every-byte-a-token"
@@ -441,6 +457,14 @@ class LazyIndex(MaskServing):
         self._row_bytes = 0
         self._tracking = False  # recency is kept from half the budget on
         self._table_view: tuple[np.ndarray | None, memoryview | None] = (None, None)
+        # The automaton's table as the compiled advance reads it: taken again
+        # after each new row and each walk in Python, not at every step (the
+        # property is a Python call, a warm step's seventh). One taken before the
+        # table grew is right wherever it answers (a resolved cell never
+        # changes, a state keeps its row); a state or cell it lacks sends
+        # the step to the Python walk, which takes the current one. (Grown in
+        # place, as the native core grows it, the two share their pages.)
+        self._warm_table = self._dfa.table
         self._completed = None
         self._explored = None  # (lazy table, minimal DFA, completed arrays) until state_map() is made
         self._state_map: np.ndarray | None = None
@@ -505,15 +529,11 @@ class LazyIndex(MaskServing):
         """States whose token row has been computed so far."""
         return len(self._masks)
 
-    def __getattr__(self, name: str):
-        # Only for names not found otherwise: what the whole Index has and a
-        # lazy one cannot know before it is complete. Since lazy became the
-        # default, code written for the eager result meets this first.
-        if name in _WHOLE_INDEX_ONLY:
-            raise AttributeError(
-                f"a lazy index has no {name!r} until it is complete: use index.complete().{name}, "
-                "or build the whole index with lazy=False")
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    arrays = _whole_index_only("arrays")
+    num_states = _whole_index_only("num_states")
+    final_states = _whole_index_only("final_states")
+    num_transitions = _whole_index_only("num_transitions")
+    nbytes = _whole_index_only("nbytes")
 
     def __repr__(self) -> str:
         return (f"LazyIndex(pattern={self.pattern[:80]!r}, vocabulary={self._vocabulary.name!r}, "
@@ -562,6 +582,14 @@ class LazyIndex(MaskServing):
             mask = self._serve(state)
         elif self._tracking:
             self._touch(state)
+        if _cwalk is not None:
+            # The bit and the walk over resolved cells in one C call, on the
+            # table as last taken (_warm_table); -1 where the Python below,
+            # its reference, answers: a refusal, a token id out of range, a
+            # cell not resolved yet or a state the taken table lacks.
+            following = _cwalk.advance_token(mask, self._warm_table, self._tokens, state, token_id)
+            if following >= 0:
+                return following
         if not 0 <= token_id < self._vocab_size:
             self._check_token(token_id)
         if (mask.item(token_id >> 5) >> (token_id & 31)) & 1:
@@ -588,6 +616,7 @@ class LazyIndex(MaskServing):
                         following = self._dfa.step(state, byte)
                     view = memoryview(self._dfa.table)
                 state = following
+            self._warm_table = self._dfa.table
             return state
         raise TokenNotAllowedError(self._refusal(state, token_id), state=state, token_id=token_id)
 
@@ -599,6 +628,8 @@ class LazyIndex(MaskServing):
             mask = self._serve(state)
         elif self._tracking:
             self._touch(state)
+        if _cwalk is not None and _cwalk.copy_mask(mask, out, row):
+            return
         if type(out) is np.ndarray and (out.dtype == _INT32 or out.dtype == _UINT32):
             target = out if row is None else self._row_of(out, row)
             if target.shape == mask.shape:
@@ -829,6 +860,7 @@ class LazyIndex(MaskServing):
         self._row_bytes += successors.nbytes + _ROW_OVERHEAD
         self._raw_rows.pop(state, None)
         self._recency[state] = None
+        self._warm_table = self._dfa.table  # the row's new states: found by the next advance in C
         self._masks[state] = mask  # published last: readers take no lock
         if self._row_bytes > self._row_budget // 2:
             self._tracking = True
