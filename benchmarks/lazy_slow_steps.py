@@ -21,6 +21,7 @@ under a dozen from one try to the next.
     python benchmarks/lazy_slow_steps.py --rounds 5 --out steps.json
     python benchmarks/lazy_slow_steps.py --against /tmp/old  # this code against /tmp/old/tokendfa (1-4 min)
     python benchmarks/lazy_slow_steps.py --threshold-ms 3    # count the steps over 3 ms; the worst few by schema
+    python benchmarks/lazy_slow_steps.py --names o21855,o1 --against /tmp/old   # some schemas only
 
 ``--threshold-ms`` (1 by default) sets what counts as a slow step; the
 worst steps are printed with their schema (issue #30's "worst step <= 10
@@ -44,7 +45,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from support.data import sample, source_names  # noqa: E402
+from support.data import named_sample  # noqa: E402
 from support.isolation import ChildFailed, answer_in_child  # noqa: E402
 from support.walks import measured_steps  # noqa: E402
 
@@ -75,7 +76,7 @@ def _serve_requests(vocab_name: str, per_source: int) -> int:
 
     vocab = Vocabulary.builtin(vocab_name).prepare()
     Index.from_schema({"type": "boolean"}, vocab, lazy=True)
-    records = {record.name: record for source in source_names() for record in sample(source, per_source or None)}
+    records = {record.name: record for record in named_sample(per_source)}
     print(json.dumps(list(records)), flush=True)
     for line in sys.stdin:
         print(json.dumps(_run_forked(records[line.strip()], vocab).tolist()), flush=True)
@@ -97,6 +98,7 @@ def _paired(args) -> int:
                for name, path in paths.items()}
     try:
         names = [json.loads(worker.stdout.readline()) for worker in workers.values()][0]
+        names = [record.name for record in named_sample(args.per_source, args.names) if record.name in names]
         best: dict[str, dict[str, np.ndarray]] = {name: {} for name in workers}
         for round_ in range(args.rounds):
             for i, schema in enumerate(names):
@@ -136,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--per-source", type=int, default=4)
     parser.add_argument("--vocab", default="qwen2.5")
+    parser.add_argument("--names", default="", help="comma-separated parts of schema names (default: all)")
     parser.add_argument("--threshold-ms", type=float, default=1.0,
                         help="count the steps slower than this (default 1 ms)")
     parser.add_argument("--out", help="write each schema's per-step minima (ns) as JSON here "
@@ -154,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
 
     vocab = Vocabulary.builtin(args.vocab).prepare()
     Index.from_schema({"type": "boolean"}, vocab, lazy=True)  # the lazy tables, once, before the forks
-    records = [record for source in source_names() for record in sample(source, args.per_source or None)]
+    records = named_sample(args.per_source, args.names)
     best: dict[str, np.ndarray] = {}
     for _ in range(args.rounds):
         for record in records:

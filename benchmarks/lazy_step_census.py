@@ -14,9 +14,9 @@ wall-clock wrappers, each part's time *exclusive* of the parts it calls:
 * ``chain links`` (``LazyByteDFA.class_chain``: the states of a counted
   class discovered), ``chain row`` (``LazyIndex._chain_row`` and ``_chain``'s
   own glue), ``chain plan`` (``_chain_plan``, ``_chain_mask``, ``_class_runs``);
-* ``loop set`` (``LazyIndex._loop``, ``_wide_target``);
+* ``loop set`` (``LazyIndex._loop``, ``_wide_target``, ``_pair``);
 * ``plan`` (``_walk_plan``, ``_group_plan``, ``_loop_mask``, ``_loop_bits``,
-  ``_tail_tokens``, ``_tail_packed``);
+  ``_tail_tokens``, ``_tail_packed``, ``_pair_rest``, ``_tail_ends``);
 * ``walk`` (the compiled walk: ``_cwalk.walk_row``, ``walk_span``,
   ``walk_packed``, ``walk_and_pack``, ``finish_row``) and ``cells`` (the
   cells it hands back to Python, ``LazyByteDFA.step_held`` / ``step``);
@@ -103,13 +103,14 @@ def _census(record, vocab) -> list[dict]:
                               "class_successor": "class cells", "range_successors": "class cells",
                               "partial_row": "class cells", "step_held": "cells", "step": "cells"},
         lazy_index.LazyIndex: {"_chain_row": "chain row", "_chain": "chain row", "_loop": "loop set",
-                               "_wide_target": "loop set"},
+                               "_wide_target": "loop set", "_pair": "loop set"},
     }
     for owner, names in methods.items():
         for attribute, name in names.items():
             setattr(owner, attribute, timed(getattr(owner, attribute), name))
     for attribute, name in {"_walk_plan": "plan", "_group_plan": "plan", "_loop_mask": "plan", "_loop_bits": "plan",
-                            "_tail_tokens": "plan", "_tail_packed": "plan", "_chain_plan": "chain plan",
+                            "_tail_tokens": "plan", "_tail_packed": "plan", "_pair_rest": "plan",
+                            "_tail_ends": "plan", "_chain_plan": "chain plan",
                             "_chain_mask": "chain plan", "_class_runs": "chain plan"}.items():
         setattr(lazy_index, attribute, timed(getattr(lazy_index, attribute), name))
     automata: list = []   # the schema's byte automaton (the last made), for its count of states

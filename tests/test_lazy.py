@@ -2464,3 +2464,83 @@ def test_the_collector_stays_paused_while_any_automaton_resolves():
         assert not gc.isenabled()  # a collector the caller turned off stays off
     finally:
         (gc.enable if was_on else gc.disable)()
+
+
+# --- a loop state with a partner (LazyIndex._pair_row) ----------------------------------
+
+def _counting_pair_rows(monkeypatch) -> list:
+    """A list that gets the ends of each row served as a pair's."""
+    served = []
+    original = LazyIndex._pair_row
+
+    def counted(self, *args):
+        found = original(self, *args)
+        if found is not None:
+            served.append(found[0].ends)
+        return found
+
+    monkeypatch.setattr(LazyIndex, "_pair_row", counted)
+    return served
+
+
+def test_pair_rows_are_the_eager_rows(native, monkeypatch):
+    """In ``[!-~]*[a-z]`` the letters lead from the loop state to a partner
+    and every other character back: a token of those characters ends where
+    its last one leads. The rows that say so with no walk are the eager
+    index's, and name exactly the states their tokens end in."""
+    monkeypatch.setattr(lazy_tables, "_LOOP_MIN_TOKENS", 1)  # the toy vocabulary's tail sets are kept
+    served = _counting_pair_rows(monkeypatch)
+    from tokendfa import Vocabulary
+    printable = [bytes([b]) for b in range(0x21, 0x7F)]
+    longer = [b"ab", b"a1", b"1a", b"12", b"a!b", b"!!", b'x"y', b"Zq", b"qZ", b"q\xc3\xa9", b"\xc3\xa9", b"9a9a"]
+    tokens = printable + longer + [None]
+    vocab = Vocabulary(tokens, eos_token_ids=len(tokens) - 1)
+    pattern = r"[!-~]*[a-z]"
+    lazy = Index.from_regex(pattern, vocab, lazy=True)
+    eager = Index.from_regex(pattern, vocab, lazy=False)
+    assert lockstep(lazy, eager) == 2
+    assert served and all(len(ends) == 2 for ends in served)
+    for state, successors in lazy._successors.items():  # exactly the states some token reaches
+        reached = {lazy.advance(state, t) for t in lazy.get_tokens(state).tolist() if t not in lazy.eos_token_ids}
+        assert reached == set(successors.tolist())
+    assert lazy.complete().arrays.equals(eager.arrays)
+
+
+def test_a_pair_row_names_only_the_ends_its_tokens_have(native, monkeypatch):
+    """Where no token of the pair's class ends with a letter but the
+    single letters, the first row (whose first byte is not a letter) has
+    tokens that all end in the loop state: the partner is not named
+    there."""
+    monkeypatch.setattr(lazy_tables, "_LOOP_MIN_TOKENS", 1)
+    served = _counting_pair_rows(monkeypatch)
+    from tokendfa import Vocabulary
+    printable = [bytes([b]) for b in range(0x21, 0x7F)]
+    tokens = printable + [b"a1", b"b!", b"12", b"1+", b"+1", b"-_", None]
+    vocab = Vocabulary(tokens, eos_token_ids=len(tokens) - 1)
+    pattern = r"[!-`{-~][!-~]*[a-z]"
+    lazy = Index.from_regex(pattern, vocab, lazy=True)
+    eager = Index.from_regex(pattern, vocab, lazy=False)
+    lockstep(lazy, eager)
+    assert sorted(len(ends) for ends in served) == [1, 2, 2]
+    for state, successors in lazy._successors.items():
+        reached = {lazy.advance(state, t) for t in lazy.get_tokens(state).tolist() if t not in lazy.eos_token_ids}
+        assert reached == set(successors.tolist())
+
+
+@pytest.mark.slow
+def test_pair_rows_of_a_string_pattern_are_the_eager_rows_qwen(native, monkeypatch):
+    """Github_easy o21855's pattern: inside the string, ``[a-z]+$`` makes
+    a loop state and a partner; its rows are served as a pair's (a JSON
+    string's tail set, ~6k tokens walked where the loop left 88k) and are
+    the eager index's."""
+    served = _counting_pair_rows(monkeypatch)
+    schema = {"type": "object", "properties": {"p": {"type": "string", "pattern": r"^(\{[a-z]+\})|([a-z]+)$"}},
+              "required": ["p"], "additionalProperties": False}
+    vocab = cached_vocabulary("qwen2.5")
+    lazy = Index.from_schema(schema, vocab, lazy=True)
+    eager = Index.from_schema(schema, vocab, lazy=False)
+    instances = [{"p": "{resource}"}, {"p": "a.b-c d"}, {"p": "{x}y"}, {"p": "é日a"}, {"p": "{ab}\\n"}]
+    assert walk_masks(lazy, vocab, [i for i in instances if i["p"] != "{ab}\\n"]) == \
+        walk_masks(eager, vocab, [i for i in instances if i["p"] != "{ab}\\n"])
+    assert served
+    assert lockstep(lazy, eager, max_pairs=30) >= 20

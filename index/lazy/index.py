@@ -25,6 +25,10 @@ serves the same answers from the moment the NFA exists:
   (``[0-9a-f]{40}``, a string with ``minLength``) the characters lead one
   state further along a chain instead of looping: a token of n characters
   of the class ends n states on, found with no walk (:meth:`LazyIndex._chain_row`).
+  Where a loop state has a partner whose cells are its own on a wider class
+  (after ``[a-z]+$`` inside a string, the letters lead to the partner and
+  the other characters back), a token of that class ends where its last
+  character leads, found with no walk too (:meth:`LazyIndex._pair_row`).
   With the compiled module and a covering vocabulary, the row's glue is C
   too (:meth:`LazyIndex._compiled_row`): the walk plan's arrays (a loop
   row's read from the groups and its loop's rest packed once; a row with no
@@ -91,7 +95,7 @@ from .completion import _byte_state_map, _index_states_of_byte_states
 from .kernels import _cwalk, _distinct, _mask_fingerprint, _runs, _set_bits
 from .plans import _ChainPlan, _PackedBytes, _WalkPlan, _chain_plan, _group_plan, _grouped_spellings, _walk_plan
 from .tables import (_LEAD_BYTES, _chain_mask, _class_key, _class_runs, _last_leaving, _loop_bits, _loop_mask,
-                     _loops_on, _tail_packed, _tail_tokens, vocabulary_tables)
+                     _loops_on, _pair_rest, _tail_ends, _tail_packed, _tail_tokens, vocabulary_tables)
 
 __all__ = ["LazyIndex", "LAZY_ANY_DEPTH", "DEFAULT_ROW_BUDGET"]
 
@@ -131,6 +135,10 @@ _LOOP_MIN_BYTES = 16
 # The rest of a walk goes on in Python (~0.3 us a byte) when it has at most
 # this many bytes left: a numpy level costs ~40 us whatever its size.
 _PYTHON_WALK_BYTES = 256
+# A loop state's partner (LazyIndex._pair) is one that at least this many
+# ASCII bytes lead to from it: with fewer, the loop's rest (the tokens that
+# hold one) is small anyway.
+_PAIR_MIN_BYTES = 8
 # The loop shortcut inside a walk is tried on a state only when this many
 # tokens reach it with their first character read.
 _LOOP_MIN_SHARE = 256
@@ -432,6 +440,7 @@ class LazyIndex(MaskServing):
         self._loops: dict[int, tuple[int, int, bool]] = {}
         self._dead_ascii: dict[int, bytes] = {}   # state -> its dead ASCII bytes (_dead)
         self._wide_targets: dict[int, int] = {}
+        self._pairs: dict[int, tuple[int, tuple[int, int, bool], int] | None] = {}  # loop state -> its pair (_pair)
         self._chain_links: dict[tuple[int, int, bool], _ChainLinks] = {}  # class -> its links followed
         self._raw_rows: dict[int, _TokenRow] = {}
         self._lock = threading.RLock()
@@ -1198,6 +1207,11 @@ class LazyIndex(MaskServing):
             if self._covered and not loops:
                 # they do not loop there: a counted class
                 return self._chain_row(state, first_row, first, target, key, outside)
+            pair = self._pair(target) if self._covered else None
+            if pair is not None:
+                found = self._pair_row(state, first_row, target, pair)
+                if found is not None:
+                    return found
             tail = _tail_tokens(tables, tail_key)
         if tail is None:
             if span:
@@ -1221,6 +1235,87 @@ class LazyIndex(MaskServing):
             mask, rest = _loop_mask(tables, first, tail_key, tail, first_key)
             plan = _walk_plan(tables, np.flatnonzero(first_row), (first, tail_key, rest), first_key, outside)
         return _LoopRow(mask, (target,)), plan, _Start(plan.skipped, np.array([target], dtype=np.int64))
+
+    def _pair(self, target: int) -> tuple[int, tuple[int, int, bool], int] | None:
+        """``(partner, key, wide)`` where the loop state ``target`` has a
+        partner: a state that at least ``_PAIR_MIN_BYTES`` ASCII bytes lead
+        to from ``target`` (the most of them), whose cells are
+        ``target``'s on every character ``key`` holds, the characters that
+        lead from ``target`` to either (``wide``: the state every character
+        of two or more bytes leads to from both, when ``key`` holds them).
+        After a pattern's ``[a-z]+$`` inside a string (``.*[a-z]+``), the
+        letters lead to a partner and the other characters back: a token
+        of those characters only ends in the state its last character
+        leads to, whichever of the two it started in. None otherwise;
+        cached per state."""
+        if target in self._pairs:
+            return self._pairs[target]
+        found = None
+        # its ASCII cells, which _loop resolved, read off the table (asking
+        # ascii_row again cost ~15-40 us a loop state, most of which have
+        # no partner: ~0.7 us for the count of bytes to other states in C)
+        row = self._dfa.table[target]
+        if _cwalk is not None:
+            low, high = self._loop(target)[:2]
+            dead_low, dead_high = _cwalk.equal_bits(row, DEAD)
+            others = 128 - (low | dead_low).bit_count() - (high | dead_high).bit_count()
+        else:
+            others = 128 - int(np.count_nonzero((row[:128] == target) | (row[:128] == DEAD)))
+        cells = row[:128]
+        if others >= _PAIR_MIN_BYTES:
+            values, counts = np.unique(cells[(cells != target) & (cells != DEAD)], return_counts=True)
+            partner = int(values[np.argmax(counts)])  # the most (the smallest id of a tie)
+        if others >= _PAIR_MIN_BYTES and counts.max() >= _PAIR_MIN_BYTES:
+            inside = (cells == target) | (cells == partner)
+            if np.array_equal(self._dfa.ascii_row(partner)[inside], cells[inside]):
+                wide = self._wide_target(target)
+                both = wide in (target, partner) and self._wide_target(partner) == wide
+                found = (partner, _class_key(inside, both), wide if both else DEAD)
+        self._pairs[target] = found
+        return found
+
+    def _pair_row(self, state: int, first_row: np.ndarray, target: int,
+                  pair: tuple[int, tuple[int, int, bool], int]) -> tuple[_LoopRow, _WalkPlan, _Start] | None:
+        """:meth:`_loop_row` where the loop state ``target`` has a partner
+        (:meth:`_pair`): the tokens whose first character leads from
+        ``state`` to either and whose later characters are all of the
+        pair's class end in one of the two, found with no walk (the tail
+        set of the class, a JSON string's for ``.*[a-z]+``); the others
+        are walked from their first byte. The states they end in are named
+        from which bytes such tokens end with (:func:`_tail_ends`). On
+        Github_easy o21855 (``^(\\{[a-z]+\\})|([a-z]+)$``), the loop of
+        the string's characters but letters left 88k Qwen tokens to walk a
+        row (3-14 ms); the pair leaves the JSON string's rest, ~6k. None
+        when the class's tail set is not kept (too few tokens)."""
+        partner, key, wide = pair
+        tables = self._tables
+        tail = _tail_tokens(tables, key)
+        if tail is None:
+            return None
+        cells = first_row[:128]
+        first = np.zeros(256, dtype=bool)
+        first[:128] = (cells == target) | (cells == partner)
+        lead = self._wide_target(state)
+        first[_LEAD_BYTES] = lead in (target, partner)
+        first_key = np.packbits(first).tobytes()
+        mask, rest = _pair_rest(tables, first, key, tail, first_key)
+        plan = _walk_plan(tables, np.flatnonzero(first_row), (first, key, rest), first_key, kind=("pair",))
+        # where they end: a token of one character where that character
+        # leads from ``state``; a longer one where its last leads from the
+        # pair (the cells of both are the same there)
+        starting = np.flatnonzero(first)
+        endings = _tail_ends(tables, key, tail)
+        last = endings.last[starting].any(axis=0)
+        ends = set(self._dfa.ascii_row(target)[np.flatnonzero(last[:128])].tolist())
+        if last[128:].any():  # a wide last character: only where the class holds them
+            ends.add(wide)
+        single = starting[endings.single[starting]]
+        ends.update(first_row[single[single < 128]].tolist())
+        if (single >= 128).any():
+            ends.add(lead)
+        states = np.array(sorted(ends), dtype=np.int64)
+        return (_LoopRow(mask, tuple(states.tolist()), states), plan,
+                _Start(plan.skipped, np.array([target], dtype=np.int64)))
 
     def _chain_row(self, state: int, first_row: np.ndarray, first: np.ndarray, target: int,
                    key: tuple[int, int, bool] | None, outside: np.ndarray | None = None

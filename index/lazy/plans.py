@@ -376,19 +376,21 @@ class _WalkPlan:
 
 
 def _walk_plan(tables: _VocabularyTables, live: np.ndarray, loop: tuple | None = None,
-               first_key: bytes | None = None, outside: np.ndarray | None = None) -> _WalkPlan:
+               first_key: bytes | None = None, outside: np.ndarray | None = None, kind: tuple = ()) -> _WalkPlan:
     """The :class:`_WalkPlan` of a row whose live first bytes are ``live``
     (int64), cached per vocabulary: with ``loop`` = ``(first, tail_key,
     rest)`` (see :meth:`LazyIndex._loop_row`), the tokens starting with the
     live bytes outside ``first``, then ``rest``; without, every token
     starting with a live byte. ``first_key`` (``first`` packed) and
-    ``outside`` (those live bytes, int64), where the caller has them."""
+    ``outside`` (those live bytes, int64), where the caller has them;
+    ``kind`` is added to the cache key (a pair row's rest is not a loop
+    row's of the same bytes: ``("pair",)``)."""
     if loop is None:
-        plan_key = (live.tobytes(),)
+        plan_key = (live.tobytes(),) + kind
     else:
         first, tail_key, rest = loop
         live = live[~first[live]] if outside is None else outside
-        plan_key = (np.packbits(first).tobytes() if first_key is None else first_key, tail_key, live.tobytes())
+        plan_key = (np.packbits(first).tobytes() if first_key is None else first_key, tail_key, live.tobytes()) + kind
     found = tables.walk_plans.get(plan_key)
     if found is not None:
         return found

@@ -97,6 +97,7 @@ class _VocabularyTables:
     last_leaving: dict = field(default_factory=lambda: _SecondChance())  # loop set -> int16[V] (see _last_leaving)
     loop_masks: dict = field(default_factory=lambda: _SecondChance())  # (first bytes, loop set) -> (mask, _LoopRest)
     loop_bits: dict = field(default_factory=lambda: _SecondChance())   # (first bytes, loop set) -> uint32 mask
+    tail_ends: dict = field(default_factory=lambda: _SecondChance())   # loop set -> _TailEnds (pair rows)
     # The cached chain rows (see LazyIndex._chain_row), made on use:
     class_runs: dict = field(default_factory=lambda: _SecondChance())   # class -> _ClassRuns
     chain_masks: dict = field(default_factory=lambda: _SecondChance())  # (class, length) -> uint32 mask
@@ -213,6 +214,8 @@ def _made_ahead(tables: _VocabularyTables) -> _VocabularyTables:
         first[_LEAD_BYTES] = True
         _loop_mask(tables, first, key, tail)
         _tail_packed(tables, tail)
+        # the class of a pair of states inside a string (~2 ms on Qwen; see _tail_ends)
+        _tail_ends(tables, key, tail)
     _class_runs(tables, key)
     if _cwalk is not None:
         _grouped_spellings(tables)
@@ -317,8 +320,11 @@ def _tail_tokens(tables: _VocabularyTables, key: tuple[int, int, bool]) -> _Tail
         outside = _cwalk.tail_split(tables.tail_low, tables.tail_high, tables.tail_wide.view(np.uint8),
                                     tables.first_char, tables.by_first_byte, tables.first_offsets,
                                     key[0], key[1], key[2], mask, rest, offsets)
-        # (a copy: the cache keeps it, and the buffer was sized for every token)
-        count, rest = len(rest) - outside, rest[:outside].copy()
+        # Shrunk in place (the cache keeps it, and the buffer was sized for
+        # every token): a copy wrote its ~0.5-1 MB again, ~120-240 page
+        # faults in a fresh fork at each new loop set.
+        count = len(rest) - outside
+        rest.resize(outside, refcheck=False)
     else:
         inside = _inside_tail(tables, key)
         count = np.count_nonzero(inside)
@@ -484,6 +490,59 @@ def _loop_bits(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int
         found = side & tail.mask if fewer is starting else tail.mask & ~side
         found.flags.writeable = False
         _remember(tables.loop_bits, key, found)
+    return found
+
+
+@dataclass(frozen=True, eq=False)
+class _TailEnds:
+    """How the tokens of a tail set end, by first byte: what the row of a
+    pair of states (``LazyIndex._pair_row``) needs to name the states its
+    tokens end in, which there depend on a token's last character."""
+
+    last: np.ndarray    # bool[256, 256]: [b, e]: a token of two or more characters starts with b, ends with e
+    single: np.ndarray  # bool[256]: [b]: a token of one character starts with b
+
+
+def _tail_ends(tables: _VocabularyTables, key: tuple[int, int, bool], tail: _TailTokens) -> _TailEnds:
+    """The :class:`_TailEnds` of the tail set ``tail`` of ``key``, computed
+    once per vocabulary and set (a pass over its tokens in numpy, ~2 ms on
+    Qwen; a JSON string's is made with the vocabulary's tables)."""
+    found = tables.tail_ends.get(key)
+    if found is None:
+        bits = np.unpackbits(tail.mask.view(np.uint8), bitorder="little")[:len(tables.lengths)]
+        tokens = np.flatnonzero(bits)
+        first, lengths = tables.columns[0][tokens], tables.lengths[tokens]
+        last = tables.spellings[tables.spelling_offsets[tokens] + lengths - 1]
+        longer = lengths > tables.first_char[tokens]
+        ends = np.zeros(65536, dtype=bool)
+        ends[(first[longer].astype(np.int64) << 8) | last[longer]] = True
+        ends = ends.reshape(256, 256)
+        single = np.zeros(256, dtype=bool)
+        single[first[~longer]] = True
+        found = _remember(tables.tail_ends, key, _TailEnds(ends, single))
+    return found
+
+
+def _pair_rest(tables: _VocabularyTables, first: np.ndarray, key: tuple[int, int, bool], tail: _TailTokens,
+               first_key: bytes) -> tuple[np.ndarray, _LoopRest]:
+    """:func:`_loop_mask` for the row of a pair of states
+    (``LazyIndex._pair_row``): the mask (:func:`_loop_bits`'s), and the
+    tail set's rest starting with the bytes of ``first``, each walked from
+    its first byte (in a pair the state where a token leaves the set
+    depends on the character before, so no walk resumes there); cached
+    per vocabulary beside the loop rows' under a key of its own."""
+    cache_key = (first_key, key, "pair")
+    found = tables.loop_masks.get(cache_key)
+    if found is None:
+        mask = _loop_bits(tables, first, key, tail, first_key)
+        starts = np.flatnonzero(first)
+        tokens = tail.rest[_ranges(tail.rest_offsets[starts], tail.rest_offsets[starts + 1])]
+        positions = np.ones(len(tokens), dtype=np.int64)
+        packed = _packed(tables, tokens, positions) if _cwalk is not None and len(tokens) <= _PLAN_MAX_TOKENS else None
+        rest = _LoopRest(tokens, positions, np.zeros(len(tokens), dtype=bool), tables.columns[0][tokens], packed)
+        for array in (rest.tokens, rest.positions, rest.skipped, rest.first_bytes):
+            array.flags.writeable = False
+        found = _remember(tables.loop_masks, cache_key, (mask, rest))
     return found
 
 
