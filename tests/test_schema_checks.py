@@ -64,6 +64,13 @@ SCHEMAS = [
     {"$ref": "#/definitions/d"}, {"$ref": "#/definitions/d", "type": "string"},
     {"$ref": "#/definitions/d", "enum": ["a"]},
     {"oneOf": [{"$ref": "#/definitions/d"}, {"type": "null"}]},
+    {"items": {"type": "integer"}}, {"items": [{"type": "integer"}, {"type": "string"}]},
+    {"items": True}, {"items": False}, {"items": {}, "additionalItems": False},
+    {"items": [{}], "additionalItems": False}, {"items": [{"type": "integer"}], "additionalItems": {"maximum": 2}},
+    {"additionalItems": False}, {"items": [True, False], "additionalItems": True},
+    {"prefixItems": [{"type": "integer"}], "items": False}, {"prefixItems": [{"enum": [1]}, {}]},
+    {"prefixItems": [{}], "items": {"type": "array"}},
+    {"not": {"not": {"additionalItems": False, "items": {}}}},
     {"$ref": "#/definitions/e"},
 ]
 DEFINITIONS = {"d": {"type": ["string", "integer"], "maxLength": 2},
@@ -142,7 +149,7 @@ def test_common_keywords_are_answered_without_jsonschema(draft, schema):
 
 @pytest.mark.parametrize("draft,schema", [
     (4, {"minimum": 1}),                      # draft 4's minimum reads exclusiveMinimum
-    (6, {"multipleOf": 3}), (2020, {"format": "date"}), (2020, {"items": {"type": "string"}}),
+    (6, {"multipleOf": 3}), (2020, {"format": "date"}), (2020, {"uniqueItems": True}), (4, {"items": True}),
     (2020, {"if": {"type": "string"}, "then": {"minLength": 2}}),
     (7, {"dependencies": {"a": ["b"]}}), (2020, {"pattern": "("}),
     (2020, {"$ref": "#/definitions/missing"}),

@@ -286,6 +286,72 @@ def _b_pattern(value, schema, sub, c, budget):
     return lambda v: not isinstance(v, str) or search(v) is not None
 
 
+def _each_prefix(value, sub, key, c, budget):
+    """Tests of a list of item schemas, zipped with an array's items (None: not a
+    list, or not reproduced)."""
+    if not isinstance(value, list):
+        return None
+    tests = []
+    for i, each in enumerate(value):
+        test = _check(each, sub.child(each, key, i), c, budget)
+        if test is None:
+            return None
+        tests.append(test)
+    return tests
+
+
+def _b_items_legacy(value, schema, sub, c, budget):
+    """Draft 4's, 6's, 7's and 2019-09's items: one schema for every item, or a list
+    zipped with the items (draft 4 takes only an object as the one schema)."""
+    if isinstance(value, list):
+        tests = _each_prefix(value, sub, "items", c, budget)
+        if tests is None:
+            return None
+        return lambda v: not isinstance(v, list) or all(t(item) for t, item in zip(tests, v))
+    if not isinstance(value, dict) and (c.draft < 6 or not isinstance(value, bool)):
+        return None
+    test = _child(value, sub, "items", c, budget)
+    return None if test is None else (lambda v: not isinstance(v, list) or all(test(item) for item in v))
+
+
+def _b_additional_items(value, schema, sub, c, budget):
+    items = schema.get("items", {})
+    if isinstance(items, dict):
+        return _always   # jsonschema reads additionalItems only beside a list of items
+    if not isinstance(items, list):
+        return None
+    start = len(items)
+    if isinstance(value, dict):
+        test = _child(value, sub, "additionalItems", c, budget)
+        if test is None:
+            return None
+        return lambda v: not isinstance(v, list) or all(test(item) for item in v[start:])
+    if value is False:
+        return lambda v: not isinstance(v, list) or len(v) <= start
+    if value is True:
+        return _always
+    return None
+
+
+def _b_items(value, schema, sub, c, budget):
+    """2020-12's items: the items after prefixItems."""
+    prefix = schema.get("prefixItems", [])
+    if not isinstance(prefix, list):
+        return None
+    start = len(prefix)
+    if value is False:
+        return lambda v: not isinstance(v, list) or len(v) <= start
+    test = _child(value, sub, "items", c, budget)
+    return None if test is None else (
+        lambda v: not isinstance(v, list) or all(test(item) for item in v[start:]))
+
+
+def _b_prefix_items(value, schema, sub, c, budget):
+    tests = _each_prefix(value, sub, "prefixItems", c, budget)
+    return None if tests is None else (
+        lambda v: not isinstance(v, list) or all(t(item) for t, item in zip(tests, v)))
+
+
 def _bound(compare) -> Callable:
     def build(value, schema, sub, context, budget):
         if not _is_number(value):
@@ -317,6 +383,11 @@ _BUILDERS = {
     _K + "additionalProperties": _b_additional,
     _K + "patternProperties": _b_pattern_properties,
     _K + "pattern": _b_pattern,
+    _K + "items": _b_items,
+    _K + "prefixItems": _b_prefix_items,
+    "jsonschema._legacy_keywords.items_draft3_draft4": _b_items_legacy,
+    "jsonschema._legacy_keywords.items_draft6_draft7_draft201909": _b_items_legacy,
+    "jsonschema._legacy_keywords.additionalItems": _b_additional_items,
     _K + "minimum": _bound(lambda v, b: not v < b),
     _K + "maximum": _bound(lambda v, b: not v > b),
     _K + "exclusiveMinimum": _bound(lambda v, b: not v <= b),
