@@ -10,7 +10,6 @@ import jsonschema
 import pytest
 from referencing import Registry
 from referencing.jsonschema import specification_with
-
 from tokendfa.schema import checks
 from tokendfa.schema import compiler as compiler_module
 from tokendfa.schema.ir import Sub, enter

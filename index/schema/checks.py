@@ -27,8 +27,10 @@ jsonschema's answer on many values and keyword sets.
 
 from __future__ import annotations
 
+import math
 import re
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from ..analysis.regex_syntax import compile_untrusted
 
@@ -71,6 +73,10 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _nan(value) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
 def _count(value) -> bool:
     """A bound on a length or a count: an integer, or an integral float (meta-schemas
     from draft 6 on accept 1.0); the comparison with ``len`` is then Python's."""
@@ -86,7 +92,7 @@ def _enum(values) -> Test | None:
             scalars.add(("s", v))
         elif v is None or isinstance(v, bool):
             scalars.add(("c", v))  # None, True, False: compared by identity in the key
-        elif _is_number(v) and v == v:  # NaN equals nothing but itself: scanned
+        elif _is_number(v) and not _nan(v):  # NaN equals nothing but itself: scanned
             scalars.add(("n", v))  # 1 == 1.0 and hash alike, as Python's == in jsonschema
         else:
             others.append(v)
@@ -96,7 +102,7 @@ def _enum(values) -> Test | None:
             key = ("s", value)
         elif value is None or isinstance(value, bool):
             key = ("c", value)
-        elif _is_number(value) and value == value:
+        elif _is_number(value) and not _nan(value):
             key = ("n", value)
         else:
             key = None
