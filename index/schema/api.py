@@ -967,6 +967,9 @@ def _bounded_patterns(cls):
         return list(names) + ([] if keyword == "patternProperties" else ["|".join(names)])
 
     def bounded_keyword(keyword: str, original):
+        # wraps: named as the keyword it bounds, so checks.py (whose own patterns
+        # compile with compile_untrusted too) still knows the keyword
+        @functools.wraps(original)
         def check(validator, value, instance, schema):
             if isinstance(instance, (str, dict)) and isinstance(schema, dict):
                 for pattern in patterns_of(keyword, value, schema):

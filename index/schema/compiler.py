@@ -62,11 +62,12 @@ from ..analysis import limits
 from ..analysis.errors import RegexTooLongError, TimeLimitError, UnsupportedSchemaError
 from ..analysis.utf8 import SURROGATES
 from . import numbers as nums
+from . import checks
 from . import strings as strs
 from .arrays import array
 from .formats import UndecidedFormat
 from .ir import Choice, Constraint, Flat, Negated, Sub, enter, json_key, locate_literal, type_key
-from .keywords import KEYWORDS, UNSUPPORTED, absorb, referenced
+from .keywords import KEYWORDS, UNSUPPORTED, absorb, referenced, resolve
 from .negation import negate
 from .objects import declared, member_subs, object_
 from ..analysis.regex_tree import NOTHING, Call, calls_in, chars, concat, literal_set, surely_matches
@@ -222,6 +223,7 @@ class Compiler:
         self.generic_values_used = False  # a bounded-depth "any value" went into the regex
         self._any_cache: dict = {}
         self._validators: dict = {}
+        self._checks: checks.Context | None = None
         # Shared pieces: off when the schema holds surrogates a placeholder could clash with.
         self.share = share
         self.share_free_levels = share_free_levels
@@ -730,16 +732,21 @@ class Compiler:
                     by_type = {}
                     test = _type_test(schema.get("type"), self.draft)
                     if test is not None:
-                        # what jsonschema's type checker answers, without making a
-                        # validator (an attrs class instance, ~12 copy-on-write faults
-                        # and 30-60 us in a fresh fork for an enum of strings)
-                        self._validators[key] = (test, sub, None)
+                        # the common case, without building a check (an enum of strings)
+                        self._validators[key] = (test, sub, _FAST)
                         return test(value)
+            # what jsonschema answers, without running it (a validator is an attrs
+            # class instance; jsonschema's first run in a fresh fork costs 0.5-0.7 ms
+            # and 85-120 copy-on-write faults: checks.py)
+            test = checks.check_of(schema, sub, self._check_context())
+            if test is not None:
+                self._validators[key] = (test, sub, _FAST)
+                return test(value)
             validator = self.validator_cls(schema, registry=self.registry, _resolver=sub.resolver,
                                            format_checker=self.format_checker)
             validator = self._validators[key] = (validator, sub, by_type)  # keep sub alive: its id stays unique
         validator, _, by_type = validator
-        if validator.__class__ is _TypeTest:
+        if by_type is _FAST:
             return validator(value)
         if by_type is not None:
             kind = type_key(value)
@@ -748,6 +755,14 @@ class Compiler:
                 known = by_type[kind] = self._is_valid(validator, value, sub)
             return known
         return self._is_valid(validator, value, sub)
+
+    def _check_context(self) -> checks.Context:
+        context = self._checks
+        if context is None:
+            context = self._checks = checks.Context(
+                self.draft, getattr(self.validator_cls, "VALIDATORS", {}),
+                functools.partial(_type_test, draft=self.draft), functools.partial(resolve, self))
+        return context
 
     @staticmethod
     def _is_valid(validator, value, sub: Sub) -> bool:
@@ -1206,6 +1221,8 @@ def _is_type(value, name: str, integral_floats: bool) -> bool:
         return isinstance(value, dict)
     return isinstance(value, list)  # "array"
 
+
+_FAST = object()  # marks a test of checks.py among the validators
 
 _TYPE_NAMES = frozenset({"string", "null", "boolean", "integer", "number", "object", "array"})
 

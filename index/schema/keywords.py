@@ -78,6 +78,17 @@ def absorb(c: "Compiler", flat: Flat, sub: Sub) -> None:
             return
 
 
+def resolve(c: "Compiler", sub: Sub, ref: str) -> Sub | None:
+    """The subschema ``ref`` points to from ``sub``; None for a reference that does
+    not resolve or lies past the recursion bound. Nothing is noted."""
+    from ..analysis.errors import SchemaError
+
+    try:
+        return _follow(c, sub, ref, quiet=True)
+    except SchemaError:
+        return None
+
+
 def referenced(c: "Compiler", sub: Sub) -> Sub | None:
     """The subschema that ``sub`` stands for when it says nothing but a
     ``$ref`` (annotations aside, or anything beside it before 2019-09): it
