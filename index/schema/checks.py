@@ -173,13 +173,7 @@ def _child(value, sub, key, c, budget) -> Test | None:
 def _children(value, sub, key, c, budget) -> list[Test] | None:
     if not isinstance(value, list) or not value:
         return None
-    tests = []
-    for i, each in enumerate(value):
-        test = _check(each, sub.child(each, key, i), c, budget)
-        if test is None:
-            return None
-        tests.append(test)
-    return tests
+    return _each_prefix(value, sub, key, c, budget)
 
 
 def _b_type(value, schema, sub, c, budget):
