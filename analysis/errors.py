@@ -140,6 +140,23 @@ class InvalidStateError(TokenDFAError, ValueError):
     """A state id, token id or rollback count outside the valid range."""
 
 
+class IdTypeError(InvalidStateError, TypeError):
+    """A state or token id that is not an integer (a string, a float, None):
+    an :class:`InvalidStateError` that is also a :class:`TypeError`."""
+
+
+def check_id_type(value: object, what: str) -> None:
+    """Raise :class:`IdTypeError` unless ``value`` is an integer (Python's or
+    numpy's: anything with ``__index__``) usable as a ``what`` ("state", "token id")."""
+    if not hasattr(type(value), "__index__"):
+        raise id_type_error(value, what)
+
+
+def id_type_error(value: object, what: str) -> IdTypeError:
+    """The :class:`IdTypeError` for ``value`` given as a ``what``."""
+    return IdTypeError(f"{what} {value!r:.60} is not an integer (got {type(value).__name__})")
+
+
 class MaskBufferError(TokenDFAError, ValueError):
     """A caller's mask buffer that cannot hold a bitset: too few words, a
     dtype other than 32-bit integers, or a row outside the batch."""

@@ -25,6 +25,7 @@ from .analysis.errors import (
     TimeLimitError,
     EmptyLanguageError,
     IndexFileError,
+    IdTypeError,
     IndexVersionError,
     InvalidStateError,
     MaskBufferError,
@@ -53,5 +54,5 @@ __all__ = [
     "TokenDFAError", "RegexError", "UnsupportedRegexError", "EmptyLanguageError",
     "SchemaError", "UnsupportedSchemaError", "RegexTooLongError", "VocabularyError", "VocabularyCoverageError",
     "BuildLimitError", "TimeLimitError", "IndexFileError", "IndexVersionError", "VocabularyMismatchError",
-    "TokenNotAllowedError", "InvalidStateError", "MaskBufferError",
+    "TokenNotAllowedError", "InvalidStateError", "IdTypeError", "MaskBufferError",
 ]

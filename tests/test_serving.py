@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import TOY_EOS, TOY_TOKENS, cached_index, cached_vocabulary
-from tokendfa import Guide, Index, InvalidStateError, MaskBufferError, TokenNotAllowedError
+from tokendfa import Guide, IdTypeError, Index, InvalidStateError, MaskBufferError, TokenNotAllowedError
 
 TOKEN = {data: i for i, data in reversed(list(enumerate(TOY_TOKENS))) if data is not None}
 
@@ -248,3 +248,48 @@ def test_write_mask_into_a_tensor_that_changed_its_memory():
         index.write_mask_into(1, fresh)
         assert np.array_equal(fresh.numpy().view(np.uint32), index.get_mask(1))
     assert np.array_equal(old[0].numpy().view(np.uint32), index.get_mask(0))
+
+
+NOT_IDS = ["3", 1.5, None, [1], b"\x01", 2.0]
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+@pytest.mark.parametrize("bad", NOT_IDS, ids=repr)
+def test_ids_that_are_not_integers_get_a_precise_error(lazy, bad):
+    # A string, float or None as a state or token id: IdTypeError (an
+    # InvalidStateError and a TypeError) naming the value, from the warm
+    # paths as from the cold ones, never a bare comparison TypeError.
+    index = Index.from_regex(r"[ab]+c", cached_vocabulary("toy"), lazy=lazy)
+    state = index.initial_state
+    index.get_mask(state)  # a warm state: the fast paths
+    calls = {
+        "advance(state, bad)": lambda: index.advance(state, bad),
+        "advance(bad, a)": lambda: index.advance(bad, TOKEN[b"a"]),
+        "is_allowed(state, bad)": lambda: index.is_allowed(state, bad),
+        "is_allowed(bad, a)": lambda: index.is_allowed(bad, TOKEN[b"a"]),
+        "get_mask(bad)": lambda: index.get_mask(bad),
+        "get_tokens(bad)": lambda: index.get_tokens(bad),
+        "is_final(bad)": lambda: index.is_final(bad),
+        "write_mask_into(bad)": lambda: index.write_mask_into(bad, np.zeros(1, np.int32)),
+        "Guide.advance(bad)": lambda: Guide(index).advance(bad),
+    }
+    for name, call in calls.items():
+        with pytest.raises(IdTypeError, match=r"is not an integer \(got ") as caught:
+            call()
+        assert isinstance(caught.value, InvalidStateError) and isinstance(caught.value, TypeError), name
+    guide = Guide(index)
+    guide.advance(TOKEN[b"a"])
+    with pytest.raises(IdTypeError, match="rollback count"):
+        guide.rollback(bad)
+    assert guide.state == index.advance(state, TOKEN[b"a"])  # nothing undone
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_numpy_integers_are_ids(lazy):
+    index = Index.from_regex(r"[ab]+c", cached_vocabulary("toy"), lazy=lazy)
+    state = index.initial_state
+    for kind in (np.int32, np.int64, np.uint16):
+        following = index.advance(kind(state), kind(TOKEN[b"a"]))
+        assert following == index.advance(state, TOKEN[b"a"])
+        assert index.is_allowed(kind(state), kind(TOKEN[b"b"]))
+        assert np.array_equal(index.get_mask(kind(following)), index.get_mask(following))

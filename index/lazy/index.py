@@ -83,7 +83,7 @@ import numpy as np
 from ..analysis.closing import LazyDistances
 from ..analysis.dfa import DEAD, INITIAL, STATE_DTYPE
 from ..analysis.minimise import canonical_byte_dfa
-from ..analysis.errors import (BuildLimitError, InvalidStateError, TokenNotAllowedError,
+from ..analysis.errors import (BuildLimitError, InvalidStateError, TokenNotAllowedError, check_id_type, id_type_error,
                                VocabularyCoverageError)
 from ..analysis.lazydfa import (DEFAULT_MAX_LAZY_STATES, UNKNOWN, WIDE_SEQUENCES, ChainEnd, DefinitionSource,
                                 LazyByteDFA)
@@ -552,7 +552,10 @@ class LazyIndex(MaskServing):
 
     def get_mask(self, state: int) -> np.ndarray:
         """Allowed tokens as a read-only ``uint32`` bitset (EOS bits in final states)."""
-        mask = self._masks.get(state)
+        try:
+            mask = self._masks.get(state)
+        except TypeError:  # unhashable: not an id at all
+            raise id_type_error(state, "state") from None
         if mask is None:
             mask = self._serve(state)
         elif self._tracking:
@@ -563,16 +566,23 @@ class LazyIndex(MaskServing):
         """Whether the row of ``state`` is computed and kept (its mask is then
         a lookup; :func:`tokendfa.fill_masks` computes a batch's cold rows
         on threads)."""
-        return state in self._masks
+        try:
+            return state in self._masks
+        except TypeError:
+            raise id_type_error(state, "state") from None
 
     def is_final(self, state: int) -> bool:
-        if state not in self._masks:
+        try:
+            known = state in self._masks
+        except TypeError:
+            raise id_type_error(state, "state") from None
+        if not known:
             self._serve(state)
         return bool(self._dfa.finals[state])
 
     def is_allowed(self, state: int, token_id: int) -> bool:
         mask = self.get_mask(state)
-        self._check_token(token_id)
+        token_id = self._check_token(token_id)
         return bool((mask.item(token_id >> 5) >> (token_id & 31)) & 1)
 
     def forced_tokens(self, state: int) -> np.ndarray:
@@ -586,7 +596,10 @@ class LazyIndex(MaskServing):
         """The state after ``token_id``; EOS keeps a final state. Raises
         :class:`~tokendfa.analysis.errors.TokenNotAllowedError` for a token
         the state does not allow."""
-        mask = self._masks.get(state)
+        try:
+            mask = self._masks.get(state)
+        except TypeError:  # unhashable: not an id at all
+            raise id_type_error(state, "state") from None
         if mask is None:
             mask = self._serve(state)
         elif self._tracking:
@@ -599,8 +612,8 @@ class LazyIndex(MaskServing):
             following = _cwalk.advance_token(mask, self._warm_table, self._tokens, state, token_id)
             if following >= 0:
                 return following
-        if not 0 <= token_id < self._vocab_size:
-            self._check_token(token_id)
+        if type(token_id) is not int or not 0 <= token_id < self._vocab_size:
+            token_id = self._check_token(token_id)
         if (mask.item(token_id >> 5) >> (token_id & 31)) & 1:
             data = self._tokens[token_id]
             if data is None:
@@ -632,7 +645,10 @@ class LazyIndex(MaskServing):
     def write_mask_into(self, state: int, out, row: int | None = None) -> None:
         """Copy the bitset of ``state`` into a caller's int32/uint32 buffer
         (numpy or torch, one row or a batch; see :meth:`Index.write_mask_into`)."""
-        mask = self._masks.get(state)
+        try:
+            mask = self._masks.get(state)
+        except TypeError:  # unhashable: not an id at all
+            raise id_type_error(state, "state") from None
         if mask is None:
             mask = self._serve(state)
         elif self._tracking:
@@ -829,7 +845,8 @@ class LazyIndex(MaskServing):
     # --- computing a token row -----------------------------------------------------
 
     def _serve(self, state: int) -> np.ndarray:
-        if not isinstance(state, (int, np.integer)) or state < INITIAL or not self._dfa.is_discovered(state):
+        check_id_type(state, "state")
+        if state < INITIAL or not self._dfa.is_discovered(state):
             raise InvalidStateError(
                 f"state {state} is not a state of this lazy index (states are 1.."
                 f"{self._dfa.num_states - 1} so far, 1 initial)")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis.errors import InvalidStateError, TokenNotAllowedError
+from ..analysis.errors import InvalidStateError, TokenNotAllowedError, check_id_type
 from .index import Index
 
 
@@ -136,6 +136,7 @@ class Guide:
 
     def rollback(self, count: int) -> None:
         """Undo the last ``count`` tokens."""
+        check_id_type(count, "rollback count")
         if not 0 <= count < len(self._states):
             raise InvalidStateError(
                 f"cannot roll back {count} tokens: only {len(self._states) - 1} were consumed")

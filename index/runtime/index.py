@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from ..analysis.closing import distances_to_final
-from ..analysis.errors import (EmptyLanguageError, EmptyRegexError, InvalidStateError, MaskBufferError,
+from ..analysis.errors import (EmptyLanguageError, EmptyRegexError, InvalidStateError, MaskBufferError, check_id_type,
                                TokenNotAllowedError)
 from .arrays import INITIAL_STATE, IndexArrays
 from .serving import ClosingRow, MaskServing
@@ -341,13 +341,13 @@ class Index(MaskServing):
 
     def is_final(self, state: int) -> bool:
         """Whether the text so far is a complete match (EOS allowed)."""
-        self._check_state(state)
+        state = self._check_state(state)
         return bool(self._finals[state])
 
     def get_mask(self, state: int) -> np.ndarray:
         """Allowed tokens as a read-only ``uint32`` bitset view (no copy):
         bit ``i % 32`` of word ``i // 32`` is set when token ``i`` is allowed."""
-        self._check_state(state)
+        state = self._check_state(state)
         return self._masks[self._mask_id[state]]
 
     def write_mask_into(self, state: int, out, row: int | None = None) -> None:
@@ -359,8 +359,8 @@ class Index(MaskServing):
         model's logits often are: the extra words are cleared, so ids past the
         vocabulary are never allowed.
         """
-        if not 0 <= state < self._num_states:
-            self._check_state(state)
+        if type(state) is not int or not 0 <= state < self._num_states:  # numpy ints: checked there
+            state = self._check_state(state)
         if type(out) is not np.ndarray:
             if not out.is_cpu:  # torch on an accelerator: copy on the device
                 self._write_on_device(state, out, row)
@@ -401,13 +401,13 @@ class Index(MaskServing):
         """Tokens the pattern forces from ``state``, in the tokenizer's own
         segmentation, stopping early where the model could choose a longer
         token (see :mod:`tokendfa.builder.fastforward`). Empty when nothing is forced."""
-        self._check_state(state)
+        state = self._check_state(state)
         return self._arrays.forced_tokens[self._arrays.forced_offsets[state]:
                                           self._arrays.forced_offsets[state + 1]]
 
     def is_allowed(self, state: int, token_id: int) -> bool:
-        self._check_state(state)
-        self._check_token(token_id)
+        state = self._check_state(state)
+        token_id = self._check_token(token_id)
         return self._mask_has(self._masks[self._mask_id[state]], token_id)
 
     def advance(self, state: int, token_id: int) -> int:
@@ -417,10 +417,10 @@ class Index(MaskServing):
         state does not allow.
         """
         offsets, edge_group, edge_next = self._edge_views
-        if not 0 <= state < self._num_states:
-            self._check_state(state)
-        if not 0 <= token_id < self._vocab_size:
-            self._check_token(token_id)
+        if type(state) is not int or not 0 <= state < self._num_states:  # numpy ints: checked there
+            state = self._check_state(state)
+        if type(token_id) is not int or not 0 <= token_id < self._vocab_size:
+            token_id = self._check_token(token_id)
         group = self._token_group.item(token_id)
         if group >= 0:
             hi = offsets[state + 1]
@@ -462,10 +462,14 @@ class Index(MaskServing):
     def _mask_has(row: np.ndarray, token_id: int) -> bool:
         return bool((int(row[token_id >> 5]) >> (token_id & 31)) & 1)
 
-    def _check_state(self, state: int) -> None:
+    def _check_state(self, state: int) -> int:
+        """``state`` as a Python int (numpy's would make later arithmetic
+        numpy's), or the precise error."""
+        check_id_type(state, "state")
         if not 0 <= state < self._num_states:
             raise InvalidStateError(
                 f"state {state} is out of range: this index has states 0..{self._num_states - 1}")
+        return int(state)
 
     def _refusal(self, state: int, token_id: int) -> str:
         spelled = ""

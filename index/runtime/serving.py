@@ -45,7 +45,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..analysis.closing import FAR, UNKNOWN
-from ..analysis.errors import InvalidStateError, MaskBufferError
+from ..analysis.errors import InvalidStateError, MaskBufferError, check_id_type
 
 # Restricted masks an index keeps (by state and threshold), least recently
 # used dropped first: a batch of generations of one schema asks for the same
@@ -315,7 +315,11 @@ class MaskServing:
             raise MaskBufferError(
                 f"the buffer has {width} words, the vocabulary needs {self._words}")
 
-    def _check_token(self, token_id: int) -> None:
+    def _check_token(self, token_id: int) -> int:
+        """``token_id`` as a Python int (numpy's would make later arithmetic
+        numpy's), or the precise error."""
+        check_id_type(token_id, "token id")
         if not 0 <= token_id < self._vocab_size:
             raise InvalidStateError(
                 f"token id {token_id} is out of range: the vocabulary has ids 0..{self._vocab_size - 1}")
+        return int(token_id)
