@@ -45,9 +45,11 @@ small schema (an object of five typed properties; ``--warm-up boolean``:
 ``{"type": "boolean"}``, the earlier method) with its engine before the timed
 one, so lazy imports, other once-per-process start-up and the child's first
 touch of the schema path's pages are not in TTFM either (MaskBench runs many
-schemas per process, which hides them the same way). The parent collects its
-youngest generation before each fork, so no child's first collection is
-triggered by the harness's own objects.
+schemas per process, which hides them the same way). Before each fork the
+parent runs a full collection and freezes what is alive (``--fork-gc``), the
+gc module's recipe for a process that forks without exec, so a child does not
+pay, inside its timings, for the interpreter's free lists and the harness's
+own objects.
 
     python benchmarks/bench_maskbench.py --per-source 2          # a smoke run
     python benchmarks/bench_maskbench.py                         # 8 per source, every engine
@@ -186,17 +188,21 @@ def measure(setup: EngineSetup, engine: str, task: Task, args) -> dict[str, Any]
     record = task.record
     row: dict[str, Any] = {"engine": engine, "source": record.source, "line": record.line,
                            "name": record.name, "instances": len(task.instances)}
-    if args.gc_freeze:
-        # Python's recipe for a process that forks without exec (the gc module's
-        # docs): what is alive in the parent leaves the collector's passes, so a
-        # child's full collection walks only what the child made
+    if args.fork_gc == "freeze":
+        # Python's recipe for a parent that forks without exec (the gc
+        # module's docs), for every engine alike: a full collection empties
+        # the interpreter's free lists, whose spare tuples lie one to a page
+        # of the parent's heap (a child's new tuples landed there: 1,042 of
+        # 5,464 copy-on-write faults of 32 first masks), and freezing takes
+        # what is alive out of the child's collections, the harness's own
+        # result rows included (they triggered a gen-0 collection inside
+        # TTFM in 36 of 79 tokendfa children, 5 of llguidance's, ~0.47 ms
+        # each). First masks' faults, median: 173-204 -> 111-131. Each
+        # collection after the first walks only what the parent made since
+        # (the first takes ~0.25 s with every engine set up).
+        gc.collect()
         gc.freeze()
-    else:
-        # The harness's own young objects (the result rows it keeps: 190-650
-        # when a child forks) would count towards the child's first gen-0
-        # collection, which in a fork copies the pages it walks: 36 of 79
-        # tokendfa children and 5 of llguidance's ran one inside the timed
-        # region, ~0.47 ms each. Every child now starts with gen 0 empty.
+    elif args.fork_gc == "young":
         gc.collect(0)
     result = run_in_child(lambda: run_engine(setup, engine, task, args.warm_up), args.timeout, args.memory)
     status = result.pop("status")
@@ -285,7 +291,9 @@ def render(rows: list[dict], meta: dict[str, Any], plot_path: Path | None, out_p
         f"for everything (compile and walks), {args['memory']:g} GiB of address space (`RLIMIT_AS`); "
         f"{args['jobs']} schema(s) at a time; each child first builds, untimed, the "
         f"`{args.get('warm_up', 'boolean')}` warm-up schema (`--warm-up`)"
-        + ("; the parent calls `gc.freeze()` before each fork (`--gc-freeze`)" if args.get("gc_freeze") else ""),
+        + {"freeze": "; the parent runs `gc.collect()` and `gc.freeze()` before each fork (`--fork-gc`)",
+           "young": "; the parent collects its youngest generation before each fork (`--fork-gc young`)",
+           }.get(args.get("fork_gc", "none"), ""),
         f"- Total run time {meta['total_seconds'] / 60:.1f} min; load average {meta['loadavg_start']} at "
         f"the start, {meta['loadavg_end']} at the end (shared machine: compare engines within one run)",
         "",
@@ -412,10 +420,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--warm-up", choices=sorted(WARM_UP_SCHEMAS), default="object",
                    help="the schema each child builds untimed before the timed one: a small object "
                         "(default) or {\"type\": \"boolean\"} (the method of runs before 2026-11-27 10:00)")
-    p.add_argument("--gc-freeze", action="store_true",
-                   help="call gc.freeze() in the parent before each fork (every engine): a child's "
-                        "full collections then skip the parent's objects (default: off, the method "
-                        "of the committed tables)")
+    p.add_argument("--fork-gc", choices=("freeze", "young", "none"), default="freeze",
+                   help="what the parent does before each fork, for every engine: freeze = a full "
+                        "collection then gc.freeze() (Python's recipe for servers that fork; default), "
+                        "young = collect generation 0 only, none = nothing (the method of the tables "
+                        "before 2026-11-28 16:30 UTC)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT,
                    help=f"markdown report; the raw results go next to it as .json (default {DEFAULT_OUT.name})")
     p.add_argument("--plot", type=Path, default=None,

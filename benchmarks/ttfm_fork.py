@@ -49,6 +49,7 @@ runs, or children of one parent that differ only after their warm-up.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import resource
@@ -126,6 +127,9 @@ def main() -> int:
     parser.add_argument("--slowest", type=int, default=15, help="slowest schemas to list")
     parser.add_argument("--root", default=None, help="import tokendfa from this checkout")
     parser.add_argument("--out", default=None, help="rows as JSON")
+    parser.add_argument("--no-fork-gc", action="store_true",
+                        help="the parent forks without first running gc.collect() and gc.freeze() "
+                             "(bench_maskbench.py --fork-gc none)")
     parser.add_argument("--child-prealloc", action="store_true",
                         help="diagnostic: each child allocates and frees small objects before its warm-up")
     parser.add_argument("--llguidance", action="store_true",
@@ -174,6 +178,9 @@ def main() -> int:
                     build(engine, WARM_UP)
                     return _timed(build, engine, record.schema, args.time_limit or None)
 
+                if not args.no_fork_gc:
+                    gc.collect()   # as bench_maskbench.py's parent (--fork-gc freeze)
+                    gc.freeze()
                 row = forked(child, describe=lambda exc: type(exc).__name__)
                 row["label"] = f"{record.source}:{record.line}"
                 row["engine"] = engine
