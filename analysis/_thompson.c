@@ -48,8 +48,6 @@
 #define CHECK_EVERY 64
 /* The rows are made this many at a time, the deadline checked between. */
 #define RESULT_CHUNK (1 << 14)
-/* relocated()'s ints made, direct-mapped by value (a power of two). */
-#define RELOCATED_CACHE 512
 
 /* --- configuration ------------------------------------------------------- */
 
@@ -1094,23 +1092,38 @@ static PyObject *state_number(Builder *b, int64_t local) {
     return PyLong_FromLongLong(b->base + local);
 }
 
-/* A new reference to the int of local state ``local`` (0 <= local < b->n,
- * checked by the caller), made on its first use and kept in ``numbers``
- * (n slots, NULL until made): every row that names a state holds the same
- * int object. One int a state instead of one a name: the rows of the 126
- * fragments two schemas a source reach name each state 1.9 times, and
- * sharing made their rows 21% smaller (3,252 to 2,567 KB), the build 4%
- * fewer instructions and, in MaskBench's fresh forks, 8% fewer page faults
- * in the builds at first calls (a fresh fork's new objects fault pages). */
-static PyObject *number_of(Builder *b, PyObject **numbers, int64_t local) {
-    PyObject *t = numbers[local];
-    if (t == NULL) {
-        t = numbers[local] = state_number(b, local);
-        if (t == NULL) {
+/* The ints a build's rows (or relocated()'s) name states by, made once a
+ * state: a new reference to the int ``value``, from a direct-mapped cache
+ * of the last ints made (a slot holds a reference; clear_numbers() drops
+ * them). Rows name a state from places close together, so nearly every
+ * name of a state gets the same object: the rows of the 126 fragments two
+ * schemas a source reach name each state 1.9 times, and sharing made their
+ * rows 21% smaller (3,252 to 2,567 KB), the build 4% and the relocation 9%
+ * fewer instructions, and in MaskBench's fresh forks the builds at first
+ * calls 8-11% fewer page faults (new objects fault pages there). On the C
+ * stack, not in the kept scratch block: one slot a state there made each
+ * build write 8 more bytes a state of the block, pages a fresh fork copies
+ * (its first mask faulted more). */
+#define NUMBER_CACHE 512
+typedef struct { long long value; PyObject *number; } NumberSlot;
+
+static PyObject *cached_number(NumberSlot *cache, long long value) {
+    NumberSlot *slot = &cache[(size_t)value & (NUMBER_CACHE - 1)];
+    if (slot->number == NULL || slot->value != value) {
+        PyObject *made = PyLong_FromLongLong(value);
+        if (made == NULL) {
             return NULL;
         }
+        Py_XSETREF(slot->number, made);
+        slot->value = value;
     }
-    return Py_NewRef(t);
+    return Py_NewRef(slot->number);
+}
+
+static void clear_numbers(NumberSlot *cache) {
+    for (size_t i = 0; i < NUMBER_CACHE; i++) {
+        Py_CLEAR(cache[i].number);
+    }
 }
 
 /* The rows, as ThompsonNFA's lists hold them: eps[q] a tuple of targets,
@@ -1123,7 +1136,8 @@ static PyObject *result(Builder *b, int64_t start, int64_t end) {
      * arrays (zeroed), then edges_sorted, calls_sorted and eps_sorted */
     Py_ssize_t *eps_at = NULL, *edges_at = NULL, *calls_at = NULL, *edges_sorted = NULL, *calls_sorted = NULL;
     int32_t *eps_sorted = NULL;
-    PyObject **numbers = NULL;  /* each state's int (number_of), n slots */
+    NumberSlot numbers[NUMBER_CACHE];
+    memset(numbers, 0, sizeof numbers);
     char *block = kept.scratch;
     size_t cap = kept.cap_scratch;
     kept.scratch = NULL;
@@ -1141,7 +1155,7 @@ static PyObject *result(Builder *b, int64_t start, int64_t end) {
     }
     size_t at_items = (size_t)n + 1;
     size_t need = sizeof(Py_ssize_t) * (3 * at_items + (size_t)b->n_edges + 1 + (size_t)b->n_calls + 1) +
-                  sizeof(PyObject *) * (size_t)n + sizeof(int32_t) * ((size_t)b->n_eps + 1);
+                  sizeof(int32_t) * ((size_t)b->n_eps + 1);
     if (cap < need) {
         PyMem_Free(block);
         block = PyMem_Malloc(need);
@@ -1151,12 +1165,11 @@ static PyObject *result(Builder *b, int64_t start, int64_t end) {
             goto done;
         }
     }
-    memset(block, 0, sizeof(Py_ssize_t) * 3 * at_items + sizeof(PyObject *) * (size_t)n);
+    memset(block, 0, sizeof(Py_ssize_t) * 3 * at_items);
     eps_at = (Py_ssize_t *)block;
     edges_at = eps_at + at_items;
     calls_at = edges_at + at_items;
-    numbers = (PyObject **)(calls_at + at_items);
-    edges_sorted = (Py_ssize_t *)(numbers + n);
+    edges_sorted = calls_at + at_items;
     calls_sorted = edges_sorted + b->n_edges + 1;
     eps_sorted = (int32_t *)(calls_sorted + b->n_calls + 1);
     /* every move within the fragment (a broken invariant would show here) */
@@ -1222,7 +1235,7 @@ static PyObject *result(Builder *b, int64_t start, int64_t end) {
         }
         PyList_SET_ITEM(eps, q, row);
         for (Py_ssize_t i = a; i < z; i++) {
-            PyObject *t = number_of(b, numbers, eps_sorted[i]);
+            PyObject *t = cached_number(numbers, b->base + eps_sorted[i]);
             if (t == NULL) {
                 goto done;
             }
@@ -1240,7 +1253,7 @@ static PyObject *result(Builder *b, int64_t start, int64_t end) {
         PyList_SET_ITEM(edges, q, row);
         for (Py_ssize_t i = a; i < z; i++) {
             EdgeMove e = b->edges[edges_sorted[i]];
-            PyObject *lo = PyLong_FromLong(e.lo), *hi = PyLong_FromLong(e.hi), *t = number_of(b, numbers, e.to);
+            PyObject *lo = PyLong_FromLong(e.lo), *hi = PyLong_FromLong(e.hi), *t = cached_number(numbers, b->base + e.to);
             if (!lo || !hi || !t) {
                 Py_XDECREF(lo);
                 Py_XDECREF(hi);
@@ -1278,14 +1291,14 @@ static PyObject *result(Builder *b, int64_t start, int64_t end) {
             }
             for (Py_ssize_t i = a; i < z; i++) {
                 CallMove c = b->calls[calls_sorted[i]];
-                PyObject *pair = Py_BuildValue("(ON)", PyList_GET_ITEM(b->keys, c.key), number_of(b, numbers, c.ret));
+                PyObject *pair = Py_BuildValue("(ON)", PyList_GET_ITEM(b->keys, c.key), cached_number(numbers, b->base + c.ret));
                 if (pair == NULL) {
                     Py_DECREF(items);
                     goto done;
                 }
                 PyTuple_SET_ITEM(items, i - a, pair);
             }
-            PyObject *entry = Py_BuildValue("(NN)", number_of(b, numbers, q), items);
+            PyObject *entry = Py_BuildValue("(NN)", cached_number(numbers, b->base + q), items);
             if (entry == NULL || PyList_Append(calls, entry) < 0) {
                 Py_XDECREF(entry);
                 goto done;
@@ -1293,7 +1306,7 @@ static PyObject *result(Builder *b, int64_t start, int64_t end) {
             Py_DECREF(entry);
         }
     }
-    kwargs = Py_BuildValue("{sNsNsOsOsO}", "start", number_of(b, numbers, start), "end", number_of(b, numbers, end),
+    kwargs = Py_BuildValue("{sNsNsOsOsO}", "start", cached_number(numbers, b->base + start), "end", cached_number(numbers, b->base + end),
                            "eps", eps, "edges", edges, "calls", calls);
     if (kwargs == NULL) {
         goto done;
@@ -1304,11 +1317,7 @@ static PyObject *result(Builder *b, int64_t start, int64_t end) {
         Py_DECREF(no_args);
     }
 done:
-    if (numbers != NULL) {
-        for (int64_t q = 0; q < n; q++) {
-            Py_XDECREF(numbers[q]);
-        }
-    }
+    clear_numbers(numbers);
     if (kept.scratch == NULL && block != NULL && cap <= KEPT_MAX) {
         kept.scratch = block;
         kept.cap_scratch = cap;
@@ -1457,10 +1466,7 @@ static PyObject *py_relocated(PyObject *module, PyObject *const *args, Py_ssize_
     }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(rows);
     PyObject **items = PySequence_Fast_ITEMS(rows);
-    /* The shifted ints made so far, direct-mapped by target: rows name a
-     * state from several places, close together, and each name was a new
-     * int (see number_of in result()). A slot holds a reference. */
-    struct { long long target; PyObject *number; } made[RELOCATED_CACHE];
+    NumberSlot made[NUMBER_CACHE];  /* the shifted ints (cached_number) */
     memset(made, 0, sizeof made);
     PyObject *out = PyList_New(n);
     if (out == NULL) {
@@ -1503,17 +1509,9 @@ static PyObject *py_relocated(PyObject *module, PyObject *const *args, Py_ssize_
                 PyErr_SetString(PyExc_ValueError, "relocated: a target out of range");
                 goto fail;
             }
-            size_t slot = (size_t)(t + offset) & (RELOCATED_CACHE - 1);
-            PyObject *shifted = made[slot].number;
-            if (shifted == NULL || made[slot].target != t + offset) {
-                shifted = PyLong_FromLongLong(t + offset);
-                if (shifted == NULL) {
-                    goto fail;
-                }
-                Py_XSETREF(made[slot].number, Py_NewRef(shifted));
-                made[slot].target = t + offset;
-            } else {
-                Py_INCREF(shifted);
+            PyObject *shifted = cached_number(made, t + offset);
+            if (shifted == NULL) {
+                goto fail;
             }
             PyTuple_SET_ITEM(moved, i, shifted);
         }
@@ -1522,16 +1520,12 @@ static PyObject *py_relocated(PyObject *module, PyObject *const *args, Py_ssize_
         }
     }
     Py_DECREF(rows);
-    for (size_t i = 0; i < RELOCATED_CACHE; i++) {
-        Py_XDECREF(made[i].number);
-    }
+    clear_numbers(made);
     return out;
 fail:
     Py_DECREF(rows);
     Py_DECREF(out);
-    for (size_t i = 0; i < RELOCATED_CACHE; i++) {
-        Py_XDECREF(made[i].number);
-    }
+    clear_numbers(made);
     return NULL;
 }
 
