@@ -1097,10 +1097,11 @@ static PyObject *state_number(Builder *b, int64_t local) {
  * of the last ints made (a slot holds a reference; clear_numbers() drops
  * them). Rows name a state from places close together, so nearly every
  * name of a state gets the same object: the rows of the 126 fragments two
- * schemas a source reach name each state 1.9 times, and sharing made their
- * rows 21% smaller (3,252 to 2,567 KB), the build 4% and the relocation 9%
- * fewer instructions, and in MaskBench's fresh forks the builds at first
- * calls 8-11% fewer page faults (new objects fault pages there). On the C
+ * schemas a source reach name each state 1.9 times, and sharing made them
+ * 15% smaller (4,670 to 3,986 KB with their lists; relocated copies 3,927
+ * to 3,200 KB), the build 4% and the relocation 8% fewer instructions, and
+ * in MaskBench's fresh forks the builds at first calls 8% fewer page
+ * faults (new objects fault pages there). On the C
  * stack, not in the kept scratch block: one slot a state there made each
  * build write 8 more bytes a state of the block, pages a fresh fork copies
  * (its first mask faulted more). */
