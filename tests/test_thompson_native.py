@@ -286,6 +286,34 @@ def test_relocated_rows():
             rc._thompson.relocated(rows, 1, stride)
 
 
+def _targets(eps, edges):
+    """Every state number the rows name: epsilon targets and the flat edges' targets."""
+    return [t for row in eps for t in row] + [t for row in edges for t in row[2::3]]
+
+
+def test_rows_name_a_state_with_one_int():
+    """The rows hold one int object a state, whichever rows name it (the
+    memory of a fragment's rows: 15% less on 126 of MaskBench's
+    fragments), with the same values as the reference's."""
+    tree = repeat(alt([text("ab"), chars([(0x61, 0x7A), (0xE9, 0xE9)]), repeat(text("c"), 1, None)]), 2, 6)
+    fragment = rc.thompson_fragment(tree, base=1000, flat=True)
+    assert _compiled(tree, flat=True) == _reference(tree, flat=True)
+    named: dict = {}
+    targets = _targets(fragment.eps, fragment.edges)
+    assert len(targets) > len(set(targets))   # some state is named twice
+    for t in targets + [fragment.start, fragment.end]:
+        assert named.setdefault(t, t) is t, t
+    # relocated rows too, within the cache's reach and past it (a 512-slot cache, by value)
+    offset = 5_000
+    eps, edges = rc.relocated_rows(fragment.eps, offset, 1), rc.relocated_rows(fragment.edges, offset, 3)
+    assert _targets(eps, edges) == [t + offset for t in targets]
+    moved: dict = {}
+    for t in _targets(eps, edges):
+        assert moved.setdefault(t, t) is t, t
+    far = [(1, 1 + 512), (1,), (1 + 512, 1)]
+    assert rc.relocated_rows(far, 7, 1) == [(8, 520), (8,), (520, 8)]
+
+
 def test_excluding_is_its_branches():
     """An Excluding built from its trie matches what its branches (to_regex's tree) match."""
     import random
