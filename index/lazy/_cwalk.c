@@ -8,13 +8,13 @@
  *
  * The numpy walk pays ~40 us a level in calls whatever the number of tokens,
  * and a cold row inside a JSON string walks ~6k tokens over a dozen levels.
- * Here the tokens go to their end or their dead byte over resolved cells
- * without the GIL; the cells not resolved yet that they stop at are resolved
- * together, and the walk goes on: a few passes a row. A cell is resolved by
- * the lazy core's native state store without the GIL where it can
- * (tokendfa.analysis._lazycore: most cells of a cold row, new states
- * included), else with it (the store's hand-back, or the automaton's
- * ``step_held`` where there is no store; either may grow the table).
+ * Here the tokens go to their end or their dead byte without the GIL, a
+ * cell not resolved yet resolved on the way by the lazy core's native state
+ * store where it can alone (tokendfa.analysis._lazycore: most cells of a
+ * cold row, new states included); the cells the store cannot resolve alone
+ * stop their tokens, are resolved together with the GIL (the store's
+ * hand-back, or the automaton's ``step_held`` where there is no store;
+ * either may grow the table), and the walk goes on: a few passes a row.
  *
  * Plain C over the buffer protocol: no numpy headers at build time. The
  * module is optional; without it the numpy walk serves the same rows.
@@ -31,6 +31,13 @@
 
 #define UNKNOWN (-1)
 #define DEAD 0
+#if defined(__GNUC__) || defined(__clang__)
+#define NOINLINE __attribute__((noinline))
+#define ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define NOINLINE
+#define ALWAYS_INLINE
+#endif
 
 /* The automaton's attributes the walk reads, interned once. */
 static PyObject *name_table, *name_step_held, *name_num_states;
@@ -155,6 +162,7 @@ typedef struct {
     PyThreadState *released;  /* non-NULL while this walk runs without the GIL */
     uint64_t released_at;     /* the thread's CPU time when it let the GIL go (thread_ns()) */
     void *session;            /* the lazy core's native state store, held for the walk (NULL: none) */
+    int deferring;            /* the store refused a cell in this pass: the pass's other cells wait too */
 } Automaton;
 
 /* The native state store of tokendfa.analysis._lazycore, through its capsule
@@ -319,13 +327,29 @@ static int close_automaton(Automaton *automaton) {
     return status;
 }
 
-/* Walk bytes[from:count] from ``state`` over resolved cells only, without
- * the GIL: 1 with the end state in ``*end`` when every byte keeps the
- * automaton alive, 0 when one is dead, 2 at a cell still UNKNOWN (its
- * position in ``*stop``, the state there in ``*end``), -1 on error (the GIL
- * taken back, the error set). */
-static int walk_known(Automaton *automaton, int64_t state, const uint8_t *bytes, Py_ssize_t from,
-                      Py_ssize_t count, int64_t *end, Py_ssize_t *stop) {
+/* The cell (state, byte), UNKNOWN in the table, resolved by the store
+ * without the GIL where it can alone: the successor, or -2 (the cell
+ * waits for the pass's resolution, with the GIL). After a refusal the
+ * pass asks no more: a store that refused one cell (its limits check every
+ * 64 new states, a definition to enter) would compute and refuse the
+ * others' cuts and closures as well. Kept out of line so that walk_known,
+ * inlined, stays a tight loop. */
+static NOINLINE int64_t resolve_fast(Automaton *automaton, int64_t state, int byte) {
+    int64_t found = core_api->fast(automaton->session, state, byte);
+    if (found < 0) {
+        automaton->deferring = 1;
+    }
+    return found;
+}
+
+/* Walk bytes[from:count] from ``state`` over resolved cells and those the
+ * store resolves alone (resolve_fast), without the GIL: 1 with the end
+ * state in ``*end`` when every byte keeps the automaton alive, 0 when one is
+ * dead, 2 at a cell still UNKNOWN (its position in ``*stop``, the state
+ * there in ``*end``), -1 on error (the GIL taken back, the error set). The
+ * later passes' walk; the first is first_pass. */
+static inline int walk_known(Automaton *automaton, int64_t state, const uint8_t *bytes, Py_ssize_t from,
+                             Py_ssize_t count, int64_t *end, Py_ssize_t *stop) {
     const int32_t *table = automaton->table.view.buf;
     uint64_t rows = (uint64_t)(automaton->table.view.len / 1024);
     for (Py_ssize_t at = from; at < count; at++) {
@@ -337,11 +361,20 @@ static int walk_known(Automaton *automaton, int64_t state, const uint8_t *bytes,
         int32_t next = table[state * 256 + bytes[at]];
         if ((uint32_t)(next + 1) <= 1u) {  /* UNKNOWN (-1) or DEAD (0): one test a byte for both */
             if (next == UNKNOWN) {
-                *end = state;
-                *stop = at;
-                return 2;
+                /* resolved here by the store when it can alone, without
+                 * the GIL (it never replaces the table: ``rows`` holds) */
+                int64_t found = automaton->session != NULL && !automaton->deferring
+                                ? resolve_fast(automaton, state, bytes[at]) : -2;
+                if (found < 0) {
+                    *end = state;
+                    *stop = at;
+                    return 2;
+                }
+                next = (int32_t)found;
             }
-            return 0;
+            if (next == DEAD) {
+                return 0;
+            }
         }
         state = next;
     }
@@ -475,11 +508,102 @@ static void scratch_give(int slot, void *data) {
     free(data);
 }
 
+/* walk_entries' first pass (see there): every entry walked from its start
+ * state as far as resolved cells go, a cell still UNKNOWN resolved by the
+ * store where it can alone (resolve_fast); the entries that reach another
+ * go to entry/position/state (how many is returned), the others' ends to
+ * reached (-1: dead). -1 on error (the GIL taken back, the error set).
+ *
+ * Most of a cold row's walk is here, over short entries (MaskBench's
+ * heaviest schemas: ~2.5 bytes an entry past its first, 80% of them alive
+ * at their end), so an entry's own work counts as much as its bytes'.
+ * Compiled once for int32 offsets (``narrow``, a plan's) and once for int64,
+ * with the table, its bounds and the start states' bound in registers and
+ * one test a byte: the successor s is a live state inside the table when
+ * s - 1 < rows - 1 as uint32, which UNKNOWN (-1), DEAD (0) and a state
+ * outside the table all fail (then told apart off the hot path). Over the
+ * compiled walks of sp_0, o73917 and o65424's MaskBench steps (qwen2.5,
+ * callgrind), walk_entries' own instructions went from 958M to 809M with
+ * it and the cells resolved on the way. */
+static inline ALWAYS_INLINE Py_ssize_t first_pass(Automaton *automaton, Py_ssize_t count, const uint8_t *bytes,
+                                                  const void *starts_at, const void *stops_at, const int narrow,
+                                                  const int64_t *states, int32_t *entry, int32_t *position,
+                                                  int32_t *state, int32_t *reached) {
+    const int32_t *table = automaton->table.view.buf;
+    uint64_t rows = (uint64_t)(automaton->table.view.len / 1024);
+    /* a start state: discovered when the walk began, inside the table, an int32 */
+    uint64_t first_bound = (uint64_t)automaton->discovered;
+    if (first_bound > rows) {
+        first_bound = rows;
+    }
+    if (first_bound > (uint64_t)INT32_MAX + 1) {
+        first_bound = (uint64_t)INT32_MAX + 1;
+    }
+    uint32_t live_bound = rows > (uint64_t)INT32_MAX ? (uint32_t)INT32_MAX : (uint32_t)(rows ? rows - 1 : 0);
+    Py_ssize_t waiting = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if ((uint64_t)states[i] >= first_bound) {
+            hold(automaton);
+            if (states[i] >= 0 && states[i] < automaton->discovered && states[i] <= INT32_MAX) {
+                PyErr_SetString(PyExc_IndexError, "walk: a state outside the table");
+            } else {
+                PyErr_SetString(PyExc_IndexError, "walk: a state outside the automaton");
+            }
+            return -1;
+        }
+        int64_t from = narrow ? (int64_t)((const int32_t *)starts_at)[i] : ((const int64_t *)starts_at)[i];
+        int64_t to = narrow ? (int64_t)((const int32_t *)stops_at)[i] : ((const int64_t *)stops_at)[i];
+        if (!narrow && to - from > INT32_MAX) {  /* int32 offsets differ by less */
+            hold(automaton);
+            PyErr_SetString(PyExc_ValueError, "walk: an entry of more than 2**31 bytes");
+            return -1;
+        }
+        const uint8_t *at = bytes + from, *stop = bytes + (to > from ? to : from);
+        uint32_t current = (uint32_t)states[i];
+        int32_t alive = 1;
+        for (; at < stop; at++) {
+            int32_t next = table[(size_t)current * 256 + *at];
+            if ((uint32_t)next - 1u >= live_bound) {
+                if (next == UNKNOWN) {
+                    int64_t found = automaton->session != NULL && !automaton->deferring
+                                    ? resolve_fast(automaton, current, *at) : -2;
+                    if (found < 0) {
+                        alive = -1;  /* waits */
+                        break;
+                    }
+                    next = (int32_t)found;
+                }
+                if (next == DEAD) {
+                    alive = 0;
+                    break;
+                }
+                if ((uint32_t)next - 1u >= live_bound) {
+                    hold(automaton);
+                    PyErr_SetString(PyExc_IndexError, "walk: a state outside the table");
+                    return -1;
+                }
+            }
+            current = (uint32_t)next;
+        }
+        reached[i] = alive > 0 ? (int32_t)current : -1;
+        if (alive < 0) {
+            entry[waiting] = (int32_t)i;
+            position[waiting] = (int32_t)(at - (bytes + from));
+            state[waiting++] = (int32_t)current;
+        }
+    }
+    return waiting;
+}
+
 /* Walk entry i = bytes[starts[i]:stops[i]] from states[i] for each of
  * ``count`` entries (checked by the caller), in passes: a pass walks every
- * entry left as far as resolved cells go, without the GIL; then the cells
- * the stopped ones wait on are resolved together, with it, and the next
- * pass goes on from there. starts and stops are int64, or int32 where
+ * entry left as far as it can without the GIL (resolved cells, and those
+ * the store resolves alone: first_pass, walk_known); then the cells the
+ * stopped ones wait on are resolved together, with it, and the next pass
+ * goes on from there. Resolved on the way, a cold row's cells no longer
+ * stop most of its entries (sp_0, o73917 and o65424 on qwen2.5: 3.6M of
+ * 9.2M entries waited for a pass, 0.6M now), each a second walk_known
+ * call and a resolution loop's turn. starts and stops are int64, or int32 where
  * ``narrow`` (a plan's packed offsets). An entry whose bytes keep the automaton alive
  * goes to ended_* as (ids[i], or i without ids; end state). Returns how
  * many ended, or -1 on error (GIL held). Taking the GIL back once a cell
@@ -508,38 +632,16 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
     }
     int32_t *position = entry + items, *state = position + items, *reached = state + items;
     let_go(automaton);
-    for (Py_ssize_t i = 0; i < count; i++) {
-        reached[i] = -1;  /* dead, until found alive */
-    }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (states[i] < 0 || states[i] >= automaton->discovered || states[i] > INT32_MAX) {
-            hold(automaton);
-            PyErr_SetString(PyExc_IndexError, "walk: a state outside the automaton");
-            ended = -1;
-            goto done;
-        }
-        if (STOP(i) - START(i) > INT32_MAX) {
-            hold(automaton);
-            PyErr_SetString(PyExc_ValueError, "walk: an entry of more than 2**31 bytes");
-            ended = -1;
-            goto done;
-        }
-        int64_t end;
-        Py_ssize_t stop;
-        int found = walk_known(automaton, states[i], bytes + START(i), 0, STOP(i) - START(i), &end, &stop);
-        if (found < 0) {
-            ended = -1;
-            goto done;
-        }
-        if (found == 1) {
-            reached[i] = (int32_t)end;
-        } else if (found == 2) {
-            entry[waiting] = (int32_t)i;
-            position[waiting] = (int32_t)stop;
-            state[waiting++] = (int32_t)end;
-        }
+    waiting = narrow ? first_pass(automaton, count, bytes, starts_at, stops_at, 1, states, entry, position, state,
+                                  reached)
+                     : first_pass(automaton, count, bytes, starts_at, stops_at, 0, states, entry, position, state,
+                                  reached);
+    if (waiting < 0) {
+        ended = -1;
+        goto done;
     }
     while (waiting) {
+        automaton->deferring = 0;
         for (Py_ssize_t k = 0; k < waiting; k++) {
             int byte = bytes[START(entry[k]) + position[k]];
             int64_t next = -2;
