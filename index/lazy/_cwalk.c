@@ -427,7 +427,7 @@ static int64_t resolve(Automaton *automaton, int64_t state, int byte) {
  * Github_medium o1; the 250-1500 us band's steps, 71 faults each at the
  * median, were mostly this scratch). Kept per thread, a block's pages fault
  * once per process (or once after a fork) instead of once a row. Slot 0 is
- * walk_row's (24 bytes a token) or walk_span's (24, or 48 over several
+ * walk_row's (12 bytes a token) or walk_span's (24, or 48 over several
  * ranges), slot 1 walk_entries' (16, called inside either); a slot busy (a walk re-entered on the same thread) or a
  * request over SCRATCH_KEEP bytes (a vocabulary of over ~350k tokens) falls
  * back to malloc and free. A thread that walks holds 2 x SCRATCH_KEEP bytes
@@ -2235,7 +2235,7 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
                                     "loop_mask", "", "loop_ends", "eos"};
     static const Py_ssize_t items[12] = {0, U8, 4, 4, U8, 0, 8, 4, U32, 0, 8, 8};
     PyObject *result = NULL;
-    int64_t *states = NULL, *ended_entries = NULL, *ended_states = NULL;
+    int64_t *states = NULL;
     Py_ssize_t num_words = PyLong_AsSsize_t(args[9]);
     int final = PyObject_IsTrue(args[12]);
     if ((num_words == -1 && PyErr_Occurred()) || final < 0) {
@@ -2277,13 +2277,13 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
         goto done;
     }
     size_t room = (size_t)(count ? count : 1);
-    states = room <= PY_SSIZE_T_MAX / 24 ? scratch_take(0, 3 * sizeof(int64_t) * room) : NULL;
+    /* each entry's start state, then its end (int32, read in place by finish_arrays) */
+    states = room <= PY_SSIZE_T_MAX / 12 ? scratch_take(0, (sizeof(int64_t) + sizeof(int32_t)) * room) : NULL;
     if (states == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    ended_entries = states + room;
-    ended_states = ended_entries + room;
+    int32_t *reached = (int32_t *)(states + room);
     const char *problem = fill_start_states(buffers[3].view.buf, buffers[4].view.buf, buffers[5].view.buf,
                                             buffers[5].view.itemsize == 4, count, buffers[6].view.buf,
                                             buffers[6].view.len / 8, states);
@@ -2295,7 +2295,6 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
         close_automaton(&automaton);
         goto done;
     }
-    int32_t *reached = (int32_t *)ended_entries;  /* each entry's end, read in place by finish_arrays */
     Py_ssize_t ended = walk_entries(&automaton, count, data, offsets, offsets + 1, 1, states, NULL, NULL, NULL,
                                     reached);
     if (close_automaton(&automaton) < 0 || ended < 0) {
