@@ -3210,6 +3210,8 @@ static PyMethodDef methods[] = {
      "Turn the count of released_ns() on (True) or off (False; the default)."},
     {"released_ns", (PyCFunction)released_ns, METH_NOARGS,
      "CPU time (each walking thread's own) that walks have spent without the GIL, in ns, over the process."},
+    {"released_count", (PyCFunction)released_count, METH_NOARGS,
+     "How many sections released_ns() has counted (each a point where the GIL may change hands)."},
     {NULL, NULL, 0, NULL},
 };
 
