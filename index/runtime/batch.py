@@ -9,8 +9,8 @@ pool of threads, then writes every mask into one buffer of int32/uint32 rows
 (the layout of ``Guide.write_mask_into`` and of xgrammar's token bitmask).
 
 Threads pay only where rows run in parallel: the compiled walk of a row,
-the states it discovers in the lazy core's native state store, and numpy's
-larger passes release the GIL (see ``tokendfa/lazy/_cwalk.c`` and
+the states it discovers in the lazy core's native state store, the mask
+it makes of them, and numpy's larger passes release the GIL (see ``tokendfa/lazy/_cwalk.c`` and
 ``tokendfa/analysis/_lazycore.c``); building a row's loop set and walk plan,
 first calls of definitions and closures through calls do not, and they are
 most of a cold row today, so the default is the calling thread alone
@@ -42,11 +42,12 @@ __all__ = ["fill_masks", "DEFAULT_MASK_THREADS"]
 # Threads for a batch's cold rows when the caller names none. One (the
 # calling thread alone) while a cold row holds the GIL for most of its time:
 # on 16 new JSONSchemaBench schemas decoded in lockstep (qwen2.5,
-# benchmarks/bench_batch.py) the rows ran without it for 27% of their CPU
-# time (the walk, its packing and the states it discovers; _cwalk and
-# _lazycore's released_ns()), which bounds two threads at ~0.85 of the
-# serial time; on the shared 2-core machine two threads took 0.86-1.19x as
-# long (a control of two threads hashing without the GIL: 0.85-1.21x).
+# benchmarks/bench_batch.py) the rows ran without it for 33% of their CPU
+# time (the walk, its packing, the states it discovers and the mask it
+# makes; _cwalk and _lazycore's released_ns()), in ~950 sections of ~12 us
+# a run of 64 steps: too short for a thread woken when the GIL is let go to
+# take it before it is taken back, so two threads spent ~1.15x the serial
+# CPU time and took ~1.15x as long on the shared 2-core machine.
 # Raise it (or pass ``threads``) where rows run mostly without the GIL.
 DEFAULT_MASK_THREADS = 1
 
@@ -82,11 +83,13 @@ class _Groups:
     switch interval while the caller runs Python) finds nothing and ends on
     its own. Waiting for every job instead made each step of a batch whose
     rows mostly hold the GIL wait for a wake-up and a hand-off of the GIL to
-    a job that computed nothing: on 16 new JSONSCHEMABench schemas
-    (benchmarks/bench_batch.py, qwen2.5, paired runs) two threads spent
-    1.7-2.1x the serial CPU time in fill_masks (830 context switches a run
-    of 64 steps) and took 1.75x as long; waiting only for taken groups,
-    1.13-1.15x the CPU (150 switches) and 1.14x the time."""
+    a job that computed nothing, which a loaded machine makes long: on 16
+    new JSONSchemaBench schemas (benchmarks/bench_batch.py, qwen2.5, paired
+    runs under load) two threads spent 1.7-2.1x the serial CPU time in
+    fill_masks (270-830 context switches a run of 64 steps) and took
+    1.75-3.4x as long; waiting only for taken groups, 1.13-1.15x the CPU
+    (150 switches) and 1.14-1.17x the time. On a quieter machine both were
+    at ~1.15x."""
 
     __slots__ = ("_groups", "_lock", "_done", "_taken", "_finished", "_errors")
 
