@@ -4470,6 +4470,8 @@ static PyMethodDef methods[] = {
      "Turn the count of released_ns() on (True) or off (False; the default)."},
     {"released_ns", (PyCFunction)released_ns, METH_NOARGS,
      "CPU time (each thread's own) resolve_bytes has spent without the GIL, in ns, over the process."},
+    {"released_count", (PyCFunction)released_count, METH_NOARGS,
+     "How many sections released_ns() has counted (each a point where the GIL may change hands)."},
     {"publish", (PyCFunction)(void (*)(void))py_publish, METH_FASTCALL,
      "Every state of the native store published to the automaton's _kernels and _ids."},
     {"store_info", (PyCFunction)(void (*)(void))py_store_info, METH_FASTCALL,

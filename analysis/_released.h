@@ -6,8 +6,8 @@
  * that is bounds what several threads can gain (tokendfa.runtime.fill_masks,
  * benchmarks/bench_batch.py), so each module counts the CPU time (each
  * thread's own) it spent without the GIL, over the process: what its
- * ``released_ns()`` reports once its ``count_released(True)`` has turned the
- * count on. Off by default: a thread's CPU clock is a system call
+ * ``released_ns()`` reports (and ``released_count()`` in how many sections)
+ * once its ``count_released(True)`` has turned the count on. Off by default: a thread's CPU clock is a system call
  * (~0.5 us), two a pass.
  *
  * Included by both modules' sources (each keeps its own count, in the
@@ -21,6 +21,7 @@
 #include <time.h>
 
 static uint64_t released_total;
+static uint64_t released_sections;  /* how many times the GIL was let go (each a hand-off) */
 static int counting_released;
 
 /* The calling thread's CPU time in ns while the count is on, else 0. */
@@ -42,6 +43,7 @@ static uint64_t thread_ns(void) {
 static void released_add(uint64_t since) {
     if (counting_released && since != 0) {
         __atomic_fetch_add(&released_total, thread_ns() - since, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&released_sections, 1, __ATOMIC_RELAXED);
     }
 }
 
@@ -59,6 +61,16 @@ static PyObject *released_ns(PyObject *module, PyObject *unused) {
     (void)module;
     (void)unused;
     return PyLong_FromUnsignedLongLong(__atomic_load_n(&released_total, __ATOMIC_RELAXED));
+}
+
+/* The number of sections counted in released_ns(): with two threads on a
+ * batch each is a point where the GIL may change hands, so the time over
+ * the count says whether those hand-offs (a futex wake-up each, tens of
+ * microseconds on a loaded machine) are worth what runs without it. */
+static PyObject *released_count(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    return PyLong_FromUnsignedLongLong(__atomic_load_n(&released_sections, __ATOMIC_RELAXED));
 }
 
 #endif

@@ -668,6 +668,11 @@ def surely_matches(tree: Node, call_matches) -> bool:
         return matches(tree)
     except RecursionError:
         return False
+    finally:
+        # matches refers to itself: a cycle that would keep call_matches (and
+        # what it refers to: a lazy automaton's NFA) until the cyclic
+        # collector runs
+        del matches
 
 
 def calls_in(node: Node) -> frozenset:

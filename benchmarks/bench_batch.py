@@ -11,10 +11,16 @@ timed ones, as in a server that has seen other schemas). The modes alternate
 within each repeat, and the table gives each mode's median total over the
 repeats and its ratio to threads=1. The masks of every mode are checked equal.
 
+The CPU time of every thread in ``fill_masks`` is given beside it: what
+threads spend beyond the serial mode's is their hand-offs' cost (waking a
+pool thread, passing the GIL), which a loaded machine does not hide.
+
 Two threads can only overlap what runs without the GIL, so the run also
 reports that share of the serial mode's CPU time (the compiled modules'
 ``released_ns()`` over the calling thread's CPU time in ``fill_masks``): a
-bound on what threads can gain that a shared machine's load does not move.
+bound on what threads can gain that a shared machine's load does not move;
+and in how many sections (``released_count()``) it ran: each is a point where
+the GIL may pass to another thread and back.
 
 A control runs beside the modes in every repeat: ``--batch`` pieces of work
 that hold no GIL at all (SHA-256 of a buffer sized so that one thread takes
@@ -62,6 +68,7 @@ def pick_schemas(vocab, count: int):
 
 
 CPU_SECONDS = [0.0]  # the calling thread's CPU time in fill_masks, threads=1
+PROCESS_SECONDS = [0.0]  # the process's (every thread's) CPU time in fill_masks, the last run
 
 
 def _counters(name: str) -> list:
@@ -83,6 +90,11 @@ def released_seconds() -> float:
     return sum(released() for released in _counters("released_ns")) / 1e9
 
 
+def released_sections() -> int:
+    """How many sections the compiled modules have run without the GIL."""
+    return sum(count() for count in _counters("released_count"))
+
+
 def count_released() -> None:
     for count in _counters("count_released"):
         count(True)
@@ -97,14 +109,16 @@ def run_mode(chosen, vocab, steps: int, threads: int):
     words = (vocab.size + 31) // 32
     bitmask = np.zeros((len(guides), words), dtype=np.int32)
     seconds, masks = [], []
+    PROCESS_SECONDS[0] = 0.0
     for step in range(steps):
         live = [guide if step <= len(tokens) else None for guide, (_, tokens) in zip(guides, chosen)]
         if not any(live):
             break
         started = time.perf_counter()
-        cpu = time.thread_time()
+        cpu, process = time.thread_time(), time.process_time()
         fill_masks(live, bitmask, threads=threads)
         seconds.append(time.perf_counter() - started)
+        PROCESS_SECONDS[0] += time.process_time() - process
         if threads == 1:
             CPU_SECONDS[0] += time.thread_time() - cpu
         masks.append(bitmask.copy())
@@ -148,10 +162,13 @@ def main() -> None:
     modes = sorted(set(args.threads) | {1})
     totals = {k: [] for k in modes}
     firsts = {k: [] for k in modes}
+    cpus = {k: [] for k in modes}
     count_released()
-    released, CPU_SECONDS[0] = 0.0, 0.0  # the repeats' alone (not the run that fills the caches)
     # the control's piece size: one thread hashes the batch about as long as the serial batch takes
     serial = sum(run_mode(records, vocab, args.steps, 1)[0])
+    # the repeats' alone, the CPU time as the time without the GIL (neither the
+    # run that fills the caches nor the one above)
+    released, sections, CPU_SECONDS[0] = 0.0, 0, 0.0
     rate = (64 << 20) / control(1, 64 << 20, 1)
     piece_bytes = max(4096, int(serial * rate / len(records)))
     controls = {k: [] for k in modes}
@@ -160,30 +177,34 @@ def main() -> None:
             controls[threads].append(control(len(records), piece_bytes, threads))
         reference = None
         for threads in modes:
-            before = released_seconds()
+            before, sections_before = released_seconds(), released_sections()
             seconds, masks = run_mode(records, vocab, args.steps, threads)
             if threads == 1:
                 released += released_seconds() - before
+                sections += released_sections() - sections_before
             if reference is None:
                 reference = masks
             elif not all(np.array_equal(a, b) for a, b in zip(reference, masks)):
                 raise SystemExit(f"threads={threads}: masks differ from threads=1")
             totals[threads].append(sum(seconds))
+            cpus[threads].append(PROCESS_SECONDS[0])
             firsts[threads].append(seconds[0])
             print(f"repeat {repeat} threads {threads}: {sum(seconds) * 1e3:8.1f} ms over {args.steps} steps"
                   f" (first step {seconds[0] * 1e3:.1f} ms)", flush=True)
     base = np.median(totals[1])
     print(f"\nbatch {len(records)}, {args.steps} steps, {args.repeats} repeats, {os.cpu_count()} CPUs")
-    print("| threads | median total ms | ratio to 1 thread | median first step ms | control ratio (no GIL) |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| threads | median total ms | ratio to 1 thread | median first step ms | CPU ms (all threads) "
+          "| control ratio (no GIL) |")
+    print("| --- | --- | --- | --- | --- | --- |")
     control_base = np.median(controls[1])
     for threads in modes:
         median = np.median(totals[threads])
         print(f"| {threads} | {median * 1e3:.1f} | {median / base:.2f} | {np.median(firsts[threads]) * 1e3:.1f}"
-              f" | {np.median(controls[threads]) / control_base:.2f} |")
+              f" | {np.median(cpus[threads]) * 1e3:.1f} | {np.median(controls[threads]) / control_base:.2f} |")
     if CPU_SECONDS[0]:
         print(f"\nthreads=1: {released / CPU_SECONDS[0]:.0%} of fill_masks' CPU time ran without the GIL "
-              f"({released * 1e3 / args.repeats:.1f} of {CPU_SECONDS[0] * 1e3 / args.repeats:.1f} ms a repeat)")
+              f"({released * 1e3 / args.repeats:.1f} of {CPU_SECONDS[0] * 1e3 / args.repeats:.1f} ms a repeat, "
+              f"in {sections / args.repeats:.0f} sections)")
 
 
 if __name__ == "__main__":

@@ -170,6 +170,50 @@ def test_fill_masks_rows_on_the_pool_keep_the_callers_limits():
     assert bitmask[1].any()
 
 
+class _Rows:
+    """A stand-in for a lazy index in a batch's groups: its row waits for
+    ``release`` (when given) and then records itself, or raises."""
+
+    def __init__(self, name: str, done: list, *, took=None, release=None, error=None) -> None:
+        self.name, self.done, self.took, self.release, self.error = name, done, took, release, error
+
+    def get_mask(self, state: int) -> None:
+        if self.took is not None:
+            self.took.set()
+        if self.release is not None:
+            assert self.release.wait(5)
+        if self.error is not None:
+            raise self.error
+        self.done.append(self.name)
+
+
+@pytest.mark.parametrize("fails", ["pool", "caller"])
+def test_the_calling_thread_waits_for_the_groups_the_pool_took(fails):
+    """The calling thread returns (or raises) only once the groups a pool
+    thread took are computed, raising a row's error from either thread; a
+    pool thread that finds no group left is not waited for."""
+    from tokendfa.runtime.batch import _Groups
+
+    done: list[str] = []
+    took, release = threading.Event(), threading.Event()
+    pooled = _Rows("pooled", done, took=took, release=release,
+                   error=ValueError("pool") if fails == "pool" else None)
+    calling = _Rows("calling", done, error=ValueError("caller") if fails == "caller" else None)
+    groups = _Groups([(pooled, [1]), (calling, [1])])
+    pool_thread = threading.Thread(target=groups.run_pooled)
+    pool_thread.start()
+    assert took.wait(5)  # the pool thread holds the first group
+    threading.Timer(0.05, release.set).start()
+    with pytest.raises(ValueError, match=fails):
+        groups.run_calling()
+    assert release.is_set()  # it waited for the pool's group
+    assert done == (["calling"] if fails == "pool" else ["pooled"])
+    pool_thread.join(5)
+    late = _Groups([])
+    late.run_calling()  # nothing taken: returns at once
+    late.run_pooled()  # a pool thread that comes late takes nothing
+
+
 class _LoopingAutomaton:
     """What the compiled walk reads: a complete table where state 1 loops
     on every byte (no cell to resolve, so the walk never needs Python)."""

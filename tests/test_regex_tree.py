@@ -334,3 +334,30 @@ def test_nodes_are_off_the_collectors_lists():
     assert not any(plain_tracked) and not any(fields_tracked)
     assert odd_tracked == [True, True]
     assert literals_tracked
+
+
+def test_surely_matches_leaves_no_cycle_holding_its_callback():
+    """``surely_matches`` (a lazy automaton's check of a definition's tree)
+    leaves nothing that refers to its callback once it returns: the callback
+    refers to the automaton's NFA, which a cycle through the recursive helper
+    kept until a full collection of the cyclic collector (7 of 16 NFAs a run
+    in benchmarks/bench_batch.py, freed inside a later row's collection)."""
+    import gc
+    import weakref
+
+    class Callback:
+        def __call__(self, key) -> bool:
+            return key == "x"
+
+    tree = regex_tree.concat(regex_tree.text("a"), regex_tree.alt([regex_tree.call("y"), regex_tree.call("x")]))
+    callback = Callback()
+    held = weakref.ref(callback)
+    enabled = gc.isenabled()
+    gc.disable()  # freed by reference counting alone
+    try:
+        assert regex_tree.surely_matches(tree, callback)
+        del callback
+        assert held() is None
+    finally:
+        if enabled:
+            gc.enable()

@@ -163,6 +163,7 @@ typedef struct {
     uint64_t released_at;     /* the thread's CPU time when it let the GIL go (thread_ns()) */
     void *session;            /* the lazy core's native state store, held for the walk (NULL: none) */
     int deferring;            /* the store refused a cell in this pass: the pass's other cells wait too */
+    int stay_released;        /* walk_entries returns without taking the GIL back when it succeeds (walk_row) */
 } Automaton;
 
 /* The native state store of tokendfa.analysis._lazycore, through its capsule
@@ -722,7 +723,9 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
         }
     }
 done:
-    hold(automaton);
+    if (ended < 0 || !automaton->stay_released) {
+        hold(automaton);
+    }
     scratch_give(1, entry);
     return ended;
 #undef START
@@ -1950,43 +1953,51 @@ static uint64_t mask_fingerprint(const uint32_t *mask, Py_ssize_t num_words) {
     return h;
 }
 
-/* The mask and successors of finish_row (see there) from checked lengths:
- * loop_mask NULL or num_words words; entries and ends of count items;
- * tokens int64 where wide_tokens (a vocabulary's), else int32 (a plan's).
- * With ``reached`` (walk_row, walk_span: walk_entries' reached_out),
- * entries and ends are NULL: entry i < count (count <= num_tokens) ended
- * in reached[i] where that is 0 or more, and is dead where it is -1. Read
- * in place, the ended entries are not gathered into two int64 arrays
- * first, and the bit of every entry is or-ed in without a branch on its
- * fate (0 for a dead one): walk_entries' gather and finish_arrays' loops
- * were ~22% of the compiled walks' instructions (callgrind, the cold steps
- * of sp_0, o73917 and o65424 on qwen2.5). The GIL held on entry and on
- * return. */
-static PyObject *finish_arrays(const uint32_t *loop_mask, Py_ssize_t num_words, const void *tokens,
-                               int wide_tokens, Py_ssize_t num_tokens, const int64_t *entries, const int64_t *ends, Py_ssize_t count,
-                               const int64_t *loop_ends, Py_ssize_t num_loop_ends, const int64_t *eos,
-                               Py_ssize_t num_eos, int final, const int32_t *reached) {
-    PyObject *mask_object = NULL, *result = NULL;
-    int32_t *found = NULL;
-    uint8_t *marks = NULL;
-    mask_object = PyBytes_FromStringAndSize(NULL, num_words * 4);
-    Py_ssize_t states = count + num_loop_ends;
-    found = PyMem_RawMalloc(sizeof(int32_t) * (size_t)(states ? states : 1));
-    if (mask_object == NULL || found == NULL) {
-        if (found == NULL) {
+/* finish_arrays in three parts, so that walk_row and walk_span compute the
+ * row inside their walk's last section without the GIL (walk_finished):
+ * finish_begin allocates (the GIL held), finish_compute fills (plain C over
+ * the buffers: the GIL held or not), finish_end makes the result or raises
+ * (the GIL held). */
+typedef struct {
+    PyObject *mask_object;
+    int32_t *found;
+    uint8_t *marks;
+    Py_ssize_t distinct;
+    uint64_t fingerprint;
+    const char *problem;  /* "" out of memory, else an IndexError's message */
+} Finish;
+
+static int finish_begin(Finish *finish, Py_ssize_t num_words, Py_ssize_t states) {
+    finish->found = NULL;
+    finish->marks = NULL;
+    finish->distinct = 0;
+    finish->fingerprint = 0;
+    finish->problem = NULL;
+    finish->mask_object = PyBytes_FromStringAndSize(NULL, num_words * 4);
+    finish->found = PyMem_RawMalloc(sizeof(int32_t) * (size_t)(states ? states : 1));
+    if (finish->mask_object == NULL || finish->found == NULL) {
+        if (finish->found == NULL) {
             PyErr_NoMemory();
         }
-        goto done;
+        Py_CLEAR(finish->mask_object);
+        PyMem_RawFree(finish->found);
+        finish->found = NULL;
+        return -1;
     }
-    uint32_t *mask = (uint32_t *)PyBytes_AS_STRING(mask_object);
+    return 0;
+}
+
+static void finish_compute(Finish *finish, const uint32_t *loop_mask, Py_ssize_t num_words, const void *tokens,
+                           int wide_tokens, Py_ssize_t num_tokens, const int64_t *entries, const int64_t *ends,
+                           Py_ssize_t count, const int64_t *loop_ends, Py_ssize_t num_loop_ends, const int64_t *eos,
+                           Py_ssize_t num_eos, int final, const int32_t *reached) {
+    Py_ssize_t states = count + num_loop_ends;
+    int32_t *found = finish->found;
+    uint8_t *marks = NULL;
+    uint32_t *mask = (uint32_t *)PyBytes_AS_STRING(finish->mask_object);
     int64_t bound = (int64_t)num_words * 32, largest = -1;
     const char *problem = NULL;
     Py_ssize_t distinct = 0;
-    Released released;
-    /* as set_bits: the GIL let go for thousands of walked tokens, not for
-     * the ~2 us of a mask copy and a few hundred bits (each hand-off can
-     * cost a wait for another thread's switch interval) */
-    let_go_for(&released, count);
     if (loop_mask != NULL) {
         memcpy(mask, loop_mask, (size_t)num_words * 4);
     } else {
@@ -2075,27 +2086,66 @@ static PyObject *finish_arrays(const uint32_t *loop_mask, Py_ssize_t num_words, 
         qsort(found, (size_t)distinct, sizeof(int32_t), compare_int32);
         fingerprint = mask_fingerprint(mask, num_words);
     }
-    take_back(&released);
-    if (problem != NULL) {
-        if (*problem) {
-            PyErr_SetString(PyExc_IndexError, problem);
+    finish->marks = marks;
+    finish->distinct = distinct;
+    finish->fingerprint = fingerprint;
+    finish->problem = problem;
+}
+
+static PyObject *finish_end(Finish *finish) {
+    PyObject *result = NULL;
+    if (finish->problem != NULL) {
+        if (*finish->problem) {
+            PyErr_SetString(PyExc_IndexError, finish->problem);
         } else {
             PyErr_NoMemory();
         }
-        goto done;
+    } else {
+        PyObject *successors = PyBytes_FromStringAndSize((const char *)finish->found, finish->distinct * 4);
+        PyObject *print = PyLong_FromUnsignedLongLong(finish->fingerprint);
+        if (successors != NULL && print != NULL) {
+            result = PyTuple_Pack(3, finish->mask_object, successors, print);
+        }
+        Py_XDECREF(successors);
+        Py_XDECREF(print);
     }
-    PyObject *successors = PyBytes_FromStringAndSize((const char *)found, distinct * 4);
-    PyObject *print = PyLong_FromUnsignedLongLong(fingerprint);
-    if (successors != NULL && print != NULL) {
-        result = PyTuple_Pack(3, mask_object, successors, print);
-    }
-    Py_XDECREF(successors);
-    Py_XDECREF(print);
-done:
-    Py_XDECREF(mask_object);
-    PyMem_RawFree(found);
-    PyMem_RawFree(marks);
+    Py_CLEAR(finish->mask_object);
+    PyMem_RawFree(finish->found);
+    PyMem_RawFree(finish->marks);
+    finish->found = NULL;
+    finish->marks = NULL;
     return result;
+}
+
+/* The mask and successors of finish_row (see there) from checked lengths:
+ * loop_mask NULL or num_words words; entries and ends of count items;
+ * tokens int64 where wide_tokens (a vocabulary's), else int32 (a plan's).
+ * With ``reached`` (walk_row, walk_span: walk_entries' reached_out),
+ * entries and ends are NULL: entry i < count (count <= num_tokens) ended
+ * in reached[i] where that is 0 or more, and is dead where it is -1. Read
+ * in place, the ended entries are not gathered into two int64 arrays
+ * first, and the bit of every entry is or-ed in without a branch on its
+ * fate (0 for a dead one): walk_entries' gather and finish_arrays' loops
+ * were ~22% of the compiled walks' instructions (callgrind, the cold steps
+ * of sp_0, o73917 and o65424 on qwen2.5). The GIL held on entry and on
+ * return. */
+static PyObject *finish_arrays(const uint32_t *loop_mask, Py_ssize_t num_words, const void *tokens,
+                               int wide_tokens, Py_ssize_t num_tokens, const int64_t *entries, const int64_t *ends, Py_ssize_t count,
+                               const int64_t *loop_ends, Py_ssize_t num_loop_ends, const int64_t *eos,
+                               Py_ssize_t num_eos, int final, const int32_t *reached) {
+    Finish finish;
+    if (finish_begin(&finish, num_words, count + num_loop_ends) < 0) {
+        return NULL;
+    }
+    Released released;
+    /* as set_bits: the GIL let go for thousands of walked tokens, not for
+     * the ~2 us of a mask copy and a few hundred bits (each hand-off can
+     * cost a wait for another thread's switch interval) */
+    let_go_for(&released, count);
+    finish_compute(&finish, loop_mask, num_words, tokens, wide_tokens, num_tokens, entries, ends, count, loop_ends,
+                   num_loop_ends, eos, num_eos, final, reached);
+    take_back(&released);
+    return finish_end(&finish);
 }
 
 /* finish_row(loop_mask, num_words, tokens, entries, ends, count, loop_ends,
@@ -2211,6 +2261,40 @@ done:
     return result;
 }
 
+/* walk_entries over ``count`` entries (reached_out: ``reached``) with the
+ * automaton opened, then the row made of where they ended as finish_arrays
+ * makes it, inside the walk's last section without the GIL: a section a
+ * row fewer than taking the GIL back after the walk and letting it go
+ * again, and the ~5-10 us of the mask copy, its bits, the distinct states
+ * and the fingerprint where another thread runs Python (under RELEASE_FROM
+ * entries, finish_arrays holds the GIL for them). Closes the automaton;
+ * the GIL held on entry and on return. */
+static PyObject *walk_finished(Automaton *automaton, Py_ssize_t count, const uint8_t *bytes, const void *starts,
+                               const void *stops, int narrow, const int64_t *states, int32_t *reached,
+                               const uint32_t *loop_mask, Py_ssize_t num_words, const void *tokens, int wide_tokens,
+                               const int64_t *loop_ends, Py_ssize_t num_loop_ends, const int64_t *eos,
+                               Py_ssize_t num_eos, int final) {
+    Finish finish;
+    if (finish_begin(&finish, num_words, count + num_loop_ends) < 0) {
+        close_automaton(automaton);
+        return NULL;
+    }
+    automaton->stay_released = 1;
+    Py_ssize_t ended = walk_entries(automaton, count, bytes, starts, stops, narrow, states, NULL, NULL, NULL, reached);
+    automaton->stay_released = 0;
+    if (ended >= 0) {
+        finish_compute(&finish, loop_mask, num_words, tokens, wide_tokens, count, NULL, NULL, count, loop_ends,
+                       num_loop_ends, eos, num_eos, final, reached);
+    }
+    if (close_automaton(automaton) < 0 || ended < 0) {  /* takes the GIL back */
+        Py_CLEAR(finish.mask_object);
+        PyMem_RawFree(finish.found);
+        PyMem_RawFree(finish.marks);
+        return NULL;
+    }
+    return finish_end(&finish);
+}
+
 /* walk_row(dfa, data, offsets, first_row, first_bytes, picks, along, tokens,
  *          loop_mask, num_words, loop_ends, eos, final) -> (mask, successors, fingerprint)
  *
@@ -2295,14 +2379,10 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
         close_automaton(&automaton);
         goto done;
     }
-    Py_ssize_t ended = walk_entries(&automaton, count, data, offsets, offsets + 1, 1, states, NULL, NULL, NULL,
-                                    reached);
-    if (close_automaton(&automaton) < 0 || ended < 0) {
-        goto done;
-    }
-    result = finish_arrays(buffers[8].held ? buffers[8].view.buf : NULL, num_words, buffers[7].view.buf, 0, count,
-                           NULL, NULL, count, buffers[10].view.buf, buffers[10].view.len / 8,
-                           buffers[11].view.buf, buffers[11].view.len / 8, final, reached);
+    result = walk_finished(&automaton, count, data, offsets, offsets + 1, 1, states, reached,
+                           buffers[8].held ? buffers[8].view.buf : NULL, num_words, buffers[7].view.buf, 0,
+                           buffers[10].view.buf, buffers[10].view.len / 8, buffers[11].view.buf,
+                           buffers[11].view.len / 8, final);
 done:
     scratch_give(0, states);
     release(buffers, 12);
@@ -2622,14 +2702,10 @@ static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t n
         goto done;
     }
     int32_t *reached = (int32_t *)(scratch + count);  /* each entry's end, read in place by finish_arrays */
-    Py_ssize_t ended = walk_entries(&automaton, count, buffers[DATA].view.buf, starts,
-                                    gathered ? starts + count : starts + 1, 0, scratch, NULL, NULL, NULL, reached);
-    if (close_automaton(&automaton) < 0 || ended < 0) {
-        goto done;
-    }
-    result = finish_arrays(buffers[LOOP_MASK].held ? buffers[LOOP_MASK].view.buf : NULL, num_words, tokens, 1, count,
-                           NULL, NULL, count, buffers[LOOP_ENDS].view.buf, buffers[LOOP_ENDS].view.len / 8,
-                           buffers[EOS].view.buf, buffers[EOS].view.len / 8, final, reached);
+    result = walk_finished(&automaton, count, buffers[DATA].view.buf, starts, gathered ? starts + count : starts + 1,
+                           0, scratch, reached, buffers[LOOP_MASK].held ? buffers[LOOP_MASK].view.buf : NULL,
+                           num_words, tokens, 1, buffers[LOOP_ENDS].view.buf, buffers[LOOP_ENDS].view.len / 8,
+                           buffers[EOS].view.buf, buffers[EOS].view.len / 8, final);
 done:
     scratch_give(0, scratch);
     release(buffers, COUNT);
@@ -3210,6 +3286,8 @@ static PyMethodDef methods[] = {
      "Turn the count of released_ns() on (True) or off (False; the default)."},
     {"released_ns", (PyCFunction)released_ns, METH_NOARGS,
      "CPU time (each walking thread's own) that walks have spent without the GIL, in ns, over the process."},
+    {"released_count", (PyCFunction)released_count, METH_NOARGS,
+     "How many sections released_ns() has counted (each a point where the GIL may change hands)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -9,8 +9,8 @@ pool of threads, then writes every mask into one buffer of int32/uint32 rows
 (the layout of ``Guide.write_mask_into`` and of xgrammar's token bitmask).
 
 Threads pay only where rows run in parallel: the compiled walk of a row,
-the states it discovers in the lazy core's native state store, and numpy's
-larger passes release the GIL (see ``tokendfa/lazy/_cwalk.c`` and
+the states it discovers in the lazy core's native state store, the mask
+it makes of them, and numpy's larger passes release the GIL (see ``tokendfa/lazy/_cwalk.c`` and
 ``tokendfa/analysis/_lazycore.c``); building a row's loop set and walk plan,
 first calls of definitions and closures through calls do not, and they are
 most of a cold row today, so the default is the calling thread alone
@@ -42,11 +42,12 @@ __all__ = ["fill_masks", "DEFAULT_MASK_THREADS"]
 # Threads for a batch's cold rows when the caller names none. One (the
 # calling thread alone) while a cold row holds the GIL for most of its time:
 # on 16 new JSONSchemaBench schemas decoded in lockstep (qwen2.5,
-# benchmarks/bench_batch.py) the rows ran without it for 27% of their CPU
-# time (the walk, its packing and the states it discovers; _cwalk and
-# _lazycore's released_ns()), which bounds two threads at ~0.85 of the
-# serial time; on the shared 2-core machine two threads took 0.86-1.19x as
-# long (a control of two threads hashing without the GIL: 0.85-1.21x).
+# benchmarks/bench_batch.py) the rows ran without it for 33% of their CPU
+# time (the walk, its packing, the states it discovers and the mask it
+# makes; _cwalk and _lazycore's released_ns()), in ~950 sections of ~12 us
+# a run of 64 steps: too short for a thread woken when the GIL is let go to
+# take it before it is taken back, so two threads spent ~1.15x the serial
+# CPU time and took ~1.15x as long on the shared 2-core machine.
 # Raise it (or pass ``threads``) where rows run mostly without the GIL.
 DEFAULT_MASK_THREADS = 1
 
@@ -74,15 +75,73 @@ def _compute_rows(index, states: list[int]) -> None:
         index.get_mask(state)
 
 
-def _take_groups(groups, lock: threading.Lock) -> None:
-    """Compute the rows of the groups ``(index, states)`` that no other
-    thread has taken, taking them one at a time from the shared iterator."""
-    while True:
-        with lock:
-            group = next(groups, None)
-        if group is None:
-            return
-        _compute_rows(*group)
+class _Groups:
+    """The groups ``(index, states)`` of a batch's cold rows, taken one at a
+    time by the calling thread and the pool's. Only the groups a pool thread
+    has *taken* are waited for: a pool thread that starts after the calling
+    thread has taken the last group (it waits for the GIL first, up to the
+    switch interval while the caller runs Python) finds nothing and ends on
+    its own. Waiting for every job instead made each step of a batch whose
+    rows mostly hold the GIL wait for a wake-up and a hand-off of the GIL to
+    a job that computed nothing, which a loaded machine makes long: on 16
+    new JSONSchemaBench schemas (benchmarks/bench_batch.py, qwen2.5, paired
+    runs under load) two threads spent 1.7-2.1x the serial CPU time in
+    fill_masks (270-830 context switches a run of 64 steps) and took
+    1.75-3.4x as long; waiting only for taken groups, 1.13-1.15x the CPU
+    (150 switches) and 1.14-1.17x the time. On a quieter machine both were
+    at ~1.15x."""
+
+    __slots__ = ("_groups", "_lock", "_done", "_taken", "_finished", "_errors")
+
+    def __init__(self, groups) -> None:
+        self._groups = iter(groups)
+        self._lock = threading.Lock()
+        self._done = threading.Condition(self._lock)
+        self._taken = 0  # by pool threads
+        self._finished = 0  # of those taken
+        self._errors: list[BaseException] = []
+
+    def _take(self, pooled: bool):
+        with self._lock:
+            group = next(self._groups, None)
+            if group is not None and pooled:
+                self._taken += 1
+            return group
+
+    def run_pooled(self) -> None:
+        """A pool thread's job: groups until none is left; an error is kept
+        for the calling thread to raise."""
+        while True:
+            group = self._take(True)
+            if group is None:
+                return
+            try:
+                _compute_rows(*group)
+            except BaseException as error:  # noqa: BLE001 - raised by the calling thread
+                with self._lock:
+                    self._errors.append(error)
+            finally:
+                with self._lock:
+                    self._finished += 1
+                    self._done.notify_all()
+
+    def run_calling(self) -> None:
+        """The calling thread's part: groups until none is left, then wait for
+        those the pool's threads took; raises the first error of any."""
+        try:
+            while True:
+                group = self._take(False)
+                if group is None:
+                    break
+                _compute_rows(*group)
+        finally:
+            with self._lock:
+                for _ in self._groups:  # after an error here: nothing more is started
+                    pass
+                while self._finished < self._taken:
+                    self._done.wait()
+        if self._errors:
+            raise self._errors[0]
 
 
 def fill_masks(guides: Sequence[Guide | None], bitmask, rows: Sequence[int] | None = None, *,
@@ -125,18 +184,13 @@ def fill_masks(guides: Sequence[Guide | None], bitmask, rows: Sequence[int] | No
         # an index (a job's hand-off costs tens of microseconds, and a
         # batch of 16 new schemas has ~6 cold rows a step of ~0.15 ms each:
         # a job an index made two threads take 1.33x the serial time).
-        groups = iter(list(cold.values()))
-        lock = threading.Lock()
+        groups = _Groups(list(cold.values()))
         pool = _shared_pool(threads - 1)
         # each job in a copy of the caller's context: the limits it runs under
         # (tokendfa.analysis.limits, a context variable) bound the pool's rows too
-        jobs = [pool.submit(contextvars.copy_context().run, _take_groups, groups, lock)
-                for _ in range(min(threads, len(cold)) - 1)]
-        try:
-            _take_groups(groups, lock)
-        finally:
-            for job in jobs:
-                job.result()  # re-raises a row's error
+        for _ in range(min(threads, len(cold)) - 1):
+            pool.submit(contextvars.copy_context().run, groups.run_pooled)
+        groups.run_calling()  # waits for the groups the pool took; re-raises a row's error
     target = bitmask
     if type(bitmask) is not np.ndarray and getattr(bitmask, "is_cpu", False):
         # A CPU tensor's rows written through one numpy view of it, made

@@ -67,7 +67,10 @@ class TiktokenEncoder:
     def __init__(self, name: str, pattern: str, ranks: Sequence[bytes | None], id_offset: int = 0):
         self._name = name
         self._pattern = pattern
-        self._ranks = ranks
+        # a tuple: a tuple of bytes leaves the cyclic collector's lists at its
+        # first collection, a list is visited by every full one (see
+        # Vocabulary.sorted_spellings)
+        self._ranks = tuple(ranks)
         self._id_offset = id_offset
         self._encoding: Any = None
 
