@@ -449,6 +449,25 @@ def test_shapes_kept_by_tree_are_bounded():
     assert shared.shape_of(ccc) is None
 
 
+def test_fragments_kept_drop_the_least_recently_read_and_a_read_writes_nothing():
+    shared = lazydfa_module._SharedFragments()
+    shared.MAX_STATES = 4
+
+    def template(states):
+        return lazydfa_module._FragmentTemplate(0, ((),) * states, ((),) * states, (), 0, states - 1)
+
+    a, b, c = (Text(text) for text in ("a", "b", "c"))
+    shared.keep(a, template(2))
+    shared.keep(b, template(2))
+    order = list(shared._kept)
+    assert shared.get(a) is not None and shared.get(c) is None
+    assert list(shared._kept) == order   # the read moved nothing (a forked child copies no page)
+    shared.keep(c, template(2))          # past 4 states: b, read least recently, goes; a stays
+    assert shared.get(a) is not None and shared.get(b) is None and shared.get(c) is not None
+    shared.clear()
+    assert shared.get(a) is None
+
+
 @pytest.mark.parametrize("name, pattern, definitions, max_depth", SAME_SHAPES,
                          ids=[case[0] for case in SAME_SHAPES])
 def test_fragments_of_one_shape_are_copied_as_built(name, pattern, definitions, max_depth, monkeypatch):

@@ -355,6 +355,17 @@ def _outside(first_row: np.ndarray, first: np.ndarray) -> np.ndarray:
     return live[~first[live]]
 
 
+_EOS_KEY = "lazy-eos"
+
+
+def _eos_of(vocabulary: Vocabulary) -> tuple[tuple[int, ...], frozenset, np.ndarray]:
+    """The EOS ids sorted, as a set, and as a read-only array (shared by every index)."""
+    eos = tuple(sorted(set(int(t) for t in vocabulary.eos_token_ids)))
+    tokens = np.array(eos, dtype=np.int64)
+    tokens.flags.writeable = False
+    return eos, frozenset(eos), tokens
+
+
 def _every_byte_a_token(vocabulary: Vocabulary) -> bool:
     """Whether each of the 256 bytes is a token of its own (byte-level BPE)."""
     return bool(vocabulary_tables(vocabulary).single_byte.all())
@@ -422,9 +433,8 @@ class LazyIndex(MaskServing):
         self._tokens = vocabulary.tokens
         self._vocab_size = vocabulary.size
         self._words = self._tables.num_words
-        self._eos = tuple(sorted(set(int(t) for t in vocabulary.eos_token_ids)))
-        self._eos_set = frozenset(self._eos)
-        self._eos_tokens = np.array(self._eos, dtype=np.int64)  # what _cwalk.finish_row sets in a final row
+        # what _cwalk.finish_row sets in a final row: per vocabulary, not per index
+        self._eos, self._eos_set, self._eos_tokens = vocabulary.derived(_EOS_KEY, _eos_of)
         # Byte-live is token-live when every byte a match can hold is a token
         # of its own. With all 256 bytes tokens (byte-level BPE) the pattern's
         # alphabet is not needed, which would compile every definition.

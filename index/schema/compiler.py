@@ -202,6 +202,51 @@ _TYPE_ONLY = frozenset({"type", "title", "description", "$comment", "default", "
 class Compiler:
     """One compilation: options, the widenings and notes so far, caches, shared pieces."""
 
+    # Slots: past 30 attributes CPython 3.11 gives an instance a dict of its
+    # own, and then no `c.method(...)` call site specialises; each looks the
+    # method up in the type's cache, whose misses (absorb, element: ~13 a
+    # median MaskBench schema) each copy a page of the parent's in a fresh fork.
+    __slots__ = (
+        "_any_cache",
+        "_checks",
+        "_count_parts",
+        "_counted",
+        "_leaf_options",
+        "_matching",
+        "_piece_of",
+        "_placeholder_of",
+        "_placeholders",
+        "_references",
+        "_validators",
+        "_values",
+        "any_depth",
+        "branches",
+        "defer_recursion",
+        "deferred_computed",
+        "definitions",
+        "disjoint_answers",
+        "draft",
+        "format_checker",
+        "generic_values_used",
+        "layout",
+        "lenient",
+        "max_recursion_depth",
+        "max_regex_length",
+        "meta_uri",
+        "notes",
+        "pending",
+        "pieces",
+        "pieces_deferred",
+        "recursion_cut",
+        "registry",
+        "share",
+        "share_counts",
+        "share_free_levels",
+        "share_values",
+        "validator_cls",
+        "widenings",
+    )
+
     def __init__(self, *, draft: int, layout: Layout, lenient: bool, max_recursion_depth: int,
                  any_depth: int, validator_cls, registry, format_checker,
                  max_regex_length: int, share: bool = True, meta_uri: str = "",

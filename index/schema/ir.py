@@ -64,7 +64,9 @@ class Sub:
     internal: bool = False
 
     def child(self, schema: Any, *path: str | int) -> "Sub":
-        pointer = self.pointer + json_pointer(path)
+        # json_pointer inline: one string joined, no generator (a schema's
+        # properties make a child each)
+        pointer = "/".join((self.pointer, *map(_pointer_part, path)))
         resolver = self.resolver
         if isinstance(schema, dict):
             resolver = enter(resolver, schema)
@@ -115,6 +117,15 @@ def _holds_text(value, text: str, keys: bool) -> bool:
 def json_pointer(path) -> str:
     """The JSON pointer of a path of keys and indexes (``~`` written ``~0``, ``/`` ``~1``)."""
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
+def _pointer_part(p: str | int) -> str:
+    """One key or index of a JSON pointer, escaped as :func:`json_pointer` does."""
+    if p.__class__ is not str:
+        return str(p)
+    if "~" in p or "/" in p:
+        return p.replace("~", "~0").replace("/", "~1")
+    return p
 
 
 # The specification of the root schema's dialect (set by the api for each compilation),
