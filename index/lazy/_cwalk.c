@@ -343,6 +343,13 @@ static NOINLINE int64_t resolve_fast(Automaton *automaton, int64_t state, int by
     return found;
 }
 
+/* An UNKNOWN cell met by a walk: resolve_fast's answer, or -2 at once where
+ * there is no store or the pass already defers (one test inline, the call
+ * only where the store is asked). */
+static inline ALWAYS_INLINE int64_t try_resolve(Automaton *automaton, int64_t state, int byte) {
+    return automaton->session != NULL && !automaton->deferring ? resolve_fast(automaton, state, byte) : -2;
+}
+
 /* Walk bytes[from:count] from ``state`` over resolved cells and those the
  * store resolves alone (resolve_fast), without the GIL: 1 with the end
  * state in ``*end`` when every byte keeps the automaton alive, 0 when one is
@@ -364,8 +371,7 @@ static inline int walk_known(Automaton *automaton, int64_t state, const uint8_t 
             if (next == UNKNOWN) {
                 /* resolved here by the store when it can alone, without
                  * the GIL (it never replaces the table: ``rows`` holds) */
-                int64_t found = automaton->session != NULL && !automaton->deferring
-                                ? resolve_fast(automaton, state, bytes[at]) : -2;
+                int64_t found = try_resolve(automaton, state, bytes[at]);
                 if (found < 0) {
                     *end = state;
                     *stop = at;
@@ -566,8 +572,7 @@ static inline ALWAYS_INLINE Py_ssize_t first_pass(Automaton *automaton, Py_ssize
             int32_t next = table[(size_t)current * 256 + *at];
             if ((uint32_t)next - 1u >= live_bound) {
                 if (next == UNKNOWN) {
-                    int64_t found = automaton->session != NULL && !automaton->deferring
-                                    ? resolve_fast(automaton, current, *at) : -2;
+                    int64_t found = try_resolve(automaton, current, *at);
                     if (found < 0) {
                         alive = -1;  /* waits */
                         break;
