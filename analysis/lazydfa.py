@@ -110,6 +110,9 @@ __all__ = ["LazyByteDFA", "DefinitionSource", "DEFAULT_MAX_LAZY_STATES", "UNKNOW
 # resolve cells, over the same containers, and hands the rare cases back to them.
 _lazycore = native_module(__package__ + "._lazycore")
 NATIVE_CORE = _lazycore is not None
+# The core as loaded, whose store an automaton made with it reads through its
+# context (a test turns `_lazycore` off for the module after making one).
+_STORE_CORE = _lazycore
 
 # A state's cut: (range starts, range ends, targets of each range, base); see LazyByteDFA._cut_of.
 _Cut = tuple[bytes, bytes, "list[int | tuple[int, ...]]", "int | tuple[int, ...]"]
@@ -274,9 +277,17 @@ class LazyByteDFA:
                  max_nfa_states: int = DEFAULT_MAX_NFA_STATES,
                  max_states: int = DEFAULT_MAX_LAZY_STATES,
                  max_depth: int | None = None) -> None:
-        self.pattern = pattern
+        # At most 29 instance attributes: CPython 3.11 shares an instance's
+        # keys with its class up to 30, less one for each instance made
+        # before the key is added (the first instance adds them all: 29);
+        # past that each instance has a dict of its own, and no
+        # `self.method(...)` call site specialises (each looks the method up
+        # in the type's cache, a miss writing a page in a fresh fork). So
+        # the pattern, the NFA's tables and its depth bound are read through
+        # `_nfa`, the native store's helpers through `_core_context`. (Not
+        # __slots__: the compiled core's functions stand as instance
+        # attributes over the methods.)
         self.max_states = max_states
-        self.max_depth = max_depth
         collecting = gc.isenabled()
         gc.disable()  # many small lists and tuples, no cycles: see regex_compiler
         try:
@@ -285,8 +296,6 @@ class LazyByteDFA:
             if collecting:
                 gc.enable()
         self._nfa = nfa
-        self._eps, self._edges, self._calls, self._ends = nfa.eps, nfa.edges, nfa.calls, nfa.ends
-        self._final = nfa.final
         # A configuration (stack, NFA state) is the int stack * _stride + state;
         # fragments are added as they are first called, so the stride is the
         # most states the NFA may ever have.
@@ -330,14 +339,12 @@ class LazyByteDFA:
         # tuple of configurations whose stacks are numbered as slots.
         self._shape_cuts: dict = {}
         self._finals = np.zeros(capacity, dtype=bool)
-        self._finals[INITIAL] = self._final in initial
+        self._finals[INITIAL] = nfa.final in initial
         # materialised[s]: row s is complete in self._table (the dead row always is)
         self._materialised = bytearray(capacity)
         self._materialised[DEAD] = 1
         self._count = INITIAL + 1
         self._core_context = None
-        self._publish_store = None
-        self._store_info = None
         if _lazycore is not None:
             self._use_native_core(_lazycore)
 
@@ -358,23 +365,21 @@ class LazyByteDFA:
         # the automaton's own attributes, a strong reference would make a
         # cycle, and a dropped index's table (up to 200 MB) would wait for
         # the cyclic collector.
-        cls, this = type(self), weakref.proxy(self)
+        cls, this, nfa = type(self), weakref.proxy(self), self._nfa
         context = core.Context(
             dfa=this, cuts=self._cuts, shape_cuts=self._shape_cuts, steps=self._steps,
             closures=self._closures, local_closures=self._local_closures, ids=self._ids,
-            kernels=self._kernels, stride=self._stride, bounded=self.max_depth is not None,
+            kernels=self._kernels, stride=self._stride, bounded=nfa.max_depth is not None,
             check=limits.check,
             py_closure=cls._closure.__get__(this), py_cut_of=cls._cut_of.__get__(this),
             py_shape_cut=cls._shape_cut.__get__(this), py_local_closure=cls._local_closure.__get__(this),
             py_discover=cls._discover.__get__(this),
-            eps=self._eps, edges=self._edges, calls=self._calls, ends=self._ends, final=self._final,
+            eps=nfa.eps, edges=nfa.edges, calls=nfa.calls, ends=nfa.ends, final=nfa.final,
             max_states=self.max_states, pushes=self._pushes, stack_parent=self._stack_parent,
             stack_top=self._stack_top, stack_depth=self._stack_depth,
-            resolved=self._nfa.resolved, start_of=self._nfa.start_of, enter=self._nfa.enter,
+            resolved=nfa.resolved, start_of=nfa.start_of, enter=nfa.enter,
             wide_ends=self._wide_ends, cut_bases=self._cut_bases)
         self._core_context = context
-        self._publish_store = partial(core.publish, context)
-        self._store_info = partial(core.store_info, context)
         self._closure = partial(core.closure, context)
         self._step = partial(core.step, context)
         self._cut_of = partial(core.cut_of, context)
@@ -387,16 +392,26 @@ class LazyByteDFA:
         return self.pattern if isinstance(self.pattern, str) else to_regex(self.pattern)
 
     @property
+    def pattern(self) -> str | Node:
+        """The pattern given: its text or its tree."""
+        return self._nfa.pattern
+
+    @property
+    def max_depth(self) -> int | None:
+        """The call stack's bound (``None``: no bound)."""
+        return self._nfa.max_depth
+
+    @property
     def num_nfa_states(self) -> int:
         """States of the NFA so far: the pattern's, and each definition's
         once, from its first call on."""
-        return len(self._eps)
+        return len(self._nfa.eps)
 
     @property
     def num_stacks(self) -> int:
         """Distinct call stacks met so far (the empty one included)."""
-        if self._store_info is not None:  # the native store keeps the stacks it makes
-            return max(len(self._stack_parent), self._store_info()["stacks"])
+        if self._core_context is not None:  # the native store keeps the stacks it makes
+            return max(len(self._stack_parent), _STORE_CORE.store_info(self._core_context)["stacks"])
         return len(self._stack_parent)
 
     # --- reading ------------------------------------------------------------
@@ -537,9 +552,9 @@ class LazyByteDFA:
         docstring), for a reader of those containers outside the core: a
         test's or a benchmark's inspection. Takes the lock; without the
         compiled core the containers are always whole."""
-        if self._publish_store is not None:
+        if self._core_context is not None:
             with self._exclusive:
-                self._publish_store()
+                _STORE_CORE.publish(self._core_context)
 
     def resolving(self) -> "_Exclusive":
         """The lock that resolving cells takes, for a caller that resolves
@@ -640,7 +655,7 @@ class LazyByteDFA:
         sequences through the DFA instead discovers ~8 states past a first
         byte and computes their rows: ~0.3 ms a state along a counted
         string's chain, most of a cold row there."""
-        if self.max_depth is not None:
+        if self._nfa.max_depth is not None:
             return None
         targets = self._wide_targets(state)
         if targets is None:
@@ -682,7 +697,8 @@ class LazyByteDFA:
         when they do not all end in the same states, when an edge covers
         part of a sequence's byte range only, or when a state inside a
         sequence has anything but byte edges (then the DFA walk decides)."""
-        edges, eps, calls, ends, final = self._edges, self._eps, self._calls, self._ends, self._final
+        nfa = self._nfa
+        edges, eps, calls, ends, final = nfa.edges, nfa.eps, nfa.calls, nfa.ends, nfa.final
         found = None
         for sequence in WIDE_SEQUENCES:
             current = {q}
@@ -790,7 +806,8 @@ class LazyByteDFA:
         found = self._closures.get(config)
         if found is not None:
             return found
-        if self.max_depth is None:
+        nfa = self._nfa
+        if nfa.max_depth is None:
             # Most closures stay inside one fragment: no call, no end on the
             # way, so the stack plays no part and the closure is the NFA
             # states' own, on this stack. Those are found once per NFA state
@@ -808,11 +825,11 @@ class LazyByteDFA:
                 # again from the NFA state's tuple it costs ~0.1 us (C)
                 base = stack * self._stride
                 return frozenset([base + t for t in local] if base else local)
-        size, eps, edges, calls, ends, final = (self._stride, self._eps, self._edges, self._calls,
-                                                self._ends, self._final)
-        bound = self.max_depth
-        need, need_byte = self._nfa.need, self._nfa.need_byte
-        enter = self._nfa.enter
+        size, eps, edges, calls, ends, final = (self._stride, nfa.eps, nfa.edges, nfa.calls,
+                                                nfa.ends, nfa.final)
+        bound = nfa.max_depth
+        need, need_byte = nfa.need, nfa.need_byte
+        enter = nfa.enter
         depth_of = self._stack_depth
         seen = {config}
         todo = [config]
@@ -853,7 +870,8 @@ class LazyByteDFA:
         on the stack). Only for automata without a depth bound, whose
         kernels need no stack depth check. One state is the int itself, not
         a 1-tuple (most; a tuple kept is a container, see :meth:`_step`)."""
-        eps, edges, calls, ends, final = self._eps, self._edges, self._calls, self._ends, self._final
+        nfa = self._nfa
+        eps, edges, calls, ends, final = nfa.eps, nfa.edges, nfa.calls, nfa.ends, nfa.final
         seen = {q}
         todo = [q]
         kernel = []
@@ -947,7 +965,7 @@ class LazyByteDFA:
         """``(starts, ends, targets, gaps)`` of the byte edges of ``configs``:
         the sorted disjoint ranges, the distinct configurations each leads to
         (sorted), and the ranges of bytes on no edge."""
-        size, edges = self._stride, self._edges
+        size, edges = self._stride, self._nfa.edges
         # Sorted, the edges of the configurations are the cut already when
         # ranges are equal (a letter that starts several declared keys) or
         # disjoint (a JSON string's ~15 ranges); cutting them through a dict
@@ -1042,7 +1060,7 @@ class LazyByteDFA:
         self._table[state] = UNKNOWN
         self._kernels[state] = kernel
         self._ids[kernel] = state
-        self._finals[state] = self._final in kernel
+        self._finals[state] = self._nfa.final in kernel
         self._count = state + 1
         return state
 
@@ -1208,6 +1226,7 @@ class _LazyNFA:
 
     def __init__(self, pattern: "str | Node", definitions, max_nfa_states: int,
                  max_depth: int | None) -> None:
+        self.pattern = pattern
         self.max_nfa_states = max_nfa_states
         self.max_depth = max_depth
         # Tuples, made untracked by the cyclic collector (_untrack_rows): a

@@ -1459,7 +1459,7 @@ def test_compiled_wide_ends_are_the_python_ones():
     for pattern, definitions in cases:
         dfa = LazyByteDFA(pattern, definitions=definitions)
         dfa._nfa.compile_everything()
-        for q in range(len(dfa._eps)):
+        for q in range(len(dfa._nfa.eps)):
             theirs = LazyByteDFA._nfa_wide_ends(dfa, q)
             assert core.nfa_wide_ends(dfa._core_context, q) == theirs, (pattern[:40], q)
             kinds.add("undecided" if theirs is None else "some" if theirs else "dead")
@@ -1469,7 +1469,7 @@ def test_compiled_wide_ends_are_the_python_ones():
     # range covered in part only (undecided), or whole but through a state with
     # an epsilon move, a call, a return or the final state (undecided), or
     # whole and plain (decided)
-    eps, edges, calls, ends = dfa._eps, dfa._edges, dfa._calls, dfa._ends
+    eps, edges, calls, ends = dfa._nfa.eps, dfa._nfa.edges, dfa._nfa.calls, dfa._nfa.ends
 
     def state(own_edges=(), own_eps=(), own_calls=(), end=0) -> int:
         eps.append(tuple(own_eps))
@@ -1495,7 +1495,7 @@ def test_compiled_wide_ends_are_the_python_ones():
     assert answers == [LazyByteDFA._nfa_wide_ends(dfa, q) for q in synthetic]
     assert answers[0] and answers[1:] == [None] * 4
     with pytest.raises(IndexError, match="outside the tables"):
-        core.nfa_wide_ends(dfa._core_context, len(dfa._eps) + 5)
+        core.nfa_wide_ends(dfa._core_context, len(dfa._nfa.eps) + 5)
 
 
 def test_compiled_core_refuses_edge_rows_not_flat_triples():
@@ -1509,15 +1509,15 @@ def test_compiled_core_refuses_edge_rows_not_flat_triples():
         pytest.skip("the compiled core is not built")
     for bad in [(0x80, 0xBF), ((0x80, 0xBF, 1),)]:
         dfa = LazyByteDFA("ab")
-        dfa._eps.append(())
-        dfa._edges.append(bad)
-        dfa._calls.append(())
-        dfa._ends.append(0)
-        q = len(dfa._eps) - 1
+        dfa._nfa.eps.append(())
+        dfa._nfa.edges.append(bad)
+        dfa._nfa.calls.append(())
+        dfa._nfa.ends.append(0)
+        q = len(dfa._nfa.eps) - 1
         with pytest.raises(TypeError, match="not a tuple"):
             core.nfa_wide_ends(dfa._core_context, q)
         with pytest.raises(TypeError, match="expected types"):
-            core.alive(dfa._eps, dfa._edges, dfa._calls, [], q, q + 1, q)
+            core.alive(dfa._nfa.eps, dfa._nfa.edges, dfa._nfa.calls, [], q, q + 1, q)
         with pytest.raises(TypeError, match="not a tuple"):
             dfa._kernels[dfa._count] = frozenset([q])
             core.cut_of(dfa._core_context, dfa._count)
@@ -1543,11 +1543,11 @@ def test_native_state_store_refuses_edges_outside_bytes_and_the_nfa():
         pytest.skip("the compiled core is not built")
     for bad in [(0, 300, 1), (5, 3, 1), (0, 10, 1 << 40), (-1, 10, 1)]:
         dfa = LazyByteDFA("ab")
-        q = len(dfa._eps)
-        dfa._eps.append(())
-        dfa._edges.append(bad)
-        dfa._calls.append(())
-        dfa._ends.append(0)
+        q = len(dfa._nfa.eps)
+        dfa._nfa.eps.append(())
+        dfa._nfa.edges.append(bad)
+        dfa._nfa.calls.append(())
+        dfa._nfa.ends.append(0)
         with dfa.resolving():
             state = dfa._count
             dfa._kernels[state] = frozenset([q])
@@ -2414,7 +2414,7 @@ def test_the_native_core_context_is_named_field_by_field():
     dfa = LazyByteDFA("[a-c]+x?")
     context = dfa._core_context
     assert isinstance(context, _lazycore.Context)
-    assert context.cuts is dfa._cuts and context.eps is dfa._eps and context.wide_ends is dfa._wide_ends
+    assert context.cuts is dfa._cuts and context.eps is dfa._nfa.eps and context.wide_ends is dfa._wide_ends
     assert context.resolved is dfa._nfa.resolved and context.max_states == dfa.max_states
     fields = {name: getattr(context, name) for name in (
         "dfa", "cuts", "shape_cuts", "steps", "closures", "local_closures", "ids", "kernels",
@@ -2563,3 +2563,17 @@ def test_pair_rows_of_a_string_pattern_are_the_eager_rows_qwen(native, monkeypat
         walk_masks(eager, vocab, [i for i in instances if i["p"] != "{ab}\\n"])
     assert served
     assert lockstep(lazy, eager, max_pairs=30) >= 20
+
+
+def test_the_lazy_byte_dfa_keeps_few_enough_instance_attributes_to_share_keys():
+    """A lazy byte automaton keeps at most 29 attributes in its dict: past
+    that CPython 3.11 gives each instance a dict of its own (an instance's
+    keys are shared with its class up to 30, less one per instance made
+    before a key is added), and no ``self.method(...)`` call site of the
+    class specialises. A new attribute goes somewhere else (``_nfa``)."""
+    vocab = cached_vocabulary("qwen2.5")
+    index = Index.from_schema(PERSON, vocab, lazy=True)
+    Guide(index).get_mask()
+    dfa = index.byte_dfa
+    assert dfa.num_states > 2 and dfa.pattern and dfa.max_depth is None
+    assert len(vars(dfa)) <= 29, sorted(vars(dfa))
