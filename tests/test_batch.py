@@ -156,10 +156,13 @@ def test_fill_masks_rows_on_the_pool_keep_the_callers_limits():
     from tokendfa import TimeLimitError, Vocabulary
     from tokendfa.analysis import limits
 
-    tokens = [bytes([b]) for b in range(256)] + [bytes(t) for t in itertools.product(b"ab", repeat=14)]
-    vocab = Vocabulary(tokens + [None], eos_token_ids=[len(tokens)], name="ab14")
+    # 131k tokens: the expensive row after "y" takes 0.17-0.27 s (on 16k
+    # tokens it took 12-17 ms by 8ba0ab1, near enough the 10 ms deadline
+    # to finish first when another test had run before in the process)
+    tokens = [bytes([b]) for b in range(256)] + [bytes(t) for t in itertools.product(b"ab", repeat=17)]
+    vocab = Vocabulary(tokens + [None], eos_token_ids=[len(tokens)], name="ab17")
     cheap = Index.from_regex("[0-9]+", vocab)
-    expensive = Index.from_regex("x|y(a|b)*a(a|b){20}", vocab)  # its row after "y": ~0.2 s
+    expensive = Index.from_regex("x|y(a|b)*a(a|b){22}", vocab)
     guides = [Guide(cheap), Guide(expensive, expensive.advance(expensive.initial_state, ord("y")))]
     bitmask = np.zeros((2, (vocab.size + 31) // 32), dtype=np.int32)  # (both rows cold)
     started = time.perf_counter()
