@@ -47,7 +47,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from support.data import compact, named_sample  # noqa: E402
+from support.data import compact, named_sample, sample_arguments, warm_vocabulary  # noqa: E402
 
 
 def _instrument(on: bool) -> None:
@@ -59,17 +59,10 @@ def _instrument(on: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--per-source", type=int, default=4)
-    parser.add_argument("--vocab", default="qwen2.5")
-    parser.add_argument("--names", default="", help="comma-separated parts of schema names (default: all)")
-    args = parser.parse_args(argv)
-    if args.per_source < 0:
-        parser.error("--per-source must be at least 0 (0: every schema)")
-    from tokendfa import Guide, Index, Vocabulary
+    args = sample_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]), argv)
+    from tokendfa import Guide, Index
 
-    vocab = Vocabulary.builtin(args.vocab).prepare()
-    Index.from_schema({"type": "boolean"}, vocab, lazy=True)
+    vocab = warm_vocabulary(args.vocab)
     records = named_sample(args.per_source, args.names)
     # the instances tokenised outside the counted part
     texts = [[vocab.encode(compact(instance)) for valid in (True, False) for instance in record.instances(valid)]

@@ -61,7 +61,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from support.data import named_sample  # noqa: E402
+from support.data import named_sample, sample_arguments, warm_vocabulary  # noqa: E402
 from support.isolation import ChildFailed, answer_in_child  # noqa: E402
 from support.walks import walk_instances  # noqa: E402
 from lazy_core_replay import _record, numpy_walk  # noqa: E402
@@ -197,17 +197,8 @@ def _measure(record, vocab) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--names", default="", help="comma-separated parts of schema names ('': all)")
-    parser.add_argument("--per-source", type=int, default=4)
-    parser.add_argument("--vocab", default="qwen2.5")
-    args = parser.parse_args(argv)
-    if args.per_source < 0:
-        parser.error("--per-source must be at least 0 (0: every schema)")
-    from tokendfa import Index, Vocabulary
-
-    vocab = Vocabulary.builtin(args.vocab).prepare()
-    Index.from_schema({"type": "boolean"}, vocab, lazy=True)
+    args = sample_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]), argv)
+    vocab = warm_vocabulary(args.vocab)
     records = named_sample(args.per_source, args.names)
     total: dict[str, float] = {}
     for record in records:

@@ -151,3 +151,25 @@ def named_sample(per_source: int, names: str = "", schema_dir: Path = SCHEMA_DIR
     return [record for source in source_names(schema_dir) for record in sample(source, per_source or None,
                                                                                schema_dir=schema_dir)
             if not wanted or any(n in record.name for n in wanted)]
+
+
+def sample_arguments(parser, argv: list[str] | None = None):
+    """The lazy engine's step tools' options (``--per-source``, ``--vocab``,
+    ``--names``) added to ``parser`` and parsed from ``argv``."""
+    parser.add_argument("--per-source", type=int, default=4)
+    parser.add_argument("--vocab", default="qwen2.5")
+    parser.add_argument("--names", default="", help="comma-separated parts of schema names ('': all)")
+    args = parser.parse_args(argv)
+    if args.per_source < 0:
+        parser.error("--per-source must be at least 0 (0: every schema)")
+    return args
+
+
+def warm_vocabulary(name: str):
+    """The built-in vocabulary ``name``, prepared, with one trivial lazy
+    schema built on it (the state MaskBench's parent forks from)."""
+    from tokendfa import Index, Vocabulary
+
+    vocab = Vocabulary.builtin(name).prepare()
+    Index.from_schema({"type": "boolean"}, vocab, lazy=True)
+    return vocab
