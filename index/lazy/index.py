@@ -1269,7 +1269,7 @@ class LazyIndex(MaskServing):
                 live = np.flatnonzero(first_row)
             plan = _walk_plan(tables, live)
             return None, plan, _Start(plan.skipped, _NO_TARGET)
-        if packed is not None:
+        if packed is not None and _cwalk is not None:  # (kept with the compiled module on: a test turns it off)
             # the plan read from the groups and the loop's packed rest, in one C call
             mask = _loop_bits(tables, first, tail_key, tail, first_key)
             plan = _group_plan(tables, first, tail_key, tail, packed, first_key,
