@@ -2453,6 +2453,38 @@ def test_prepare_for_lazy_indexes_only_never_calls_the_encoder():
     assert calls  # the full prepare warms the encoder up
 
 
+@pytest.mark.skipif(lazydfa_module._lazycore is None, reason="the compiled core's lock (TOKENDFA_NATIVE=0 runs the class)")
+def test_the_compiled_resolving_lock_excludes_and_waits_without_the_gil():
+    """_lazycore.Exclusive, the resolving lock with the compiled core: a
+    second taker waits until the holder releases it, and waits without the
+    GIL (the holder's thread runs on meanwhile; a wait holding it would
+    hang here); a release of a lock not held is refused, as
+    threading.Lock refuses it."""
+    import time
+
+    lock = LazyByteDFA(r"a+").resolving()
+    assert type(lock) is lazydfa_module._lazycore.Exclusive
+    with pytest.raises(RuntimeError):
+        lock.__exit__(None, None, None)
+    entered: list[float] = []
+
+    def take() -> None:
+        with lock:
+            entered.append(time.monotonic())
+
+    lock.__enter__()
+    waiter = threading.Thread(target=take)
+    waiter.start()
+    time.sleep(0.2)
+    assert not entered  # still waiting: the lock is held
+    released = time.monotonic()
+    lock.__exit__(None, None, None)
+    waiter.join(30)
+    assert entered and entered[0] >= released
+    with lock:  # and free again
+        pass
+
+
 def test_a_definition_source_is_recognised_by_the_protocol_members():
     # _LazyNFA looks the protocol's members up itself (typing's isinstance walks
     # the protocol on every call): the two lists must stay the same

@@ -95,7 +95,7 @@ from .completion import _byte_state_map, _index_states_of_byte_states
 from .kernels import _cwalk, _distinct, _mask_fingerprint, _runs, _set_bits
 from .plans import _ChainPlan, _PackedBytes, _WalkPlan, _chain_plan, _group_plan, _grouped_spellings, _walk_plan
 from .tables import (_LEAD_BYTES, _chain_mask, _class_key, _class_runs, _last_leaving, _loop_bits, _loop_mask,
-                     _loops_on, _pair_rest, _tail_ends, _tail_packed, _tail_tokens, vocabulary_tables)
+                     _loops_on, _pair_rest, _tail_ends, _tail_packed, _tail_tokens, _TailTokens, vocabulary_tables)
 
 __all__ = ["LazyIndex", "LAZY_ANY_DEPTH", "DEFAULT_ROW_BUDGET"]
 
@@ -154,22 +154,29 @@ _UNSET_LINK = -3  # a link not followed yet (_ChainLinks)
 # How a chain read off the links ends (_read_chain, _cwalk.chain_links)
 _CHAIN_MISSING, _CHAIN_FULL, _CHAIN_DIES, _CHAIN_STOPS = -1, 0, 1, 2
 _NO_STATES = np.zeros(0, dtype=np.int64)  # the loop ends of a row with no loop
+_NOT_ASKED = object()  # a loop state whose pair (LazyIndex._pair) was not asked yet
 _INT32, _UINT32 = np.dtype(np.int32), np.dtype(np.uint32)  # the mask buffers write_mask_into takes as is
 
 
-@dataclass(frozen=True, eq=False)
 class _LoopRow:
     """The tokens of a row that need no walk, and the states they end in
-    (one for a loop row, one per length for a chain row)."""
+    (one for a loop row, one per length for a chain row). A slotted class,
+    not a frozen dataclass, whose ``__init__`` sets each field through
+    ``object.__setattr__`` (one made every cold loop or chain row)."""
 
-    mask: np.ndarray  # uint32 words
-    ends: tuple[int, ...]
-    states: np.ndarray | None = None  # ``ends`` as int64, where the row has them so (a chain row)
+    __slots__ = ("mask", "ends", "states")
+
+    def __init__(self, mask: np.ndarray, ends: tuple[int, ...], states: np.ndarray | None = None) -> None:
+        self.mask = mask  # uint32 words
+        self.ends = ends
+        # ``ends`` as int64, as ``_cwalk.finish_row`` reads them (a loop
+        # row's is its target's array, made once per target: _loop_rest)
+        self.states = np.array(ends, dtype=np.int64) if states is None else states
 
     @property
     def end_states(self) -> np.ndarray:
         """``ends`` as int64, as ``_cwalk.finish_row`` reads them."""
-        return np.array(self.ends, dtype=np.int64) if self.states is None else self.states
+        return self.states
 
 
 class _ChainLinks:
@@ -451,6 +458,7 @@ class LazyIndex(MaskServing):
         self._dead_ascii: dict[int, bytes] = {}   # state -> its dead ASCII bytes (_dead)
         self._wide_targets: dict[int, int] = {}
         self._pairs: dict[int, tuple[int, tuple[int, int, bool], int] | None] = {}  # loop state -> its pair (_pair)
+        self._loop_rests: dict[int, tuple] = {}  # loop state -> what its loop rows read (_loop_rest)
         self._chain_links: dict[tuple[int, int, bool], _ChainLinks] = {}  # class -> its links followed
         self._raw_rows: dict[int, _TokenRow] = {}
         self._lock = threading.RLock()
@@ -863,7 +871,10 @@ class LazyIndex(MaskServing):
         with self._lock:
             mask = self._masks.get(state)
             if mask is None:
-                with self._config.limits() if self._bounded_rows else contextlib.nullcontext():
+                if self._bounded_rows:
+                    with self._config.limits():
+                        mask = self._new_row(state)
+                else:  # no nullcontext(): its three Python calls a cold row
                     mask = self._new_row(state)
             return mask
 
@@ -915,7 +926,7 @@ class LazyIndex(MaskServing):
         dfa = self._dfa
         first_row = np.ascontiguousarray(dfa.row(state))
         loop, plan, start = self._loop_row(state, first_row, span=True)
-        loop_mask, loop_ends = (None, _NO_STATES) if loop is None else (loop.mask, loop.end_states)
+        loop_mask, loop_ends = (None, _NO_STATES) if loop is None else (loop.mask, loop.states)
         final = dfa.finals[state]
         if start is None:
             return self._span_row(state, plan, final)
@@ -1231,15 +1242,21 @@ class LazyIndex(MaskServing):
                 first[_LEAD_BYTES] = lead
                 loops = _loops_on(tail_key, first[:128])
                 key = None
-            if self._covered and not loops:
-                # they do not loop there: a counted class
-                return self._chain_row(state, first_row, first, target, key, outside)
-            pair = self._pair(target) if self._covered else None
-            if pair is not None:
-                found = self._pair_row(state, first_row, target, pair)
-                if found is not None:
-                    return found
-            tail = _tail_tokens(tables, tail_key)
+            if self._covered:
+                if not loops:
+                    # they do not loop there: a counted class
+                    return self._chain_row(state, first_row, first, target, key, outside)
+                pair = self._pairs.get(target, _NOT_ASKED)
+                if pair is _NOT_ASKED:
+                    pair = self._pair(target)
+                if pair is not None:
+                    found = self._pair_row(state, first_row, target, pair)
+                    if found is not None:
+                        return found
+            rest = self._loop_rests.get(target)
+            if rest is None:
+                rest = self._loop_rests[target] = self._loop_rest(target, tail_key)
+            tail, packed, dead, along = rest
         if tail is None:
             if span:
                 # the live bytes (the plan's key) and the ranges of by_first_byte of their runs, in C
@@ -1252,16 +1269,33 @@ class LazyIndex(MaskServing):
                 live = np.flatnonzero(first_row)
             plan = _walk_plan(tables, live)
             return None, plan, _Start(plan.skipped, _NO_TARGET)
-        packed = _tail_packed(tables, tail)
-        if packed is not None:
+        if packed is not None and _cwalk is not None:  # (kept with the compiled module on: a test turns it off)
             # the plan read from the groups and the loop's packed rest, in one C call
             mask = _loop_bits(tables, first, tail_key, tail, first_key)
             plan = _group_plan(tables, first, tail_key, tail, packed, first_key,
-                               _outside(first_row, first) if outside is None else outside, self._dead(target))
+                               _outside(first_row, first) if outside is None else outside, dead)
         else:
             mask, rest = _loop_mask(tables, first, tail_key, tail, first_key)
             plan = _walk_plan(tables, np.flatnonzero(first_row), (first, tail_key, rest), first_key, outside)
-        return _LoopRow(mask, (target,)), plan, _Start(plan.skipped, np.array([target], dtype=np.int64))
+        return _LoopRow(mask, (target,), along), plan, _Start(plan.skipped, along)
+
+    def _loop_rest(self, target: int, tail_key: tuple[int, int, bool]
+                   ) -> tuple[_TailTokens | None, _PackedBytes | None, bytes | None, np.ndarray | None]:
+        """``(tail, packed, dead, along)`` of the loop state ``target`` (whose
+        loop set is ``tail_key``), what every loop row into it reads, kept
+        per state (:attr:`_loop_rests`): the tail set (None: too few
+        tokens loop), its rest packed (None: not kept packed), the dead
+        ASCII bytes where it is packed, and ``[target]`` as the int64 array
+        a row's walk and finish read, one array for every row into it. Each
+        loop row asked the vocabulary's caches and made the array again
+        (five calls and two arrays a row)."""
+        tail = _tail_tokens(self._tables, tail_key)
+        if tail is None:
+            return None, None, None, None
+        packed = _tail_packed(self._tables, tail)
+        along = np.array([target], dtype=np.int64)
+        along.flags.writeable = False
+        return tail, packed, None if packed is None else self._dead(target), along
 
     def _pair(self, target: int) -> tuple[int, tuple[int, int, bool], int] | None:
         """``(partner, key, wide)`` where the loop state ``target`` has a
