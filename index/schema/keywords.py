@@ -26,7 +26,7 @@ from ..analysis import limits
 from .ir import (ALL_TYPES, ArrPart, Choice, Conjunction, Contains, Elements, Flat, ItemCount,
                  Literals, Members, MultipleOf, Negated, NotMultipleOf, NotValues, NumberBound,
                  ObjPart, PropertyCount, Required, SomeMember, StringIn, StringLength, Sub, Types,
-                 Unique, enter, json_key)
+                 Unique, enter, json_key, make_sub)
 from .numbers import to_decimal
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ def _follow(c: "Compiler", sub: Sub, ref: str, quiet: bool = False) -> Sub | Non
     resolver = resolved.resolver
     if isinstance(contents, dict):
         resolver = enter(resolver, contents)
-    return Sub(contents, resolver, pointer, sub.refs + (key,), sub.internal)
+    return make_sub(contents, resolver, pointer, sub.refs + (key,), sub.internal)
 
 
 def _unsupported_keyword(c: "Compiler", flat: Flat, sub: Sub, keyword: str, value) -> None:
