@@ -245,12 +245,16 @@ def _add_required(flat: Flat, names) -> None:
 def _add_object_part(flat: Flat, sub: Sub, marker, properties: dict, patterns: dict,
                      additional, additional_keyword: str) -> None:
     """One subschema's member schemas, as children of ``sub``; read once per ``marker``."""
-    if any(p.marker == marker for p in flat.obj_parts):
-        return
+    for p in flat.obj_parts:   # loops, not comprehensions (each a function made and called)
+        if p.marker == marker:
+            return
+    child = sub.child
+    members = {}
+    for k, v in properties.items():
+        members[k] = child(v, "properties", k)
     flat.obj_parts.append(ObjPart(
-        {k: sub.child(v, "properties", k) for k, v in properties.items()},
-        {k: sub.child(v, "patternProperties", k) for k, v in patterns.items()},
-        None if additional is None else sub.child(additional, additional_keyword),
+        members, {k: child(v, "patternProperties", k) for k, v in patterns.items()} if patterns else {},
+        None if additional is None else child(additional, additional_keyword),
         sub.pointer, marker=marker))
 
 
