@@ -22,6 +22,9 @@
  * of the build's options (regex_compiler.NativeRequest); the result is the
  * spec's fragment class (regex_compiler.NativeFragment), made by keyword.
  *
+ * NodeBase is the base class of regex_tree.Node: the structural hash a
+ * node stores when it is made, returned by tp_hash without a Python call.
+ *
  * Trees, templates and literal automata are checked as they are read
  * (types, byte values, state numbers within their fragment, counts that fit):
  * a malformed input raises, it never makes this code read or write out of
@@ -30,6 +33,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -1560,6 +1564,41 @@ static PyObject *py_configure(PyObject *module, PyObject *spec) {
     Py_RETURN_NONE;
 }
 
+/* --- the nodes' hash --------------------------------------------------------- */
+
+/* NodeBase: the base of regex_tree.Node, holding the structural hash that a
+ * node computes once, when it is made (its _hash, set once through the
+ * member), and returning it as the type's tp_hash. A Python __hash__ is a
+ * call through the type's slot, ~60 ns; the interning of a median MaskBench
+ * schema's tree hashes ~230 nodes (tuple keys of nodes, alternations'
+ * deduplication). The Python twin is the same class without this base
+ * (TOKENDFA_NATIVE=0): a _hash slot and a __hash__ method. */
+typedef struct {
+    PyObject_HEAD
+    Py_hash_t hash;
+} NodeBase;
+
+static Py_hash_t node_base_hash(PyObject *self) {
+    Py_hash_t hash = ((NodeBase *)self)->hash;
+    return hash == -1 ? -2 : hash;   /* -1 is an error to the caller; hash() never makes it */
+}
+
+static PyMemberDef node_base_members[] = {
+    {"_hash", T_PYSSIZET, offsetof(NodeBase, hash), 0, "the node's structural hash, set once when it is made"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject NodeBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tokendfa.analysis._thompson.NodeBase",
+    .tp_basicsize = sizeof(NodeBase),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "The base of regex tree nodes: a stored hash, returned by tp_hash.",
+    .tp_hash = node_base_hash,
+    .tp_members = node_base_members,
+    .tp_new = PyType_GenericNew,
+};
+
 static PyMethodDef methods[] = {
     {"configure", (PyCFunction)py_configure, METH_O,
      "configure(spec): the node classes and Python helpers (regex_compiler.NativeSpec)."},
@@ -1591,5 +1630,18 @@ PyMODINIT_FUNC PyInit__thompson(void) {
             return NULL;
         }
     }
-    return PyModule_Create(&definition);
+    if (PyType_Ready(&NodeBaseType) < 0) {
+        return NULL;
+    }
+    PyObject *module = PyModule_Create(&definition);
+    if (module == NULL) {
+        return NULL;
+    }
+    Py_INCREF(&NodeBaseType);
+    if (PyModule_AddObject(module, "NodeBase", (PyObject *)&NodeBaseType) < 0) {
+        Py_DECREF(&NodeBaseType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

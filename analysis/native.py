@@ -3,7 +3,7 @@
 Four small C extensions speed up lazy indexes: ``tokendfa.analysis._lazycore``
 (the subset construction's hot path), ``tokendfa.analysis._thompson`` (the
 Thompson construction of a regex tree, for both the lazy and the eager
-automata), ``tokendfa.lazy._cwalk`` (the walk of a token row,
+automata, and the tree nodes' stored hash), ``tokendfa.lazy._cwalk`` (the walk of a token row,
 :data:`COMPILED_WALK`; the eager build's exact walk uses it too) and
 ``tokendfa.lazy._classruns`` (a counted class's runs over a vocabulary, for
 the chain rows). They are

@@ -59,7 +59,13 @@ __all__ = ["Node", "Chars", "Text", "Concat", "Alt", "Repeat", "Call", "LiteralS
 _NO_CALLS: frozenset = frozenset()
 
 
-class Node:
+# The compiled base of Node (_thompson.NodeBase): the _hash slot, and a
+# tp_hash that returns it without a Python call (~60 ns a node; a median
+# MaskBench schema's tree hashes ~230). None: the Python twin below.
+_NodeBase = getattr(native_module(__package__ + "._thompson"), "NodeBase", None)
+
+
+class Node(_NodeBase or object):
     """A regex tree node: immutable, hashable, compared by structure.
 
     Nodes are interned (hash-consed): making a node equal to one that
@@ -67,15 +73,19 @@ class Node:
     comparing two large trees costs nothing (deduplicating the branches of
     an alternation, looking a piece up among the shared ones). ``size`` is
     about the characters of its regex text, ``calls`` the keys of the
-    definitions it calls; both computed once, when it is made."""
+    definitions it calls; both computed once, when it is made, as is its
+    hash (``_hash``)."""
 
-    __slots__ = ("_hash", "size", "calls")
+    __slots__ = ("size", "calls") if _NodeBase is not None else ("_hash", "size", "calls")
 
     def _args(self) -> tuple:
         raise NotImplementedError
 
-    def __hash__(self) -> int:
-        return self._hash
+    if _NodeBase is not None:
+        __hash__ = _NodeBase.__hash__   # the compiled slot itself, not a Python call
+    else:
+        def __hash__(self) -> int:
+            return self._hash
 
     def __eq__(self, other) -> bool:
         return self is other or (other.__class__ is self.__class__ and other._hash == self._hash
@@ -115,6 +125,7 @@ INTERN_LIMIT = 1 << 20
 _INTERNED: dict = {}
 _purges = [0]   # times the table was emptied (an intern_mark() older than that is void)
 _set = object.__setattr__
+_new_node = (_NodeBase or object).__new__   # object.__new__ refuses a subclass of a compiled base
 
 
 def _purge() -> None:
@@ -185,7 +196,7 @@ class Chars(Node):
         key = (1, ranges)
         self = _INTERNED.get(key)
         if self is None:
-            self = object.__new__(cls)
+            self = _new_node(cls)
             _set(self, "ranges", ranges)
             _set(self, "calls", _NO_CALLS)
             _set(self, "size", 1 if len(ranges) == 1 and ranges[0][0] == ranges[0][1]
@@ -211,7 +222,7 @@ class Text(Node):
         # the 64-byte blocks a median MaskBench schema kept (~23 of ~67).
         self = _INTERNED.get(value)
         if self is None:
-            self = object.__new__(cls)
+            self = _new_node(cls)
             _set(self, "text", value)
             _set(self, "calls", _NO_CALLS)
             _set(self, "size", len(value))
@@ -237,7 +248,7 @@ class Concat(Node):
         self = _INTERNED.get(items)
         if self is None:
             # made inline, not through helpers: a schema makes thousands (~3 us each with them)
-            self = object.__new__(cls)
+            self = _new_node(cls)
             calls = _NO_CALLS
             size = 0
             for item in items:
@@ -269,7 +280,7 @@ class Alt(Node):
         self = _INTERNED.get(key)
         if self is None:
             # made inline, not through helpers: a schema makes thousands (~3 us each with them)
-            self = object.__new__(cls)
+            self = _new_node(cls)
             calls = _NO_CALLS
             size = 0
             for item in items:
@@ -300,7 +311,7 @@ class Repeat(Node):
         key = (5, body, lo, hi)
         self = _INTERNED.get(key)
         if self is None:
-            self = object.__new__(cls)
+            self = _new_node(cls)
             _set(self, "body", body)
             _set(self, "calls", body.calls)
             _set(self, "lo", lo)
@@ -328,7 +339,7 @@ class Call(Node):
         key = (6, name)
         self = _INTERNED.get(key)
         if self is None:
-            self = object.__new__(cls)
+            self = _new_node(cls)
             _set(self, "key", name)
             _set(self, "calls", frozenset((name,)))
             _set(self, "size", 1)
@@ -351,7 +362,7 @@ class LiteralSet(Node):
         key = (7, members)
         self = _INTERNED.get(key)
         if self is None:
-            self = object.__new__(cls)
+            self = _new_node(cls)
             _set(self, "members", members)
             _set(self, "calls", _NO_CALLS)
             _set(self, "size", sum(map(len, members)) + len(members) + 3)
@@ -402,7 +413,7 @@ class Excluding(Node):
             if any(hi > 0x7F for _, hi in single) or not all(
                     any(lo <= ord(ch) <= hi for lo, hi in single) for ch in set("".join(names))):
                 raise ValueError("Excluding: single must be ASCII and hold every character of the names")
-            self = object.__new__(cls)
+            self = _new_node(cls)
             _set(self, "names", names)
             _set(self, "single", single)
             _set(self, "multi", multi)
@@ -490,22 +501,46 @@ def text(value: str) -> Node:
 def concat(*items: Node) -> Node:
     """``items`` one after the other: nested concatenations flattened, adjacent
     texts joined, empty strings dropped; NOTHING when an item is NOTHING."""
+    # No tuple made for an item that is not a concatenation, and a lone text
+    # kept without a list: a median MaskBench schema's members, brackets and
+    # separators make ~30 concatenations (1.7% of its tree in process).
     flat: list[Node] = []
-    run: list[Node] = []  # adjacent texts, joined into one text when the run ends
+    pending = None   # the texts since the last other part: a Text, or a list of them
     for item in items:
-        for part in (item.items if item.__class__ is Concat else (item,)):
-            cls = part.__class__
-            if cls is Text:
-                run.append(part)
-                continue
-            if cls is Chars and not part.ranges:
-                return NOTHING
-            if run:
-                flat.append(run[0] if len(run) == 1 else Text("".join([t.text for t in run])))
-                run = []
-            flat.append(part)
-    if run:
-        flat.append(run[0] if len(run) == 1 else Text("".join([t.text for t in run])))
+        cls = item.__class__
+        if cls is Text:
+            if pending is None:
+                pending = item
+            elif pending.__class__ is list:
+                pending.append(item)
+            else:
+                pending = [pending, item]
+            continue
+        if cls is Concat:
+            for part in item.items:
+                if part.__class__ is Text:
+                    if pending is None:
+                        pending = part
+                    elif pending.__class__ is list:
+                        pending.append(part)
+                    else:
+                        pending = [pending, part]
+                    continue
+                if part.__class__ is Chars and not part.ranges:
+                    return NOTHING
+                if pending is not None:
+                    flat.append(pending if pending.__class__ is Text else Text("".join([t.text for t in pending])))
+                    pending = None
+                flat.append(part)
+            continue
+        if cls is Chars and not item.ranges:
+            return NOTHING
+        if pending is not None:
+            flat.append(pending if pending.__class__ is Text else Text("".join([t.text for t in pending])))
+            pending = None
+        flat.append(item)
+    if pending is not None:
+        flat.append(pending if pending.__class__ is Text else Text("".join([t.text for t in pending])))
     if not flat:
         return EMPTY
     if len(flat) == 1:

@@ -361,3 +361,19 @@ def test_surely_matches_leaves_no_cycle_holding_its_callback():
     finally:
         if enabled:
             gc.enable()
+
+
+def test_a_node_hashes_by_the_structural_hash_it_stored():
+    made = regex_tree.concat(regex_tree.text("ab"), regex_tree.char(66), regex_tree.repeat(regex_tree.char(67), 0, None))
+    again = regex_tree.concat(regex_tree.text("ab"), regex_tree.char(66), regex_tree.repeat(regex_tree.char(67), 0, None))
+    assert made is again and hash(made) == made._hash == hash(made.items)
+    assert hash(Text("xy")) == hash("xy")     # a text's key is its text
+    assert {made: 1}[again] == 1 and len({made, again, Text("xy")}) == 2
+    with pytest.raises(AttributeError):
+        made._hash = 0
+    if os.environ.get("TOKENDFA_NATIVE", "1") != "0" and regex_tree._NodeBase is not None:
+        # compiled: the hash is the base type's slot, not a Python method
+        assert isinstance(made, regex_tree._NodeBase)
+        assert type(made).__hash__ is regex_tree._NodeBase.__hash__
+    else:
+        assert type(made).__hash__ is regex_tree.Node.__dict__["__hash__"]

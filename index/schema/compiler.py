@@ -66,7 +66,7 @@ from . import checks
 from . import strings as strs
 from .arrays import array
 from .formats import UndecidedFormat
-from .ir import Choice, Constraint, Flat, Negated, Sub, enter, json_key, locate_literal, type_key
+from .ir import Choice, Constraint, Flat, Negated, Sub, empty_flat, enter, json_key, locate_literal, type_key
 from .keywords import KEYWORDS, UNSUPPORTED, absorb, referenced, resolve
 from .negation import negate
 from .objects import declared, member_subs, object_
@@ -166,6 +166,12 @@ class Layout:
         # at every member and container: ~10% of a small object's compilation)
         self._comma = concat(self.ws, lit(","), self.ws)
         self._colon = lit(": ") if mode == "pretty" else concat(self.ws, lit(":"), self.ws)
+        # brackets, the same at every depth outside pretty layout, made once
+        # (with the loops for comprehensions in objects.py and regexes.py:
+        # ~11% of a median MaskBench schema's tree in process)
+        self._open = {b: lit(b) + self.ws for b in "[{"}
+        self._close = {b: self.ws + lit(b) for b in "]}"}
+        self._empty = {(b, e): concat(lit(b), self.ws, lit(e)) for b, e in ("[]", "{}")}
 
     def _nl(self, depth: int) -> Node:
         return lit("\n" + " " * (self.indent * depth))
@@ -173,14 +179,23 @@ class Layout:
     def open(self, bracket: str, depth: int) -> Node:
         if self.mode == "pretty":
             return lit(bracket) + self._nl(depth + 1)
+        found = self._open.get(bracket)
+        if found is not None:
+            return found
         return lit(bracket) + self.ws
 
     def close(self, bracket: str, depth: int) -> Node:
         if self.mode == "pretty":
             return self._nl(depth) + lit(bracket)
+        found = self._close.get(bracket)
+        if found is not None:
+            return found
         return self.ws + lit(bracket)
 
     def empty(self, open_bracket: str, close_bracket: str) -> Node:
+        found = self._empty.get((open_bracket, close_bracket))
+        if found is not None:
+            return found
         return concat(lit(open_bracket), self.ws, lit(close_bracket))
 
     def comma(self, depth: int) -> Node:
@@ -522,8 +537,21 @@ class Compiler:
         reference is ever cut (a reference taken twice on one chain reaches
         itself), so its text is the same whatever the counts, and it is
         written once rather than once per way of reaching it."""
-        if self.defer_recursion and not any(self._references.reaches_recursion(sub) for sub in subs):
-            return (depth if self.layout.mode == "pretty" else 0,) + tuple(_where(sub) for sub in subs)
+        if self.defer_recursion and (self._references.absent or not any(
+                self._references.reaches_recursion(sub) for sub in subs)):
+            # _where(sub) written out for a user's subschema (a dict), and no
+            # recursion searched for in a schema without $ref: asked for every
+            # value, these were ~9% of a median MaskBench schema's tree in process
+            key = [depth if self.layout.mode == "pretty" else 0]
+            for sub in subs:
+                schema = sub.schema
+                if schema.__class__ is dict:
+                    resolver = sub.resolver
+                    key.append((("id", id(schema)), getattr(resolver, "_base_uri", id(resolver)),
+                                sub.internal))
+                else:
+                    key.append(_where(sub))
+            return tuple(key)
         return (depth if self.layout.mode == "pretty" else 0,) + tuple(
             (id(sub.schema), getattr(sub.resolver, "_base_uri", id(sub.resolver)),
              tuple(sorted(Counter(sub.refs).items())), sub.internal) for sub in subs)
@@ -586,6 +614,11 @@ class Compiler:
         known = self._values.get(key)
         if known is not None:
             return known[1]
+        if self._references.absent:
+            # no $ref anywhere: no subschema stands for a target, none enters recursion
+            regex = self.value_definition(self._value(subs, depth))
+            self._values[key] = (tuple(subs), regex)  # holding subs keeps their ids unique
+            return regex
         # A subschema that is a $ref alone is keyed as its target: each point
         # naming one definition (JSONSchemaProps' allOf/anyOf/oneOf items, not,
         # ... in Kubernetes kb_209) is then one value, not one per point,
@@ -666,7 +699,7 @@ class Compiler:
         return tree
 
     def _value(self, subs: list[Sub], depth: int) -> Node | None:
-        flat = Flat()
+        flat = empty_flat()
         for sub in subs:
             self.absorb(flat, sub)
             if flat.false:

@@ -26,7 +26,7 @@ from ..analysis import limits
 from .ir import (ALL_TYPES, ArrPart, Choice, Conjunction, Contains, Elements, Flat, ItemCount,
                  Literals, Members, MultipleOf, Negated, NotMultipleOf, NotValues, NumberBound,
                  ObjPart, PropertyCount, Required, SomeMember, StringIn, StringLength, Sub, Types,
-                 Unique, enter, json_key)
+                 Unique, enter, json_key, make_sub)
 from .numbers import to_decimal
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ def _follow(c: "Compiler", sub: Sub, ref: str, quiet: bool = False) -> Sub | Non
     resolver = resolved.resolver
     if isinstance(contents, dict):
         resolver = enter(resolver, contents)
-    return Sub(contents, resolver, pointer, sub.refs + (key,), sub.internal)
+    return make_sub(contents, resolver, pointer, sub.refs + (key,), sub.internal)
 
 
 def _unsupported_keyword(c: "Compiler", flat: Flat, sub: Sub, keyword: str, value) -> None:
@@ -245,12 +245,16 @@ def _add_required(flat: Flat, names) -> None:
 def _add_object_part(flat: Flat, sub: Sub, marker, properties: dict, patterns: dict,
                      additional, additional_keyword: str) -> None:
     """One subschema's member schemas, as children of ``sub``; read once per ``marker``."""
-    if any(p.marker == marker for p in flat.obj_parts):
-        return
+    for p in flat.obj_parts:   # loops, not comprehensions (each a function made and called)
+        if p.marker == marker:
+            return
+    child = sub.child
+    members = {}
+    for k, v in properties.items():
+        members[k] = child(v, "properties", k)
     flat.obj_parts.append(ObjPart(
-        {k: sub.child(v, "properties", k) for k, v in properties.items()},
-        {k: sub.child(v, "patternProperties", k) for k, v in patterns.items()},
-        None if additional is None else sub.child(additional, additional_keyword),
+        members, {k: child(v, "patternProperties", k) for k, v in patterns.items()} if patterns else {},
+        None if additional is None else child(additional, additional_keyword),
         sub.pointer, marker=marker))
 
 

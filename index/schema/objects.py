@@ -94,8 +94,11 @@ def declared(flat: Flat) -> list[str]:
 def member_subs(c: "Compiler", part: ObjPart, name: str, report: bool = True) -> list[Sub]:
     """What ``part`` says a member named ``name`` satisfies: its property, the patterns it
     matches, else ``additionalProperties`` (patterns apply to declared properties too)."""
-    matched = [s for p, s in part.patterns.items()
-               if c.pattern_matches(p, name, "patternProperties", part.pointer, report=report)]
+    if not part.patterns:
+        matched = []
+    else:
+        matched = [s for p, s in part.patterns.items()
+                   if c.pattern_matches(p, name, "patternProperties", part.pointer, report=report)]
     subs = matched
     if name in part.properties:
         subs = subs + [part.properties[name]]
@@ -160,7 +163,10 @@ def _object_members(c: "Compiler", flat: Flat, depth: int, witness: SomeMember |
                 return None
             excluded.append(name)
             continue
-        subs = [s for part in parts for s in member_subs(c, part, name)]
+        if len(parts) == 1:
+            subs = member_subs(c, parts[0], name)
+        else:
+            subs = [s for part in parts for s in member_subs(c, part, name)]
         value = c.element(subs, depth + 1)
         excluded.append(name)
         if value is None:
@@ -230,11 +236,12 @@ def _names(names) -> Node | None:
 def _extras(c: "Compiler", flat: Flat, parts: list[ObjPart], excluded: list[str],
             depth: int) -> list[_Extra]:
     """Undeclared members, as alternatives (none: no undeclared member is allowed)."""
-    with_patterns = [p for p in parts if p.patterns]
-    closed = any(p.additional is not None and p.additional.schema is False and not p.patterns
-                 for p in parts)
-    if closed:
-        return []
+    with_patterns = []
+    for p in parts:
+        if p.patterns:
+            with_patterns.append(p)
+        elif p.additional is not None and p.additional.schema is False:
+            return []   # closed: no undeclared member
     key_subs = flat.property_names
     every_but = None if key_subs else tuple(excluded)
     if not with_patterns:
@@ -484,10 +491,14 @@ def _members(c: "Compiler", entries, extras, min_props: int, max_props: int | No
     colon = layout.colon()
     if max_props is not None and max_props < min_props:
         return None
-    n_required = sum(1 for _, _, r in entries if r)
+    n_required = 0
+    members = []
+    for k, v, r in entries:
+        if r:
+            n_required += 1
+        members.append((concat(k, colon, v), r))
     if max_props is not None and n_required > max_props:
         return None
-    members = [(concat(k, colon, v), r) for k, v, r in entries]
     extra = alternation([concat(k, colon, v) for k, v in extras if k is not None]) if extras else None
     # written up to three times below (after the declared members, alone, and
     # repeated after each): with share_values one definition, compiled once by

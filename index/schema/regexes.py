@@ -29,7 +29,10 @@ __all__ = ["alternation", "counted", "repeat", "optional", "group", "seq", "lit"
 
 def alternation(parts) -> Node | None:
     """One of the parts that are not None (duplicates dropped); None when none is left."""
-    kept = [p for p in parts if p is not None]
+    kept = []   # a loop: a comprehension is a function made and called (3.11)
+    for p in parts:
+        if p is not None:
+            kept.append(p)
     if not kept:
         return None
     return alt(kept)

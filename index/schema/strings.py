@@ -176,6 +176,11 @@ def json_string_literal(value: str) -> Node:
     escape back as that one code unit. Only a Python string can hold a high
     and a low surrogate side by side; every JSON text of those two reads back
     as the one character they pair into, so such a string is refused."""
+    # str methods first, no match object (a property name each): isprintable()
+    # is false for controls and surrogates, and what else it refuses the
+    # general path below writes as the same one text
+    if value.isprintable() and '"' not in value and "\\" not in value:
+        return Text(f'"{value}"')
     if _PLAIN.fullmatch(value):
         return Text('"' + value + '"')
     if _SPLIT_PAIR.search(value):
