@@ -1172,26 +1172,30 @@ done:
     return result;
 }
 
-/* How many leading bytes a[:most] and b[:most] share: eight at a time
- * where the compiler counts trailing zeros (a plan's entries share a run
- * of spaces or of a word's letters: compared byte by byte, the prefixes of
- * a plan of a few thousand entries cost more than the walk saved). */
-static inline Py_ssize_t common_length(const uint8_t *a, const uint8_t *b, Py_ssize_t most) {
+/* How many leading bytes a[:most] and b[:most] share, a before b and
+ * both inside a buffer that ends at ``end``: eight at a time where eight
+ * bytes from b are inside it, with no branch on where they differ (a byte
+ * loop's exit, at a length no predictor learns, cost ~10 ns an entry:
+ * 0.72 ms for a narrow loop set's 73k rest tokens on Qwen). */
+static inline Py_ssize_t common_length(const uint8_t *a, const uint8_t *b, Py_ssize_t most, const uint8_t *end) {
     Py_ssize_t n = 0;
 #if (defined(__GNUC__) || defined(__clang__)) && PY_LITTLE_ENDIAN
-    for (; n + 8 <= most; n += 8) {
+    while (n < most && end - (b + n) >= 8) {
         uint64_t x, y;
         memcpy(&x, a + n, 8);
         memcpy(&y, b + n, 8);
-        if (x != y) {
-            return n + (__builtin_ctzll(x ^ y) >> 3);
+        uint64_t differ = x ^ y;
+        if (differ) {
+            n += __builtin_ctzll(differ) >> 3;
+            return n < most ? n : most;
         }
+        n += 8;
     }
 #endif
     while (n < most && a[n] == b[n]) {
         n++;
     }
-    return n;
+    return n < most ? n : most;
 }
 
 /* common_prefixes's loop over offsets of one width, checked as it goes;
@@ -1207,7 +1211,7 @@ static const char *NAME(const uint8_t *data, Py_ssize_t total, const TYPE *offse
         }                                                                                             \
         int64_t most = from - start < to - from ? from - start : to - from;                           \
         most = j == 0 ? 0 : most < 255 ? most : 255;                                                  \
-        out[j] = (uint8_t)common_length(data + start, data + from, most);                             \
+        out[j] = (uint8_t)common_length(data + start, data + from, most, data + total);               \
         start = from;                                                                                 \
     }                                                                                                 \
     return NULL;                                                                                      \
