@@ -370,11 +370,13 @@ def test_group_plan_refuses_bad_arrays():
         arrays = dict(by_first_byte=tables.by_first_byte, first_offsets=tables.first_offsets, grouped=grouped,
                       grouped_offsets=grouped_offsets, walked=np.array([ord('"')], np.int64), rest_tokens=rest,
                       rest_offsets=rest_offsets, rest_skips=skips, rest_data=data, rest_data_offsets=data_offsets,
-                      rested=np.array([ord("a")], np.int64), dead=np.zeros(16, np.uint8))
+                      rested=np.array([ord("a")], np.int64), dead=np.zeros(16, np.uint8),
+                      grouped_shared=lazy_plans._grouped_prefixes(tables), rest_shared=np.zeros(2, np.uint8))
         arrays.update(changed)
         return cwalk.group_plan(*arrays.values())
 
-    tokens, first_bytes, positions, skipped, packed, offsets = plan()
+    tokens, first_bytes, positions, skipped, packed, offsets, shared = plan()
+    assert len(shared) == len(skipped)  # one byte an entry
     quoted = np.diff(tables.first_offsets)[ord('"')]
     assert np.frombuffer(tokens, np.int32)[quoted:].tolist() == [3, 4]
     assert np.frombuffer(positions, np.int32)[quoted:].tolist() == [1, 2]
@@ -389,21 +391,26 @@ def test_group_plan_refuses_bad_arrays():
     dead = np.zeros(16, np.uint8)
     dead[ord("z") >> 3] |= 1 << (ord("z") & 7)
     dead[ord("x") >> 3] |= 1 << (ord("x") & 7)
-    tokens, _, positions, skipped, packed, offsets = plan(dead=dead)
+    tokens, _, positions, skipped, packed, offsets, _ = plan(dead=dead)
     assert np.frombuffer(tokens, np.int32)[quoted:].tolist() == [3]
     assert packed.endswith(b"xy") and np.frombuffer(offsets, np.int32)[-1] == len(packed)
     with pytest.raises(ValueError, match="mismatched"):
         plan(dead=np.zeros(15, np.uint8))
     with pytest.raises(TypeError, match="rest_data_offsets: items of 4 bytes"):
         plan(rest_data_offsets=data_offsets.astype(np.int64))
-    with pytest.raises(TypeError, match="12 arguments"):
+    with pytest.raises(TypeError, match="14 arguments"):
         cwalk.group_plan(grouped)
+    with pytest.raises(ValueError, match="mismatched"):
+        plan(grouped_shared=lazy_plans._grouped_prefixes(tables)[:-1])
+    with pytest.raises(ValueError, match="mismatched"):
+        plan(rest_shared=np.zeros(3, np.uint8))
     with pytest.raises(IndexError, match="outside the row"):
         plan(walked=np.array([256], np.int64))
     with pytest.raises(IndexError, match="outside the row"):
         plan(rested=np.array([-1], np.int64))
     with pytest.raises(IndexError, match="outside the tokens"):
-        plan(by_first_byte=tables.by_first_byte[:10], grouped_offsets=grouped_offsets[:11])
+        plan(by_first_byte=tables.by_first_byte[:10], grouped_offsets=grouped_offsets[:11],
+             grouped_shared=lazy_plans._grouped_prefixes(tables)[:10])
     with pytest.raises(IndexError, match="outside the grouped bytes"):
         plan(grouped=grouped[:100])
     with pytest.raises(IndexError, match="outside the rest"):
@@ -725,7 +732,7 @@ def test_walk_span_refuses_bad_arrays():
 
     def walk(**changed):
         arrays = dict(data=data, offsets=offsets, ranges=np.array([[0, 4]], np.int64), state=INITIAL,
-                      tokens=tokens, loop_mask=None, num_words=1, loop_ends=none, eos=none, final=False)
+                      tokens=tokens, loop_mask=None, num_words=1, loop_ends=none, eos=none, final=False, shared=None)
         arrays.update(changed)
         with dfa.resolving():
             return cwalk.walk_span(dfa, *arrays.values())
@@ -735,12 +742,34 @@ def test_walk_span_refuses_bad_arrays():
         assert np.frombuffer(mask, np.uint32).tolist() == [1 << 5 | 1 << 7], ranges
         assert fingerprint == lazy_kernels._mask_fingerprint(np.array([1 << 5 | 1 << 7], np.uint32))
         assert [dfa.is_final(int(s)) for s in np.frombuffer(successors, np.int32)] == [True]
+    shared = np.empty(4, np.uint8)
+    cwalk.common_prefixes(data, offsets, shared)
+    assert shared.tolist() == [0, 0, 0, 0]
+    long = np.frombuffer(b"x" * 300 + b"x" * 299 + b"y" + b"x" * 12 + b"xxxxxxxxxyz", np.uint8)
+    prefixes = np.empty(4, np.uint8)
+    cwalk.common_prefixes(long, np.array([0, 300, 600, 612, 623], np.int32), prefixes)
+    assert prefixes.tolist() == [0, 255, 12, 9]  # at most 255
+    with pytest.raises(IndexError, match="outside the data"):
+        cwalk.common_prefixes(data, np.array([0, 2, 3, 5, 8], np.int64), shared)
+    with pytest.raises(IndexError, match="outside the data"):
+        cwalk.common_prefixes(data, np.array([0, 2, 1, 5, 7], np.int32), shared)
+    with pytest.raises(ValueError, match="mismatched"):
+        cwalk.common_prefixes(data, offsets[:4], shared)
+    with pytest.raises(TypeError, match="int32 or int64"):
+        cwalk.common_prefixes(data, offsets.astype(np.int16), shared)
+    for ranges in ([[0, 4]], [[0, 1], [2, 4]]):  # with the shared prefixes: the same row
+        mask, successors, _ = walk(ranges=np.array(ranges, np.int64), shared=shared)
+        assert np.frombuffer(mask, np.uint32).tolist() == [1 << 5 | 1 << 7], ranges
     mask, successors, _ = walk(ranges=np.array([[1, 2], [3, 4]], np.int64))
     assert np.frombuffer(mask, np.uint32).tolist() == [0] and successors == b""
     mask, _, _ = walk(ranges=np.zeros((0, 2), np.int64))
     assert np.frombuffer(mask, np.uint32).tolist() == [0]
-    with pytest.raises(TypeError, match="11 arguments"):
+    with pytest.raises(TypeError, match="12 arguments"):
         cwalk.walk_span(dfa, data)
+    with pytest.raises(ValueError, match="mismatched"):
+        walk(shared=np.zeros(3, np.uint8))
+    with pytest.raises(TypeError, match="shared: items of 1 byte"):
+        walk(shared=np.zeros(4, np.int32))
     with pytest.raises(ValueError, match="mismatched"):
         walk(offsets=offsets[:4])
     with pytest.raises(ValueError, match="mismatched"):
@@ -779,7 +808,8 @@ def test_walk_row_refuses_bad_arrays():
 
     def walk(**changed):
         arrays = dict(data=data, offsets=offsets, first_row=first_row, first_bytes=first_bytes, picks=picks,
-                      along=along, tokens=tokens, loop_mask=None, num_words=1, loop_ends=none, eos=none, final=False)
+                      along=along, tokens=tokens, loop_mask=None, num_words=1, loop_ends=none, eos=none, final=False,
+                      shared=None)
         arrays.update(changed)
         with dfa.resolving():
             return cwalk.walk_row(dfa, *arrays.values())
@@ -788,8 +818,11 @@ def test_walk_row_refuses_bad_arrays():
     assert np.frombuffer(mask, np.uint32).tolist() == [1 << 5]
     assert fingerprint == lazy_kernels._mask_fingerprint(np.array([1 << 5], np.uint32))
     assert dfa.is_final(int(np.frombuffer(successors, np.int32)[0]))
-    with pytest.raises(TypeError, match="13 arguments"):
+    assert walk(shared=np.zeros(1, np.uint8))[0] == mask
+    with pytest.raises(TypeError, match="14 arguments"):
         cwalk.walk_row(dfa, data)
+    with pytest.raises(ValueError, match="mismatched"):
+        walk(shared=np.zeros(2, np.uint8))
     with pytest.raises(ValueError, match="mismatched"):
         walk(offsets=np.array([0, 1, 1], np.int32))
     with pytest.raises(TypeError, match="offsets: items of 4 bytes"):   # a plan's packed offsets are int32

@@ -63,11 +63,18 @@ def _span_result(result):
     return np.frombuffer(mask, np.uint32).tolist(), np.frombuffer(successors, np.int32).tolist(), fingerprint
 
 
+def _shared_twin(data, offsets):
+    """common_prefixes: what each entry shares with the one before it, at most 255."""
+    entries = [bytes(data[offsets[i]:offsets[i + 1]]) for i in range(len(offsets) - 1)]
+    return [min(255, len(os.path.commonprefix(entries[i - 1:i + 1]))) if i else 0 for i in range(len(entries))]
+
+
 def _group_plan_twin(by_first, first_offsets, grouped, grouped_offsets, walked, rest_tokens, rest_offsets,
-                     rest_skips, rest_data, rest_data_offsets, rested, dead):
-    tokens, firsts, positions, skipped, data, offsets = [], [], [], [], b"", [0]
+                     rest_skips, rest_data, rest_data_offsets, rested, dead, grouped_shared, rest_shared):
+    tokens, firsts, positions, skipped, data, offsets, shared = [], [], [], [], b"", [0], []
     for b in walked:
         for j in range(first_offsets[b], first_offsets[b + 1]):
+            shared.append(0 if j == first_offsets[b] else max(int(grouped_shared[j]) - 1, 0))
             data += bytes(grouped[grouped_offsets[j] + 1:grouped_offsets[j + 1]])
             tokens.append(int(by_first[j]))
             firsts.append(int(b))
@@ -75,17 +82,23 @@ def _group_plan_twin(by_first, first_offsets, grouped, grouped_offsets, walked, 
             skipped.append(False)
             offsets.append(len(data))
     for b in rested:
+        kept = None  # the last rest entry of the group kept: what one shares with it is the least since
         for j in range(rest_offsets[b], rest_offsets[b + 1]):
             spelled = bytes(rest_data[rest_data_offsets[j]:rest_data_offsets[j + 1]])
             if rest_skips[j] > 0 and spelled and spelled[0] < 128 and dead[spelled[0] >> 3] >> (spelled[0] & 7) & 1:
                 continue  # dies at its first byte in the loop's state
+            shared.append(0 if kept is None else min(int(v) for v in rest_shared[kept + 1:j + 1]))
+            kept = j
             data += spelled
             tokens.append(int(rest_tokens[j]))
             firsts.append(int(b))
             positions.append(max(int(rest_skips[j]), 1))
             skipped.append(bool(rest_skips[j] > 0))
             offsets.append(len(data))
-    return tokens, firsts, positions, skipped, data, offsets
+    # each entry's shared prefix is one it shares with the one before it
+    entries = [data[offsets[i]:offsets[i + 1]] for i in range(len(tokens))]
+    assert all(entries[i][:n] == entries[i - 1][:n] for i, n in enumerate(shared) if n)
+    return tokens, firsts, positions, skipped, data, offsets, shared
 
 
 def _loop_bits_twin(tail_mask, by_first, first_offsets, first):
@@ -140,8 +153,17 @@ def test_walk_span_is_its_twin_on_random_input():
         dfa = dfas[rng.choice(PATTERNS)]
         spellings = [bytes(rng.choice(b"abcd") for _ in range(rng.randrange(0, 5)))
                      for _ in range(rng.randrange(0, 40))]
+        if rng.random() < .7:
+            spellings.sort()  # as the vocabulary's grouped spellings: shared prefixes walked once
         data = np.frombuffer(b"".join(spellings), np.uint8)
         offsets = np.concatenate(([0], np.cumsum([len(s) for s in spellings]))).astype(np.int64)
+        shared = np.empty(len(spellings), np.uint8)
+        cwalk.common_prefixes(data, offsets, shared)
+        assert shared.tolist() == [len(os.path.commonprefix(spellings[max(j - 1, 0):j + 1])) if j else 0
+                                   for j in range(len(spellings))]
+        narrow = np.empty(len(spellings), np.uint8)  # a packed plan's int32 offsets
+        cwalk.common_prefixes(data, offsets.astype(np.int32), narrow)
+        assert np.array_equal(narrow, shared)
         num_words = rng.randrange(1, 4)
         tokens = np.array([rng.randrange(num_words * 32) for _ in spellings], np.int64)
         cuts = sorted(rng.randrange(len(spellings) + 1) for _ in range(2 * rng.randrange(0, 4)))
@@ -157,7 +179,7 @@ def test_walk_span_is_its_twin_on_random_input():
         args = (data, offsets, ranges, state, tokens, loop_mask, num_words, loop_ends, eos, final)
         expected = _walk_span_twin(dfa, *args)
         with dfa.resolving():
-            result = _span_result(cwalk.walk_span(dfa, *args))
+            result = _span_result(cwalk.walk_span(dfa, *args, shared if rng.random() < .8 else None))
         assert result == expected, case
 
 
@@ -182,10 +204,11 @@ def test_group_plan_is_its_twin_on_random_input():
         for byte in rng.sample(b"xyz", rng.randrange(0, 4)):
             dead[byte >> 3] |= 1 << (byte & 7)
         args = (by_first, first_offsets, grouped, grouped_offsets, walked, rest_tokens, rest_offsets, rest_skips,
-                rest_data, rest_data_offsets, rested, dead)
+                rest_data, rest_data_offsets, rested, dead, np.array(_shared_twin(grouped, grouped_offsets), np.uint8),
+                np.array(_shared_twin(rest_data, rest_data_offsets), np.uint8))
         parts = cwalk.group_plan(*args)
         got = tuple(np.frombuffer(part, dtype).tolist() for part, dtype in zip(parts, lazy_plans._PLAN_DTYPES))
-        got += (parts[4], np.frombuffer(parts[5], np.int32).tolist())
+        got += (parts[4], np.frombuffer(parts[5], np.int32).tolist(), list(parts[6]))
         assert got == _group_plan_twin(*args), case
 
 
@@ -268,7 +291,8 @@ def _span_args(dfa):
     # "ab", "b", "ab", "ba": tokens 5-8
     return dict(data=np.frombuffer(b"abbabba", np.uint8), offsets=np.array([0, 2, 3, 5, 7], np.int64),
                 ranges=np.array([[0, 4]], np.int64), state=INITIAL, tokens=np.array([5, 6, 7, 8], np.int64),
-                loop_mask=None, num_words=1, loop_ends=np.zeros(0, np.int64), eos=np.zeros(0, np.int64), final=False)
+                loop_mask=None, num_words=1, loop_ends=np.zeros(0, np.int64), eos=np.zeros(0, np.int64), final=False,
+                shared=None)
 
 
 def _strided(array):
@@ -338,7 +362,8 @@ def _plan_args():
                 grouped_offsets=np.array([0, 2, 4], np.int64), walked=np.array([ord("a")], np.int64),
                 rest_tokens=np.array([7], np.int64), rest_offsets=rest_offsets, rest_skips=np.array([2], np.int16),
                 rest_data=np.frombuffer(b"z", np.uint8), rest_data_offsets=np.array([0, 1], np.int32),
-                rested=np.array([ord("b")], np.int64), dead=np.zeros(16, np.uint8))
+                rested=np.array([ord("b")], np.int64), dead=np.zeros(16, np.uint8),
+                grouped_shared=np.array([0, 1], np.uint8), rest_shared=np.zeros(1, np.uint8))
 
 
 @pytest.mark.parametrize("name", list(_plan_args()))
@@ -377,7 +402,7 @@ def test_group_plan_refuses_values_out_of_range(changed, error):
 
 def test_group_plan_of_nothing():
     args = {**_plan_args(), "walked": np.zeros(0, np.int64), "rested": np.zeros(0, np.int64)}
-    assert cwalk.group_plan(*args.values()) == (b"", b"", b"", b"", b"", b"\0" * 4)  # one int32 offset
+    assert cwalk.group_plan(*args.values()) == (b"", b"", b"", b"", b"", b"\0" * 4, b"")  # one int32 offset
 
 
 def test_loop_bits_row_runs_and_equal_bits_refuse_malformed_input():
@@ -485,7 +510,7 @@ def test_arrays_of_another_kind_are_refused(kind):
             with dfa.resolving(), pytest.raises(TypeError, match=f"{name}: |picks of"):
                 call(*{**args, name: bad}.values())
             refused.append(name)
-    assert len(refused) == {"float": 29, "complex": 20, "signedness": 36, "byte order": 29, "bool": 7}[kind]
+    assert len(refused) == {"float": 29, "complex": 20, "signedness": 38, "byte order": 29, "bool": 9}[kind]
 
 
 def test_flags_and_picks_take_bool_or_uint8_or_int32():
@@ -508,12 +533,14 @@ def _long_span(seed: int):
     rng = random.Random(seed)
     pattern = rng.choice(PATTERNS)
     dfa = LazyByteDFA(pattern)
-    spellings = [bytes(rng.choice(b"abcd") for _ in range(rng.randrange(1, 6))) for _ in range(6000)]
+    spellings = sorted(bytes(rng.choice(b"abcd") for _ in range(rng.randrange(1, 6))) for _ in range(6000))
     data = np.frombuffer(b"".join(spellings), np.uint8)
     offsets = np.concatenate(([0], np.cumsum([len(s) for s in spellings]))).astype(np.int64)
+    shared = np.empty(6000, np.uint8)
+    cwalk.common_prefixes(data, offsets, shared)
     args = (data, offsets, np.array([[0, 2500], [2600, 6000]], np.int64), INITIAL,
             np.arange(6000, dtype=np.int64), None, 6000 // 32 + 1, np.zeros(0, np.int64), np.zeros(0, np.int64), False)
-    return pattern, args, _walk_span_twin(dfa, *args)
+    return pattern, args + (shared,), _walk_span_twin(dfa, *args)
 
 
 def test_walks_on_several_threads_keep_their_own_scratch():
@@ -558,11 +585,13 @@ class _Reentering:
         return int(self.table[state, byte])
 
 
-def test_a_walk_reentered_from_step_held():
+@pytest.mark.parametrize("shared", [None, np.array([0, 1, 1, 0, 0, 1], np.uint8)])
+def test_a_walk_reentered_from_step_held(shared):
+    # with shared prefixes, the second and third "a" wait at the first's cell with no byte walked
     outer = _Reentering()
     data = np.frombuffer(b"aaabaa", np.uint8)
     args = (data, np.arange(7, dtype=np.int64), np.array([[0, 6]], np.int64), 1, np.arange(6, dtype=np.int64),
-            None, 1, np.zeros(0, np.int64), np.zeros(0, np.int64), False)
+            None, 1, np.zeros(0, np.int64), np.zeros(0, np.int64), False, shared)
     mask, successors, _ = cwalk.walk_span(outer, *args)
     assert np.frombuffer(mask, np.uint32).tolist() == [0b110111]
     assert np.frombuffer(successors, np.int32).tolist() == [2]
@@ -587,7 +616,7 @@ def test_a_step_held_answering_nonsense_raises(answer, error):
     outer.step_held = step_held
     data = np.frombuffer(b"aaab", np.uint8)
     args = (data, np.array([0, 2, 4], np.int64), np.array([[0, 2]], np.int64), 1, np.arange(2, dtype=np.int64),
-            None, 1, np.zeros(0, np.int64), np.zeros(0, np.int64), False)
+            None, 1, np.zeros(0, np.int64), np.zeros(0, np.int64), False, None)
     with pytest.raises(error):
         cwalk.walk_span(outer, *args)
 
@@ -636,7 +665,7 @@ def test_a_table_replaced_by_step_held_is_not_read_past():
 
     outer.step_held = step_held
     args = (np.frombuffer(b"aa", np.uint8), np.array([0, 1, 2], np.int64), np.array([[0, 2]], np.int64), 1,
-            np.arange(2, dtype=np.int64), None, 1, np.zeros(0, np.int64), np.zeros(0, np.int64), False)
+            np.arange(2, dtype=np.int64), None, 1, np.zeros(0, np.int64), np.zeros(0, np.int64), False, None)
     with pytest.raises(IndexError, match="outside the table"):
         cwalk.walk_span(outer, *args)
 
@@ -675,7 +704,7 @@ def test_a_table_shortened_during_a_session_walk_is_not_read_past(monkeypatch):
         pytest.skip("the compiled core is not built")
     monkeypatch.setattr(lazydfa_module, "_RESERVED_ROWS", 2)  # the first new state is past the table: handed back
     args = (np.frombuffer(b"ab", np.uint8), np.array([0, 1, 2], np.int64), np.array([[0, 2]], np.int64), INITIAL,
-            np.arange(2, dtype=np.int64), None, 1, np.zeros(0, np.int64), np.zeros(0, np.int64), False)
+            np.arange(2, dtype=np.int64), None, 1, np.zeros(0, np.int64), np.zeros(0, np.int64), False, None)
     dfa = _ShortTableAfterHandBack("(ab|b)*a")
     with dfa.resolving():
         assert np.frombuffer(cwalk.walk_span(dfa, *args)[0], np.uint32).tolist() == [0b11]  # "a" and "b" alive

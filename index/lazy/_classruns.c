@@ -23,10 +23,9 @@
  * (a byte below 128 or from 0xC0 starts one) rather than a byte each. Each
  * result is a bytes object of native int16 (chars, ascii) or int64 items,
  * the fields of _ClassRuns in order (tables.py says what each holds); the
- * irregular tokens come by first byte then id, as the vocabulary's
- * by_first_byte orders the spelled ones. Both passes go through the tokens
- * in id order (reading them in first-byte order, a cache miss or three a
- * token, was ~1 ms of a class's ~2.5). They run without the GIL. Plain C
+ * irregular tokens come by first byte then id (the numpy twin's order).
+ * Both passes go through the tokens in id order (reading them in first-byte
+ * order, a cache miss or three a token, was ~1 ms of a class's ~2.5). They run without the GIL. Plain C
  * API, no numpy headers.
  */
 #define PY_SSIZE_T_CLEAN

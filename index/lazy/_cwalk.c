@@ -532,10 +532,16 @@ static void scratch_give(int slot, void *data) {
  * compiled walks of sp_0, o73917 and o65424's MaskBench steps (qwen2.5,
  * callgrind), walk_entries' own instructions went from 958M to 809M with
  * it and the cells resolved on the way. */
+/* The states of an entry's first bytes kept for the next entry's shared
+ * prefix (first_pass's path): 64 bytes cover all but Qwen's longest tokens
+ * (runs of spaces), and their rest is walked as before. */
+#define TRIE_DEPTH 64
+
 static inline ALWAYS_INLINE Py_ssize_t first_pass(Automaton *automaton, Py_ssize_t count, const uint8_t *bytes,
                                                   const void *starts_at, const void *stops_at, const int narrow,
-                                                  const int64_t *states, int32_t *entry, int32_t *position,
-                                                  int32_t *state, int32_t *reached) {
+                                                  const int64_t *states, const uint8_t *shared, const int trie,
+                                                  int32_t *entry, int32_t *position, int32_t *state,
+                                                  int32_t *reached, int32_t *alive_list, Py_ssize_t *alive_count) {
     const int32_t *table = automaton->table.view.buf;
     uint64_t rows = (uint64_t)(automaton->table.view.len / 1024);
     /* a start state: discovered when the walk began, inside the table, an int32 */
@@ -548,6 +554,18 @@ static inline ALWAYS_INLINE Py_ssize_t first_pass(Automaton *automaton, Py_ssize
     }
     uint32_t live_bound = rows > (uint64_t)INT32_MAX ? (uint32_t)INT32_MAX : (uint32_t)(rows ? rows - 1 : 0);
     Py_ssize_t waiting = 0;
+    /* With ``shared`` (trie; alive_list given): an entry's end is written
+     * to reached only where it is alive, and listed in alive_list.
+     * path[d], the state the previous entry walked
+     * (or the last one it shared its fate with) reached after its first d
+     * bytes, for d <= known <= TRIE_DEPTH; an entry of the same start state
+     * that shares more than ``dead_from`` bytes with it dies at the same
+     * byte, one that shares more than ``waits_from`` waits at the same
+     * cell (PY_SSIZE_T_MAX: it did neither). */
+    uint32_t path[TRIE_DEPTH + 1];
+    int64_t previous = -1;
+    Py_ssize_t known = 0, dead_from = PY_SSIZE_T_MAX, waits_from = PY_SSIZE_T_MAX;
+    Py_ssize_t listed = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         if ((uint64_t)states[i] >= first_bound) {
             hold(automaton);
@@ -558,6 +576,107 @@ static inline ALWAYS_INLINE Py_ssize_t first_pass(Automaton *automaton, Py_ssize
             }
             return -1;
         }
+        if (trie) {
+            Py_ssize_t share = states[i] == previous ? shared[i] : 0;
+            previous = states[i];
+            if (share > dead_from) {
+                /* the byte the previous entry died at is this one's too,
+                 * and the next ones' that share more than dead_from bytes
+                 * with their previous one: dead with no byte read (the
+                 * path and dead_from stay: what they share with the next
+                 * entry as far as dead_from, it shares with the walked one) */
+                while (i + 1 < count && states[i + 1] == previous && shared[i + 1] > dead_from) {
+                    i++;
+                }
+                continue;
+            }
+            int64_t from = narrow ? (int64_t)((const int32_t *)starts_at)[i] : ((const int64_t *)starts_at)[i];
+            int64_t to = narrow ? (int64_t)((const int32_t *)stops_at)[i] : ((const int64_t *)stops_at)[i];
+            if (!narrow && to - from > INT32_MAX) {  /* int32 offsets differ by less */
+                hold(automaton);
+                PyErr_SetString(PyExc_ValueError, "walk: an entry of more than 2**31 bytes");
+                return -1;
+            }
+            const uint8_t *begin = bytes + from, *at = begin, *stop = bytes + (to > from ? to : from);
+            /* shared is a hint the walk never reads past an entry by */
+            share = share < stop - begin ? share : stop - begin;
+            if (share > waits_from) {
+                /* waits at the cell the previous entry waits at */
+                entry[waiting] = (int32_t)i;
+                position[waiting] = (int32_t)waits_from;
+                state[waiting++] = (int32_t)path[waits_from];
+                continue;
+            }
+            path[0] = (uint32_t)states[i];
+            Py_ssize_t resume = share < known ? share : known;
+            uint32_t current = path[resume];
+            at += resume;
+            int32_t alive = 1;
+            /* the bytes up to TRIE_DEPTH keep their states; the rest is walked below */
+            const uint8_t *kept = stop - begin > TRIE_DEPTH ? begin + TRIE_DEPTH : stop;
+            for (; at < kept; at++) {
+                int32_t next = table[(size_t)current * 256 + *at];
+                if ((uint32_t)next - 1u >= live_bound) {
+                    if (next == UNKNOWN) {
+                        int64_t found = try_resolve(automaton, current, *at);
+                        if (found < 0) {
+                            alive = -1;  /* waits */
+                            break;
+                        }
+                        next = (int32_t)found;
+                    }
+                    if (next == DEAD) {
+                        alive = 0;
+                        break;
+                    }
+                    if ((uint32_t)next - 1u >= live_bound) {
+                        hold(automaton);
+                        PyErr_SetString(PyExc_IndexError, "walk: a state outside the table");
+                        return -1;
+                    }
+                }
+                current = (uint32_t)next;
+                path[at - begin + 1] = current;
+            }
+            known = at - begin;
+            if (alive > 0) {
+                for (; at < stop; at++) {
+                    int32_t next = table[(size_t)current * 256 + *at];
+                    if ((uint32_t)next - 1u >= live_bound) {
+                        if (next == UNKNOWN) {
+                            int64_t found = try_resolve(automaton, current, *at);
+                            if (found < 0) {
+                                alive = -1;  /* waits */
+                                break;
+                            }
+                            next = (int32_t)found;
+                        }
+                        if (next == DEAD) {
+                            alive = 0;
+                            break;
+                        }
+                        if ((uint32_t)next - 1u >= live_bound) {
+                            hold(automaton);
+                            PyErr_SetString(PyExc_IndexError, "walk: a state outside the table");
+                            return -1;
+                        }
+                    }
+                    current = (uint32_t)next;
+                }
+            }
+            Py_ssize_t stopped = at - begin;
+            dead_from = alive == 0 ? stopped : PY_SSIZE_T_MAX;
+            waits_from = alive < 0 && stopped <= known ? stopped : PY_SSIZE_T_MAX;
+            if (alive > 0) {
+                reached[i] = (int32_t)current;
+                alive_list[listed++] = (int32_t)i;
+            } else if (alive < 0) {
+                entry[waiting] = (int32_t)i;
+                position[waiting] = (int32_t)stopped;
+                state[waiting++] = (int32_t)current;
+            }
+            continue;
+        }
         int64_t from = narrow ? (int64_t)((const int32_t *)starts_at)[i] : ((const int64_t *)starts_at)[i];
         int64_t to = narrow ? (int64_t)((const int32_t *)stops_at)[i] : ((const int64_t *)stops_at)[i];
         if (!narrow && to - from > INT32_MAX) {  /* int32 offsets differ by less */
@@ -565,7 +684,7 @@ static inline ALWAYS_INLINE Py_ssize_t first_pass(Automaton *automaton, Py_ssize
             PyErr_SetString(PyExc_ValueError, "walk: an entry of more than 2**31 bytes");
             return -1;
         }
-        const uint8_t *at = bytes + from, *stop = bytes + (to > from ? to : from);
+        const uint8_t *begin = bytes + from, *at = begin, *stop = bytes + (to > from ? to : from);
         uint32_t current = (uint32_t)states[i];
         int32_t alive = 1;
         for (; at < stop; at++) {
@@ -592,12 +711,17 @@ static inline ALWAYS_INLINE Py_ssize_t first_pass(Automaton *automaton, Py_ssize
             current = (uint32_t)next;
         }
         reached[i] = alive > 0 ? (int32_t)current : -1;
+        if (alive_list != NULL) {
+            alive_list[listed] = (int32_t)i;
+            listed += alive > 0;
+        }
         if (alive < 0) {
             entry[waiting] = (int32_t)i;
-            position[waiting] = (int32_t)(at - (bytes + from));
+            position[waiting] = (int32_t)(at - begin);
             state[waiting++] = (int32_t)current;
         }
     }
+    *alive_count = listed;
     return waiting;
 }
 
@@ -612,16 +736,24 @@ static inline ALWAYS_INLINE Py_ssize_t first_pass(Automaton *automaton, Py_ssize
  * call and a resolution loop's turn. starts and stops are int64, or int32 where
  * ``narrow`` (a plan's packed offsets). An entry whose bytes keep the automaton alive
  * goes to ended_* as (ids[i], or i without ids; end state). Returns how
- * many ended, or -1 on error (GIL held). With ``reached_out`` (count
- * int32), every entry's end state is left there instead (-1: dead), and
- * ended_* are not written (0 returned): finish_arrays reads them in place. Taking the GIL back once a cell
+ * many ended, or -1 on error (GIL held). With ``reached_out`` and
+ * ``alive_out`` (count int32 each), ended_* are not written: the entries
+ * alive at their end are listed in alive_out (in no order), their end
+ * states left at reached_out[i] (what it holds for the others is not
+ * defined) and their number returned, for finish_compute to read only
+ * those: a cold row's entries are mostly dead, and reading each one's end
+ * there cost ~23 instructions an entry. With ``shared`` as well, an entry
+ * that shares a prefix with the one before it (same start state) goes on
+ * from where that one was there (first_pass). Taking the GIL back once a cell
  * (~50 a cold row) made a thread walking beside another wait for that
  * one's switch interval at every cell; once a pass, it waits a few times a
  * row. The cells resolved are the same (those some entry reaches), in
  * another order: state ids are discovery order and may differ. */
 static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uint8_t *bytes,
                                const void *starts_at, const void *stops_at, int narrow, const int64_t *states,
-                               const int64_t *ids, int64_t *ended_ids, int64_t *ended_states, int32_t *reached_out) {
+                               const uint8_t *shared,
+                               const int64_t *ids, int64_t *ended_ids, int64_t *ended_states, int32_t *reached_out,
+                               int32_t *alive_out) {
 #define START(i) (narrow ? (int64_t)((const int32_t *)starts_at)[i] : ((const int64_t *)starts_at)[i])
 #define STOP(i) (narrow ? (int64_t)((const int32_t *)stops_at)[i] : ((const int64_t *)stops_at)[i])
     Py_ssize_t ended = 0, waiting = 0;
@@ -641,10 +773,19 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
     int32_t *position = entry + items, *state = position + items;
     int32_t *reached = reached_out != NULL ? reached_out : state + items;
     let_go(automaton);
-    waiting = narrow ? first_pass(automaton, count, bytes, starts_at, stops_at, 1, states, entry, position, state,
-                                  reached)
-                     : first_pass(automaton, count, bytes, starts_at, stops_at, 0, states, entry, position, state,
-                                  reached);
+    int32_t *alive_list = reached_out != NULL ? alive_out : NULL;
+    Py_ssize_t listed = 0;
+    if (shared != NULL && alive_list != NULL) {
+        waiting = narrow ? first_pass(automaton, count, bytes, starts_at, stops_at, 1, states, shared, 1, entry,
+                                      position, state, reached, alive_list, &listed)
+                         : first_pass(automaton, count, bytes, starts_at, stops_at, 0, states, shared, 1, entry,
+                                      position, state, reached, alive_list, &listed);
+    } else {
+        waiting = narrow ? first_pass(automaton, count, bytes, starts_at, stops_at, 1, states, NULL, 0, entry,
+                                      position, state, reached, alive_list, &listed)
+                         : first_pass(automaton, count, bytes, starts_at, stops_at, 0, states, NULL, 0, entry,
+                                      position, state, reached, alive_list, &listed);
+    }
     if (waiting < 0) {
         ended = -1;
         goto done;
@@ -694,6 +835,9 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
             }
             if (found == 1) {
                 reached[i] = (int32_t)end;
+                if (alive_list != NULL) {
+                    alive_list[listed++] = (int32_t)i;
+                }
             } else if (found == 2) {
                 entry[left] = (int32_t)i;
                 position[left] = (int32_t)stop;
@@ -703,7 +847,8 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
         waiting = left;
     }
     if (reached_out != NULL) {
-        goto done;  /* the caller reads every entry's end there */
+        ended = listed;  /* the caller reads the ends of those listed there */
+        goto done;
     }
     /* in entry order, as a walk of one entry after another gives them: the
      * ended entries' indices gathered into the scratch's entry column
@@ -802,8 +947,8 @@ static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         starts[i] = offsets[token] + positions[i];
         stops[i] = offsets[token + 1];
     }
-    ended = walk_entries(&automaton, count, spellings, starts, stops, 0, states, tokens, ended_tokens, ended_states,
-                         NULL);
+    ended = walk_entries(&automaton, count, spellings, starts, stops, 0, states, NULL, tokens, ended_tokens, ended_states,
+                         NULL, NULL);
     PyMem_Free(starts);
     if (ended >= 0) {
         result = PyLong_FromSsize_t(ended);
@@ -901,8 +1046,8 @@ static PyObject *walk_and_pack(PyObject *module, PyObject *const *args, Py_ssize
                (size_t)(packed_offsets[i + 1] - packed_offsets[i]));
     }
     hold(&automaton);
-    ended = walk_entries(&automaton, count, packed, packed_offsets, packed_offsets + 1, 1, states, NULL,
-                         ended_entries, ended_states, NULL);
+    ended = walk_entries(&automaton, count, packed, packed_offsets, packed_offsets + 1, 1, states, NULL, NULL,
+                         ended_entries, ended_states, NULL, NULL);
     if (ended >= 0) {
         result = Py_BuildValue("(nO)", ended, data);
     }
@@ -960,8 +1105,8 @@ static PyObject *walk_packed(PyObject *module, PyObject *const *args, Py_ssize_t
             goto done;
         }
     }
-    ended = walk_entries(&automaton, count, data, offsets, offsets + 1, 1, states, NULL, ended_entries, ended_states,
-                         NULL);
+    ended = walk_entries(&automaton, count, data, offsets, offsets + 1, 1, states, NULL, NULL, ended_entries, ended_states,
+                         NULL, NULL);
     if (ended >= 0) {
         result = PyLong_FromSsize_t(ended);
     }
@@ -1024,6 +1169,100 @@ static PyObject *pack(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     result = Py_NewRef(Py_None);
 done:
     release(buffers, 5);
+    return result;
+}
+
+/* How many leading bytes a[:most] and b[:most] share, a before b and
+ * both inside a buffer that ends at ``end``: eight at a time where eight
+ * bytes from b are inside it, with no branch on where they differ (a byte
+ * loop's exit, at a length no predictor learns, cost ~10 ns an entry:
+ * 0.72 ms for a narrow loop set's 73k rest tokens on Qwen). */
+static inline Py_ssize_t common_length(const uint8_t *a, const uint8_t *b, Py_ssize_t most, const uint8_t *end) {
+    Py_ssize_t n = 0;
+#if (defined(__GNUC__) || defined(__clang__)) && PY_LITTLE_ENDIAN
+    while (n < most && end - (b + n) >= 8) {
+        uint64_t x, y;
+        memcpy(&x, a + n, 8);
+        memcpy(&y, b + n, 8);
+        uint64_t differ = x ^ y;
+        if (differ) {
+            n += __builtin_ctzll(differ) >> 3;
+            return n < most ? n : most;
+        }
+        n += 8;
+    }
+#endif
+    while (n < most && a[n] == b[n]) {
+        n++;
+    }
+    return n < most ? n : most;
+}
+
+/* common_prefixes's loop over offsets of one width, checked as it goes;
+ * the problem met, or NULL. */
+#define COMMON_PREFIXES(NAME, TYPE)                                                                   \
+static const char *NAME(const uint8_t *data, Py_ssize_t total, const TYPE *offsets, Py_ssize_t count,   \
+                        uint8_t *out) {                                                               \
+    int64_t start = 0;  /* entry j - 1's, which ends where entry j starts */                          \
+    for (Py_ssize_t j = 0; j < count; j++) {                                                          \
+        int64_t from = offsets[j], to = offsets[j + 1];                                               \
+        if (from < 0 || from > to || to > total) {                                                    \
+            return "common_prefixes: an entry outside the data";                                      \
+        }                                                                                             \
+        int64_t most = from - start < to - from ? from - start : to - from;                           \
+        most = j == 0 ? 0 : most < 255 ? most : 255;                                                  \
+        out[j] = (uint8_t)common_length(data + start, data + from, most, data + total);               \
+        start = from;                                                                                 \
+    }                                                                                                 \
+    return NULL;                                                                                      \
+}
+COMMON_PREFIXES(common_prefixes_32, int32_t)
+COMMON_PREFIXES(common_prefixes_64, int64_t)
+
+/* common_prefixes(data, offsets, out) -> None
+ *
+ * out[j] (uint8, one an entry): how many leading bytes entry j =
+ * data[offsets[j]:offsets[j + 1]] shares with entry j - 1, at most 255 (0
+ * for the first entry); offsets int64 or int32 (a plan's packed ones),
+ * ascending inside data. What first_pass reads as ``shared``: computed once
+ * for the vocabulary's grouped spellings and once a packed plan, not at
+ * every row.
+ */
+static PyObject *common_prefixes(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 3, "common_prefixes") < 0) {
+        return NULL;
+    }
+    Buffer buffers[3] = {{0}};
+    PyObject *result = NULL;
+    if (take(args[0], &buffers[0], "data", U8, 0) < 0 || take(args[2], &buffers[2], "out", U8, 1) < 0) {
+        goto done;
+    }
+    if (PyObject_GetBuffer(args[1], &buffers[1].view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        goto done;
+    }
+    buffers[1].held = 1;
+    int wide = item_is(&buffers[1].view, 8);
+    if (!wide && !item_is(&buffers[1].view, 4)) {
+        PyErr_SetString(PyExc_TypeError, "common_prefixes: int32 or int64 offsets expected");
+        goto done;
+    }
+    Py_ssize_t count = buffers[2].view.len;
+    if (buffers[1].view.len / buffers[1].view.itemsize != count + 1) {
+        PyErr_SetString(PyExc_ValueError, "common_prefixes: arrays of mismatched lengths");
+        goto done;
+    }
+    const char *problem = wide ? common_prefixes_64(buffers[0].view.buf, buffers[0].view.len, buffers[1].view.buf,
+                                                    count, buffers[2].view.buf)
+                               : common_prefixes_32(buffers[0].view.buf, buffers[0].view.len, buffers[1].view.buf,
+                                                    count, buffers[2].view.buf);
+    if (problem != NULL) {
+        PyErr_SetString(PyExc_IndexError, problem);
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    release(buffers, 3);
     return result;
 }
 
@@ -1995,7 +2234,8 @@ static int finish_begin(Finish *finish, Py_ssize_t num_words, Py_ssize_t states)
 static void finish_compute(Finish *finish, const uint32_t *loop_mask, Py_ssize_t num_words, const void *tokens,
                            int wide_tokens, Py_ssize_t num_tokens, const int64_t *entries, const int64_t *ends,
                            Py_ssize_t count, const int64_t *loop_ends, Py_ssize_t num_loop_ends, const int64_t *eos,
-                           Py_ssize_t num_eos, int final, const int32_t *reached) {
+                           Py_ssize_t num_eos, int final, const int32_t *reached, const int32_t *alive,
+                           Py_ssize_t num_alive) {
     Py_ssize_t states = count + num_loop_ends;
     int32_t *found = finish->found;
     uint8_t *marks = NULL;
@@ -2012,16 +2252,13 @@ static void finish_compute(Finish *finish, const uint32_t *loop_mask, Py_ssize_t
         if (count > num_tokens) {
             problem = "finish_row: an entry outside the tokens";
         }
-        for (Py_ssize_t i = 0; i < count && problem == NULL; i++) {
-            int64_t token = wide_tokens ? ((const int64_t *)tokens)[i] : ((const int32_t *)tokens)[i];
-            uint32_t alive = reached[i] >= 0;
+        for (Py_ssize_t k = 0; k < num_alive && problem == NULL; k++) {
+            int64_t token = wide_tokens ? ((const int64_t *)tokens)[alive[k]] : ((const int32_t *)tokens)[alive[k]];
             if ((uint64_t)token >= (uint64_t)bound) {
-                if (alive) {
-                    problem = "finish_row: a token outside the mask";
-                }
-                continue;  /* a dead entry's token is not read into the mask */
+                problem = "finish_row: a token outside the mask";
+                break;
             }
-            mask[token >> 5] |= alive << (token & 31);
+            mask[token >> 5] |= (uint32_t)1 << (token & 31);
         }
     }
     for (Py_ssize_t i = 0; reached == NULL && i < count; i++) {
@@ -2047,8 +2284,8 @@ static void finish_compute(Finish *finish, const uint32_t *loop_mask, Py_ssize_t
     Py_ssize_t from = 0;  /* the states checked in the loops below: the reached ones are -1 or a state */
     if (reached != NULL) {
         int32_t most = -1;
-        for (Py_ssize_t i = 0; i < count; i++) {
-            most = reached[i] > most ? reached[i] : most;
+        for (Py_ssize_t k = 0; k < num_alive; k++) {
+            most = reached[alive[k]] > most ? reached[alive[k]] : most;
         }
         largest = most;
         from = count;
@@ -2072,8 +2309,8 @@ static void finish_compute(Finish *finish, const uint32_t *loop_mask, Py_ssize_t
         }
     }
     uint8_t *seen = marks != NULL ? marks + 1 : NULL;
-    for (Py_ssize_t i = 0; reached != NULL && i < count && problem == NULL; i++) {
-        int32_t state = reached[i];
+    for (Py_ssize_t k = 0; reached != NULL && k < num_alive && problem == NULL; k++) {
+        int32_t state = reached[alive[k]];
         if (!seen[state]) {
             seen[state] = 1;
             found[distinct++] = state;
@@ -2126,14 +2363,13 @@ static PyObject *finish_end(Finish *finish) {
  * loop_mask NULL or num_words words; entries and ends of count items;
  * tokens int64 where wide_tokens (a vocabulary's), else int32 (a plan's).
  * With ``reached`` (walk_row, walk_span: walk_entries' reached_out),
- * entries and ends are NULL: entry i < count (count <= num_tokens) ended
- * in reached[i] where that is 0 or more, and is dead where it is -1. Read
- * in place, the ended entries are not gathered into two int64 arrays
- * first, and the bit of every entry is or-ed in without a branch on its
- * fate (0 for a dead one): walk_entries' gather and finish_arrays' loops
+ * entries and ends are NULL: the entries alive[:num_alive] (each < count,
+ * count <= num_tokens: walk_entries' list) ended in reached[alive[k]], the
+ * others are dead. Read in place, the ended entries are not gathered into
+ * two int64 arrays first: walk_entries' gather and finish_arrays' loops
  * were ~22% of the compiled walks' instructions (callgrind, the cold steps
- * of sp_0, o73917 and o65424 on qwen2.5). The GIL held on entry and on
- * return. */
+ * of sp_0, o73917 and o65424 on qwen2.5), and reading every entry's end
+ * ~10% after that. The GIL held on entry and on return. */
 static PyObject *finish_arrays(const uint32_t *loop_mask, Py_ssize_t num_words, const void *tokens,
                                int wide_tokens, Py_ssize_t num_tokens, const int64_t *entries, const int64_t *ends, Py_ssize_t count,
                                const int64_t *loop_ends, Py_ssize_t num_loop_ends, const int64_t *eos,
@@ -2148,7 +2384,7 @@ static PyObject *finish_arrays(const uint32_t *loop_mask, Py_ssize_t num_words, 
      * cost a wait for another thread's switch interval) */
     let_go_for(&released, count);
     finish_compute(&finish, loop_mask, num_words, tokens, wide_tokens, num_tokens, entries, ends, count, loop_ends,
-                   num_loop_ends, eos, num_eos, final, reached);
+                   num_loop_ends, eos, num_eos, final, reached, NULL, 0);
     take_back(&released);
     return finish_end(&finish);
 }
@@ -2266,7 +2502,8 @@ done:
     return result;
 }
 
-/* walk_entries over ``count`` entries (reached_out: ``reached``) with the
+/* walk_entries over ``count`` entries (reached_out: ``reached``, alive_out:
+ * ``alive``, count int32 each) with the
  * automaton opened, then the row made of where they ended as finish_arrays
  * makes it, inside the walk's last section without the GIL: a section a
  * row fewer than taking the GIL back after the walk and letting it go
@@ -2275,7 +2512,8 @@ done:
  * entries, finish_arrays holds the GIL for them). Closes the automaton;
  * the GIL held on entry and on return. */
 static PyObject *walk_finished(Automaton *automaton, Py_ssize_t count, const uint8_t *bytes, const void *starts,
-                               const void *stops, int narrow, const int64_t *states, int32_t *reached,
+                               const void *stops, int narrow, const int64_t *states, const uint8_t *shared,
+                               int32_t *reached, int32_t *alive,
                                const uint32_t *loop_mask, Py_ssize_t num_words, const void *tokens, int wide_tokens,
                                const int64_t *loop_ends, Py_ssize_t num_loop_ends, const int64_t *eos,
                                Py_ssize_t num_eos, int final) {
@@ -2285,11 +2523,12 @@ static PyObject *walk_finished(Automaton *automaton, Py_ssize_t count, const uin
         return NULL;
     }
     automaton->stay_released = 1;
-    Py_ssize_t ended = walk_entries(automaton, count, bytes, starts, stops, narrow, states, NULL, NULL, NULL, reached);
+    Py_ssize_t ended = walk_entries(automaton, count, bytes, starts, stops, narrow, states, shared, NULL, NULL, NULL,
+                                    reached, alive);
     automaton->stay_released = 0;
     if (ended >= 0) {
         finish_compute(&finish, loop_mask, num_words, tokens, wide_tokens, count, NULL, NULL, count, loop_ends,
-                       num_loop_ends, eos, num_eos, final, reached);
+                       num_loop_ends, eos, num_eos, final, reached, alive, ended);
     }
     if (close_automaton(automaton) < 0 || ended < 0) {  /* takes the GIL back */
         Py_CLEAR(finish.mask_object);
@@ -2301,7 +2540,7 @@ static PyObject *walk_finished(Automaton *automaton, Py_ssize_t count, const uin
 }
 
 /* walk_row(dfa, data, offsets, first_row, first_bytes, picks, along, tokens,
- *          loop_mask, num_words, loop_ends, eos, final) -> (mask, successors, fingerprint)
+ *          loop_mask, num_words, loop_ends, eos, final, shared) -> (mask, successors, fingerprint)
  *
  * A cold row from its packed plan in one call (tokendfa.lazy.index,
  * LazyIndex._compiled_row): each entry's start state as start_states
@@ -2311,18 +2550,22 @@ static PyObject *walk_finished(Automaton *automaton, Py_ssize_t count, const uin
  * of the plan's ``tokens`` that end alive as finish_row makes them (loop_mask,
  * num_words, loop_ends, eos, final). Three calls and their arrays made
  * with the GIL in Python (~5 us a row) where this takes one; the walk's
- * scratch is its own. */
+ * scratch is its own. ``shared`` (uint8, one an entry, or None): the
+ * leading bytes each packed entry shares with the one before it
+ * (common_prefixes), walked once where both start in the same state
+ * (first_pass). */
 static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (arity(nargs, 13, "walk_row") < 0) {
+    if (arity(nargs, 14, "walk_row") < 0) {
         return NULL;
     }
     Automaton automaton = {0};
-    /* 1 data, 2 offsets, 3 first_row, 4 first_bytes, 5 picks, 6 along, 7 tokens, 8 loop_mask, 10 loop_ends, 11 eos */
-    Buffer buffers[12] = {{0}};
-    static const char *names[12] = {"", "data", "offsets", "first_row", "first_bytes", "picks", "along", "tokens",
-                                    "loop_mask", "", "loop_ends", "eos"};
-    static const Py_ssize_t items[12] = {0, U8, 4, 4, U8, 0, 8, 4, U32, 0, 8, 8};
+    /* 1 data, 2 offsets, 3 first_row, 4 first_bytes, 5 picks, 6 along, 7 tokens, 8 loop_mask, 10 loop_ends, 11 eos,
+     * 13 shared (12, final, is no buffer) */
+    Buffer buffers[14] = {{0}};
+    static const char *names[14] = {"", "data", "offsets", "first_row", "first_bytes", "picks", "along", "tokens",
+                                    "loop_mask", "", "loop_ends", "eos", "", "shared"};
+    static const Py_ssize_t items[14] = {0, U8, 4, 4, U8, 0, 8, 4, U32, 0, 8, 8, 0, U8};
     PyObject *result = NULL;
     int64_t *states = NULL;
     Py_ssize_t num_words = PyLong_AsSsize_t(args[9]);
@@ -2330,8 +2573,8 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
     if ((num_words == -1 && PyErr_Occurred()) || final < 0) {
         return NULL;
     }
-    for (int i = 1; i < 12; i++) {
-        if (i == 9 || (i == 8 && args[8] == Py_None)) {
+    for (int i = 1; i < 14; i++) {
+        if (i == 9 || i == 12 || ((i == 8 || i == 13) && args[i] == Py_None)) {
             continue;
         }
         if (i == 5) {  /* a walk plan's skipped (bool) or a chain plan's links (int32) */
@@ -2350,7 +2593,8 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
     if (buffers[2].view.len / 4 != count + 1 || buffers[3].view.len != 256 * 4
             || buffers[5].view.len / buffers[5].view.itemsize != count || buffers[7].view.len / 4 != count
             || num_words < 0 || num_words > PY_SSIZE_T_MAX / 64
-            || (buffers[8].held && buffers[8].view.len != num_words * 4)) {
+            || (buffers[8].held && buffers[8].view.len != num_words * 4)
+            || (buffers[13].held && buffers[13].view.len != count)) {
         PyErr_SetString(PyExc_ValueError, "walk_row: arrays of mismatched lengths");
         goto done;
     }
@@ -2366,8 +2610,10 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
         goto done;
     }
     size_t room = (size_t)(count ? count : 1);
-    /* each entry's start state, then its end (int32, read in place by finish_arrays) */
-    states = room <= PY_SSIZE_T_MAX / 12 ? scratch_take(0, (sizeof(int64_t) + sizeof(int32_t)) * room) : NULL;
+    /* each entry's start state, then its end and the list of those alive
+     * (int32, read in place by finish_arrays; the list's pages written only
+     * as far as it goes) */
+    states = room <= PY_SSIZE_T_MAX / 16 ? scratch_take(0, (sizeof(int64_t) + 2 * sizeof(int32_t)) * room) : NULL;
     if (states == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -2384,13 +2630,14 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
         close_automaton(&automaton);
         goto done;
     }
-    result = walk_finished(&automaton, count, data, offsets, offsets + 1, 1, states, reached,
+    result = walk_finished(&automaton, count, data, offsets, offsets + 1, 1, states,
+                           buffers[13].held ? buffers[13].view.buf : NULL, reached, reached + room,
                            buffers[8].held ? buffers[8].view.buf : NULL, num_words, buffers[7].view.buf, 0,
                            buffers[10].view.buf, buffers[10].view.len / 8, buffers[11].view.buf,
                            buffers[11].view.len / 8, final);
 done:
     scratch_give(0, states);
-    release(buffers, 12);
+    release(buffers, 14);
     return result;
 }
 
@@ -2403,7 +2650,7 @@ typedef struct {
     const int64_t *walked, *by_first_byte, *first_offsets, *grouped_offsets;
     const int64_t *rested, *rest_tokens, *rest_offsets;
     const int32_t *rest_data_offsets;
-    const uint8_t *grouped, *rest_data, *dead;
+    const uint8_t *grouped, *rest_data, *dead, *grouped_shared, *rest_shared;
     const int16_t *rest_skips;
     Py_ssize_t num_walked, num_rested, num_by_first, num_grouped, num_rest, num_rest_data;
 } Groups;
@@ -2477,10 +2724,14 @@ static const char *measure_groups(const Groups *g, Py_ssize_t *entries, Py_ssize
 }
 
 /* The plan's entries (measure_groups checked their offsets): tokens,
- * first bytes, positions, skipped flags, and their bytes packed into data
- * at offsets (count + 1). */
+ * first bytes, positions, skipped flags, their bytes packed into data at
+ * offsets (count + 1), and how many leading bytes each shares with the one
+ * before it, read off the groups' and the rest's (grouped_shared and
+ * rest_shared: common_prefixes of their bytes, made once per vocabulary
+ * and loop set). Comparing the bytes here took ~20 instructions an entry,
+ * as much as the rest of a plan. */
 static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, int32_t *positions,
-                        uint8_t *skipped, uint8_t *data, int32_t *offsets) {
+                        uint8_t *skipped, uint8_t *data, int32_t *offsets, uint8_t *shared) {
     Py_ssize_t i = 0, at = 0;
     offsets[0] = 0;
     for (Py_ssize_t k = 0; k < g->num_walked; k++) {
@@ -2488,6 +2739,9 @@ static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, 
         for (int64_t j = g->first_offsets[b]; j < g->first_offsets[b + 1]; j++) {
             int64_t from = g->grouped_offsets[j] + 1, length = g->grouped_offsets[j + 1] - from;
             memcpy(data + at, g->grouped + from, (size_t)length);
+            /* the whole spellings share their first byte: one fewer from the second */
+            uint8_t whole = g->grouped_shared[j];
+            shared[i] = j == g->first_offsets[b] || whole == 0 ? 0 : (uint8_t)(whole - 1);
             at += length;
             tokens[i] = (int32_t)g->by_first_byte[j];
             first_bytes[i] = (uint8_t)b;
@@ -2498,12 +2752,18 @@ static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, 
     }
     for (Py_ssize_t k = 0; k < g->num_rested; k++) {
         int64_t b = g->rested[k];
+        /* what the entry shares with the last one kept: the least of what
+         * each shares with the one before it since (those left out between) */
+        uint8_t span = 0;
         for (int64_t j = g->rest_offsets[b]; j < g->rest_offsets[b + 1]; j++) {
+            span = g->rest_shared[j] < span ? g->rest_shared[j] : span;
             if (rest_dies(g, j)) {
                 continue;
             }
             int64_t from = g->rest_data_offsets[j], length = g->rest_data_offsets[j + 1] - from;
             memcpy(data + at, g->rest_data + from, (size_t)length);
+            shared[i] = span;
+            span = 255;
             at += length;
             tokens[i] = (int32_t)g->rest_tokens[j];
             first_bytes[i] = (uint8_t)b;
@@ -2516,8 +2776,8 @@ static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, 
 
 /* group_plan(by_first_byte, first_offsets, grouped, grouped_offsets, walked,
  *            rest_tokens, rest_offsets, rest_skips, rest_data,
- *            rest_data_offsets, rested, dead)
- *     -> (tokens, first_bytes, positions, skipped, data, offsets)
+ *            rest_data_offsets, rested, dead, grouped_shared, rest_shared)
+ *     -> (tokens, first_bytes, positions, skipped, data, offsets, shared)
  *
  * A loop row's walk plan (tokendfa.lazy.plans._group_plan) in one call,
  * read from the vocabulary's groups: the tokens starting with each byte of
@@ -2536,24 +2796,29 @@ static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, 
  * quote where the string cannot end: 2.2M of the 12.9M entries that
  * MaskBench's qwen2.5 sample walked). As bytes: tokens and positions
  * int32, first bytes uint8, skipped bool, one an entry, and the entries' bytes
- * packed and their offsets (int32, one more). The walk_plan and pack_plan
+ * packed and their offsets (int32, one more), and how many leading bytes
+ * each entry shares with the one before it in its group, or fewer (uint8,
+ * one an entry; 0 for a group's first), from ``grouped_shared`` (uint8,
+ * one a token of by_first_byte) and ``rest_shared`` (uint8, one a rest
+ * token), common_prefixes of the grouped bytes and of the rest's packed
+ * ones. The walk_plan and pack_plan
  * of the rest a loop row's first bytes gather (tables._loop_mask) made the
  * same arrays in ~10 numpy calls and three C calls: ~300-400 us for a
  * declared key's prefix inside a free key in a fresh fork, 57 such sets
  * in MaskBench's sample. */
 static PyObject *group_plan(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (arity(nargs, 12, "group_plan") < 0) {
+    if (arity(nargs, 14, "group_plan") < 0) {
         return NULL;
     }
     enum { BY_FIRST, FIRST_OFFSETS, GROUPED, GROUPED_OFFSETS, WALKED, REST_TOKENS, REST_OFFSETS, REST_SKIPS,
-           REST_DATA, REST_DATA_OFFSETS, RESTED, DEAD_BYTES, COUNT };
+           REST_DATA, REST_DATA_OFFSETS, RESTED, DEAD_BYTES, GROUPED_SHARED, REST_SHARED, COUNT };
     static const char *names[COUNT] = {"by_first_byte", "first_offsets", "grouped", "grouped_offsets", "walked",
                                        "rest_tokens", "rest_offsets", "rest_skips", "rest_data",
-                                       "rest_data_offsets", "rested", "dead"};
-    static const Py_ssize_t items[COUNT] = {8, 8, U8, 8, 8, 8, 8, 2, U8, 4, 8, U8};
+                                       "rest_data_offsets", "rested", "dead", "grouped_shared", "rest_shared"};
+    static const Py_ssize_t items[COUNT] = {8, 8, U8, 8, 8, 8, 8, 2, U8, 4, 8, U8, U8, U8};
     Buffer buffers[COUNT] = {{0}};
-    PyObject *parts[6] = {NULL, NULL, NULL, NULL, NULL, NULL}, *result = NULL;
+    PyObject *parts[7] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL}, *result = NULL;
     for (int i = 0; i < COUNT; i++) {
         if (take(args[i], &buffers[i], names[i], items[i], 0) < 0) {
             goto done;
@@ -2566,13 +2831,15 @@ static PyObject *group_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
         .rest_offsets = buffers[REST_OFFSETS].view.buf, .rest_data_offsets = buffers[REST_DATA_OFFSETS].view.buf,
         .grouped = buffers[GROUPED].view.buf, .rest_data = buffers[REST_DATA].view.buf,
         .rest_skips = buffers[REST_SKIPS].view.buf, .dead = buffers[DEAD_BYTES].view.buf,
+        .grouped_shared = buffers[GROUPED_SHARED].view.buf, .rest_shared = buffers[REST_SHARED].view.buf,
         .num_walked = buffers[WALKED].view.len / 8, .num_rested = buffers[RESTED].view.len / 8,
         .num_by_first = buffers[BY_FIRST].view.len / 8, .num_grouped = buffers[GROUPED].view.len,
         .num_rest = buffers[REST_TOKENS].view.len / 8, .num_rest_data = buffers[REST_DATA].view.len,
     };
     if (buffers[FIRST_OFFSETS].view.len != 257 * 8 || buffers[GROUPED_OFFSETS].view.len / 8 != g.num_by_first + 1
             || buffers[REST_OFFSETS].view.len != 257 * 8 || buffers[REST_SKIPS].view.len / 2 != g.num_rest
-            || buffers[REST_DATA_OFFSETS].view.len / 4 != g.num_rest + 1 || buffers[DEAD_BYTES].view.len != 16) {
+            || buffers[REST_DATA_OFFSETS].view.len / 4 != g.num_rest + 1 || buffers[DEAD_BYTES].view.len != 16
+            || buffers[GROUPED_SHARED].view.len != g.num_by_first || buffers[REST_SHARED].view.len != g.num_rest) {
         PyErr_SetString(PyExc_ValueError, "group_plan: arrays of mismatched lengths");
         goto done;
     }
@@ -2585,18 +2852,20 @@ static PyObject *group_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
     static const Py_ssize_t widths[4] = {4, 1, 4, 1};
     if (make_parts(parts, 4, count, widths) < 0
             || (parts[4] = PyBytes_FromStringAndSize(NULL, total)) == NULL
-            || (parts[5] = PyBytes_FromStringAndSize(NULL, 4 * (count + 1))) == NULL) {
+            || (parts[5] = PyBytes_FromStringAndSize(NULL, 4 * (count + 1))) == NULL
+            || (parts[6] = PyBytes_FromStringAndSize(NULL, count)) == NULL) {
         goto done;
     }
     Released released;
     let_go_for(&released, count);
     fill_groups(&g, (int32_t *)PyBytes_AS_STRING(parts[0]), (uint8_t *)PyBytes_AS_STRING(parts[1]),
                 (int32_t *)PyBytes_AS_STRING(parts[2]), (uint8_t *)PyBytes_AS_STRING(parts[3]),
-                (uint8_t *)PyBytes_AS_STRING(parts[4]), (int32_t *)PyBytes_AS_STRING(parts[5]));
+                (uint8_t *)PyBytes_AS_STRING(parts[4]), (int32_t *)PyBytes_AS_STRING(parts[5]),
+                (uint8_t *)PyBytes_AS_STRING(parts[6]));
     take_back(&released);
-    result = PyTuple_Pack(6, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]);
+    result = PyTuple_Pack(7, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], parts[6]);
 done:
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         Py_XDECREF(parts[i]);
     }
     release(buffers, COUNT);
@@ -2604,7 +2873,7 @@ done:
 }
 
 /* walk_span(dfa, data, offsets, ranges, state, tokens, loop_mask,
- *           num_words, loop_ends, eos, final) -> (mask, successors, fingerprint)
+ *           num_words, loop_ends, eos, final, shared) -> (mask, successors, fingerprint)
  *
  * A cold row with no loop walked with no plan (tokendfa.lazy.index,
  * LazyIndex._span_row): for each pair [lo, hi) of ``ranges`` (int64[k, 2],
@@ -2616,16 +2885,22 @@ done:
  * into the walk's arrays first. ``mask``, ``successors`` and
  * ``fingerprint`` as finish_row makes them. The walk plan of such a row (a declared key's first letters,
  * a literal's, a number's end) cost ~100-450 us to make in a fresh fork,
- * for every new set of live bytes. */
+ * for every new set of live bytes.
+ *
+ * ``shared`` (uint8, one a token, or None): how many leading bytes entry j
+ * shares with entry j - 1 (common_prefixes of the grouped spellings, the
+ * tokens in spelling order): the walk goes on from the state the previous
+ * entry reached there, and an entry whose shared prefix holds the byte the
+ * previous one died at dies with no byte walked (first_pass). */
 static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (arity(nargs, 11, "walk_span") < 0) {
+    if (arity(nargs, 12, "walk_span") < 0) {
         return NULL;
     }
-    enum { DATA = 1, OFFSETS, RANGES, STATE, TOKENS, LOOP_MASK, NUM_WORDS, LOOP_ENDS, EOS, FINAL, COUNT };
+    enum { DATA = 1, OFFSETS, RANGES, STATE, TOKENS, LOOP_MASK, NUM_WORDS, LOOP_ENDS, EOS, FINAL, SHARED, COUNT };
     static const char *names[COUNT] = {"", "data", "offsets", "ranges", "", "tokens", "loop_mask", "", "loop_ends",
-                                       "eos", ""};
-    static const Py_ssize_t items[COUNT] = {0, U8, 8, 8, 0, 8, U32, 0, 8, 8, 0};
+                                       "eos", "", "shared"};
+    static const Py_ssize_t items[COUNT] = {0, U8, 8, 8, 0, 8, U32, 0, 8, 8, 0, U8};
     Automaton automaton = {0};
     Buffer buffers[COUNT] = {{0}};
     PyObject *result = NULL;
@@ -2637,7 +2912,7 @@ static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     for (int i = 1; i < COUNT; i++) {
-        if (items[i] == 0 || (i == LOOP_MASK && args[i] == Py_None)) {
+        if (items[i] == 0 || ((i == LOOP_MASK || i == SHARED) && args[i] == Py_None)) {
             continue;
         }
         if (take(args[i], &buffers[i], names[i], items[i], 0) < 0) {
@@ -2650,7 +2925,8 @@ static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t n
     Py_ssize_t num_ranges = buffers[RANGES].view.len / 16;
     if (buffers[OFFSETS].view.len / 8 != num_tokens + 1 || buffers[RANGES].view.len % 16 || num_words < 0
             || num_words > PY_SSIZE_T_MAX / 64
-            || (buffers[LOOP_MASK].held && buffers[LOOP_MASK].view.len != num_words * 4)) {
+            || (buffers[LOOP_MASK].held && buffers[LOOP_MASK].view.len != num_words * 4)
+            || (buffers[SHARED].held && buffers[SHARED].view.len != num_tokens)) {
         PyErr_SetString(PyExc_ValueError, "walk_span: arrays of mismatched lengths");
         goto done;
     }
@@ -2670,34 +2946,40 @@ static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t n
         count += (Py_ssize_t)(hi - lo);
     }
     /* start states, ended entries, ended states; with several ranges also
-     * the entries' starts, stops and tokens */
+     * the entries' starts, stops and tokens, and their shared prefixes */
     int gathered = num_ranges > 1;
     /* walk_row's kept slot (a span row is not walked inside one): taken
      * from malloc each row, its pages (48 bytes a token, ~0.2-1 MB) were
      * minor faults again and again in a fresh fork, 3% of the 250-1500 us
      * steps of MaskBench (perf, page faults under walk_span) */
     size_t room = (size_t)(count ? count : 1);
-    scratch = room <= PY_SSIZE_T_MAX / 48 ? scratch_take(0, sizeof(int64_t) * (gathered ? 6 : 3) * room) : NULL;
+    scratch = room <= PY_SSIZE_T_MAX / 49 ? scratch_take(0, (sizeof(int64_t) * (gathered ? 6 : 3) + 1) * room) : NULL;
     if (scratch == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     const int64_t *starts = offsets, *tokens = all_tokens;
+    const uint8_t *all_shared = buffers[SHARED].held ? buffers[SHARED].view.buf : NULL, *shared = all_shared;
     if (num_ranges == 1) {
         starts = offsets + ranges[0];
         tokens = all_tokens + ranges[0];
+        shared = all_shared != NULL ? all_shared + ranges[0] : NULL;  /* the first entry's is not read */
     } else if (gathered) {
         int64_t *gathered_starts = scratch + 3 * count, *gathered_tokens = scratch + 5 * count;
+        uint8_t *gathered_shared = (uint8_t *)(scratch + 6 * count);
         Py_ssize_t i = 0;
         for (Py_ssize_t r = 0; r < num_ranges; r++) {
             for (int64_t j = ranges[2 * r]; j < ranges[2 * r + 1]; j++, i++) {
                 gathered_starts[i] = offsets[j];
                 gathered_starts[count + i] = offsets[j + 1];
                 gathered_tokens[i] = all_tokens[j];
+                /* a range's first entry shares nothing with the one walked before it */
+                gathered_shared[i] = all_shared != NULL && j > ranges[2 * r] ? all_shared[j] : 0;
             }
         }
         starts = gathered_starts;
         tokens = gathered_tokens;
+        shared = all_shared != NULL ? gathered_shared : NULL;
     }
     for (Py_ssize_t i = 0; i < count; i++) {
         scratch[i] = state;  /* checked by the walk against the automaton's states */
@@ -2706,9 +2988,11 @@ static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t n
         close_automaton(&automaton);
         goto done;
     }
-    int32_t *reached = (int32_t *)(scratch + count);  /* each entry's end, read in place by finish_arrays */
+    /* each entry's end and the list of those alive, read in place by
+     * finish_arrays (both int32, in the second column) */
+    int32_t *reached = (int32_t *)(scratch + count);
     result = walk_finished(&automaton, count, buffers[DATA].view.buf, starts, gathered ? starts + count : starts + 1,
-                           0, scratch, reached, buffers[LOOP_MASK].held ? buffers[LOOP_MASK].view.buf : NULL,
+                           0, scratch, shared, reached, reached + count, buffers[LOOP_MASK].held ? buffers[LOOP_MASK].view.buf : NULL,
                            num_words, tokens, 1, buffers[LOOP_ENDS].view.buf, buffers[LOOP_ENDS].view.len / 8,
                            buffers[EOS].view.buf, buffers[EOS].view.len / 8, final);
 done:
@@ -3265,6 +3549,8 @@ static PyMethodDef methods[] = {
      "A cold row's mask and successors from its packed plan: start states, walk and finish in one call."},
     {"group_plan", (PyCFunction)(void (*)(void))group_plan, METH_FASTCALL,
      "A loop row's walk plan and its packed bytes, read from the vocabulary's groups (see the module source)."},
+    {"common_prefixes", (PyCFunction)(void (*)(void))common_prefixes, METH_FASTCALL,
+     "How many leading bytes each packed entry shares with the one before it (uint8, at most 255)."},
     {"walk_span", (PyCFunction)(void (*)(void))walk_span, METH_FASTCALL,
      "A cold row with no loop walked over ranges of the grouped spellings, with no plan (see the module source)."},
     {"finish_row", (PyCFunction)(void (*)(void))finish_row, METH_FASTCALL,

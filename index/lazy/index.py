@@ -93,7 +93,8 @@ from ..vocab.vocabulary import Vocabulary
 from ..builder.config import BuildConfig
 from .completion import _byte_state_map, _index_states_of_byte_states
 from .kernels import _cwalk, _distinct, _mask_fingerprint, _runs, _set_bits
-from .plans import _ChainPlan, _PackedBytes, _WalkPlan, _chain_plan, _group_plan, _grouped_spellings, _walk_plan
+from .plans import (_ChainPlan, _PackedBytes, _WalkPlan, _chain_plan, _group_plan, _grouped_prefixes, _grouped_spellings,
+                    _walk_plan)
 from .tables import (_LEAD_BYTES, _chain_mask, _class_key, _class_runs, _last_leaving, _loop_bits, _loop_mask,
                      _loops_on, _pair_rest, _tail_ends, _tail_packed, _tail_tokens, _TailTokens, vocabulary_tables)
 
@@ -936,7 +937,7 @@ class LazyIndex(MaskServing):
             with dfa.resolving():
                 key, successors, fingerprint = _cwalk.walk_row(
                     dfa, packed.data, packed.offsets, first_row, plan.first_bytes, start.picks, start.along,
-                    plan.tokens, loop_mask, self._words, loop_ends, self._eos_tokens, final)
+                    plan.tokens, loop_mask, self._words, loop_ends, self._eos_tokens, final, packed.shared)
         else:  # a chain plan's first walk, which packs it (or a walk plan's of a rest too long to keep packed)
             ended, entries, ends = self._walk_entries(plan, _start_states(first_row, plan, start.picks, start.along))
             key, successors, fingerprint = _cwalk.finish_row(loop_mask, self._words, plan.tokens, entries, ends,
@@ -953,7 +954,8 @@ class LazyIndex(MaskServing):
         with self._dfa.resolving():
             key, successors, fingerprint = _cwalk.walk_span(self._dfa, grouped, grouped_offsets, span.ranges,
                                                             state, tables.by_first_byte, None, self._words,
-                                                            _NO_STATES, self._eos_tokens, final)
+                                                            _NO_STATES, self._eos_tokens, final,
+                                                            _grouped_prefixes(tables))
         return key, np.frombuffer(successors, dtype=STATE_DTYPE), fingerprint
 
     def _numpy_row(self, state: int) -> tuple[bytes, np.ndarray, int]:

@@ -162,10 +162,10 @@ class _PlanCache:
 
 
 def _plan_bytes(plan: "_WalkPlan | _ChainPlan") -> int:
-    """What a plan holds once packed: its arrays, and 12 bytes a token for
-    its packed bytes and their int32 offsets (Qwen's tokens average 6.6
-    bytes)."""
-    return sum(value.nbytes for value in vars(plan).values() if isinstance(value, np.ndarray)) + 12 * len(plan.tokens)
+    """What a plan holds once packed: its arrays, and 13 bytes a token for
+    its packed bytes, their int32 offsets and shared prefixes (Qwen's
+    tokens average 6.6 bytes)."""
+    return sum(value.nbytes for value in vars(plan).values() if isinstance(value, np.ndarray)) + 13 * len(plan.tokens)
 
 
 class _GroupedSpellings:
@@ -175,12 +175,17 @@ class _GroupedSpellings:
     tokens of a first byte are then read forward through one stretch of
     memory when the plan is packed (``_cwalk.pack_plan``), where reading
     them by id met a cache miss or two a token. ~1 MB and ~1.2 MB of
-    offsets on Qwen. Two threads may both make it; either copy is right."""
+    offsets on Qwen. With them, ``prefixes`` (uint8, one an entry): how
+    many leading bytes each entry shares with the one before it
+    (``_cwalk.common_prefixes``, at most 255), from which a span row's walk
+    goes on (``_cwalk.walk_span``). Two threads may both make them; either
+    copy is right."""
 
-    __slots__ = ("arrays",)
+    __slots__ = ("arrays", "prefixes")
 
     def __init__(self) -> None:
         self.arrays: tuple[np.ndarray, np.ndarray] | None = None
+        self.prefixes: np.ndarray | None = None
 
 
 def _grouped_spellings(tables: _VocabularyTables) -> tuple[np.ndarray, np.ndarray]:
@@ -192,10 +197,19 @@ def _grouped_spellings(tables: _VocabularyTables) -> tuple[np.ndarray, np.ndarra
         np.cumsum(tables.lengths[tokens], out=offsets[1:])
         data = np.empty(int(offsets[-1]), dtype=np.uint8)
         _cwalk.pack(tables.spellings, tables.spelling_offsets, tokens, np.zeros(len(tokens), dtype=np.int64), data)
-        for array in (data, offsets):
+        prefixes = np.empty(len(tokens), dtype=np.uint8)
+        _cwalk.common_prefixes(data, offsets, prefixes)
+        for array in (data, offsets, prefixes):
             array.flags.writeable = False
+        tables.grouped.prefixes = prefixes  # before the arrays, which say both are made
         found = tables.grouped.arrays = (data, offsets)
     return found
+
+
+def _grouped_prefixes(tables: _VocabularyTables) -> np.ndarray:
+    """The ``prefixes`` of :class:`_GroupedSpellings` (compiled module only)."""
+    _grouped_spellings(tables)
+    return tables.grouped.prefixes
 
 
 @dataclass(frozen=True, eq=False)
@@ -205,10 +219,16 @@ class _PackedBytes:
     Walking these reads memory in order, where walking by token id met a
     cache miss or two a token (:func:`tokendfa.lazy._cwalk.walk_packed`):
     with the caches flushed, ~150-200 us by id against ~40-50 packed for a
-    plan of ~4.5-6k Qwen tokens (Github_hard o668, Snowplow sp_0)."""
+    plan of ~4.5-6k Qwen tokens (Github_hard o668, Snowplow sp_0).
+    ``shared`` (where kept): how many leading bytes entry i shares with
+    entry i - 1 (``_cwalk.common_prefixes``, at most 255), walked once by
+    ``_cwalk.walk_row`` where the two start in the same state; the entries
+    of one first byte come in spelling order (``by_first_byte``), so
+    neighbours share their prefixes."""
 
     data: np.ndarray     # uint8
     offsets: np.ndarray  # int32 (4 bytes a token, not 8), one more than the plan's tokens
+    shared: np.ndarray | None = None  # uint8, one a token
 
 
 _NO_PACKED = _PackedBytes(np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int32))  # the rest of a row with no loop
@@ -226,18 +246,27 @@ class _Packing:
     def __init__(self) -> None:
         self.packed: _PackedBytes | None = None
 
-    def keep(self, data: bytes, offsets: np.ndarray) -> None:
+    def keep(self, data: bytes, offsets: np.ndarray, shared: np.ndarray | None = None) -> None:
         """Keep the bytes a walk packed (``data``, entry i at
-        ``data[offsets[i]:offsets[i + 1]]``)."""
-        offsets.flags.writeable = False
-        self.packed = _PackedBytes(np.frombuffer(data, dtype=np.uint8), offsets)
+        ``data[offsets[i]:offsets[i + 1]]``), with their shared prefixes
+        (``shared``, computed here where not given)."""
+        data = np.frombuffer(data, dtype=np.uint8)
+        if shared is None:
+            shared = np.empty(len(offsets) - 1, dtype=np.uint8)
+            _cwalk.common_prefixes(data, offsets, shared)
+        for array in (offsets, shared):
+            array.flags.writeable = False
+        self.packed = _PackedBytes(data, offsets, shared)
 
 
-def _packed(tables: _VocabularyTables, tokens: np.ndarray, positions: np.ndarray) -> _PackedBytes:
+def _packed(tables: _VocabularyTables, tokens: np.ndarray, positions: np.ndarray,
+            with_shared: bool = False) -> _PackedBytes:
     """The :class:`_PackedBytes` of ``tokens`` from ``positions``, packed in
     a pass of their own (what a chain plan's first walk,
     ``_cwalk.walk_and_pack``, keeps; a loop's rest, packed once for the
-    walk plans that copy it)."""
+    walk plans that copy it), with their shared prefixes where
+    ``with_shared`` (a loop's rest, which ``_cwalk.group_plan`` reads them
+    from)."""
     wide = np.zeros(len(tokens) + 1, dtype=np.int64)
     np.cumsum(tables.lengths[tokens] - positions, out=wide[1:])
     if wide[-1] > np.iinfo(np.int32).max:
@@ -246,9 +275,14 @@ def _packed(tables: _VocabularyTables, tokens: np.ndarray, positions: np.ndarray
     data = np.empty(int(offsets[-1]), dtype=np.uint8)
     _cwalk.pack(tables.spellings, tables.spelling_offsets, np.ascontiguousarray(tokens, dtype=np.int64),
                 np.ascontiguousarray(positions, dtype=np.int64), data)
+    shared = None
+    if with_shared:
+        shared = np.empty(len(tokens), dtype=np.uint8)
+        _cwalk.common_prefixes(data, offsets, shared)
+        shared.flags.writeable = False
     for array in (data, offsets):
         array.flags.writeable = False
-    return _PackedBytes(data, offsets)
+    return _PackedBytes(data, offsets, shared)
 
 
 @dataclass(frozen=True, eq=False)
@@ -354,7 +388,8 @@ def _shorter_chain_plan(tables: _VocabularyTables, plan_key: tuple, runs: _Class
     found = _ChainPlan(longer.tokens[:size], longer.links[:size], longer.first_bytes[:size], longer.positions[:size])
     packed = longer.packing.packed
     if packed is not None:
-        found.packing.packed = _PackedBytes(packed.data[:packed.offsets[size]], packed.offsets[:size + 1])
+        found.packing.packed = _PackedBytes(packed.data[:packed.offsets[size]], packed.offsets[:size + 1],
+                                            None if packed.shared is None else packed.shared[:size])
     return found
 
 
@@ -458,7 +493,7 @@ def _group_plan(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[in
     parts = _cwalk.group_plan(tables.by_first_byte, tables.first_offsets, grouped, grouped_offsets,
                               np.ascontiguousarray(outside, dtype=np.int64), tail.rest, tail.rest_offsets,
                               tail.rest_skips, packed.data, packed.offsets, np.flatnonzero(first),
-                              np.frombuffer(dead, dtype=np.uint8))
+                              np.frombuffer(dead, dtype=np.uint8), _grouped_prefixes(tables), packed.shared)
     found = _WalkPlan(*(np.frombuffer(part, dtype=dtype) for part, dtype in zip(parts, _PLAN_DTYPES)))
-    found.packing.keep(parts[4], np.frombuffer(parts[5], dtype=np.int32))
+    found.packing.keep(parts[4], np.frombuffer(parts[5], dtype=np.int32), np.frombuffer(parts[6], dtype=np.uint8))
     return tables.walk_plans.remember(plan_key, found)

@@ -73,7 +73,7 @@ class _VocabularyTables:
 
     columns: np.ndarray        # uint8[L, V]: byte d of every token in row d (Vocabulary.byte_matrix, transposed)
     lengths: np.ndarray        # int32[V]: 0 for tokens that are not text
-    by_first_byte: np.ndarray  # int64[T]: the spelled tokens, by first byte then id
+    by_first_byte: np.ndarray  # int64[T]: the spelled tokens by spelling (so by first byte), then id
     first_offsets: np.ndarray  # int64[257]: tokens starting with byte b are by_first_byte[o[b]:o[b+1]]
     single_byte: np.ndarray    # bool[256]: some token is exactly this one byte
     num_words: int             # uint32 words of a mask
@@ -109,10 +109,12 @@ class _VocabularyTables:
 
 def _vocabulary_tables(vocabulary: Vocabulary) -> _VocabularyTables:
     matrix, lengths = vocabulary.byte_matrix()
-    spelled = np.flatnonzero(lengths > 0)
-    first = matrix[spelled, 0]
-    order = spelled[np.argsort(first, kind="stable")]
-    offsets = np.searchsorted(first[np.argsort(first, kind="stable")], np.arange(257))
+    # By spelling (equal spellings by id), hence by first byte: a token
+    # shares its longest common prefix with the one before it, which the
+    # compiled walk walks once (see _common_prefixes).
+    order = vocabulary.sorted_spellings()[1]
+    order = order[lengths[order] > 0]
+    offsets = np.searchsorted(matrix[order, 0], np.arange(257))
     single = np.zeros(256, dtype=bool)
     single[matrix[lengths == 1, 0]] = True
     # One contiguous row per byte position: a level of the walk reads one row
@@ -282,7 +284,7 @@ class _TailTokens:
     other spelled tokens by first byte."""
 
     mask: np.ndarray          # uint32 words: the tokens whose tail loops
-    rest: np.ndarray          # int64: the other spelled tokens, by first byte then id
+    rest: np.ndarray          # int64: the other spelled tokens, in by_first_byte's order
     rest_offsets: np.ndarray  # int64[257]: those starting with byte b are rest[o[b]:o[b+1]]
     # int16, beside rest: where the walk of a text token may resume in the loop's
     # state when its first character leads there (its first byte that leaves the
@@ -443,7 +445,7 @@ def _last_leaving(tables: _VocabularyTables, key: tuple[int, int, bool]) -> np.n
 class _LoopRest:
     """The tokens of a loop row left to walk (see :meth:`LazyIndex._loop_row`):
     those of the tail set's rest whose first byte leads to the loop's state,
-    by first byte then id, with the position their walk starts at (their
+    in by_first_byte's order, with the position their walk starts at (their
     resume point, at least 1) and whether they start it in the loop's state
     (they have a resume point). Cached with the loop's mask: the same for
     every state of a kind (each JSON string value of a schema): gathering
@@ -559,7 +561,8 @@ def _tail_packed(tables: _VocabularyTables, tail: _TailTokens) -> _PackedBytes |
         return None
     found = tail.packing.packed
     if found is None and len(tail.rest) <= _PLAN_MAX_TOKENS:
-        found = tail.packing.packed = _packed(tables, tail.rest, np.maximum(tail.rest_skips, 1).astype(np.int64))
+        found = tail.packing.packed = _packed(tables, tail.rest, np.maximum(tail.rest_skips, 1).astype(np.int64),
+                                              with_shared=True)
     return found
 
 
@@ -650,7 +653,8 @@ def _class_runs(tables: _VocabularyTables, key: tuple[int, int, bool]) -> _Class
     starts_inside[spelled[inside[tables.columns[0][spelled]]]] = True
     irregular_tokens = starts_inside & ~full
     irregular_tokens[partial] = False
-    irregular = spelled[irregular_tokens[spelled]]  # by first byte, as by_first_byte
+    irregular = np.flatnonzero(irregular_tokens)
+    irregular = irregular[_stable_order(tables.columns[0][irregular])]  # by first byte then id, as _classruns.c
     irregular_offsets = np.searchsorted(tables.columns[0][irregular], np.arange(257))
     found = _ClassRuns(chars.astype(counts), ascii_run.astype(counts), by_chars.astype(np.int64),
                        full_offsets.astype(np.int64),
