@@ -181,11 +181,12 @@ class _GroupedSpellings:
     goes on (``_cwalk.walk_span``). Two threads may both make them; either
     copy is right."""
 
-    __slots__ = ("arrays", "prefixes")
+    __slots__ = ("arrays", "prefixes", "ranks")
 
     def __init__(self) -> None:
         self.arrays: tuple[np.ndarray, np.ndarray] | None = None
         self.prefixes: np.ndarray | None = None
+        self.ranks: np.ndarray | None = None  # int64[V]: token t is by_first_byte[ranks[t]] (-1: not spelled)
 
 
 def _grouped_spellings(tables: _VocabularyTables) -> tuple[np.ndarray, np.ndarray]:
@@ -201,7 +202,11 @@ def _grouped_spellings(tables: _VocabularyTables) -> tuple[np.ndarray, np.ndarra
         _cwalk.common_prefixes(data, offsets, prefixes)
         for array in (data, offsets, prefixes):
             array.flags.writeable = False
-        tables.grouped.prefixes = prefixes  # before the arrays, which say both are made
+        ranks = np.full(len(tables.lengths), -1, dtype=np.int64)
+        ranks[tokens] = np.arange(len(tokens), dtype=np.int64)
+        ranks.flags.writeable = False
+        tables.grouped.prefixes = prefixes  # before the arrays, which say all three are made
+        tables.grouped.ranks = ranks
         found = tables.grouped.arrays = (data, offsets)
     return found
 
@@ -273,8 +278,18 @@ def _packed(tables: _VocabularyTables, tokens: np.ndarray, positions: np.ndarray
         raise ValueError("more packed bytes than int32 offsets index")
     offsets = wide.astype(np.int32)
     data = np.empty(int(offsets[-1]), dtype=np.uint8)
-    _cwalk.pack(tables.spellings, tables.spelling_offsets, np.ascontiguousarray(tokens, dtype=np.int64),
-                np.ascontiguousarray(positions, dtype=np.int64), data)
+    positions = np.ascontiguousarray(positions, dtype=np.int64)
+    if with_shared:
+        # A loop's rest comes in by_first_byte's order (by spelling): read
+        # from the grouped spellings, in that order, its bytes are read
+        # forward, where reading them by id jumped about the spellings (a
+        # new loop set's first row in a fresh fork, Github_medium o1's
+        # 49k-token rest: see benchmarks/HISTORY.md)
+        grouped, grouped_offsets = _grouped_spellings(tables)
+        _cwalk.pack(grouped, grouped_offsets, tables.grouped.ranks[tokens], positions, data)
+    else:
+        _cwalk.pack(tables.spellings, tables.spelling_offsets, np.ascontiguousarray(tokens, dtype=np.int64),
+                    positions, data)
     shared = None
     if with_shared:
         shared = np.empty(len(tokens), dtype=np.uint8)
