@@ -174,11 +174,6 @@ class _LoopRow:
         # row's is its target's array, made once per target: _loop_rest)
         self.states = np.array(ends, dtype=np.int64) if states is None else states
 
-    @property
-    def end_states(self) -> np.ndarray:
-        """``ends`` as int64, as ``_cwalk.finish_row`` reads them."""
-        return self.states
-
 
 class _ChainLinks:
     """The links one class's chains have followed in one lazy index
