@@ -1222,6 +1222,9 @@ class _LazyNFA:
     callees renamed (:meth:`_shape`, :meth:`_stamp_template`). The fragments
     of definitions given as trees are kept for the whole process
     (:class:`_SharedFragments`): the next schema's free values are copies too.
+    A tree with calls is renamed only where another definition of its size is
+    known, where its key is a tuple (a free value's levels), or after its
+    build where its fragment is large (:meth:`_compile`).
 
     A syntax error in a definition surfaces when the definition is first
     reached, not at construction (generated definitions do not have any).
@@ -1550,13 +1553,23 @@ class _LazyNFA:
         base = len(self.eps)
         tree = self._tree(d)
         source = self.texts[d]
-        # a text's shape is found only where another text of its length may share it;
-        # a tree's always, since the process keeps the fragments of trees; a literal
-        # set is its own shape (built from its strings, no callee to rename)
+        # A text's shape is found only where another text of its length may
+        # share it; a literal set is its own shape (built from its strings, no
+        # callee to rename). A tree's is found where another of its size is
+        # known, where it calls nothing (its shape is the tree itself, no
+        # renaming), or where its key is a tuple (a free value's levels, the
+        # same trees in every schema): trees of other keys with calls (a
+        # schema's placeholders, numbered per schema) seldom come back, and
+        # renaming each and keeping its template was ~60 us of the ~270 us a
+        # first call took in MaskBench's fresh forks, for 4 copies in the
+        # sample's 195 such builds (a small fragment's copy costs about its
+        # build). A large fragment's template is still kept, after its build
+        # (see below).
         local = self.length_count[_source_length(source)] > 1
-        shape, order = (self._shape(tree, remember=self.placeholders[d].__class__ is tuple)
-                        if (local or isinstance(source, Node))
-                        and tree.__class__ is not LiteralSet else (None, ()))
+        is_tree = isinstance(source, Node)
+        shaped = tree.__class__ is not LiteralSet and (local or is_tree and (
+            not tree.calls or self.placeholders[d].__class__ is tuple))
+        shape, order = self._shape(tree, remember=self.placeholders[d].__class__ is tuple) if shaped else (None, ())
         template = None
         if shape is not None:
             template = self.templates.get(shape)
@@ -1568,6 +1581,9 @@ class _LazyNFA:
             start, end, callees = self._stamp_template(template, order)
         else:
             start, end, callees = self._build(tree)
+            if (shape is None and is_tree and tree.__class__ is not LiteralSet
+                    and len(self.eps) - base >= _TEMPLATE_MIN_STATES):
+                shape, order = self._shape(tree)
             if template is None and shape is not None:
                 template = self._template(base, start, end, order)
                 # A tree's template is kept here whatever the lengths known so
@@ -1577,9 +1593,9 @@ class _LazyNFA:
                 # (Kubernetes kb_188: a 25,759-state fragment, ~40-80 ms a
                 # build, inside one step; a stamp is ~17 ms). The template
                 # holds the rows as built, the NFA's own tuples.
-                if local or isinstance(source, Node):
+                if local or is_tree:
                     self.templates[shape] = template
-                if isinstance(source, Node):
+                if is_tree:
                     _SHARED_FRAGMENTS.keep(shape, template)
         self.start_of[d], self.end_of[d], self.callees[d] = start, end, callees
         self.span[d] = (base, len(self.eps))
@@ -1998,6 +2014,12 @@ class _FragmentTemplate(NamedTuple):
 
 
 _SHARED_FRAGMENTS = _SharedFragments()
+# A tree's fragment of at least this many states keeps its template even
+# where its shape was not looked for (_LazyNFA._compile): in MaskBench's
+# sample a copy of a fragment of ~1,600 states took about its build
+# (~0.45 ms), but a build can cost 3x its copy (kb_188: 35-40 ms CPU, a copy
+# 12-15), and renaming is small beside either
+_TEMPLATE_MIN_STATES = 1_000
 
 # _LazyNFA._build turns a fragment's rows into tuples this many at a time
 _ROWS_CHUNK = 1 << 14

@@ -486,13 +486,21 @@ def test_fragments_of_one_shape_are_copied_as_built(name, pattern, definitions, 
     for table in ("eps", "edges", "calls", "ends", "start_of", "end_of", "callees", "span",
                   "completes", "need", "need_byte"):
         assert getattr(copied, table) == getattr(built, table), table
-    # templates for definitions given as trees (a later one of the same shape may
-    # come from a growing source), and for texts whose length another text
-    # shares (one shape, one length)
+    # templates for texts and trees whose length or size another shares (one
+    # shape, one length), and for trees that call nothing, that a tuple keys
+    # (a later one of the same shape may come from a growing source, or from
+    # another schema) or whose fragment is large
+    def kept(d, text):
+        if copied.length_count[lazydfa_module._source_length(text)] > 1:
+            return True
+        if not isinstance(text, Node):
+            return False
+        base, stop = copied.span[d]
+        return (not text.calls or copied.placeholders[d].__class__ is tuple
+                or stop - base >= lazydfa_module._TEMPLATE_MIN_STATES)
+
     shared = {copied._shape(copied._tree(d))[0] for d, text in enumerate(copied.texts)
-              if copied.start_of[d] >= 0
-              and (isinstance(text, Node)
-                   or copied.length_count[lazydfa_module._source_length(text)] > 1)}
+              if copied.start_of[d] >= 0 and kept(d, text)}
     assert set(copied.templates) == shared - {None}
     # a template shares the rows its fragment kept whole through pruning
     for template in copied.templates.values():

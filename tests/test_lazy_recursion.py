@@ -261,3 +261,33 @@ def test_growing_source_copies_a_shape_read_after_its_first_fragment(monkeypatch
     assert len(built) == 3  # the pattern, P and Q: R is a copy of Q's fragment
     fixed = canonical_byte_dfa(*LazyByteDFA(f"x{P}", definitions=texts).explore())
     assert np.array_equal(grown.transitions, fixed.transitions)
+
+
+def test_growing_source_copies_a_large_shape_with_calls_read_after_its_first_fragment(monkeypatch):
+    """A shape with calls of definitions keyed by strings is not looked for
+    before its first build (a schema's placeholders seldom come back), but a
+    large fragment's template is kept after it: a second definition of that
+    shape, read only once the first is compiled (R is read when S, which Q
+    calls, is entered), is a copy. The automaton is the mapping's."""
+    from tokendfa.analysis import lazydfa
+    from tokendfa.analysis.lazydfa import LazyByteDFA
+    from tokendfa.analysis.minimise import canonical_byte_dfa
+
+    monkeypatch.setattr(lazydfa, "_SHARED_FRAGMENTS", lazydfa._SharedFragments())
+    built = []
+    build = lazydfa._LazyNFA._build
+
+    def counted(self, tree):
+        built.append(tree)
+        return build(self, tree)
+
+    monkeypatch.setattr(lazydfa._LazyNFA, "_build", counted)
+    S, T = "\ud803", "\ud804"
+    texts = {Q: f"(cd){{600}}{S}", S: f"e{R}?", R: f"(cd){{600}}{T}", T: "f"}
+    source = _Source(texts)
+    dfa = LazyByteDFA(f"x{Q}", definitions=source)
+    grown = canonical_byte_dfa(*dfa.explore())
+    assert sorted(source.read) == sorted(texts)
+    assert len(built) == 4  # the pattern, Q, S and T: R is a copy of Q's fragment
+    fixed = canonical_byte_dfa(*LazyByteDFA(f"x{Q}", definitions=texts).explore())
+    assert np.array_equal(grown.transitions, fixed.transitions)
