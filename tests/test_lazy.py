@@ -222,6 +222,35 @@ def test_lazy_schema_metadata_is_the_eager_ones_and_the_compiled_schema():
     assert json.loads(lazy.metadata["schema"]) == compiled
 
 
+@pytest.mark.parametrize("kind", ["dict", "OrderedDict", "text"])
+def test_lazy_schema_text_is_the_schema_as_built_whatever_its_types(kind, tmp_path):
+    # the lazy index copies the schema at build and writes its text when the
+    # metadata is read (a dict subclass is written at once): the text is
+    # json.dumps' of the schema as it was built, floats, booleans, big numbers and
+    # non-ASCII keys included, in the metadata and in a saved file alike
+    from collections import OrderedDict
+
+    from tokendfa import Vocabulary
+
+    vocab = Vocabulary([bytes([b]) for b in range(256)] + [None], eos_token_ids=256)
+    properties = {"\u00e9t\u00e9": {"enum": [1.5, True, None, "x\ud800"]}, "n": {"const": 10 ** 30}}
+    schema = {"type": "object", "properties": properties, "required": ["n"],
+              "additionalProperties": False}
+    if kind == "OrderedDict":
+        schema = OrderedDict(schema)
+    expected = json.dumps(schema)
+    given = expected if kind == "text" else schema
+    lazy = Index.from_schema(given, vocab, lazy=True)
+    lazy.get_mask(lazy.initial_state)
+    if kind != "text":
+        schema["required"].append("\u00e9t\u00e9")
+        properties["m"] = {"type": "null"}
+    assert lazy.metadata["schema"] == expected
+    path = tmp_path / "lazy.tdfa"
+    lazy.save(path)
+    assert Index.load(path).metadata["schema"] == expected
+
+
 # Placeholders of shared definitions are lone surrogates.
 P, Q, R = "\ud800", "\ud801", "\ud802"
 NESTED = {P: rf"a(?:{Q}|b)c", Q: rf"x[0-9]+{R}?y", R: r"(?:z|)"}

@@ -76,7 +76,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -412,7 +412,8 @@ class LazyIndex(MaskServing):
 
     def __init__(self, pattern: str, vocabulary: Vocabulary, config: BuildConfig | None = None, *,
                  definitions: dict[str, str] | None = None,
-                 metadata: dict[str, Any] | None = None, index_type: Any = None,
+                 metadata: dict[str, Any] | Callable[[], dict[str, Any]] | None = None,
+                 index_type: Any = None,
                  completion_advice: str | None = None,
                  deferred: DefinitionSource | None = None) -> None:
         started = time.perf_counter()
@@ -500,7 +501,9 @@ class LazyIndex(MaskServing):
         if not self._is_token_live(INITIAL):
             raise self._coverage_error()
         self._seconds = round(time.perf_counter() - started, 4)
-        self._extra_metadata = dict(metadata or {})
+        # a function: called when the metadata is first read (a schema's JSON
+        # text, written then: see tokendfa.runtime.index._schema_metadata)
+        self._given_metadata = metadata
         self._metadata: dict[str, Any] | None = None
 
     # --- description ---------------------------------------------------------
@@ -519,9 +522,16 @@ class LazyIndex(MaskServing):
                                "fingerprint": vocabulary.fingerprint, "size": vocabulary.size},
                 "build": {"method": "lazy", "seconds": self._seconds},
             }
-            metadata.update(self._extra_metadata)
+            metadata.update(self._extra_metadata())
             self._metadata = metadata
         return self._metadata
+
+    def _extra_metadata(self) -> dict[str, Any]:
+        """The caller's metadata, made now if it gave a function."""
+        given = self._given_metadata
+        if callable(given):
+            given = self._given_metadata = dict(given())
+        return dict(given or {})
 
     @property
     def vocabulary(self) -> Vocabulary:
@@ -812,7 +822,7 @@ class LazyIndex(MaskServing):
                         raise
                     raise type(exc)(f"{exc}; {self._completion_advice}", reached=exc.reached) from exc
                 metadata = dict(built.metadata)
-                metadata.update(self._extra_metadata)
+                metadata.update(self._extra_metadata())
                 built = BuiltIndex(built.arrays, metadata)
                 self._explored = (transitions, dfa, built.arrays)
                 self._completed = (built if self._index_type is None else
