@@ -1701,6 +1701,153 @@ done:
     return result;
 }
 
+/* tail_pack(mask, by_first_byte, first_offsets, grouped, grouped_offsets,
+ *           rest, rest_offsets, rest_skips, data, data_offsets, shared) -> bytes
+ *
+ * A tail set's rest (tail_split's ``mask``, ``rest`` and ``rest_offsets``,
+ * with its resume points ``rest_skips``, int16) packed for the walk plans: rest
+ * entry k's bytes from max(rest_skips[k], 1) to its end one after another
+ * into ``data`` (uint8, room for them), entry k at
+ * data[data_offsets[k]:data_offsets[k + 1]] (int32[n + 1]), and in
+ * ``shared`` (uint8[n]) how many leading bytes it shares with entry k - 1
+ * (common_prefixes' answer). Returns the bytes written. The spellings are
+ * read from the grouped ones (``grouped``, entry i of by_first_byte at
+ * grouped[grouped_offsets[i]:grouped_offsets[i + 1]]): the rest is
+ * by_first_byte's tokens outside the mask, in its order, so one forward
+ * pass finds each rest token's place there. Checked as it goes: a rest that
+ * is not that, or bytes past ``data``, is an error.
+ *
+ * Github_medium o1's step 7 (a new loop set's first mask in a fresh fork,
+ * MaskBench's worst step) packed its 42k-token rest of Qwen's 151k with
+ * numpy and pack (the tokens' lengths and places in by_first_byte
+ * gathered, their cumulative sum, the positions made int64), then
+ * common_prefixes: ~2.6-2.8 ms and ~330 fresh pages in the fork; here
+ * ~1.2 ms and 118 pages (0.35 ms warm). */
+static PyObject *tail_pack(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 11, "tail_pack") < 0) {
+        return NULL;
+    }
+    enum { MASK, BY_FIRST_BYTE, FIRST_OFFSETS, GROUPED, GROUPED_OFFSETS, REST, REST_OFFSETS, REST_SKIPS, DATA,
+           DATA_OFFSETS, SHARED, ARRAYS };
+    Buffer buffers[ARRAYS] = {{0}};
+    static const char *names[ARRAYS] = {"mask", "by_first_byte", "first_offsets", "grouped", "grouped_offsets", "rest",
+                                        "rest_offsets", "rest_skips", "data", "data_offsets", "shared"};
+    static const Py_ssize_t items[ARRAYS] = {U32, 8, 8, U8, 8, 8, 8, 2, U8, 4, U8};
+    static const int writable[ARRAYS] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1};
+    PyObject *result = NULL;
+    for (int i = 0; i < ARRAYS; i++) {
+        if (take(args[i], &buffers[i], names[i], items[i], writable[i]) < 0) {
+            goto done;
+        }
+    }
+    const uint32_t *mask = buffers[MASK].view.buf;
+    const int64_t *by_first_byte = buffers[BY_FIRST_BYTE].view.buf, *first_offsets = buffers[FIRST_OFFSETS].view.buf;
+    const uint8_t *grouped = buffers[GROUPED].view.buf;
+    const int64_t *grouped_offsets = buffers[GROUPED_OFFSETS].view.buf;
+    const int64_t *rest = buffers[REST].view.buf, *rest_offsets = buffers[REST_OFFSETS].view.buf;
+    const int16_t *rest_skips = buffers[REST_SKIPS].view.buf;
+    uint8_t *data = buffers[DATA].view.buf, *shared = buffers[SHARED].view.buf;
+    int32_t *data_offsets = buffers[DATA_OFFSETS].view.buf;
+    Py_ssize_t count = buffers[BY_FIRST_BYTE].view.len / 8, total = buffers[GROUPED].view.len;
+    Py_ssize_t n = buffers[REST].view.len / 8, room = buffers[DATA].view.len;
+    uint64_t tokens = (uint64_t)(buffers[MASK].view.len / 4) * 32;  /* the mask's bits */
+    if (tokens == 0) {
+        PyErr_SetString(PyExc_ValueError, "tail_pack: an empty mask");
+        goto done;
+    }
+    if (buffers[FIRST_OFFSETS].view.len != 257 * 8 || buffers[GROUPED_OFFSETS].view.len / 8 != count + 1
+            || buffers[REST_OFFSETS].view.len != 257 * 8 || buffers[REST_SKIPS].view.len / 2 != n
+            || buffers[DATA_OFFSETS].view.len / 4 != n + 1 || buffers[SHARED].view.len != n) {
+        PyErr_SetString(PyExc_ValueError, "tail_pack: arrays of mismatched lengths");
+        goto done;
+    }
+    for (int b = 0; b < 257; b++) {
+        if (first_offsets[b] < 0 || first_offsets[b] > count || (b && first_offsets[b] < first_offsets[b - 1])
+                || rest_offsets[b] < 0 || rest_offsets[b] > n || (b && rest_offsets[b] < rest_offsets[b - 1])) {
+            PyErr_SetString(PyExc_ValueError, "tail_pack: offsets that are not offsets into by_first_byte and rest");
+            goto done;
+        }
+    }
+    if (rest_offsets[0] != 0 || rest_offsets[256] != n) {
+        PyErr_SetString(PyExc_ValueError, "tail_pack: rest_offsets do not cover rest");
+        goto done;
+    }
+    if (count > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "tail_pack: more than 2**31 spelled tokens");
+        goto done;
+    }
+    const char *problem = NULL;
+    Py_ssize_t filled = 0;
+    Released released;
+    let_go_for(&released, count);
+    /* First each rest entry's place in by_first_byte, into data_offsets[k + 1]
+     * (free until the entry is packed), from the mask: no branch on whether
+     * a token is in the rest (about one in three, at no pattern a predictor
+     * learns) and no step waiting on the one before, as comparing with
+     * rest[k] did (the whole call on o1's rest, warm: 0.86 -> 0.47 ms).
+     * Past a group's rest, the writes go to data_offsets[0]; the second
+     * pass checks each place's token against rest. */
+    for (int b = 0; b < 256; b++) {
+        int64_t k = rest_offsets[b], last = rest_offsets[b + 1];
+        for (int64_t i = first_offsets[b]; i < first_offsets[b + 1]; i++) {
+            uint64_t token = (uint64_t)by_first_byte[i];
+            token = token < tokens ? token : 0;  /* one outside the mask is caught below */
+            data_offsets[k < last ? k + 1 : 0] = (int32_t)i;
+            k += !(mask[token >> 5] >> (token & 31) & 1);
+        }
+        if (k != last) {
+            problem = "tail_pack: rest is not by_first_byte's tokens in its order";
+            break;
+        }
+    }
+    data_offsets[0] = 0;
+    /* entry k - 1's bytes, and their length, read from the grouped
+     * spellings: compared in data, just written, a load of eight bytes
+     * over two stores waited for them (a third of the pass, warm) */
+    const uint8_t *previous = grouped;
+    Py_ssize_t previous_length = 0;
+    for (Py_ssize_t k = 0; k < n && problem == NULL; k++) {
+        int64_t i = data_offsets[k + 1];
+        if (by_first_byte[i] != rest[k]) {
+            problem = "tail_pack: rest is not by_first_byte's tokens in its order";
+            break;
+        }
+        int64_t from = grouped_offsets[i], to = grouped_offsets[i + 1];
+        int64_t at = from + (rest_skips[k] > 1 ? rest_skips[k] : 1);
+        if (from < 0 || to > total || at > to) {
+            problem = "tail_pack: a rest token's bytes outside the grouped spellings";
+            break;
+        }
+        Py_ssize_t length = (Py_ssize_t)(to - at);
+        if (length > room - filled || filled + length > INT32_MAX) {
+            problem = "tail_pack: more bytes than data holds";
+            break;
+        }
+        uint8_t *here = data + filled;
+        if (length <= 16 && total - at >= 16 && room - filled >= 16) {
+            memcpy(here, grouped + at, 16);  /* a fixed copy: the bytes past the entry are the next one's room */
+        } else {
+            memcpy(here, grouped + at, (size_t)length);
+        }
+        Py_ssize_t most = previous_length < length ? previous_length : length;
+        shared[k] = (uint8_t)common_length(previous, grouped + at, most < 255 ? most : 255, grouped + total);
+        previous = grouped + at;
+        previous_length = length;
+        filled += length;
+        data_offsets[k + 1] = (int32_t)filled;
+    }
+    take_back(&released);
+    if (problem != NULL) {
+        PyErr_SetString(PyExc_ValueError, problem);
+        goto done;
+    }
+    result = PyLong_FromSsize_t(filled);
+done:
+    release(buffers, ARRAYS);
+    return result;
+}
+
 /* The tokens of ``groups`` (int64 group numbers) one group after another,
  * group g being items[offsets[g]:offsets[g + 1]] (items and offsets int64):
  * written to ``out`` (int64, or int32 where ``narrow``: a plan's tokens) from ``at``. Returns the next
@@ -3537,6 +3684,8 @@ static PyMethodDef methods[] = {
      "Each token's first byte after its first character outside a loop set (its length if none; 0: not text)."},
     {"tail_split", (PyCFunction)(void (*)(void))tail_split, METH_FASTCALL,
      "A loop set's tail tokens as a mask, and the other spelled tokens by first byte."},
+    {"tail_pack", (PyCFunction)(void (*)(void))tail_pack, METH_FASTCALL,
+     "A tail set's rest packed from its resume points, with each entry's prefix shared with the one before."},
     {"grouped", (PyCFunction)(void (*)(void))grouped, METH_FASTCALL,
      "The int64 items of some groups (by offsets), one group after another, as a bytearray."},
     {"walk_plan", (PyCFunction)(void (*)(void))walk_plan, METH_FASTCALL,
