@@ -1395,7 +1395,8 @@ def test_tail_sets_from_tail_bytes_are_the_last_leaving_ones(name, monkeypatch):
     every wide character), the empty set and the full ones, on a byte-level
     BPE and a SentencePiece vocabulary; the tail set built from it keeps
     those tokens and only those, and the compiled split (_cwalk.tail_split)
-    and resume points (_cwalk.skips) make the numpy ones' arrays."""
+    and resume points (_cwalk.skips) make the numpy ones' arrays; the rest
+    packed in one pass (_cwalk.tail_pack) is the rest packed token by token."""
     vocab = cached_vocabulary(name)
     tables = lazy_tables._vocabulary_tables(vocab)  # fresh caches
     everything = (1 << 64) - 1
@@ -1419,7 +1420,7 @@ def test_tail_sets_from_tail_bytes_are_the_last_leaving_ones(name, monkeypatch):
     assert np.array_equal(members, np.flatnonzero(inside))
     assert np.array_equal(np.sort(tail.rest), np.setdiff1d(tables.by_first_byte, members))
     cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
-    compared = 0
+    compared = packed_some = 0
     for key in keys[:20]:
         tables.tail_sets.clear()
         compiled = lazy_tables._tail_tokens(tables, key)
@@ -1433,7 +1434,18 @@ def test_tail_sets_from_tail_bytes_are_the_last_leaving_ones(name, monkeypatch):
             for field in lazy_tables._TailTokens.__dataclass_fields__:
                 if field != "packing":   # made on use (_tail_packed), empty in both
                     assert np.array_equal(getattr(compiled, field), getattr(numpy, field)), (key, field)
-    assert compared >= 3
+            if len(compiled.rest) <= lazy_plans._PLAN_MAX_TOKENS:
+                # the rest packed from the grouped spellings in one pass (_cwalk.tail_pack), as
+                # packed token by token from the spellings, with common_prefixes' shared prefixes
+                packed = lazy_tables._tail_packed(tables, compiled)
+                expected = lazy_plans._packed(tables, compiled.rest, np.maximum(compiled.rest_skips, 1).astype(np.int64))
+                shared = np.empty(len(compiled.rest), np.uint8)
+                cwalk.common_prefixes(expected.data, expected.offsets, shared)
+                assert np.array_equal(packed.data, expected.data), key
+                assert np.array_equal(packed.offsets, expected.offsets) and packed.offsets.dtype == np.int32, key
+                assert np.array_equal(packed.shared, shared), key
+                packed_some += 1
+    assert compared >= 3 and packed_some >= 1
     # the loop masks of the JSON string's set for first-byte sets of every size,
     # the compiled side (_cwalk.loop_bits) against the numpy one, and against
     # their definition: the tail set's tokens that start with a byte of the set

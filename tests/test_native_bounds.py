@@ -1,7 +1,7 @@
 """The compiled row helpers (index/lazy/_cwalk.c) on malformed and random input.
 
 Each entry point the lazy index calls for a cold row (``walk_span``,
-``group_plan``, ``row_runs``, ``loop_bits``, ``equal_bits``, ``chain_links``) and the compiled
+``group_plan``, ``tail_pack``, ``row_runs``, ``loop_bits``, ``equal_bits``, ``chain_links``) and the compiled
 Thompson construction's ASCII sets (analysis/_thompson.c) must refuse
 malformed arrays with a Python exception (wrong item sizes or kinds, non-contiguous
 views, arrays too short for the counts or offsets they claim, values out of
@@ -113,6 +113,26 @@ def _loop_bits_twin(tail_mask, by_first, first_offsets, first):
     return (side & tail_mask if keep else tail_mask & ~side).tobytes()
 
 
+def _tail_rest(mask, by_first, first_offsets):
+    """tail_split's rest and rest_offsets: by_first's tokens outside ``mask``, in its order."""
+    inside = np.unpackbits(mask.view(np.uint8), bitorder="little")
+    rest, rest_offsets = [], [0]
+    for b in range(256):
+        rest += [int(t) for t in by_first[first_offsets[b]:first_offsets[b + 1]] if not inside[t]]
+        rest_offsets.append(len(rest))
+    return np.array(rest, np.int64), np.array(rest_offsets, np.int64)
+
+
+def _tail_pack_twin(by_first, grouped, grouped_offsets, rest, rest_skips):
+    """tail_pack: each rest token's grouped bytes from max(skip, 1), their int32 offsets and shared prefixes."""
+    place = {int(t): i for i, t in enumerate(by_first)}
+    entries = [bytes(grouped[grouped_offsets[place[int(t)]] + max(int(skip), 1):grouped_offsets[place[int(t)] + 1]])
+               for t, skip in zip(rest, rest_skips)]
+    offsets = np.concatenate(([0], np.cumsum([len(e) for e in entries]))).astype(np.int32)
+    data = np.frombuffer(b"".join(entries), np.uint8)
+    return b"".join(entries), offsets.tolist(), _shared_twin(data, offsets)
+
+
 def _row_runs_twin(row, first_offsets):
     live = np.flatnonzero(row != 0)
     ranges = []
@@ -210,6 +230,27 @@ def test_group_plan_is_its_twin_on_random_input():
         got = tuple(np.frombuffer(part, dtype).tolist() for part, dtype in zip(parts, lazy_plans._PLAN_DTYPES))
         got += (parts[4], np.frombuffer(parts[5], np.int32).tolist(), list(parts[6]))
         assert got == _group_plan_twin(*args), case
+
+
+def test_tail_pack_is_its_twin_on_random_input():
+    rng = random.Random(37)
+    for case in range(CASES):
+        spellings, by_first, first_offsets, grouped, grouped_offsets = _random_groups(rng)
+        if rng.random() < .5:  # as the vocabulary's: by spelling, so neighbours share prefixes
+            order = sorted(range(len(by_first)), key=lambda i: spellings[by_first[i]])
+            by_first = by_first[order] if len(order) else by_first
+            grouped = np.frombuffer(b"".join(spellings[t] for t in by_first), np.uint8)
+            grouped_offsets = np.concatenate(([0], np.cumsum([len(spellings[t]) for t in by_first]))).astype(np.int64)
+        num_words = max(1, (len(spellings) + 31) // 32) + rng.randrange(2)
+        mask = np.array([rng.getrandbits(32) & rng.getrandbits(32) for _ in range(num_words)], np.uint32)
+        rest, rest_offsets = _tail_rest(mask, by_first, first_offsets)
+        rest_skips = np.array([rng.randrange(-1, len(spellings[t]) + 1) for t in rest], np.int16)
+        data = np.empty(len(grouped) + rng.randrange(20), np.uint8)
+        data_offsets, shared = np.empty(len(rest) + 1, np.int32), np.empty(len(rest), np.uint8)
+        used = cwalk.tail_pack(mask, by_first, first_offsets, grouped, grouped_offsets, rest, rest_offsets,
+                               rest_skips, data, data_offsets, shared)
+        assert (bytes(data[:used]), data_offsets.tolist(), shared.tolist()) == \
+            _tail_pack_twin(by_first, grouped, grouped_offsets, rest, rest_skips), case
 
 
 def test_loop_bits_row_runs_and_equal_bits_are_their_twins_on_random_input():
@@ -403,6 +444,51 @@ def test_group_plan_refuses_values_out_of_range(changed, error):
 def test_group_plan_of_nothing():
     args = {**_plan_args(), "walked": np.zeros(0, np.int64), "rested": np.zeros(0, np.int64)}
     assert cwalk.group_plan(*args.values()) == (b"", b"", b"", b"", b"", b"\0" * 4, b"")  # one int32 offset
+
+
+def test_tail_pack_refuses_malformed_input():
+    # "ab" (token 0), "ac" (1), "b" (2), "bcd" (3); the mask holds token 2
+    spellings = [b"ab", b"ac", b"b", b"bcd"]
+    by_first, first_offsets = np.arange(4, dtype=np.int64), np.zeros(257, np.int64)
+    first_offsets[ord("a") + 1:] = 2
+    first_offsets[ord("b") + 1:] = 4
+    grouped = np.frombuffer(b"".join(spellings), np.uint8)
+    grouped_offsets = np.array([0, 2, 4, 5, 8], np.int64)
+    mask = np.array([1 << 2], np.uint32)
+    rest, rest_offsets = _tail_rest(mask, by_first, first_offsets)
+    skips = np.array([0, 1, 2], np.int16)
+    args = dict(mask=mask, by_first=by_first, first_offsets=first_offsets, grouped=grouped,
+                grouped_offsets=grouped_offsets, rest=rest, rest_offsets=rest_offsets, skips=skips,
+                data=np.zeros(8, np.uint8), data_offsets=np.zeros(4, np.int32), shared=np.zeros(3, np.uint8))
+
+    def pack(**changed):
+        return cwalk.tail_pack(*{**args, **changed}.values())
+
+    assert pack() == 3 and bytes(args["data"][:3]) == b"bcd" and args["data_offsets"].tolist() == [0, 1, 2, 3]
+    assert args["shared"].tolist() == [0, 0, 0]
+    for changed, error in [(dict(rest=rest[::-1].copy()), ValueError),               # not by_first's order
+                           (dict(rest=np.array([0, 1, 2], np.int64)), ValueError),   # token 2 is in the mask
+                           (dict(mask=np.zeros(1, np.uint32)), ValueError),          # token 2 is not in the rest
+                           (dict(mask=np.zeros(0, np.uint32)), ValueError),
+                           (dict(skips=np.array([0, 3, 0], np.int16)), ValueError),  # past "ac"'s end
+                           (dict(data=np.zeros(2, np.uint8)), ValueError),
+                           (dict(data=np.zeros(8, np.int8)), TypeError),
+                           (dict(skips=skips.astype(np.int32)), TypeError),
+                           (dict(data_offsets=np.zeros(3, np.int32)), ValueError),
+                           (dict(shared=np.zeros(2, np.uint8)), ValueError),
+                           (dict(grouped_offsets=grouped_offsets[:4]), ValueError),
+                           (dict(grouped_offsets=np.array([0, 2, 4, 5, 9], np.int64)), ValueError),
+                           (dict(grouped_offsets=np.array([0, 3, 2, 5, 8], np.int64)), ValueError),
+                           (dict(by_first=np.array([0, 1, 2, 99], np.int64)), ValueError),
+                           (dict(by_first=np.array([0, 1, 2, -1], np.int64)), ValueError),
+                           (dict(first_offsets=np.full(257, 5, np.int64)), ValueError),
+                           (dict(rest_offsets=np.full(257, 3, np.int64)), ValueError),
+                           (dict(rest_offsets=rest_offsets[:256]), ValueError),
+                           (dict(by_first=_strided(by_first)), ValueError)]:
+        with pytest.raises(error):
+            pack(**changed)
+    with pytest.raises(TypeError, match="11 arguments"):
+        cwalk.tail_pack(mask)
 
 
 def test_loop_bits_row_runs_and_equal_bits_refuse_malformed_input():

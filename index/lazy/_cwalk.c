@@ -537,6 +537,57 @@ static void scratch_give(int slot, void *data) {
  * (runs of spaces), and their rest is walked as before. */
 #define TRIE_DEPTH 64
 
+/* Where first_pass's walk of an entry's bytes stopped: alive 1 when every
+ * byte kept the automaton alive (at is then the walk's stop), 0 at a dead
+ * byte, -1 at a cell that waits for the pass's resolution, -2 on error (the
+ * GIL taken back, the error set); the state there in ``current``. */
+typedef struct {
+    const uint8_t *at;
+    uint32_t current;
+    int alive;
+} Walked;
+
+/* first_pass's walk of bytes [at, stop) from ``current`` over resolved
+ * cells and those the store resolves alone, with one test a byte (see
+ * walk_entries). With ``path`` (the trie's), the state after each byte is
+ * kept at path[its offset from ``begin`` + 1]. Inlined at each of
+ * first_pass's walks (an entry's first TRIE_DEPTH bytes with their states
+ * kept, the rest of a long one, an entry of the plain pass), ``path`` a
+ * constant there. The per-byte loop compiles as the three loops written
+ * out did; around it, a few moves more an entry (callgrind over o65424,
+ * o73917, sp_0 and o1: walk_entries +1.8%, the whole +0.3%; with the
+ * position and state written through pointers +2.5% and +0.56%, and a
+ * step function returning the successor +4.4%: a test a byte more). */
+static inline ALWAYS_INLINE Walked walk_bytes(Automaton *automaton, const int32_t *table, uint32_t live_bound,
+                                              const uint8_t *at, const uint8_t *stop, uint32_t current,
+                                              uint32_t *path, const uint8_t *begin) {
+    for (; at < stop; at++) {
+        int32_t next = table[(size_t)current * 256 + *at];
+        if ((uint32_t)next - 1u >= live_bound) {
+            if (next == UNKNOWN) {
+                int64_t found = try_resolve(automaton, current, *at);
+                if (found < 0) {
+                    return (Walked){at, current, -1};  /* waits */
+                }
+                next = (int32_t)found;
+            }
+            if (next == DEAD) {
+                return (Walked){at, current, 0};
+            }
+            if ((uint32_t)next - 1u >= live_bound) {
+                hold(automaton);
+                PyErr_SetString(PyExc_IndexError, "walk: a state outside the table");
+                return (Walked){at, current, -2};
+            }
+        }
+        current = (uint32_t)next;
+        if (path != NULL) {
+            path[at - begin + 1] = current;
+        }
+    }
+    return (Walked){at, current, 1};
+}
+
 static inline ALWAYS_INLINE Py_ssize_t first_pass(Automaton *automaton, Py_ssize_t count, const uint8_t *bytes,
                                                   const void *starts_at, const void *stops_at, const int narrow,
                                                   const int64_t *states, const uint8_t *shared, const int trie,
@@ -576,8 +627,9 @@ static inline ALWAYS_INLINE Py_ssize_t first_pass(Automaton *automaton, Py_ssize
             }
             return -1;
         }
+        Py_ssize_t share = 0;
         if (trie) {
-            Py_ssize_t share = states[i] == previous ? shared[i] : 0;
+            share = states[i] == previous ? shared[i] : 0;
             previous = states[i];
             if (share > dead_from) {
                 /* the byte the previous entry died at is this one's too,
@@ -590,14 +642,16 @@ static inline ALWAYS_INLINE Py_ssize_t first_pass(Automaton *automaton, Py_ssize
                 }
                 continue;
             }
-            int64_t from = narrow ? (int64_t)((const int32_t *)starts_at)[i] : ((const int64_t *)starts_at)[i];
-            int64_t to = narrow ? (int64_t)((const int32_t *)stops_at)[i] : ((const int64_t *)stops_at)[i];
-            if (!narrow && to - from > INT32_MAX) {  /* int32 offsets differ by less */
-                hold(automaton);
-                PyErr_SetString(PyExc_ValueError, "walk: an entry of more than 2**31 bytes");
-                return -1;
-            }
-            const uint8_t *begin = bytes + from, *at = begin, *stop = bytes + (to > from ? to : from);
+        }
+        int64_t from = narrow ? (int64_t)((const int32_t *)starts_at)[i] : ((const int64_t *)starts_at)[i];
+        int64_t to = narrow ? (int64_t)((const int32_t *)stops_at)[i] : ((const int64_t *)stops_at)[i];
+        if (!narrow && to - from > INT32_MAX) {  /* int32 offsets differ by less */
+            hold(automaton);
+            PyErr_SetString(PyExc_ValueError, "walk: an entry of more than 2**31 bytes");
+            return -1;
+        }
+        const uint8_t *begin = bytes + from, *at = begin, *stop = bytes + (to > from ? to : from);
+        if (trie) {
             /* shared is a hint the walk never reads past an entry by */
             share = share < stop - begin ? share : stop - begin;
             if (share > waits_from) {
@@ -611,59 +665,16 @@ static inline ALWAYS_INLINE Py_ssize_t first_pass(Automaton *automaton, Py_ssize
             Py_ssize_t resume = share < known ? share : known;
             uint32_t current = path[resume];
             at += resume;
-            int32_t alive = 1;
-            /* the bytes up to TRIE_DEPTH keep their states; the rest is walked below */
+            /* the bytes up to TRIE_DEPTH keep their states; the rest is walked after */
             const uint8_t *kept = stop - begin > TRIE_DEPTH ? begin + TRIE_DEPTH : stop;
-            for (; at < kept; at++) {
-                int32_t next = table[(size_t)current * 256 + *at];
-                if ((uint32_t)next - 1u >= live_bound) {
-                    if (next == UNKNOWN) {
-                        int64_t found = try_resolve(automaton, current, *at);
-                        if (found < 0) {
-                            alive = -1;  /* waits */
-                            break;
-                        }
-                        next = (int32_t)found;
-                    }
-                    if (next == DEAD) {
-                        alive = 0;
-                        break;
-                    }
-                    if ((uint32_t)next - 1u >= live_bound) {
-                        hold(automaton);
-                        PyErr_SetString(PyExc_IndexError, "walk: a state outside the table");
-                        return -1;
-                    }
-                }
-                current = (uint32_t)next;
-                path[at - begin + 1] = current;
+            Walked walked = walk_bytes(automaton, table, live_bound, at, kept, current, path, begin);
+            known = walked.at - begin;
+            if (walked.alive > 0) {
+                walked = walk_bytes(automaton, table, live_bound, walked.at, stop, walked.current, NULL, begin);
             }
-            known = at - begin;
-            if (alive > 0) {
-                for (; at < stop; at++) {
-                    int32_t next = table[(size_t)current * 256 + *at];
-                    if ((uint32_t)next - 1u >= live_bound) {
-                        if (next == UNKNOWN) {
-                            int64_t found = try_resolve(automaton, current, *at);
-                            if (found < 0) {
-                                alive = -1;  /* waits */
-                                break;
-                            }
-                            next = (int32_t)found;
-                        }
-                        if (next == DEAD) {
-                            alive = 0;
-                            break;
-                        }
-                        if ((uint32_t)next - 1u >= live_bound) {
-                            hold(automaton);
-                            PyErr_SetString(PyExc_IndexError, "walk: a state outside the table");
-                            return -1;
-                        }
-                    }
-                    current = (uint32_t)next;
-                }
-            }
+            int alive = walked.alive;
+            at = walked.at;
+            current = walked.current;
             Py_ssize_t stopped = at - begin;
             dead_from = alive == 0 ? stopped : PY_SSIZE_T_MAX;
             waits_from = alive < 0 && stopped <= known ? stopped : PY_SSIZE_T_MAX;
@@ -671,51 +682,29 @@ static inline ALWAYS_INLINE Py_ssize_t first_pass(Automaton *automaton, Py_ssize
                 reached[i] = (int32_t)current;
                 alive_list[listed++] = (int32_t)i;
             } else if (alive < 0) {
+                if (alive < -1) {  /* an error: tested off the hot path */
+                    return -1;
+                }
                 entry[waiting] = (int32_t)i;
                 position[waiting] = (int32_t)stopped;
                 state[waiting++] = (int32_t)current;
             }
             continue;
         }
-        int64_t from = narrow ? (int64_t)((const int32_t *)starts_at)[i] : ((const int64_t *)starts_at)[i];
-        int64_t to = narrow ? (int64_t)((const int32_t *)stops_at)[i] : ((const int64_t *)stops_at)[i];
-        if (!narrow && to - from > INT32_MAX) {  /* int32 offsets differ by less */
-            hold(automaton);
-            PyErr_SetString(PyExc_ValueError, "walk: an entry of more than 2**31 bytes");
-            return -1;
-        }
-        const uint8_t *begin = bytes + from, *at = begin, *stop = bytes + (to > from ? to : from);
         uint32_t current = (uint32_t)states[i];
-        int32_t alive = 1;
-        for (; at < stop; at++) {
-            int32_t next = table[(size_t)current * 256 + *at];
-            if ((uint32_t)next - 1u >= live_bound) {
-                if (next == UNKNOWN) {
-                    int64_t found = try_resolve(automaton, current, *at);
-                    if (found < 0) {
-                        alive = -1;  /* waits */
-                        break;
-                    }
-                    next = (int32_t)found;
-                }
-                if (next == DEAD) {
-                    alive = 0;
-                    break;
-                }
-                if ((uint32_t)next - 1u >= live_bound) {
-                    hold(automaton);
-                    PyErr_SetString(PyExc_IndexError, "walk: a state outside the table");
-                    return -1;
-                }
-            }
-            current = (uint32_t)next;
-        }
+        Walked walked = walk_bytes(automaton, table, live_bound, at, stop, current, NULL, begin);
+        int alive = walked.alive;
+        at = walked.at;
+        current = walked.current;
         reached[i] = alive > 0 ? (int32_t)current : -1;
         if (alive_list != NULL) {
             alive_list[listed] = (int32_t)i;
             listed += alive > 0;
         }
         if (alive < 0) {
+            if (alive < -1) {
+                return -1;
+            }
             entry[waiting] = (int32_t)i;
             position[waiting] = (int32_t)(at - begin);
             state[waiting++] = (int32_t)current;
@@ -1698,6 +1687,153 @@ static PyObject *tail_split(PyObject *module, PyObject *const *args, Py_ssize_t 
     result = PyLong_FromSsize_t(n);
 done:
     release(buffers, 9);
+    return result;
+}
+
+/* tail_pack(mask, by_first_byte, first_offsets, grouped, grouped_offsets,
+ *           rest, rest_offsets, rest_skips, data, data_offsets, shared) -> bytes
+ *
+ * A tail set's rest (tail_split's ``mask``, ``rest`` and ``rest_offsets``,
+ * with its resume points ``rest_skips``, int16) packed for the walk plans: rest
+ * entry k's bytes from max(rest_skips[k], 1) to its end one after another
+ * into ``data`` (uint8, room for them), entry k at
+ * data[data_offsets[k]:data_offsets[k + 1]] (int32[n + 1]), and in
+ * ``shared`` (uint8[n]) how many leading bytes it shares with entry k - 1
+ * (common_prefixes' answer). Returns the bytes written. The spellings are
+ * read from the grouped ones (``grouped``, entry i of by_first_byte at
+ * grouped[grouped_offsets[i]:grouped_offsets[i + 1]]): the rest is
+ * by_first_byte's tokens outside the mask, in its order, so one forward
+ * pass finds each rest token's place there. Checked as it goes: a rest that
+ * is not that, or bytes past ``data``, is an error.
+ *
+ * Github_medium o1's step 7 (a new loop set's first mask in a fresh fork,
+ * MaskBench's worst step) packed its 42k-token rest of Qwen's 151k with
+ * numpy and pack (the tokens' lengths and places in by_first_byte
+ * gathered, their cumulative sum, the positions made int64), then
+ * common_prefixes: ~2.6-2.8 ms and ~330 fresh pages in the fork; here
+ * ~1.2 ms and 118 pages (0.35 ms warm). */
+static PyObject *tail_pack(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 11, "tail_pack") < 0) {
+        return NULL;
+    }
+    enum { MASK, BY_FIRST_BYTE, FIRST_OFFSETS, GROUPED, GROUPED_OFFSETS, REST, REST_OFFSETS, REST_SKIPS, DATA,
+           DATA_OFFSETS, SHARED, ARRAYS };
+    Buffer buffers[ARRAYS] = {{0}};
+    static const char *names[ARRAYS] = {"mask", "by_first_byte", "first_offsets", "grouped", "grouped_offsets", "rest",
+                                        "rest_offsets", "rest_skips", "data", "data_offsets", "shared"};
+    static const Py_ssize_t items[ARRAYS] = {U32, 8, 8, U8, 8, 8, 8, 2, U8, 4, U8};
+    static const int writable[ARRAYS] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1};
+    PyObject *result = NULL;
+    for (int i = 0; i < ARRAYS; i++) {
+        if (take(args[i], &buffers[i], names[i], items[i], writable[i]) < 0) {
+            goto done;
+        }
+    }
+    const uint32_t *mask = buffers[MASK].view.buf;
+    const int64_t *by_first_byte = buffers[BY_FIRST_BYTE].view.buf, *first_offsets = buffers[FIRST_OFFSETS].view.buf;
+    const uint8_t *grouped = buffers[GROUPED].view.buf;
+    const int64_t *grouped_offsets = buffers[GROUPED_OFFSETS].view.buf;
+    const int64_t *rest = buffers[REST].view.buf, *rest_offsets = buffers[REST_OFFSETS].view.buf;
+    const int16_t *rest_skips = buffers[REST_SKIPS].view.buf;
+    uint8_t *data = buffers[DATA].view.buf, *shared = buffers[SHARED].view.buf;
+    int32_t *data_offsets = buffers[DATA_OFFSETS].view.buf;
+    Py_ssize_t count = buffers[BY_FIRST_BYTE].view.len / 8, total = buffers[GROUPED].view.len;
+    Py_ssize_t n = buffers[REST].view.len / 8, room = buffers[DATA].view.len;
+    uint64_t tokens = (uint64_t)(buffers[MASK].view.len / 4) * 32;  /* the mask's bits */
+    if (tokens == 0) {
+        PyErr_SetString(PyExc_ValueError, "tail_pack: an empty mask");
+        goto done;
+    }
+    if (buffers[FIRST_OFFSETS].view.len != 257 * 8 || buffers[GROUPED_OFFSETS].view.len / 8 != count + 1
+            || buffers[REST_OFFSETS].view.len != 257 * 8 || buffers[REST_SKIPS].view.len / 2 != n
+            || buffers[DATA_OFFSETS].view.len / 4 != n + 1 || buffers[SHARED].view.len != n) {
+        PyErr_SetString(PyExc_ValueError, "tail_pack: arrays of mismatched lengths");
+        goto done;
+    }
+    for (int b = 0; b < 257; b++) {
+        if (first_offsets[b] < 0 || first_offsets[b] > count || (b && first_offsets[b] < first_offsets[b - 1])
+                || rest_offsets[b] < 0 || rest_offsets[b] > n || (b && rest_offsets[b] < rest_offsets[b - 1])) {
+            PyErr_SetString(PyExc_ValueError, "tail_pack: offsets that are not offsets into by_first_byte and rest");
+            goto done;
+        }
+    }
+    if (rest_offsets[0] != 0 || rest_offsets[256] != n) {
+        PyErr_SetString(PyExc_ValueError, "tail_pack: rest_offsets do not cover rest");
+        goto done;
+    }
+    if (count > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "tail_pack: more than 2**31 spelled tokens");
+        goto done;
+    }
+    const char *problem = NULL;
+    Py_ssize_t filled = 0;
+    Released released;
+    let_go_for(&released, count);
+    /* First each rest entry's place in by_first_byte, into data_offsets[k + 1]
+     * (free until the entry is packed), from the mask: no branch on whether
+     * a token is in the rest (about one in three, at no pattern a predictor
+     * learns) and no step waiting on the one before, as comparing with
+     * rest[k] did (the whole call on o1's rest, warm: 0.86 -> 0.47 ms).
+     * Past a group's rest, the writes go to data_offsets[0]; the second
+     * pass checks each place's token against rest. */
+    for (int b = 0; b < 256; b++) {
+        int64_t k = rest_offsets[b], last = rest_offsets[b + 1];
+        for (int64_t i = first_offsets[b]; i < first_offsets[b + 1]; i++) {
+            uint64_t token = (uint64_t)by_first_byte[i];
+            token = token < tokens ? token : 0;  /* one outside the mask is caught below */
+            data_offsets[k < last ? k + 1 : 0] = (int32_t)i;
+            k += !(mask[token >> 5] >> (token & 31) & 1);
+        }
+        if (k != last) {
+            problem = "tail_pack: rest is not by_first_byte's tokens in its order";
+            break;
+        }
+    }
+    data_offsets[0] = 0;
+    /* entry k - 1's bytes, and their length, read from the grouped
+     * spellings: compared in data, just written, a load of eight bytes
+     * over two stores waited for them (a third of the pass, warm) */
+    const uint8_t *previous = grouped;
+    Py_ssize_t previous_length = 0;
+    for (Py_ssize_t k = 0; k < n && problem == NULL; k++) {
+        int64_t i = data_offsets[k + 1];
+        if (by_first_byte[i] != rest[k]) {
+            problem = "tail_pack: rest is not by_first_byte's tokens in its order";
+            break;
+        }
+        int64_t from = grouped_offsets[i], to = grouped_offsets[i + 1];
+        int64_t at = from + (rest_skips[k] > 1 ? rest_skips[k] : 1);
+        if (from < 0 || to > total || at > to) {
+            problem = "tail_pack: a rest token's bytes outside the grouped spellings";
+            break;
+        }
+        Py_ssize_t length = (Py_ssize_t)(to - at);
+        if (length > room - filled || filled + length > INT32_MAX) {
+            problem = "tail_pack: more bytes than data holds";
+            break;
+        }
+        uint8_t *here = data + filled;
+        if (length <= 16 && total - at >= 16 && room - filled >= 16) {
+            memcpy(here, grouped + at, 16);  /* a fixed copy: the bytes past the entry are the next one's room */
+        } else {
+            memcpy(here, grouped + at, (size_t)length);
+        }
+        Py_ssize_t most = previous_length < length ? previous_length : length;
+        shared[k] = (uint8_t)common_length(previous, grouped + at, most < 255 ? most : 255, grouped + total);
+        previous = grouped + at;
+        previous_length = length;
+        filled += length;
+        data_offsets[k + 1] = (int32_t)filled;
+    }
+    take_back(&released);
+    if (problem != NULL) {
+        PyErr_SetString(PyExc_ValueError, problem);
+        goto done;
+    }
+    result = PyLong_FromSsize_t(filled);
+done:
+    release(buffers, ARRAYS);
     return result;
 }
 
@@ -3537,6 +3673,8 @@ static PyMethodDef methods[] = {
      "Each token's first byte after its first character outside a loop set (its length if none; 0: not text)."},
     {"tail_split", (PyCFunction)(void (*)(void))tail_split, METH_FASTCALL,
      "A loop set's tail tokens as a mask, and the other spelled tokens by first byte."},
+    {"tail_pack", (PyCFunction)(void (*)(void))tail_pack, METH_FASTCALL,
+     "A tail set's rest packed from its resume points, with each entry's prefix shared with the one before."},
     {"grouped", (PyCFunction)(void (*)(void))grouped, METH_FASTCALL,
      "The int64 items of some groups (by offsets), one group after another, as a bytearray."},
     {"walk_plan", (PyCFunction)(void (*)(void))walk_plan, METH_FASTCALL,

@@ -181,12 +181,11 @@ class _GroupedSpellings:
     goes on (``_cwalk.walk_span``). Two threads may both make them; either
     copy is right."""
 
-    __slots__ = ("arrays", "prefixes", "ranks")
+    __slots__ = ("arrays", "prefixes")
 
     def __init__(self) -> None:
         self.arrays: tuple[np.ndarray, np.ndarray] | None = None
         self.prefixes: np.ndarray | None = None
-        self.ranks: np.ndarray | None = None  # int64[V]: token t is by_first_byte[ranks[t]] (-1: not spelled)
 
 
 def _grouped_spellings(tables: _VocabularyTables) -> tuple[np.ndarray, np.ndarray]:
@@ -202,11 +201,7 @@ def _grouped_spellings(tables: _VocabularyTables) -> tuple[np.ndarray, np.ndarra
         _cwalk.common_prefixes(data, offsets, prefixes)
         for array in (data, offsets, prefixes):
             array.flags.writeable = False
-        ranks = np.full(len(tables.lengths), -1, dtype=np.int64)
-        ranks[tokens] = np.arange(len(tokens), dtype=np.int64)
-        ranks.flags.writeable = False
-        tables.grouped.prefixes = prefixes  # before the arrays, which say all three are made
-        tables.grouped.ranks = ranks
+        tables.grouped.prefixes = prefixes  # before the arrays, which say both are made
         found = tables.grouped.arrays = (data, offsets)
     return found
 
@@ -264,14 +259,12 @@ class _Packing:
         self.packed = _PackedBytes(data, offsets, shared)
 
 
-def _packed(tables: _VocabularyTables, tokens: np.ndarray, positions: np.ndarray,
-            with_shared: bool = False) -> _PackedBytes:
+def _packed(tables: _VocabularyTables, tokens: np.ndarray, positions: np.ndarray) -> _PackedBytes:
     """The :class:`_PackedBytes` of ``tokens`` from ``positions``, packed in
     a pass of their own (what a chain plan's first walk,
-    ``_cwalk.walk_and_pack``, keeps; a loop's rest, packed once for the
-    walk plans that copy it), with their shared prefixes where
-    ``with_shared`` (a loop's rest, which ``_cwalk.group_plan`` reads them
-    from)."""
+    ``_cwalk.walk_and_pack``, keeps; a loop's rest for the pair rows and
+    the numpy reference's :class:`_LoopRest`; a tail set's rest, which
+    ``_cwalk.group_plan`` reads, is packed by ``_cwalk.tail_pack``)."""
     wide = np.zeros(len(tokens) + 1, dtype=np.int64)
     np.cumsum(tables.lengths[tokens] - positions, out=wide[1:])
     if wide[-1] > np.iinfo(np.int32).max:
@@ -279,25 +272,11 @@ def _packed(tables: _VocabularyTables, tokens: np.ndarray, positions: np.ndarray
     offsets = wide.astype(np.int32)
     data = np.empty(int(offsets[-1]), dtype=np.uint8)
     positions = np.ascontiguousarray(positions, dtype=np.int64)
-    if with_shared:
-        # A loop's rest comes in by_first_byte's order (by spelling): read
-        # from the grouped spellings, in that order, its bytes are read
-        # forward, where reading them by id jumped about the spellings (a
-        # new loop set's first row in a fresh fork, Github_medium o1's
-        # 49k-token rest: see benchmarks/HISTORY.md)
-        grouped, grouped_offsets = _grouped_spellings(tables)
-        _cwalk.pack(grouped, grouped_offsets, tables.grouped.ranks[tokens], positions, data)
-    else:
-        _cwalk.pack(tables.spellings, tables.spelling_offsets, np.ascontiguousarray(tokens, dtype=np.int64),
-                    positions, data)
-    shared = None
-    if with_shared:
-        shared = np.empty(len(tokens), dtype=np.uint8)
-        _cwalk.common_prefixes(data, offsets, shared)
-        shared.flags.writeable = False
+    _cwalk.pack(tables.spellings, tables.spelling_offsets, np.ascontiguousarray(tokens, dtype=np.int64),
+                positions, data)
     for array in (data, offsets):
         array.flags.writeable = False
-    return _PackedBytes(data, offsets, shared)
+    return _PackedBytes(data, offsets)
 
 
 @dataclass(frozen=True, eq=False)

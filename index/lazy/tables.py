@@ -556,13 +556,29 @@ def _tail_packed(tables: _VocabularyTables, tail: _TailTokens) -> _PackedBytes |
     packed them again for each set of first bytes (~300-400 us each in a
     fresh fork: 57 such sets in MaskBench's sample, a declared key's
     prefixes inside a free key). None past ``_PLAN_MAX_TOKENS`` tokens (a
-    narrow loop's rest is most of the vocabulary): those rows keep plans."""
+    narrow loop's rest is most of the vocabulary): those rows keep plans.
+    With their shared prefixes, in one pass over the grouped spellings
+    (``_cwalk.tail_pack``)."""
     if _cwalk is None:
         return None
     found = tail.packing.packed
     if found is None and len(tail.rest) <= _PLAN_MAX_TOKENS:
-        found = tail.packing.packed = _packed(tables, tail.rest, np.maximum(tail.rest_skips, 1).astype(np.int64),
-                                              with_shared=True)
+        # In one C call, writing only the packed arrays: numpy's gathers of
+        # the rest's lengths and places in by_first_byte, their sums and the
+        # positions made int64 wrote ~330 fresh pages in a fresh fork on
+        # Github_medium o1's 42k-token rest, MaskBench's worst step (~2.7 ms
+        # of it, against ~1.2 ms now; see benchmarks/HISTORY.md).
+        grouped, grouped_offsets = _grouped_spellings(tables)
+        count = len(tail.rest)
+        data = np.empty(len(grouped), dtype=np.uint8)  # room for every spelling: only the pages written count
+        offsets = np.empty(count + 1, dtype=np.int32)
+        shared = np.empty(count, dtype=np.uint8)
+        used = _cwalk.tail_pack(tail.mask, tables.by_first_byte, tables.first_offsets, grouped, grouped_offsets,
+                                tail.rest, tail.rest_offsets, tail.rest_skips, data, offsets, shared)
+        data.resize(used, refcheck=False)  # in place: the buffer is this function's own
+        for array in (data, offsets, shared):
+            array.flags.writeable = False
+        found = tail.packing.packed = _PackedBytes(data, offsets, shared)
     return found
 
 
