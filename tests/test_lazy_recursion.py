@@ -231,6 +231,21 @@ def test_growing_source_that_calls_itself_is_refused():
         LazyByteDFA(P, definitions=_Source({P: f"a{Q}|b", Q: f"c{P}"})).explore()
 
 
+def _count_builds(monkeypatch) -> list:
+    """The trees the lazy NFA builds fragments from, listed as it builds them."""
+    from tokendfa.analysis import lazydfa
+
+    built = []
+    build = lazydfa._LazyNFA._build
+
+    def counted(self, tree):
+        built.append(tree)
+        return build(self, tree)
+
+    monkeypatch.setattr(lazydfa._LazyNFA, "_build", counted)
+    return built
+
+
 def test_growing_source_copies_a_shape_read_after_its_first_fragment(monkeypatch):
     """Two definitions of one shape from a growing source, the second read
     only after the first is compiled: the second is a copy of the first's
@@ -245,14 +260,7 @@ def test_growing_source_copies_a_shape_read_after_its_first_fragment(monkeypatch
     shared = lazydfa._SharedFragments()
     shared.MAX_FRAGMENT_STATES = 0  # the process keeps no fragment: only the automaton's own templates
     monkeypatch.setattr(lazydfa, "_SHARED_FRAGMENTS", shared)
-    built = []
-    build = lazydfa._LazyNFA._build
-
-    def counted(self, tree):
-        built.append(tree)
-        return build(self, tree)
-
-    monkeypatch.setattr(lazydfa._LazyNFA, "_build", counted)
+    built = _count_builds(monkeypatch)
     texts = {P: f"a{Q}|b{R}", Q: "(cd)+e", R: "(cd)+e"}  # Q and R: one shape, read one after the other
     source = _Source(texts)
     dfa = LazyByteDFA(f"x{P}", definitions=source)
@@ -274,14 +282,7 @@ def test_growing_source_copies_a_large_shape_with_calls_read_after_its_first_fra
     from tokendfa.analysis.minimise import canonical_byte_dfa
 
     monkeypatch.setattr(lazydfa, "_SHARED_FRAGMENTS", lazydfa._SharedFragments())
-    built = []
-    build = lazydfa._LazyNFA._build
-
-    def counted(self, tree):
-        built.append(tree)
-        return build(self, tree)
-
-    monkeypatch.setattr(lazydfa._LazyNFA, "_build", counted)
+    built = _count_builds(monkeypatch)
     S, T = "\ud803", "\ud804"
     texts = {Q: f"(cd){{600}}{S}", S: f"e{R}?", R: f"(cd){{600}}{T}", T: "f"}
     source = _Source(texts)
