@@ -2231,6 +2231,18 @@ static void sort_values(int64_t *items, size_t n) {
     }
 }
 
+/* items[0:n] sorted and their repeats dropped: the count kept. */
+static ALWAYS_INLINE size_t sort_distinct(int64_t *items, size_t n) {
+    sort_values(items, n);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!kept || items[kept - 1] != items[i]) {
+            items[kept++] = items[i];
+        }
+    }
+    return kept;
+}
+
 /* ``*array`` reallocated to ``cap`` items of ``size`` bytes; -1 out of memory
  * (the old array kept). */
 static int grow_to(void **array, size_t cap, size_t size) {
@@ -2560,15 +2572,7 @@ static ALWAYS_INLINE Py_ssize_t cut_piece(Store *s, const int64_t *k, size_t n, 
     if (!count) {
         return 0;
     }
-    int64_t *targets = s->targets;
-    sort_values(targets, count);
-    size_t kept = 0;
-    for (size_t i = 0; i < count; i++) {
-        if (!kept || targets[kept - 1] != targets[i]) {
-            targets[kept++] = targets[i];
-        }
-    }
-    return (Py_ssize_t)kept;
+    return (Py_ssize_t)sort_distinct(s->targets, count);
 }
 
 /* The cell (state, byte) resolved from the store alone, without the GIL:
@@ -2684,13 +2688,7 @@ static int64_t store_state_of(Store *s, int32_t *table, int64_t rows, uint8_t *f
         }
     }
     int64_t *kernel = s->scratch;
-    sort_values(kernel, closed);
-    size_t distinct = 0;
-    for (size_t i = 0; i < closed; i++) {
-        if (!distinct || kernel[distinct - 1] != kernel[i]) {
-            kernel[distinct++] = kernel[i];
-        }
-    }
+    size_t distinct = sort_distinct(kernel, closed);
     int64_t found = ids_find(s, kernel, distinct);
     if (found < 0) {
         if ((long long)s->count >= s->max_states || (int64_t)s->count >= rows || (int64_t)s->count >= finals_len

@@ -271,9 +271,8 @@ def _packed(tables: _VocabularyTables, tokens: np.ndarray, positions: np.ndarray
         raise ValueError("more packed bytes than int32 offsets index")
     offsets = wide.astype(np.int32)
     data = np.empty(int(offsets[-1]), dtype=np.uint8)
-    positions = np.ascontiguousarray(positions, dtype=np.int64)
     _cwalk.pack(tables.spellings, tables.spelling_offsets, np.ascontiguousarray(tokens, dtype=np.int64),
-                positions, data)
+                np.ascontiguousarray(positions, dtype=np.int64), data)
     for array in (data, offsets):
         array.flags.writeable = False
     return _PackedBytes(data, offsets)
