@@ -1,7 +1,9 @@
 """Where a fresh fork's time to first mask goes, phase by phase: wall, CPU and page faults.
 
-``ttfm_fork.py``'s method (a warmed parent, each schema in a fresh fork of it
-that builds the warm-up schema untimed, then ``Index.from_schema(schema,
+``ttfm_fork.py``'s method (a warmed parent that runs ``gc.collect()`` and
+``gc.freeze()`` before each fork, as MaskBench's does, unless
+``--no-fork-gc``; each schema in a fresh fork of it that builds the warm-up
+schema untimed, then ``Index.from_schema(schema,
 vocab)`` and the first mask timed), with the phases of the schema path
 wrapped in the parent before the fork: each wrapper reads the wall clock,
 the CPU clock and ``ru_minflt`` on entry and exit, and a phase is charged
@@ -45,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import json
 import resource
 import statistics
@@ -147,6 +150,9 @@ def main() -> int:
     parser.add_argument("--out", default=None, help="rows as JSON")
     parser.add_argument("--in-process", action="store_true",
                         help="each schema built once in this process, no fork (what the fork adds)")
+    parser.add_argument("--no-fork-gc", action="store_true",
+                        help="the parent forks without first running gc.collect() and gc.freeze() "
+                             "(bench_maskbench.py --fork-gc none)")
     args = parser.parse_args()
     if args.root:
         use_root(args.root)
@@ -180,6 +186,9 @@ def main() -> int:
             except Exception as exc:  # noqa: BLE001 - reported, as a child's
                 row = {"error": type(exc).__name__}
         else:
+            if not args.no_fork_gc:
+                gc.collect()   # as bench_maskbench.py's parent (--fork-gc freeze)
+                gc.freeze()
             row = forked(child, describe=lambda exc: type(exc).__name__)
         row["label"] = f"{record.source}:{record.line}"
         rows.append(row)
