@@ -214,6 +214,18 @@ def test_a_malformed_set_template_raises(misconfigured, template):
         rc.thompson_fragment(chars([(0x61, 0x62), (0xE9, 0xE9)]))   # not only ASCII: from its template
 
 
+@pytest.mark.parametrize("fragment", [dict, lambda **fields: fields])
+def test_a_fragment_class_that_is_not_a_tuple_is_refused(misconfigured, fragment):
+    # the fragment is made as tuple.__new__ makes it: anything else is refused
+    # when configured, and the configuration before it stays
+    with pytest.raises(TypeError, match="tuple subclass"):
+        misconfigured(fragment=fragment)
+    made = rc.thompson_fragment(chars([(0x61, 0x62)]), base=5)
+    assert type(made) is rc.NFAFragment
+    assert (made.start, made.end) == (5, 6)
+    assert made.edges == [((0x61, 0x62, 6),), ()] and made.eps == [(), ()] and made.calls == []
+
+
 def _literal(starts, lo, hi, target, finals):
     return LiteralDFA(*(np.array(a, dtype=np.int64) for a in (starts, lo, hi, target)),
                       np.array(finals, dtype=bool))
