@@ -2909,14 +2909,14 @@ static const char *measure_groups(const Groups *g, Py_ssize_t *entries, Py_ssize
 }
 
 /* The plan's entries (measure_groups checked their offsets): tokens,
- * first bytes, positions, skipped flags, their bytes packed into data at
+ * first bytes, skipped flags, their bytes packed into data at
  * offsets (count + 1), and how many leading bytes each shares with the one
  * before it, read off the groups' and the rest's (grouped_shared and
  * rest_shared: common_prefixes of their bytes, made once per vocabulary
  * and loop set). Comparing the bytes here took ~20 instructions an entry,
  * as much as the rest of a plan. */
-static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, int32_t *positions,
-                        uint8_t *skipped, uint8_t *data, int32_t *offsets, uint8_t *shared) {
+static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, uint8_t *skipped, uint8_t *data,
+                        int32_t *offsets, uint8_t *shared) {
     Py_ssize_t i = 0, at = 0;
     offsets[0] = 0;
     for (Py_ssize_t k = 0; k < g->num_walked; k++) {
@@ -2930,7 +2930,6 @@ static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, 
             at += length;
             tokens[i] = (int32_t)g->by_first_byte[j];
             first_bytes[i] = (uint8_t)b;
-            positions[i] = 1;
             skipped[i] = 0;
             offsets[++i] = (int32_t)at;  /* measure_groups: the total fits int32 */
         }
@@ -2952,7 +2951,6 @@ static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, 
             at += length;
             tokens[i] = (int32_t)g->rest_tokens[j];
             first_bytes[i] = (uint8_t)b;
-            positions[i] = g->rest_skips[j] > 1 ? g->rest_skips[j] : 1;
             skipped[i] = g->rest_skips[j] > 0;
             offsets[++i] = (int32_t)at;  /* measure_groups: the total fits int32 */
         }
@@ -2962,7 +2960,7 @@ static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, 
 /* group_plan(by_first_byte, first_offsets, grouped, grouped_offsets, walked,
  *            rest_tokens, rest_offsets, rest_skips, rest_data,
  *            rest_data_offsets, rested, dead, grouped_shared, rest_shared)
- *     -> (tokens, first_bytes, positions, skipped, data, offsets, shared)
+ *     -> (tokens, first_bytes, skipped, data, offsets, shared)
  *
  * A loop row's walk plan (tokendfa.lazy.plans._group_plan) in one call,
  * read from the vocabulary's groups: the tokens starting with each byte of
@@ -2979,14 +2977,17 @@ static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, 
  * byte b >> 3: the loop state's ASCII cells that are DEAD): they die at
  * once. A JSON string's rest is mostly such (a control character, or a
  * quote where the string cannot end: 2.2M of the 12.9M entries that
- * MaskBench's qwen2.5 sample walked). As bytes: tokens and positions
- * int32, first bytes uint8, skipped bool, one an entry, and the entries' bytes
+ * MaskBench's qwen2.5 sample walked). As bytes: tokens int32, first bytes
+ * uint8, skipped bool, one an entry, and the entries' bytes
  * packed and their offsets (int32, one more), and how many leading bytes
  * each entry shares with the one before it in its group, or fewer (uint8,
  * one an entry; 0 for a group's first), from ``grouped_shared`` (uint8,
  * one a token of by_first_byte) and ``rest_shared`` (uint8, one a rest
  * token), common_prefixes of the grouped bytes and of the rest's packed
- * ones. The walk_plan and pack_plan
+ * ones. No positions: the plan comes packed, and an entry's position is
+ * its token's length less its packed bytes (plans._plan_positions); the
+ * int32 a token were ~43 of the 248 pages Github_medium o1's step 7 wrote
+ * here in a fresh fork. The walk_plan and pack_plan
  * of the rest a loop row's first bytes gather (tables._loop_mask) made the
  * same arrays in ~10 numpy calls and three C calls: ~300-400 us for a
  * declared key's prefix inside a free key in a fresh fork, 57 such sets
@@ -3003,7 +3004,7 @@ static PyObject *group_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
                                        "rest_data_offsets", "rested", "dead", "grouped_shared", "rest_shared"};
     static const Py_ssize_t items[COUNT] = {8, 8, U8, 8, 8, 8, 8, 2, U8, 4, 8, U8, U8, U8};
     Buffer buffers[COUNT] = {{0}};
-    PyObject *parts[7] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL}, *result = NULL;
+    PyObject *parts[6] = {NULL, NULL, NULL, NULL, NULL, NULL}, *result = NULL;
     for (int i = 0; i < COUNT; i++) {
         if (take(args[i], &buffers[i], names[i], items[i], 0) < 0) {
             goto done;
@@ -3034,23 +3035,22 @@ static PyObject *group_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_IndexError, problem);
         goto done;
     }
-    static const Py_ssize_t widths[4] = {4, 1, 4, 1};
-    if (make_parts(parts, 4, count, widths) < 0
-            || (parts[4] = PyBytes_FromStringAndSize(NULL, total)) == NULL
-            || (parts[5] = PyBytes_FromStringAndSize(NULL, 4 * (count + 1))) == NULL
-            || (parts[6] = PyBytes_FromStringAndSize(NULL, count)) == NULL) {
+    static const Py_ssize_t widths[3] = {4, 1, 1};
+    if (make_parts(parts, 3, count, widths) < 0
+            || (parts[3] = PyBytes_FromStringAndSize(NULL, total)) == NULL
+            || (parts[4] = PyBytes_FromStringAndSize(NULL, 4 * (count + 1))) == NULL
+            || (parts[5] = PyBytes_FromStringAndSize(NULL, count)) == NULL) {
         goto done;
     }
     Released released;
     let_go_for(&released, count);
     fill_groups(&g, (int32_t *)PyBytes_AS_STRING(parts[0]), (uint8_t *)PyBytes_AS_STRING(parts[1]),
-                (int32_t *)PyBytes_AS_STRING(parts[2]), (uint8_t *)PyBytes_AS_STRING(parts[3]),
-                (uint8_t *)PyBytes_AS_STRING(parts[4]), (int32_t *)PyBytes_AS_STRING(parts[5]),
-                (uint8_t *)PyBytes_AS_STRING(parts[6]));
+                (uint8_t *)PyBytes_AS_STRING(parts[2]), (uint8_t *)PyBytes_AS_STRING(parts[3]),
+                (int32_t *)PyBytes_AS_STRING(parts[4]), (uint8_t *)PyBytes_AS_STRING(parts[5]));
     take_back(&released);
-    result = PyTuple_Pack(7, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], parts[6]);
+    result = PyTuple_Pack(6, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]);
 done:
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 6; i++) {
         Py_XDECREF(parts[i]);
     }
     release(buffers, COUNT);
