@@ -349,8 +349,13 @@ def test_group_plans_are_the_numpy_walk_plans(indexes, monkeypatch):
                                        ("tokens", "first_bytes", "positions", "skipped")))
         for field in ("tokens", "first_bytes", "positions", "skipped"):
             getattr(numpy, field).flags.writeable = False
-        _assert_same_plan(compiled, numpy)
-        by_id = lazy_plans._packed(tables, compiled.tokens, compiled.positions)
+        # no positions kept: each is its token's length less its packed bytes
+        assert compiled.positions is None
+        positions = lazy_plans._plan_positions(tables, compiled)
+        positions.flags.writeable = False
+        _assert_same_plan(lazy_plans._WalkPlan(compiled.tokens, compiled.first_bytes, positions, compiled.skipped),
+                          numpy)
+        by_id = lazy_plans._packed(tables, compiled.tokens, numpy.positions)
         assert np.array_equal(compiled.packing.packed.offsets, by_id.offsets)
         assert np.array_equal(compiled.packing.packed.data, by_id.data)
     assert len(kinds) >= 3, len(kinds)
@@ -375,11 +380,11 @@ def test_group_plan_refuses_bad_arrays():
         arrays.update(changed)
         return cwalk.group_plan(*arrays.values())
 
-    tokens, first_bytes, positions, skipped, packed, offsets, shared = plan()
+    tokens, first_bytes, skipped, packed, offsets, shared = plan()
     assert len(shared) == len(skipped)  # one byte an entry
     quoted = np.diff(tables.first_offsets)[ord('"')]
     assert np.frombuffer(tokens, np.int32)[quoted:].tolist() == [3, 4]
-    assert np.frombuffer(positions, np.int32)[quoted:].tolist() == [1, 2]
+    assert np.diff(np.frombuffer(offsets, np.int32))[quoted:].tolist() == [2, 1]  # "xy" and "z" from their resume points
     assert np.frombuffer(skipped, bool)[quoted:].tolist() == [False, True]
     assert set(np.frombuffer(first_bytes, np.uint8).tolist()) == {ord('"'), ord("a")}
     assert len(first_bytes) == len(skipped)  # one byte a first byte
@@ -391,7 +396,7 @@ def test_group_plan_refuses_bad_arrays():
     dead = np.zeros(16, np.uint8)
     dead[ord("z") >> 3] |= 1 << (ord("z") & 7)
     dead[ord("x") >> 3] |= 1 << (ord("x") & 7)
-    tokens, _, positions, skipped, packed, offsets, _ = plan(dead=dead)
+    tokens, _, skipped, packed, offsets, _ = plan(dead=dead)
     assert np.frombuffer(tokens, np.int32)[quoted:].tolist() == [3]
     assert packed.endswith(b"xy") and np.frombuffer(offsets, np.int32)[-1] == len(packed)
     with pytest.raises(ValueError, match="mismatched"):

@@ -71,14 +71,13 @@ def _shared_twin(data, offsets):
 
 def _group_plan_twin(by_first, first_offsets, grouped, grouped_offsets, walked, rest_tokens, rest_offsets,
                      rest_skips, rest_data, rest_data_offsets, rested, dead, grouped_shared, rest_shared):
-    tokens, firsts, positions, skipped, data, offsets, shared = [], [], [], [], b"", [0], []
+    tokens, firsts, skipped, data, offsets, shared = [], [], [], b"", [0], []
     for b in walked:
         for j in range(first_offsets[b], first_offsets[b + 1]):
             shared.append(0 if j == first_offsets[b] else max(int(grouped_shared[j]) - 1, 0))
             data += bytes(grouped[grouped_offsets[j] + 1:grouped_offsets[j + 1]])
             tokens.append(int(by_first[j]))
             firsts.append(int(b))
-            positions.append(1)
             skipped.append(False)
             offsets.append(len(data))
     for b in rested:
@@ -92,13 +91,12 @@ def _group_plan_twin(by_first, first_offsets, grouped, grouped_offsets, walked, 
             data += spelled
             tokens.append(int(rest_tokens[j]))
             firsts.append(int(b))
-            positions.append(max(int(rest_skips[j]), 1))
             skipped.append(bool(rest_skips[j] > 0))
             offsets.append(len(data))
     # each entry's shared prefix is one it shares with the one before it
     entries = [data[offsets[i]:offsets[i + 1]] for i in range(len(tokens))]
     assert all(entries[i][:n] == entries[i - 1][:n] for i, n in enumerate(shared) if n)
-    return tokens, firsts, positions, skipped, data, offsets, shared
+    return tokens, firsts, skipped, data, offsets, shared
 
 
 def _loop_bits_twin(tail_mask, by_first, first_offsets, first):
@@ -227,8 +225,8 @@ def test_group_plan_is_its_twin_on_random_input():
                 rest_data, rest_data_offsets, rested, dead, np.array(_shared_twin(grouped, grouped_offsets), np.uint8),
                 np.array(_shared_twin(rest_data, rest_data_offsets), np.uint8))
         parts = cwalk.group_plan(*args)
-        got = tuple(np.frombuffer(part, dtype).tolist() for part, dtype in zip(parts, lazy_plans._PLAN_DTYPES))
-        got += (parts[4], np.frombuffer(parts[5], np.int32).tolist(), list(parts[6]))
+        got = tuple(np.frombuffer(part, dtype).tolist() for part, dtype in zip(parts, (np.int32, np.uint8, bool)))
+        got += (parts[3], np.frombuffer(parts[4], np.int32).tolist(), list(parts[5]))
         assert got == _group_plan_twin(*args), case
 
 
@@ -410,7 +408,7 @@ def _plan_args():
 @pytest.mark.parametrize("name", list(_plan_args()))
 def test_group_plan_refuses_views_and_item_sizes(name):
     args = _plan_args()
-    assert cwalk.group_plan(*args.values())[4] == b"bcz"
+    assert cwalk.group_plan(*args.values())[3] == b"bcz"
     wrong_width = np.int64 if args[name].dtype == np.int32 else np.int32
     for bad, error in ((_strided(args[name]), ValueError), (args[name].astype(wrong_width), TypeError),
                        (None, TypeError), (3, TypeError)):
@@ -443,7 +441,7 @@ def test_group_plan_refuses_values_out_of_range(changed, error):
 
 def test_group_plan_of_nothing():
     args = {**_plan_args(), "walked": np.zeros(0, np.int64), "rested": np.zeros(0, np.int64)}
-    assert cwalk.group_plan(*args.values()) == (b"", b"", b"", b"", b"", b"\0" * 4, b"")  # one int32 offset
+    assert cwalk.group_plan(*args.values()) == (b"", b"", b"", b"", b"\0" * 4, b"")  # one int32 offset
 
 
 def test_tail_pack_refuses_malformed_input():

@@ -590,7 +590,8 @@ static inline ALWAYS_INLINE Walked walk_bytes(Automaton *automaton, const int32_
 
 static inline ALWAYS_INLINE Py_ssize_t first_pass(Automaton *automaton, Py_ssize_t count, const uint8_t *bytes,
                                                   const void *starts_at, const void *stops_at, const int narrow,
-                                                  const int64_t *states, const uint8_t *shared, const int trie,
+                                                  const void *states_at, const int wide_states,
+                                                  const uint8_t *shared, const int trie,
                                                   int32_t *entry, int32_t *position, int32_t *state,
                                                   int32_t *reached, int32_t *alive_list, Py_ssize_t *alive_count) {
     const int32_t *table = automaton->table.view.buf;
@@ -617,10 +618,11 @@ static inline ALWAYS_INLINE Py_ssize_t first_pass(Automaton *automaton, Py_ssize
     int64_t previous = -1;
     Py_ssize_t known = 0, dead_from = PY_SSIZE_T_MAX, waits_from = PY_SSIZE_T_MAX;
     Py_ssize_t listed = 0;
+#define STATE(i) (wide_states ? ((const int64_t *)states_at)[i] : (int64_t)((const int32_t *)states_at)[i])
     for (Py_ssize_t i = 0; i < count; i++) {
-        if ((uint64_t)states[i] >= first_bound) {
+        if ((uint64_t)STATE(i) >= first_bound) {
             hold(automaton);
-            if (states[i] >= 0 && states[i] < automaton->discovered && states[i] <= INT32_MAX) {
+            if (STATE(i) >= 0 && STATE(i) < automaton->discovered && STATE(i) <= INT32_MAX) {
                 PyErr_SetString(PyExc_IndexError, "walk: a state outside the table");
             } else {
                 PyErr_SetString(PyExc_IndexError, "walk: a state outside the automaton");
@@ -629,15 +631,15 @@ static inline ALWAYS_INLINE Py_ssize_t first_pass(Automaton *automaton, Py_ssize
         }
         Py_ssize_t share = 0;
         if (trie) {
-            share = states[i] == previous ? shared[i] : 0;
-            previous = states[i];
+            share = STATE(i) == previous ? shared[i] : 0;
+            previous = STATE(i);
             if (share > dead_from) {
                 /* the byte the previous entry died at is this one's too,
                  * and the next ones' that share more than dead_from bytes
                  * with their previous one: dead with no byte read (the
                  * path and dead_from stay: what they share with the next
                  * entry as far as dead_from, it shares with the walked one) */
-                while (i + 1 < count && states[i + 1] == previous && shared[i + 1] > dead_from) {
+                while (i + 1 < count && STATE(i + 1) == previous && shared[i + 1] > dead_from) {
                     i++;
                 }
                 continue;
@@ -661,7 +663,7 @@ static inline ALWAYS_INLINE Py_ssize_t first_pass(Automaton *automaton, Py_ssize
                 state[waiting++] = (int32_t)path[waits_from];
                 continue;
             }
-            path[0] = (uint32_t)states[i];
+            path[0] = (uint32_t)STATE(i);
             Py_ssize_t resume = share < known ? share : known;
             uint32_t current = path[resume];
             at += resume;
@@ -691,7 +693,7 @@ static inline ALWAYS_INLINE Py_ssize_t first_pass(Automaton *automaton, Py_ssize
             }
             continue;
         }
-        uint32_t current = (uint32_t)states[i];
+        uint32_t current = (uint32_t)STATE(i);
         Walked walked = walk_bytes(automaton, table, live_bound, at, stop, current, NULL, begin);
         int alive = walked.alive;
         at = walked.at;
@@ -712,6 +714,7 @@ static inline ALWAYS_INLINE Py_ssize_t first_pass(Automaton *automaton, Py_ssize
     }
     *alive_count = listed;
     return waiting;
+#undef STATE
 }
 
 /* Walk entry i = bytes[starts[i]:stops[i]] from states[i] for each of
@@ -723,7 +726,8 @@ static inline ALWAYS_INLINE Py_ssize_t first_pass(Automaton *automaton, Py_ssize
  * stop most of its entries (sp_0, o73917 and o65424 on qwen2.5: 3.6M of
  * 9.2M entries waited for a pass, 0.6M now), each a second walk_known
  * call and a resolution loop's turn. starts and stops are int64, or int32 where
- * ``narrow`` (a plan's packed offsets). An entry whose bytes keep the automaton alive
+ * ``narrow`` (a plan's packed offsets); states int64 where ``wide_states``,
+ * else int32. An entry whose bytes keep the automaton alive
  * goes to ended_* as (ids[i], or i without ids; end state). Returns how
  * many ended, or -1 on error (GIL held). With ``reached_out`` and
  * ``alive_out`` (count int32 each), ended_* are not written: the entries
@@ -731,7 +735,11 @@ static inline ALWAYS_INLINE Py_ssize_t first_pass(Automaton *automaton, Py_ssize
  * states left at reached_out[i] (what it holds for the others is not
  * defined) and their number returned, for finish_compute to read only
  * those: a cold row's entries are mostly dead, and reading each one's end
- * there cost ~23 instructions an entry. With ``shared`` as well, an entry
+ * there cost ~23 instructions an entry. reached_out may be the int32
+ * states themselves: the walk writes reached_out[i] only once it has read
+ * states[i], and never reads states[j], j <= i, after that (walk_row's and
+ * walk_span's scratch, whose pages a fresh fork's row writes once instead
+ * of twice). With ``shared`` as well, an entry
  * that shares a prefix with the one before it (same start state) goes on
  * from where that one was there (first_pass). Taking the GIL back once a cell
  * (~50 a cold row) made a thread walking beside another wait for that
@@ -739,8 +747,8 @@ static inline ALWAYS_INLINE Py_ssize_t first_pass(Automaton *automaton, Py_ssize
  * row. The cells resolved are the same (those some entry reaches), in
  * another order: state ids are discovery order and may differ. */
 static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uint8_t *bytes,
-                               const void *starts_at, const void *stops_at, int narrow, const int64_t *states,
-                               const uint8_t *shared,
+                               const void *starts_at, const void *stops_at, int narrow, const void *states,
+                               int wide_states, const uint8_t *shared,
                                const int64_t *ids, int64_t *ended_ids, int64_t *ended_states, int32_t *reached_out,
                                int32_t *alive_out) {
 #define START(i) (narrow ? (int64_t)((const int32_t *)starts_at)[i] : ((const int64_t *)starts_at)[i])
@@ -764,15 +772,23 @@ static Py_ssize_t walk_entries(Automaton *automaton, Py_ssize_t count, const uin
     let_go(automaton);
     int32_t *alive_list = reached_out != NULL ? alive_out : NULL;
     Py_ssize_t listed = 0;
-    if (shared != NULL && alive_list != NULL) {
-        waiting = narrow ? first_pass(automaton, count, bytes, starts_at, stops_at, 1, states, shared, 1, entry,
+    /* int32 start states are walk_row's and walk_span's (their scratch),
+     * int64 those a caller hands in (walk, walk_packed, walk_and_pack,
+     * which list no alive entries and share no prefixes) */
+    if (shared != NULL && alive_list != NULL && !wide_states) {
+        waiting = narrow ? first_pass(automaton, count, bytes, starts_at, stops_at, 1, states, 0, shared, 1, entry,
                                       position, state, reached, alive_list, &listed)
-                         : first_pass(automaton, count, bytes, starts_at, stops_at, 0, states, shared, 1, entry,
+                         : first_pass(automaton, count, bytes, starts_at, stops_at, 0, states, 0, shared, 1, entry,
+                                      position, state, reached, alive_list, &listed);
+    } else if (!wide_states) {
+        waiting = narrow ? first_pass(automaton, count, bytes, starts_at, stops_at, 1, states, 0, NULL, 0, entry,
+                                      position, state, reached, alive_list, &listed)
+                         : first_pass(automaton, count, bytes, starts_at, stops_at, 0, states, 0, NULL, 0, entry,
                                       position, state, reached, alive_list, &listed);
     } else {
-        waiting = narrow ? first_pass(automaton, count, bytes, starts_at, stops_at, 1, states, NULL, 0, entry,
+        waiting = narrow ? first_pass(automaton, count, bytes, starts_at, stops_at, 1, states, 1, NULL, 0, entry,
                                       position, state, reached, alive_list, &listed)
-                         : first_pass(automaton, count, bytes, starts_at, stops_at, 0, states, NULL, 0, entry,
+                         : first_pass(automaton, count, bytes, starts_at, stops_at, 0, states, 1, NULL, 0, entry,
                                       position, state, reached, alive_list, &listed);
     }
     if (waiting < 0) {
@@ -936,7 +952,7 @@ static PyObject *walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         starts[i] = offsets[token] + positions[i];
         stops[i] = offsets[token + 1];
     }
-    ended = walk_entries(&automaton, count, spellings, starts, stops, 0, states, NULL, tokens, ended_tokens, ended_states,
+    ended = walk_entries(&automaton, count, spellings, starts, stops, 0, states, 1, NULL, tokens, ended_tokens, ended_states,
                          NULL, NULL);
     PyMem_Free(starts);
     if (ended >= 0) {
@@ -1035,7 +1051,7 @@ static PyObject *walk_and_pack(PyObject *module, PyObject *const *args, Py_ssize
                (size_t)(packed_offsets[i + 1] - packed_offsets[i]));
     }
     hold(&automaton);
-    ended = walk_entries(&automaton, count, packed, packed_offsets, packed_offsets + 1, 1, states, NULL, NULL,
+    ended = walk_entries(&automaton, count, packed, packed_offsets, packed_offsets + 1, 1, states, 1, NULL, NULL,
                          ended_entries, ended_states, NULL, NULL);
     if (ended >= 0) {
         result = Py_BuildValue("(nO)", ended, data);
@@ -1094,7 +1110,7 @@ static PyObject *walk_packed(PyObject *module, PyObject *const *args, Py_ssize_t
             goto done;
         }
     }
-    ended = walk_entries(&automaton, count, data, offsets, offsets + 1, 1, states, NULL, NULL, ended_entries, ended_states,
+    ended = walk_entries(&automaton, count, data, offsets, offsets + 1, 1, states, 1, NULL, NULL, ended_entries, ended_states,
                          NULL, NULL);
     if (ended >= 0) {
         result = PyLong_FromSsize_t(ended);
@@ -2575,23 +2591,52 @@ done:
     return result;
 }
 
-/* The loop of start_states (see there) over checked lengths; the problem
- * met (an index outside), or NULL. No Python object is touched. */
-static const char *fill_start_states(const int32_t *first_row, const uint8_t *first_bytes, const void *picks,
-                                     int wide_picks, Py_ssize_t count, const int64_t *along, Py_ssize_t num_along,
-                                     int64_t *out) {
+/* The loop of start_states (see there) over checked lengths, into int64
+ * ``out`` or, where ``narrow_out``, int32 (walk_row's scratch; 2: an
+ * along state outside int32 written as -1, which the walk refuses as a
+ * state outside the automaton where it is picked); the problem met (an
+ * index outside), or NULL. No Python object is touched. */
+static inline ALWAYS_INLINE const char *fill_loop(const int32_t *first_row, const uint8_t *first_bytes,
+                                                  const void *picks, int wide_picks, Py_ssize_t count,
+                                                  const int64_t *along, Py_ssize_t num_along,
+                                                  void *restrict out, const int narrow_out) {
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t pick = wide_picks ? ((const int32_t *)picks)[i] : (((const uint8_t *)picks)[i] ? 0 : -1);
         if (pick >= 0) {
             if (pick >= num_along) {
                 return "start_states: a link outside the chain";
             }
-            out[i] = along[pick];
+            if (narrow_out == 2) {
+                ((int32_t *)out)[i] = along[pick] >= INT32_MIN && along[pick] <= INT32_MAX ? (int32_t)along[pick] : -1;
+            } else if (narrow_out) {
+                ((int32_t *)out)[i] = (int32_t)along[pick];  /* fill_start_states: it fits */
+            } else {
+                ((int64_t *)out)[i] = along[pick];
+            }
+        } else if (narrow_out) {
+            ((int32_t *)out)[i] = first_row[first_bytes[i]];  /* uint8: inside the row's 256 cells */
         } else {
-            out[i] = first_row[first_bytes[i]];  /* uint8: inside the row's 256 cells */
+            ((int64_t *)out)[i] = first_row[first_bytes[i]];
         }
     }
     return NULL;
+}
+
+/* fill_loop, with the along states checked once where ``out`` is int32
+ * (a test an entry in the loop was ~3 instructions an entry: +0.7% of the
+ * cold walks' instructions, callgrind over o65424, o73917, sp_0 and o1). */
+static const char *fill_start_states(const int32_t *first_row, const uint8_t *first_bytes, const void *picks,
+                                     int wide_picks, Py_ssize_t count, const int64_t *along, Py_ssize_t num_along,
+                                     void *out, int narrow_out) {
+    if (!narrow_out) {
+        return fill_loop(first_row, first_bytes, picks, wide_picks, count, along, num_along, out, 0);
+    }
+    for (Py_ssize_t k = 0; k < num_along; k++) {
+        if (along[k] < INT32_MIN || along[k] > INT32_MAX) {
+            return fill_loop(first_row, first_bytes, picks, wide_picks, count, along, num_along, out, 2);
+        }
+    }
+    return fill_loop(first_row, first_bytes, picks, wide_picks, count, along, num_along, out, 1);
 }
 
 /* start_states(first_row, first_bytes, picks, along, out): the state each
@@ -2626,7 +2671,7 @@ static PyObject *start_states(PyObject *module, PyObject *const *args, Py_ssize_
         goto done;
     }
     const char *problem = fill_start_states(first_row, first_bytes, buffers[2].view.buf, wide_picks, count, along,
-                                            num_along, out);
+                                            num_along, out, 0);
     if (problem != NULL) {
         PyErr_SetString(PyExc_IndexError, problem);
         goto done;
@@ -2648,7 +2693,7 @@ done:
  * entries, finish_arrays holds the GIL for them). Closes the automaton;
  * the GIL held on entry and on return. */
 static PyObject *walk_finished(Automaton *automaton, Py_ssize_t count, const uint8_t *bytes, const void *starts,
-                               const void *stops, int narrow, const int64_t *states, const uint8_t *shared,
+                               const void *stops, int narrow, const int32_t *states, const uint8_t *shared,
                                int32_t *reached, int32_t *alive,
                                const uint32_t *loop_mask, Py_ssize_t num_words, const void *tokens, int wide_tokens,
                                const int64_t *loop_ends, Py_ssize_t num_loop_ends, const int64_t *eos,
@@ -2659,8 +2704,8 @@ static PyObject *walk_finished(Automaton *automaton, Py_ssize_t count, const uin
         return NULL;
     }
     automaton->stay_released = 1;
-    Py_ssize_t ended = walk_entries(automaton, count, bytes, starts, stops, narrow, states, shared, NULL, NULL, NULL,
-                                    reached, alive);
+    Py_ssize_t ended = walk_entries(automaton, count, bytes, starts, stops, narrow, states, 0, shared, NULL, NULL,
+                                    NULL, reached, alive);
     automaton->stay_released = 0;
     if (ended >= 0) {
         finish_compute(&finish, loop_mask, num_words, tokens, wide_tokens, count, NULL, NULL, count, loop_ends,
@@ -2703,7 +2748,7 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
                                     "loop_mask", "", "loop_ends", "eos", "", "shared"};
     static const Py_ssize_t items[14] = {0, U8, 4, 4, U8, 0, 8, 4, U32, 0, 8, 8, 0, U8};
     PyObject *result = NULL;
-    int64_t *states = NULL;
+    int32_t *states = NULL;
     Py_ssize_t num_words = PyLong_AsSsize_t(args[9]);
     int final = PyObject_IsTrue(args[12]);
     if ((num_words == -1 && PyErr_Occurred()) || final < 0) {
@@ -2746,18 +2791,22 @@ static PyObject *walk_row(PyObject *module, PyObject *const *args, Py_ssize_t na
         goto done;
     }
     size_t room = (size_t)(count ? count : 1);
-    /* each entry's start state, then its end and the list of those alive
-     * (int32, read in place by finish_arrays; the list's pages written only
-     * as far as it goes) */
-    states = room <= PY_SSIZE_T_MAX / 16 ? scratch_take(0, (sizeof(int64_t) + 2 * sizeof(int32_t)) * room) : NULL;
+    /* each entry's start state (int32), overwritten by its end where it
+     * ends alive (walk_entries), then the list of those alive (read in
+     * place by finish_arrays; its pages written only as far as it goes).
+     * 8 bytes an entry, where an int64 start state and an end of its own
+     * took 16: these pages are most of what a loop row first writes in a
+     * fresh fork (Github_medium o1's step 7, MaskBench's worst: walk_row's
+     * faults 310 -> 223) */
+    states = room <= PY_SSIZE_T_MAX / 16 ? scratch_take(0, 2 * sizeof(int32_t) * room) : NULL;
     if (states == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    int32_t *reached = (int32_t *)(states + room);
+    int32_t *reached = states;
     const char *problem = fill_start_states(buffers[3].view.buf, buffers[4].view.buf, buffers[5].view.buf,
                                             buffers[5].view.itemsize == 4, count, buffers[6].view.buf,
-                                            buffers[6].view.len / 8, states);
+                                            buffers[6].view.len / 8, states, 1);
     if (problem != NULL) {
         PyErr_SetString(PyExc_IndexError, problem);
         goto done;
@@ -2860,14 +2909,14 @@ static const char *measure_groups(const Groups *g, Py_ssize_t *entries, Py_ssize
 }
 
 /* The plan's entries (measure_groups checked their offsets): tokens,
- * first bytes, positions, skipped flags, their bytes packed into data at
+ * first bytes, skipped flags, their bytes packed into data at
  * offsets (count + 1), and how many leading bytes each shares with the one
  * before it, read off the groups' and the rest's (grouped_shared and
  * rest_shared: common_prefixes of their bytes, made once per vocabulary
  * and loop set). Comparing the bytes here took ~20 instructions an entry,
  * as much as the rest of a plan. */
-static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, int32_t *positions,
-                        uint8_t *skipped, uint8_t *data, int32_t *offsets, uint8_t *shared) {
+static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, uint8_t *skipped, uint8_t *data,
+                        int32_t *offsets, uint8_t *shared) {
     Py_ssize_t i = 0, at = 0;
     offsets[0] = 0;
     for (Py_ssize_t k = 0; k < g->num_walked; k++) {
@@ -2881,7 +2930,6 @@ static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, 
             at += length;
             tokens[i] = (int32_t)g->by_first_byte[j];
             first_bytes[i] = (uint8_t)b;
-            positions[i] = 1;
             skipped[i] = 0;
             offsets[++i] = (int32_t)at;  /* measure_groups: the total fits int32 */
         }
@@ -2903,7 +2951,6 @@ static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, 
             at += length;
             tokens[i] = (int32_t)g->rest_tokens[j];
             first_bytes[i] = (uint8_t)b;
-            positions[i] = g->rest_skips[j] > 1 ? g->rest_skips[j] : 1;
             skipped[i] = g->rest_skips[j] > 0;
             offsets[++i] = (int32_t)at;  /* measure_groups: the total fits int32 */
         }
@@ -2913,7 +2960,7 @@ static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, 
 /* group_plan(by_first_byte, first_offsets, grouped, grouped_offsets, walked,
  *            rest_tokens, rest_offsets, rest_skips, rest_data,
  *            rest_data_offsets, rested, dead, grouped_shared, rest_shared)
- *     -> (tokens, first_bytes, positions, skipped, data, offsets, shared)
+ *     -> (tokens, first_bytes, skipped, data, offsets, shared)
  *
  * A loop row's walk plan (tokendfa.lazy.plans._group_plan) in one call,
  * read from the vocabulary's groups: the tokens starting with each byte of
@@ -2930,14 +2977,17 @@ static void fill_groups(const Groups *g, int32_t *tokens, uint8_t *first_bytes, 
  * byte b >> 3: the loop state's ASCII cells that are DEAD): they die at
  * once. A JSON string's rest is mostly such (a control character, or a
  * quote where the string cannot end: 2.2M of the 12.9M entries that
- * MaskBench's qwen2.5 sample walked). As bytes: tokens and positions
- * int32, first bytes uint8, skipped bool, one an entry, and the entries' bytes
+ * MaskBench's qwen2.5 sample walked). As bytes: tokens int32, first bytes
+ * uint8, skipped bool, one an entry, and the entries' bytes
  * packed and their offsets (int32, one more), and how many leading bytes
  * each entry shares with the one before it in its group, or fewer (uint8,
  * one an entry; 0 for a group's first), from ``grouped_shared`` (uint8,
  * one a token of by_first_byte) and ``rest_shared`` (uint8, one a rest
  * token), common_prefixes of the grouped bytes and of the rest's packed
- * ones. The walk_plan and pack_plan
+ * ones. No positions: the plan comes packed, and an entry's position is
+ * its token's length less its packed bytes (plans._plan_positions); the
+ * int32 a token were ~43 of the 248 pages Github_medium o1's step 7 wrote
+ * here in a fresh fork. The walk_plan and pack_plan
  * of the rest a loop row's first bytes gather (tables._loop_mask) made the
  * same arrays in ~10 numpy calls and three C calls: ~300-400 us for a
  * declared key's prefix inside a free key in a fresh fork, 57 such sets
@@ -2954,7 +3004,7 @@ static PyObject *group_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
                                        "rest_data_offsets", "rested", "dead", "grouped_shared", "rest_shared"};
     static const Py_ssize_t items[COUNT] = {8, 8, U8, 8, 8, 8, 8, 2, U8, 4, 8, U8, U8, U8};
     Buffer buffers[COUNT] = {{0}};
-    PyObject *parts[7] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL}, *result = NULL;
+    PyObject *parts[6] = {NULL, NULL, NULL, NULL, NULL, NULL}, *result = NULL;
     for (int i = 0; i < COUNT; i++) {
         if (take(args[i], &buffers[i], names[i], items[i], 0) < 0) {
             goto done;
@@ -2985,23 +3035,22 @@ static PyObject *group_plan(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_IndexError, problem);
         goto done;
     }
-    static const Py_ssize_t widths[4] = {4, 1, 4, 1};
-    if (make_parts(parts, 4, count, widths) < 0
-            || (parts[4] = PyBytes_FromStringAndSize(NULL, total)) == NULL
-            || (parts[5] = PyBytes_FromStringAndSize(NULL, 4 * (count + 1))) == NULL
-            || (parts[6] = PyBytes_FromStringAndSize(NULL, count)) == NULL) {
+    static const Py_ssize_t widths[3] = {4, 1, 1};
+    if (make_parts(parts, 3, count, widths) < 0
+            || (parts[3] = PyBytes_FromStringAndSize(NULL, total)) == NULL
+            || (parts[4] = PyBytes_FromStringAndSize(NULL, 4 * (count + 1))) == NULL
+            || (parts[5] = PyBytes_FromStringAndSize(NULL, count)) == NULL) {
         goto done;
     }
     Released released;
     let_go_for(&released, count);
     fill_groups(&g, (int32_t *)PyBytes_AS_STRING(parts[0]), (uint8_t *)PyBytes_AS_STRING(parts[1]),
-                (int32_t *)PyBytes_AS_STRING(parts[2]), (uint8_t *)PyBytes_AS_STRING(parts[3]),
-                (uint8_t *)PyBytes_AS_STRING(parts[4]), (int32_t *)PyBytes_AS_STRING(parts[5]),
-                (uint8_t *)PyBytes_AS_STRING(parts[6]));
+                (uint8_t *)PyBytes_AS_STRING(parts[2]), (uint8_t *)PyBytes_AS_STRING(parts[3]),
+                (int32_t *)PyBytes_AS_STRING(parts[4]), (uint8_t *)PyBytes_AS_STRING(parts[5]));
     take_back(&released);
-    result = PyTuple_Pack(7, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], parts[6]);
+    result = PyTuple_Pack(6, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]);
 done:
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 6; i++) {
         Py_XDECREF(parts[i]);
     }
     release(buffers, COUNT);
@@ -3089,11 +3138,15 @@ static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t n
      * minor faults again and again in a fresh fork, 3% of the 250-1500 us
      * steps of MaskBench (perf, page faults under walk_span) */
     size_t room = (size_t)(count ? count : 1);
-    scratch = room <= PY_SSIZE_T_MAX / 49 ? scratch_take(0, (sizeof(int64_t) * (gathered ? 6 : 3) + 1) * room) : NULL;
+    /* first the start states (int32), each overwritten by its end where
+     * it ends alive (walk_entries), and the list of those alive: 8 bytes
+     * an entry (as walk_row's) */
+    scratch = room <= PY_SSIZE_T_MAX / 49 ? scratch_take(0, (sizeof(int64_t) * (gathered ? 4 : 1) + 1) * room) : NULL;
     if (scratch == NULL) {
         PyErr_NoMemory();
         goto done;
     }
+    int32_t *states = (int32_t *)scratch;
     const int64_t *starts = offsets, *tokens = all_tokens;
     const uint8_t *all_shared = buffers[SHARED].held ? buffers[SHARED].view.buf : NULL, *shared = all_shared;
     if (num_ranges == 1) {
@@ -3101,8 +3154,8 @@ static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t n
         tokens = all_tokens + ranges[0];
         shared = all_shared != NULL ? all_shared + ranges[0] : NULL;  /* the first entry's is not read */
     } else if (gathered) {
-        int64_t *gathered_starts = scratch + 3 * count, *gathered_tokens = scratch + 5 * count;
-        uint8_t *gathered_shared = (uint8_t *)(scratch + 6 * count);
+        int64_t *gathered_starts = scratch + count, *gathered_tokens = scratch + 3 * count;
+        uint8_t *gathered_shared = (uint8_t *)(scratch + 4 * count);
         Py_ssize_t i = 0;
         for (Py_ssize_t r = 0; r < num_ranges; r++) {
             for (int64_t j = ranges[2 * r]; j < ranges[2 * r + 1]; j++, i++) {
@@ -3117,18 +3170,19 @@ static PyObject *walk_span(PyObject *module, PyObject *const *args, Py_ssize_t n
         tokens = gathered_tokens;
         shared = all_shared != NULL ? gathered_shared : NULL;
     }
+    /* checked by the walk against the automaton's states (-1 outside int32: refused there) */
+    int32_t start = state >= 0 && state <= INT32_MAX ? (int32_t)state : -1;
     for (Py_ssize_t i = 0; i < count; i++) {
-        scratch[i] = state;  /* checked by the walk against the automaton's states */
+        states[i] = start;
     }
     if (open_automaton(args[0], &automaton) < 0) {
         close_automaton(&automaton);
         goto done;
     }
-    /* each entry's end and the list of those alive, read in place by
-     * finish_arrays (both int32, in the second column) */
-    int32_t *reached = (int32_t *)(scratch + count);
+    /* each alive entry's end over its start state, and the list of those
+     * alive, read in place by finish_arrays */
     result = walk_finished(&automaton, count, buffers[DATA].view.buf, starts, gathered ? starts + count : starts + 1,
-                           0, scratch, shared, reached, reached + count, buffers[LOOP_MASK].held ? buffers[LOOP_MASK].view.buf : NULL,
+                           0, states, shared, states, states + count, buffers[LOOP_MASK].held ? buffers[LOOP_MASK].view.buf : NULL,
                            num_words, tokens, 1, buffers[LOOP_ENDS].view.buf, buffers[LOOP_ENDS].view.len / 8,
                            buffers[EOS].view.buf, buffers[EOS].view.len / 8, final);
 done:

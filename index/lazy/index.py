@@ -94,7 +94,7 @@ from ..builder.config import BuildConfig
 from .completion import _byte_state_map, _index_states_of_byte_states
 from .kernels import _cwalk, _distinct, _mask_fingerprint, _runs, _set_bits
 from .plans import (_ChainPlan, _PackedBytes, _WalkPlan, _chain_plan, _group_plan, _grouped_prefixes, _grouped_spellings,
-                    _walk_plan)
+                    _plan_positions, _walk_plan)
 from .tables import (_LEAD_BYTES, _chain_mask, _class_key, _class_runs, _last_leaving, _loop_bits, _loop_mask,
                      _loops_on, _pair_rest, _tail_ends, _tail_packed, _tail_tokens, _TailTokens, vocabulary_tables)
 
@@ -1045,12 +1045,14 @@ class LazyIndex(MaskServing):
         first_row = self._dfa.row(state)
         loop, plan, start = self._loop_row(state, first_row)
         states = _start_states(first_row, plan, start.picks, start.along)
-        tokens, positions = plan.tokens, plan.positions
+        tokens = plan.tokens
         found_tokens, found_ends = [], []
         if _cwalk is not None:
             # (a token with nothing left to walk ends where it starts)
             self._compiled_walk(plan, states, found_tokens, found_ends)
         else:
+            # (a group plan, cached while the compiled module ran, keeps none)
+            positions = _plan_positions(self._tables, plan)
             ended = self._tables.lengths[tokens] == positions
             found_tokens.append(tokens[ended])
             found_ends.append(states[ended])

@@ -392,15 +392,27 @@ class _WalkPlan:
     row with no loop: the same for every state with the same live first
     bytes (and loop), cached per vocabulary. Each starts at ``positions``,
     in the state its first byte ``first_bytes`` leads to, or in the loop's
-    state where ``skipped``.
+    state where ``skipped``. A loop row's plan made by :func:`_group_plan`
+    comes packed and keeps no ``positions`` (None): an entry's position is
+    its token's length less its packed bytes (:func:`_plan_positions`).
     Assembling them costs ~70 us of numpy calls, paid once per plan, not at
     every cold row."""
 
     tokens: np.ndarray       # int32
     first_bytes: np.ndarray  # uint8: 1 byte a token, not 8 (a fork's faults and the caches' bytes)
-    positions: np.ndarray    # int32
+    positions: np.ndarray | None  # int32, or None where packed (see above)
     skipped: np.ndarray      # bool
     packing: _Packing = field(default_factory=_Packing)
+
+
+def _plan_positions(tables: _VocabularyTables, plan: _WalkPlan) -> np.ndarray:
+    """``plan.positions`` (int32), or where the plan keeps none (a
+    :func:`_group_plan`'s, always packed) each entry's token length less
+    its packed bytes."""
+    if plan.positions is not None:
+        return plan.positions
+    offsets = plan.packing.packed.offsets
+    return (tables.lengths[plan.tokens] - np.diff(offsets)).astype(np.int32)
 
 
 def _walk_plan(tables: _VocabularyTables, live: np.ndarray, loop: tuple | None = None,
@@ -483,10 +495,13 @@ def _group_plan(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[in
     if found is not None:
         return found
     grouped, grouped_offsets = _grouped_spellings(tables)
-    parts = _cwalk.group_plan(tables.by_first_byte, tables.first_offsets, grouped, grouped_offsets,
-                              np.ascontiguousarray(outside, dtype=np.int64), tail.rest, tail.rest_offsets,
-                              tail.rest_skips, packed.data, packed.offsets, np.flatnonzero(first),
-                              np.frombuffer(dead, dtype=np.uint8), _grouped_prefixes(tables), packed.shared)
-    found = _WalkPlan(*(np.frombuffer(part, dtype=dtype) for part, dtype in zip(parts, _PLAN_DTYPES)))
-    found.packing.keep(parts[4], np.frombuffer(parts[5], dtype=np.int32), np.frombuffer(parts[6], dtype=np.uint8))
+    tokens, first_bytes, skipped, data, offsets, shared = _cwalk.group_plan(
+        tables.by_first_byte, tables.first_offsets, grouped, grouped_offsets,
+        np.ascontiguousarray(outside, dtype=np.int64), tail.rest, tail.rest_offsets, tail.rest_skips, packed.data,
+        packed.offsets, np.flatnonzero(first), np.frombuffer(dead, dtype=np.uint8), _grouped_prefixes(tables),
+        packed.shared)
+    # no positions (_plan_positions): 4 bytes an entry a fresh fork's new plan did not need to write
+    found = _WalkPlan(np.frombuffer(tokens, dtype=np.int32), np.frombuffer(first_bytes, dtype=np.uint8), None,
+                      np.frombuffer(skipped, dtype=bool))
+    found.packing.keep(data, np.frombuffer(offsets, dtype=np.int32), np.frombuffer(shared, dtype=np.uint8))
     return tables.walk_plans.remember(plan_key, found)
