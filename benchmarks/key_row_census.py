@@ -25,7 +25,12 @@ in Python over the automaton's table:
   where they first reach it (``subtrees``: what a cache's lookups would
   be), and ``again``: those whose (entry, offset, loop state) an earlier
   row of the same plan already met (their walk from there is the same:
-  cells never change once resolved).
+  cells never change once resolved);
+* the row against its loop state's row: ``differs``, the entries (the
+  loop's rest left out) whose whole token walked from the loop state ends
+  in another state than from the row's own start, ``fate_differs`` those
+  alive from one and dead from the other (a few examples are printed), and
+  ``ends_elsewhere``, the alive entries that do not end in the loop state.
 
 A state's live bytes are read from its full row (``dfa.row``), materialised
 after the run. The walk's own cells are those the run resolved. Checked
@@ -70,7 +75,7 @@ def _starts(first_row, first_bytes, picks, along):
 
 
 def _replay(dfa, walk) -> dict:
-    data, offsets, starts, shared, loop_state = walk
+    data, offsets, starts, shared, loop_state, first_bytes = walk
     table = dfa.table
     rows: dict = {}
 
@@ -82,7 +87,7 @@ def _replay(dfa, walk) -> dict:
     count = len(starts)
     entries = [bytes(data[offsets[i]:offsets[i + 1]]) for i in range(count)]
     # the trie walk (first_pass, trie on): cells read, entries passed over
-    read = passed = walked = alive = loop_reads = 0
+    read = passed = walked = alive = loop_reads = ends_elsewhere = 0
     collapse = {}  # walked entry -> the offset in its packed bytes where it is first in the loop state
     die_depth: Counter = Counter()
     previous, path, known, dead_from = -1, [0] * (TRIE_DEPTH + 1), 0, None
@@ -128,11 +133,38 @@ def _replay(dfa, walk) -> dict:
             collapse[i] = hit
         if fate:
             alive += 1
+            ends_elsewhere += current != loop_state
             dead_from = None
         else:
             dead_from = at
             die_depth[at + 2] += 1
         i += 1
+    # the row against its loop state's: entries whose whole token (first
+    # byte included) walked from the loop state ends elsewhere (or dies
+    # where the other lives) than from the row's own start
+    differs = fate_differs = 0
+    examples = []
+    ends = {}
+    for i in range(count):
+        if int(starts[i]) == loop_state:  # the loop's rest, packed from its resume point: the same walk
+            continue
+        for origin in ("row", "loop"):
+            if origin == "row":
+                current, b = int(starts[i]), entries[i]
+            else:
+                current, b = loop_state, bytes([int(first_bytes[i])]) + entries[i]
+            for c in b:
+                nxt = int(dfa.table[current, c])
+                if nxt < 0:
+                    nxt = int(dfa.step(current, c))
+                current = nxt
+                if not current:
+                    break
+            ends[origin] = current
+        differs += ends["row"] != ends["loop"]
+        fate_differs += (ends["row"] > 0) != (ends["loop"] > 0)
+        if ends["row"] != ends["loop"] and len(examples) < 12:
+            examples.append((bytes([int(first_bytes[i])]) + entries[i], int(starts[i]), ends["row"], ends["loop"]))
     # the enumeration: per start state, a trie node (depth, state, lo, hi)
     nodes = probes = found = comparisons = hybrid = children_total = 0
     wide = 0
@@ -173,9 +205,9 @@ def _replay(dfa, walk) -> dict:
                 if nxt:
                     found += 1
                     stack.append((depth + 1, nxt, k, j))
-    return {"entries": count, "collapse": collapse, "plan": hash((bytes(data), bytes(np.asarray(offsets)))),
+    return {"entries": count, "differs": differs, "fate_differs": fate_differs, "examples": repr(examples), "collapse": collapse, "plan": hash((bytes(data), bytes(np.asarray(offsets)))),
             "at_loop_start": sum(1 for d in collapse.values() if d == 0),
-            "collapsed": len(collapse), "loop_state": loop_state,
+            "collapsed": len(collapse), "loop_state": loop_state, "ends_elsewhere": ends_elsewhere,
             "subtrees": len({(int(starts[i]), entries[i][:d]) for i, d in collapse.items()}), "loop_reads": loop_reads, "walked": walked, "passed": passed, "alive": alive, "read": read,
             "die_depth": dict(sorted(die_depth.items())), "start_states": len(by_state), "nodes": nodes,
             "probes": probes, "found": found, "children": children_total, "hybrid": hybrid,
@@ -200,7 +232,8 @@ def _census(record, vocab, least) -> list:
         if len(first_bytes) >= least:
             starts = _starts(first_row, first_bytes, picks, along)
             kept.append((np.array(data, copy=True), np.array(offsets, copy=True), starts,
-                         None if shared is None else np.array(shared, copy=True), int(np.asarray(along)[0])))
+                         None if shared is None else np.array(shared, copy=True), int(np.asarray(along)[0]),
+                         np.array(first_bytes, copy=True)))
             dfas.append(dfa)
         result = original(*args)
         if len(first_bytes) >= least:
@@ -243,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             seen[w["plan"]] |= pairs
         for w in walks:
             by_size[w["entries"]].append(w)
-        keys = ("at_loop_start", "collapsed", "subtrees", "again", "loop_reads", "walked", "passed", "alive", "read", "start_states", "nodes", "probes", "found", "children",
+        keys = ("differs", "fate_differs", "ends_elsewhere", "at_loop_start", "collapsed", "subtrees", "again", "loop_reads", "walked", "passed", "alive", "read", "start_states", "nodes", "probes", "found", "children",
                 "hybrid", "wide_nodes", "comparisons")
         print("  entries calls " + " ".join(f"{k:>8s}" for k in keys))
         print("  all     " + f"{len(walks):5d} " + " ".join(f"{sum(w[k] for w in walks):8.0f}" for k in keys)
@@ -252,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
             means = [sum(w[k] for w in group) / len(group) for k in keys]
             print(f"  {size:7d} {len(group):5d} " + " ".join(f"{m:8.0f}" for m in means))
         for size, group in sorted(by_size.items(), key=lambda kv: -len(kv[1]) * kv[0])[:4]:
+            print("  ", size, group[1]["examples"] if len(group) > 1 else "")
             print("  ", size, "mask bits, loop bits, successors, loop state:", group[0]["info"],
                   "alive", group[0]["alive"])
             depths: Counter = Counter()
