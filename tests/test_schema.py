@@ -633,8 +633,87 @@ def test_only_bad_references_are_reported_as_unresolvable(monkeypatch):
     from referencing._core import Resolver
 
     monkeypatch.setattr(Resolver, "lookup", interrupted)
+    # a percent-escaped pointer ("%61" is "a"): a plain local one is walked
+    # without a lookup (ir.local_target)
     with pytest.raises(Interrupted):
-        regex_from_schema({"$ref": "#/definitions/a", "definitions": {"a": {}}})
+        regex_from_schema({"$ref": "#/definitions/%61", "definitions": {"a": {}}})
+
+
+# A plain local $ref is found by walking the schema (ir.local_target), anything
+# else by referencing: both must name the same subschema, read the same way.
+_LOCAL_DOCUMENT = {
+    "$defs": {"a/b": {"type": "integer"}, "c~d": {"type": "string"}, "": {"type": "boolean"},
+              "x%25y": {"type": "null"}, "x%y": {"type": "number"},
+              "list": [{"type": "integer"}, {"$id": "http://example.com/moved.json", "$defs": {
+                  "in": {"type": "string"}}, "$ref": "#/$defs/in"}],
+              "moved": {"$id": "http://example.com/m2.json", "$defs": {"in": {"type": "null"}},
+                        "properties": {"p": {"$ref": "#/$defs/in"}}},
+              "legacy": {"id": "name", "type": "string"},
+              "named": {"$anchor": "here", "type": "integer", "minimum": 3}},
+}
+
+
+@pytest.mark.parametrize("ref", [
+    "#", "#/$defs/a~1b", "#/$defs/c~0d", "#/$defs/", "#/$defs/list/0", "#/$defs/list/1",
+    "#/$defs/list/-1", "#/$defs/list/01", "#/$defs/moved", "#/$defs/moved/$defs/in", "#/$defs/legacy",
+    "#/$defs/x%25y", "#/$defs/a%2Fb", "#here", "#/$defs/nope", "#/$defs/list/7", "#/$defs/list/x",
+    "#/$defs/a~1b/type/0", "#/$defs/named", "http://example.com/other.json"])
+def test_local_references_resolve_as_referencing_does(ref):
+    import referencing
+    from referencing.jsonschema import DRAFT202012
+
+    from tokendfa.schema.ir import local_target
+
+    def root_resolver(document, uri=""):
+        return referencing.Registry().with_resource(uri, DRAFT202012.create_resource(document)).resolver(uri)
+
+    resolver = root_resolver(_LOCAL_DOCUMENT)
+    try:
+        resolved = resolver.lookup(ref)
+    except Exception:  # noqa: BLE001 - the walk must then leave it to referencing
+        expected = None
+    else:
+        expected = (resolved.contents, resolved.resolver)
+    found = local_target((resolver, _LOCAL_DOCUMENT), resolver, ref)
+    if found is not None:
+        assert expected is not None
+        assert found[0] is expected[0] and found[1] is resolver
+        assert expected[1]._base_uri == resolver._base_uri
+    # walked without referencing exactly where the pointer is plain and moves no base URI
+    walked = ref in ("#", "#/$defs/a~1b", "#/$defs/c~0d", "#/$defs/", "#/$defs/named")
+    assert (found is not None) == walked
+    # only the root resolver's own references (another one may read another base URI)
+    other = root_resolver(_LOCAL_DOCUMENT, "http://example.com/root.json")
+    assert local_target((resolver, _LOCAL_DOCUMENT), other, ref) is None
+
+
+@pytest.mark.parametrize("schema", [
+    {**_LOCAL_DOCUMENT, "type": "array", "prefixItems": [
+        {"$ref": "#/$defs/a~1b"}, {"$ref": "#/$defs/c~0d"}, {"$ref": "#/$defs/"}, {"$ref": "#/$defs/list/0"},
+        {"$ref": "#/$defs/list/1"}, {"$ref": "#/$defs/moved"}, {"$ref": "#/$defs/x%25y"},
+        {"$ref": "#/$defs/named"}, {"$ref": "#here"}, {"$ref": "#/$defs/legacy"}], "items": False},
+    {"$schema": "http://json-schema.org/draft-04/schema#", "id": "http://example.com/d4.json",
+     "definitions": {"s": {"id": "s.json", "definitions": {"t": {"type": "integer"}},
+                           "items": {"$ref": "#/definitions/t"}, "type": "array"},
+                     "t": {"type": "string"}},
+     "properties": {"a": {"$ref": "#/definitions/s"}, "b": {"$ref": "#/definitions/t"},
+                    "c": {"$ref": "s.json#/definitions/t"}}},
+    {"$defs": {"tree": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}},
+                                                         "leaf": {"$ref": "#/$defs/tree/properties/kids"}},
+                        "additionalProperties": False}}, "$ref": "#/$defs/tree"},
+])
+@pytest.mark.parametrize("lazy", [False, True])
+def test_local_references_walked_compile_as_through_referencing(schema, lazy, monkeypatch):
+    from tokendfa.schema.compiler import Compiler
+
+    options = {"share_free_levels": True, "share_counts": True, "share_values": True,
+               "defer_recursion": True} if lazy else {}
+    walked = regex_from_schema(schema, **options)
+    walked = (walked.regex, walked.notes, walked.widenings)
+    # without the walk, and without the recursion search from the root's targets
+    monkeypatch.setattr(Compiler, "references_from", lambda self, resolver, document, local: None)
+    looked_up = regex_from_schema(schema, **options)
+    assert walked == (looked_up.regex, looked_up.notes, looked_up.widenings)
 
 
 def test_remote_refs_through_a_registry():

@@ -412,6 +412,8 @@ def _setup(schema, *, whitespace, lenient, max_recursion_depth, max_whitespace, 
         defer_recursion=defer_recursion)
     if keys is not None and "$ref" not in keys:
         compiler.no_references()
+    elif keys is not None:
+        compiler.references_from(resolver, schema, local=keys == _ONLY_REF)
     return compiler, Sub(schema, resolver, "")
 
 
@@ -860,6 +862,7 @@ _SHAPE_WALK = 1 << 17
 # median (34 values; 80% of its sample is below this) in a fresh fork.
 _META_CHECK_INLINE = 256
 _NO_KEYS: frozenset = frozenset()
+_ONLY_REF = frozenset({"$ref"})
 _SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
 
 

@@ -26,7 +26,7 @@ from ..analysis import limits
 from .ir import (ALL_TYPES, ArrPart, Choice, Conjunction, Contains, Elements, Flat, ItemCount,
                  Literals, Members, MultipleOf, Negated, NotMultipleOf, NotValues, NumberBound,
                  ObjPart, PropertyCount, Required, SomeMember, StringIn, StringLength, Sub, Types,
-                 Unique, enter, json_key, make_sub)
+                 Unique, enter, json_key, local_target, make_sub)
 from .numbers import to_decimal
 
 if TYPE_CHECKING:
@@ -116,18 +116,22 @@ def referenced(c: "Compiler", sub: Sub) -> Sub | None:
 def _follow(c: "Compiler", sub: Sub, ref: str, quiet: bool = False) -> Sub | None:
     """The subschema ``ref`` points to, or None past the recursion bound
     (noted, unless ``quiet``)."""
-    from referencing import exceptions as refexc
+    found = local_target(c.local_root, sub.resolver, ref)
+    if found is None:
+        from referencing import exceptions as refexc
 
-    from ..analysis.errors import SchemaError
+        from ..analysis.errors import SchemaError
 
-    try:
-        resolved = sub.resolver.lookup(ref)
-    except (refexc.Unresolvable, refexc.Unretrievable, refexc.NoSuchResource,
-            refexc.CannotDetermineSpecification, LookupError, ValueError, TypeError) as exc:
-        # only what a lookup raises for a bad reference: anything else (an interrupt,
-        # a caller's timeout raised from a signal handler) must pass through unchanged
-        raise SchemaError(f"cannot resolve $ref {ref!r} at {sub.pointer or '/'}: {exc}") from None
-    key = id(resolved.contents)
+        try:
+            resolved = sub.resolver.lookup(ref)
+        except (refexc.Unresolvable, refexc.Unretrievable, refexc.NoSuchResource,
+                refexc.CannotDetermineSpecification, LookupError, ValueError, TypeError) as exc:
+            # only what a lookup raises for a bad reference: anything else (an interrupt,
+            # a caller's timeout raised from a signal handler) must pass through unchanged
+            raise SchemaError(f"cannot resolve $ref {ref!r} at {sub.pointer or '/'}: {exc}") from None
+        found = resolved.contents, resolved.resolver
+    contents, resolver = found
+    key = id(contents)
     if sub.refs.count(key) > c.max_recursion_depth:
         if quiet:
             return None
@@ -138,8 +142,6 @@ def _follow(c: "Compiler", sub: Sub, ref: str, quiet: bool = False) -> Sub | Non
     fragment = ref.partition("#")[2]
     pointer = fragment if ref.startswith("#") and fragment.startswith("/") else (
         fragment if ref.startswith("#") else ref)
-    contents = resolved.contents
-    resolver = resolved.resolver
     if isinstance(contents, dict):
         resolver = enter(resolver, contents)
     return make_sub(contents, resolver, pointer, sub.refs + (key,), sub.internal)
