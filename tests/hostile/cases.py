@@ -6,8 +6,8 @@ name of the error class it must raise. ``either`` lists outcomes that are
 all acceptable, where the first bound to trip depends on the machine's speed
 (a state budget on a fast machine, the time limit on a loaded one).
 
-Each case runs in a child process under a 2 GiB address-space limit and a
-10 s wall clock (tests/test_hostile.py); the library gets ``time_limit=``
+Each case runs in a child process under a 2 GiB address-space limit and
+10 s of CPU time, with 60 s of wall clock as a backstop (tests/test_hostile.py); the library gets ``time_limit=``
 :data:`TIME_LIMIT` and the CLI ``--time-limit``, so a case that would run
 on is stopped by the limit under test rather than by the harness.
 """

@@ -7,7 +7,7 @@ default, a lazy index, and its first mask;
 ``python run_case.py NAME cli``: ``tokendfa build``/``inspect`` through
 ``tokendfa.cli.main``, with stderr captured. A scenario (``tests/hostile/path_cases.py``)
 builds its own folder and runs its own arguments and library step. The
-caller sets the limits of the process (address space, wall clock).
+caller sets the limits of the process (address space, CPU time, wall clock).
 """
 
 from __future__ import annotations
