@@ -364,21 +364,7 @@ def replay_mode(args) -> None:
         return ttfm_pairs(args, chosen, vocab, state, Guide, Index, WARM_UP)
     rows = []
     for record in chosen:
-        a_runs, b_runs = [], []
-        for _ in range(args.pairs):
-            gc.collect()
-            gc.freeze()
-            a = forked(lambda record=record: real(record), describe=lambda exc: repr(exc))
-            if "error" in a or "desc" not in a:
-                break
-            gc.collect()
-            gc.freeze()
-            b = forked(lambda blob=a["desc"]: rebuilt(blob), describe=lambda exc: repr(exc))
-            if "error" in b:
-                print(record.label, b["error"])
-                break
-            a_runs.append(a)
-            b_runs.append(b)
+        a_runs, b_runs = _paired_children(args.pairs, record, real, lambda blob, record: rebuilt(blob))
         if not a_runs:
             continue
         gc.collect()
@@ -508,21 +494,7 @@ def ttfm_pairs(args, chosen, vocab, state, Guide, Index, WARM_UP) -> None:
 
     rows = []
     for record in chosen:
-        a_runs, b_runs = [], []
-        for _ in range(args.pairs):
-            gc.collect()
-            gc.freeze()
-            a = forked(lambda record=record: real(record), describe=lambda exc: repr(exc))
-            if "error" in a or "desc" not in a:
-                break
-            gc.collect()
-            gc.freeze()
-            b = forked(lambda blob=a["desc"], record=record: rebuilt(blob, record), describe=lambda exc: repr(exc))
-            if "error" in b:
-                print(record.label, b["error"])
-                break
-            a_runs.append(a)
-            b_runs.append(b)
+        a_runs, b_runs = _paired_children(args.pairs, record, real, rebuilt)
         if a_runs:
             rows.append((record.label, a_runs, b_runs))
     print(f"{len(rows)} of {len(chosen)} schemas ({sum(row[1][0]['deferred'] for row in rows)} with deferred "
@@ -548,6 +520,28 @@ def ttfm_pairs(args, chosen, vocab, state, Guide, Index, WARM_UP) -> None:
         print(f"  front end of the top {top} keywords ({sum(uses[row[0]] <= covered for row in rows)}/{len(rows)} "
               f"schemas, the others as they are): first mask median {statistics.median(mixed):.3f} ms, "
               f"mean {statistics.mean(mixed):.3f} (as is {statistics.median(real_ms):.3f}, {statistics.mean(real_ms):.3f})")
+
+
+def _paired_children(pairs: int, record, real, rebuilt) -> tuple[list, list]:
+    """Up to ``pairs`` pairs of fresh children of this (collected and frozen)
+    parent: ``real(record)``, then ``rebuilt(its "desc", record)``; stops at
+    the first child that fails or describes nothing."""
+    a_runs, b_runs = [], []
+    for _ in range(pairs):
+        gc.collect()
+        gc.freeze()
+        a = forked(lambda: real(record), describe=repr)
+        if "error" in a or "desc" not in a:
+            break
+        gc.collect()
+        gc.freeze()
+        b = forked(lambda: rebuilt(a["desc"], record), describe=repr)
+        if "error" in b:
+            print(record.label, b["error"])
+            break
+        a_runs.append(a)
+        b_runs.append(b)
+    return a_runs, b_runs
 
 
 def _digest(mask) -> str:
