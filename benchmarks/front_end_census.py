@@ -535,7 +535,7 @@ def _paired_children(pairs: int, record, real, rebuilt) -> tuple[list, list]:
             break
         gc.collect()
         gc.freeze()
-        b = forked(lambda: rebuilt(a["desc"], record), describe=repr)
+        b = forked(lambda desc=a["desc"]: rebuilt(desc, record), describe=repr)
         if "error" in b:
             print(record.label, b["error"])
             break
