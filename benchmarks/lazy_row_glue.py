@@ -14,8 +14,6 @@ start and taken off), and puts each step of ``--band`` in a kind:
 * ``chain``: a counted class's chain row (``_chain_row``); ``pair``;
 * ``span``: a row with no loop walked over its live bytes' groups
   (``_span_row``); ``walk plan, no loop``: one with a plan kept;
-* ``first mask of the schema``: the schema's first step (a row with no
-  loop: the initial state's);
 * ``definition compiled (...)``: a step whose row called a definition
   for the first time (``_LazyNFA.enter``).
 
@@ -232,7 +230,7 @@ def _record(record, vocab, timed=None) -> list[dict]:
     return measured_steps(record, vocab, start, stop, warm_up=_WARM_UP)
 
 
-def _kind(step: dict, first: bool) -> str:
+def _kind(step: dict) -> str:
     flags, calls = set(step["flags"]), step["calls"]
     if "_compiled_row" not in calls:
         kind = "no row (numpy row, or none)" if "_new_row" in calls else "no row"
@@ -250,8 +248,6 @@ def _kind(step: dict, first: bool) -> str:
         kind = "loop, walk plan"
     else:
         kind = "walk plan, no loop"
-    if kind == "walk plan, no loop" and first and "enter" not in flags:
-        return "first mask of the schema"
     return f"definition compiled ({kind})" if "enter" in flags else kind
 
 
@@ -259,7 +255,7 @@ def _report(found: dict, band: tuple[float, float], overhead: tuple[float, float
     inside, charged = overhead
     by_kind: dict = defaultdict(list)
     for steps in found.values():
-        for index, step in enumerate(steps):
+        for step in steps:
             # the wrappers' own time, off each function and off the step
             taken = 0.0
             for name in step["parts"]:
@@ -268,7 +264,7 @@ def _report(found: dict, band: tuple[float, float], overhead: tuple[float, float
                 taken += cost
             step["ns"] -= taken
             if band[0] <= step["ns"] <= band[1]:
-                by_kind[_kind(step, index == 0)].append(step)
+                by_kind[_kind(step)].append(step)
     every = [step for steps in by_kind.values() for step in steps]
     print(f"{len(every)} steps of {band[0] / 1e3:g}-{band[1] / 1e3:g} us; wrappers {inside:.0f} ns a call "
           f"+ {charged:.0f} ns to its caller, taken off; us a step:")

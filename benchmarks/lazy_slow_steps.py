@@ -4,8 +4,9 @@
 One MaskBench run moves by a hundred slow steps with the shared machine's
 load, which hides a change to the lazy index that saves ~0.1 ms a cold row.
 This runs the lazy engine alone over the same schemas and instances as
-``bench_maskbench.py`` (each schema in a fresh forked process, the
-vocabulary prepared and a trivial schema built first, untimed), ``--rounds``
+``bench_maskbench.py`` (each schema in a fresh forked process of a
+prepared parent, after MaskBench's warm-up schema and the schema's own
+first mask, untimed: ``support.walks.measured_steps``), ``--rounds``
 times, keeps each step's minimum over the rounds, and counts the steps over
 1 ms. A step's minimum is its cost on a quiet machine; the count is what
 issue #13's "TBM p99 <= 1 ms" target turns on (175 of 17,540 steps at most).

@@ -2,7 +2,8 @@
 """Minor page faults per lazy step on the MaskBench sample, in forked children.
 
 Each schema runs in a fresh child forked from a warmed parent (vocabulary
-prepared, a trivial schema built), as ``bench_maskbench.py`` does; every step
+prepared, a trivial schema built), as ``bench_maskbench.py`` does, its first
+mask made untimed (``support.walks.measured_steps``); every step
 (mask + commit) records its nanoseconds and its minor faults
 (``getrusage(RUSAGE_SELF).ru_minflt``). Prints the faults of the steps in the
 250-1500 us band (p50/p90 and their share of the band's time at ``--fault-us``

@@ -46,6 +46,23 @@ def test_prepare_makes_the_warm_up_plans_and_the_one_byte_plans():
     assert len(new_walk_plans) <= 2   # the key's own letters in a closed object
 
 
+def test_prepare_makes_the_plans_of_a_declared_key_prefix_in_an_open_object():
+    """Inside an open object's key, after a prefix of one declared name, the
+    row's plan (the name's next character out of the free key's loop) is
+    made by prepare() for letters, digits, '_' and '-': typing a declared
+    name makes none (a vocabulary prepared without that warm-up made one a
+    character here)."""
+    vocab = _fresh_qwen("qwen2.5 open keys")
+    vocab.prepare(eager=False)
+    tables = vocabulary_tables(vocab)
+    for name, value in (("Kind", '"v"'), ("x_9-Z", "1")):
+        index = Index.from_schema({"type": "object", "properties": {name: {"type": "string" if value[0] == '"'
+                                                                          else "integer"}}}, vocab)
+        kept = set(tables.walk_plans._plans)
+        assert warmup.walk_texts(index, vocab, ['{"' + name + '":' + value + '}']) == len(name) + len(value) + 5
+        assert set(tables.walk_plans._plans) == kept
+
+
 def test_the_warm_up_walk_serves_the_state_at_every_byte():
     vocab = cached_vocabulary("qwen2.5")   # every byte is a token
     text = '{"a":[1,2.5,"x\\"y"],"b":null}'
