@@ -1,0 +1,539 @@
+"""The common schemas straight to the compiler's trees, without its general machinery.
+
+:func:`compile_direct` takes a schema (a dict) and the options a lazy index
+compiles with (``Index.from_schema``'s defaults, see
+:func:`~tokendfa.schema.api.regex_from_schema`) and returns the very
+:class:`~tokendfa.schema.api.SchemaRegex` the general path would return, or
+None: the general path then runs as it is. It takes only schemas it is sure
+of: every subschema uses only ``type``, ``properties``, ``required``,
+``additionalProperties``, ``items`` (one schema), ``enum`` (beside ``type``
+alone) and ``format``, with the annotations ``title``, ``description``,
+``$comment``, ``default``, ``examples`` (and ``$schema`` at the root,
+naming a dialect the compiler knows), each of a shape that every dialect's
+meta-schema accepts. Anything else (another keyword, an odd value, a
+schema the general path would refuse or narrow) is declined, so that the
+general path raises its error or widens as it does.
+
+Why: in a worker forked from a warm server process, the general front end
+(the schema's shape, the meta-schema check, the ``referencing`` resolver,
+the :class:`~.compiler.Compiler` and its flats) was ~0.8-0.9 ms and ~110
+copy-on-write page faults of a ~1.3 ms first mask at MaskBench's median,
+while building the final trees alone cost ~0.07 ms (``benchmarks/HISTORY.md``,
+"Issue #29: what a compiled schema front end would save"). A fork's cost is
+a tax on each distinct thing first touched (a function's code, a dict
+written), so this is a few functions over the user's dicts, with the shared
+pieces (scalars, free values, formats, separators) taken from the same
+process-wide tables the compiler fills.
+
+The trees are what :meth:`Compiler.value <tokendfa.schema.compiler.Compiler.value>`
+writes for these keywords with ``share_values``, ``share_free_levels``,
+``share_counts`` and ``defer_recursion``: the same nodes (interned), the
+same placeholders in the same order (each value of ``SHARE_VALUE_MIN_LENGTH``
+characters a definition, an object's additional keys a deferred piece),
+the same notes. ``benchmarks/direct_equality.py`` and
+``tests/test_schema_direct.py`` hold the two paths equal on real schemas.
+"""
+
+from __future__ import annotations
+
+from ..analysis.errors import UnsupportedSchemaError
+from ..analysis.regex_tree import Call, calls_in, concat, surely_matches
+from . import numbers as nums
+from . import strings as strs
+from .compiler import (MAX_DEFINITIONS, MAX_VALUE_DEFINITIONS, PLACEHOLDER_BASE, SHARE_MIN_LENGTH,
+                       SHARE_VALUE_MIN_LENGTH, Layout, stored_free_value)
+from .depth import written_size
+from .formats import FORMATS, NARROWED, format_tree
+from .regexes import alternation, lit, optional, repeat
+from .scalars import LITERAL_SET_MIN, number_literal
+
+__all__ = ["compile_direct", "DirectDefinitions", "ENABLED"]
+
+# Switched off (ENABLED[0] = False) by the benchmarks that compare the two paths.
+ENABLED = [True]
+
+# The dialects a root "$schema" may name: URI -> (draft, meta-schema URI), as api._DRAFT_OF_URI
+# reads them (filled by the api, which owns that table).
+DIALECTS: dict = {}
+_NO_DIALECT = (2020, "https://json-schema.org/draft/2020-12/schema")
+
+_TYPE_NAMES = {"null": ("null",), "boolean": ("boolean",), "integer": ("integer",),
+               "number": ("integer", "fraction"), "string": ("string",), "array": ("array",),
+               "object": ("object",)}
+_ALL_TYPES = frozenset({"null", "boolean", "integer", "fraction", "string", "array", "object"})
+_ANNOTATIONS = frozenset({"title", "description", "$comment", "default", "examples"})
+_KEYS = frozenset({"type", "properties", "required", "additionalProperties", "items", "enum",
+                   "format"}) | _ANNOTATIONS
+_ENUM_BESIDE = frozenset({"type", "enum"}) | _ANNOTATIONS
+# Subschemas taken at most: past it the general path (which checks the time limit
+# as it goes) compiles the schema.
+_MAX_SUBSCHEMAS = 2000
+_SCALAR_PARTS: dict = {}     # types -> (constants, number tree or None, string?) for emit
+
+
+_ABSENT = object()
+_UNSET = object()
+_NO_EXAMPLES: list = []
+
+
+class _Decline(Exception):
+    """The schema is not one this front end is sure of: the general path compiles it."""
+
+
+class DirectDefinitions:
+    """The definitions of a direct compilation whose objects' additional keys
+    are deferred pieces: a :class:`~tokendfa.analysis.lazydfa.DefinitionSource`
+    answering as :class:`~.compiler.DeferredDefinitions` does for the same
+    schema (no recursion: nothing but the pieces is ever deferred). It is its
+    own ``compiler`` for the callers that ask one whether recursion was cut."""
+
+    __slots__ = ("definitions", "pieces", "_matching")
+
+    recursion_cut = False
+    computed = 0
+    waiting = 0
+
+    def __init__(self, definitions: dict, pieces: dict) -> None:
+        self.definitions = definitions
+        self.pieces = pieces      # placeholder -> the names whose keys it excludes
+        self._matching: dict = {}
+
+    @property
+    def compiler(self) -> "DirectDefinitions":
+        return self
+
+    def defines(self, key) -> bool:
+        return key in self.definitions or key in self.pieces
+
+    def tree(self, key):
+        known = self.definitions.get(key)
+        if known is not None:
+            return known
+        names = self.pieces.pop(key)
+        self.definitions[key] = tree = strs.keys_except(names)
+        return tree
+
+    def matches_something(self, key) -> bool:
+        if key in self.pieces:
+            return True
+        known = self._matching.get(key)
+        if known is None:
+            tree = self.definitions.get(key)
+            if tree is None:
+                return False
+            self._matching[key] = False
+            known = self._matching[key] = surely_matches(tree, self.matches_something)
+        return known
+
+    def everything(self) -> dict:
+        while self.pieces:
+            self.tree(next(iter(self.pieces)))
+        return self.definitions
+
+
+class _State:
+    """One compilation's shared pieces, as the Compiler keeps them."""
+
+    __slots__ = ("layout", "any_depth", "definitions", "placeholder_of", "placeholders", "pieces",
+                 "piece_of", "notes", "free", "max_regex_length", "budget")
+
+    def __init__(self, layout: Layout, any_depth: int, max_regex_length: int) -> None:
+        self.layout = layout
+        self.any_depth = any_depth
+        self.definitions: dict = {}
+        self.placeholder_of: dict = {}
+        self.placeholders = 0
+        self.pieces: dict = {}
+        self.piece_of: dict = {}
+        self.notes: list = []
+        self.free = None
+        self.max_regex_length = max_regex_length
+        self.budget = _MAX_SUBSCHEMAS
+
+
+def compile_direct(schema: dict, *, layout: Layout, any_depth: int, lenient: bool,
+                   max_regex_length: int, regex_budget: int | None, result_type):
+    """The ``result_type`` (:class:`~tokendfa.schema.api.SchemaRegex`) the general path
+    gives for ``schema`` with a lazy index's options, or None where this front end
+    is not sure (see the module notes). ``lenient`` changes nothing here: a schema
+    that would widen is declined."""
+    if layout.mode != "compact":
+        return None
+    dialect = _NO_DIALECT
+    declared = schema.get("$schema")
+    if declared is not None:
+        dialect = DIALECTS.get(declared) if declared.__class__ is str else None
+        if dialect is None:
+            return None
+    draft, meta_uri = dialect
+    st = _State(layout, any_depth, max_regex_length)
+    try:
+        regex = _value(st, schema, (), 0, draft, True)
+    except (_Decline, UnsupportedSchemaError, RecursionError):
+        return None
+    if regex is None:
+        return None
+    notes = st.notes
+    if st.free is not None:
+        notes.append(f"values the schema leaves free (an empty schema, additional properties) "
+                     f"nest arrays and objects at most {any_depth} level(s) deep; "
+                     f"deeper ones are not accepted")
+    if st.pieces:
+        return result_type(regex, [], notes, meta_uri, st.definitions, None,
+                           DirectDefinitions(st.definitions, st.pieces))
+    used = _used_definitions(st.definitions, regex)
+    if regex_budget is not None and written_size(regex, used) > regex_budget:
+        return None   # the general path compiles it again shallower
+    return result_type(regex, [], notes, meta_uri, used, None)
+
+
+def _value(st: _State, schema, path: tuple, depth: int, draft: int, root: bool = False):
+    """The value tree of ``schema`` at ``path`` (a chain of (parent, key)) as
+    :meth:`Compiler.value` writes it (None: no value)."""
+    if schema is True:
+        return _free(st)
+    if schema is False:
+        return None
+    if schema.__class__ is not dict:
+        raise _Decline
+    st.budget -= 1
+    if st.budget < 0:
+        raise _Decline
+    for key in schema:
+        if key not in _KEYS and not (root and key == "$schema"):
+            raise _Decline
+    types = _ALL_TYPES
+    kind = schema.get("type", _ABSENT)
+    if kind is not _ABSENT:
+        if kind.__class__ is str:
+            names = _TYPE_NAMES.get(kind)
+            if names is None:
+                raise _Decline
+            types = frozenset(names)
+        elif kind.__class__ is list and kind:
+            allowed: set = set()
+            for name in kind:
+                names = _TYPE_NAMES.get(name) if name.__class__ is str else None
+                if names is None:
+                    raise _Decline
+                allowed.update(names)
+            if len(set(kind)) != len(kind):
+                raise _Decline
+            types = frozenset(allowed)
+        else:
+            raise _Decline
+    for key in ("title", "description", "$comment", "format"):
+        value = schema.get(key, "")
+        if value.__class__ is not str:
+            raise _Decline
+    if schema.get("examples", _NO_EXAMPLES).__class__ is not list:
+        raise _Decline
+    if "enum" in schema:
+        if not schema.keys() <= _ENUM_BESIDE:
+            raise _Decline
+        tree = _enum(schema["enum"], types)
+    else:
+        required = schema.get("required", _ABSENT)
+        if required is not _ABSENT:
+            if required.__class__ is not list or not required:
+                raise _Decline     # (empty: refused by draft 4's meta-schema)
+            for name in required:
+                if name.__class__ is not str:
+                    raise _Decline
+            if len(set(required)) != len(required):
+                raise _Decline
+        fmt = schema.get("format")
+        if types == _ALL_TYPES and fmt is None and "required" not in schema \
+                and "properties" not in schema and "additionalProperties" not in schema \
+                and "items" not in schema:
+            return _free(st)   # constrains nothing (Flat.trivial): the free value
+        parts = _scalars(types)
+        tree_parts = list(parts[0])
+        if parts[1] is not None:
+            tree_parts.append(parts[1])
+        if "string" in types:
+            if fmt is None:
+                tree_parts.append(strs.STRING)
+            else:
+                pointer = _pointer(path) or "/"
+                if fmt not in FORMATS:
+                    _note(st, f"format {fmt!r} at {pointer} is not checked (an annotation)")
+                    tree_parts.append(strs.STRING)
+                else:
+                    if fmt in NARROWED:
+                        _note(st, f"format {fmt!r} at {pointer} is narrowed: {NARROWED[fmt]}")
+                    tree_parts.append(format_tree(fmt))
+        if "array" in types:
+            tree_parts.append(_array(st, schema, path, depth, draft))
+        elif "items" in schema:
+            raise _Decline   # not compiled, so not checked as the meta-schema would
+        if "object" in types:
+            tree_parts.append(_object(st, schema, path, depth, draft))
+        elif "properties" in schema or "additionalProperties" in schema:
+            raise _Decline
+        tree = alternation(tree_parts)
+    if tree is not None and tree.size > st.max_regex_length:
+        raise _Decline
+    return _value_definition(st, tree)
+
+
+def _scalars(types: frozenset) -> tuple:
+    """(null/true/false literals, the number tree or None) of ``types``, as emit writes
+    them (``constants`` and ``number`` of a flat with no other constraint)."""
+    found = _SCALAR_PARTS.get(types)
+    if found is None:
+        constants = tuple(lit(word) for word, kind in (("null", "null"), ("true", "boolean"),
+                                                       ("false", "boolean")) if kind in types)
+        number = None
+        if "integer" in types or "fraction" in types:
+            number = nums.number_tree(integer="fraction" not in types,
+                                      nonzero_fraction="integer" not in types)
+        found = _SCALAR_PARTS[types] = (constants, number)
+    return found
+
+
+def _enum(values, types: frozenset):
+    """The literals of an ``enum`` beside ``type`` alone (few scalars, no float,
+    each once: the check of a value then depends on its type alone)."""
+    if values.__class__ is not list or not values or len(values) >= LITERAL_SET_MIN:
+        raise _Decline
+    seen: set = set()
+    parts = []
+    for value in values:
+        cls = value.__class__
+        if cls is str:
+            key = value
+            if "string" in types:
+                parts.append(strs.json_string_literal(value))
+        elif cls is int:
+            key = (int, value)
+            if "integer" in types:
+                parts.append(number_literal(value))
+        elif cls is bool:
+            key = (bool, value)
+            if "boolean" in types:
+                parts.append(lit("true" if value else "false"))
+        elif value is None:
+            key = (None,)
+            if "null" in types:
+                parts.append(lit("null"))
+        else:
+            raise _Decline
+        if key in seen:
+            raise _Decline   # (refused by draft 4's meta-schema)
+        seen.add(key)
+    if not parts:
+        raise _Decline
+    return alternation(parts)
+
+
+def _check_items(items) -> None:
+    if items.__class__ is not dict:
+        raise _Decline
+
+
+def _array(st: _State, schema: dict, path: tuple, depth: int, draft: int):
+    """An array of ``items`` (arrays.array with no prefix, no count)."""
+    if "items" in schema:
+        items = schema["items"]
+        _check_items(items)
+        rest = _value(st, items, (path, "items"), depth + 1, draft)
+    else:
+        rest = _free(st)
+    layout = st.layout
+    body = None
+    if rest is not None:
+        body = rest + repeat(layout.comma(depth) + rest, 0, None)
+    return _container(layout, "[", "]", body, True, depth)
+
+
+def _object(st: _State, schema: dict, path: tuple, depth: int, draft: int):
+    """An object (objects._object_members and _members, without patterns,
+    propertyNames, counts or witnesses)."""
+    properties = schema.get("properties")
+    if properties is not None and properties.__class__ is not dict or \
+            properties is None and "properties" in schema:
+        raise _Decline
+    has_part = properties is not None or "additionalProperties" in schema
+    additional = schema.get("additionalProperties", _ABSENT)
+    if additional is not _ABSENT and additional.__class__ not in (dict, bool):
+        raise _Decline
+    required = schema.get("required") or ()
+    names = list(properties) if properties else []
+    for name in required:
+        if name not in names:
+            names.append(name)
+    entries = []
+    excluded = []
+    additional_value = _UNSET
+    for name in names:
+        if properties is not None and name in properties:
+            sub = properties[name]
+            if sub.__class__ is not dict:
+                raise _Decline
+            value = _value(st, sub, ((path, "properties"), name), depth + 1, draft)
+        elif has_part and additional is not _ABSENT:
+            if additional_value is _UNSET:
+                additional_value = _value(st, additional, (path, "additionalProperties"),
+                                          depth + 1, draft)
+            value = additional_value
+        else:
+            value = _free(st)
+        excluded.append(name)
+        if value is None:
+            raise _Decline   # a member no value fits: rare, and not written here
+        is_required = name in required
+        entries.append((strs.json_string_literal(name), value, is_required))
+    extras = []
+    if additional is not False:
+        if additional is _ABSENT:
+            value = _free(st)
+        elif additional_value is not _UNSET:
+            value = additional_value
+        else:
+            value = _value(st, additional, (path, "additionalProperties"), depth + 1, draft)
+        if value is None:
+            raise _Decline
+        extras.append((_keys_except(st, tuple(excluded)), value))
+    return _members(st, entries, extras, depth)
+
+
+
+
+def _members(st: _State, entries: list, extras: list, depth: int):
+    """objects._members without property counts or witnesses."""
+    layout = st.layout
+    comma = layout.comma(depth)
+    colon = layout.colon()
+    members = []
+    for k, v, r in entries:
+        members.append((concat(k, colon, v), r))
+    extra = alternation([concat(k, colon, v) for k, v in extras]) if extras else None
+    extra = _value_definition(st, extra)
+    chain = None
+    seen_required = False
+    after: list = []
+    for member, req in members:
+        if chain is None:
+            chain = member
+        elif seen_required:
+            after.append(concat(comma, member) if req else optional(concat(comma, member)))
+        else:
+            step = concat(chain, concat(comma, member) if req else optional(concat(comma, member)))
+            chain = alternation([step, member])
+        if req and not seen_required:
+            seen_required = True
+            after = [chain]
+    if len(after) > 1:
+        chain = concat(*after)
+    bodies = []
+    if chain is not None:
+        bodies.append(chain + repeat(comma + extra, 0, None) if extra is not None else chain)
+    if extra is not None and not seen_required:
+        bodies.append(extra + repeat(comma + extra, 0, None))
+    return _container(layout, "{", "}", alternation(bodies), not seen_required, depth)
+
+
+def _container(layout: Layout, open_b: str, close_b: str, body, can_be_empty: bool, depth: int):
+    parts = []
+    if body is not None:
+        parts.append(concat(layout.open(open_b, depth), body, layout.close(close_b, depth)))
+    if can_be_empty:
+        parts.append(layout.empty(open_b, close_b))
+    return alternation(parts)
+
+
+def _free(st: _State):
+    """The free value (Compiler.any_value with share_free_levels), its levels'
+    definitions taken from the process-wide table (declined when not built yet)."""
+    free = st.free
+    if free is None:
+        free = stored_free_value(st.layout, st.any_depth)
+        if free is None:
+            raise _Decline
+        definitions = st.definitions
+        if not definitions.keys().isdisjoint(free.definitions) or \
+                len(definitions) + len(free.definitions) > MAX_DEFINITIONS:
+            raise _Decline
+        definitions.update(free.definitions)
+        merged = dict(free.placeholders)
+        merged.update(st.placeholder_of)
+        st.placeholder_of = merged
+        st.free = free
+    return free.tree
+
+
+def _new_placeholder(st: _State):
+    if st.placeholders >= MAX_DEFINITIONS:
+        return None
+    st.placeholders += 1
+    return chr(PLACEHOLDER_BASE + st.placeholders - 1)
+
+
+def _value_definition(st: _State, regex):
+    """Compiler.value_definition: a call of a definition for a value of
+    ``SHARE_VALUE_MIN_LENGTH`` characters or more."""
+    if regex is None:
+        return None
+    if regex.size < SHARE_MIN_LENGTH and not (regex.size >= SHARE_VALUE_MIN_LENGTH
+                                              and st.placeholders < MAX_VALUE_DEFINITIONS):
+        return regex
+    if regex.__class__ is Call and (regex.key in st.definitions or regex.key in st.pieces):
+        return regex
+    placeholder = st.placeholder_of.get(regex)
+    if placeholder is None:
+        placeholder = _new_placeholder(st)
+        if placeholder is None:
+            return regex
+        st.definitions[placeholder] = regex
+        st.placeholder_of[regex] = placeholder
+    return Call(placeholder)
+
+
+def _keys_except(st: _State, names: tuple):
+    """Compiler.deferred_piece of the keys other than ``names``."""
+    key = ("keys except", names)
+    known = st.piece_of.get(key)
+    if known is not None:
+        return known
+    placeholder = _new_placeholder(st) if st.placeholders < MAX_VALUE_DEFINITIONS else None
+    if placeholder is None:
+        return strs.keys_except(names)
+    st.pieces[placeholder] = names
+    st.piece_of[key] = call = Call(placeholder)
+    return call
+
+
+def _note(st: _State, message: str) -> None:
+    if message not in st.notes:
+        st.notes.append(message)
+
+
+def _pointer(path: tuple) -> str:
+    parts = []
+    while path:
+        path, key = path
+        parts.append(key.replace("~", "~0").replace("/", "~1") if key.__class__ is str else str(key))
+    return "".join("/" + part for part in reversed(parts))
+
+
+def _used_definitions(definitions: dict, regex) -> dict:
+    """Compiler.used_definitions: the definitions ``regex`` reaches, the keys of
+    each tree's calls in the order that does not depend on the hash seed."""
+    used: dict = {}
+    pending = [regex]
+    while pending:
+        calls = calls_in(pending.pop())
+        if not calls:
+            continue
+        fresh = [key for key in calls if key not in used and key in definitions]
+        if len(fresh) > 1:
+            fresh.sort(key=_key_order)
+        for key in fresh:
+            tree = used[key] = definitions[key]
+            pending.append(tree)
+    return used
+
+
+def _key_order(key) -> tuple:
+    return (0, key) if isinstance(key, str) else (1, repr(key))
