@@ -61,10 +61,26 @@ _TYPE_NAMES = {"null": ("null",), "boolean": ("boolean",), "integer": ("integer"
                "number": ("integer", "fraction"), "string": ("string",), "array": ("array",),
                "object": ("object",)}
 _ALL_TYPES = frozenset({"null", "boolean", "integer", "fraction", "string", "array", "object"})
-_ANNOTATIONS = frozenset({"title", "description", "$comment", "default", "examples"})
+_ANNOTATIONS = frozenset({"title", "description", "$comment", "default", "examples", "readOnly",
+                          "writeOnly", "deprecated"})
 _KEYS = frozenset({"type", "properties", "required", "additionalProperties", "items", "enum",
                    "format"}) | _ANNOTATIONS
 _ENUM_BESIDE = frozenset({"type", "enum"}) | _ANNOTATIONS
+# Every keyword some dialect's meta-schema gives a meaning (draft 4 to 2020-12): a key
+# among them that this front end does not read is declined, any other key (``x-*``,
+# ``nullable``, ...) with a scalar value is an annotation, as for the compiler.
+_RESERVED = frozenset({
+    "id", "$id", "$schema", "$ref", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef",
+    "$recursiveAnchor", "$vocabulary", "$comment", "$defs", "definitions", "title", "description",
+    "default", "examples", "deprecated", "readOnly", "writeOnly", "multipleOf", "maximum",
+    "exclusiveMaximum", "minimum", "exclusiveMinimum", "maxLength", "minLength", "pattern",
+    "additionalItems", "items", "prefixItems", "maxItems", "minItems", "uniqueItems", "contains",
+    "maxContains", "minContains", "maxProperties", "minProperties", "required", "properties",
+    "patternProperties", "additionalProperties", "dependencies", "dependentRequired",
+    "dependentSchemas", "propertyNames", "enum", "const", "type", "allOf", "anyOf", "oneOf", "not",
+    "if", "then", "else", "format", "contentEncoding", "contentMediaType", "contentSchema",
+    "unevaluatedItems", "unevaluatedProperties"})
+_MAX_BRANCHES = 64
 # Subschemas taken at most: past it the general path (which checks the time limit
 # as it goes) compiles the schema.
 _MAX_SUBSCHEMAS = 2000
@@ -74,6 +90,7 @@ _SCALAR_PARTS: dict = {}     # types -> (constants, number tree or None, string?
 _ABSENT = object()
 _UNSET = object()
 _NO_EXAMPLES: list = []
+_TRIVIAL = object()
 
 
 class _Decline(Exception):
@@ -199,9 +216,58 @@ def _value(st: _State, schema, path: tuple, depth: int, draft: int, root: bool =
     st.budget -= 1
     if st.budget < 0:
         raise _Decline
-    for key in schema:
-        if key not in _KEYS and not (root and key == "$schema"):
+    choices = schema.get("anyOf", _ABSENT)
+    if choices is _ABSENT:
+        tree = _flat_tree(st, schema, path, depth, draft, root)
+        if tree is _TRIVIAL:
+            return _free(st)   # constrains nothing (Flat.trivial): the free value
+    else:
+        # anyOf beside annotations alone: each branch is its alternative's flat,
+        # emitted in place (Compiler._split), and the value their alternation
+        if choices.__class__ is not list or not choices or len(choices) > _MAX_BRANCHES:
             raise _Decline
+        for key in schema:
+            if key in _KEYS and key not in _ANNOTATIONS or key == "$schema" and not root:
+                raise _Decline
+        _check_annotations(schema, root, "anyOf")
+        parts = []
+        for i, option in enumerate(choices):
+            if option.__class__ is not dict or "anyOf" in option or "$schema" in option:
+                raise _Decline
+            st.budget -= 1
+            tree = _flat_tree(st, option, ((path, "anyOf"), i), depth, draft, False)
+            if tree is _TRIVIAL:
+                raise _Decline   # a branch of every type, not the free value: not written here
+            parts.append(tree)
+        tree = alternation(parts)
+    if tree is not None and tree.size > st.max_regex_length:
+        raise _Decline
+    return _value_definition(st, tree)
+
+
+def _check_annotations(schema: dict, root: bool, also: str = "") -> None:
+    """Every key of ``schema`` one this front end knows, or a scalar-valued key that
+    no dialect gives a meaning (an annotation); the annotations of the shapes their
+    meta-schemas ask."""
+    for key, value in schema.items():
+        if key not in _KEYS and not (root and key == "$schema") and key != also:
+            if key in _RESERVED or key[:1] == "$" or value.__class__ in (dict, list):
+                raise _Decline
+    for key in ("title", "description", "$comment", "format"):
+        value = schema.get(key, "")
+        if value.__class__ is not str:
+            raise _Decline
+    for key in ("readOnly", "writeOnly", "deprecated"):
+        if schema.get(key, False).__class__ is not bool:
+            raise _Decline
+    if schema.get("examples", _NO_EXAMPLES).__class__ is not list:
+        raise _Decline
+
+
+def _flat_tree(st: _State, schema: dict, path: tuple, depth: int, draft: int, root: bool):
+    """What Compiler.emit (or the literals of an enum) writes for ``schema`` read alone
+    into a flat; ``_TRIVIAL`` where it constrains nothing."""
+    _check_annotations(schema, root)
     types = _ALL_TYPES
     kind = schema.get("type", _ABSENT)
     if kind is not _ABSENT:
@@ -222,12 +288,6 @@ def _value(st: _State, schema, path: tuple, depth: int, draft: int, root: bool =
             types = frozenset(allowed)
         else:
             raise _Decline
-    for key in ("title", "description", "$comment", "format"):
-        value = schema.get(key, "")
-        if value.__class__ is not str:
-            raise _Decline
-    if schema.get("examples", _NO_EXAMPLES).__class__ is not list:
-        raise _Decline
     if "enum" in schema:
         if not schema.keys() <= _ENUM_BESIDE:
             raise _Decline
@@ -246,7 +306,7 @@ def _value(st: _State, schema, path: tuple, depth: int, draft: int, root: bool =
         if types == _ALL_TYPES and fmt is None and "required" not in schema \
                 and "properties" not in schema and "additionalProperties" not in schema \
                 and "items" not in schema:
-            return _free(st)   # constrains nothing (Flat.trivial): the free value
+            return _TRIVIAL
         parts = _scalars(types)
         tree_parts = list(parts[0])
         if parts[1] is not None:
@@ -272,9 +332,7 @@ def _value(st: _State, schema, path: tuple, depth: int, draft: int, root: bool =
         elif "properties" in schema or "additionalProperties" in schema:
             raise _Decline
         tree = alternation(tree_parts)
-    if tree is not None and tree.size > st.max_regex_length:
-        raise _Decline
-    return _value_definition(st, tree)
+    return tree
 
 
 def _scalars(types: frozenset) -> tuple:
