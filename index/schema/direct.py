@@ -81,6 +81,9 @@ _RESERVED = frozenset({
     "if", "then", "else", "format", "contentEncoding", "contentMediaType", "contentSchema",
     "unevaluatedItems", "unevaluatedProperties"})
 _MAX_BRANCHES = 64
+# the keys only the root may have: its dialect and the definitions a $ref names
+_CONTAINERS = ("definitions", "$defs")
+_ROOT_ONLY = frozenset({"$schema", "definitions", "$defs"})
 # Subschemas taken at most: past it the general path (which checks the time limit
 # as it goes) compiles the schema.
 _MAX_SUBSCHEMAS = 2000
@@ -152,7 +155,7 @@ class _State:
     """One compilation's shared pieces, as the Compiler keeps them."""
 
     __slots__ = ("layout", "any_depth", "definitions", "placeholder_of", "placeholders", "pieces",
-                 "piece_of", "notes", "free", "max_regex_length", "budget")
+                 "piece_of", "notes", "free", "max_regex_length", "budget", "root", "targets", "active", "seen")
 
     def __init__(self, layout: Layout, any_depth: int, max_regex_length: int) -> None:
         self.layout = layout
@@ -166,6 +169,10 @@ class _State:
         self.free = None
         self.max_regex_length = max_regex_length
         self.budget = _MAX_SUBSCHEMAS
+        self.root: dict = {}
+        self.targets: dict = {}    # id(a $ref's target) -> its value tree (Compiler._values)
+        self.active: set = set()   # ids of the targets being written (a cycle: declined)
+        self.seen: set = set()     # ids of the targets written (as values or anyOf branches)
 
 
 def compile_direct(schema: dict, *, layout: Layout, any_depth: int, lenient: bool,
@@ -184,8 +191,16 @@ def compile_direct(schema: dict, *, layout: Layout, any_depth: int, lenient: boo
             return None
     draft, meta_uri = dialect
     st = _State(layout, any_depth, max_regex_length)
+    st.root = schema
     try:
         regex = _value(st, schema, (), 0, draft, True)
+        for container in _CONTAINERS:
+            definitions = schema.get(container)
+            # each definition checked as the meta-schema would: by writing it, so
+            # one no $ref reaches is declined
+            if definitions is not None and (definitions.__class__ is not dict or any(
+                    id(target) not in st.seen for target in definitions.values())):
+                return None
     except (_Decline, UnsupportedSchemaError, RecursionError):
         return None
     if regex is None:
@@ -216,6 +231,23 @@ def _value(st: _State, schema, path: tuple, depth: int, draft: int, root: bool =
     st.budget -= 1
     if st.budget < 0:
         raise _Decline
+    if "$ref" in schema:
+        # a $ref beside annotations is its target's value, written once per target
+        # (Compiler.value keys it as the target: keywords.referenced)
+        target, where = _target(st, schema, root)
+        known = st.targets.get(id(target))
+        if known is not None:
+            return known
+        if id(target) in st.active:
+            raise _Decline   # recursion: deferred by the compiler, not written here
+        st.active.add(id(target))
+        st.seen.add(id(target))
+        tree = _value(st, target, where, depth, draft)
+        st.active.discard(id(target))
+        if tree is None:
+            raise _Decline
+        st.targets[id(target)] = tree
+        return tree
     choices = schema.get("anyOf", _ABSENT)
     if choices is _ABSENT:
         tree = _flat_tree(st, schema, path, depth, draft, root)
@@ -227,15 +259,29 @@ def _value(st: _State, schema, path: tuple, depth: int, draft: int, root: bool =
         if choices.__class__ is not list or not choices or len(choices) > _MAX_BRANCHES:
             raise _Decline
         for key in schema:
-            if key in _KEYS and key not in _ANNOTATIONS or key == "$schema" and not root:
+            if key in _KEYS and key not in _ANNOTATIONS or key in _ROOT_ONLY and not root:
                 raise _Decline
         _check_annotations(schema, root, "anyOf")
         parts = []
         for i, option in enumerate(choices):
-            if option.__class__ is not dict or "anyOf" in option or "$schema" in option:
+            if option.__class__ is not dict:
+                raise _Decline
+            where = ((path, "anyOf"), i)
+            cycle = None
+            if "$ref" in option:
+                # absorbed into the branch as its target is (keywords.absorb)
+                option, where = _target(st, option, False)
+                if option.__class__ is not dict or id(option) in st.active:
+                    raise _Decline
+                cycle = id(option)
+                st.active.add(cycle)
+                st.seen.add(cycle)
+            if "anyOf" in option or "$schema" in option or "$ref" in option:
                 raise _Decline
             st.budget -= 1
-            tree = _flat_tree(st, option, ((path, "anyOf"), i), depth, draft, False)
+            tree = _flat_tree(st, option, where, depth, draft, False)
+            if cycle is not None:
+                st.active.discard(cycle)
             if tree is _TRIVIAL:
                 raise _Decline   # a branch of every type, not the free value: not written here
             parts.append(tree)
@@ -245,12 +291,33 @@ def _value(st: _State, schema, path: tuple, depth: int, draft: int, root: bool =
     return _value_definition(st, tree)
 
 
+def _target(st: _State, schema: dict, root: bool) -> tuple:
+    """The target of ``schema``'s ``$ref`` (a definition of the root, by name) and
+    its path; declined for anything else, or for a keyword beside it."""
+    ref = schema["$ref"]
+    for key, value in schema.items():
+        if key != "$ref" and (key in _KEYS and key not in _ANNOTATIONS
+                              or key in _ROOT_ONLY and not root):
+            raise _Decline
+    _check_annotations(schema, root, "$ref")
+    if ref.__class__ is not str or ref[:2] != "#/":
+        raise _Decline
+    container, _, name = ref[2:].partition("/")
+    if container not in _CONTAINERS or not name or "/" in name or "~" in name or "%" in name:
+        raise _Decline
+    definitions = st.root.get(container)
+    target = definitions.get(name) if definitions.__class__ is dict else None
+    if target.__class__ is not dict or "$id" in target or "id" in target:
+        raise _Decline
+    return target, (((), container), name)
+
+
 def _check_annotations(schema: dict, root: bool, also: str = "") -> None:
     """Every key of ``schema`` one this front end knows, or a scalar-valued key that
     no dialect gives a meaning (an annotation); the annotations of the shapes their
     meta-schemas ask."""
     for key, value in schema.items():
-        if key not in _KEYS and not (root and key == "$schema") and key != also:
+        if key not in _KEYS and not (root and key in _ROOT_ONLY) and key != also:
             if key in _RESERVED or key[:1] == "$" or value.__class__ in (dict, list):
                 raise _Decline
     for key in ("title", "description", "$comment", "format"):
