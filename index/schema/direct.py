@@ -36,15 +36,18 @@ the same notes. ``benchmarks/direct_equality.py`` and
 
 from __future__ import annotations
 
+import math
+
 from ..analysis.errors import UnsupportedSchemaError
 from ..analysis.regex_tree import Call, calls_in, concat, surely_matches
 from . import numbers as nums
 from . import strings as strs
 from .compiler import (MAX_DEFINITIONS, MAX_VALUE_DEFINITIONS, PLACEHOLDER_BASE, SHARE_MIN_LENGTH,
-                       SHARE_VALUE_MIN_LENGTH, Layout, stored_free_value)
+                       SHARE_VALUE_MIN_LENGTH, SHARED_COUNT_MIN, Layout, stored_free_value)
 from .depth import written_size
 from .formats import FORMATS, NARROWED, format_tree
-from .regexes import alternation, lit, optional, repeat
+from .numbers import to_decimal
+from .regexes import alternation, counted, lit, optional, repeat
 from .scalars import LITERAL_SET_MIN, number_literal
 
 __all__ = ["compile_direct", "DirectDefinitions", "ENABLED"]
@@ -64,8 +67,11 @@ _ALL_TYPES = frozenset({"null", "boolean", "integer", "fraction", "string", "arr
 _ANNOTATIONS = frozenset({"title", "description", "$comment", "default", "examples", "readOnly",
                           "writeOnly", "deprecated"})
 _KEYS = frozenset({"type", "properties", "required", "additionalProperties", "items", "enum",
-                   "format"}) | _ANNOTATIONS
-_ENUM_BESIDE = frozenset({"type", "enum"}) | _ANNOTATIONS
+                   "const", "format", "pattern", "minLength", "maxLength", "minimum", "maximum",
+                   "minItems", "maxItems"}) | _ANNOTATIONS
+_ENUM_BESIDE = frozenset({"type", "enum", "const"}) | _ANNOTATIONS
+_COUNTS = ("minLength", "maxLength", "minItems", "maxItems")
+_BOUNDS = ("minimum", "maximum")
 # Every keyword some dialect's meta-schema gives a meaning (draft 4 to 2020-12): a key
 # among them that this front end does not read is declined, any other key (``x-*``,
 # ``nullable``, ...) with a scalar value is an annotation, as for the compiler.
@@ -201,7 +207,9 @@ def compile_direct(schema: dict, *, layout: Layout, any_depth: int, lenient: boo
             if definitions is not None and (definitions.__class__ is not dict or any(
                     id(target) not in st.seen for target in definitions.values())):
                 return None
-    except (_Decline, UnsupportedSchemaError, RecursionError):
+    except (_Decline, UnsupportedSchemaError, RecursionError, strs.PatternUnsupported):
+        return None
+    except Exception:  # noqa: BLE001 - anything unforeseen: the general path decides
         return None
     if regex is None:
         return None
@@ -318,8 +326,10 @@ def _check_annotations(schema: dict, root: bool, also: str = "") -> None:
     meta-schemas ask."""
     for key, value in schema.items():
         if key not in _KEYS and not (root and key in _ROOT_ONLY) and key != also:
-            if key in _RESERVED or key[:1] == "$" or value.__class__ in (dict, list):
+            if key in _RESERVED or key[:1] == "$":
                 raise _Decline
+            if value.__class__ in (dict, list):
+                _check_inert(value)
     for key in ("title", "description", "$comment", "format"):
         value = schema.get(key, "")
         if value.__class__ is not str:
@@ -329,6 +339,32 @@ def _check_annotations(schema: dict, root: bool, also: str = "") -> None:
             raise _Decline
     if schema.get("examples", _NO_EXAMPLES).__class__ is not list:
         raise _Decline
+
+
+def _check_inert(value) -> None:
+    """Decline an annotation's JSON that holds a reference (the compiler's search for
+    recursion walks it; anything else in it is never read)."""
+    stack = [value]
+    budget = 256
+    while stack:
+        node = stack.pop()
+        budget -= 1
+        if budget < 0:
+            raise _Decline
+        if node.__class__ is dict:
+            if "$ref" in node or "$dynamicRef" in node or "$recursiveRef" in node:
+                raise _Decline
+            stack.extend(node.values())
+        elif node.__class__ is list:
+            stack.extend(node)
+
+
+def _count(schema: dict, key: str):
+    """A ``min*``/``max*`` count (None: absent), declined unless a non-negative integer."""
+    value = schema.get(key)
+    if value is not None and (value.__class__ is not int or value < 0):
+        raise _Decline
+    return value
 
 
 def _flat_tree(st: _State, schema: dict, path: tuple, depth: int, draft: int, root: bool):
@@ -355,10 +391,10 @@ def _flat_tree(st: _State, schema: dict, path: tuple, depth: int, draft: int, ro
             types = frozenset(allowed)
         else:
             raise _Decline
-    if "enum" in schema:
-        if not schema.keys() <= _ENUM_BESIDE:
+    if "enum" in schema or "const" in schema:
+        if not schema.keys() <= _ENUM_BESIDE or "enum" in schema and "const" in schema:
             raise _Decline
-        tree = _enum(schema["enum"], types)
+        tree = _enum(schema["enum"] if "enum" in schema else [schema["const"]], types)
     else:
         required = schema.get("required", _ABSENT)
         if required is not _ABSENT:
@@ -370,15 +406,46 @@ def _flat_tree(st: _State, schema: dict, path: tuple, depth: int, draft: int, ro
             if len(set(required)) != len(required):
                 raise _Decline
         fmt = schema.get("format")
+        pattern = schema.get("pattern")
+        if pattern is not None and pattern.__class__ is not str:
+            raise _Decline
+        lo, hi = _count(schema, "minLength"), _count(schema, "maxLength")
+        low, high = _bound(schema, "minimum"), _bound(schema, "maximum")
+        min_items, max_items = _count(schema, "minItems"), _count(schema, "maxItems")
         if types == _ALL_TYPES and fmt is None and "required" not in schema \
                 and "properties" not in schema and "additionalProperties" not in schema \
-                and "items" not in schema:
+                and "items" not in schema and pattern is None and not lo and hi is None \
+                and low is None and high is None and not min_items and max_items is None:
             return _TRIVIAL
         parts = _scalars(types)
         tree_parts = list(parts[0])
         if parts[1] is not None:
-            tree_parts.append(parts[1])
-        if "string" in types:
+            if low is None and high is None:
+                tree_parts.append(parts[1])
+            else:
+                # scalars.number of a flat with bounds alone (no multipleOf, no exclusions)
+                number = nums.number_tree(lo=low, lo_incl=True, hi=high, hi_incl=True,
+                                          integer="fraction" not in types,
+                                          nonzero_fraction="integer" not in types)
+                if number is None:
+                    raise _Decline
+                tree_parts.append(number)
+        lengths = lo is not None and lo > 0 or hi is not None
+        if "string" in types and (pattern is not None or lengths):
+            # scalars.string with a pattern and/or lengths, no format
+            if fmt is not None or max(lo or 0, hi or 0) >= SHARED_COUNT_MIN:
+                raise _Decline
+            lo = lo or 0
+            if pattern is None:
+                tree = strs.string_regex(lo, hi, counted=counted)
+            elif lengths:
+                tree = strs.translate_pattern(pattern, lo, hi)
+            else:
+                tree = strs.translate_pattern(pattern)
+            if tree is None:
+                raise _Decline
+            tree_parts.append(tree)
+        elif "string" in types:
             if fmt is None:
                 tree_parts.append(strs.STRING)
             else:
@@ -391,7 +458,7 @@ def _flat_tree(st: _State, schema: dict, path: tuple, depth: int, draft: int, ro
                         _note(st, f"format {fmt!r} at {pointer} is narrowed: {NARROWED[fmt]}")
                     tree_parts.append(format_tree(fmt))
         if "array" in types:
-            tree_parts.append(_array(st, schema, path, depth, draft))
+            tree_parts.append(_array(st, schema, path, depth, draft, min_items or 0, max_items))
         elif "items" in schema:
             raise _Decline   # not compiled, so not checked as the meta-schema would
         if "object" in types:
@@ -400,6 +467,16 @@ def _flat_tree(st: _State, schema: dict, path: tuple, depth: int, draft: int, ro
             raise _Decline
         tree = alternation(tree_parts)
     return tree
+
+
+def _bound(schema: dict, key: str):
+    """A ``minimum``/``maximum`` as the compiler reads it (None: absent)."""
+    value = schema.get(key)
+    if value is None:
+        return None
+    if value.__class__ is not int and (value.__class__ is not float or not math.isfinite(value)):
+        raise _Decline
+    return to_decimal(value)
 
 
 def _scalars(types: frozenset) -> tuple:
@@ -457,19 +534,21 @@ def _check_items(items) -> None:
         raise _Decline
 
 
-def _array(st: _State, schema: dict, path: tuple, depth: int, draft: int):
-    """An array of ``items`` (arrays.array with no prefix, no count)."""
+def _array(st: _State, schema: dict, path: tuple, depth: int, draft: int, lo: int, hi):
+    """An array of ``items``, ``lo`` to ``hi`` of them (arrays.array with no prefix)."""
+    if hi is not None and hi < max(lo, 1):
+        raise _Decline   # (no element: items not compiled, so not checked)
     if "items" in schema:
         items = schema["items"]
         _check_items(items)
         rest = _value(st, items, (path, "items"), depth + 1, draft)
     else:
         rest = _free(st)
+    if rest is None:
+        raise _Decline
     layout = st.layout
-    body = None
-    if rest is not None:
-        body = rest + repeat(layout.comma(depth) + rest, 0, None)
-    return _container(layout, "[", "]", body, True, depth)
+    body = rest + repeat(layout.comma(depth) + rest, max(0, lo - 1), None if hi is None else hi - 1)
+    return _container(layout, "[", "]", body, lo == 0, depth)
 
 
 def _object(st: _State, schema: dict, path: tuple, depth: int, draft: int):
