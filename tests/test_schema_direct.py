@@ -154,6 +154,8 @@ OBJECT = {"type": "object", "properties": {
     {"type": "array", "items": {"type": "integer"}, "minItems": 1},
     {"type": "array", "minItems": 2, "maxItems": 4},
     {"minLength": 0},                                                   # constrains nothing
+    {"$id": "http://example.com/s.json", "type": "object",
+     "properties": {"a": {"$ref": "#/definitions/a"}}, "definitions": {"a": {"type": "integer"}}},
     {"type": "object", "self": {"vendor": "x", "format": "jsonschema"}},  # an annotation's JSON
     {"type": "object", "properties": {"a": {"type": "string", "pattern": "^a"}}, "x-extra": [{"n": 1}]},
 ])
@@ -199,7 +201,8 @@ def test_taken_and_equal(schema):
     {"type": "object", "anyOf": [{"required": ["a"]}, {"required": ["b"]}]},
     {"anyOf": [{}, {"type": "string"}]},
     {"$schema": "http://example.com/unknown", "type": "string"},
-    {"type": "string", "$id": "http://example.com/s"},
+    {"type": "string", "$id": "http://example.com/s#frag"},   # a fragment: 2019-09 on refuse it
+    {"type": "object", "properties": {"a": {"$id": "http://example.com/a", "type": "string"}}},
 ])
 def test_declined(schema):
     _declined(schema)

@@ -89,7 +89,7 @@ _RESERVED = frozenset({
 _MAX_BRANCHES = 64
 # the keys only the root may have: its dialect and the definitions a $ref names
 _CONTAINERS = ("definitions", "$defs")
-_ROOT_ONLY = frozenset({"$schema", "definitions", "$defs"})
+_ROOT_ONLY = frozenset({"$schema", "definitions", "$defs", "$id"})
 # Subschemas taken at most: past it the general path (which checks the time limit
 # as it goes) compiles the schema.
 _MAX_SUBSCHEMAS = 2000
@@ -196,6 +196,11 @@ def compile_direct(schema: dict, *, layout: Layout, any_depth: int, lenient: boo
         if dialect is None:
             return None
     draft, meta_uri = dialect
+    ident = schema.get("$id")
+    # the root's base URI: local references read the same document under it; a
+    # fragment (which 2019-09 and later refuse) or an empty one is declined
+    if ident is not None and (ident.__class__ is not str or not ident or "#" in ident.rstrip("#")):
+        return None
     if not _scan(schema):
         return None
     st = _State(layout, any_depth, max_regex_length)
@@ -230,7 +235,7 @@ def compile_direct(schema: dict, *, layout: Layout, any_depth: int, lenient: boo
 
 
 # what _scan allows besides the keys read (the rest is checked as the trees are written)
-_SCANNED = _KEYS | {"$ref", "anyOf", "$schema", "definitions", "$defs"}
+_SCANNED = _KEYS | _ROOT_ONLY | {"$ref", "anyOf"}
 _ONE_SUBSCHEMA = ("items", "additionalProperties")
 _SUBSCHEMAS = ("properties", "definitions", "$defs")
 
