@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-LAZY = dict(max_recursion_depth=3, any_depth=32, state_budget=None, share_free_levels=True,
-            share_counts=True, share_values=True, defer_recursion=True)
+LAZY = {"max_recursion_depth": 3, "any_depth": 32, "state_budget": None, "share_free_levels": True,
+        "share_counts": True, "share_values": True, "defer_recursion": True}
 
 
 class _Declined(Exception):

@@ -79,7 +79,7 @@ def main() -> int:
             for enabled in order:
                 gc.collect()
                 gc.freeze()
-                out = forked(lambda e=enabled: child(record, e), describe=repr)
+                out = forked(lambda e=enabled, r=record: child(r, e), describe=repr)
                 if "error" in out:
                     break
                 runs[enabled].append(out)

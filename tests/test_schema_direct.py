@@ -21,15 +21,14 @@ import random
 from pathlib import Path
 
 import pytest
-
 from tokendfa.analysis.errors import TokenDFAError
 from tokendfa.schema import direct
 from tokendfa.schema.api import regex_from_schema
 
 BENCH = Path(os.environ.get("TOKENDFA_JSONSCHEMABENCH",
                             Path(__file__).resolve().parents[2] / "shared/data/jsonschemabench"))
-LAZY = dict(max_recursion_depth=3, any_depth=32, state_budget=None, share_free_levels=True,
-            share_counts=True, share_values=True, defer_recursion=True)
+LAZY = {"max_recursion_depth": 3, "any_depth": 32, "state_budget": None, "share_free_levels": True,
+        "share_counts": True, "share_values": True, "defer_recursion": True}
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -258,7 +257,6 @@ def test_masks_equal_end_to_end():
     """The lazy index of a schema the direct path takes serves the same masks
     as the general path's, along each valid instance of the record."""
     from conftest import cached_vocabulary
-
     from tokendfa import Guide, Index
 
     vocab = cached_vocabulary("qwen2.5")

@@ -6,13 +6,21 @@ compiles with (``Index.from_schema``'s defaults, see
 :class:`~tokendfa.schema.api.SchemaRegex` the general path would return, or
 None: the general path then runs as it is. It takes only schemas it is sure
 of: every subschema uses only ``type``, ``properties``, ``required``,
-``additionalProperties``, ``items`` (one schema), ``enum`` (beside ``type``
-alone) and ``format``, with the annotations ``title``, ``description``,
-``$comment``, ``default``, ``examples`` (and ``$schema`` at the root,
-naming a dialect the compiler knows), each of a shape that every dialect's
-meta-schema accepts. Anything else (another keyword, an odd value, a
-schema the general path would refuse or narrow) is declined, so that the
-general path raises its error or widens as it does.
+``additionalProperties``, ``items`` (one schema), ``enum``/``const``
+(beside ``type`` and annotations alone), ``format``, ``pattern``,
+``minLength``/``maxLength`` (below the shared counts), ``minimum``/``maximum``,
+``minItems``/``maxItems``, ``anyOf`` (beside annotations alone), and plain
+local ``$ref`` to the root's ``definitions``/``$defs`` (non-recursive;
+every definition is written, so checked), with the annotations ``title``,
+``description``, ``$comment``, ``default``, ``examples``, ``readOnly``,
+``writeOnly``, ``deprecated``, keys no dialect defines (whose JSON holds no
+reference), and at the root ``$schema`` (a dialect the compiler knows) and
+``$id``; each value of a shape that every dialect's meta-schema accepts.
+Anything else (another keyword, an odd value, a schema the general path
+would refuse or narrow) is declined, so that the general path raises its
+error or widens as it does. A walk of the keys comes first, so that a
+schema with another keyword deep inside is declined before any tree is
+written.
 
 Why: in a worker forked from a warm server process, the general front end
 (the schema's shape, the meta-schema check, the ``referencing`` resolver,
@@ -42,15 +50,23 @@ from ..analysis.errors import UnsupportedSchemaError
 from ..analysis.regex_tree import Call, calls_in, concat, surely_matches
 from . import numbers as nums
 from . import strings as strs
-from .compiler import (MAX_DEFINITIONS, MAX_VALUE_DEFINITIONS, PLACEHOLDER_BASE, SHARE_MIN_LENGTH,
-                       SHARE_VALUE_MIN_LENGTH, SHARED_COUNT_MIN, Layout, stored_free_value)
+from .compiler import (
+    MAX_DEFINITIONS,
+    MAX_VALUE_DEFINITIONS,
+    PLACEHOLDER_BASE,
+    SHARE_MIN_LENGTH,
+    SHARE_VALUE_MIN_LENGTH,
+    SHARED_COUNT_MIN,
+    Layout,
+    stored_free_value,
+)
 from .depth import written_size
 from .formats import FORMATS, NARROWED, format_tree
 from .numbers import to_decimal
 from .regexes import alternation, counted, lit, optional, repeat
 from .scalars import LITERAL_SET_MIN, number_literal
 
-__all__ = ["compile_direct", "DirectDefinitions", "ENABLED"]
+__all__ = ["ENABLED", "DirectDefinitions", "compile_direct"]
 
 # Switched off (ENABLED[0] = False) by the benchmarks that compare the two paths.
 ENABLED = [True]
@@ -113,7 +129,7 @@ class DirectDefinitions:
     schema (no recursion: nothing but the pieces is ever deferred). It is its
     own ``compiler`` for the callers that ask one whether recursion was cut."""
 
-    __slots__ = ("definitions", "pieces", "_matching")
+    __slots__ = ("_matching", "definitions", "pieces")
 
     recursion_cut = False
     computed = 0
@@ -125,7 +141,7 @@ class DirectDefinitions:
         self._matching: dict = {}
 
     @property
-    def compiler(self) -> "DirectDefinitions":
+    def compiler(self) -> DirectDefinitions:
         return self
 
     def defines(self, key) -> bool:
@@ -160,8 +176,23 @@ class DirectDefinitions:
 class _State:
     """One compilation's shared pieces, as the Compiler keeps them."""
 
-    __slots__ = ("layout", "any_depth", "definitions", "placeholder_of", "placeholders", "pieces",
-                 "piece_of", "notes", "free", "max_regex_length", "budget", "root", "targets", "active", "seen")
+    __slots__ = (
+        "active",
+        "any_depth",
+        "budget",
+        "definitions",
+        "free",
+        "layout",
+        "max_regex_length",
+        "notes",
+        "piece_of",
+        "pieces",
+        "placeholder_of",
+        "placeholders",
+        "root",
+        "seen",
+        "targets",
+    )
 
     def __init__(self, layout: Layout, any_depth: int, max_regex_length: int) -> None:
         self.layout = layout
@@ -347,7 +378,7 @@ def _target(st: _State, schema: dict, root: bool) -> tuple:
     """The target of ``schema``'s ``$ref`` (a definition of the root, by name) and
     its path; declined for anything else, or for a keyword beside it."""
     ref = schema["$ref"]
-    for key, value in schema.items():
+    for key in schema:
         if key != "$ref" and (key in _KEYS and key not in _ANNOTATIONS
                               or key in _ROOT_ONLY and not root):
             raise _Decline
