@@ -247,8 +247,8 @@ def test_real_schemas_equal():
             _assert_same(want, got)
         except AssertionError as exc:
             raise AssertionError(f"{name}: {exc}") from None
-    # 171 of these 300 are taken (4,595 of JSONSchemaBench's 7,952): fewer is a regression
-    assert taken >= 171, taken
+    # 177 of these 300 are taken (4,725 of JSONSchemaBench's 7,952): fewer is a regression
+    assert taken >= 177, taken
 
 
 @pytest.mark.slow
@@ -287,7 +287,7 @@ def test_masks_equal_end_to_end():
             masks.append(seen)
         assert masks[0] == masks[1], name
         compared += 1
-    assert compared >= 32, compared   # the schemas of this sample the direct path takes
+    assert compared >= 34, compared   # the schemas of this sample the direct path takes
 
 
 def _tests_of(name: str) -> list:
