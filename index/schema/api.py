@@ -280,6 +280,8 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
             and default_draft is None and state_budget is None and any_depth.__class__ is int
             and max_whitespace.__class__ is int and max_whitespace >= 0
             and indent.__class__ is int and indent >= 0 and direct.ENABLED[0]):
+        if not _PREPARED:
+            _prepare_dialects()   # the general path's dependencies, as for any schema (jsonschema)
         collecting = gc.isenabled()
         gc.disable()   # (as below: the trees are many small objects and no cycle)
         try:
