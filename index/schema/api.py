@@ -94,7 +94,7 @@ from .depth import (DEFAULT_REGEX_BUDGET, DEFAULT_STATE_BUDGET, Compiled, compil
 # function asks the module spec's parent (a Python property) and, from a
 # package, importlib's _handle_fromlist, each time (~14 such imports a
 # schema on the lazy path, ~2% of its first mask in a fresh fork).
-from . import ir
+from . import direct, ir
 from .compiler import Compiler, DeferredDefinitions, Layout
 from .ir import Sub, json_pointer
 
@@ -117,6 +117,7 @@ _DRAFTS = {  # validator class name -> (draft number, meta-schema URI)
 # with warnings caught).
 _DRAFT_OF_URI = {variant: name for name, (_, uri) in _DRAFTS.items()
                  for variant in (uri, uri.rstrip("#"), uri.rstrip("#") + "#")}
+direct.DIALECTS.update((variant, _DRAFTS[name]) for variant, name in _DRAFT_OF_URI.items())
 
 
 @dataclass(frozen=True)
@@ -272,6 +273,27 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
     _check_count("max_recursion_depth", max_recursion_depth)
     if any_depth != "auto":
         _check_count("any_depth", any_depth)
+    # A lazy index's options (Index.from_schema's defaults): the common schemas go
+    # straight to their trees (see .direct), the others on the general path below.
+    if (defer_recursion and share_values and share_free_levels and share_counts
+            and schema.__class__ is dict and whitespace == "compact" and registry is None
+            and default_draft is None and state_budget is None and any_depth.__class__ is int
+            and max_whitespace.__class__ is int and max_whitespace >= 0
+            and indent.__class__ is int and indent >= 0 and direct.ENABLED[0]):
+        if not _PREPARED:
+            _prepare_dialects()   # the general path's dependencies, as for any schema (jsonschema)
+        collecting = gc.isenabled()
+        gc.disable()   # (as below: the trees are many small objects and no cycle)
+        try:
+            result = direct.compile_direct(
+                schema, layout=_layout(whitespace, max_whitespace, indent), any_depth=any_depth,
+                lenient=lenient, max_regex_length=max_regex_length, regex_budget=regex_budget,
+                result_type=SchemaRegex)
+        finally:
+            if collecting:
+                gc.enable()
+        if result is not None:
+            return result
 
     def compile_at(depth_a: int, depth_r: int):
         compiler, root = _setup(schema, whitespace=whitespace, lenient=lenient,

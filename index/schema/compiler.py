@@ -131,6 +131,17 @@ class _FreeValue(NamedTuple):
     definitions: dict
     placeholders: dict
 
+
+def stored_free_value(layout: "Layout", levels: int) -> "_FreeValue | None":
+    """The free value of ``levels`` levels at depth 0 that compilations with
+    ``layout`` (not pretty), shared pieces and ``share_free_levels`` (a lazy
+    index's options) take from the process-wide table, if one was built in
+    this process: what :meth:`Compiler.any_value` adopts (for
+    :mod:`.direct`)."""
+    return _FREE_VALUES.get(("free value", layout.mode, layout.width, layout.indent, True, True,
+                             0, levels))
+
+
 # Scalar leaves (Compiler._typed_leaf): a subschema that says only its type
 # (``{"type": "string"}``, annotations beside it) is the same tree in every
 # schema compiled with the same options: it is computed once per process,
