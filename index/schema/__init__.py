@@ -4,6 +4,8 @@ Reading order:
 
 * :mod:`tokendfa.schema.api`       :func:`regex_from_schema`, :class:`SchemaRegex` and
   :func:`instance_text`: options, dialect and meta-schema check, ``$ref`` registry
+* :mod:`tokendfa.schema.direct`    the common schemas (a few keywords) straight to the
+  compiler's trees, for a lazy index's options; anything else declined to the general path
 * :mod:`tokendfa.schema.depth`     free-value and recursion depths within the regex and
   automaton budgets, ``any_depth="auto"``
 * :mod:`tokendfa.schema.ir`        the compiler's internal forms: :class:`~.ir.Sub`, the
