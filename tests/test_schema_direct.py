@@ -37,6 +37,13 @@ def _free_values():
     regex_from_schema({"type": "object"}, **LAZY)
 
 
+def _result_or_error(schema, options):
+    try:
+        return regex_from_schema(schema, **options)
+    except TokenDFAError as exc:
+        return exc
+
+
 def _both(schema, **options):
     """(what the direct path returned, or None; the general path's result or error)."""
     options = {**LAZY, **options}
@@ -50,18 +57,12 @@ def _both(schema, **options):
 
     direct.compile_direct = recording
     try:
-        try:
-            got = regex_from_schema(schema, **options)
-        except TokenDFAError as exc:
-            got = exc
+        got = _result_or_error(schema, options)
     finally:
         direct.compile_direct = original
     direct.ENABLED[0] = False
     try:
-        try:
-            want = regex_from_schema(schema, **options)
-        except TokenDFAError as exc:
-            want = exc
+        want = _result_or_error(schema, options)
     finally:
         direct.ENABLED[0] = True
     chosen = taken[0] if taken else None

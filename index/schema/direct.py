@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 
 from ..analysis.errors import UnsupportedSchemaError
-from ..analysis.regex_tree import Call, calls_in, concat, surely_matches
+from ..analysis.regex_tree import Call, concat, surely_matches
 from . import numbers as nums
 from . import strings as strs
 from .compiler import (
@@ -59,11 +59,13 @@ from .compiler import (
     SHARED_COUNT_MIN,
     Layout,
     stored_free_value,
+    used_definitions,
 )
 from .depth import written_size
 from .formats import FORMATS, NARROWED, format_tree
 from .numbers import to_decimal
-from .regexes import alternation, counted, lit, optional, repeat
+from .objects import member_chain
+from .regexes import alternation, counted, lit, repeat
 from .scalars import LITERAL_SET_MIN, number_literal
 
 __all__ = ["ENABLED", "DirectDefinitions", "compile_direct"]
@@ -259,7 +261,7 @@ def compile_direct(schema: dict, *, layout: Layout, any_depth: int, lenient: boo
     if st.pieces:
         return result_type(regex, [], notes, meta_uri, st.definitions, None,
                            DirectDefinitions(st.definitions, st.pieces))
-    used = _used_definitions(st.definitions, regex)
+    used = used_definitions(st.definitions, regex)
     if regex_budget is not None and written_size(regex, used) > regex_budget:
         return None   # the general path compiles it again shallower
     return result_type(regex, [], notes, meta_uri, used, None)
@@ -689,22 +691,7 @@ def _members(st: _State, entries: list, extras: list, depth: int):
         members.append((concat(k, colon, v), r))
     extra = alternation([concat(k, colon, v) for k, v in extras]) if extras else None
     extra = _value_definition(st, extra)
-    chain = None
-    seen_required = False
-    after: list = []
-    for member, req in members:
-        if chain is None:
-            chain = member
-        elif seen_required:
-            after.append(concat(comma, member) if req else optional(concat(comma, member)))
-        else:
-            step = concat(chain, concat(comma, member) if req else optional(concat(comma, member)))
-            chain = alternation([step, member])
-        if req and not seen_required:
-            seen_required = True
-            after = [chain]
-    if len(after) > 1:
-        chain = concat(*after)
+    chain, seen_required = member_chain(members, comma)
     bodies = []
     if chain is not None:
         bodies.append(chain + repeat(comma + extra, 0, None) if extra is not None else chain)
@@ -794,25 +781,3 @@ def _pointer(path: tuple) -> str:
         path, key = path
         parts.append(key.replace("~", "~0").replace("/", "~1") if key.__class__ is str else str(key))
     return "".join("/" + part for part in reversed(parts))
-
-
-def _used_definitions(definitions: dict, regex) -> dict:
-    """Compiler.used_definitions: the definitions ``regex`` reaches, the keys of
-    each tree's calls in the order that does not depend on the hash seed."""
-    used: dict = {}
-    pending = [regex]
-    while pending:
-        calls = calls_in(pending.pop())
-        if not calls:
-            continue
-        fresh = [key for key in calls if key not in used and key in definitions]
-        if len(fresh) > 1:
-            fresh.sort(key=_key_order)
-        for key in fresh:
-            tree = used[key] = definitions[key]
-            pending.append(tree)
-    return used
-
-
-def _key_order(key) -> tuple:
-    return (0, key) if isinstance(key, str) else (1, repr(key))

@@ -477,6 +477,34 @@ def _keys_matching_none(patterns: list[str]) -> Node | None:
     return difference(strs.keys_except([]), matched)
 
 
+def member_chain(members: list, comma: Node) -> tuple[Node | None, bool]:
+    """The declared members of an object in their order, each ``(member, required)``
+    (``member`` its key, colon and value): the tree of the members written, at
+    least one of them, and whether one is required (then at least one is always
+    written)."""
+    chain: Node | None = None     # at least one member written, after the members so far
+    seen_required = False
+    # once a required member is written, each later one only follows: the
+    # chain is then concat(*after), made once (a concatenation a member at
+    # a time flattened the growing chain again each time, and interned each)
+    after: list[Node] = []
+    for member, req in members:
+        if chain is None:
+            chain = member
+        elif seen_required:
+            after.append(concat(comma, member) if req else optional(concat(comma, member)))
+        else:
+            step = concat(chain, concat(comma, member) if req else optional(concat(comma, member)))
+            # unless a required member came before, this one may be the first written
+            chain = alternation([step, member])
+        if req and not seen_required:
+            seen_required = True
+            after = [chain]
+    if len(after) > 1:
+        chain = concat(*after)
+    return chain, seen_required
+
+
 def _members(c: "Compiler", entries, extras, min_props: int, max_props: int | None,
              depth: int, witnessed: list | None = None) -> Node | None:
     """The object: declared members in order (O(k) regex), then extra members.
@@ -513,26 +541,7 @@ def _members(c: "Compiler", entries, extras, min_props: int, max_props: int | No
         max_props = None
     counting = min_props > 0 or max_props is not None
     if not counting:
-        chain: Node | None = None     # at least one member written, after the members so far
-        seen_required = False
-        # once a required member is written, each later one only follows: the
-        # chain is then concat(*after), made once (a concatenation a member at
-        # a time flattened the growing chain again each time, and interned each)
-        after: list[Node] = []
-        for member, req in members:
-            if chain is None:
-                chain = member
-            elif seen_required:
-                after.append(concat(comma, member) if req else optional(concat(comma, member)))
-            else:
-                step = concat(chain, concat(comma, member) if req else optional(concat(comma, member)))
-                # unless a required member came before, this one may be the first written
-                chain = alternation([step, member])
-            if req and not seen_required:
-                seen_required = True
-                after = [chain]
-        if len(after) > 1:
-            chain = concat(*after)
+        chain, seen_required = member_chain(members, comma)
         bodies = []
         if witnessed is not None:
             # some extra member is a witness: extras, the witness, extras
