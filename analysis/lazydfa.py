@@ -1196,7 +1196,10 @@ class _LazyNFA:
     the callee's compiled fragment that counts a not yet decided call as
     impassable; only when that fails are the callee's callees decided. With
     every callee decided, the fragment's states that cannot reach its end
-    are dropped, once.
+    are dropped, once. The compiled construction says whether every state
+    of a fragment reaches its end, a call passing to its return
+    (:attr:`dense`): with every callee matching, nothing is dropped and the
+    search is not run (every fragment of MaskBench's sample is so).
 
     **Growing definitions.** From a :class:`DefinitionSource` the
     definitions are not all known at the start: a key is numbered when a
@@ -1268,6 +1271,14 @@ class _LazyNFA:
         self.callees: list[tuple[int, ...] | None] = []
         self.completes: list[bool | None] = []
         self.resolved = bytearray()
+        # dense[d]: every state of d's fragment reaches its end, a call
+        # passing to its return (the compiled construction says so, or the
+        # template it was copied from): with every callee matching, the
+        # alive search and the prune are skipped (enter). They found every
+        # state alive in all 503 of MaskBench's sample (--per-source 4), and
+        # were ~19 us of a first call's ~230 in a fresh fork
+        # (benchmarks/lazy_enter_parts.py).
+        self.dense = bytearray()
         self.templates: dict[tuple, _FragmentTemplate] = {}
         # The builder's tables (see _build), kept from fragment to fragment
         # (untracked as the tables are: long-lived, and no cycle runs through them).
@@ -1328,19 +1339,20 @@ class _LazyNFA:
             main = self._tree(self.number[main.key])  # the whole pattern is one definition
         if max_depth is None:
             main = self._rest_deferred(main)
-        self.start, self.final, main_callees = self._build(main)
+        self.start, self.final, main_callees, dense = self._build(main)
         self.main_span = (0, len(self.eps))
         self.need: list[int] | None = None
         self.need_byte: list[int] | None = None
         if max_depth is None:
             for callee in main_callees:
                 self._decide(callee)
-            limits.check()   # the two passes below are linear in the fragment: 50 ms on 500,000 states
-            alive = self._alive(self.main_span, self.final)
-            limits.check()
-            self._prune(self.main_span, alive)
-            if not alive[self.start]:
-                self.start = -1
+            if not (dense and all([self.completes[c] for c in main_callees])):
+                limits.check()   # the two passes below are linear in the fragment: 50 ms on 500,000 states
+                alive = self._alive(self.main_span, self.final)
+                limits.check()
+                self._prune(self.main_span, alive)
+                if not alive[self.start]:
+                    self.start = -1
         else:
             for d in range(len(self.placeholders)):
                 if self.start_of[d] < 0:
@@ -1389,6 +1401,7 @@ class _LazyNFA:
         self.callees.append(None)
         self.completes.append(None)
         self.resolved.append(0)
+        self.dense.append(0)
 
     def _discover(self, tree: Node) -> None:
         """Number the definitions of a growing source that ``tree`` calls
@@ -1462,8 +1475,10 @@ class _LazyNFA:
                     state[nxt] = 1
                     path.append((nxt, iter(uses[nxt])))
 
-    def _build(self, tree: Node) -> tuple[int, int, tuple[int, ...]]:
-        """Thompson-construct ``tree`` and append it to the tables: ``(start, end, callees)``.
+    def _build(self, tree: Node) -> tuple[int, int, tuple[int, ...], bool]:
+        """Thompson-construct ``tree`` and append it to the tables: ``(start,
+        end, callees, dense)`` (see :attr:`dense`; the Python construction
+        does not say, False).
 
         The compiled construction (:func:`~.regex_compiler.thompson_fragment`)
         makes the rows as the tables hold them (tuples, edges flat, off the
@@ -1503,8 +1518,8 @@ class _LazyNFA:
             for q, items in fragment.calls:
                 self.calls[q] = tuple((number[key], ret) for key, ret in items)
                 callees.update(number[key] for key, _ in items)
-            return fragment.start, fragment.end, tuple(sorted(callees))
-        return self._build_reference(tree)
+            return fragment.start, fragment.end, tuple(sorted(callees)), fragment.dense
+        return self._build_reference(tree) + (False,)
 
     def _build_reference(self, tree: Node) -> tuple[int, int, tuple[int, ...]]:
         """:meth:`_build` through the Python construction."""
@@ -1593,13 +1608,14 @@ class _LazyNFA:
                     self.templates[shape] = template
         if template is not None and base + len(template.eps) <= self.max_nfa_states:
             start, end, callees = self._stamp_template(template, order)
+            dense = template.dense
         else:
-            start, end, callees = self._build(tree)
+            start, end, callees, dense = self._build(tree)
             if (shape is None and is_tree and tree.__class__ is not LiteralSet
                     and len(self.eps) - base >= _TEMPLATE_MIN_STATES):
                 shape, order = self._shape(tree)
             if template is None and shape is not None:
-                template = self._template(base, start, end, order)
+                template = self._template(base, start, end, order, dense)
                 # A tree's template is kept here whatever the lengths known so
                 # far: from a growing source, the next definition of its shape
                 # may be read only later, and a fragment too large for the
@@ -1612,6 +1628,7 @@ class _LazyNFA:
                 if is_tree:
                     _SHARED_FRAGMENTS.keep(shape, template)
         self.start_of[d], self.end_of[d], self.callees[d] = start, end, callees
+        self.dense[d] = dense
         self.span[d] = (base, len(self.eps))
         self.ends[end] = 1
         if self.source is not None:
@@ -1681,7 +1698,8 @@ class _LazyNFA:
             _SHARED_FRAGMENTS.keep_shape(tree, shape, tuple([placeholders[d] for d in order]))
         return shape, tuple(order)
 
-    def _template(self, base: int, start: int, end: int, order: tuple[int, ...]) -> "_FragmentTemplate":
+    def _template(self, base: int, start: int, end: int, order: tuple[int, ...],
+                  dense: bool) -> "_FragmentTemplate":
         """What :meth:`_stamp_template` needs to make another fragment of the
         shape just built at ``base`` (its rows, before any pruning)."""
         position = {number: i for i, number in enumerate(order)}
@@ -1692,7 +1710,7 @@ class _LazyNFA:
         calls = tuple((q, tuple((position[d], ret - base) for d, ret in rows[q]))
                       for q in compress(range(stop - base), rows))
         return _FragmentTemplate(base, tuple(self.eps[base:stop]), tuple(self.edges[base:stop]),
-                                 calls, start - base, end - base)
+                                 calls, start - base, end - base, dense)
 
     def _stamp_template(self, template: "_FragmentTemplate", order: tuple[int, ...]) -> tuple[int, int, tuple[int, ...]]:
         """Append a copy of ``template``'s fragment calling the definitions of
@@ -1864,9 +1882,13 @@ class _LazyNFA:
             self._decide(d)
             if self.start_of[d] < 0:
                 self._compile(d)  # decided without compiling it (a literal set)
-            for callee in self.callees[d]:
+            callees = self.callees[d]
+            for callee in callees:
                 self._decide(callee)
-            self._prune(self.span[d], self._alive(self.span[d], self.end_of[d]))
+            # dense, every callee matching: the search would find every
+            # state alive, and the prune drop nothing
+            if not (self.dense[d] and all([self.completes[c] for c in callees])):
+                self._prune(self.span[d], self._alive(self.span[d], self.end_of[d]))
             self.resolved[d] = 1
         return self.start_of[d]
 
@@ -2025,6 +2047,7 @@ class _FragmentTemplate(NamedTuple):
     calls: tuple[tuple[int, tuple[tuple[int, int], ...]], ...]
     start: int
     end: int
+    dense: bool = False  # see _LazyNFA.dense
 
 
 _SHARED_FRAGMENTS = _SharedFragments()
