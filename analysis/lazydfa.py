@@ -1614,7 +1614,18 @@ class _LazyNFA:
             if (shape is None and is_tree and tree.__class__ is not LiteralSet
                     and len(self.eps) - base >= _TEMPLATE_MIN_STATES):
                 shape, order = self._shape(tree)
-            if template is None and shape is not None:
+            # A tree's template is made where its key is a tuple (a free
+            # value's levels, the same trees in every schema), its fragment is
+            # large (below), or its shape was built before in the process
+            # (_SharedFragments.built_before): most of a schema's other
+            # shapes are built once, and in MaskBench's fresh forks the
+            # templates their first calls made were seldom copied, for ~7-15
+            # us and ~1.3-1.7 faults of each first call (lazy_enter_parts.py,
+            # paired). A server's second schema of such a shape builds it
+            # again, the third copies it.
+            if template is None and shape is not None and (
+                    not is_tree or self.placeholders[d].__class__ is tuple
+                    or len(self.eps) - base >= _TEMPLATE_MIN_STATES or _SHARED_FRAGMENTS.built_before(shape)):
                 template = self._template(base, start, end, order, dense)
                 # A tree's template is kept here whatever the lengths known so
                 # far: from a growing source, the next definition of its shape
@@ -1933,7 +1944,11 @@ class _SharedFragments:
     whole process: a JSON Schema's free value levels and counted strings
     are the same trees in every schema (with the same options), so a
     schema's first call of one stamps a copy (:meth:`_LazyNFA._stamp_template`)
-    instead of building it. Bounded: fragments of at most
+    instead of building it. A shape's fragment is kept from its first
+    build where its key is a tuple (a free value's levels) or it is large,
+    else from its second build in the process (the shapes built once are
+    recorded, :meth:`built_before`: ``MAX_BUILT`` of them, the record
+    cleared when full). Bounded: fragments of at most
     ``MAX_FRAGMENT_STATES`` states, ``MAX_STATES`` states in all, the least
     recently used dropped first.
 
@@ -1952,6 +1967,7 @@ class _SharedFragments:
     MAX_SHAPES = 4_096
     MAX_SHAPES_SIZE = 500_000
     MAX_HITS = 4_096
+    MAX_BUILT = 4_096
 
     def __init__(self) -> None:
         self._kept: "OrderedDict[Node, _FragmentTemplate]" = OrderedDict()
@@ -1961,6 +1977,7 @@ class _SharedFragments:
         self._hits: list | None = None
         self._shapes: "dict[Node, tuple[Node, tuple]]" = {}
         self._shapes_size = 0
+        self._built: dict = {}
         self._lock = threading.Lock()
 
     def shape_of(self, tree: Node) -> "tuple[Node, tuple] | None":
@@ -2013,6 +2030,17 @@ class _SharedFragments:
             if shape in kept:
                 kept.move_to_end(shape)
 
+    def built_before(self, shape: Node) -> bool:
+        """Whether a fragment of ``shape`` was built before in this process
+        (since the record was last cleared); recorded if not."""
+        built = self._built
+        if shape in built:
+            return True
+        if len(built) >= self.MAX_BUILT:
+            built.clear()
+        built[shape] = None
+        return False
+
     def keep(self, shape: Node, template: "_FragmentTemplate") -> None:
         size = len(template.eps)
         if size > self.MAX_FRAGMENT_STATES:
@@ -2034,6 +2062,7 @@ class _SharedFragments:
             self._hits = None
             self._shapes.clear()
             self._shapes_size = 0
+            self._built.clear()
 
 
 class _FragmentTemplate(NamedTuple):
