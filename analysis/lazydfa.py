@@ -1509,6 +1509,7 @@ class _LazyNFA:
                     for table in (self.eps, self.edges, self.calls):
                         _lazycore.untrack_table(table)
             else:
+                self._reserve(added)
                 self.eps += fragment.eps
                 self.edges += fragment.edges
                 self.calls.extend([()] * added)
@@ -1733,6 +1734,7 @@ class _LazyNFA:
         limits.check()  # what the construction checks before each of its fragments
         limits.check_memory((base + size) * NFA_STATE_BYTES, "the NFA of a shared definition")
         offset = base - template.base
+        self._reserve(size)
         eps = relocated_rows(template.eps, offset, 1)
         if eps is not None:   # compiled: the rows made off the cyclic collector
             self.eps += eps
@@ -1749,6 +1751,17 @@ class _LazyNFA:
             self.calls[base + q] = tuple((order[i], ret + base) for i, ret in items)
         callees = tuple(sorted({order[i] for _, items in template.calls for i, _ in items}))
         return template.start + base, template.end + base, callees
+
+    def _reserve(self, added: int) -> None:
+        """Room made in the tables for ``added`` more states, half as many
+        again when they grow (the compiled core's reserve_table; without it
+        list.extend grows them by an eighth, which moved them at nearly every
+        first call of a definition: paired in MaskBench's fresh forks,
+        lazy_enter_parts.py, ~1 fault and a few us less a first call)."""
+        if _lazycore is not None:
+            need = len(self.eps) + added
+            for table in (self.eps, self.edges, self.calls):
+                _lazycore.reserve_table(table, need)
 
     # --- deciding and pruning, one fragment at a time -------------------------------
 
