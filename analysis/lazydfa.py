@@ -1346,7 +1346,7 @@ class _LazyNFA:
         if max_depth is None:
             for callee in main_callees:
                 self._decide(callee)
-            if not (dense and all([self.completes[c] for c in main_callees])):
+            if not (dense and all(self.completes[c] for c in main_callees)):
                 limits.check()   # the two passes below are linear in the fragment: 50 ms on 500,000 states
                 alive = self._alive(self.main_span, self.final)
                 limits.check()
@@ -1911,7 +1911,7 @@ class _LazyNFA:
                 self._decide(callee)
             # dense, every callee matching: the search would find every
             # state alive, and the prune drop nothing
-            if not (self.dense[d] and all([self.completes[c] for c in callees])):
+            if not (self.dense[d] and all(self.completes[c] for c in callees)):
                 self._prune(self.span[d], self._alive(self.span[d], self.end_of[d]))
             self.resolved[d] = 1
         return self.start_of[d]
