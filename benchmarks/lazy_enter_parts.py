@@ -24,7 +24,7 @@ and the steps over 250 us (wall; load moves it, the pairing keeps the
 sides in the same minutes). ``--in-process`` walks each schema in this
 process instead (what the fork adds).
 
-    .venv/bin/python benchmarks/lazy_enter_parts.py                      # ~1 min on 2 cores
+    .venv/bin/python benchmarks/lazy_enter_parts.py                      # ~10-30 s on 2 shared cores
     .venv/bin/python benchmarks/lazy_enter_parts.py --flag _ENTER_FAST --rounds 2
 
 A development aid like ``lazy_define_census.py``, not a benchmark of record.
