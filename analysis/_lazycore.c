@@ -1797,6 +1797,39 @@ static PyObject *py_untrack_table(PyObject *module, PyObject *const *args, Py_ss
     Py_RETURN_NONE;
 }
 
+/* reserve_table(rows, need): the list ``rows``'s storage made to hold at
+ * least ``need`` items (half as many again as ``need`` when it grows), its
+ * items and length unchanged, the new part not written. The NFA's tables
+ * grow by a fragment at each definition's first call: list.extend's own
+ * growth (an eighth) moved them at nearly every call, into newly written
+ * pages, a page fault for each 4 KiB in a fresh fork of a warm process. */
+static PyObject *py_reserve_table(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2 || !PyList_CheckExact(args[0]) || !PyLong_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "reserve_table(rows: list, need: int)");
+        return NULL;
+    }
+    Py_ssize_t need = PyLong_AsSsize_t(args[1]);
+    if (need == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    PyListObject *list = (PyListObject *)args[0];
+    if (need <= list->allocated) {
+        Py_RETURN_NONE;
+    }
+    if (need > (PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(PyObject *)) / 2) {
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t capacity = need + need / 2;
+    PyObject **items = PyMem_Realloc(list->ob_item, (size_t)capacity * sizeof(PyObject *));
+    if (items == NULL) {
+        return PyErr_NoMemory();
+    }
+    list->ob_item = items;
+    list->allocated = capacity;
+    Py_RETURN_NONE;
+}
+
 /* untrack_node(node, key, fields, calls): a regex tree node just made and
  * interned (regex_tree), with its intern key, its tuple field (children or
  * ranges; None without one) and the frozenset of definitions it calls, off
@@ -4609,6 +4642,8 @@ static PyType_Spec exclusive_spec = {
 };
 
 static PyMethodDef methods[] = {
+    {"reserve_table", (PyCFunction)(void (*)(void))py_reserve_table, METH_FASTCALL,
+     "reserve_table(rows, need): the list's storage made to hold need items (more when it grows)"},
     {"untrack_table", (PyCFunction)(void (*)(void))py_untrack_table, METH_FASTCALL,
      "Take a list of rows of ints (an NFA's table) off the cyclic collector's lists."},
     {"nfa_wide_ends", (PyCFunction)(void (*)(void))py_nfa_wide_ends, METH_FASTCALL,

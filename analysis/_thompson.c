@@ -1135,6 +1135,65 @@ static void clear_numbers(NumberSlot *cache) {
 /* The rows, as ThompsonNFA's lists hold them: eps[q] a tuple of targets,
  * edges[q] a tuple of (lo, hi, target) or, ``flat``, one flat tuple; calls
  * a list of (state, ((key, return), ...)) by state. */
+/* Whether every local state reaches ``end`` through the fragment's moves, a
+ * call passing to its return state (as though each callee matched
+ * something): then the lazy automaton, once it knows its callees match,
+ * needs no alive pass and no prune over the fragment (tokendfa.analysis.
+ * lazydfa, _LazyNFA.enter; the Python construction reports False and the
+ * passes run). The moves are checked to lie within the fragment before
+ * this runs. ``area`` holds n + 1 Py_ssize_t (zeroed), then moves + 1 and
+ * 2 (n + 1) int32 (the last n + 1 zeroed, read as flags). */
+static int fragment_dense(Builder *b, int64_t end, char *area) {
+    int64_t n = b->n;
+    Py_ssize_t moves = b->n_eps + b->n_edges + b->n_calls;
+    Py_ssize_t *first = (Py_ssize_t *)area;
+    int32_t *sources = (int32_t *)(first + n + 1);
+    int32_t *todo = sources + moves + 1;
+    int32_t *seen = todo + n + 1;
+    /* predecessors by target: counted, placed (first[] advances), stepped back */
+    for (Py_ssize_t i = 0; i < b->n_eps; i++) {
+        first[b->eps[i].to + 1]++;
+    }
+    for (Py_ssize_t i = 0; i < b->n_edges; i++) {
+        first[b->edges[i].to + 1]++;
+    }
+    for (Py_ssize_t i = 0; i < b->n_calls; i++) {
+        first[b->calls[i].ret + 1]++;
+    }
+    for (int64_t q = 0; q < n; q++) {
+        first[q + 1] += first[q];
+    }
+    for (Py_ssize_t i = 0; i < b->n_eps; i++) {
+        sources[first[b->eps[i].to]++] = b->eps[i].from;
+    }
+    for (Py_ssize_t i = 0; i < b->n_edges; i++) {
+        sources[first[b->edges[i].to]++] = b->edges[i].from;
+    }
+    for (Py_ssize_t i = 0; i < b->n_calls; i++) {
+        sources[first[b->calls[i].ret]++] = b->calls[i].from;
+    }
+    for (int64_t q = n; q > 0; q--) {
+        first[q] = first[q - 1];
+    }
+    first[0] = 0;
+    Py_ssize_t pending = 0;
+    int64_t reached = 1;
+    seen[end] = 1;
+    todo[pending++] = (int32_t)end;
+    while (pending) {
+        int32_t target = todo[--pending];
+        for (Py_ssize_t i = first[target]; i < first[target + 1]; i++) {
+            int32_t source = sources[i];
+            if (!seen[source]) {
+                seen[source] = 1;
+                todo[pending++] = source;
+                reached++;
+            }
+        }
+    }
+    return reached == n;
+}
+
 static PyObject *result(Builder *b, int64_t start, int64_t end) {
     int64_t n = b->n;
     PyObject *eps = NULL, *edges = NULL, *calls = NULL, *out = NULL;
@@ -1144,6 +1203,7 @@ static PyObject *result(Builder *b, int64_t start, int64_t end) {
     int32_t *eps_sorted = NULL;
     NumberSlot numbers[NUMBER_CACHE];
     memset(numbers, 0, sizeof numbers);
+    int dense = 0;
     char *block = kept.scratch;
     size_t cap = kept.cap_scratch;
     kept.scratch = NULL;
@@ -1162,6 +1222,13 @@ static PyObject *result(Builder *b, int64_t start, int64_t end) {
     size_t at_items = (size_t)n + 1;
     size_t need = sizeof(Py_ssize_t) * (3 * at_items + (size_t)b->n_edges + 1 + (size_t)b->n_calls + 1) +
                   sizeof(int32_t) * ((size_t)b->n_eps + 1);
+    /* fragment_dense's area, after the rest (lazy builds only) */
+    size_t moves = (size_t)b->n_eps + (size_t)b->n_edges + (size_t)b->n_calls;
+    size_t dense_at = (need + sizeof(Py_ssize_t) - 1) / sizeof(Py_ssize_t) * sizeof(Py_ssize_t);
+    size_t dense_zeroed = sizeof(Py_ssize_t) * at_items;
+    if (b->calls_mode) {
+        need = dense_at + dense_zeroed + sizeof(int32_t) * (moves + 1 + 2 * at_items);
+    }
     if (cap < need) {
         PyMem_Free(block);
         block = PyMem_Malloc(need);
@@ -1200,6 +1267,12 @@ static PyObject *result(Builder *b, int64_t start, int64_t end) {
             goto done;
         }
         calls_at[b->calls[i].from + 1]++;
+    }
+    if (b->calls_mode) {
+        char *area = block + dense_at;
+        memset(area, 0, dense_zeroed);
+        memset(area + dense_zeroed + sizeof(int32_t) * (moves + 1 + at_items), 0, sizeof(int32_t) * at_items);
+        dense = fragment_dense(b, end, area);
     }
     for (int64_t q = 0; q < n; q++) {
         eps_at[q + 1] += eps_at[q];
@@ -1318,8 +1391,9 @@ static PyObject *result(Builder *b, int64_t start, int64_t end) {
      * subclass). Paired in children of one warmed parent (the median band of
      * ttfm_phases.py, with lazydfa adopting the main fragment's lists): the
      * Thompson phase 0.0669 -> 0.0596 ms CPU, 6.67 -> 6.38 faults a schema. */
-    PyObject *fields = Py_BuildValue("(NNOOO)", cached_number(numbers, b->base + start),
-                                     cached_number(numbers, b->base + end), eps, edges, calls);
+    PyObject *fields = Py_BuildValue("(NNOOOO)", cached_number(numbers, b->base + start),
+                                     cached_number(numbers, b->base + end), eps, edges, calls,
+                                     dense ? Py_True : Py_False);
     PyObject *args = fields == NULL ? NULL : PyTuple_Pack(1, fields);
     Py_XDECREF(fields);
     if (args != NULL) {

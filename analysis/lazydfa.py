@@ -1196,7 +1196,10 @@ class _LazyNFA:
     the callee's compiled fragment that counts a not yet decided call as
     impassable; only when that fails are the callee's callees decided. With
     every callee decided, the fragment's states that cannot reach its end
-    are dropped, once.
+    are dropped, once. The compiled construction says whether every state
+    of a fragment reaches its end, a call passing to its return
+    (:attr:`dense`): with every callee matching, nothing is dropped and the
+    search is not run (every fragment of MaskBench's sample is so).
 
     **Growing definitions.** From a :class:`DefinitionSource` the
     definitions are not all known at the start: a key is numbered when a
@@ -1268,6 +1271,14 @@ class _LazyNFA:
         self.callees: list[tuple[int, ...] | None] = []
         self.completes: list[bool | None] = []
         self.resolved = bytearray()
+        # dense[d]: every state of d's fragment reaches its end, a call
+        # passing to its return (the compiled construction says so, or the
+        # template it was copied from): with every callee matching, the
+        # alive search and the prune are skipped (enter). They found every
+        # state alive in all 503 of MaskBench's sample (--per-source 4), and
+        # were ~19 us of a first call's ~230 in a fresh fork
+        # (benchmarks/lazy_enter_parts.py).
+        self.dense = bytearray()
         self.templates: dict[tuple, _FragmentTemplate] = {}
         # The builder's tables (see _build), kept from fragment to fragment
         # (untracked as the tables are: long-lived, and no cycle runs through them).
@@ -1328,19 +1339,20 @@ class _LazyNFA:
             main = self._tree(self.number[main.key])  # the whole pattern is one definition
         if max_depth is None:
             main = self._rest_deferred(main)
-        self.start, self.final, main_callees = self._build(main)
+        self.start, self.final, main_callees, dense = self._build(main)
         self.main_span = (0, len(self.eps))
         self.need: list[int] | None = None
         self.need_byte: list[int] | None = None
         if max_depth is None:
             for callee in main_callees:
                 self._decide(callee)
-            limits.check()   # the two passes below are linear in the fragment: 50 ms on 500,000 states
-            alive = self._alive(self.main_span, self.final)
-            limits.check()
-            self._prune(self.main_span, alive)
-            if not alive[self.start]:
-                self.start = -1
+            if not (dense and all(self.completes[c] for c in main_callees)):
+                limits.check()   # the two passes below are linear in the fragment: 50 ms on 500,000 states
+                alive = self._alive(self.main_span, self.final)
+                limits.check()
+                self._prune(self.main_span, alive)
+                if not alive[self.start]:
+                    self.start = -1
         else:
             for d in range(len(self.placeholders)):
                 if self.start_of[d] < 0:
@@ -1389,6 +1401,7 @@ class _LazyNFA:
         self.callees.append(None)
         self.completes.append(None)
         self.resolved.append(0)
+        self.dense.append(0)
 
     def _discover(self, tree: Node) -> None:
         """Number the definitions of a growing source that ``tree`` calls
@@ -1462,8 +1475,10 @@ class _LazyNFA:
                     state[nxt] = 1
                     path.append((nxt, iter(uses[nxt])))
 
-    def _build(self, tree: Node) -> tuple[int, int, tuple[int, ...]]:
-        """Thompson-construct ``tree`` and append it to the tables: ``(start, end, callees)``.
+    def _build(self, tree: Node) -> tuple[int, int, tuple[int, ...], bool]:
+        """Thompson-construct ``tree`` and append it to the tables: ``(start,
+        end, callees, dense)`` (see :attr:`dense`; the Python construction
+        does not say, False).
 
         The compiled construction (:func:`~.regex_compiler.thompson_fragment`)
         makes the rows as the tables hold them (tuples, edges flat, off the
@@ -1494,6 +1509,7 @@ class _LazyNFA:
                     for table in (self.eps, self.edges, self.calls):
                         _lazycore.untrack_table(table)
             else:
+                self._reserve(added)
                 self.eps += fragment.eps
                 self.edges += fragment.edges
                 self.calls.extend([()] * added)
@@ -1503,8 +1519,8 @@ class _LazyNFA:
             for q, items in fragment.calls:
                 self.calls[q] = tuple((number[key], ret) for key, ret in items)
                 callees.update(number[key] for key, _ in items)
-            return fragment.start, fragment.end, tuple(sorted(callees))
-        return self._build_reference(tree)
+            return fragment.start, fragment.end, tuple(sorted(callees)), fragment.dense
+        return self._build_reference(tree) + (False,)
 
     def _build_reference(self, tree: Node) -> tuple[int, int, tuple[int, ...]]:
         """:meth:`_build` through the Python construction."""
@@ -1593,13 +1609,25 @@ class _LazyNFA:
                     self.templates[shape] = template
         if template is not None and base + len(template.eps) <= self.max_nfa_states:
             start, end, callees = self._stamp_template(template, order)
+            dense = template.dense
         else:
-            start, end, callees = self._build(tree)
+            start, end, callees, dense = self._build(tree)
             if (shape is None and is_tree and tree.__class__ is not LiteralSet
                     and len(self.eps) - base >= _TEMPLATE_MIN_STATES):
                 shape, order = self._shape(tree)
-            if template is None and shape is not None:
-                template = self._template(base, start, end, order)
+            # A tree's template is made where its key is a tuple (a free
+            # value's levels, the same trees in every schema), its fragment is
+            # large (below), or its shape was built before in the process
+            # (_SharedFragments.built_before): most of a schema's other
+            # shapes are built once, and in MaskBench's fresh forks the
+            # templates their first calls made were seldom copied, for ~7-15
+            # us and ~1.3-1.7 faults of each first call (lazy_enter_parts.py,
+            # paired). A server's second schema of such a shape builds it
+            # again, the third copies it.
+            if template is None and shape is not None and (
+                    not is_tree or self.placeholders[d].__class__ is tuple
+                    or len(self.eps) - base >= _TEMPLATE_MIN_STATES or _SHARED_FRAGMENTS.built_before(shape)):
+                template = self._template(base, start, end, order, dense)
                 # A tree's template is kept here whatever the lengths known so
                 # far: from a growing source, the next definition of its shape
                 # may be read only later, and a fragment too large for the
@@ -1612,6 +1640,7 @@ class _LazyNFA:
                 if is_tree:
                     _SHARED_FRAGMENTS.keep(shape, template)
         self.start_of[d], self.end_of[d], self.callees[d] = start, end, callees
+        self.dense[d] = dense
         self.span[d] = (base, len(self.eps))
         self.ends[end] = 1
         if self.source is not None:
@@ -1681,7 +1710,8 @@ class _LazyNFA:
             _SHARED_FRAGMENTS.keep_shape(tree, shape, tuple([placeholders[d] for d in order]))
         return shape, tuple(order)
 
-    def _template(self, base: int, start: int, end: int, order: tuple[int, ...]) -> "_FragmentTemplate":
+    def _template(self, base: int, start: int, end: int, order: tuple[int, ...],
+                  dense: bool) -> "_FragmentTemplate":
         """What :meth:`_stamp_template` needs to make another fragment of the
         shape just built at ``base`` (its rows, before any pruning)."""
         position = {number: i for i, number in enumerate(order)}
@@ -1692,7 +1722,7 @@ class _LazyNFA:
         calls = tuple((q, tuple((position[d], ret - base) for d, ret in rows[q]))
                       for q in compress(range(stop - base), rows))
         return _FragmentTemplate(base, tuple(self.eps[base:stop]), tuple(self.edges[base:stop]),
-                                 calls, start - base, end - base)
+                                 calls, start - base, end - base, dense)
 
     def _stamp_template(self, template: "_FragmentTemplate", order: tuple[int, ...]) -> tuple[int, int, tuple[int, ...]]:
         """Append a copy of ``template``'s fragment calling the definitions of
@@ -1704,6 +1734,7 @@ class _LazyNFA:
         limits.check()  # what the construction checks before each of its fragments
         limits.check_memory((base + size) * NFA_STATE_BYTES, "the NFA of a shared definition")
         offset = base - template.base
+        self._reserve(size)
         eps = relocated_rows(template.eps, offset, 1)
         if eps is not None:   # compiled: the rows made off the cyclic collector
             self.eps += eps
@@ -1720,6 +1751,17 @@ class _LazyNFA:
             self.calls[base + q] = tuple((order[i], ret + base) for i, ret in items)
         callees = tuple(sorted({order[i] for _, items in template.calls for i, _ in items}))
         return template.start + base, template.end + base, callees
+
+    def _reserve(self, added: int) -> None:
+        """Room made in the tables for ``added`` more states, half as many
+        again when they grow (the compiled core's reserve_table; without it
+        list.extend grows them by an eighth, which moved them at nearly every
+        first call of a definition: paired in MaskBench's fresh forks,
+        lazy_enter_parts.py, ~1 fault and a few us less a first call)."""
+        if _lazycore is not None:
+            need = len(self.eps) + added
+            for table in (self.eps, self.edges, self.calls):
+                _lazycore.reserve_table(table, need)
 
     # --- deciding and pruning, one fragment at a time -------------------------------
 
@@ -1864,9 +1906,13 @@ class _LazyNFA:
             self._decide(d)
             if self.start_of[d] < 0:
                 self._compile(d)  # decided without compiling it (a literal set)
-            for callee in self.callees[d]:
+            callees = self.callees[d]
+            for callee in callees:
                 self._decide(callee)
-            self._prune(self.span[d], self._alive(self.span[d], self.end_of[d]))
+            # dense, every callee matching: the search would find every
+            # state alive, and the prune drop nothing
+            if not (self.dense[d] and all(self.completes[c] for c in callees)):
+                self._prune(self.span[d], self._alive(self.span[d], self.end_of[d]))
             self.resolved[d] = 1
         return self.start_of[d]
 
@@ -1911,7 +1957,11 @@ class _SharedFragments:
     whole process: a JSON Schema's free value levels and counted strings
     are the same trees in every schema (with the same options), so a
     schema's first call of one stamps a copy (:meth:`_LazyNFA._stamp_template`)
-    instead of building it. Bounded: fragments of at most
+    instead of building it. A shape's fragment is kept from its first
+    build where its key is a tuple (a free value's levels) or it is large,
+    else from its second build in the process (the shapes built once are
+    recorded, :meth:`built_before`: ``MAX_BUILT`` of them, the record
+    cleared when full). Bounded: fragments of at most
     ``MAX_FRAGMENT_STATES`` states, ``MAX_STATES`` states in all, the least
     recently used dropped first.
 
@@ -1930,6 +1980,7 @@ class _SharedFragments:
     MAX_SHAPES = 4_096
     MAX_SHAPES_SIZE = 500_000
     MAX_HITS = 4_096
+    MAX_BUILT = 4_096
 
     def __init__(self) -> None:
         self._kept: "OrderedDict[Node, _FragmentTemplate]" = OrderedDict()
@@ -1939,6 +1990,7 @@ class _SharedFragments:
         self._hits: list | None = None
         self._shapes: "dict[Node, tuple[Node, tuple]]" = {}
         self._shapes_size = 0
+        self._built: dict = {}
         self._lock = threading.Lock()
 
     def shape_of(self, tree: Node) -> "tuple[Node, tuple] | None":
@@ -1991,6 +2043,17 @@ class _SharedFragments:
             if shape in kept:
                 kept.move_to_end(shape)
 
+    def built_before(self, shape: Node) -> bool:
+        """Whether a fragment of ``shape`` was built before in this process
+        (since the record was last cleared); recorded if not."""
+        built = self._built
+        if shape in built:
+            return True
+        if len(built) >= self.MAX_BUILT:
+            built.clear()
+        built[shape] = None
+        return False
+
     def keep(self, shape: Node, template: "_FragmentTemplate") -> None:
         size = len(template.eps)
         if size > self.MAX_FRAGMENT_STATES:
@@ -2012,6 +2075,7 @@ class _SharedFragments:
             self._hits = None
             self._shapes.clear()
             self._shapes_size = 0
+            self._built.clear()
 
 
 class _FragmentTemplate(NamedTuple):
@@ -2025,6 +2089,7 @@ class _FragmentTemplate(NamedTuple):
     calls: tuple[tuple[int, tuple[tuple[int, int], ...]], ...]
     start: int
     end: int
+    dense: bool = False  # see _LazyNFA.dense
 
 
 _SHARED_FRAGMENTS = _SharedFragments()

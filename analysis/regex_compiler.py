@@ -530,13 +530,16 @@ class NFAFragment(NamedTuple):
     one flat tuple ``(lo, hi, target, lo, hi, target, ...)`` when asked
     ``flat``), ``calls`` the states that call a definition, ``(state,
     ((key, return_state), ...))`` in state order (the lazy construction's;
-    empty when calls are copies)."""
+    empty when calls are copies). ``dense`` (lazy construction only): every
+    state reaches ``end``, a call passing to its return state, so that once
+    every callee is known to match something no state is dead."""
 
     start: int
     end: int
     eps: list
     edges: list
     calls: list
+    dense: bool = False
 
 
 class NativeSpec(NamedTuple):

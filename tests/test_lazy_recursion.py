@@ -249,7 +249,8 @@ def _count_builds(monkeypatch) -> list:
 def test_growing_source_copies_a_shape_read_after_its_first_fragment(monkeypatch):
     """Two definitions of one shape from a growing source, the second read
     only after the first is compiled: the second is a copy of the first's
-    fragment, not built again, also where the process keeps no template for
+    fragment, not built again, where the fragment is large (a template is
+    made at its first build), also where the process keeps no template for
     it (a fragment over _SharedFragments.MAX_FRAGMENT_STATES: Kubernetes
     kb_188's 25,759-state fragment was built twice, ~40-80 ms each time,
     inside a step). The automaton is the mapping's."""
@@ -261,12 +262,35 @@ def test_growing_source_copies_a_shape_read_after_its_first_fragment(monkeypatch
     shared.MAX_FRAGMENT_STATES = 0  # the process keeps no fragment: only the automaton's own templates
     monkeypatch.setattr(lazydfa, "_SHARED_FRAGMENTS", shared)
     built = _count_builds(monkeypatch)
-    texts = {P: f"a{Q}|b{R}", Q: "(cd)+e", R: "(cd)+e"}  # Q and R: one shape, read one after the other
+    # Q and R: one shape (~1,200 states), read one after the other
+    texts = {P: f"a{Q}|b{R}", Q: "(cd){600}e", R: "(cd){600}e"}
     source = _Source(texts)
     dfa = LazyByteDFA(f"x{P}", definitions=source)
     grown = canonical_byte_dfa(*dfa.explore())
     assert sorted(source.read) == sorted(texts)
     assert len(built) == 3  # the pattern, P and Q: R is a copy of Q's fragment
+    fixed = canonical_byte_dfa(*LazyByteDFA(f"x{P}", definitions=texts).explore())
+    assert np.array_equal(grown.transitions, fixed.transitions)
+
+
+def test_a_small_shape_is_copied_from_its_second_build(monkeypatch):
+    """A small tree's fragment keeps no template at its first build (most of
+    a schema's shapes are built once): the process records that its shape
+    was built, and keeps the template of its second build, which the third
+    definition of the shape copies, in this automaton and in the next."""
+    from tokendfa.analysis import lazydfa
+    from tokendfa.analysis.lazydfa import LazyByteDFA
+    from tokendfa.analysis.minimise import canonical_byte_dfa
+
+    monkeypatch.setattr(lazydfa, "_SHARED_FRAGMENTS", lazydfa._SharedFragments())
+    built = _count_builds(monkeypatch)
+    S = "\ud803"
+    texts = {P: f"a{Q}|b{R}|c{S}", Q: "(cd)+e", R: "(cd)+e", S: "(cd)+e"}
+    dfa = LazyByteDFA(f"x{P}", definitions=_Source(texts))
+    grown = canonical_byte_dfa(*dfa.explore())
+    assert len(built) == 4  # the pattern, P, Q and R: S is a copy of R's fragment
+    LazyByteDFA(f"y{Q}", definitions=_Source(texts)).explore()
+    assert len(built) == 5  # the pattern: Q is a copy of the process's template
     fixed = canonical_byte_dfa(*LazyByteDFA(f"x{P}", definitions=texts).explore())
     assert np.array_equal(grown.transitions, fixed.transitions)
 

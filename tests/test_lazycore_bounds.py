@@ -149,3 +149,32 @@ def test_a_table_shortened_during_a_hand_back_is_not_read_past(monkeypatch, call
         else:
             dfa.class_chain(INITIAL_STATE, 1 << ord("a"), False, 5)
     assert len(dfa.table) == 1 and lazydfa_module._lazycore.store_info(dfa._core_context)["handed_back"] == 1
+
+
+def test_reserve_table_grows_a_list_in_place_and_refuses_bad_input():
+    """reserve_table makes room in a list (the NFA's tables) without changing
+    its items or length; what comes after fills the room. Anything but a list
+    and an int, or a size no memory can hold, raises."""
+    import sys
+
+    core = lazydfa_module._lazycore
+    if core is None:
+        pytest.skip("the compiled core is not built (or TOKENDFA_NATIVE=0)")
+    for rows in ([], [(1,), (), (2, 3)]):
+        before = list(rows)
+        core.reserve_table(rows, 1000)
+        assert rows == before
+        assert sys.getsizeof(rows) >= sys.getsizeof([]) + 1000 * 8
+        room = sys.getsizeof(rows)
+        rows += [(q,) for q in range(1000 - len(rows))]
+        assert len(rows) == 1000 and rows[:len(before)] == before and rows[-1] == (1000 - len(before) - 1,)
+        assert sys.getsizeof(rows) == room   # filled in place
+        core.reserve_table(rows, 10)   # already room: nothing changes
+        assert len(rows) == 1000 and sys.getsizeof(rows) == room
+    for args in [((), 5), ([], "5"), ([], 5, 6), (bytearray(), 5)]:
+        with pytest.raises(TypeError):
+            core.reserve_table(*args)
+    with pytest.raises(MemoryError):
+        core.reserve_table([], sys.maxsize // 4)
+    with pytest.raises(OverflowError):
+        core.reserve_table([], 2 ** 70)

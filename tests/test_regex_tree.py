@@ -377,3 +377,27 @@ def test_a_node_hashes_by_the_structural_hash_it_stored():
         assert type(made).__hash__ is regex_tree._NodeBase.__hash__
     else:
         assert type(made).__hash__ is regex_tree.Node.__dict__["__hash__"]
+
+
+@pytest.mark.parametrize("names, single, accepted", [
+    (("ab", "b_"), ((0x5F, 0x5F), (0x61, 0x62)), True),
+    (("ab", "b_"), ((0x61, 0x62),), False),            # "_" in no range of single
+    (("a\u00e9",), ((0x20, 0x7F),), False),            # a character past ASCII
+    (("ab",), ((0x20, 0x80),), False),                 # single past ASCII
+    (("a b",), ((-5, 0x20), (0x61, 0x62)), True),      # a range starting below 0 holds the space
+    ((), ((0x61, 0x61),), True),
+])
+def test_excluding_checks_every_name_character_is_in_single(names, single, accepted):
+    """Excluding's builders rely on each character of a name being one byte of
+    ``single``: a name with any other character, or a ``single`` reaching past
+    ASCII, is refused (the same answers with the set of ``single``'s characters
+    kept per ``single``, asked twice)."""
+    def make():
+        return regex_tree.Excluding(tuple(sorted(names)), single, Text("!"), Text("?"))
+
+    for _ in range(2):
+        if accepted:
+            assert make().names == tuple(sorted(names))
+        else:
+            with pytest.raises(ValueError, match="single must be ASCII"):
+                make()

@@ -141,6 +141,57 @@ def test_called_definitions_and_byte_tables():
     assert any(tables[True][4])   # calls were made
 
 
+def _reaches_end(fragment) -> bool:
+    """Whether every state of a lazy fragment reaches its end (a call passing to its return), searched backward."""
+    base = fragment.start   # a fragment starts at its first state
+    predecessors: dict = {}
+    for i, (eps, edges) in enumerate(zip(fragment.eps, fragment.edges)):
+        for t in list(eps) + list(edges[2::3]):
+            predecessors.setdefault(t, []).append(base + i)
+    for q, items in fragment.calls:
+        for _, ret in items:
+            predecessors.setdefault(ret, []).append(q)
+    seen, todo = {fragment.end}, [fragment.end]
+    while todo:
+        for source in predecessors.get(todo.pop(), ()):
+            if source not in seen:
+                seen.add(source)
+                todo.append(source)
+    return len(seen) == len(fragment.eps)
+
+
+@pytest.mark.parametrize("name", list(TREES))
+def test_dense_is_every_state_reaching_the_end(name):
+    """A lazy build says whether every state reaches its fragment's end (the
+    lazy automaton then skips its alive and prune passes): checked against a
+    search over the rows, on every kind of node, with states that cannot
+    finish (an empty set inside a concatenation) and with calls."""
+    trees = [TREES[name], Alt((Concat((Text("a"), Chars(()), TREES[name])), Text("c"))),
+             concat(TREES[name], call("\ud800"), repeat(concat(call("\ud801"), text("x")), 0, None))]
+    for tree in trees:
+        fragment = rc.thompson_fragment(tree, base=7, shared={"\ud800", "\ud801"}, calls=True, flat=True)
+        assert fragment.dense == _reaches_end(fragment)
+    assert rc.thompson_fragment(trees[0], base=7, shared={"\ud800"}, calls=True, flat=True).dense == (
+        name not in ("nothing", "surrogates"))   # sets of no byte sequence
+    assert not rc.thompson_fragment(trees[1], base=7, shared={"\ud800"}, calls=True, flat=True).dense
+
+
+def test_a_definition_with_dead_states_is_pruned_alike():
+    """Fragments the lazy automaton cannot skip pruning for (states that
+    cannot finish; a callee that matches nothing, under a dense fragment)
+    give the Python construction's pruned tables, which never skips."""
+    definitions = {"\ud800": Alt((Concat((Text("a"), Chars(()), Text("b"))), Text("c"))),
+                   "\ud801": Chars(()),
+                   "\ud802": alt([concat(text("x"), call("\ud801")), concat(text("y"), call("\ud800"))])}
+    tree = concat(text("<"), alt([call("\ud802"), call("\ud800")]), text(">"))
+    native, python = _lazy_tables(tree, definitions, True), _lazy_tables(tree, definitions, False)
+    assert native == python
+    # "a" leads to a state that cannot finish, "x" to a call of a definition
+    # that matches nothing: both edges are dropped, "c" and "y" kept
+    lows = {row[i] for row in native[3] for i in range(0, len(row), 3)}
+    assert {ord("c"), ord("y")} <= lows and not {ord("a"), ord("x")} & lows
+
+
 def _schema_records(per_source: int):
     for path in sorted(BENCH.glob("*.jsonl.gz")):
         with gzip.open(path, "rt", encoding="utf-8") as handle:
