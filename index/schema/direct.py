@@ -231,8 +231,10 @@ def compile_direct(schema: dict, *, layout: Layout, any_depth: int, lenient: boo
     draft, meta_uri = dialect
     ident = schema.get("$id")
     # the root's base URI: local references read the same document under it; a
-    # fragment (which 2019-09 and later refuse) or an empty one is declined
-    if ident is not None and (ident.__class__ is not str or not ident or "#" in ident.rstrip("#")):
+    # fragment (which 2019-09 and later refuse; an empty one, a lone "#" at the end,
+    # they take) or an empty $id is declined
+    if ident is not None and (ident.__class__ is not str or not ident
+                              or "#" in (ident[:-1] if ident[-1] == "#" else ident)):
         return None
     if not _scan(schema):
         return None
@@ -271,36 +273,46 @@ def compile_direct(schema: dict, *, layout: Layout, any_depth: int, lenient: boo
 _SCANNED = _KEYS | _ROOT_ONLY | {"$ref", "anyOf"}
 _ONE_SUBSCHEMA = ("items", "additionalProperties")
 _SUBSCHEMAS = ("properties", "definitions", "$defs")
+_NULL_TAKEN = frozenset({"const", "default", "examples"})
+# Subschemas nested at most: the general path compiles them recursively, and
+# refuses as too deep a schema nested ~200 levels (tests/test_schema_direct_fuzz.py);
+# real schemas nest far less.
+_MAX_NESTING = 40
 
 
 def _scan(schema: dict) -> bool:
     """Whether every subschema's keys may be taken (a quick walk, no tree written):
     a schema that uses another keyword deep inside is declined before any work
     (a Kubernetes schema with a oneOf past its first hundred subschemas took
-    ~4 ms in process to decline while written)."""
-    stack = [schema]
+    ~4 ms in process to decline while written). A keyword whose value is null
+    (which no keyword but ``const`` and the annotations takes) is declined here,
+    where the trees' reads would take it as absent, and so is nesting deeper
+    than ``_MAX_NESTING`` subschemas, where the general path may refuse the
+    schema as too deep."""
+    stack = [(schema, 0)]
     budget = _MAX_SUBSCHEMAS
     while stack:
-        node = stack.pop()
+        node, level = stack.pop()
         if node.__class__ is not dict:
             continue
         budget -= 1
-        if budget < 0:
+        if budget < 0 or level > _MAX_NESTING:
             return False
-        for key in node:
-            if key not in _SCANNED and key in _RESERVED:
+        for key, value in node.items():
+            if key in _RESERVED and (key not in _SCANNED or value is None and key not in _NULL_TAKEN):
                 return False
+        level += 1
         for key in _ONE_SUBSCHEMA:
             sub = node.get(key)
             if sub is not None:
-                stack.append(sub)
+                stack.append((sub, level))
         for key in _SUBSCHEMAS:
             subs = node.get(key)
             if subs.__class__ is dict:
-                stack.extend(subs.values())
+                stack.extend((sub, level) for sub in subs.values())
         options = node.get("anyOf")
         if options.__class__ is list:
-            stack.extend(options)
+            stack.extend((option, level) for option in options)
     return True
 
 
