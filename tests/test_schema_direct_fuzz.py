@@ -29,6 +29,7 @@ The default run takes a few hundred schemas; the ``slow`` one thousands
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
@@ -191,7 +192,7 @@ def schemas(draw, depth: int = 3, odd: bool = True, top_ref: bool = True):
         _annotate(draw, node, odd)
         return node
     kind = draw(st.sampled_from(["scalar", "string", "number", "enum", "enum", "object", "object",
-                                 "array", "anyOf"] if depth > 0 else
+                                 "array", "anyOf", "mixed"] if depth > 0 else
                                 ["scalar", "string", "number", "enum"]))
     node = {}
     if kind == "scalar":
@@ -248,8 +249,22 @@ def schemas(draw, depth: int = 3, odd: bool = True, top_ref: bool = True):
         for key in ("minItems", "maxItems"):
             if draw(st.integers(0, 2)) == 0:
                 node[key] = _maybe(draw, _COUNTS, _GOOD_COUNTS, odd)
-    else:
+    elif kind == "anyOf":
         node["anyOf"] = draw(st.lists(schemas(depth - 1, odd), min_size=0 if odd else 1, max_size=4))
+    else:
+        # keywords of several types at once, with or without a type (each applies to its own)
+        if draw(st.booleans()):
+            node["type"] = _maybe(draw, _TYPE, _GOOD_TYPE, odd)
+        groups = {"format": _GOOD_FORMATS, "pattern": _GOOD_PATTERNS, "minLength": _GOOD_COUNTS,
+                  "maxLength": _GOOD_COUNTS, "minimum": _GOOD_BOUNDS, "maximum": _GOOD_BOUNDS,
+                  "minItems": _GOOD_COUNTS, "maxItems": _GOOD_COUNTS,
+                  "items": schemas(depth - 1, odd), "additionalProperties": schemas(depth - 1, odd),
+                  "properties": st.dictionaries(st.sampled_from(["a", "b", ""]), schemas(depth - 1, odd),
+                                                max_size=2),
+                  "required": st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=2,
+                                       unique=True)}
+        for key in draw(st.lists(st.sampled_from(sorted(groups)), min_size=1, max_size=4, unique=True)):
+            node[key] = draw(groups[key])
     _annotate(draw, node, odd)
     if odd and draw(st.integers(0, 29)) == 0:
         key = draw(st.sampled_from(sorted(_OTHER_KEYWORDS)))
@@ -428,7 +443,27 @@ _NULL_AS_ABSENT = ("minLength", "maxLength", "minItems", "maxItems", "minimum", 
 def _known_difference(schema) -> bool:
     """Whether ``schema`` has the shape of a KNOWN_DIFFERENCES case (the generated tests
     skip those until direct.py is fixed)."""
-    return _null_keyword(schema) or _doubled_fragment(schema)
+    return _null_keyword(schema) or _doubled_fragment(schema) or _shared_format(schema)
+
+
+def _shared_format(schema) -> bool:
+    """Whether one dict object holding a ``format`` sits at two places of ``schema`` (a
+    Python caller's shared subschema): the general path compiles it once and notes its
+    format at the first place only, the direct path at each (the trees are the same)."""
+    seen: set = set()
+    shared = []
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if id(node) in seen:
+                shared.append(node)
+                continue
+            seen.add(id(node))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return any("format" in repr(node) for node in shared)
 
 
 def _doubled_fragment(schema) -> bool:
@@ -485,16 +520,39 @@ KNOWN_DOUBLED_FRAGMENTS = [
 ]
 
 
+_FORMAT = {"type": "string", "format": "date-time"}
+_UNKNOWN_FORMAT = {"format": "int64"}
+# Notes only, and only for a Python caller's shared dicts (JSON text never shares): the
+# general path notes a shared subschema's format once (at its first place), the direct
+# path at every place, as both do for equal but distinct dicts. The direct path's notes
+# are arguably the better ones; the general path is the reference, so they are kept here.
+KNOWN_SHARED_FORMATS = [
+    {"type": "object", "properties": {"a": _UNKNOWN_FORMAT, "b": _UNKNOWN_FORMAT}},
+    {"type": "object", "properties": {"a": _FORMAT}, "additionalProperties": _FORMAT},
+    {"type": "object", "properties": {"a": _UNKNOWN_FORMAT,
+                                      "b": {"type": "array", "items": _UNKNOWN_FORMAT}}},
+]
+
+
 @pytest.mark.parametrize("schema", [pytest.param(schema, marks=pytest.mark.xfail(
     strict=True, raises=AssertionError,
     reason="direct.py reads a null keyword as absent (dict.get); the general path refuses it"))
     for schema in KNOWN_DIFFERENCES] + [pytest.param(schema, marks=pytest.mark.xfail(
         strict=True, raises=AssertionError,
         reason="direct.py takes a root $id ending in '##' (rstrip('#')); 2019-09/2020-12 refuse it"))
-    for schema in KNOWN_DOUBLED_FRAGMENTS])
+    for schema in KNOWN_DOUBLED_FRAGMENTS] + [pytest.param(schema, marks=pytest.mark.xfail(
+        strict=True, raises=AssertionError,
+        reason="a shared subschema's format: noted at each place by direct.py, once by the general path"))
+    for schema in KNOWN_SHARED_FORMATS])
 def test_known_differences(schema):
     assert _known_difference(schema)
     check(schema)
+
+
+def test_equal_formats_in_distinct_dicts_noted_alike():
+    # (the KNOWN_SHARED_FORMATS schemas with copies instead of shared dicts: equal)
+    for schema in KNOWN_SHARED_FORMATS:
+        assert check(json.loads(json.dumps(schema)))
 
 
 @pytest.mark.parametrize("schema", [
