@@ -561,6 +561,42 @@ def test_known_differences(schema):
     check(schema)
 
 
+def _nested(levels: int, kind: str):
+    schema: dict = {"type": "string"}
+    for _ in range(levels):
+        if kind == "items":
+            schema = {"type": "array", "items": schema}
+        elif kind == "properties":
+            schema = {"type": "object", "properties": {"a": schema}, "required": ["a"]}
+        else:
+            schema = {"anyOf": [{"type": "null"}, {"type": "array", "items": schema}]}
+    return schema
+
+
+# Deep nesting: the general path refuses these (UnsupportedSchemaError "the schema nests
+# too deeply to compile", or, for properties and anyOf, a bare RecursionError out of
+# regex_from_schema, which Index.from_schema reports as BuildLimitError "nested too
+# deeply to build"), while the direct path, a few frames a level, compiles them (and
+# declines past ~450 levels). Which is right is a choice: the direct path's language is
+# the schema's, but a user's schema then compiles or not depending on the path. (The
+# levels sit between the two paths' limits: items 200-450, properties 150-450, anyOf
+# 150-450 levels with this test's stack.)
+KNOWN_DEEP = [("items", 250), ("properties", 200), ("anyOf", 200)]
+
+
+@pytest.mark.parametrize(("kind", "levels"), [pytest.param(kind, levels, marks=pytest.mark.xfail(
+    strict=True, raises=AssertionError,
+    reason="deep nesting: the general path refuses it, the direct path compiles it"))
+    for kind, levels in KNOWN_DEEP])
+def test_known_deep_nesting(kind, levels):
+    check(_nested(levels, kind))
+
+
+def test_moderate_nesting_equal():
+    for kind in ("items", "properties", "anyOf"):
+        assert check(_nested(60, kind))
+
+
 def test_equal_formats_in_distinct_dicts_noted_alike():
     # (the KNOWN_SHARED_FORMATS schemas with copies instead of shared dicts: equal)
     for schema in KNOWN_SHARED_FORMATS:
