@@ -10,7 +10,10 @@ not written exactly), lengths and counts (0, small, around the shared-count
 threshold of 256, min > max), ``minimum``/``maximum`` (min > max), ``anyOf``,
 ``$ref`` into ``definitions``/``$defs`` (recursive ones too), ``$schema`` of
 each known dialect and unknown ones, ``$id``, annotations of right and wrong
-types, and keywords outside the subset. Each schema is compiled with a lazy
+types, keywords of several types in one subschema, dicts shared by two
+places, references inside ``default``/``examples``, and keywords outside the
+subset; with ``lenient``, ``max_recursion_depth`` 1 or 3 and free-value depths
+whose shared table is built or not yet. Each schema is compiled with a lazy
 index's options (what ``Index.from_schema`` passes to ``regex_from_schema``)
 with the hook on and off (``direct.ENABLED``), and:
 
@@ -22,6 +25,10 @@ with the hook on and off (``direct.ENABLED``), and:
   gets the error), and a schema whose references form a cycle is declined;
 * on a few schemas, the two lazy indexes serve the same masks on a real
   vocabulary along a random walk of allowed tokens.
+
+The differences found are kept as ``xfail(strict=True)`` cases (KNOWN_*; they
+fail, so pass, until direct.py or the general path changes) and the generated
+tests skip schemas of their shapes meanwhile (``_known_difference``).
 
 The default run takes 1,000 schemas (~6 s); the ``slow`` tests 3,000 each and
 80 mask walks (``TOKENDFA_DIRECT_FUZZ_EXAMPLES`` sets the count of each, and a
