@@ -26,9 +26,10 @@ with the hook on and off (``direct.ENABLED``), and:
 * on a few schemas, the two lazy indexes serve the same masks on a real
   vocabulary along a random walk of allowed tokens.
 
-The differences found are kept as ``xfail(strict=True)`` cases (KNOWN_*; they
-fail, so pass, until direct.py or the general path changes) and the generated
-tests skip schemas of their shapes meanwhile (``_known_difference``).
+The differences these tests found (a keyword valued null, a root ``$id``
+ending in ``##``, a Python caller's dict with a ``format`` shared by two
+places, nesting deeper than the general path compiles) are kept as explicit
+cases, which the direct path now declines.
 
 The default run takes 1,000 schemas (~6 s); the ``slow`` tests 3,000 each and
 80 mask walks (``TOKENDFA_DIRECT_FUZZ_EXAMPLES`` sets the count of each, and a
@@ -459,67 +460,10 @@ def check(schema, *, lenient: bool = False, max_recursion_depth: int = 3, any_de
 
 # --- differences found (kept as explicit examples) ----------------------------------------
 
-_NULL_AS_ABSENT = ("minLength", "maxLength", "minItems", "maxItems", "minimum", "maximum", "pattern")
-
-
-def _known_difference(schema) -> bool:
-    """Whether ``schema`` has the shape of a KNOWN_DIFFERENCES case (the generated tests
-    skip those until direct.py is fixed)."""
-    return _null_keyword(schema) or _doubled_fragment(schema) or _shared_format(schema)
-
-
-def _shared_format(schema) -> bool:
-    """Whether one dict object holding a ``format`` sits at two places of ``schema`` (a
-    Python caller's shared subschema): the general path compiles it once and notes its
-    format at the first place only, the direct path at each (the trees are the same)."""
-    seen: set = set()
-    shared = []
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if id(node) in seen:
-                shared.append(node)
-                continue
-            seen.add(id(node))
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return any("format" in repr(node) for node in shared)
-
-
-def _doubled_fragment(schema) -> bool:
-    """A root ``$id`` ending in two or more ``#``: the direct path checks
-    ``"#" in ident.rstrip("#")``, which strips them all, while the 2019-09 and 2020-12
-    meta-schemas ask ``^[^#]*#?$`` (the general path raises SchemaError under them, and
-    without ``$schema`` falls back to draft 7)."""
-    ident = schema.get("$id") if isinstance(schema, dict) else None
-    return isinstance(ident, str) and ident.endswith("##")
-
-
-def _null_keyword(schema) -> bool:
-    """Whether ``schema`` has a keyword of _NULL_AS_ABSENT valued null anywhere, or a root
-    ``$schema``/``$id`` valued null: the direct path reads them as absent (``dict.get``)
-    where every meta-schema refuses null (the general path raises SchemaError), or, for
-    ``$id``, where 2020-12 and draft 7 refuse it and the general path falls back to draft 4."""
-    if isinstance(schema, dict) and (schema.get("$schema", 0) is None or schema.get("$id", 0) is None):
-        return True
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if any(key in node and node[key] is None for key in _NULL_AS_ABSENT):
-                return True
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return False
-
-
-# Differences found, each minimal: the general path is right (the meta-schema refuses
-# null for these keywords), the direct path accepts. Kept until direct.py declines them
-# (the generated tests skip schemas of this shape meanwhile, see _null_keyword).
-KNOWN_DIFFERENCES = [
+# Differences found, each minimal: the general path refuses these (every meta-schema
+# refuses null for these keywords; for a null root $id, 2020-12 and draft 7 refuse it
+# and the general path falls back to draft 4), so the direct path declines them.
+NULL_KEYWORDS = [
     {"type": "string", "minLength": None},
     {"type": "string", "maxLength": None},
     {"type": "array", "minItems": None},
@@ -533,7 +477,7 @@ KNOWN_DIFFERENCES = [
     {"$id": None, "type": "string"},                      # 2020-12 refuses it: draft 4's result
 ]
 # The general path is right: a root $id ending in "##" is refused by 2019-09/2020-12.
-KNOWN_DOUBLED_FRAGMENTS = [
+DOUBLED_FRAGMENTS = [
     {"$id": "##", "type": "string"},                      # draft 7's result, not 2020-12's
     {"$id": "http://e.com/a##", "type": "string"},
     {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "##", "type": "string"},
@@ -545,10 +489,9 @@ KNOWN_DOUBLED_FRAGMENTS = [
 _FORMAT = {"type": "string", "format": "date-time"}
 _UNKNOWN_FORMAT = {"format": "int64"}
 # Notes only, and only for a Python caller's shared dicts (JSON text never shares): the
-# general path notes a shared subschema's format once (at its first place), the direct
-# path at every place, as both do for equal but distinct dicts. The direct path's notes
-# are arguably the better ones; the general path is the reference, so they are kept here.
-KNOWN_SHARED_FORMATS = [
+# general path notes a shared subschema's format once (at its first place), as it
+# compiles the dict once; the direct path declines a dict with a format met again.
+SHARED_FORMATS = [
     {"type": "object", "properties": {"a": _UNKNOWN_FORMAT, "b": _UNKNOWN_FORMAT}},
     {"type": "object", "properties": {"a": _FORMAT}, "additionalProperties": _FORMAT},
     {"type": "object", "properties": {"a": _UNKNOWN_FORMAT,
@@ -556,19 +499,9 @@ KNOWN_SHARED_FORMATS = [
 ]
 
 
-@pytest.mark.parametrize("schema", [pytest.param(schema, marks=pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="direct.py reads a null keyword as absent (dict.get); the general path refuses it"))
-    for schema in KNOWN_DIFFERENCES] + [pytest.param(schema, marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError,
-        reason="direct.py takes a root $id ending in '##' (rstrip('#')); 2019-09/2020-12 refuse it"))
-    for schema in KNOWN_DOUBLED_FRAGMENTS] + [pytest.param(schema, marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError,
-        reason="a shared subschema's format: noted at each place by direct.py, once by the general path"))
-    for schema in KNOWN_SHARED_FORMATS])
-def test_known_differences(schema):
-    assert _known_difference(schema)
-    check(schema)
+@pytest.mark.parametrize("schema", NULL_KEYWORDS + DOUBLED_FRAGMENTS + SHARED_FORMATS)
+def test_found_differences_declined(schema):
+    assert not check(schema)
 
 
 def _nested(levels: int, kind: str):
@@ -583,38 +516,31 @@ def _nested(levels: int, kind: str):
     return schema
 
 
-# Deep nesting: the general path refuses these (UnsupportedSchemaError "the schema nests
-# too deeply to compile", or, for properties and anyOf, a bare RecursionError out of
-# regex_from_schema, which Index.from_schema reports as BuildLimitError "nested too
-# deeply to build"), while the direct path, a few frames a level, compiles them (and
-# declines past ~450 levels). Which is right is a choice: the direct path's language is
-# the schema's, but a user's schema then compiles or not depending on the path. (The
-# levels sit between the two paths' limits: items 200-450, properties 150-450, anyOf
-# 150-450 levels with this test's stack.)
-KNOWN_DEEP = [("items", 250), ("properties", 200), ("anyOf", 200)]
+# Deep nesting: the general path refuses these ("the schema nests too deeply to
+# compile"), while the direct path, a few frames a level, could compile them; it
+# declines nesting past direct._MAX_NESTING subschemas, so that whether a schema
+# compiles does not depend on the path.
+DEEP = [("items", 250), ("properties", 200), ("anyOf", 200)]
 
 
-@pytest.mark.parametrize(("kind", "levels"), [pytest.param(kind, levels, marks=pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="deep nesting: the general path refuses it, the direct path compiles it"))
-    for kind, levels in KNOWN_DEEP])
-def test_known_deep_nesting(kind, levels):
-    check(_nested(levels, kind))
+@pytest.mark.parametrize(("kind", "levels"), DEEP)
+def test_deep_nesting_declined(kind, levels):
+    assert not check(_nested(levels, kind))
 
 
 def test_moderate_nesting_equal():
+    # (anyOf's levels are two subschemas each: within direct._MAX_NESTING)
     for kind in ("items", "properties", "anyOf"):
-        assert check(_nested(60, kind))
+        assert check(_nested(15, kind))
 
 
 def test_equal_formats_in_distinct_dicts_noted_alike():
-    # (the KNOWN_SHARED_FORMATS schemas with copies instead of shared dicts: equal)
-    for schema in KNOWN_SHARED_FORMATS:
+    # (the SHARED_FORMATS schemas with copies instead of shared dicts: equal)
+    for schema in SHARED_FORMATS:
         assert check(json.loads(json.dumps(schema)))
 
 
 @pytest.mark.parametrize("schema", [
-    {"$schema": "http://json-schema.org/draft-07/schema#", "$id": "##", "type": "string"},
     {"$id": "#", "type": "string"},
     {"$id": "a b", "type": "string"},
     {"enum": list(range(99))},                            # below LITERAL_SET_MIN: taken
@@ -647,6 +573,8 @@ def test_edges_taken_and_equal(schema):
     {"type": "array", "items": False},
     {"type": "object", "additionalProperties": False, "required": ["a"]},
     {"const": True, "type": "integer"},
+    # draft 7 takes it, the later dialects refuse it: declined in every dialect
+    {"$schema": "http://json-schema.org/draft-07/schema#", "$id": "##", "type": "string"},
 ])
 def test_edges_declined(schema):
     assert not check(schema)
@@ -661,7 +589,6 @@ _OPTIONS = st.fixed_dictionaries({"lenient": st.booleans(), "max_recursion_depth
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(schema=root_schemas(), options=_OPTIONS)
 def test_generated_schemas(schema, options):
-    assume(not _known_difference(schema))   # KNOWN_DIFFERENCES
     check(schema, **options)
 
 
@@ -677,7 +604,6 @@ def test_generated_schemas_inside_the_subset(schema):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(schema=root_schemas(), options=_OPTIONS)
 def test_generated_schemas_many(schema, options):
-    assume(not _known_difference(schema))   # KNOWN_DIFFERENCES
     check(schema, **options)
 
 
@@ -801,7 +727,6 @@ def test_mutated_real_schemas():
         schemas_done += 1
         for _ in range(5):
             edited = _mutated(schema, rng)
-            if not _known_difference(edited):
-                taken += check(edited)
+            taken += check(edited)
     # 1,949 of these 5,000 edits are taken: far fewer is a regression of what is taken
     assert taken >= 1500, taken

@@ -183,6 +183,7 @@ class _State:
         "any_depth",
         "budget",
         "definitions",
+        "formatted",
         "free",
         "layout",
         "max_regex_length",
@@ -212,6 +213,7 @@ class _State:
         self.targets: dict = {}    # id(a $ref's target) -> its value tree (Compiler._values)
         self.active: set = set()   # ids of the targets being written (a cycle: declined)
         self.seen: set = set()     # ids of the targets written (as values or anyOf branches)
+        self.formatted: set = set()  # ids of the subschemas whose format was noted
 
 
 def compile_direct(schema: dict, *, layout: Layout, any_depth: int, lenient: bool,
@@ -538,6 +540,11 @@ def _flat_tree(st: _State, schema: dict, path: tuple, depth: int, draft: int, ro
             if fmt is None:
                 tree_parts.append(strs.STRING)
             else:
+                # a dict met again (a Python caller's shared subschema): the general
+                # path notes its format at the first place only; declined
+                if id(schema) in st.formatted:
+                    raise _Decline
+                st.formatted.add(id(schema))
                 pointer = _pointer(path) or "/"
                 if fmt not in FORMATS:
                     _note(st, f"format {fmt!r} at {pointer} is not checked (an annotation)")
