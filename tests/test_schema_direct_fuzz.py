@@ -49,6 +49,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from tokendfa.analysis.errors import UnsupportedSchemaError
 from tokendfa.schema import direct
 from tokendfa.schema.api import regex_from_schema
 
@@ -525,7 +526,13 @@ DEEP = [("items", 250), ("properties", 200), ("anyOf", 200)]
 
 @pytest.mark.parametrize(("kind", "levels"), DEEP)
 def test_deep_nesting_declined(kind, levels):
-    assert not check(_nested(levels, kind))
+    schema = _nested(levels, kind)
+    assert not check(schema)
+    # the general path's refusal names the problem (the meta-schema check's own
+    # recursion included), on both option sets
+    for options in ({}, LAZY):
+        with pytest.raises(UnsupportedSchemaError, match="nests too deeply"):
+            regex_from_schema(schema, **options)
 
 
 def test_moderate_nesting_equal():

@@ -296,13 +296,14 @@ def regex_from_schema(schema: dict | bool | str, *, whitespace: str = "compact",
             return result
 
     def compile_at(depth_a: int, depth_r: int):
-        compiler, root = _setup(schema, whitespace=whitespace, lenient=lenient,
-                                max_recursion_depth=depth_r, max_whitespace=max_whitespace,
-                                indent=indent, any_depth=depth_a, registry=registry,
-                                default_draft=default_draft, max_regex_length=max_regex_length,
-                                share_free_levels=share_free_levels, share_counts=share_counts,
-                                share_values=share_values, defer_recursion=defer_recursion)
         try:
+            # (the meta-schema check in _setup recurses too: jsonschema's validator)
+            compiler, root = _setup(schema, whitespace=whitespace, lenient=lenient,
+                                    max_recursion_depth=depth_r, max_whitespace=max_whitespace,
+                                    indent=indent, any_depth=depth_a, registry=registry,
+                                    default_draft=default_draft, max_regex_length=max_regex_length,
+                                    share_free_levels=share_free_levels, share_counts=share_counts,
+                                    share_values=share_values, defer_recursion=defer_recursion)
             regex = compiler.value([root], 0)
             if compiler.defer_recursion:
                 compiler.visit_each_point()
