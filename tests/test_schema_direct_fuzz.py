@@ -8,6 +8,7 @@ names, ``required`` names not in ``properties``, ``additionalProperties``
 true/false/a schema, ``items``, formats known and unknown, patterns (some
 not written exactly), lengths and counts (0, small, around the shared-count
 threshold of 256, min > max), ``minimum``/``maximum`` (min > max), ``anyOf``,
+``oneOf`` (branches of types apart or meeting),
 ``$ref`` into ``definitions``/``$defs`` (recursive ones too), ``$schema`` of
 each known dialect and unknown ones, ``$id``, annotations of right and wrong
 types, keywords of several types in one subschema, dicts shared by two
@@ -205,7 +206,7 @@ def schemas(draw, depth: int = 3, odd: bool = True, top_ref: bool = True):
         _annotate(draw, node, odd)
         return node
     kind = draw(st.sampled_from(["scalar", "string", "number", "enum", "enum", "object", "object",
-                                 "array", "anyOf", "mixed"] if depth > 0 else
+                                 "array", "anyOf", "oneOf", "mixed"] if depth > 0 else
                                 ["scalar", "string", "number", "enum"]))
     node = {}
     if kind == "scalar":
@@ -264,6 +265,23 @@ def schemas(draw, depth: int = 3, odd: bool = True, top_ref: bool = True):
                 node[key] = _maybe(draw, _COUNTS, _GOOD_COUNTS, odd)
     elif kind == "anyOf":
         node["anyOf"] = draw(st.lists(schemas(depth - 1, odd), min_size=0 if odd else 1, max_size=4))
+    elif kind == "oneOf":
+        # branches each of its own type (taken: written as anyOf's are), types that meet
+        # (integer and number), and now and then a branch left without its type
+        names = draw(st.lists(st.sampled_from(["null", "boolean", "integer", "number", "string",
+                                               "array", "object", ["string", "null"]]),
+                              min_size=0 if odd else 1, max_size=4, unique_by=str))
+        branches = []
+        for name in names:
+            branch = draw(schemas(depth - 1, odd))
+            if draw(st.integers(0, 15)):
+                # (a reference or an anyOf beside the type is declined: kept to a few)
+                branch = {key: value for key, value in branch.items()
+                          if key not in ("$ref", "anyOf") or not draw(st.integers(0, 3))
+                          } if isinstance(branch, dict) else {}
+                branch["type"] = name
+            branches.append(branch)
+        node["oneOf"] = branches
     else:
         # keywords of several types at once, with or without a type (each applies to its own)
         if draw(st.booleans()):
@@ -606,6 +624,34 @@ def test_generated_schemas_inside_the_subset(schema):
     check(schema)
 
 
+_ONE_OF_TYPES = ["null", "boolean", "integer", "number", "string", "array", "object",
+                 ["string", "null"], ["integer", "boolean"]]
+
+
+@st.composite
+def one_of_schemas(draw):
+    """A root ``oneOf`` of branches each with its own ``type`` (some pairs meet: integer
+    and number, a type list and one of its types), the rest of each branch drawn
+    inside the subset: most are taken, so the oneOf is compared written out."""
+    names = draw(st.lists(st.sampled_from(_ONE_OF_TYPES), min_size=1, max_size=5, unique_by=str))
+    branches = []
+    for name in names:
+        branch = draw(schemas(2, False, False))
+        branch = {key: value for key, value in branch.items() if key not in ("anyOf", "oneOf")
+                  } if isinstance(branch, dict) else {}
+        branch["type"] = name
+        branches.append(branch)
+    node = {"oneOf": branches}
+    _annotate(draw, node, False)
+    return node
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schema=one_of_schemas())
+def test_generated_one_of(schema):
+    check(schema)
+
+
 @pytest.mark.slow
 @settings(max_examples=SLOW_EXAMPLES, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -674,7 +720,7 @@ _MUTATION_VALUES = [None, 0, -1, 1.5, True, "", "x", [], {}, ["a"], {"type": "st
                     "^a$", "date-time", "foo", [1, 1], ["string", "null"], {"$ref": "#"}]
 _MUTATION_KEYS = ["type", "enum", "const", "minLength", "maxLength", "minimum", "maximum",
                   "minItems", "maxItems", "pattern", "format", "required", "properties",
-                  "additionalProperties", "items", "anyOf", "title", "default", "examples", "$ref",
+                  "additionalProperties", "items", "anyOf", "oneOf", "title", "default", "examples", "$ref",
                   "x-a", "description"]
 
 
@@ -687,9 +733,10 @@ def _subschemas(schema, found: list) -> list:
                     _subschemas(sub, found)
         for key in ("items", "additionalProperties"):
             _subschemas(schema.get(key), found)
-        if isinstance(schema.get("anyOf"), list):
-            for sub in schema["anyOf"]:
-                _subschemas(sub, found)
+        for key in ("anyOf", "oneOf"):
+            if isinstance(schema.get(key), list):
+                for sub in schema[key]:
+                    _subschemas(sub, found)
     return found
 
 
