@@ -37,6 +37,8 @@ def scan_keys(schema) -> set:
 
     found: set = set()
     stack = [schema]
+    declared = schema.get("$schema") if isinstance(schema, dict) else None
+    draft4 = isinstance(declared, str) and direct.DIALECTS.get(declared, (0,))[0] == 4
     while stack:
         node = stack.pop()
         if not isinstance(node, dict):
@@ -44,7 +46,8 @@ def scan_keys(schema) -> set:
         for key, value in node.items():
             if key in direct._RESERVED and (key not in direct._SCANNED
                                             or value is None and key not in direct._NULL_TAKEN):
-                found.add(key if value is not None else f"{key}=null")
+                if not (key == "id" and node is schema and draft4 and value is not None):
+                    found.add(key if value is not None else f"{key}=null")   # (draft 4's root id: read)
             if key in _NAMED and isinstance(value, dict):
                 stack.extend(value.values())
             elif key in _LISTED and isinstance(value, list):
@@ -64,8 +67,6 @@ def reason(schema) -> str | None:
     keys = scan_keys(schema)
     if keys:
         return "keys: " + ",".join(sorted(keys))
-    if not direct._scan(schema):
-        return "scan: size or nesting"
     caught: list = []
     original_value, original = direct._value, direct.compile_direct
 
@@ -97,7 +98,8 @@ def reason(schema) -> str | None:
         return None
     if not results:
         return "not asked (before the direct path)"
-    return caught[0] if caught else "declined after the trees (definitions unused, size, ...)"
+    return caught[0] if caught else ("declined before or after the trees (the walk's size or nesting, "
+                                     "the dialect or id, definitions unused, the size)")
 
 
 def main() -> int:
