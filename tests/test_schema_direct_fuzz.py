@@ -10,7 +10,7 @@ not written exactly), lengths and counts (0, small, around the shared-count
 threshold of 256, min > max), ``minimum``/``maximum`` (min > max), ``anyOf``,
 ``oneOf`` (branches of types apart or meeting),
 ``$ref`` into ``definitions``/``$defs`` (recursive ones too), ``$schema`` of
-each known dialect and unknown ones, ``$id``, annotations of right and wrong
+each known dialect and unknown ones, ``$id``, draft 4's ``id``, annotations of right and wrong
 types, keywords of several types in one subschema, dicts shared by two
 places, references inside ``default``/``examples``, and keywords outside the
 subset; with ``lenient``, ``max_recursion_depth`` 1 or 3 and free-value depths
@@ -322,6 +322,14 @@ def root_schemas(draw, odd: bool = True):
     """A root: a subschema with (sometimes) a dialect, an ``$id``, and the definitions
     that its references (and each other's) name, which may form cycles (and, with
     ``odd``, definitions nothing names)."""
+    if draw(st.integers(0, 7)) == 0:
+        # draft 4 with its root "id" (399 JSONSchemaBench schemas)
+        root = draw(schemas(3, odd))
+        if not isinstance(root, dict):
+            return root
+        root = {**root, "$schema": "http://json-schema.org/draft-04/schema#",
+                "id": draw(st.sampled_from(["http://example.com/root.json#", "urn:x", "s.json"]))}
+        return _define(draw, root, odd)
     root = draw(schemas(3, odd))
     if not isinstance(root, dict):
         return root
@@ -329,8 +337,18 @@ def root_schemas(draw, odd: bool = True):
     if draw(st.integers(0, 3)) == 0:
         root["$schema"] = draw(st.sampled_from(_DIALECTS if odd else _DIALECTS[:8]))
     if draw(st.integers(0, 5)) == 0:
-        root["$id"] = draw(st.sampled_from(["http://example.com/root.json", "urn:x", "http://e.com/#"]
-                                           + (["http://e.com/s#frag", "", 5, None, "##", "http://e.com/a##"] if odd else [])))
+        # "$id", or "id" (draft 4's; read by no other dialect), now and then both
+        key = draw(st.sampled_from(["$id", "id"]))
+        root[key] = draw(st.sampled_from(["http://example.com/root.json", "urn:x", "http://e.com/#"]
+                                         + (["http://e.com/s#frag", "", 5, None, "##", "http://e.com/a##",
+                                             "#name"] if odd else [])))
+        if odd and draw(st.integers(0, 5)) == 0:
+            root["$id" if key == "id" else "id"] = "http://example.com/other.json"
+    return _define(draw, root, odd)
+
+
+def _define(draw, root: dict, odd: bool) -> dict:
+    """``root`` with the definitions its references name (see root_schemas)."""
     pending = _named(root)
     if odd and draw(st.integers(0, 3)) == 0:
         pending.append((draw(st.sampled_from(["definitions", "$defs"])),

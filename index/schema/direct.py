@@ -17,7 +17,7 @@ every definition is written, so checked), with the annotations ``title``,
 ``description``, ``$comment``, ``default``, ``examples``, ``readOnly``,
 ``writeOnly``, ``deprecated``, keys no dialect defines (whose JSON holds no
 reference), and at the root ``$schema`` (a dialect the compiler knows) and
-``$id``; each value of a shape that every dialect's meta-schema accepts.
+``$id`` (or draft 4's ``id``); each value of a shape that every dialect's meta-schema accepts.
 Anything else (another keyword, an odd value, a schema the general path
 would refuse or narrow) is declined, so that the general path raises its
 error or widens as it does. A walk of the keys comes first, so that a
@@ -234,13 +234,20 @@ def compile_direct(schema: dict, *, layout: Layout, any_depth: int, lenient: boo
             return None
     draft, meta_uri = dialect
     ident = schema.get("$id")
+    old_ident = schema.get("id", _ABSENT)
+    if old_ident is not _ABSENT:
+        # draft 4's root "id" is its "$id" (399 JSONSchemaBench schemas, draft 4, are
+        # declined for it alone); a keyword in no other dialect this front end reads
+        if draft != 4 or ident is not None or old_ident is None:
+            return None
+        ident = old_ident
     # the root's base URI: local references read the same document under it; a
     # fragment (which 2019-09 and later refuse; an empty one, a lone "#" at the end,
     # they take) or an empty $id is declined
     if ident is not None and (ident.__class__ is not str or not ident
                               or "#" in (ident[:-1] if ident[-1] == "#" else ident)):
         return None
-    if not _scan(schema):
+    if not _scan(schema, old_ident is not _ABSENT):
         return None
     st = _State(layout, any_depth, max_regex_length)
     st.root = schema
@@ -284,7 +291,7 @@ _NULL_TAKEN = frozenset({"const", "default", "examples"})
 _MAX_NESTING = 40
 
 
-def _scan(schema: dict) -> bool:
+def _scan(schema: dict, root_id: bool = False) -> bool:
     """Whether every subschema's keys may be taken (a quick walk, no tree written):
     a schema that uses another keyword deep inside is declined before any work
     (a Kubernetes schema with a oneOf past its first hundred subschemas took
@@ -292,7 +299,7 @@ def _scan(schema: dict) -> bool:
     (which no keyword but ``const`` and the annotations takes) is declined here,
     where the trees' reads would take it as absent, and so is nesting deeper
     than ``_MAX_NESTING`` subschemas, where the general path may refuse the
-    schema as too deep."""
+    schema as too deep. ``root_id``: the root's ``id`` (draft 4's, checked) is taken."""
     stack = [(schema, 0)]
     budget = _MAX_SUBSCHEMAS
     while stack:
@@ -304,6 +311,8 @@ def _scan(schema: dict) -> bool:
             return False
         for key, value in node.items():
             if key in _RESERVED and (key not in _SCANNED or value is None and key not in _NULL_TAKEN):
+                if root_id and key == "id" and node is schema:
+                    continue
                 return False
         level += 1
         for key in _ONE_SUBSCHEMA:
@@ -456,7 +465,7 @@ def _check_annotations(schema: dict, root: bool, also: str = "") -> None:
     no dialect gives a meaning (an annotation); the annotations of the shapes their
     meta-schemas ask."""
     for key, value in schema.items():
-        if key not in _KEYS and not (root and key in _ROOT_ONLY) and key != also:
+        if key not in _KEYS and not (root and (key in _ROOT_ONLY or key == "id")) and key != also:
             if key in _RESERVED or key[:1] == "$":
                 raise _Decline
             if value.__class__ in (dict, list):
