@@ -8,8 +8,9 @@ names, ``required`` names not in ``properties``, ``additionalProperties``
 true/false/a schema, ``items``, formats known and unknown, patterns (some
 not written exactly), lengths and counts (0, small, around the shared-count
 threshold of 256, min > max), ``minimum``/``maximum`` (min > max), ``anyOf``,
+``oneOf`` (branches of types apart or meeting),
 ``$ref`` into ``definitions``/``$defs`` (recursive ones too), ``$schema`` of
-each known dialect and unknown ones, ``$id``, annotations of right and wrong
+each known dialect and unknown ones, ``$id``, draft 4's ``id``, annotations of right and wrong
 types, keywords of several types in one subschema, dicts shared by two
 places, references inside ``default``/``examples``, and keywords outside the
 subset; with ``lenient``, ``max_recursion_depth`` 1 or 3 and free-value depths
@@ -205,7 +206,7 @@ def schemas(draw, depth: int = 3, odd: bool = True, top_ref: bool = True):
         _annotate(draw, node, odd)
         return node
     kind = draw(st.sampled_from(["scalar", "string", "number", "enum", "enum", "object", "object",
-                                 "array", "anyOf", "mixed"] if depth > 0 else
+                                 "array", "anyOf", "oneOf", "mixed"] if depth > 0 else
                                 ["scalar", "string", "number", "enum"]))
     node = {}
     if kind == "scalar":
@@ -264,6 +265,23 @@ def schemas(draw, depth: int = 3, odd: bool = True, top_ref: bool = True):
                 node[key] = _maybe(draw, _COUNTS, _GOOD_COUNTS, odd)
     elif kind == "anyOf":
         node["anyOf"] = draw(st.lists(schemas(depth - 1, odd), min_size=0 if odd else 1, max_size=4))
+    elif kind == "oneOf":
+        # branches each of its own type (taken: written as anyOf's are), types that meet
+        # (integer and number), and now and then a branch left without its type
+        names = draw(st.lists(st.sampled_from(["null", "boolean", "integer", "number", "string",
+                                               "array", "object", ["string", "null"]]),
+                              min_size=0 if odd else 1, max_size=4, unique_by=str))
+        branches = []
+        for name in names:
+            branch = draw(schemas(depth - 1, odd))
+            if draw(st.integers(0, 15)):
+                # (a reference or an anyOf beside the type is declined: kept to a few)
+                branch = {key: value for key, value in branch.items()
+                          if key not in ("$ref", "anyOf") or not draw(st.integers(0, 3))
+                          } if isinstance(branch, dict) else {}
+                branch["type"] = name
+            branches.append(branch)
+        node["oneOf"] = branches
     else:
         # keywords of several types at once, with or without a type (each applies to its own)
         if draw(st.booleans()):
@@ -304,6 +322,14 @@ def root_schemas(draw, odd: bool = True):
     """A root: a subschema with (sometimes) a dialect, an ``$id``, and the definitions
     that its references (and each other's) name, which may form cycles (and, with
     ``odd``, definitions nothing names)."""
+    if draw(st.integers(0, 7)) == 0:
+        # draft 4 with its root "id" (399 JSONSchemaBench schemas)
+        root = draw(schemas(3, odd))
+        if not isinstance(root, dict):
+            return root
+        root = {**root, "$schema": "http://json-schema.org/draft-04/schema#",
+                "id": draw(st.sampled_from(["http://example.com/root.json#", "urn:x", "s.json"]))}
+        return _define(draw, root, odd)
     root = draw(schemas(3, odd))
     if not isinstance(root, dict):
         return root
@@ -311,8 +337,18 @@ def root_schemas(draw, odd: bool = True):
     if draw(st.integers(0, 3)) == 0:
         root["$schema"] = draw(st.sampled_from(_DIALECTS if odd else _DIALECTS[:8]))
     if draw(st.integers(0, 5)) == 0:
-        root["$id"] = draw(st.sampled_from(["http://example.com/root.json", "urn:x", "http://e.com/#"]
-                                           + (["http://e.com/s#frag", "", 5, None, "##", "http://e.com/a##"] if odd else [])))
+        # "$id", or "id" (draft 4's; read by no other dialect), now and then both
+        key = draw(st.sampled_from(["$id", "id"]))
+        root[key] = draw(st.sampled_from(["http://example.com/root.json", "urn:x", "http://e.com/#"]
+                                         + (["http://e.com/s#frag", "", 5, None, "##", "http://e.com/a##",
+                                             "#name"] if odd else [])))
+        if odd and draw(st.integers(0, 5)) == 0:
+            root["$id" if key == "id" else "id"] = "http://example.com/other.json"
+    return _define(draw, root, odd)
+
+
+def _define(draw, root: dict, odd: bool) -> dict:
+    """``root`` with the definitions its references name (see root_schemas)."""
     pending = _named(root)
     if odd and draw(st.integers(0, 3)) == 0:
         pending.append((draw(st.sampled_from(["definitions", "$defs"])),
@@ -606,6 +642,34 @@ def test_generated_schemas_inside_the_subset(schema):
     check(schema)
 
 
+_ONE_OF_TYPES = ["null", "boolean", "integer", "number", "string", "array", "object",
+                 ["string", "null"], ["integer", "boolean"]]
+
+
+@st.composite
+def one_of_schemas(draw):
+    """A root ``oneOf`` of branches each with its own ``type`` (some pairs meet: integer
+    and number, a type list and one of its types), the rest of each branch drawn
+    inside the subset: most are taken, so the oneOf is compared written out."""
+    names = draw(st.lists(st.sampled_from(_ONE_OF_TYPES), min_size=1, max_size=5, unique_by=str))
+    branches = []
+    for name in names:
+        branch = draw(schemas(2, False, False))
+        branch = {key: value for key, value in branch.items() if key not in ("anyOf", "oneOf")
+                  } if isinstance(branch, dict) else {}
+        branch["type"] = name
+        branches.append(branch)
+    node = {"oneOf": branches}
+    _annotate(draw, node, False)
+    return node
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schema=one_of_schemas())
+def test_generated_one_of(schema):
+    check(schema)
+
+
 @pytest.mark.slow
 @settings(max_examples=SLOW_EXAMPLES, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -674,7 +738,7 @@ _MUTATION_VALUES = [None, 0, -1, 1.5, True, "", "x", [], {}, ["a"], {"type": "st
                     "^a$", "date-time", "foo", [1, 1], ["string", "null"], {"$ref": "#"}]
 _MUTATION_KEYS = ["type", "enum", "const", "minLength", "maxLength", "minimum", "maximum",
                   "minItems", "maxItems", "pattern", "format", "required", "properties",
-                  "additionalProperties", "items", "anyOf", "title", "default", "examples", "$ref",
+                  "additionalProperties", "items", "anyOf", "oneOf", "title", "default", "examples", "$ref",
                   "x-a", "description"]
 
 
@@ -687,9 +751,10 @@ def _subschemas(schema, found: list) -> list:
                     _subschemas(sub, found)
         for key in ("items", "additionalProperties"):
             _subschemas(schema.get(key), found)
-        if isinstance(schema.get("anyOf"), list):
-            for sub in schema["anyOf"]:
-                _subschemas(sub, found)
+        for key in ("anyOf", "oneOf"):
+            if isinstance(schema.get(key), list):
+                for sub in schema[key]:
+                    _subschemas(sub, found)
     return found
 
 

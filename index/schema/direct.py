@@ -9,13 +9,15 @@ of: every subschema uses only ``type``, ``properties``, ``required``,
 ``additionalProperties``, ``items`` (one schema), ``enum``/``const``
 (beside ``type`` and annotations alone), ``format``, ``pattern``,
 ``minLength``/``maxLength`` (below the shared counts), ``minimum``/``maximum``,
-``minItems``/``maxItems``, ``anyOf`` (beside annotations alone), and plain
+``minItems``/``maxItems``, ``anyOf`` (beside annotations alone), ``oneOf``
+(beside annotations alone, each branch a ``type`` no other branch's meets:
+the compiler writes it as an ``anyOf``), and plain
 local ``$ref`` to the root's ``definitions``/``$defs`` (non-recursive;
 every definition is written, so checked), with the annotations ``title``,
 ``description``, ``$comment``, ``default``, ``examples``, ``readOnly``,
 ``writeOnly``, ``deprecated``, keys no dialect defines (whose JSON holds no
 reference), and at the root ``$schema`` (a dialect the compiler knows) and
-``$id``; each value of a shape that every dialect's meta-schema accepts.
+``$id`` (or draft 4's ``id``); each value of a shape that every dialect's meta-schema accepts.
 Anything else (another keyword, an odd value, a schema the general path
 would refuse or narrow) is declined, so that the general path raises its
 error or widens as it does. A walk of the keys comes first, so that a
@@ -232,13 +234,20 @@ def compile_direct(schema: dict, *, layout: Layout, any_depth: int, lenient: boo
             return None
     draft, meta_uri = dialect
     ident = schema.get("$id")
+    old_ident = schema.get("id", _ABSENT)
+    if old_ident is not _ABSENT:
+        # draft 4's root "id" is its "$id" (399 JSONSchemaBench schemas, draft 4, are
+        # declined for it alone); a keyword in no other dialect this front end reads
+        if draft != 4 or ident is not None or old_ident is None:
+            return None
+        ident = old_ident
     # the root's base URI: local references read the same document under it; a
     # fragment (which 2019-09 and later refuse; an empty one, a lone "#" at the end,
     # they take) or an empty $id is declined
     if ident is not None and (ident.__class__ is not str or not ident
                               or "#" in (ident[:-1] if ident[-1] == "#" else ident)):
         return None
-    if not _scan(schema):
+    if not _scan(schema, old_ident is not _ABSENT):
         return None
     st = _State(layout, any_depth, max_regex_length)
     st.root = schema
@@ -272,7 +281,7 @@ def compile_direct(schema: dict, *, layout: Layout, any_depth: int, lenient: boo
 
 
 # what _scan allows besides the keys read (the rest is checked as the trees are written)
-_SCANNED = _KEYS | _ROOT_ONLY | {"$ref", "anyOf"}
+_SCANNED = _KEYS | _ROOT_ONLY | {"$ref", "anyOf", "oneOf"}
 _ONE_SUBSCHEMA = ("items", "additionalProperties")
 _SUBSCHEMAS = ("properties", "definitions", "$defs")
 _NULL_TAKEN = frozenset({"const", "default", "examples"})
@@ -282,7 +291,7 @@ _NULL_TAKEN = frozenset({"const", "default", "examples"})
 _MAX_NESTING = 40
 
 
-def _scan(schema: dict) -> bool:
+def _scan(schema: dict, root_id: bool = False) -> bool:
     """Whether every subschema's keys may be taken (a quick walk, no tree written):
     a schema that uses another keyword deep inside is declined before any work
     (a Kubernetes schema with a oneOf past its first hundred subschemas took
@@ -290,7 +299,7 @@ def _scan(schema: dict) -> bool:
     (which no keyword but ``const`` and the annotations takes) is declined here,
     where the trees' reads would take it as absent, and so is nesting deeper
     than ``_MAX_NESTING`` subschemas, where the general path may refuse the
-    schema as too deep."""
+    schema as too deep. ``root_id``: the root's ``id`` (draft 4's, checked) is taken."""
     stack = [(schema, 0)]
     budget = _MAX_SUBSCHEMAS
     while stack:
@@ -302,6 +311,8 @@ def _scan(schema: dict) -> bool:
             return False
         for key, value in node.items():
             if key in _RESERVED and (key not in _SCANNED or value is None and key not in _NULL_TAKEN):
+                if root_id and key == "id" and node is schema:
+                    continue
                 return False
         level += 1
         for key in _ONE_SUBSCHEMA:
@@ -312,9 +323,10 @@ def _scan(schema: dict) -> bool:
             subs = node.get(key)
             if subs.__class__ is dict:
                 stack.extend((sub, level) for sub in subs.values())
-        options = node.get("anyOf")
-        if options.__class__ is list:
-            stack.extend((option, level) for option in options)
+        for key in ("anyOf", "oneOf"):
+            options = node.get(key)
+            if options.__class__ is list:
+                stack.extend((option, level) for option in options)
     return True
 
 
@@ -347,25 +359,32 @@ def _value(st: _State, schema, path: tuple, depth: int, draft: int, root: bool =
             raise _Decline
         st.targets[id(target)] = tree
         return tree
+    keyword = "anyOf"
     choices = schema.get("anyOf", _ABSENT)
+    if "oneOf" in schema:
+        if choices is not _ABSENT:
+            raise _Decline
+        keyword = "oneOf"
+        choices = _apart_by_type(schema["oneOf"])
     if choices is _ABSENT:
         tree = _flat_tree(st, schema, path, depth, draft, root)
         if tree is _TRIVIAL:
             return _free(st)   # constrains nothing (Flat.trivial): the free value
     else:
         # anyOf beside annotations alone: each branch is its alternative's flat,
-        # emitted in place (Compiler._split), and the value their alternation
+        # emitted in place (Compiler._split), and the value their alternation; a
+        # oneOf whose branches no value can hold together is the same
         if choices.__class__ is not list or not choices or len(choices) > _MAX_BRANCHES:
             raise _Decline
         for key in schema:
             if key in _KEYS and key not in _ANNOTATIONS or key in _ROOT_ONLY and not root:
                 raise _Decline
-        _check_annotations(schema, root, "anyOf")
+        _check_annotations(schema, root, keyword)
         parts = []
         for i, option in enumerate(choices):
             if option.__class__ is not dict:
                 raise _Decline
-            where = ((path, "anyOf"), i)
+            where = ((path, keyword), i)
             cycle = None
             if "$ref" in option:
                 # absorbed into the branch as its target is (keywords.absorb)
@@ -375,7 +394,7 @@ def _value(st: _State, schema, path: tuple, depth: int, draft: int, root: bool =
                 cycle = id(option)
                 st.active.add(cycle)
                 st.seen.add(cycle)
-            if "anyOf" in option or "$schema" in option or "$ref" in option:
+            if "anyOf" in option or "oneOf" in option or "$schema" in option or "$ref" in option:
                 raise _Decline
             st.budget -= 1
             tree = _flat_tree(st, option, where, depth, draft, False)
@@ -388,6 +407,36 @@ def _value(st: _State, schema, path: tuple, depth: int, draft: int, root: bool =
     if tree is not None and tree.size > st.max_regex_length:
         raise _Decline
     return _value_definition(st, tree)
+
+
+def _apart_by_type(choices):
+    """A ``oneOf``'s branches where each names a ``type`` that no other branch's
+    ``type`` shares (``{"oneOf": [{"type": "string"}, {"type": "integer"}]}``,
+    Kubernetes' int-or-string): :func:`~.disjoint.disjoint` tells such a pair
+    apart from their types alone, so :func:`~.keywords._k_one_of` writes each
+    branch without the negations of the others, as an ``anyOf`` branch is.
+    Declined for any other ``oneOf`` (a ``$ref`` branch, a branch without a
+    ``type``, two branches whose types meet)."""
+    if choices.__class__ is not list:
+        raise _Decline
+    seen: set = set()
+    for option in choices:
+        if option.__class__ is not dict or "$ref" in option:
+            raise _Decline
+        kind = option.get("type")
+        names = [kind] if kind.__class__ is str else kind
+        if names.__class__ is not list or not names:
+            raise _Decline
+        types: set = set()
+        for name in names:
+            found = _TYPE_NAMES.get(name) if name.__class__ is str else None
+            if found is None:
+                raise _Decline
+            types.update(found)
+        if not seen.isdisjoint(types):
+            raise _Decline
+        seen |= types
+    return choices
 
 
 def _target(st: _State, schema: dict, root: bool) -> tuple:
@@ -416,7 +465,7 @@ def _check_annotations(schema: dict, root: bool, also: str = "") -> None:
     no dialect gives a meaning (an annotation); the annotations of the shapes their
     meta-schemas ask."""
     for key, value in schema.items():
-        if key not in _KEYS and not (root and key in _ROOT_ONLY) and key != also:
+        if key not in _KEYS and not (root and (key in _ROOT_ONLY or key == "id")) and key != also:
             if key in _RESERVED or key[:1] == "$":
                 raise _Decline
             if value.__class__ in (dict, list):
