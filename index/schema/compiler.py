@@ -154,6 +154,24 @@ _LEAVES_KEPT = 4096
 _NOT_LEAF = object()
 
 
+def definition_matches(key, pieces: dict, definitions: dict, known: dict) -> bool:
+    """Whether the definition ``key`` is known to match something without
+    computing it: a deferred piece (of ``pieces``), or a tree of
+    ``definitions`` that surely matches, the definitions it calls read the
+    same way; ``known`` keeps the answers (:meth:`Compiler.matches_something`)."""
+    if key in pieces:
+        return True
+    answer = known.get(key)
+    if answer is None:
+        tree = definitions.get(key)
+        if tree is None:
+            return False
+        known[key] = False  # a definition reaching itself is undecided here
+        answer = known[key] = surely_matches(
+            tree, lambda callee: definition_matches(callee, pieces, definitions, known))
+    return answer
+
+
 def used_definitions(definitions: dict, regex: Node | None) -> dict[str, Node]:
     """The ones of ``definitions`` that ``regex`` reaches, directly or through
     other definitions, in an order that does not depend on the hash seed."""
@@ -449,16 +467,7 @@ class Compiler:
         definitions (BFCL_sql:14: 122 of its 140 NFA states, and ~120
         copy-on-write faults in a fresh fork) was compiled so, though no
         first-mask token reaches it."""
-        if key in self.pieces:
-            return True
-        known = self._matching.get(key)
-        if known is None:
-            tree = self.definitions.get(key)
-            if tree is None:
-                return False
-            self._matching[key] = False  # a definition reaching itself is undecided here
-            known = self._matching[key] = surely_matches(tree, self.matches_something)
-        return known
+        return definition_matches(key, self.pieces, self.definitions, self._matching)
 
     def define(self, placeholder: str) -> Node:
         """The tree of a deferred value, computed now (see the module notes).

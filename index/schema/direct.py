@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 
 from ..analysis.errors import UnsupportedSchemaError
-from ..analysis.regex_tree import Call, concat, surely_matches
+from ..analysis.regex_tree import Call, concat
 from . import numbers as nums
 from . import strings as strs
 from .compiler import (
@@ -60,6 +60,7 @@ from .compiler import (
     SHARE_VALUE_MIN_LENGTH,
     SHARED_COUNT_MIN,
     Layout,
+    definition_matches,
     stored_free_value,
     used_definitions,
 )
@@ -160,16 +161,7 @@ class DirectDefinitions:
         return tree
 
     def matches_something(self, key) -> bool:
-        if key in self.pieces:
-            return True
-        known = self._matching.get(key)
-        if known is None:
-            tree = self.definitions.get(key)
-            if tree is None:
-                return False
-            self._matching[key] = False
-            known = self._matching[key] = surely_matches(tree, self.matches_something)
-        return known
+        return definition_matches(key, self.pieces, self.definitions, self._matching)
 
     def everything(self) -> dict:
         while self.pieces:
@@ -423,16 +415,7 @@ def _apart_by_type(choices):
     for option in choices:
         if option.__class__ is not dict or "$ref" in option:
             raise _Decline
-        kind = option.get("type")
-        names = [kind] if kind.__class__ is str else kind
-        if names.__class__ is not list or not names:
-            raise _Decline
-        types: set = set()
-        for name in names:
-            found = _TYPE_NAMES.get(name) if name.__class__ is str else None
-            if found is None:
-                raise _Decline
-            types.update(found)
+        types = _types(option.get("type"))
         if not seen.isdisjoint(types):
             raise _Decline
         seen |= types
@@ -507,6 +490,28 @@ def _count(schema: dict, key: str):
     return value
 
 
+def _types(kind) -> frozenset:
+    """The JSON types (``integer`` and ``fraction`` for ``number``) a ``type``
+    keyword's value names: one name, or a list of distinct names; declined for
+    anything else."""
+    if kind.__class__ is str:
+        names = _TYPE_NAMES.get(kind)
+        if names is None:
+            raise _Decline
+        return frozenset(names)
+    if kind.__class__ is not list or not kind:
+        raise _Decline
+    allowed: set = set()
+    for name in kind:
+        names = _TYPE_NAMES.get(name) if name.__class__ is str else None
+        if names is None:
+            raise _Decline
+        allowed.update(names)
+    if len(set(kind)) != len(kind):
+        raise _Decline
+    return frozenset(allowed)
+
+
 def _flat_tree(st: _State, schema: dict, path: tuple, depth: int, draft: int, root: bool):
     """What Compiler.emit (or the literals of an enum) writes for ``schema`` read alone
     into a flat; ``_TRIVIAL`` where it constrains nothing."""
@@ -514,23 +519,7 @@ def _flat_tree(st: _State, schema: dict, path: tuple, depth: int, draft: int, ro
     types = _ALL_TYPES
     kind = schema.get("type", _ABSENT)
     if kind is not _ABSENT:
-        if kind.__class__ is str:
-            names = _TYPE_NAMES.get(kind)
-            if names is None:
-                raise _Decline
-            types = frozenset(names)
-        elif kind.__class__ is list and kind:
-            allowed: set = set()
-            for name in kind:
-                names = _TYPE_NAMES.get(name) if name.__class__ is str else None
-                if names is None:
-                    raise _Decline
-                allowed.update(names)
-            if len(set(kind)) != len(kind):
-                raise _Decline
-            types = frozenset(allowed)
-        else:
-            raise _Decline
+        types = _types(kind)
     if "enum" in schema or "const" in schema:
         if not schema.keys() <= _ENUM_BESIDE or "enum" in schema and "const" in schema:
             raise _Decline
