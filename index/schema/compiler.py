@@ -251,6 +251,16 @@ class Layout:
             return found
         return concat(lit(open_bracket), self.ws, lit(close_bracket))
 
+    def container(self, open_b: str, close_b: str, body: Node | None, can_be_empty: bool,
+                  depth: int) -> Node | None:
+        """Brackets around ``body`` (None: no content), or the empty container too."""
+        parts = []
+        if body is not None:
+            parts.append(concat(self.open(open_b, depth), body, self.close(close_b, depth)))
+        if can_be_empty:
+            parts.append(self.empty(open_b, close_b))
+        return alternation(parts)
+
     def comma(self, depth: int) -> Node:
         if self.mode == "pretty":
             return lit(",") + self._nl(depth + 1)
@@ -933,13 +943,7 @@ class Compiler:
     def container(self, open_b: str, close_b: str, body: Node | None, can_be_empty: bool,
                   depth: int) -> Node | None:
         """Brackets around ``body`` (None: no content), or the empty container too."""
-        layout = self.layout
-        parts = []
-        if body is not None:
-            parts.append(concat(layout.open(open_b, depth), body, layout.close(close_b, depth)))
-        if can_be_empty:
-            parts.append(layout.empty(open_b, close_b))
-        return alternation(parts)
+        return self.layout.container(open_b, close_b, body, can_be_empty, depth)
 
     # --- the generic value ---------------------------------------------------------------------
 

@@ -682,7 +682,7 @@ def _array(st: _State, schema: dict, path: tuple, depth: int, draft: int, lo: in
         raise _Decline
     layout = st.layout
     body = rest + repeat(layout.comma(depth) + rest, max(0, lo - 1), None if hi is None else hi - 1)
-    return _container(layout, "[", "]", body, lo == 0, depth)
+    return layout.container("[", "]", body, lo == 0, depth)
 
 
 def _object(st: _State, schema: dict, path: tuple, depth: int, draft: int):
@@ -754,16 +754,7 @@ def _members(st: _State, entries: list, extras: list, depth: int):
         bodies.append(chain + repeat(comma + extra, 0, None) if extra is not None else chain)
     if extra is not None and not seen_required:
         bodies.append(extra + repeat(comma + extra, 0, None))
-    return _container(layout, "{", "}", alternation(bodies), not seen_required, depth)
-
-
-def _container(layout: Layout, open_b: str, close_b: str, body, can_be_empty: bool, depth: int):
-    parts = []
-    if body is not None:
-        parts.append(concat(layout.open(open_b, depth), body, layout.close(close_b, depth)))
-    if can_be_empty:
-        parts.append(layout.empty(open_b, close_b))
-    return alternation(parts)
+    return layout.container("{", "}", alternation(bodies), not seen_required, depth)
 
 
 def _free(st: _State):
