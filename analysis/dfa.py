@@ -18,6 +18,7 @@ never loads the regex compiler.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +48,18 @@ class ByteDFA:
     @property
     def initial(self) -> int:
         return INITIAL
+
+    @functools.cached_property
+    def live_bytes(self) -> np.ndarray:
+        """``int64[num_states]``: how many bytes lead from each state to a
+        live one (DEAD is 0), counted once: the forced states and the narrow
+        ones are both found from it, and each count is a pass over the whole
+        table (~40 ms for a 60,000-value enum's 97k states)."""
+        # on the table itself: a boolean copy summed was ~10x slower (97k
+        # states: ~0.4 s against ~0.04 s)
+        counts = np.count_nonzero(self.transitions, axis=1)
+        counts.flags.writeable = False
+        return counts
 
     def walk(self, state: int, data: bytes) -> int:
         """The state reached from ``state`` after ``data`` (0 when it dies)."""

@@ -23,9 +23,7 @@ _ROWS_AT_ONCE = 4096
 
 def forced_bytes(dfa: ByteDFA) -> np.ndarray:
     """``int16[num_states]``: the one live byte of each forced state, else -1."""
-    # Counted on the table itself (DEAD is 0): a boolean copy summed was ~10x
-    # slower (97k states: ~0.4 s against ~0.04 s).
-    single = np.count_nonzero(dfa.transitions, axis=1) == 1
+    single = dfa.live_bytes == 1
     forced = np.flatnonzero(single & ~dfa.finals)
     result = np.full(dfa.num_states, NOT_FORCED, dtype=np.int16)
     # the one cell that is not DEAD holds a state id > 0, the row's maximum; a
@@ -57,7 +55,7 @@ def narrow_states(dfa: ByteDFA, max_bytes: int) -> np.ndarray:
     would get a byte class of its own; the build walks narrow states byte by
     byte against the vocabulary instead, and keeps the classes coarse.
     """
-    live_bytes = np.count_nonzero(dfa.transitions, axis=1)  # DEAD is 0
+    live_bytes = dfa.live_bytes
     narrow = live_bytes <= max_bytes
     narrow[DEAD] = False
     return narrow

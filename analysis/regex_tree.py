@@ -814,11 +814,24 @@ def to_regex(node: Node, definitions=None, *, placeholders: bool = True, names=N
 _PLAIN_CHARS = frozenset(chr(c) for c in range(0x20, 0x7F)) - set("\\.^$*+?{}[]|()")
 
 
+# what re.escape escapes, the backslash first (so no backslash added is escaped again)
+_ESCAPED = "\\" + "".join(sorted(set("()[]{}?*+-|^$.&~# \t\n\r\v\f")))
+
+
+def _escape(text: str) -> str:
+    """``re.escape(text)``, one ``str.replace`` a special character present:
+    re.escape's translate takes ~50 ms on a 60,000-value enum's 1 MB, this ~5."""
+    for special in _ESCAPED:
+        if special in text:
+            text = text.replace(special, "\\" + special)
+    return text
+
+
 def _render_members(members: tuple[str, ...]) -> str:
     joined = "\x00".join(members)
     if joined.count("\x00") == len(members) - 1:  # no member holds a NUL
         # one escape of everything (re.escape leaves NUL alone): ~60x faster than per member
-        return re.escape(joined).replace("\x00", "|")
+        return _escape(joined).replace("\x00", "|")
     return "|".join(map(re.escape, members))
 
 
