@@ -35,25 +35,34 @@ def per_state(dfa, dfa_state_of, arrays, vocab) -> list[list[int]]:
 
 def check_builds(vocab, builds, monkeypatch) -> int:
     """Build each index, and compare its table with the per-state answer."""
-    seen = []
-    original = assemble.forced_token_table
+    made, seen = {}, []
+    original_of, original_table = fastforward.ForcedRuns.of.__func__, fastforward.ForcedRuns.table
 
-    def recording(dfa, dfa_state_of, arrays, vocabulary):
-        result = original(dfa, dfa_state_of, arrays, vocabulary)
-        seen.append((dfa, dfa_state_of, arrays, result))
+    def recording_of(cls, dfa, dfa_state_of):
+        runs = original_of(cls, dfa, dfa_state_of)
+        made[id(runs)] = (runs, dfa)
+        return runs
+
+    def recording_table(self, arrays, vocabulary):
+        result = original_table(self, arrays, vocabulary)
+        seen.append((made[id(self)][1], self.dfa_state_of, arrays, result))
         return result
 
-    monkeypatch.setattr(assemble, "forced_token_table", recording)
+    monkeypatch.setattr(fastforward.ForcedRuns, "of", classmethod(recording_of))
+    monkeypatch.setattr(fastforward.ForcedRuns, "table", recording_table)
     compared = nonempty = 0
     for name, build in builds:
         seen.clear()
         try:
-            build()
+            index = build()
         except Exception:  # noqa: BLE001 - patterns a vocabulary cannot spell
             continue
+        assert not seen, name  # the table waits until it is asked for
+        index.forced_tokens(index.initial_state)
         dfa, dfa_state_of, arrays, (offsets, tokens) = seen[-1]
         table = [tokens[offsets[s]:offsets[s + 1]].tolist() for s in range(len(offsets) - 1)]
         assert table == per_state(dfa, dfa_state_of, arrays, vocab), name
+        assert all(index.forced_tokens(s).tolist() == row for s, row in enumerate(table)), name
         compared += 1
         nonempty += sum(1 for row in table if row)
     assert nonempty  # the table is not trivially empty
@@ -120,3 +129,51 @@ def test_encode_many_checks_what_the_encoder_gives():
     texts = list(answers) + ["\u0100"]
     assert vocab.encode_many(texts) == [vocab.encode(t) if t != "\u0100" else None for t in texts]
     assert vocab.encode_many(["abc", "12"]) == [[18], [6, 7]]   # the encoder's own ids, checked at once
+
+
+def test_the_table_made_later_is_the_build_s_table_once_whichever_thread_asks(tmp_path, monkeypatch):
+    """An index from ``from_schema``/``from_regex`` makes its fast-forward
+    table when first asked for it: the same arrays as a build that makes it
+    at once, made once however many threads ask together, and in its file."""
+    import threading
+
+    from tokendfa.builder import build_index
+    from tokendfa.schema import regex_from_schema
+
+    vocab = cached_vocabulary("qwen2.5")
+    schema = {"type": "object", "properties": {"name_of_the_person": {"type": "string"},
+                                               "code": {"enum": enum_values(200, seed=21)}},
+              "required": ["name_of_the_person", "code"], "additionalProperties": False}
+    index = Index.from_schema(schema, vocab, lazy=False)
+    calls = []
+    original = fastforward.ForcedRuns.table
+
+    def counting(self, arrays, vocabulary):
+        calls.append(1)
+        return original(self, arrays, vocabulary)
+
+    monkeypatch.setattr(fastforward.ForcedRuns, "table", counting)
+    answers, barrier = {}, threading.Barrier(8)
+
+    def ask(number):
+        barrier.wait()
+        answers[number] = [index.forced_tokens(s).tolist() for s in range(index.num_states)]
+
+    threads = [threading.Thread(target=ask, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(calls) == 1
+    assert all(answer == answers[0] for answer in answers.values())
+    assert sum(map(len, answers[0])) > 100          # the enum's codes are forced past their first bytes
+    monkeypatch.undo()
+
+    compiled = regex_from_schema(schema)
+    at_once = build_index(compiled.tree, vocab, definitions=compiled.tree_definitions,
+                          dfa=compiled.automaton).arrays    # a build that makes the table at once
+    for name, array in at_once.as_dict().items():
+        assert np.array_equal(getattr(index.arrays, name), array), name
+    index.save(tmp_path / "enum.tdfa")
+    loaded = Index.load(tmp_path / "enum.tdfa", vocab)
+    assert [loaded.forced_tokens(s).tolist() for s in range(loaded.num_states)] == answers[0]

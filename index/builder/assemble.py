@@ -27,7 +27,7 @@ its assembly.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from ..analysis.errors import VocabularyCoverageError
 from ..analysis.graph import (breadth_first, concatenated_ranges, distinct,
                               distinct_successor_lists, reachable)
 from ..runtime.arrays import MASK_WORD, IndexArrays
-from .fastforward import forced_token_table
+from .fastforward import ForcedRuns, PendingForcedTokens
 
 
 @dataclass(frozen=True, eq=False)
@@ -55,6 +55,14 @@ class RawEdges:
 
 def assemble(dfa: ByteDFA, raw: RawEdges, vocabulary) -> IndexArrays:
     """Canonical :class:`IndexArrays` from a builder's raw edges."""
+    arrays, forced_later = assemble_without_forced(dfa, raw, vocabulary)
+    return forced_later(arrays)
+
+
+def assemble_without_forced(dfa: ByteDFA, raw: RawEdges,
+                            vocabulary) -> tuple[IndexArrays, PendingForcedTokens]:
+    """:func:`assemble`'s arrays with an empty fast-forward table, and what
+    fills it in when called with them (the byte DFA is not kept for it)."""
     if len(raw.source) <= _SMALL_EDGES and len(raw.grouped) <= _SMALL_GROUPED:
         return _assemble_small(dfa, raw, vocabulary)
     source, group, target = raw.source, raw.group, raw.target
@@ -86,9 +94,16 @@ def assemble(dfa: ByteDFA, raw: RawEdges, vocabulary) -> IndexArrays:
     arrays = IndexArrays(token_group,
                          offsets, group.astype(np.int32),
                          target.astype(np.int32), finals, mask_id, masks, eos, *no_forced)
-    # Fast-forward tokens are found by walking the arrays just made.
-    forced_offsets, forced_tokens = forced_token_table(dfa, states, arrays, vocabulary)
-    arrays = replace(arrays, forced_offsets=forced_offsets, forced_tokens=forced_tokens)
+    return _read_only(arrays), _forced_later(dfa, states, vocabulary)
+
+
+def _forced_later(dfa: ByteDFA, states, vocabulary) -> PendingForcedTokens:
+    """Fast-forward tokens are found by walking the arrays just made, when
+    first wanted (:class:`PendingForcedTokens`)."""
+    return PendingForcedTokens(ForcedRuns.of(dfa, np.asarray(states)), vocabulary)
+
+
+def _read_only(arrays: IndexArrays) -> IndexArrays:
     for array in arrays.as_dict().values():
         array.flags.writeable = False
     return arrays
@@ -354,7 +369,7 @@ def _mix64_int(value: int) -> int:
     return z ^ (z >> 31)
 
 
-def _assemble_small(dfa: ByteDFA, raw: RawEdges, vocabulary) -> IndexArrays:
+def _assemble_small(dfa: ByteDFA, raw: RawEdges, vocabulary) -> tuple[IndexArrays, PendingForcedTokens]:
     """:func:`assemble` with lists, sets and dicts: the same four steps, the same arrays."""
     source, group, target = raw.source.tolist(), raw.group.tolist(), raw.target.tolist()
     initial = dfa.initial
@@ -467,11 +482,7 @@ def _assemble_small(dfa: ByteDFA, raw: RawEdges, vocabulary) -> IndexArrays:
                          np.array(finals, dtype=bool), np.array(mask_id, dtype=np.int32), masks,
                          np.array(eos, dtype=np.int32), np.zeros(len(states) + 1, dtype=np.int64),
                          np.zeros(0, dtype=np.int32))
-    forced_offsets, forced_tokens = forced_token_table(dfa, np.array(states), arrays, vocabulary)
-    arrays = replace(arrays, forced_offsets=forced_offsets, forced_tokens=forced_tokens)
-    for array in arrays.as_dict().values():
-        array.flags.writeable = False
-    return arrays
+    return _read_only(arrays), _forced_later(dfa, states, vocabulary)
 
 
 def _coverage_error(dfa: ByteDFA, raw: RawEdges) -> VocabularyCoverageError:

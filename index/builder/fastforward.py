@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -143,73 +144,120 @@ def forced_tokens_for_state(arrays: IndexArrays, state: int, forced: bytes,
 
 def forced_token_table(dfa: ByteDFA, dfa_state_of: np.ndarray, arrays: IndexArrays,
                        vocabulary) -> tuple[np.ndarray, np.ndarray]:
-    """Forced tokens of every index state, as CSR arrays (offsets, tokens).
+    """Forced tokens of every index state, as CSR arrays (offsets, tokens):
+    :meth:`ForcedRuns.table` of ``ForcedRuns.of(dfa, dfa_state_of)``."""
+    return ForcedRuns.of(dfa, dfa_state_of).table(arrays, vocabulary)
 
-    ``arrays`` are the index's (their forced-token arrays are not read);
-    ``dfa_state_of[s]`` is the byte-DFA state of index state ``s`` (one
-    index state a byte state).
 
-    The answer is :func:`forced_tokens_for_state`'s for every state, found
-    for all states at once; only the tokenizer runs state by state:
+@dataclass(frozen=True, eq=False)
+class ForcedRuns:
+    """What the fast-forward table needs of the byte DFA, a few bytes a state.
 
-    * the forced runs are made once for all states (a chain of forced
-      states shares its run's suffixes), not byte by byte from each;
-    * the healing question "does the state allow a token that starts with
-      the rest of the run and is longer?" is "is its longest allowed token
-      longer than the rest of the run?": every live byte string from a
-      state inside a forced run starts with that run, so an allowed token
-      longer than the rest begins with it;
-    * the state after a run's first tokens is the index state of the byte
-      state that many forced bytes on (found by doubling along the runs),
-      and a token is taken while its group has an edge from there.
-
-    A 60,000-value enum (80k forced states, ~5 tokens each) spent 2.4 s in
-    the state-by-state walk; this is ~0.3 s, most of it the tokenizer.
+    The byte DFA's table (256 cells a state: 100 MB for a 60,000-value
+    enum's 97k states) is dropped when a build ends; these arrays are kept
+    instead, so the table of forced tokens can be made later, when it is
+    first asked for (:class:`PendingForcedTokens`).
     """
-    forced = forced_bytes(dfa)
-    dfa_state_of = np.asarray(dfa_state_of, dtype=np.int64)
-    num_states = len(dfa_state_of)
-    offsets = np.zeros(num_states + 1, dtype=np.int64)
-    starting = np.flatnonzero(forced[dfa_state_of] != NOT_FORCED)
-    if not len(starting):
-        return offsets, np.zeros(0, dtype=np.int32)
-    runs = _forced_runs(dfa, forced, dfa_state_of[starting])
-    texts = []
-    for at, run in enumerate(runs):
-        try:
-            texts.append(run.decode("utf-8"))
-        except UnicodeDecodeError:  # a run that stops inside a character: up to it
-            runs[at] = _whole_characters(run)
-            texts.append(runs[at].decode("utf-8"))
-    run_length = np.fromiter(map(len, runs), dtype=np.int64, count=len(runs))
-    longest = _longest_allowed(arrays, vocabulary)
-    # healed at the first token whatever the encoding: not encoded at all
-    encode = np.flatnonzero((run_length > 0) & (longest[starting] <= run_length))
-    index_of_byte = np.full(dfa.num_states, -1, dtype=np.int64)
-    index_of_byte[dfa_state_of] = np.arange(num_states)
-    edge_keys = _edge_keys(arrays)
-    per_state = np.zeros(num_states, dtype=np.int64)
-    kept_tokens = []
-    # A slice of the runs at a time, about _CHUNK_BYTES of text: a 5,000-byte
-    # literal's 5,000 forced states have runs of up to 4 kB each (17 MB, 2.4M
-    # tokens), and the arrays over all their tokens at once peaked at 550 MB.
-    ends = np.cumsum(run_length[encode])
-    bounds = np.searchsorted(ends, np.arange(_CHUNK_BYTES, int(ends[-1]) if len(ends) else 0, _CHUNK_BYTES))
-    for chunk in np.split(encode, np.unique(bounds + 1)):
-        if not len(chunk):
-            continue
-        limits.check()
-        tokens, counts = _healed_tokens(chunk, texts, run_length, starting, dfa, forced, dfa_state_of,
-                                        index_of_byte, edge_keys, arrays, vocabulary, longest)
-        per_state[starting[chunk]] = counts
-        kept_tokens.append(tokens)
-    np.cumsum(per_state, out=offsets[1:])
-    if not kept_tokens:
-        return offsets, np.zeros(0, dtype=np.int32)
-    return offsets, np.concatenate(kept_tokens).astype(np.int32)
+
+    forced: np.ndarray        # int16[byte states]: the one live byte of a forced state, else NOT_FORCED
+    forced_next: np.ndarray   # int64[byte states]: the state after that byte (itself where not forced)
+    dfa_state_of: np.ndarray  # int64[index states]: the byte state of each index state
+
+    @classmethod
+    def of(cls, dfa: ByteDFA, dfa_state_of: np.ndarray) -> "ForcedRuns":
+        forced = forced_bytes(dfa)
+        states = np.arange(dfa.num_states, dtype=np.int64)
+        forced_next = np.where(forced != NOT_FORCED,
+                               dfa.transitions[states, np.maximum(forced, 0)], states).astype(np.int64)
+        return cls(forced, forced_next, np.asarray(dfa_state_of, dtype=np.int64))
+
+    def table(self, arrays: IndexArrays, vocabulary) -> tuple[np.ndarray, np.ndarray]:
+        """Forced tokens of every index state, as CSR arrays (offsets, tokens).
+
+        ``arrays`` are the index's (their forced-token arrays are not read).
+        The answer is :func:`forced_tokens_for_state`'s for every state, found
+        for all states at once; only the tokenizer runs state by state:
+
+        * the forced runs are made once for all states (a chain of forced
+          states shares its run's suffixes), not byte by byte from each;
+        * the healing question "does the state allow a token that starts with
+          the rest of the run and is longer?" is "is its longest allowed token
+          longer than the rest of the run?": every live byte string from a
+          state inside a forced run starts with that run, so an allowed token
+          longer than the rest begins with it;
+        * the state after a run's first tokens is the index state of the byte
+          state that many forced bytes on (found by doubling along the runs),
+          and a token is taken while its group has an edge from there.
+
+        A 60,000-value enum (80k forced states, ~5 tokens each) spent 2.4 s in
+        the state-by-state walk; this is ~0.3 s, most of it the tokenizer.
+        """
+        forced, dfa_state_of = self.forced, self.dfa_state_of
+        num_states = len(dfa_state_of)
+        offsets = np.zeros(num_states + 1, dtype=np.int64)
+        starting = np.flatnonzero(forced[dfa_state_of] != NOT_FORCED)
+        if not len(starting):
+            return offsets, np.zeros(0, dtype=np.int32)
+        runs = _forced_runs(self, dfa_state_of[starting])
+        texts = []
+        for at, run in enumerate(runs):
+            try:
+                texts.append(run.decode("utf-8"))
+            except UnicodeDecodeError:  # a run that stops inside a character: up to it
+                runs[at] = _whole_characters(run)
+                texts.append(runs[at].decode("utf-8"))
+        run_length = np.fromiter(map(len, runs), dtype=np.int64, count=len(runs))
+        longest = _longest_allowed(arrays, vocabulary)
+        # healed at the first token whatever the encoding: not encoded at all
+        encode = np.flatnonzero((run_length > 0) & (longest[starting] <= run_length))
+        index_of_byte = np.full(len(forced), -1, dtype=np.int64)
+        index_of_byte[dfa_state_of] = np.arange(num_states)
+        edge_keys = _edge_keys(arrays)
+        per_state = np.zeros(num_states, dtype=np.int64)
+        kept_tokens = []
+        # A slice of the runs at a time, about _CHUNK_BYTES of text: a 5,000-byte
+        # literal's 5,000 forced states have runs of up to 4 kB each (17 MB, 2.4M
+        # tokens), and the arrays over all their tokens at once peaked at 550 MB.
+        ends = np.cumsum(run_length[encode])
+        bounds = np.searchsorted(ends, np.arange(_CHUNK_BYTES, int(ends[-1]) if len(ends) else 0, _CHUNK_BYTES))
+        for chunk in np.split(encode, np.unique(bounds + 1)):
+            if not len(chunk):
+                continue
+            limits.check()
+            tokens, counts = _healed_tokens(self, chunk, texts, run_length, starting,
+                                            index_of_byte, edge_keys, arrays, vocabulary, longest)
+            per_state[starting[chunk]] = counts
+            kept_tokens.append(tokens)
+        np.cumsum(per_state, out=offsets[1:])
+        if not kept_tokens:
+            return offsets, np.zeros(0, dtype=np.int32)
+        return offsets, np.concatenate(kept_tokens).astype(np.int32)
 
 
-def _healed_tokens(chunk, texts, run_length, starting, dfa, forced, dfa_state_of, index_of_byte,
+@dataclass(frozen=True, eq=False)
+class PendingForcedTokens:
+    """An index's fast-forward table, made when first asked for.
+
+    Called with the index's arrays (their forced-token arrays empty), it
+    gives the arrays with the table filled in (read-only, as the rest).
+    :class:`~tokendfa.runtime.index.Index` holds one until its forced
+    tokens, its arrays or its file are first wanted: the table is the
+    tokenizer run over every forced state (0.35 of the ~1 s an eager
+    60,000-value enum took to build), and an index that is only asked for
+    masks never needs it.
+    """
+
+    runs: ForcedRuns
+    vocabulary: object
+
+    def __call__(self, arrays: IndexArrays) -> IndexArrays:
+        offsets, tokens = self.runs.table(arrays, self.vocabulary)
+        offsets.flags.writeable = False
+        tokens.flags.writeable = False
+        return replace(arrays, forced_offsets=offsets, forced_tokens=tokens)
+
+
+def _healed_tokens(runs: ForcedRuns, chunk, texts, run_length, starting, index_of_byte,
                    edge_keys, arrays, vocabulary, longest) -> tuple[np.ndarray, np.ndarray]:
     """The forced tokens of the runs ``chunk`` (indices into ``texts``), one
     after another, and how many each run keeps (see :func:`forced_token_table`)."""
@@ -232,7 +280,7 @@ def _healed_tokens(chunk, texts, run_length, starting, dfa, forced, dfa_state_of
     token_length = vocabulary.byte_matrix()[1][token].astype(np.int64)
     consumed = np.cumsum(token_length) - token_length
     before = consumed - np.repeat(consumed[first], counts)   # bytes of the run before each token
-    byte_state = _forced_steps(dfa, forced, dfa_state_of[starting[chunk]][owner], before)
+    byte_state = _forced_steps(runs.forced_next, runs.dfa_state_of[starting[chunk]][owner], before)
     state = index_of_byte[byte_state]
     group = np.asarray(arrays.token_group)[token].astype(np.int64)
     healed = longest[np.maximum(state, 0)] > run_length[chunk][owner] - before
@@ -245,12 +293,10 @@ def _healed_tokens(chunk, texts, run_length, starting, dfa, forced, dfa_state_of
     return token[kept], np.bincount(owner[kept], minlength=len(chunk))
 
 
-def _forced_steps(dfa: ByteDFA, forced: np.ndarray, start: np.ndarray, count: np.ndarray) -> np.ndarray:
+def _forced_steps(forced_next: np.ndarray, start: np.ndarray, count: np.ndarray) -> np.ndarray:
     """The byte state ``count[i]`` forced bytes after ``start[i]`` (each within
     its forced run), by doubling: a table of 2^k steps for each bit of the counts."""
-    states = np.arange(dfa.num_states, dtype=np.int64)
-    step = np.where(forced != NOT_FORCED,
-                    dfa.transitions[states, np.maximum(forced, 0)], states).astype(np.int64)
+    step = forced_next
     current = start.astype(np.int64).copy()
     remaining = count.astype(np.int64).copy()
     while True:
@@ -282,13 +328,12 @@ def _has_edge(edge_keys: tuple[np.ndarray, int], state: np.ndarray, group: np.nd
     return keys[at] == wanted
 
 
-def _forced_runs(dfa: ByteDFA, forced: np.ndarray, states: np.ndarray,
-                 limit: int = FORCED_RUN_LIMIT) -> list[bytes]:
+def _forced_runs(runs: ForcedRuns, states: np.ndarray, limit: int = FORCED_RUN_LIMIT) -> list[bytes]:
     """``forced_run(dfa, state, forced, limit)[0]`` of each of ``states``,
     all at once: every run takes one step a round while it lasts, once to
     measure the runs and once to write their bytes where they go (so the
     memory is the runs' bytes, not an index a byte)."""
-    table = dfa.transitions
+    forced, forced_next = runs.forced, runs.forced_next
     start = np.asarray(states, dtype=np.int64)
     lengths = np.zeros(len(start), dtype=np.int64)
     for write in (False, True):
@@ -310,7 +355,7 @@ def _forced_runs(dfa: ByteDFA, forced: np.ndarray, states: np.ndarray,
                 position[going] += 1
             else:
                 lengths[going] += 1
-            current[going] = table[current[going], byte]
+            current[going] = forced_next[current[going]]
     data = buffer.tobytes()
     return [data[end - length:end] for end, length in zip(ends.tolist(), lengths.tolist())]
 

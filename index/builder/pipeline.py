@@ -14,16 +14,17 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ..analysis.construct import byte_dfa_from_regex
 from ..analysis.dfa import ByteDFA
 from ..analysis.errors import BuildLimitError
 from ..runtime.arrays import IndexArrays
 from ..vocab.vocabulary import Vocabulary
-from .assemble import assemble
+from .assemble import assemble_without_forced
 from .config import BuildConfig
 from .fast import signature_edges
+from .fastforward import PendingForcedTokens
 from .progress import Progress
 from .reference import reference_edges
 
@@ -35,23 +36,34 @@ class BuiltIndex:
 
     arrays: IndexArrays
     metadata: dict[str, Any]
+    # With build_index(..., forced_later=True): ``arrays`` have an empty
+    # fast-forward table, and this, called with them, gives them with the
+    # table (see PendingForcedTokens), under the build's limits.
+    forced_later: Callable[[IndexArrays], IndexArrays] | None = None
 
 
 def build_index(pattern: str, vocabulary: Vocabulary, config: BuildConfig = BuildConfig(), *,
                 definitions: dict[str, str] | None = None,
-                dfa: ByteDFA | None = None) -> BuiltIndex:
+                dfa: ByteDFA | None = None, forced_later: bool = False) -> BuiltIndex:
     """Compile ``pattern`` for ``vocabulary`` into index arrays.
 
     ``definitions`` are the shared pieces a schema's pattern refers to
     (:class:`tokendfa.schema.api.SchemaRegex`); ``dfa``, the pattern's byte
-    DFA when the caller has already built it.
+    DFA when the caller has already built it. With ``forced_later`` the
+    fast-forward table is left to :attr:`BuiltIndex.forced_later` (what
+    :class:`~tokendfa.runtime.index.Index` does: it makes the table when
+    first asked for it).
     """
     started = time.perf_counter()
     definitions = definitions or {}
     reporter = Progress(config.progress)
     try:
         with config.limits(), bounded_resources():
-            dfa, arrays = _compile_and_build(pattern, vocabulary, config, definitions, dfa, reporter)
+            dfa, (arrays, pending) = _compile_and_build(pattern, vocabulary, config, definitions, dfa, reporter)
+            if not forced_later:
+                arrays, pending = pending(arrays), None
+            else:
+                pending = _within_limits(pending, config)
     finally:
         reporter.close()
     metadata = {
@@ -71,12 +83,22 @@ def build_index(pattern: str, vocabulary: Vocabulary, config: BuildConfig = Buil
     }
     if definitions:
         metadata["shared"] = [readable_pattern(text, definitions) for text in definitions.values()]
-    return BuiltIndex(arrays, metadata)
+    return BuiltIndex(arrays, metadata, pending)
+
+
+def _within_limits(pending: PendingForcedTokens, config: BuildConfig) -> Callable[[IndexArrays], IndexArrays]:
+    """``pending`` run under the build's limits when it is called: a budget
+    of its own, as long as the build's (a 5,000-byte literal's table is
+    millions of tokens), and running out is the build's error, not a traceback."""
+    def fill(arrays: IndexArrays) -> IndexArrays:
+        with config.limits(), bounded_resources():
+            return pending(arrays)
+    return fill
 
 
 def _compile_and_build(pattern: str, vocabulary: Vocabulary, config: BuildConfig,
                        definitions: dict[str, str], dfa: ByteDFA | None,
-                       reporter: Progress) -> tuple[ByteDFA, IndexArrays]:
+                       reporter: Progress) -> tuple[ByteDFA, tuple[IndexArrays, PendingForcedTokens]]:
     reporter.update("compiling the pattern")
     if dfa is None:
         # Bounded during the subset construction, so (a|b)*a(a|b){24} stops at 2 x the
@@ -90,7 +112,7 @@ def _compile_and_build(pattern: str, vocabulary: Vocabulary, config: BuildConfig
             f"the pattern's automaton has {dfa.num_states - 1} states, more than the limit "
             f"of {config.state_limit} (raise max_states to build it anyway)",
             reached=dfa.num_states - 1)
-    return dfa, build_arrays(dfa, vocabulary, config, reporter)
+    return dfa, _arrays_and_forced(dfa, vocabulary, config, reporter)
 
 
 @contextlib.contextmanager
@@ -112,6 +134,12 @@ def bounded_resources():
 def build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = BuildConfig(),
                  progress: Progress | None = None) -> IndexArrays:
     """The index arrays of ``dfa`` for ``vocabulary``, by ``config.method``."""
+    arrays, forced_later = _arrays_and_forced(dfa, vocabulary, config, progress)
+    return forced_later(arrays)
+
+
+def _arrays_and_forced(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig,
+                       progress: Progress | None) -> tuple[IndexArrays, PendingForcedTokens]:
     progress = progress or Progress(False)
     if config.method == "reference":
         progress.update("walking every token from every state")
@@ -119,7 +147,7 @@ def build_arrays(dfa: ByteDFA, vocabulary: Vocabulary, config: BuildConfig = Bui
     else:
         raw = signature_edges(dfa, vocabulary, config, progress)
     progress.update("assembling the index")
-    return assemble(dfa, raw, vocabulary)
+    return assemble_without_forced(dfa, raw, vocabulary)
 
 
 def readable_pattern(text, definitions: dict) -> str:

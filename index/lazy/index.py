@@ -816,17 +816,19 @@ class LazyIndex(MaskServing):
                     transitions, finals = self._dfa.explore()
                     dfa = canonical_byte_dfa(transitions, finals, pattern=self._pattern)
                     built = build_index(self._pattern, self._vocabulary, self._config,
-                                        definitions=dict(self._definitions) or None, dfa=dfa)
+                                        definitions=dict(self._definitions) or None, dfa=dfa,
+                                        forced_later=self._index_type is not None)
                 except BuildLimitError as exc:
                     if self._completion_advice is None:
                         raise
                     raise type(exc)(f"{exc}; {self._completion_advice}", reached=exc.reached) from exc
                 metadata = dict(built.metadata)
                 metadata.update(self._extra_metadata())
-                built = BuiltIndex(built.arrays, metadata)
+                built = BuiltIndex(built.arrays, metadata, built.forced_later)
                 self._explored = (transitions, dfa, built.arrays)
                 self._completed = (built if self._index_type is None else
-                                   self._index_type(built.arrays, metadata, self._vocabulary))
+                                   self._index_type(built.arrays, metadata, self._vocabulary,
+                                                    forced_later=built.forced_later))
             return self._completed
 
     def completed_state(self, state: int) -> int:
