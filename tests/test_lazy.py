@@ -1690,6 +1690,56 @@ def test_compiled_walk_refuses_bad_arrays():
     assert walk(spellings, offsets, zero, initial, zero + 1)[0] == 0
 
 
+def test_compiled_loop_rests_are_the_numpy_ones(monkeypatch):
+    """A loop row's rest where the tail set's rest is not packed whole (a
+    narrow loop's: lowercase letters and a space, as WashingtonPost wp_76's),
+    picked and packed in one C call (_cwalk.loop_rest) from the grouped
+    spellings, is array for array the numpy rest, and its packed bytes are
+    those rest tokens packed token by token; past the most it packs, none;
+    bad arrays are refused by name."""
+    cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
+    vocab = cached_vocabulary("qwen2.5")
+    ascii_bytes = np.zeros(128, dtype=bool)
+    ascii_bytes[list(b" abcdefghijklmnopqrstuvwxyz")] = True
+    key = lazy_tables._class_key(ascii_bytes, False)
+    rng = np.random.default_rng(5)
+    firsts = [ascii_bytes.copy(), np.zeros(128, dtype=bool), rng.random(128) < 0.3]
+    firsts[1][list(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")] = True
+
+    def rests(compiled: bool):
+        compiled_walk(monkeypatch, cwalk if compiled else None)
+        tables = lazy_tables._vocabulary_tables(vocab)  # fresh caches
+        tail = lazy_tables._tail_tokens(tables, key)
+        found = []
+        for ascii_first in firsts:
+            first = np.zeros(256, dtype=bool)
+            first[:128] = ascii_first
+            found.append(lazy_tables._loop_mask(tables, first, key, tail)[1])
+        return tables, tail, found
+
+    _, _, expected = rests(False)
+    tables, tail, made = rests(True)
+    assert len(tail.rest) > lazy_plans._PLAN_MAX_TOKENS  # its rest is not packed whole
+    assert all(len(rest.tokens) for rest in made), [len(rest.tokens) for rest in made]
+    for ours, theirs in zip(made, expected):
+        for name in ("tokens", "positions", "skipped", "first_bytes"):
+            mine, wanted = getattr(ours, name), getattr(theirs, name)
+            assert mine.dtype == wanted.dtype and np.array_equal(mine, wanted), name
+        packed = lazy_plans._packed(tables, ours.tokens, ours.positions)
+        assert np.array_equal(ours.packed.data, packed.data) and np.array_equal(ours.packed.offsets, packed.offsets)
+    grouped, grouped_offsets = lazy_plans._grouped_spellings(tables)
+    arrays = [tail.mask, tables.by_first_byte, tables.first_offsets, grouped, grouped_offsets, tail.rest,
+              tail.rest_offsets, tail.rest_skips, np.flatnonzero(firsts[0])]
+    *_, data, offsets = cwalk.loop_rest(*arrays, 10)
+    assert data is None and offsets is None
+    with pytest.raises(ValueError, match="ascending bytes"):
+        cwalk.loop_rest(*arrays[:-1], np.array([5, 3]), 10)
+    with pytest.raises(ValueError, match="outside the mask, in its order"):
+        cwalk.loop_rest(*arrays[:5], tail.rest[::-1].copy(), *arrays[6:], 1 << 20)
+    with pytest.raises(TypeError, match="rest_skips"):
+        cwalk.loop_rest(*arrays[:7], tail.rest_skips.astype(np.int32), arrays[8], 10)
+
+
 def test_packed_walk_refuses_bad_arrays():
     cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
     dfa = LazyByteDFA("ab")

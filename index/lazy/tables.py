@@ -595,14 +595,28 @@ def _loop_mask(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int
     if found is None:
         mask = _loop_bits(tables, first, tail_key, tail, key[0])
         starts = np.flatnonzero(first)
-        picked = _ranges(tail.rest_offsets[starts], tail.rest_offsets[starts + 1])
-        skips = tail.rest_skips[picked]
-        tokens = tail.rest[picked]
-        positions = np.maximum(skips, 1).astype(np.int64)
-        packed = _packed(tables, tokens, positions) if _cwalk is not None and len(tokens) <= _PLAN_MAX_TOKENS else None
-        rest = _LoopRest(tokens, positions, skips > 0, tables.columns[0][tokens], packed)
-        for array in (rest.tokens, rest.positions, rest.skipped, rest.first_bytes):
-            array.flags.writeable = False
+        if _cwalk is not None:
+            # in one C call, the bytes read from the grouped spellings, where
+            # numpy's gathers and a pack by token id took ~2.9 ms of
+            # WashingtonPost wp_76's step 24 in a fresh fork (29.6k of a
+            # 74k-token rest; MaskBench's worst lazy step on 440eebc), ~1.4 so
+            grouped, grouped_offsets = _grouped_spellings(tables)
+            *arrays, data, offsets = _cwalk.loop_rest(tail.mask, tables.by_first_byte, tables.first_offsets, grouped,
+                                                      grouped_offsets, tail.rest, tail.rest_offsets, tail.rest_skips,
+                                                      starts, _PLAN_MAX_TOKENS)
+            tokens, positions, skipped, first_bytes = (np.frombuffer(array, dtype=dtype) for array, dtype
+                                                       in zip(arrays, (np.int64, np.int64, bool, np.uint8)))
+            packed = None if data is None else _PackedBytes(np.frombuffer(data, dtype=np.uint8),
+                                                            np.frombuffer(offsets, dtype=np.int32))
+            rest = _LoopRest(tokens, positions, skipped, first_bytes, packed)
+        else:
+            picked = _ranges(tail.rest_offsets[starts], tail.rest_offsets[starts + 1])
+            skips = tail.rest_skips[picked]
+            tokens = tail.rest[picked]
+            positions = np.maximum(skips, 1).astype(np.int64)
+            rest = _LoopRest(tokens, positions, skips > 0, tables.columns[0][tokens])
+            for array in (rest.tokens, rest.positions, rest.skipped, rest.first_bytes):
+                array.flags.writeable = False
         found = _remember(tables.loop_masks, key, (mask, rest))
     return found
 
