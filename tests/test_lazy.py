@@ -1740,6 +1740,34 @@ def test_compiled_loop_rests_are_the_numpy_ones(monkeypatch):
         cwalk.loop_rest(*arrays[:7], tail.rest_skips.astype(np.int32), arrays[8], 10)
 
 
+def test_tables_in_huge_pages_are_the_same_arrays():
+    """The prepared tables' hot arrays and the grouped spellings, copied into
+    a block advised for 2 MB pages (kernels._in_huge_pages), hold the
+    arrays they were made from, read-only, each where the block's pages
+    start or after the one before; fewer bytes than a huge page stay as
+    they are."""
+    vocab = cached_vocabulary("qwen2.5")
+    made = lazy_tables._vocabulary_tables(vocab)
+    prepared = lazy_tables._made_ahead(lazy_tables._vocabulary_tables(vocab))
+    for name in lazy_tables._TABLE_ARRAYS:
+        ours, theirs = getattr(prepared, name), getattr(made, name)
+        assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs), name
+        assert name not in lazy_tables._HUGE_ARRAYS or not ours.flags.writeable, name
+    if lazy_kernels._cwalk is not None:
+        data, offsets = lazy_plans._grouped_spellings(prepared)
+        assert not data.flags.writeable and not offsets.flags.writeable
+    small = {"a": np.arange(10), "b": np.ones(3, dtype=bool)}
+    assert all(small[name] is array for name, array in lazy_kernels._in_huge_pages(small).items())
+    if hasattr(__import__("mmap"), "MADV_HUGEPAGE"):
+        big = {"a": np.arange(300_000, dtype=np.int64), "b": np.arange(5, dtype=np.uint8), "c": np.eye(3)}
+        copies = lazy_kernels._in_huge_pages(big)
+        for name, array in big.items():
+            assert copies[name] is not array and np.array_equal(copies[name], array)
+            assert copies[name].dtype == array.dtype and not copies[name].flags.writeable
+        assert copies["a"].ctypes.data % lazy_kernels._HUGE_PAGE == 0
+        assert copies["b"].ctypes.data % 64 == 0 and copies["c"].ctypes.data % 64 == 0
+
+
 def test_packed_walk_refuses_bad_arrays():
     cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
     dfa = LazyByteDFA("ab")

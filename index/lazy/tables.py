@@ -30,7 +30,7 @@ and class runs, for :meth:`Vocabulary.prepare`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -38,7 +38,7 @@ import numpy as np
 from ..analysis.native import native_module
 from ..runtime.arrays import MASK_WORD
 from ..vocab.vocabulary import Vocabulary
-from .kernels import _cwalk, _distinct, _grouped, _ranges, _set_bits, _stable_order
+from .kernels import _cwalk, _distinct, _grouped, _in_huge_pages, _ranges, _set_bits, _stable_order
 from .plans import (_CACHE_LOCK, _PLAN_MAX_TOKENS, _GroupedSpellings, _PackedBytes, _Packing, _PlanCache,
                     _SecondChance, _grouped_spellings, _packed)
 
@@ -203,9 +203,18 @@ def _prepared_tables(vocabulary: Vocabulary) -> _VocabularyTables:
     return _made_ahead(_vocabulary_tables(vocabulary))
 
 
+# The tables' arrays a cold row's passes read whole (a new loop set's tail
+# set, a counted class's runs, a plan's tokens by first byte), copied into
+# 2 MB pages (:func:`~tokendfa.lazy.kernels._in_huge_pages` says why); not
+# the lengths, which the vocabulary holds too (a copy would be a second).
+_HUGE_ARRAYS = ("by_first_byte", "first_char", "spellings", "spelling_offsets", "tail_low", "tail_high", "tail_wide")
+
+
 def _made_ahead(tables: _VocabularyTables) -> _VocabularyTables:
-    """``tables`` with a JSON string's loop rows and class runs made (see
+    """``tables`` with their hot arrays in 2 MB pages (:data:`_HUGE_ARRAYS`)
+    and a JSON string's loop rows and class runs made (see
     :func:`_prepared_tables`)."""
+    tables = replace(tables, **_in_huge_pages({name: getattr(tables, name) for name in _HUGE_ARRAYS}))
     string = np.ones(128, dtype=bool)
     string[:0x20] = string[ord('"')] = string[ord("\\")] = False
     key = _class_key(string, True)
