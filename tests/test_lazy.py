@@ -1347,8 +1347,9 @@ def test_compiled_class_runs_are_the_numpy_ones(monkeypatch):
     (_classruns.class_runs) and with the runs token by token in C
     (_cwalk.leading_runs), are array for array what the numpy passes over
     the byte columns make, on Qwen's 151k tokens, for ASCII classes (eight
-    bytes at a time in C, _classruns.c's ascii_runs) and for classes with
-    every wide character; bad spellings are refused by name."""
+    bytes at a time in C, _classruns.c's ascii_runs, with and without the
+    tail bytes) and for classes with every wide character; bad spellings
+    are refused by name."""
     cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
     classruns = pytest.importorskip("tokendfa.lazy._classruns")
     vocab = cached_vocabulary("qwen2.5")
@@ -1374,12 +1375,23 @@ def test_compiled_class_runs_are_the_numpy_ones(monkeypatch):
             for name in lazy_tables._ClassRuns.__dataclass_fields__:
                 mine, expected = getattr(ours, name), getattr(theirs, name)
                 assert mine.dtype == expected.dtype and np.array_equal(mine, expected), name
+    tables = lazy_tables._vocabulary_tables(vocab)
+    for key, theirs in zip(classes, numpy_runs):  # without the tail bytes: every token's run read
+        inside = lazy_tables._loop_bytes(key).view(np.uint8)
+        parts = classruns.class_runs(tables.spellings, tables.spelling_offsets, tables.first_char, inside, key[2])
+        for at, (part, name) in enumerate(zip(parts, lazy_tables._ClassRuns.__dataclass_fields__)):
+            mine = np.frombuffer(part, dtype=np.int16 if at < 2 else np.int64)
+            assert np.array_equal(mine, getattr(theirs, name)), name
     with pytest.raises(ValueError, match="256 flags"):
         classruns.class_runs(np.zeros(1, np.uint8), np.zeros(2, np.int64), np.zeros(1, np.int8),
                              np.zeros(3, np.uint8), True)
     with pytest.raises(IndexError, match="outside the spellings"):
         classruns.class_runs(np.zeros(1, np.uint8), np.array([0, 2]), np.zeros(1, np.int8),
                              np.zeros(256, np.uint8), True)
+    with pytest.raises(ValueError, match="a tail array"):
+        classruns.class_runs(np.zeros(1, np.uint8), np.array([0, 1]), np.zeros(1, np.int8),
+                             np.zeros(256, np.uint8), False, np.zeros(2, np.uint64), np.zeros(1, np.uint64),
+                             np.zeros(1, np.uint8))
     with pytest.raises(ValueError, match="8-byte items"):
         classruns.class_runs(np.zeros(1, np.uint8), np.array([0, 1], np.int32), np.zeros(1, np.int8),
                              np.zeros(256, np.uint8), True)
