@@ -1346,13 +1346,17 @@ def test_compiled_class_runs_are_the_numpy_ones(monkeypatch):
     """The per-vocabulary tables of a counted class, made whole in C
     (_classruns.class_runs) and with the runs token by token in C
     (_cwalk.leading_runs), are array for array what the numpy passes over
-    the byte columns make, on Qwen's 151k tokens, for ASCII classes and for
-    classes with every wide character; bad spellings are refused by name."""
+    the byte columns make, on Qwen's 151k tokens, for ASCII classes (eight
+    bytes at a time in C, _classruns.c's ascii_runs, with and without the
+    tail bytes) and for classes with every wide character; bad spellings
+    are refused by name."""
     cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
     classruns = pytest.importorskip("tokendfa.lazy._classruns")
     vocab = cached_vocabulary("qwen2.5")
     classes = []
+    printable = "".join(map(chr, range(0x20, 0x7F)))
     for chars, wide in [("0123456789abcdef", False), ("abcdefghijklmnopqrstuvwxyz ", False),
+                        (printable.replace('"', "").replace("\\", "").replace("~", ""), False), ("", False),
                         ("".join(map(chr, range(0x20, 0x7F))).replace('"', "").replace("\\", ""), True),
                         ("", True)]:
         ascii_bytes = np.zeros(128, dtype=bool)
@@ -1371,12 +1375,23 @@ def test_compiled_class_runs_are_the_numpy_ones(monkeypatch):
             for name in lazy_tables._ClassRuns.__dataclass_fields__:
                 mine, expected = getattr(ours, name), getattr(theirs, name)
                 assert mine.dtype == expected.dtype and np.array_equal(mine, expected), name
+    tables = lazy_tables._vocabulary_tables(vocab)
+    for key, theirs in zip(classes, numpy_runs):  # without the tail bytes: every token's run read
+        inside = lazy_tables._loop_bytes(key).view(np.uint8)
+        parts = classruns.class_runs(tables.spellings, tables.spelling_offsets, tables.first_char, inside, key[2])
+        for at, (part, name) in enumerate(zip(parts, lazy_tables._ClassRuns.__dataclass_fields__)):
+            mine = np.frombuffer(part, dtype=np.int16 if at < 2 else np.int64)
+            assert np.array_equal(mine, getattr(theirs, name)), name
     with pytest.raises(ValueError, match="256 flags"):
         classruns.class_runs(np.zeros(1, np.uint8), np.zeros(2, np.int64), np.zeros(1, np.int8),
                              np.zeros(3, np.uint8), True)
     with pytest.raises(IndexError, match="outside the spellings"):
         classruns.class_runs(np.zeros(1, np.uint8), np.array([0, 2]), np.zeros(1, np.int8),
                              np.zeros(256, np.uint8), True)
+    with pytest.raises(ValueError, match="a tail array"):
+        classruns.class_runs(np.zeros(1, np.uint8), np.array([0, 1]), np.zeros(1, np.int8),
+                             np.zeros(256, np.uint8), False, np.zeros(2, np.uint64), np.zeros(1, np.uint64),
+                             np.zeros(1, np.uint8))
     with pytest.raises(ValueError, match="8-byte items"):
         classruns.class_runs(np.zeros(1, np.uint8), np.array([0, 1], np.int32), np.zeros(1, np.int8),
                              np.zeros(256, np.uint8), True)
@@ -1685,6 +1700,84 @@ def test_compiled_walk_refuses_bad_arrays():
     assert ended == 1 and dfa.is_final(int(ends[0]))
     # "b" alone (from position 1) dies
     assert walk(spellings, offsets, zero, initial, zero + 1)[0] == 0
+
+
+def test_compiled_loop_rests_are_the_numpy_ones(monkeypatch):
+    """A loop row's rest where the tail set's rest is not packed whole (a
+    narrow loop's: lowercase letters and a space, as WashingtonPost wp_76's),
+    picked and packed in one C call (_cwalk.loop_rest) from the grouped
+    spellings, is array for array the numpy rest, and its packed bytes are
+    those rest tokens packed token by token; past the most it packs, none;
+    bad arrays are refused by name."""
+    cwalk = pytest.importorskip("tokendfa.lazy._cwalk")
+    vocab = cached_vocabulary("qwen2.5")
+    ascii_bytes = np.zeros(128, dtype=bool)
+    ascii_bytes[list(b" abcdefghijklmnopqrstuvwxyz")] = True
+    key = lazy_tables._class_key(ascii_bytes, False)
+    rng = np.random.default_rng(5)
+    firsts = [ascii_bytes.copy(), np.zeros(128, dtype=bool), rng.random(128) < 0.3]
+    firsts[1][list(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")] = True
+
+    def rests(compiled: bool):
+        compiled_walk(monkeypatch, cwalk if compiled else None)
+        tables = lazy_tables._vocabulary_tables(vocab)  # fresh caches
+        tail = lazy_tables._tail_tokens(tables, key)
+        found = []
+        for ascii_first in firsts:
+            first = np.zeros(256, dtype=bool)
+            first[:128] = ascii_first
+            found.append(lazy_tables._loop_mask(tables, first, key, tail)[1])
+        return tables, tail, found
+
+    _, _, expected = rests(False)
+    tables, tail, made = rests(True)
+    assert len(tail.rest) > lazy_plans._PLAN_MAX_TOKENS  # its rest is not packed whole
+    assert all(len(rest.tokens) for rest in made), [len(rest.tokens) for rest in made]
+    for ours, theirs in zip(made, expected):
+        for name in ("tokens", "positions", "skipped", "first_bytes"):
+            mine, wanted = getattr(ours, name), getattr(theirs, name)
+            assert mine.dtype == wanted.dtype and np.array_equal(mine, wanted), name
+        packed = lazy_plans._packed(tables, ours.tokens, ours.positions)
+        assert np.array_equal(ours.packed.data, packed.data) and np.array_equal(ours.packed.offsets, packed.offsets)
+    grouped, grouped_offsets = lazy_plans._grouped_spellings(tables)
+    arrays = [tail.mask, tables.by_first_byte, tables.first_offsets, grouped, grouped_offsets, tail.rest,
+              tail.rest_offsets, tail.rest_skips, np.flatnonzero(firsts[0])]
+    *_, data, offsets = cwalk.loop_rest(*arrays, 10)
+    assert data is None and offsets is None
+    with pytest.raises(ValueError, match="ascending bytes"):
+        cwalk.loop_rest(*arrays[:-1], np.array([5, 3]), 10)
+    with pytest.raises(ValueError, match="outside the mask, in its order"):
+        cwalk.loop_rest(*arrays[:5], tail.rest[::-1].copy(), *arrays[6:], 1 << 20)
+    with pytest.raises(TypeError, match="rest_skips"):
+        cwalk.loop_rest(*arrays[:7], tail.rest_skips.astype(np.int32), arrays[8], 10)
+
+
+def test_tables_in_huge_pages_are_the_same_arrays():
+    """The prepared tables' hot arrays and the grouped spellings, copied into
+    a block advised for 2 MB pages (kernels._in_huge_pages), hold the
+    arrays they were made from, read-only, each where the block's pages
+    start or after the one before; fewer bytes than a huge page stay as
+    they are."""
+    vocab = cached_vocabulary("qwen2.5")
+    made = lazy_tables._vocabulary_tables(vocab)
+    prepared = lazy_tables._made_ahead(lazy_tables._vocabulary_tables(vocab))
+    for name in lazy_tables._TABLE_ARRAYS:
+        ours, theirs = getattr(prepared, name), getattr(made, name)
+        assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs), name
+        assert name not in lazy_tables._HUGE_ARRAYS or not ours.flags.writeable, name
+    if lazy_kernels._cwalk is not None:
+        data, offsets = lazy_plans._grouped_spellings(prepared)
+        assert not data.flags.writeable and not offsets.flags.writeable
+    small = {"a": np.arange(10), "b": np.ones(3, dtype=bool)}
+    assert all(small[name] is array for name, array in lazy_kernels._in_huge_pages(small).items())
+    if hasattr(__import__("mmap"), "MADV_HUGEPAGE"):
+        big = {"a": np.arange(300_000, dtype=np.int64), "b": np.arange(5, dtype=np.uint8), "c": np.eye(3)}
+        copies = lazy_kernels._in_huge_pages(big)
+        for name, array in big.items():
+            assert copies[name] is not array and np.array_equal(copies[name], array)
+            assert copies[name].dtype == array.dtype and not copies[name].flags.writeable
+        assert copies["a"].ctypes.data % lazy_kernels._HUGE_PAGE == 0
+        assert copies["b"].ctypes.data % 64 == 0 and copies["c"].ctypes.data % 64 == 0
 
 
 def test_packed_walk_refuses_bad_arrays():

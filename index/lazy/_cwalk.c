@@ -1853,6 +1853,191 @@ done:
     return result;
 }
 
+/* loop_rest(mask, by_first_byte, first_offsets, grouped, grouped_offsets,
+ *           rest, rest_offsets, rest_skips, starts, most)
+ *     -> (tokens, positions, skipped, first_bytes, data, data_offsets)
+ *
+ * A loop row's rest (tokendfa.lazy.tables._LoopRest) where the tail set's
+ * rest is not packed whole (past _PLAN_MAX_TOKENS: a narrow loop's): the
+ * entries of tail_split's ``rest`` starting with the bytes ``starts``
+ * (int64, ascending), in rest order, as bytes objects: their tokens and
+ * positions (int64: max(rest_skips, 1)), whether they have a resume point
+ * (bool: rest_skips > 0), their first bytes (uint8), and, where there are
+ * at most ``most`` of them, their bytes from their positions packed one
+ * after another (``data``, entry k at data[o[k]:o[k + 1]], ``data_offsets``
+ * int32; both None past ``most``). The bytes are read from the grouped
+ * spellings (tail_pack's way: each entry's place in by_first_byte found by
+ * one forward pass over its group and the mask), where numpy's gathers
+ * and a pack by token id took ~2.9 ms of WashingtonPost wp_76's step 24
+ * (MaskBench's worst lazy step on 440eebc: 29.6k entries of a 74k rest,
+ * in a fresh fork), ~1.4 ms so (279 page faults, not 512); Github_easy
+ * o21855's step 4 (1.5k entries): ~1.0 -> ~0.35 ms. */
+static PyObject *loop_rest(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (arity(nargs, 10, "loop_rest") < 0) {
+        return NULL;
+    }
+    enum { MASK, BY_FIRST_BYTE, FIRST_OFFSETS, GROUPED, GROUPED_OFFSETS, REST, REST_OFFSETS, REST_SKIPS, STARTS,
+           ARRAYS };
+    Buffer buffers[ARRAYS] = {{0}};
+    static const char *names[ARRAYS] = {"mask", "by_first_byte", "first_offsets", "grouped", "grouped_offsets", "rest",
+                                        "rest_offsets", "rest_skips", "starts"};
+    static const Py_ssize_t items[ARRAYS] = {U32, 8, 8, U8, 8, 8, 8, 2, 8};
+    PyObject *result = NULL, *parts[6] = {NULL};
+    int32_t *places = NULL;
+    Py_ssize_t most = PyLong_AsSsize_t(args[9]);
+    if (most == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    for (int i = 0; i < ARRAYS; i++) {
+        if (take(args[i], &buffers[i], names[i], items[i], 0) < 0) {
+            goto done;
+        }
+    }
+    const uint32_t *mask = buffers[MASK].view.buf;
+    const int64_t *by_first_byte = buffers[BY_FIRST_BYTE].view.buf, *first_offsets = buffers[FIRST_OFFSETS].view.buf;
+    const uint8_t *grouped = buffers[GROUPED].view.buf;
+    const int64_t *grouped_offsets = buffers[GROUPED_OFFSETS].view.buf;
+    const int64_t *rest = buffers[REST].view.buf, *rest_offsets = buffers[REST_OFFSETS].view.buf;
+    const int16_t *rest_skips = buffers[REST_SKIPS].view.buf;
+    const int64_t *starts = buffers[STARTS].view.buf;
+    Py_ssize_t count = buffers[BY_FIRST_BYTE].view.len / 8, total = buffers[GROUPED].view.len;
+    Py_ssize_t n = buffers[REST].view.len / 8, groups = buffers[STARTS].view.len / 8;
+    uint64_t tokens_in_mask = (uint64_t)(buffers[MASK].view.len / 4) * 32;
+    if (buffers[FIRST_OFFSETS].view.len != 257 * 8 || buffers[GROUPED_OFFSETS].view.len / 8 != count + 1
+            || buffers[REST_OFFSETS].view.len != 257 * 8 || buffers[REST_SKIPS].view.len / 2 != n) {
+        PyErr_SetString(PyExc_ValueError, "loop_rest: arrays of mismatched lengths");
+        goto done;
+    }
+    for (int b = 0; b < 257; b++) {
+        if (first_offsets[b] < 0 || first_offsets[b] > count || (b && first_offsets[b] < first_offsets[b - 1])
+                || rest_offsets[b] < 0 || rest_offsets[b] > n || (b && rest_offsets[b] < rest_offsets[b - 1])) {
+            PyErr_SetString(PyExc_ValueError, "loop_rest: offsets that are not offsets into by_first_byte and rest");
+            goto done;
+        }
+    }
+    Py_ssize_t picked = 0;
+    for (Py_ssize_t g = 0; g < groups; g++) {
+        if (starts[g] < 0 || starts[g] > 255 || (g && starts[g] <= starts[g - 1])) {
+            PyErr_SetString(PyExc_ValueError, "loop_rest: starts are not ascending bytes");
+            goto done;
+        }
+        picked += rest_offsets[starts[g] + 1] - rest_offsets[starts[g]];
+    }
+    int pack = picked <= most;
+    static const Py_ssize_t widths[4] = {8, 8, 1, 1};
+    if (make_parts(parts, 4, picked, widths) < 0) {
+        goto done;
+    }
+    int64_t *tokens = (int64_t *)PyBytes_AS_STRING(parts[0]), *positions = (int64_t *)PyBytes_AS_STRING(parts[1]);
+    uint8_t *skipped = (uint8_t *)PyBytes_AS_STRING(parts[2]), *first_bytes = (uint8_t *)PyBytes_AS_STRING(parts[3]);
+    if (pack) {
+        if (picked > INT32_MAX - 1) {
+            PyErr_SetString(PyExc_ValueError, "loop_rest: more entries than int32 offsets index");
+            goto done;
+        }
+        places = malloc((size_t)(picked ? picked : 1) * sizeof(int32_t));
+        if (places == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    const char *problem = NULL;
+    int64_t bytes = 0;
+    Released released;
+    let_go_for(&released, picked);
+    Py_ssize_t k = 0;
+    for (Py_ssize_t g = 0; g < groups && problem == NULL; g++) {
+        int b = (int)starts[g];
+        int64_t from = rest_offsets[b], last = rest_offsets[b + 1], j = k;
+        for (int64_t r = from; r < last; r++, k++) {
+            int16_t skip = rest_skips[r];
+            tokens[k] = rest[r];
+            positions[k] = skip > 1 ? skip : 1;
+            skipped[k] = skip > 0;
+            first_bytes[k] = (uint8_t)b;
+        }
+        if (!pack) {
+            continue;
+        }
+        /* each entry's place in by_first_byte: its group's tokens outside
+         * the mask, in order (tail_pack's pass, over this group alone) */
+        for (int64_t i = first_offsets[b]; i < first_offsets[b + 1] && j < k; i++) {
+            uint64_t token = (uint64_t)by_first_byte[i];
+            if (token >= tokens_in_mask) {
+                problem = "loop_rest: a token outside the mask";
+                break;
+            }
+            if (!(mask[token >> 5] >> (token & 31) & 1)) {
+                if ((int64_t)token != tokens[j]) {
+                    problem = "loop_rest: rest is not by_first_byte's tokens outside the mask, in its order";
+                    break;
+                }
+                int64_t at = grouped_offsets[i] + positions[j], to = grouped_offsets[i + 1];
+                if (grouped_offsets[i] < 0 || to > total || at > to) {
+                    problem = "loop_rest: a rest token's bytes outside the grouped spellings";
+                    break;
+                }
+                places[j++] = (int32_t)(i - first_offsets[b]);
+                bytes += to - at;
+            }
+        }
+        if (problem == NULL && j != k) {
+            problem = "loop_rest: rest is not by_first_byte's tokens outside the mask, in its order";
+        }
+    }
+    take_back(&released);
+    if (problem != NULL) {
+        PyErr_SetString(PyExc_ValueError, problem);
+        goto done;
+    }
+    if (!pack) {
+        parts[4] = Py_NewRef(Py_None);
+        parts[5] = Py_NewRef(Py_None);
+    } else {
+        if (bytes > INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "loop_rest: more packed bytes than int32 offsets index");
+            goto done;
+        }
+        parts[4] = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)bytes);
+        parts[5] = PyBytes_FromStringAndSize(NULL, (picked + 1) * (Py_ssize_t)sizeof(int32_t));
+        if (parts[4] == NULL || parts[5] == NULL) {
+            goto done;
+        }
+        uint8_t *data = (uint8_t *)PyBytes_AS_STRING(parts[4]);
+        int32_t *offsets = (int32_t *)PyBytes_AS_STRING(parts[5]);
+        let_go_for(&released, picked);
+        int64_t filled = 0;
+        k = 0;
+        offsets[0] = 0;
+        for (Py_ssize_t g = 0; g < groups; g++) {
+            int b = (int)starts[g];
+            for (int64_t r = rest_offsets[b]; r < rest_offsets[b + 1]; r++, k++) {
+                int64_t i = first_offsets[b] + places[k];
+                int64_t at = grouped_offsets[i] + positions[k], length = grouped_offsets[i + 1] - at;
+                memcpy(data + filled, grouped + at, (size_t)length);
+                filled += length;
+                offsets[k + 1] = (int32_t)filled;
+            }
+        }
+        take_back(&released);
+    }
+    result = PyTuple_New(6);
+    if (result != NULL) {
+        for (int i = 0; i < 6; i++) {
+            PyTuple_SET_ITEM(result, i, parts[i]);
+            parts[i] = NULL;
+        }
+    }
+done:
+    free(places);
+    for (int i = 0; i < 6; i++) {
+        Py_XDECREF(parts[i]);
+    }
+    release(buffers, ARRAYS);
+    return result;
+}
+
 /* The tokens of ``groups`` (int64 group numbers) one group after another,
  * group g being items[offsets[g]:offsets[g + 1]] (items and offsets int64):
  * written to ``out`` (int64, or int32 where ``narrow``: a plan's tokens) from ``at``. Returns the next
@@ -3727,6 +3912,8 @@ static PyMethodDef methods[] = {
      "Each token's first byte after its first character outside a loop set (its length if none; 0: not text)."},
     {"tail_split", (PyCFunction)(void (*)(void))tail_split, METH_FASTCALL,
      "A loop set's tail tokens as a mask, and the other spelled tokens by first byte."},
+    {"loop_rest", (PyCFunction)(void (*)(void))loop_rest, METH_FASTCALL,
+     "A loop row's rest of some first bytes, packed from the grouped spellings."},
     {"tail_pack", (PyCFunction)(void (*)(void))tail_pack, METH_FASTCALL,
      "A tail set's rest packed from its resume points, with each entry's prefix shared with the one before."},
     {"grouped", (PyCFunction)(void (*)(void))grouped, METH_FASTCALL,

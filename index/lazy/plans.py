@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .kernels import _cwalk, _grouped
+from .kernels import _cwalk, _grouped, _in_huge_pages
 
 if TYPE_CHECKING:
     from .tables import _ClassRuns, _TailTokens, _VocabularyTables
@@ -199,6 +199,8 @@ def _grouped_spellings(tables: _VocabularyTables) -> tuple[np.ndarray, np.ndarra
         _cwalk.pack(tables.spellings, tables.spelling_offsets, tokens, np.zeros(len(tokens), dtype=np.int64), data)
         prefixes = np.empty(len(tokens), dtype=np.uint8)
         _cwalk.common_prefixes(data, offsets, prefixes)
+        # read whole by new plans, in 2 MB pages (kernels._in_huge_pages)
+        data, offsets, prefixes = _in_huge_pages({"data": data, "offsets": offsets, "prefixes": prefixes}).values()
         for array in (data, offsets, prefixes):
             array.flags.writeable = False
         tables.grouped.prefixes = prefixes  # before the arrays, which say both are made

@@ -30,7 +30,7 @@ and class runs, for :meth:`Vocabulary.prepare`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -38,7 +38,7 @@ import numpy as np
 from ..analysis.native import native_module
 from ..runtime.arrays import MASK_WORD
 from ..vocab.vocabulary import Vocabulary
-from .kernels import _cwalk, _distinct, _grouped, _ranges, _set_bits, _stable_order
+from .kernels import _cwalk, _distinct, _grouped, _in_huge_pages, _ranges, _set_bits, _stable_order
 from .plans import (_CACHE_LOCK, _PLAN_MAX_TOKENS, _GroupedSpellings, _PackedBytes, _Packing, _PlanCache,
                     _SecondChance, _grouped_spellings, _packed)
 
@@ -203,9 +203,18 @@ def _prepared_tables(vocabulary: Vocabulary) -> _VocabularyTables:
     return _made_ahead(_vocabulary_tables(vocabulary))
 
 
+# The tables' arrays a cold row's passes read whole (a new loop set's tail
+# set, a counted class's runs, a plan's tokens by first byte), copied into
+# 2 MB pages (:func:`~tokendfa.lazy.kernels._in_huge_pages` says why); not
+# the lengths, which the vocabulary holds too (a copy would be a second).
+_HUGE_ARRAYS = ("by_first_byte", "first_char", "spellings", "spelling_offsets", "tail_low", "tail_high", "tail_wide")
+
+
 def _made_ahead(tables: _VocabularyTables) -> _VocabularyTables:
-    """``tables`` with a JSON string's loop rows and class runs made (see
+    """``tables`` with their hot arrays in 2 MB pages (:data:`_HUGE_ARRAYS`)
+    and a JSON string's loop rows and class runs made (see
     :func:`_prepared_tables`)."""
+    tables = replace(tables, **_in_huge_pages({name: getattr(tables, name) for name in _HUGE_ARRAYS}))
     string = np.ones(128, dtype=bool)
     string[:0x20] = string[ord('"')] = string[ord("\\")] = False
     key = _class_key(string, True)
@@ -595,14 +604,28 @@ def _loop_mask(tables: _VocabularyTables, first: np.ndarray, tail_key: tuple[int
     if found is None:
         mask = _loop_bits(tables, first, tail_key, tail, key[0])
         starts = np.flatnonzero(first)
-        picked = _ranges(tail.rest_offsets[starts], tail.rest_offsets[starts + 1])
-        skips = tail.rest_skips[picked]
-        tokens = tail.rest[picked]
-        positions = np.maximum(skips, 1).astype(np.int64)
-        packed = _packed(tables, tokens, positions) if _cwalk is not None and len(tokens) <= _PLAN_MAX_TOKENS else None
-        rest = _LoopRest(tokens, positions, skips > 0, tables.columns[0][tokens], packed)
-        for array in (rest.tokens, rest.positions, rest.skipped, rest.first_bytes):
-            array.flags.writeable = False
+        if _cwalk is not None:
+            # in one C call, the bytes read from the grouped spellings, where
+            # numpy's gathers and a pack by token id took ~2.9 ms of
+            # WashingtonPost wp_76's step 24 in a fresh fork (29.6k of a
+            # 74k-token rest; MaskBench's worst lazy step on 440eebc), ~1.4 so
+            grouped, grouped_offsets = _grouped_spellings(tables)
+            *arrays, data, offsets = _cwalk.loop_rest(tail.mask, tables.by_first_byte, tables.first_offsets, grouped,
+                                                      grouped_offsets, tail.rest, tail.rest_offsets, tail.rest_skips,
+                                                      starts, _PLAN_MAX_TOKENS)
+            tokens, positions, skipped, first_bytes = (np.frombuffer(array, dtype=dtype) for array, dtype
+                                                       in zip(arrays, (np.int64, np.int64, bool, np.uint8)))
+            packed = None if data is None else _PackedBytes(np.frombuffer(data, dtype=np.uint8),
+                                                            np.frombuffer(offsets, dtype=np.int32))
+            rest = _LoopRest(tokens, positions, skipped, first_bytes, packed)
+        else:
+            picked = _ranges(tail.rest_offsets[starts], tail.rest_offsets[starts + 1])
+            skips = tail.rest_skips[picked]
+            tokens = tail.rest[picked]
+            positions = np.maximum(skips, 1).astype(np.int64)
+            rest = _LoopRest(tokens, positions, skips > 0, tables.columns[0][tokens])
+            for array in (rest.tokens, rest.positions, rest.skipped, rest.first_bytes):
+                array.flags.writeable = False
         found = _remember(tables.loop_masks, key, (mask, rest))
     return found
 
@@ -641,8 +664,13 @@ def _class_runs(tables: _VocabularyTables, key: tuple[int, int, bool]) -> _Class
     counts = np.int16 if int(lengths.max(initial=0)) <= np.iinfo(np.int16).max else np.int32
     if _classruns is not None and counts == np.int16:
         # the whole table in two compiled passes (_classruns.c says why)
+        # an ASCII class's full tokens found from the tail bytes (_classruns.c):
+        # Github_easy o10012's 92-byte class on Qwen, the call in a fresh fork
+        # child 2.3 -> 2.0 ms (warm 1.30 -> 0.93; best of 10 and 30, 3.3-3.5
+        # on 440eebc), the tables in 2 MB pages
         parts = _classruns.class_runs(tables.spellings, tables.spelling_offsets, tables.first_char,
-                                      inside.view(np.uint8), key[2])
+                                      inside.view(np.uint8), key[2], tables.tail_low, tables.tail_high,
+                                      tables.tail_wide.view(np.uint8))
         found = _ClassRuns(*(np.frombuffer(part, dtype=np.int16 if at < 2 else np.int64)
                              for at, part in enumerate(parts)))
         return _remember(tables.class_runs, key, found)
