@@ -63,6 +63,22 @@ def test_prepare_makes_the_plans_of_a_declared_key_prefix_in_an_open_object():
         assert set(tables.walk_plans._plans) == kept
 
 
+def test_prepare_makes_the_plans_of_a_string_of_no_whitespace():
+    """A string pattern of no whitespace (\\S), written two ways in another
+    schema, meets the walk plans of its loop made by prepare() (without that
+    warm-up its first walk made two)."""
+    vocab = _fresh_qwen("qwen2.5 no whitespace")
+    vocab.prepare(eager=False)
+    tables = vocabulary_tables(vocab)
+    kept = _cached_keys(tables)
+    for pattern in ("^[\\S]+$", "^[^\\s]+$"):
+        index = Index.from_schema({"type": "object", "properties": {"primary_key": {"type": "string",
+                                                                                    "pattern": pattern}},
+                                   "required": ["primary_key"], "additionalProperties": False}, vocab)
+        assert warmup.walk_texts(index, vocab, ['{"primary_key":"x9/Y-z.w"}']) == 26
+    assert _cached_keys(tables) == kept
+
+
 def test_the_warm_up_walk_serves_the_state_at_every_byte():
     vocab = cached_vocabulary("qwen2.5")   # every byte is a token
     text = '{"a":[1,2.5,"x\\"y"],"b":null}'
