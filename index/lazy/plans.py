@@ -477,9 +477,12 @@ def _loop_from(plan: _WalkPlan, tail_key: tuple[int, int, bool]) -> np.ndarray |
     Most entries of a free key's row end so (qwen2.5: 13.6k of the 18.1k of
     Snowplow sp_0's key rows, 35 in MaskBench's walks of it; 9.3k of
     Github_hard o73917's 13.0k; 4.2k of Github_ultra o65424's 7.5k): the
-    row's walk, replayed warm, 136 -> 101 us, 92 -> 71 and 51 -> 42. The
-    pass costs ~1.7 us a thousand entries, once per plan. None where the
-    plan is not packed."""
+    row's walk, replayed warm, 136 -> 81 us, 92 -> 58 and 51 -> 36. The
+    pass costs ~1.7 us a thousand entries, once per plan: made at the
+    plan's second row instead, its cost moved from the step that makes the
+    plan into a cheaper one (perf, the MaskBench sample's 250-1500 us
+    steps: 0.74% -> 1.87% of their samples). None where the plan is not
+    packed."""
     packing = plan.packing
     found = packing.loop_from
     if found is not None and found[0] == tail_key[:2]:
