@@ -20,7 +20,9 @@ serves the same answers from the moment the NFA exists:
   that go there and stay are a mask cached per vocabulary and loop set, the
   others start their walk where they first leave the loop, and tokens that
   reach a looping state mid-walk stop where nothing of theirs leaves it (see
-  :meth:`LazyIndex._raw_row`). A cold JSON string state on Qwen: ~0.6 ms,
+  :meth:`LazyIndex._raw_row`; the compiled walk, where a token's prefix
+  shared with the one before reaches the loop's state:
+  :func:`~tokendfa.lazy.plans._loop_from`). A cold JSON string state on Qwen: ~0.6 ms,
   where walking its 147k tokens takes 7-9 ms. Inside a counted class
   (``[0-9a-f]{40}``, a string with ``minLength``) the characters lead one
   state further along a chain instead of looping: a token of n characters
