@@ -481,8 +481,8 @@ def _loop_from(plan: _WalkPlan, tail_key: tuple[int, int, bool]) -> np.ndarray |
     pass costs ~1.7 us a thousand entries, once per plan: made at the
     plan's second row instead, its cost moved from the step that makes the
     plan into a cheaper one (perf, the MaskBench sample's 250-1500 us
-    steps: 0.74% -> 1.87% of their samples). None where the plan is not
-    packed."""
+    steps, one run each: 0.74% -> 1.87% of their samples). None where the
+    plan is not packed."""
     packing = plan.packing
     found = packing.loop_from
     if found is not None and found[0] == tail_key[:2]:
