@@ -1009,3 +1009,71 @@ def test_advance_token_reads_inside_its_buffers():
         cwalk.advance_token(mask, table.astype(np.int64), tokens, 1, 0)
     with pytest.raises(TypeError, match="advance_token takes 5"):
         cwalk.advance_token(mask, table, tokens, 1)
+
+
+def test_loop_from_is_the_closing_run_of_the_loop_set():
+    """``_cwalk.loop_from`` gives, for each packed entry, where the run of
+    the loop set's ASCII bytes that ends it begins (a byte of 128 or more is
+    never one; 255 for 255 or more), and refuses offsets outside the data."""
+    entries = [b"", b"abc", b'a"bc', b'ab"', b"\xc3\xa9ab", b"x" * 300 + b'"', b'"' + b"y" * 300]
+    data = np.frombuffer(b"".join(entries), np.uint8)
+    offsets = np.concatenate([[0], np.cumsum([len(entry) for entry in entries])]).astype(np.int32)
+    inside = [b for b in range(128) if b != ord('"')]  # a JSON string's loop set, less its escapes
+    low = sum(1 << b for b in inside if b < 64)
+    high = sum(1 << (b - 64) for b in inside if b >= 64)
+    found = np.frombuffer(cwalk.loop_from(data, offsets, low, high), np.uint8)
+    assert found.tolist() == [0, 0, 2, 3, 2, 255, 1]
+    with pytest.raises(IndexError, match="outside the data"):
+        cwalk.loop_from(data, np.array([0, len(data) + 1], np.int32), low, high)
+    with pytest.raises(TypeError, match="offsets: items of 4 bytes"):
+        cwalk.loop_from(data, offsets.astype(np.int64), low, high)
+
+
+def test_free_key_rows_end_entries_in_the_loop_unwalked(monkeypatch):
+    """A key's row in an object with declared properties and free keys is a
+    loop row (the free key's string) whose entries mostly end in the loop's
+    state after a declared name's prefix: ``walk_row`` given the plan's
+    ``loop_from`` ends those with no byte read. The row is the walk's without
+    it, and the numpy row, state for state."""
+    vocab = cached_vocabulary("qwen2.5")
+    tables = lazy_tables.vocabulary_tables(vocab)
+    names = ("adjust_tracker_name", "app_id", "attribution_type", "campaign_name", "city", "click_time", "country")
+    schema = {"type": "object", "properties": {name: {"type": "string"} for name in names},
+              "additionalProperties": {"type": "string"}}
+    index = Index.from_schema(schema, vocab, lazy=True)
+    assert isinstance(index, LazyIndex) and index._covered
+    calls = []
+
+    class Recording:
+        def __getattr__(self, name):
+            return getattr(cwalk, name)
+
+        @staticmethod
+        def walk_row(*args):
+            found = cwalk.walk_row(*args)
+            if len(args) == 15 and args[14] is not None:
+                calls.append((args, found))
+            return found
+
+    monkeypatch.setattr(lazy_index_module, "_cwalk", Recording())
+    # declared keys come in their order, free ones after them
+    instance = {"app_id": "1", "campaign_name": "Christmas", "city": "Berlin", "country": "us", "cityscape": "x",
+                "zone": "y"}
+    guide, seen = Guide(index), []
+    for token in vocab.encode(json.dumps(instance, separators=(",", ":"))):
+        seen.append(guide.state)
+        guide.write_mask_into(np.zeros((vocab.size + 31) // 32, np.int32))
+        guide.advance(token)
+    assert calls, "no free key's row was walked with loop_from"
+    for args, found in calls:
+        with args[0].resolving():
+            assert cwalk.walk_row(*args[:14]) == found  # its cells resolved by then: the same walk, every byte read
+    monkeypatch.undo()
+    for state in dict.fromkeys(seen):
+        _compiled(monkeypatch)
+        key, successors, fingerprint = index._compiled_row(state)
+        _numpy(monkeypatch)
+        with _fresh_plans(tables):
+            numpy_key, numpy_successors, numpy_fingerprint = index._numpy_row(state)
+        assert key == numpy_key and fingerprint == numpy_fingerprint, state
+        assert np.array_equal(successors, numpy_successors), state

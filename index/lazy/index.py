@@ -20,7 +20,9 @@ serves the same answers from the moment the NFA exists:
   that go there and stay are a mask cached per vocabulary and loop set, the
   others start their walk where they first leave the loop, and tokens that
   reach a looping state mid-walk stop where nothing of theirs leaves it (see
-  :meth:`LazyIndex._raw_row`). A cold JSON string state on Qwen: ~0.6 ms,
+  :meth:`LazyIndex._raw_row`; the compiled walk, where a token's prefix
+  shared with the one before reaches the loop's state:
+  :func:`~tokendfa.lazy.plans._loop_from`). A cold JSON string state on Qwen: ~0.6 ms,
   where walking its 147k tokens takes 7-9 ms. Inside a counted class
   (``[0-9a-f]{40}``, a string with ``minLength``) the characters lead one
   state further along a chain instead of looping: a token of n characters
@@ -94,7 +96,7 @@ from ..builder.config import BuildConfig
 from .completion import _byte_state_map, _index_states_of_byte_states
 from .kernels import _cwalk, _distinct, _mask_fingerprint, _runs, _set_bits
 from .plans import (_ChainPlan, _PackedBytes, _WalkPlan, _chain_plan, _group_plan, _grouped_prefixes, _grouped_spellings,
-                    _plan_positions, _walk_plan)
+                    _loop_from, _plan_positions, _walk_plan)
 from .tables import (_LEAD_BYTES, _chain_mask, _class_key, _class_runs, _last_leaving, _loop_bits, _loop_mask,
                      _loops_on, _pair_rest, _tail_ends, _tail_packed, _tail_tokens, _TailTokens, vocabulary_tables)
 
@@ -278,10 +280,13 @@ class _Start(NamedTuple):
     """Where each entry of a row's plan starts its walk (see
     :func:`_start_states`): in ``along[0]`` where ``picks`` (a walk plan's
     ``skipped``) is set, in ``along[link]`` where ``picks`` (a chain plan's
-    ``links``) is a link, else in the cell of its first byte."""
+    ``links``) is a link, else in the cell of its first byte. A loop row
+    read from the groups has its plan's ``loop_from`` too
+    (:func:`~tokendfa.lazy.plans._loop_from`), for ``_cwalk.walk_row``."""
 
     picks: np.ndarray  # bool or int32, one an entry
     along: np.ndarray  # int64: the loop's state, or the chain's states
+    loop_from: np.ndarray | None = None  # uint8, one an entry
 
 
 _NO_TARGET = np.zeros(1, dtype=np.int64)  # the along of a row with no loop (no entry is skipped)
@@ -944,7 +949,8 @@ class LazyIndex(MaskServing):
             with dfa.resolving():
                 key, successors, fingerprint = _cwalk.walk_row(
                     dfa, packed.data, packed.offsets, first_row, plan.first_bytes, start.picks, start.along,
-                    plan.tokens, loop_mask, self._words, loop_ends, self._eos_tokens, final, packed.shared)
+                    plan.tokens, loop_mask, self._words, loop_ends, self._eos_tokens, final, packed.shared,
+                    start.loop_from)
         else:  # a chain plan's first walk, which packs it (or a walk plan's of a rest too long to keep packed)
             ended, entries, ends = self._walk_entries(plan, _start_states(first_row, plan, start.picks, start.along))
             key, successors, fingerprint = _cwalk.finish_row(loop_mask, self._words, plan.tokens, entries, ends,
@@ -1285,6 +1291,7 @@ class LazyIndex(MaskServing):
             mask = _loop_bits(tables, first, tail_key, tail, first_key)
             plan = _group_plan(tables, first, tail_key, tail, packed, first_key,
                                _outside(first_row, first) if outside is None else outside, dead)
+            return _LoopRow(mask, (target,), along), plan, _Start(plan.skipped, along, _loop_from(plan, tail_key))
         else:
             mask, rest = _loop_mask(tables, first, tail_key, tail, first_key)
             plan = _walk_plan(tables, np.flatnonzero(first_row), (first, tail_key, rest), first_key, outside)
