@@ -519,3 +519,34 @@ def test_masks_from_group_bitsets_are_the_rows_of_booleans(monkeypatch, pattern,
     booleans = Index.from_regex(pattern, vocab, lazy=False).arrays
     assert len(calls) == 1
     assert bitsets.equals(booleans)
+
+
+def test_masks_in_small_pages_are_the_same_arrays(monkeypatch, tmp_path):
+    """Past a size, the mask table is an anonymous mapping of 4 kB pages
+    (builder.assemble._zeroed_masks): the same arrays, read-only, kept
+    alive by the index, and written to a file and read back unchanged."""
+    import mmap
+
+    from tokendfa.builder import assemble
+
+    vocab = cached_vocabulary("qwen2.5")
+    pattern = r'\{"code":"(?:AB[0-9]{2}|CD[a-f]{3}|x+)","n":[0-9]{1,3}\}'
+    usual = Index.from_regex(pattern, vocab, lazy=False)
+    monkeypatch.setattr(assemble, "_SMALL_PAGES_FROM", 0)
+    # the batched path, where the table is made (not the small build's lists or group bitsets)
+    monkeypatch.setattr(assemble, "_SMALL_EDGES", 0)
+    monkeypatch.setattr(assemble, "_SMALL_GROUPED", 0)
+    monkeypatch.setattr(assemble, "_GROUP_BITS_MAX_WORDS", 0)
+    mapped = Index.from_regex(pattern, vocab, lazy=False)
+    masks = mapped.arrays.masks
+    assert not masks.flags.writeable
+    owner = masks
+    while isinstance(owner, np.ndarray):
+        owner = owner.base
+    assert isinstance(owner, memoryview) and isinstance(owner.obj, mmap.mmap)
+    for name, array in usual.arrays.as_dict().items():
+        assert np.array_equal(getattr(mapped.arrays, name), array), name
+    mapped.save(tmp_path / "mapped.tdfa")
+    loaded = Index.load(tmp_path / "mapped.tdfa", vocab)
+    for name, array in usual.arrays.as_dict().items():
+        assert np.array_equal(getattr(loaded.arrays, name), array), name

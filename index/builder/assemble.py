@@ -26,6 +26,7 @@ its assembly.
 
 from __future__ import annotations
 
+import mmap
 from collections import deque
 from dataclasses import dataclass
 
@@ -266,7 +267,7 @@ def _unique_masks(offsets, group, finals, token_group, grouped, eos, vocab_size)
     else:
         column = token_group.astype(np.int64) + 1  # column 0 of a row's groups is "no group"
         width = num_words * 32
-    masks = np.zeros((len(first), num_words), dtype=MASK_WORD)
+    masks = _zeroed_masks(len(first), num_words)
     for low in range(0, len(first), _MASK_BATCH):
         rows = first[low:low + _MASK_BATCH]
         edges = concatenated_ranges(offsets[rows], offsets[rows + 1])
@@ -285,6 +286,28 @@ def _unique_masks(offsets, group, finals, token_group, grouped, eos, vocab_size)
             allowed[np.ix_(np.flatnonzero(finals[rows]), eos)] = True
             part[:] = np.packbits(allowed, axis=1, bitorder="little").view(MASK_WORD)
     return mask_id.astype(np.int32), masks
+
+
+# Mask tables past this size are zeroed memory of ordinary 4 kB pages (below).
+_SMALL_PAGES_FROM = 32 << 20
+
+
+def _zeroed_masks(rows: int, words: int) -> np.ndarray:
+    """``np.zeros((rows, words), MASK_WORD)``; past ``_SMALL_PAGES_FROM``
+    bytes, an anonymous mapping of 4 kB pages rather than numpy's memory,
+    which numpy asks the kernel to back with 2 MB pages. Those are 5x
+    cheaper to fault in when the kernel has free 2 MB blocks, and far
+    dearer when it must first compact memory to make them (defrag on
+    madvise): with a 60,000-value enum's 128 MB of masks (qwen2.5, 6,925
+    rows), this function took 77-79 ms in a forked child that found the 2 MB
+    blocks its sibling had freed and 346 ms in the first child of a fresh
+    process; in 4 kB pages 126-137 ms in every child, and the enum's eager
+    build in bench_literals.py 649-712 ms against 818-1,043 ms."""
+    size = rows * words * MASK_WORD.itemsize
+    if size < _SMALL_PAGES_FROM or not hasattr(mmap, "MAP_PRIVATE"):
+        return np.zeros((rows, words), dtype=MASK_WORD)
+    block = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)   # anonymous: zero pages, no advice
+    return np.frombuffer(block, dtype=MASK_WORD).reshape(rows, words)
 
 
 def _masks_width(grouped, vocab_size) -> int:
