@@ -878,7 +878,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "warm-up build (the measurement before 2026-11-26)")
     p.add_argument("--trace-steps", type=int, default=TRACE_STEPS, help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, default=None, help=f"markdown report (default {DEFAULT_OUT.relative_to(ROOT)})")
-    p.add_argument("--plot", type=Path, default=None, help=f"plot (default {DEFAULT_PLOT.relative_to(ROOT)})")
+    p.add_argument("--plot", type=Path, default=None, help=f"plot (default {DEFAULT_PLOT.relative_to(ROOT)} with the default --out, else beside --out as .png)")
     p.add_argument("--schema-dir", type=Path, default=None, help=f"JSONSchemaBench files (default {SCHEMA_DIR})")
     p.add_argument("--from-json", type=Path, default=None,
                    help="measure nothing: rewrite --out and --plot from a run's raw .json")
@@ -893,7 +893,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.limit = 20 if args.limit is None else args.limit
     args.max_regex_chars = args.max_regex_chars or 8000
     args.out = args.out or DEFAULT_OUT
-    args.plot = args.plot or DEFAULT_PLOT
+    if args.plot is None:   # a report written elsewhere never overwrites the committed plot
+        args.plot = DEFAULT_PLOT if args.out == DEFAULT_OUT else args.out.with_suffix(".png")
     return args
 
 

@@ -21,6 +21,19 @@ def test_maskbench_refuses_a_report_name_its_raw_results_would_overwrite(tmp_pat
     assert not out.exists()
 
 
+def test_build_report_written_elsewhere_keeps_its_plot_beside_it():
+    # A run with --out in a scratch folder wrote its plot over the committed
+    # benchmarks/build_time_vs_vocab.png (the mistral-sp32k run over the qwen plot).
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import bench_build
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    assert bench_build.parse_args(["--out", "/tmp/scratch/sp32k.md"]).plot == Path("/tmp/scratch/sp32k.png")
+    assert bench_build.parse_args([]).plot == bench_build.DEFAULT_PLOT
+    assert bench_build.parse_args(["--out", "/tmp/a.md", "--plot", "/tmp/b.png"]).plot == Path("/tmp/b.png")
+
+
 def test_a_childs_answer_or_why_there_is_none():
     # The dev scripts (lazy_step_faults.py, lazy_step_sampler.py, ...) each
     # run a schema in a child through answer_in_child: what the child
