@@ -27,7 +27,7 @@ import numpy as np
 from ..analysis.dfa import ByteDFA
 from ..analysis import limits
 from ..analysis.errors import VocabularyError
-from ..analysis.literals import FORCED_RUN_LIMIT, NOT_FORCED, forced_bytes, forced_run
+from ..analysis.literals import FORCED_RUN_LIMIT, NOT_FORCED, forced_bytes
 from ..runtime.arrays import IndexArrays
 
 # Text of forced runs tokenized and walked at a time (see forced_token_table).
